@@ -1,0 +1,219 @@
+"""C2SP signed-note: known answers from tests/vectors/note.json, strictness and fuzzing."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ledger import LedgerError
+from ledger.note import (
+    MAX_NOTE_BYTES,
+    MAX_SIGNATURES,
+    NoteError,
+    NoteSigner,
+    NoteVerifier,
+    key_id,
+    open_note,
+    sign_note,
+    split_note,
+    verifier_key_string,
+)
+
+NOTE: dict[str, Any] = json.loads((Path(__file__).parent / "vectors" / "note.json").read_text())
+KEY = NOTE["key"]
+WITNESS = NOTE["witness_key"]
+
+
+def _signer(k: dict[str, Any]) -> NoteSigner:
+    return NoteSigner(k["name"], Ed25519PrivateKey.from_private_bytes(bytes.fromhex(k["seed_hex"])))
+
+
+LOG = _signer(KEY)
+LOG_V = NoteVerifier.from_key_string(KEY["verifier_key"])
+WIT = _signer(WITNESS)
+
+
+@pytest.mark.parametrize("k", [KEY, WITNESS], ids=["log", "witness"])
+def test_key_vectors(k: dict[str, Any]) -> None:
+    s = _signer(k)
+    assert s.public_key_bytes.hex() == k["public_key_hex"]
+    assert key_id(k["name"], s.public_key_bytes).hex() == k["key_id_hex"]
+    assert verifier_key_string(k["name"], s.public_key_bytes) == k["verifier_key"]
+    assert s.verifier_key_string() == k["verifier_key"]
+    assert s.to_key_string() == k["signer_key"]
+    again = NoteSigner.from_key_string(k["signer_key"])
+    assert again.key_id.hex() == k["key_id_hex"] and again.name == k["name"]
+    v = NoteVerifier.from_key_string(k["verifier_key"])
+    assert v.key_string() == k["verifier_key"] and v.public_key_bytes == s.public_key_bytes
+
+
+@pytest.mark.parametrize("case", ["signed_checkpoint", "empty_checkpoint"])
+def test_signed_note_vectors(case: str) -> None:
+    v = NOTE[case]
+    out = sign_note(v["text"], [LOG])
+    assert out.decode() == v["signed_note"]
+    assert base64.b64encode(out).decode() == v["signed_note_base64"]
+    assert hashlib.sha256(out).hexdigest() == v["signed_note_sha256"]
+    assert out.decode().splitlines()[-1] == v["signature_line"]
+    note = open_note(out, [LOG_V])
+    assert note.text == v["text"]
+    (sig,) = note.verified_signatures
+    assert sig.signature.hex() == v["ed25519_signature_hex"]
+    assert base64.b64encode(sig.key_id + sig.signature).decode() == v["signature_base64"]
+    assert note.unverified_signatures == ()
+
+
+@pytest.mark.parametrize("order", ["log_signature_first", "log_signature_last"])
+def test_cosigned_vectors(order: str) -> None:
+    v = NOTE["cosigned_checkpoint"][order]
+    data = v["signed_note"].encode()
+    note = open_note(data, [LOG_V])
+    assert note.text == v["text"]
+    assert [s.name for s in note.verified_signatures] == [KEY["name"]]
+    assert [s.name for s in note.unverified_signatures] == [WITNESS["name"]]
+    both = open_note(data, [LOG_V, WIT.verifier()])
+    assert len(both.verified_signatures) == 2
+    by_name = {KEY["name"]: LOG, WITNESS["name"]: WIT}
+    signers = [by_name[line.split(" ")[1]] for line in v["signed_note"].splitlines()[4:]]
+    assert len(signers) == 2
+    assert sign_note(v["text"], signers) == data
+    assert open_note(data, [WIT.verifier()]).verified_signatures[0].name == WITNESS["name"]
+
+
+@pytest.mark.parametrize("v", NOTE["invalid_notes"], ids=lambda v: v["reason"])
+def test_invalid_note_vectors(v: dict[str, Any]) -> None:
+    with pytest.raises(NoteError):
+        open_note(v["signed_note"].encode(), [LOG_V])
+
+
+GOOD = NOTE["signed_checkpoint"]["signed_note"]
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (GOOD.encode()[:-1], "end with a newline"),
+        (GOOD.replace("\n\n", "\n").encode(), "blank line"),
+        (GOOD.encode() + GOOD.splitlines()[-1].encode() + b"\n", "duplicate signature"),
+        (b"\xff" + GOOD.encode(), "UTF-8"),
+        (GOOD.replace("1000", "10\t00").encode(), "control characters"),
+        (GOOD.replace("\u2014 example.test/ktl ", "\u2014 example.test/ktl  ").encode(), "base64"),
+        (GOOD.replace("\u2014 example.test/ktl", "\u2014 ").encode(), "key name"),
+        (GOOD.replace("Qo=\n", "Qo\n").encode(), "base64"),
+        (GOOD.replace("Qo=\n", "Qp=\n").encode(), "canonical"),
+        ("a\n\n\u2014 x AAAA\n".encode(), "too short"),
+        (b"a\n\n", "no signature lines"),
+        (b"a\n\n" + b"x" * MAX_NOTE_BYTES, "larger than"),
+    ],
+)
+def test_malformed_notes_rejected(data: bytes, message: str) -> None:
+    with pytest.raises(NoteError, match=message):
+        open_note(data, [LOG_V])
+
+
+def test_unknown_signatures_ignored_but_one_known_required() -> None:
+    other = NoteSigner("example.test/ktl", Ed25519PrivateKey.from_private_bytes(b"\x07" * 32))
+    text = NOTE["signed_checkpoint"]["text"]
+    only_other = sign_note(text, [other])
+    with pytest.raises(NoteError, match="no signature from a trusted key"):
+        open_note(only_other, [LOG_V])
+    note = open_note(sign_note(text, [other, LOG]), [LOG_V])
+    assert [s.key_id for s in note.unverified_signatures] == [other.key_id]
+    with pytest.raises(NoteError, match="no verifier keys"):
+        open_note(only_other, [])
+
+
+def test_signature_count_limit() -> None:
+    text = "hello\n"
+    signers = [
+        NoteSigner(f"k{i}", Ed25519PrivateKey.from_private_bytes(bytes([i]) * 32))
+        for i in range(MAX_SIGNATURES + 1)
+    ]
+    data = sign_note(text, signers)
+    with pytest.raises(NoteError, match="more than"):
+        open_note(data, [signers[0].verifier()])
+    assert open_note(sign_note(text, signers[:MAX_SIGNATURES]), [signers[0].verifier()])
+
+
+@pytest.mark.parametrize(
+    "vkey",
+    [
+        "",
+        "example.test/ktl",
+        "example.test/ktl+27045d62",
+        KEY["verifier_key"].replace("+27045d62", "+27045d63"),
+        KEY["verifier_key"].replace("+27045d62", "+27045D62"),
+        KEY["verifier_key"].replace("+AQ", "+Ag"),
+        KEY["verifier_key"][:-2],
+        "exa mple+27045d62+AQOhB7/zzhC+HXDdGOdLwJln5NYwm6UNXx3chmQSVTG4",
+        " " + KEY["verifier_key"],
+    ],
+)
+def test_bad_verifier_keys(vkey: str) -> None:
+    with pytest.raises(NoteError):
+        NoteVerifier.from_key_string(vkey)
+
+
+def test_bad_signer_inputs() -> None:
+    with pytest.raises(NoteError, match="PRIVATE"):
+        NoteSigner.from_key_string(KEY["verifier_key"])
+    with pytest.raises(NoteError, match="does not match"):
+        NoteSigner.from_key_string(KEY["signer_key"].replace("+27045d62+", "+00000000+"))
+    for name in ["", "a b", "a+b", "a\u00a0b"]:
+        with pytest.raises(NoteError, match="key name"):
+            NoteSigner(name, Ed25519PrivateKey.generate())
+    with pytest.raises(NoteError, match="end with a newline"):
+        sign_note("no newline", [LOG])
+    with pytest.raises(NoteError, match="at least one"):
+        sign_note("x\n", [])
+    with pytest.raises(NoteError, match="twice"):
+        sign_note("x\n", [LOG, LOG])
+
+
+texts = st.text(
+    alphabet=st.characters(blacklist_categories=["Cs", "Cc"]) | st.just("\n"), max_size=200
+).map(lambda t: t + "\n")
+
+
+@settings(max_examples=80, deadline=None)
+@given(text=texts, data=st.data())
+def test_sign_open_round_trip_and_tamper(text: str, data: st.DataObject) -> None:
+    signed = sign_note(text, [LOG, WIT])
+    note = open_note(signed, [LOG_V])
+    assert note.text == text
+    raw = text.encode()
+    pos = data.draw(st.integers(0, len(raw) - 1))
+    tampered = bytearray(signed)
+    tampered[pos] ^= data.draw(st.integers(1, 255))
+    with pytest.raises(NoteError):
+        open_note(bytes(tampered), [LOG_V])
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=600) | texts.map(lambda t: (t + "\n\u2014 " + t).encode()))
+def test_parsers_only_raise_note_error(data: bytes) -> None:
+    try:
+        text, sigs = split_note(data)
+    except NoteError:
+        pass
+    else:
+        assert text.endswith("\n") and sigs
+    with pytest.raises(LedgerError):
+        open_note(data, [LOG_V])
+
+
+@settings(max_examples=200, deadline=None)
+@given(s=st.text(max_size=120))
+def test_key_string_parsers_only_raise_note_error(s: str) -> None:
+    for parse in (NoteVerifier.from_key_string, NoteSigner.from_key_string):
+        with contextlib.suppress(NoteError):
+            parse(s)
