@@ -1,0 +1,37 @@
+"""Strict JSON decoding shared by the parsers: UTF-8 only, no duplicate keys, no NaN/Infinity."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+class JSONRejected(ValueError):
+    """The bytes are not strict JSON; the message says why."""
+
+
+def strict_loads(data: bytes) -> Any:
+    """Decode `data` as strict UTF-8 JSON, raising JSONRejected with a short reason."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise JSONRejected("is not UTF-8") from None
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
+    except RecursionError:
+        raise JSONRejected("is nested too deeply") from None
+    except ValueError as exc:
+        raise JSONRejected(f"is not valid JSON: {exc}") from None
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not allowed")

@@ -1,0 +1,81 @@
+"""Example predicate bodies, one per type: documentation, tests and benchmarks build on them.
+
+Each function returns a fresh JSON dict that validates; callers may mutate it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from attest.predicates import BENCHMARK_V1
+
+
+def digest(label: str) -> str:
+    """A stable fake sha256 hex digest for examples."""
+    return hashlib.sha256(label.encode()).hexdigest()
+
+
+def environment() -> dict[str, Any]:
+    return {"cpu_model": "AMD EPYC 7B13", "cpu_flags": ["avx2", "fma", "sse4_2"], "cores": 2,
+            "machine": "x86_64", "gpu": None, "gpu_driver": None, "compiler": "gcc 12.2.0",
+            "libraries": {"numpy": "2.1.0"}, "os": "Linux 6.1", "python": "3.11.7"}
+
+
+def kernel() -> dict[str, Any]:
+    return {"name": "acme/matmul-blocked", "version": "1.0.0", "op": "matmul", "runtime": "c",
+            "entry": "matmul_blocked", "abi_version": 1,
+            "sources": [{"path": "matmul.c", "sha256": digest("matmul.c")}],
+            "build": {"compiler": "gcc", "compiler_version": "12.2.0",
+                      "flags": ["-O3", "-march=native"]},
+            "generator": {"agent": "kernelsmith", "agent_version": "0.3", "model": "m-2026",
+                          "prompt_sha256": digest("prompt")},
+            "target": {"hardware_class": "x86_64-avx2"}, "parent": None}
+
+
+def benchmark(n_results: int = 1) -> dict[str, Any]:
+    shapes = [{"M": 64 * (i + 1), "N": 64 * (i + 1), "K": 64 * (i + 1)} for i in range(n_results)]
+    results = [
+        {"shape": dict(shape), "n": 50, "median_ns": 1000.0 * (i + 1), "p5_ns": 900.0 * (i + 1),
+         "p95_ns": 1200.0 * (i + 1), "baseline_median_ns": 2100.0 * (i + 1), "speedup": 2.1,
+         "speedup_ci95": [1.95, 2.3], "gflops": 12.5 + i}
+        for i, shape in enumerate(shapes)
+    ]
+    return {"environment": environment(),
+            "workload": {"op": "matmul", "dtype": "float32", "seed": 1, "shapes": shapes},
+            "method": {"warmup": 5, "repetitions": 50, "timer": "perf_counter_ns",
+                       "interleaved": True, "baseline": "numpy-reference", "fresh_inputs": True,
+                       "outputs_rechecked": True},
+            "results": results,
+            "samples": {"sha256": digest("samples"), "size": 123, "media_type": "application/json"},
+            "trusted": True, "notes": ["pinned to core 1"]}
+
+
+def verification() -> dict[str, Any]:
+    return {"environment": environment(), "budget": "quick", "seed": 1,
+            "checks": [
+                {"name": "correctness.random", "outcome": "pass",
+                 "detail": "max rel err 1.2e-7 <= tol 1e-5 on 12 shapes",
+                 "inputs": {"shapes": [{"M": 3, "N": 5, "K": 7}]},
+                 "metrics": {"max_abs_err": 1e-6, "max_rel_err": 1.2e-7, "max_ulp": 2,
+                             "tolerance": 1e-5}},
+                {"name": "sanitizer.asan", "outcome": "skip", "detail": "no asan runtime",
+                 "inputs": {"shapes": []},
+                 "metrics": {"max_abs_err": 0, "max_rel_err": 0, "max_ulp": 0, "tolerance": 0}},
+            ],
+            "verdict": "pass"}
+
+
+def reproduction() -> dict[str, Any]:
+    return {"target": {"origin": "ktl.example/log", "index": 3, "leaf_hash": digest("leaf"),
+                       "predicate_type": BENCHMARK_V1, "subject_sha256": digest("source")},
+            "environment": environment(),
+            "claims": [{"claim": "benchmark.speedup[M=256,N=256,K=256]", "verdict": "refuted",
+                        "claimed": {"speedup": 2.0, "speedup_ci95": [1.9, 2.1]},
+                        "measured": {"speedup": 1.1, "speedup_ci95": [1.0, 1.2]},
+                        "reason": "measured interval lies below the claimed one"}],
+            "verdict": "refuted"}
+
+
+KERNEL_NAME = "acme/matmul-blocked"
+SOURCE_SHA256 = digest("source")

@@ -1,0 +1,708 @@
+"""The four predicate types (kernel, benchmark, verification, reproduction), version 1.
+
+Each predicate is a frozen dataclass tree with `to_json()` and a strict `from_json()`:
+the body is checked against one declarative rule set (`SPECS`, also rendered as the
+JSON Schema files in attest/schemas/), then cross-field rules are applied. Every
+error names the offending field, e.g. `predicate.results[2].speedup_ci95: must be
+[low, high] with low <= high`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Self
+
+from attest._errors import ValidationError
+from attest._spec import Bool, Enum, Int, Interval, List, Map, Nullable, Num, Obj, Spec, Str
+
+PREDICATE_NAMESPACE = "https://kerneltransparency.dev/attestation/"
+KERNEL_V1 = PREDICATE_NAMESPACE + "kernel/v1"
+BENCHMARK_V1 = PREDICATE_NAMESPACE + "benchmark/v1"
+VERIFICATION_V1 = PREDICATE_NAMESPACE + "verification/v1"
+REPRODUCTION_V1 = PREDICATE_NAMESPACE + "reproduction/v1"
+
+KERNEL_NAME_PATTERN = r"[a-z0-9][a-z0-9._-]*/[a-z0-9][a-z0-9._-]*"
+MAX_KERNEL_NAME_CHARS = 128
+
+# ---- shared rules ---------------------------------------------------------------------------
+
+HEX64 = Str(64, min_len=64, pattern="[0-9a-f]{64}",
+            hint="must be 64 lowercase hex characters (a sha256 digest)")
+KERNEL_NAME = Str(
+    MAX_KERNEL_NAME_CHARS, pattern=KERNEL_NAME_PATTERN,
+    hint="must be a kernel name 'vendor/kernel-name' (lowercase letters, digits, '.', '_', '-')",
+)
+_TOKEN = r"[A-Za-z0-9][A-Za-z0-9._+-]*"
+_IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+OP_NAME = Str(64, pattern=r"[a-z][a-z0-9_]*", hint="must be an op name (lowercase, digits, '_')")
+SHAPE = Map(
+    Str(16, pattern=_IDENT, hint="must be a dimension name (letters, digits, '_')"),
+    Int(0, 2**32), min_items=1, max_items=8, doc="dimension name -> size",
+)
+SHAPES = List(SHAPE, min_items=1, max_items=1024)
+FREE_TEXT = Str(2048, min_len=0, text=True)
+NAME_128 = Str(128)
+
+ENVIRONMENT = Obj({
+    "cpu_model": Str(256, min_len=0),
+    "cpu_flags": List(Str(64, pattern=_TOKEN, hint="must be a CPU flag token"), max_items=1024),
+    "cores": Int(1, 1 << 20),
+    "machine": Str(64),
+    "gpu": Nullable(Str(256)),
+    "gpu_driver": Nullable(Str(128)),
+    "compiler": Str(256, min_len=0),
+    "libraries": Map(Str(64, pattern=_TOKEN, hint="must be a library name token"), Str(128),
+                     max_items=64),
+    "os": Str(256, min_len=0),
+    "python": Str(64),
+}, doc="where a measurement or check ran")
+
+
+class _Node:
+    """Shared `from_json` for the dataclasses below: rule check, then `_build` (cross-field rules)."""
+
+    _SPEC: ClassVar[Spec]
+    _PATH: ClassVar[str] = "predicate"
+
+    @classmethod
+    def from_json(cls, obj: object, path: str | None = None) -> Self:
+        where = path or cls._PATH
+        return cls._build(cls._SPEC.check(obj, where), where)
+
+    @classmethod
+    def _build(cls, d: dict[str, Any], path: str) -> Self:
+        raise ValidationError(path, "no builder")  # pragma: no cover - every subclass overrides
+
+
+@dataclass(frozen=True)
+class Environment(_Node):
+    cpu_model: str
+    cpu_flags: tuple[str, ...]
+    cores: int
+    machine: str
+    gpu: str | None
+    gpu_driver: str | None
+    compiler: str
+    libraries: Mapping[str, str]
+    os: str
+    python: str
+
+    _SPEC = ENVIRONMENT
+    _PATH = "environment"
+
+    @classmethod
+    def _build(cls, d: dict[str, Any], path: str) -> Self:
+        return cls(cpu_model=d["cpu_model"], cpu_flags=tuple(d["cpu_flags"]), cores=d["cores"],
+                   machine=d["machine"], gpu=d["gpu"], gpu_driver=d["gpu_driver"],
+                   compiler=d["compiler"], libraries=dict(d["libraries"]), os=d["os"],
+                   python=d["python"])
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cpu_model": self.cpu_model, "cpu_flags": list(self.cpu_flags), "cores": self.cores,
+                "machine": self.machine, "gpu": self.gpu, "gpu_driver": self.gpu_driver,
+                "compiler": self.compiler, "libraries": dict(self.libraries), "os": self.os,
+                "python": self.python}
+
+
+# ---- kernel/v1 ------------------------------------------------------------------------------
+
+SOURCE_PATH = Str(
+    256, pattern=r"[A-Za-z0-9_][A-Za-z0-9._-]*(/[A-Za-z0-9_][A-Za-z0-9._-]*)*",
+    hint="must be a relative path of plain segments (no leading '/', '.', '..' or backslash)",
+)
+SOURCE = Obj({"path": SOURCE_PATH, "sha256": HEX64})
+BUILD = Obj({
+    "compiler": Str(64),
+    "compiler_version": Str(64, min_len=0),
+    "flags": List(Str(128), max_items=64),
+})
+GENERATOR = Obj({
+    "agent": NAME_128,
+    "agent_version": Str(64),
+    "model": Str(128, min_len=0),
+    "prompt_sha256": Nullable(HEX64),
+})
+TARGET = Obj({"hardware_class": Str(64, pattern=r"[a-z0-9][a-z0-9._-]*",
+                                    hint="must be a hardware class such as 'x86_64-avx2'")})
+KERNEL = Obj({
+    "name": KERNEL_NAME,
+    "version": Str(64, pattern=_TOKEN, hint="must be a version token such as '1.0.0'"),
+    "op": OP_NAME,
+    "runtime": Enum("c", "cuda", "triton"),
+    "entry": Str(128, pattern=_IDENT, hint="must be a C identifier"),
+    "abi_version": Int(1, 65535),
+    "sources": List(SOURCE, min_items=1, max_items=256),
+    "build": BUILD,
+    "generator": GENERATOR,
+    "target": TARGET,
+    "parent": Nullable(HEX64, doc="sha256 subject digest of the kernel this one derives from"),
+}, doc="provenance of a kernel release")
+
+
+@dataclass(frozen=True)
+class SourceFile(_Node):
+    path: str
+    sha256: str
+
+    _SPEC = SOURCE
+    _PATH = "source"
+
+    @classmethod
+    def _build(cls, d: dict[str, Any], path: str) -> Self:
+        return cls(path=d["path"], sha256=d["sha256"])
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "sha256": self.sha256}
+
+
+@dataclass(frozen=True)
+class BuildRecipe(_Node):
+    compiler: str
+    compiler_version: str
+    flags: tuple[str, ...]
+
+    _SPEC = BUILD
+    _PATH = "build"
+
+    @classmethod
+    def _build(cls, d: dict[str, Any], path: str) -> Self:
+        return cls(compiler=d["compiler"], compiler_version=d["compiler_version"],
+                   flags=tuple(d["flags"]))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"compiler": self.compiler, "compiler_version": self.compiler_version,
+                "flags": list(self.flags)}
+
+
+@dataclass(frozen=True)
+class Generator(_Node):
+    agent: str
+    agent_version: str
+    model: str
+    prompt_sha256: str | None
+
+    _SPEC = GENERATOR
+    _PATH = "generator"
+
+    @classmethod
+    def _build(cls, d: dict[str, Any], path: str) -> Self:
+        return cls(agent=d["agent"], agent_version=d["agent_version"], model=d["model"],
+                   prompt_sha256=d["prompt_sha256"])
+
+    def to_json(self) -> dict[str, Any]:
+        return {"agent": self.agent, "agent_version": self.agent_version, "model": self.model,
+                "prompt_sha256": self.prompt_sha256}
+
+
+@dataclass(frozen=True)
+class Target(_Node):
+    hardware_class: str
+
+    _SPEC = TARGET
+    _PATH = "target"
+
+    @classmethod
+    def _build(cls, d: dict[str, Any], path: str) -> Self:
+        return cls(hardware_class=d["hardware_class"])
+
+    def to_json(self) -> dict[str, Any]:
+        return {"hardware_class": self.hardware_class}
+
+
+@dataclass(frozen=True)
+class KernelPredicate(_Node):
+    name: str
+    version: str
+    op: str
+    runtime: str
+    entry: str
+    abi_version: int
+    sources: tuple[SourceFile, ...]
+    build: BuildRecipe
+    generator: Generator
+    target: Target
+    parent: str | None
+
+    PREDICATE_TYPE: ClassVar[str] = KERNEL_V1
+    _SPEC = KERNEL
+
+    @classmethod
+    def _build(cls, d: dict[str, Any], path: str) -> Self:
+        sources = tuple(SourceFile._build(s, f"{path}.sources[{i}]")
+                        for i, s in enumerate(d["sources"]))
+        seen: set[str] = set()
+        for i, source in enumerate(sources):
+            if source.path in seen:
+                raise ValidationError(f"{path}.sources[{i}].path", f"duplicate path {source.path!r}")
+            seen.add(source.path)
+        return cls(name=d["name"], version=d["version"], op=d["op"], runtime=d["runtime"],
+                   entry=d["entry"], abi_version=d["abi_version"], sources=sources,
+                   build=BuildRecipe._build(d["build"], f"{path}.build"),
+                   generator=Generator._build(d["generator"], f"{path}.generator"),
+                   target=Target._build(d["target"], f"{path}.target"), parent=d["parent"])
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "version": self.version, "op": self.op, "runtime": self.runtime,
+                "entry": self.entry, "abi_version": self.abi_version,
+                "sources": [s.to_json() for s in self.sources], "build": self.build.to_json(),
+                "generator": self.generator.to_json(), "target": self.target.to_json(),
+                "parent": self.parent}
+
+
+# ---- benchmark/v1 ---------------------------------------------------------------------------
+
+WORKLOAD = Obj({
+    "op": OP_NAME,
+    "dtype": Enum("float32", "float16", "bfloat16", "float64"),
+    "seed": Int(0, 2**53 - 1),
+    "shapes": SHAPES,
+})
+METHOD = Obj({
+    "warmup": Int(0, 1_000_000),
+    "repetitions": Int(1, 10_000_000),
+    "timer": Enum("perf_counter_ns", "monotonic_ns", "process_time_ns", "cuda_event"),
+    "interleaved": Bool(doc="kernel and baseline runs alternate"),
+    "baseline": NAME_128,
+    "fresh_inputs": Bool(),
+    "outputs_rechecked": Bool(),
+})
+RESULT = Obj({
+    "shape": SHAPE,
+    "n": Int(1, 10_000_000),
+    "median_ns": Num(),
+    "p5_ns": Num(),
+    "p95_ns": Num(),
+    "baseline_median_ns": Num(),
+    "speedup": Num(),
+    "speedup_ci95": Interval(doc="95% bootstrap interval of the speed-up"),
+    "gflops": Num(),
+}, doc="p5_ns <= median_ns <= p95_ns")
+BLOB_REF = Obj({
+    "sha256": HEX64,
+    "size": Int(0, 2**40),
+    "media_type": Str(128, pattern=r"[a-z0-9][a-z0-9.+-]*/[a-z0-9][a-z0-9.+-]*",
+                      hint="must be a media type such as 'application/json'"),
+}, doc="a content-addressed blob stored beside the log")
+BENCHMARK = Obj({
+    "environment": ENVIRONMENT,
+    "workload": WORKLOAD,
+    "method": METHOD,
+    "results": List(RESULT, max_items=1024),
+    "samples": BLOB_REF,
+    "trusted": Bool(doc="false when the harness saw something that makes the numbers unreliable"),
+    "notes": List(FREE_TEXT, max_items=64),
+}, doc="performance measurements; every results[].shape is one of workload.shapes")
+
+
+@dataclass(frozen=True)
+class Workload(_Node):
+    op: str
+    dtype: str
+    seed: int
+    shapes: tuple[Mapping[str, int], ...]
+
+    _SPEC = WORKLOAD
+    _PATH = "workload"
+
+    @classmethod
+    def _build(cls, d: dict[str, Any], path: str) -> Self:
+        return cls(op=d["op"], dtype=d["dtype"], seed=d["seed"],
+                   shapes=tuple(dict(s) for s in d["shapes"]))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"op": self.op, "dtype": self.dtype, "seed": self.seed,
+                "shapes": [dict(s) for s in self.shapes]}
+
+
+@dataclass(frozen=True)
+class Method(_Node):
+    warmup: int
+    repetitions: int
+    timer: str
+    interleaved: bool
+    baseline: str
+    fresh_inputs: bool
+    outputs_rechecked: bool
+
+    _SPEC = METHOD
+    _PATH = "method"
+
+    @classmethod
+    def _build(cls, d: dict[str, Any], path: str) -> Self:
+        return cls(**d)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"warmup": self.warmup, "repetitions": self.repetitions, "timer": self.timer,
+                "interleaved": self.interleaved, "baseline": self.baseline,
+                "fresh_inputs": self.fresh_inputs, "outputs_rechecked": self.outputs_rechecked}
+
+
+@dataclass(frozen=True)
+class BenchmarkResult(_Node):
+    shape: Mapping[str, int]
+    n: int
+    median_ns: float
+    p5_ns: float
+    p95_ns: float
+    baseline_median_ns: float
+    speedup: float
+    speedup_ci95: tuple[float, float]
+    gflops: float
+
+    _SPEC = RESULT
+    _PATH = "result"
+
+    @classmethod
+    def _build(cls, d: dict[str, Any], path: str) -> Self:
+        if not d["p5_ns"] <= d["median_ns"] <= d["p95_ns"]:
+            raise ValidationError(f"{path}.median_ns", "must lie within [p5_ns, p95_ns]")
+        return cls(shape=dict(d["shape"]), n=d["n"], median_ns=d["median_ns"], p5_ns=d["p5_ns"],
+                   p95_ns=d["p95_ns"], baseline_median_ns=d["baseline_median_ns"],
+                   speedup=d["speedup"], speedup_ci95=d["speedup_ci95"], gflops=d["gflops"])
+
+    def to_json(self) -> dict[str, Any]:
+        return {"shape": dict(self.shape), "n": self.n, "median_ns": self.median_ns,
+                "p5_ns": self.p5_ns, "p95_ns": self.p95_ns,
+                "baseline_median_ns": self.baseline_median_ns, "speedup": self.speedup,
+                "speedup_ci95": list(self.speedup_ci95), "gflops": self.gflops}
+
+
+@dataclass(frozen=True)
+class BlobRef(_Node):
+    sha256: str
+    size: int
+    media_type: str
+
+    _SPEC = BLOB_REF
+    _PATH = "blob"
+
+    @classmethod
+    def _build(cls, d: dict[str, Any], path: str) -> Self:
+        return cls(sha256=d["sha256"], size=d["size"], media_type=d["media_type"])
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sha256": self.sha256, "size": self.size, "media_type": self.media_type}
+
+
+@dataclass(frozen=True)
+class BenchmarkPredicate(_Node):
+    environment: Environment
+    workload: Workload
+    method: Method
+    results: tuple[BenchmarkResult, ...]
+    samples: BlobRef
+    trusted: bool
+    notes: tuple[str, ...]
+
+    PREDICATE_TYPE: ClassVar[str] = BENCHMARK_V1
+    _SPEC = BENCHMARK
+
+    @classmethod
+    def _build(cls, d: dict[str, Any], path: str) -> Self:
+        workload = Workload._build(d["workload"], f"{path}.workload")
+        results = tuple(BenchmarkResult._build(r, f"{path}.results[{i}]")
+                        for i, r in enumerate(d["results"]))
+        for i, result in enumerate(results):
+            if result.shape not in workload.shapes:
+                raise ValidationError(f"{path}.results[{i}].shape", "is not one of workload.shapes")
+        return cls(environment=Environment._build(d["environment"], f"{path}.environment"),
+                   workload=workload, method=Method._build(d["method"], f"{path}.method"),
+                   results=results, samples=BlobRef._build(d["samples"], f"{path}.samples"),
+                   trusted=d["trusted"], notes=tuple(d["notes"]))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"environment": self.environment.to_json(), "workload": self.workload.to_json(),
+                "method": self.method.to_json(), "results": [r.to_json() for r in self.results],
+                "samples": self.samples.to_json(), "trusted": self.trusted,
+                "notes": list(self.notes)}
+
+
+# ---- verification/v1 ------------------------------------------------------------------------
+
+CHECK_INPUTS = Obj({"shapes": List(SHAPE, max_items=1024)})
+CHECK_METRICS = Obj({
+    "max_abs_err": Num(),
+    "max_rel_err": Num(),
+    "max_ulp": Num(),
+    "tolerance": Num(),
+})
+CHECK = Obj({
+    "name": Str(128, pattern=r"[a-z0-9][a-z0-9._-]*",
+                hint="must be a check name such as 'correctness.random'"),
+    "outcome": Enum("pass", "fail", "skip", "error"),
+    "detail": FREE_TEXT,
+    "inputs": CHECK_INPUTS,
+    "metrics": CHECK_METRICS,
+})
+VERIFICATION = Obj({
+    "environment": ENVIRONMENT,
+    "budget": Enum("quick", "full"),
+    "seed": Int(0, 2**53 - 1),
+    "checks": List(CHECK, min_items=1, max_items=256),
+    "verdict": Enum("pass", "fail"),
+}, doc="checks run on a kernel; verdict 'pass' requires no check with outcome fail or error")
+
+
+@dataclass(frozen=True)
+class CheckInputs(_Node):
+    shapes: tuple[Mapping[str, int], ...]
+
+    _SPEC = CHECK_INPUTS
+    _PATH = "inputs"
+
+    @classmethod
+    def _build(cls, d: dict[str, Any], path: str) -> Self:
+        return cls(shapes=tuple(dict(s) for s in d["shapes"]))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"shapes": [dict(s) for s in self.shapes]}
+
+
+@dataclass(frozen=True)
+class CheckMetrics(_Node):
+    max_abs_err: float
+    max_rel_err: float
+    max_ulp: float
+    tolerance: float
+
+    _SPEC = CHECK_METRICS
+    _PATH = "metrics"
+
+    @classmethod
+    def _build(cls, d: dict[str, Any], path: str) -> Self:
+        return cls(**d)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"max_abs_err": self.max_abs_err, "max_rel_err": self.max_rel_err,
+                "max_ulp": self.max_ulp, "tolerance": self.tolerance}
+
+
+@dataclass(frozen=True)
+class Check(_Node):
+    name: str
+    outcome: str
+    detail: str
+    inputs: CheckInputs
+    metrics: CheckMetrics
+
+    _SPEC = CHECK
+    _PATH = "check"
+
+    @classmethod
+    def _build(cls, d: dict[str, Any], path: str) -> Self:
+        return cls(name=d["name"], outcome=d["outcome"], detail=d["detail"],
+                   inputs=CheckInputs._build(d["inputs"], f"{path}.inputs"),
+                   metrics=CheckMetrics._build(d["metrics"], f"{path}.metrics"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "outcome": self.outcome, "detail": self.detail,
+                "inputs": self.inputs.to_json(), "metrics": self.metrics.to_json()}
+
+
+@dataclass(frozen=True)
+class VerificationPredicate(_Node):
+    environment: Environment
+    budget: str
+    seed: int
+    checks: tuple[Check, ...]
+    verdict: str
+
+    PREDICATE_TYPE: ClassVar[str] = VERIFICATION_V1
+    _SPEC = VERIFICATION
+
+    @classmethod
+    def _build(cls, d: dict[str, Any], path: str) -> Self:
+        checks = tuple(Check._build(c, f"{path}.checks[{i}]") for i, c in enumerate(d["checks"]))
+        if d["verdict"] == "pass":
+            for i, check in enumerate(checks):
+                if check.outcome in ("fail", "error"):
+                    raise ValidationError(
+                        f"{path}.verdict",
+                        f"cannot be 'pass' while checks[{i}] ({check.name}) has outcome {check.outcome!r}",
+                    )
+        return cls(environment=Environment._build(d["environment"], f"{path}.environment"),
+                   budget=d["budget"], seed=d["seed"], checks=checks, verdict=d["verdict"])
+
+    def to_json(self) -> dict[str, Any]:
+        return {"environment": self.environment.to_json(), "budget": self.budget,
+                "seed": self.seed, "checks": [c.to_json() for c in self.checks],
+                "verdict": self.verdict}
+
+
+# ---- reproduction/v1 ------------------------------------------------------------------------
+
+PREDICATE_TYPES = (KERNEL_V1, BENCHMARK_V1, VERIFICATION_V1, REPRODUCTION_V1)
+REPRO_TARGET = Obj({
+    "origin": Str(256, doc="the log's origin line"),
+    "index": Int(0, 2**53 - 1),
+    "leaf_hash": HEX64,
+    "predicate_type": Enum(*PREDICATE_TYPES),
+    "subject_sha256": HEX64,
+}, doc="the logged entry that was re-run")
+_MEASUREMENT_FIELDS: dict[str, Spec] = {
+    "speedup": Num(),
+    "speedup_ci95": Interval(),
+    "median_ns": Num(),
+    "baseline_median_ns": Num(),
+    "gflops": Num(),
+    "verdict": Enum("pass", "fail"),
+}
+MEASUREMENT = Obj(_MEASUREMENT_FIELDS, optional=tuple(_MEASUREMENT_FIELDS),
+                  doc="the quantities a claim is about; each field optional")
+CLAIM = Obj({
+    "claim": Str(256, doc="what was claimed, e.g. 'benchmark.speedup[M=256,N=256,K=256]'"),
+    "verdict": Enum("confirmed", "refuted", "inconclusive"),
+    "claimed": MEASUREMENT,
+    "measured": MEASUREMENT,
+    "reason": FREE_TEXT,
+})
+REPRODUCTION = Obj({
+    "target": REPRO_TARGET,
+    "environment": ENVIRONMENT,
+    "claims": List(CLAIM, max_items=1024),
+    "verdict": Enum("confirmed", "refuted", "inconclusive"),
+}, doc=("a third party's re-run of a logged entry; verdict 'confirmed' needs at least one claim "
+        "and every claim confirmed; 'refuted' needs at least one refuted claim"))
+
+
+@dataclass(frozen=True)
+class ReproductionTarget(_Node):
+    origin: str
+    index: int
+    leaf_hash: str
+    predicate_type: str
+    subject_sha256: str
+
+    _SPEC = REPRO_TARGET
+    _PATH = "target"
+
+    @classmethod
+    def _build(cls, d: dict[str, Any], path: str) -> Self:
+        return cls(**d)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"origin": self.origin, "index": self.index, "leaf_hash": self.leaf_hash,
+                "predicate_type": self.predicate_type, "subject_sha256": self.subject_sha256}
+
+
+@dataclass(frozen=True)
+class Measurement(_Node):
+    speedup: float | None = None
+    speedup_ci95: tuple[float, float] | None = None
+    median_ns: float | None = None
+    baseline_median_ns: float | None = None
+    gflops: float | None = None
+    verdict: str | None = None
+
+    _SPEC = MEASUREMENT
+    _PATH = "measurement"
+
+    @classmethod
+    def _build(cls, d: dict[str, Any], path: str) -> Self:
+        return cls(**d)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name in _MEASUREMENT_FIELDS:
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = list(value) if isinstance(value, tuple) else value
+        return out
+
+
+@dataclass(frozen=True)
+class ClaimResult(_Node):
+    claim: str
+    verdict: str
+    claimed: Measurement
+    measured: Measurement
+    reason: str
+
+    _SPEC = CLAIM
+    _PATH = "claim"
+
+    @classmethod
+    def _build(cls, d: dict[str, Any], path: str) -> Self:
+        return cls(claim=d["claim"], verdict=d["verdict"],
+                   claimed=Measurement._build(d["claimed"], f"{path}.claimed"),
+                   measured=Measurement._build(d["measured"], f"{path}.measured"),
+                   reason=d["reason"])
+
+    def to_json(self) -> dict[str, Any]:
+        return {"claim": self.claim, "verdict": self.verdict, "claimed": self.claimed.to_json(),
+                "measured": self.measured.to_json(), "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class ReproductionPredicate(_Node):
+    target: ReproductionTarget
+    environment: Environment
+    claims: tuple[ClaimResult, ...]
+    verdict: str
+
+    PREDICATE_TYPE: ClassVar[str] = REPRODUCTION_V1
+    _SPEC = REPRODUCTION
+
+    @classmethod
+    def _build(cls, d: dict[str, Any], path: str) -> Self:
+        claims = tuple(ClaimResult._build(c, f"{path}.claims[{i}]")
+                       for i, c in enumerate(d["claims"]))
+        verdicts = [c.verdict for c in claims]
+        if d["verdict"] == "confirmed" and (not claims or set(verdicts) != {"confirmed"}):
+            raise ValidationError(f"{path}.verdict",
+                                  "cannot be 'confirmed' unless there are claims and all are confirmed")
+        if d["verdict"] == "refuted" and "refuted" not in verdicts:
+            raise ValidationError(f"{path}.verdict", "cannot be 'refuted' when no claim is refuted")
+        return cls(target=ReproductionTarget._build(d["target"], f"{path}.target"),
+                   environment=Environment._build(d["environment"], f"{path}.environment"),
+                   claims=claims, verdict=d["verdict"])
+
+    def to_json(self) -> dict[str, Any]:
+        return {"target": self.target.to_json(), "environment": self.environment.to_json(),
+                "claims": [c.to_json() for c in self.claims], "verdict": self.verdict}
+
+
+# ---- dispatch -------------------------------------------------------------------------------
+
+Predicate = KernelPredicate | BenchmarkPredicate | VerificationPredicate | ReproductionPredicate
+
+PREDICATE_CLASSES: Mapping[str, type[Predicate]] = {
+    KERNEL_V1: KernelPredicate,
+    BENCHMARK_V1: BenchmarkPredicate,
+    VERIFICATION_V1: VerificationPredicate,
+    REPRODUCTION_V1: ReproductionPredicate,
+}
+SHORT_NAMES: Mapping[str, str] = {
+    "kernel": KERNEL_V1, "benchmark": BENCHMARK_V1,
+    "verification": VERIFICATION_V1, "reproduction": REPRODUCTION_V1,
+}
+SPECS: Mapping[str, Obj] = {
+    "kernel": KERNEL, "benchmark": BENCHMARK, "verification": VERIFICATION,
+    "reproduction": REPRODUCTION,
+}
+
+
+def parse_predicate(predicate_type: str, obj: object, path: str = "predicate") -> Predicate:
+    """Strictly parse a predicate body of a known type."""
+    cls = PREDICATE_CLASSES.get(predicate_type) if isinstance(predicate_type, str) else None
+    if cls is None:
+        known = ", ".join(PREDICATE_CLASSES)
+        raise ValidationError("predicateType", f"unknown predicate type {predicate_type!r}"
+                              f" (known: {known})"[:400])
+    return cls.from_json(obj, path)
+
+
+def predicate_schema(kind: str) -> dict[str, Any]:
+    """The JSON Schema 2020-12 document for one predicate kind ('kernel', 'benchmark', ...)."""
+    spec = SPECS[kind]
+    uri = SHORT_NAMES[kind]
+    body = spec.schema()
+    description = body.pop("description", "")
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": f"{uri}/schema.json",
+        "title": f"{kind}/v1 predicate ({uri})",
+        "description": f"{description}. Generated from attest/predicates.py; numbers are finite.",
+        **body,
+    }
