@@ -1,10 +1,24 @@
-"""The log explorer pages (server-rendered)."""
+"""The log explorer pages (server-rendered, read-only, no scripts).
+
+``init_web(app)`` registers the ``explorer`` blueprint: ``/`` (the log),
+``/entries/<index>``, ``/kernels/<sha256>`` and ``/search``. Views read the log
+only through ``current_app.extensions["ktl"]`` (docs/CONTRACTS.md) and escape
+everything they show, since entries are attacker-written.
+"""
 
 from __future__ import annotations
 
 from flask import Flask
 
+from ledger.web.chart import ChartError, ChartRow, render_speedup_chart
+
 
 def init_web(app: Flask) -> None:
-    """Register the explorer pages on the app (filled in by the pages work)."""
-    del app
+    """Register the explorer pages on ``app`` (call after the JSON API)."""
+    # Imported here so that the chart renderer can be used without the storage layer.
+    from ledger.web._views import bp
+
+    app.register_blueprint(bp)
+
+
+__all__ = ["ChartError", "ChartRow", "init_web", "render_speedup_chart"]
