@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+from client._errors import (
+    ClientError,
+    InputError,
+    LogMisbehaviour,
+    NetworkError,
+    ServerError,
+    VerificationFailed,
+)
 
-class ClientError(Exception):
-    """Root of every error raised by the client package."""
-
-
-__all__ = ["ClientError"]
+__all__ = [
+    "ClientError",
+    "InputError",
+    "LogMisbehaviour",
+    "NetworkError",
+    "ServerError",
+    "VerificationFailed",
+]

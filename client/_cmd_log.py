@@ -1,10 +1,407 @@
-"""Commands of this area are registered here (see docs/CONTRACTS.md)."""
+"""`ktl publish | verify | get | search | log-info | monitor` (see docs/README-client.md)."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
 import click
+from rich.console import Console
+
+from client._errors import InputError
+from client._output import Output, kv_table, rows_table, run_guarded
+from client.state import TrustedState, read_capped
+
+F = TypeVar("F", bound=Callable[..., Any])
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def log_option(fn: F) -> F:
+    return click.option("--log", "log_url", envvar="KTL_LOG", metavar="URL",
+                        help="Log base URL (default: $KTL_LOG).")(fn)
+
+
+def log_key_option(fn: F) -> F:
+    return click.option(
+        "--log-key", envvar="KTL_LOG_KEY", metavar="KEYSTRING",
+        help="The log's note verifier key (name+keyid+base64). Without it the key pinned "
+             "in $KTL_HOME is used, or the log's advertised key is trusted on first use.",
+    )(fn)
+
+
+def json_option(fn: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")(fn)
+
+
+def load_policy(path: Path | None) -> Any:
+    if path is None:
+        return None
+    from attest import AttestError
+    from attest.policy import TrustPolicy
+
+    text = read_capped(path, 1024 * 1024, "policy file")
+    try:
+        return TrustPolicy.from_toml(text.decode("utf-8"))
+    except (AttestError, UnicodeDecodeError) as exc:
+        raise InputError(f"policy file {path} is invalid: {exc}") from exc
+
+
+def _key_note(out: Output, how: str, describe: str) -> None:
+    style = "bold yellow" if how == "tofu" else "dim"
+    out.note(f"[{style}]{describe}[/]")
+
+
+# -- publish ------------------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("kernel_dir", type=click.Path(path_type=Path, file_okay=False))
+@click.option("--key", "key_path", required=True, type=click.Path(path_type=Path, dir_okay=False),
+              help="Your Ed25519 private key (from `ktl keygen`); passphrase from "
+                   "$KTL_KEY_PASSPHRASE if it is encrypted.")
+@click.option("--results", "results_path", type=click.Path(path_type=Path, dir_okay=False),
+              help='JSON {"verification": <ktl check --json>, "benchmark": <ktl bench --json>}; '
+                   "without it the checks and benchmark are run now.")
+@click.option("--budget", type=click.Choice(["quick", "full"]), default="quick", show_default=True,
+              help="Verification budget when running the checks (no --results).")
+@log_option
+@log_key_option
+@json_option
+def publish(kernel_dir: Path, key_path: Path, results_path: Path | None, budget: str,
+            log_url: str | None, log_key: str | None, as_json: bool) -> None:
+    """Sign and log a kernel's release, verification and benchmark; keep receipts."""
+    out = Output(as_json)
+
+    def body() -> int:
+        from client.publish import run_publish
+
+        report = run_publish(kernel_dir, key_path, results_path, budget, log_url, log_key,
+                             TrustedState(), out)
+
+        def render(c: Console) -> None:
+            c.print(rows_table(
+                f"Published {report['name']} (sha256:{report['subject_sha256'][:16]}…) "
+                f"to {report['origin']}",
+                ["kind", "index", "tree size", "receipt"],
+                [(p["kind"], p["index"], p["tree_size"], p["proof_path"])
+                 for p in report["entries"]],
+            ))
+            c.print("Every inclusion proof and checkpoint signature was verified before the "
+                    "receipts were written.")
+
+        out.result(report, render)
+        return 0
+
+    run_guarded(out, body)
+
+
+# -- verify -------------------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("receipt", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--entry", "entry_path", type=click.Path(path_type=Path, dir_okay=False),
+              help="The logged entry (default: RECEIPT with .tlog-proof -> .entry.json).")
+@click.option("--log-key", envvar="KTL_LOG_KEY", metavar="KEYSTRING",
+              help="The log's note verifier key (required, or $KTL_LOG_KEY).")
+@click.option("--policy", "policy_path", type=click.Path(path_type=Path, dir_okay=False),
+              help="Trust policy TOML: which keys may sign which kernel names.")
+@click.option("--source", "source_path", type=click.Path(path_type=Path),
+              help="Source file or kernel folder whose digest must match the entry's subject.")
+@click.option("--log", "log_url", envvar="KTL_LOG", metavar="URL",
+              help="Also prove the receipt consistent with the log's latest checkpoint.")
+@json_option
+def verify(receipt: Path, entry_path: Path | None, log_key: str | None,
+           policy_path: Path | None, source_path: Path | None, log_url: str | None,
+           as_json: bool) -> None:
+    """Verify a receipt offline: checkpoint, inclusion, signature, policy, source digest."""
+    out = Output(as_json)
+
+    def body() -> int:
+        from client.receipts import (
+            MAX_ENTRY_FILE_BYTES,
+            MAX_PROOF_FILE_BYTES,
+            entry_path_for,
+            verify_receipt,
+        )
+        from client.session import connect, prove_receipt_current
+        from client.trust import load_verifier
+
+        if not log_key:
+            raise InputError("verify needs the log's key: pass --log-key KEYSTRING "
+                             "(print it with `ktl log-key` on the log's host)")
+        verifier = load_verifier(log_key)
+        proof_bytes = read_capped(receipt, MAX_PROOF_FILE_BYTES, "receipt")
+        entry_file = entry_path or entry_path_for(receipt)
+        entry_bytes = read_capped(entry_file, MAX_ENTRY_FILE_BYTES, "entry file")
+        if source_path is not None and not source_path.exists():
+            raise InputError(f"source {source_path} does not exist")
+        report, cp = verify_receipt(proof_bytes, entry_bytes, verifier,
+                                    policy=load_policy(policy_path), source=source_path)
+        data = report.to_json()
+        if log_url:
+            sess = connect(log_url, TrustedState(), log_key)
+            try:
+                if sess.origin != cp.checkpoint.origin:
+                    raise InputError(f"the log at {log_url} is {sess.origin!r}, but the receipt "
+                                     f"is from {cp.checkpoint.origin!r}")
+                latest = prove_receipt_current(sess, cp)
+            finally:
+                sess.close()
+            data["consistent_with"] = latest.checkpoint.size
+
+        def render(c: Console) -> None:
+            rows: list[tuple[str, Any]] = [
+                ("checkpoint signature", f"OK ({report.origin}, size {report.tree_size})"),
+                ("inclusion proof", f"OK (entry {report.index}, leaf {report.leaf_hash[:16]}…)"),
+                ("envelope signature", "OK (" + ", ".join(k[:16] + "…"
+                                                          for k in report.signer_keyids) + ")"),
+                ("statement", f"{report.predicate_type}"),
+                ("subject", f"{report.subject_name} sha256:{report.subject_sha256}"),
+                ("trust policy", report.policy or "not checked (no --policy)"),
+                ("source", report.source or "not checked (no --source)"),
+            ]
+            if data["consistent_with"] is not None:
+                rows.append(("log consistency",
+                             f"OK (consistent with the log's size {data['consistent_with']})"))
+            c.print(kv_table(f"Receipt {receipt}: VERIFIED", rows))
+
+        out.result(data, render)
+        return 0
+
+    run_guarded(out, body)
+
+
+# -- get ----------------------------------------------------------------------------------
+
+
+@click.command()
+@click.option("--index", required=True, type=click.IntRange(min=0), help="Entry index.")
+@click.option("--out", "out_path", type=click.Path(path_type=Path, dir_okay=False),
+              help="Write the entry bytes here and its tlog-proof receipt beside it.")
+@log_option
+@log_key_option
+@json_option
+def get(index: int, out_path: Path | None, log_url: str | None, log_key: str | None,
+        as_json: bool) -> None:
+    """Fetch one entry, verify its proof and signature, optionally save it as a receipt."""
+    out = Output(as_json)
+
+    def body() -> int:
+        from ledger.proof_bundle import TlogProof
+
+        from client.receipts import PROOF_SUFFIX
+        from client.session import connect, fetch_entry, require_url
+        from client.state import atomic_write
+
+        sess = connect(require_url(log_url), TrustedState(), log_key)
+        _key_note(out, sess.key.how, sess.key.describe())
+        try:
+            fetched = fetch_entry(sess, index)
+        finally:
+            sess.close()
+        data = fetched.summary()
+        data["statement"] = fetched.verified.statement.to_json()
+        if out_path is not None:
+            atomic_write(out_path, fetched.entry_bytes)
+            name = out_path.name
+            stem = name[: -len(".entry.json")] if name.endswith(".entry.json") else name
+            proof_path = out_path.with_name(stem + PROOF_SUFFIX)
+            proof = TlogProof(index, list(fetched.proof), fetched.checkpoint.note_bytes, None)
+            atomic_write(proof_path, proof.to_text().encode("utf-8"))
+            data["entry_path"], data["proof_path"] = str(out_path), str(proof_path)
+
+        def render(c: Console) -> None:
+            rows = [(k, v) for k, v in data.items() if k != "statement"]
+            c.print(kv_table(f"Entry {index} (verified)", rows))
+
+        out.result(data, render)
+        return 0
+
+    run_guarded(out, body)
+
+
+# -- search -------------------------------------------------------------------------------
+
+
+def _keyid_arg(value: str) -> str:
+    if _HEX64.match(value):
+        return value
+    path = Path(value)
+    if not path.exists():
+        raise InputError(f"--key {value!r} is neither a 64-hex keyid nor a public key file")
+    from attest import AttestError
+    from attest.keys import keyid, load_public_key
+
+    try:
+        return keyid(load_public_key(path))
+    except AttestError as exc:
+        raise InputError(f"--key {value}: not a public key file: {exc}") from exc
+
+
+_TYPE_ALIASES = {
+    "kernel": "https://kerneltransparency.dev/attestation/kernel/v1",
+    "benchmark": "https://kerneltransparency.dev/attestation/benchmark/v1",
+    "verification": "https://kerneltransparency.dev/attestation/verification/v1",
+    "reproduction": "https://kerneltransparency.dev/attestation/reproduction/v1",
+}
+
+
+@click.command()
+@click.option("--digest", help="Subject sha256 (hex) of a kernel source archive.")
+@click.option("--name", help="Kernel name, e.g. acme/matmul-blocked.")
+@click.option("--key", "key", help="Signer keyid (hex) or a public key file.")
+@click.option("--type", "ptype", help="Predicate type URI or kernel|benchmark|verification|"
+                                      "reproduction.")
+@click.option("--limit", default=100, show_default=True, type=click.IntRange(1, 10000),
+              help="At most this many results.")
+@log_option
+@json_option
+def search(digest: str | None, name: str | None, key: str | None, ptype: str | None, limit: int,
+           log_url: str | None, as_json: bool) -> None:
+    """Find entries by subject digest, kernel name, signer key or predicate type."""
+    out = Output(as_json)
+
+    def body() -> int:
+        from client.api import LogClient
+        from client.session import require_url
+
+        if not any((digest, name, key, ptype)):
+            raise InputError("search needs one of --digest, --name, --key, --type")
+        if digest is not None and not _HEX64.match(digest.removeprefix("sha256:")):
+            raise InputError("--digest must be a sha256 digest (64 lowercase hex digits)")
+        keyid = _keyid_arg(key) if key else None
+        pt = _TYPE_ALIASES.get(ptype, ptype) if ptype else None
+        rows: list[dict[str, Any]] = []
+        with LogClient(require_url(log_url)) as log:
+            cursor: int | None = None
+            while len(rows) < limit:
+                page = log.search(digest=digest.removeprefix("sha256:") if digest else None,
+                                  name=name, keyid=keyid, predicate_type=pt, cursor=cursor,
+                                  limit=min(100, limit - len(rows)))
+                rows.extend(h.to_json() for h in page.results)
+                if page.next_cursor is None or not page.results:
+                    break
+                if cursor is not None and page.next_cursor <= cursor:
+                    raise InputError("the log's search cursor did not advance; stopping")
+                cursor = page.next_cursor
+        rows = rows[:limit]
+
+        def render(c: Console) -> None:
+            c.print(rows_table(
+                f"{len(rows)} entries (unverified index; `ktl get --index N` verifies one)",
+                ["index", "name", "type", "subject sha256", "signers"],
+                [(r["index"], r["subject_name"], r["predicate_type"].rsplit("/", 2)[-2],
+                  r["subject_sha256"][:16] + "…", ", ".join(k[:12] for k in r["keyids"]))
+                 for r in rows],
+            ))
+
+        out.result({"results": rows}, render)
+        return 0
+
+    run_guarded(out, body)
+
+
+# -- log-info -----------------------------------------------------------------------------
+
+
+@click.command("log-info")
+@log_option
+@log_key_option
+@json_option
+def log_info(log_url: str | None, log_key: str | None, as_json: bool) -> None:
+    """Show the log's identity and verified checkpoint; prove it consistent with what we trust."""
+    out = Output(as_json)
+
+    def body() -> int:
+        from client.session import connect, latest_checkpoint, require_url
+
+        sess = connect(require_url(log_url), TrustedState(), log_key)
+        _key_note(out, sess.key.how, sess.key.describe())
+        try:
+            cp, rec = latest_checkpoint(sess)
+        finally:
+            sess.close()
+        data = {
+            "origin": sess.origin,
+            "verifier_key": sess.key.key,
+            "key_source": sess.key.how,
+            "tree_size": cp.checkpoint.size,
+            "root_hash": cp.checkpoint.root_hash.hex(),
+            "trusted_before": rec.trusted_size,
+            "consistency": rec.outcome,
+            "max_entry_bytes": sess.info.max_entry_bytes,
+            "max_blob_bytes": sess.info.max_blob_bytes,
+            "max_batch": sess.info.max_batch,
+            "checkpoint": cp.note_bytes.decode("utf-8"),
+        }
+
+        def render(c: Console) -> None:
+            c.print(kv_table(f"Log {sess.origin}", [
+                (k, v) for k, v in data.items() if k != "checkpoint"]))
+
+        out.result(data, render)
+        return 0
+
+    run_guarded(out, body)
+
+
+# -- monitor ------------------------------------------------------------------------------
+
+
+@click.command()
+@click.option("--since", type=click.IntRange(min=0), help="Start at this index (default: resume).")
+@click.option("--policy", "policy_path", type=click.Path(path_type=Path, dir_okay=False),
+              help="Trust policy TOML; entries it rejects are violations.")
+@click.option("--state", "state_path", type=click.Path(path_type=Path, dir_okay=False),
+              help="Monitor state file (default: $KTL_HOME/monitor/<log>.json).")
+@log_option
+@log_key_option
+@json_option
+def monitor(since: int | None, policy_path: Path | None, state_path: Path | None,
+            log_url: str | None, log_key: str | None, as_json: bool) -> None:
+    """Tail the log through its tiles: verify everything, report releases and violations."""
+    out = Output(as_json)
+
+    def body() -> int:
+        from client.monitor import default_state_path, run_monitor
+        from client.session import connect, require_url
+
+        trusted = TrustedState()
+        policy = load_policy(policy_path)
+        sess = connect(require_url(log_url), trusted, log_key)
+        _key_note(out, sess.key.how, sess.key.describe())
+        path = state_path or default_state_path(trusted, sess.origin)
+        try:
+            with out.progress("verifying entries", None) as advance:
+                report = run_monitor(sess.log, sess.verifier, sess.origin, trusted, path,
+                                     policy=policy, since=since,
+                                     on_progress=lambda done, _total: advance(done))
+        finally:
+            sess.close()
+        data = report.to_json()
+        data["state_file"] = str(path)
+
+        def render(c: Console) -> None:
+            c.print(f"Checked entries {report.start_index}..{report.tree_size - 1} of "
+                    f"{report.origin}: {report.entries_checked} entries, every tile verified "
+                    "against the signed checkpoint.")
+            if report.findings:
+                c.print(rows_table("Findings", ["index", "kind", "name", "detail"],
+                                   [(f.index, f.kind.upper() if f.kind == "violation" else f.kind,
+                                     f.name, f.detail) for f in report.findings]))
+            c.print(f"{len(report.violations)} violation(s). State saved to {path}.")
+
+        out.result(data, render)
+        return 1 if report.violations else 0
+
+    run_guarded(out, body)
 
 
 def register(group: click.Group) -> None:
     """Add this module's commands to the `ktl` group."""
-    del group
+    for cmd in (publish, verify, get, search, log_info, monitor):
+        group.add_command(cmd)
+

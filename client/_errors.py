@@ -1,0 +1,56 @@
+"""The client's exception tree; each class carries the `ktl` exit code it maps to."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+EXIT_OK = 0
+EXIT_VERIFICATION = 1
+EXIT_USAGE = 2
+EXIT_NETWORK = 3
+EXIT_INCONCLUSIVE = 4
+
+
+class ClientError(Exception):
+    """Root of every error raised by the client package."""
+
+    exit_code: int = EXIT_USAGE
+
+
+class InputError(ClientError):
+    """A file, option or argument given to the client is missing or malformed."""
+
+    exit_code = EXIT_USAGE
+
+
+class VerificationFailed(ClientError):
+    """Something that must verify did not: a signature, a proof, a digest or a policy."""
+
+    exit_code = EXIT_VERIFICATION
+
+
+class LogMisbehaviour(VerificationFailed):
+    """The log rolled back or forked: two signed checkpoints that cannot both be honest."""
+
+    exit_code = EXIT_VERIFICATION
+
+    def __init__(self, message: str, evidence_path: Path | None) -> None:
+        super().__init__(message)
+        self.evidence_path = evidence_path
+
+
+class NetworkError(ClientError):
+    """The log could not be reached, timed out, or answered with an error."""
+
+    exit_code = EXIT_NETWORK
+
+
+class ServerError(NetworkError):
+    """The log answered, but with an error status or a malformed body."""
+
+    exit_code = EXIT_NETWORK
+
+    def __init__(self, message: str, status: int | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code

@@ -1,0 +1,111 @@
+"""How `ktl` commands talk to people and scripts: rich tables, `--json`, progress, exit codes.
+
+A command builds a JSON-able result and a function that renders it as a table;
+`Output.result` prints one or the other. `run_guarded` turns the client's
+exceptions into one clear line on stderr (or a JSON error object) and the
+documented exit code: 0 ok, 1 verification failed, 2 usage or input error,
+3 network or server error, 4 inconclusive.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, NoReturn
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from client._errors import EXIT_NETWORK, EXIT_USAGE, ClientError, LogMisbehaviour
+
+
+class Output:
+    """Where a command's results, notes and progress go."""
+
+    def __init__(self, as_json: bool, *, quiet: bool = False) -> None:
+        self.as_json = as_json
+        self.quiet = quiet
+        self.console = Console(soft_wrap=True)
+        self.err = Console(stderr=True, soft_wrap=True)
+
+    def note(self, message: str) -> None:
+        """A human note on stderr (kept off stdout so `--json` output stays parseable)."""
+        if not self.quiet:
+            self.err.print(message, highlight=False)
+
+    def result(self, data: Any, render: Callable[[Console], None]) -> None:
+        if self.as_json:
+            sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
+            sys.stdout.flush()
+        else:
+            render(self.console)
+
+    @contextmanager
+    def progress(self, description: str, total: int | None) -> Iterator[Callable[[int], None]]:
+        """A progress bar on stderr; yields `advance_to(completed)`."""
+        bar = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TimeRemainingColumn(), console=self.err, transient=True,
+            disable=self.quiet or not self.err.is_terminal,
+        )
+        with bar:
+            task = bar.add_task(description, total=total)
+
+            def advance_to(completed: int) -> None:
+                bar.update(task, completed=completed)
+
+            yield advance_to
+
+    def fail(self, exc: ClientError) -> NoReturn:
+        code = exc.exit_code
+        if self.as_json:
+            err: dict[str, Any] = {"error": {"type": type(exc).__name__, "message": str(exc),
+                                             "exit_code": code}}
+            if isinstance(exc, LogMisbehaviour) and exc.evidence_path is not None:
+                err["error"]["evidence"] = str(exc.evidence_path)
+            sys.stdout.write(json.dumps(err, indent=2) + "\n")
+        label = {1: "VERIFICATION FAILED", 2: "error", 3: "network error", 4: "inconclusive"}
+        self.err.print(f"[bold red]{label.get(code, 'error')}:[/] {exc}", highlight=False)
+        sys.exit(code)
+
+
+def kv_table(title: str, rows: Sequence[tuple[str, Any]]) -> Table:
+    """A two-column key/value table."""
+    table = Table(title=title, show_header=False, title_justify="left")
+    table.add_column("field", style="bold")
+    table.add_column("value", overflow="fold")
+    for key, value in rows:
+        table.add_row(key, "" if value is None else str(value))
+    return table
+
+
+def rows_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> Table:
+    table = Table(title=title, title_justify="left")
+    for col in columns:
+        table.add_column(col, overflow="fold")
+    for row in rows:
+        table.add_row(*("" if v is None else str(v) for v in row))
+    return table
+
+
+def run_guarded(out: Output, fn: Callable[[], int | None]) -> NoReturn:
+    """Run a command body; map errors to exit codes; exit with the body's code (0 default)."""
+    from attest import AttestError
+    from ledger import LedgerError
+
+    try:
+        code = fn()
+    except ClientError as exc:
+        out.fail(exc)
+    except (AttestError, LedgerError) as exc:
+        wrapped = ClientError(f"{type(exc).__name__}: {exc}")
+        wrapped.exit_code = EXIT_USAGE
+        out.fail(wrapped)
+    except OSError as exc:
+        wrapped = ClientError(f"{exc}")
+        wrapped.exit_code = EXIT_NETWORK if isinstance(exc, ConnectionError) else EXIT_USAGE
+        out.fail(wrapped)
+    sys.exit(code or 0)

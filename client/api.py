@@ -1,0 +1,258 @@
+"""Talking to a log over HTTP: `LogAPI` (the interface) and `LogClient` (requests).
+
+Nothing here trusts the log. Answers are size-capped while they stream in and
+parsed strictly (`client.models`); proofs and checkpoints are returned for the
+caller to verify (see `client.trust` and `client.receipts`). Blobs are checked
+against the digest they were asked for before they are returned.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+import requests
+
+from client._errors import InputError, NetworkError, ServerError
+from client.models import (
+    MAX_CHECKPOINT_BYTES,
+    EntryRecord,
+    LogInfo,
+    SearchPage,
+    SubmitResult,
+    parse_proof_answer,
+)
+
+MAX_JSON_BYTES = 1024 * 1024
+MAX_TILE_BYTES = 256 * 32
+MAX_BUNDLE_BYTES = 256 * (2 + 65535)
+DEFAULT_MAX_BLOB_BYTES = 64 * 1024 * 1024
+DEFAULT_TIMEOUT = (5.0, 30.0)
+DEFAULT_RETRIES = 3
+_RETRY_STATUS = frozenset({429, 502, 503, 504})
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_TILE_PATH = re.compile(r"^tile/(?:[0-9]{1,2}|entries)/(?:x[0-9]{3}/)*[0-9]{3}(?:\.p/[0-9]{1,3})?$")
+
+
+class LogAPI(Protocol):
+    """What the client needs from a log; `LogClient` speaks it over HTTP."""
+
+    def info(self) -> LogInfo: ...
+    def checkpoint(self) -> bytes: ...
+    def tile(self, path: str) -> bytes: ...
+    def submit(self, entry_bytes: bytes) -> SubmitResult: ...
+    def entry(self, index: int) -> EntryRecord: ...
+    def inclusion_proof(self, index: int, tree_size: int) -> tuple[bytes, ...]: ...
+    def consistency_proof(self, old_size: int, new_size: int) -> tuple[bytes, ...]: ...
+    def search(
+        self,
+        *,
+        digest: str | None = None,
+        name: str | None = None,
+        keyid: str | None = None,
+        predicate_type: str | None = None,
+        cursor: int | None = None,
+        limit: int | None = None,
+    ) -> SearchPage: ...
+    def put_blob(self, data: bytes) -> str: ...
+    def get_blob(self, sha256_hex: str) -> bytes: ...
+
+
+def _check_digest(sha256_hex: str) -> str:
+    if not _HEX64.match(sha256_hex):
+        raise InputError(f"{sha256_hex!r} is not a sha256 digest (64 lowercase hex digits)")
+    return sha256_hex
+
+
+class LogClient:
+    """A `LogAPI` over HTTP with timeouts, bounded retries and capped answers."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        session: requests.Session | None = None,
+        timeout: tuple[float, float] = DEFAULT_TIMEOUT,
+        retries: int = DEFAULT_RETRIES,
+        max_blob_bytes: int = DEFAULT_MAX_BLOB_BYTES,
+    ) -> None:
+        if not re.match(r"^https?://[^\s/]+", base_url):
+            raise InputError(f"log URL {base_url!r} must start with http:// or https://")
+        if retries < 1 or retries > 10:
+            raise InputError("retries must be between 1 and 10")
+        self.base_url = base_url.rstrip("/")
+        self.session = session or requests.Session()
+        self.session.headers.setdefault("User-Agent", "ktl-client/0.1")
+        self.timeout = timeout
+        self.retries = retries
+        self.max_blob_bytes = max_blob_bytes
+
+    def close(self) -> None:
+        self.session.close()
+
+    def __enter__(self) -> LogClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- transport -----------------------------------------------------------------
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        cap: int,
+        params: Mapping[str, str | int] | None = None,
+        data: bytes | None = None,
+        content_type: str | None = None,
+        ok: tuple[int, ...] = (200,),
+    ) -> tuple[int, bytes]:
+        url = f"{self.base_url}/{path.lstrip('/')}"
+        headers = {"Content-Type": content_type} if content_type else {}
+        last: Exception | None = None
+        for attempt in range(self.retries):
+            if attempt:
+                time.sleep(min(0.2 * 2 ** (attempt - 1), 2.0))
+            try:
+                with self.session.request(
+                    method, url, params=params, data=data, headers=headers,
+                    timeout=self.timeout, stream=True,
+                ) as resp:
+                    body = self._read_capped(resp, cap, url)
+                    status = resp.status_code
+            except (requests.ConnectionError, requests.Timeout) as exc:
+                last = exc
+                continue
+            except requests.RequestException as exc:
+                raise NetworkError(f"request to {url} failed: {exc}") from exc
+            if status in ok:
+                return status, body
+            if status in _RETRY_STATUS and attempt + 1 < self.retries:
+                last = ServerError(f"{url} answered HTTP {status}", status)
+                continue
+            raise _server_error(url, status, body)
+        raise NetworkError(
+            f"could not reach the log at {url} after {self.retries} attempts: {last}"
+        )
+
+    @staticmethod
+    def _read_capped(resp: requests.Response, cap: int, url: str) -> bytes:
+        declared = resp.headers.get("Content-Length")
+        if declared is not None and declared.isdigit() and int(declared) > cap:
+            raise ServerError(f"{url} answered {declared} bytes, more than the {cap} allowed")
+        chunks: list[bytes] = []
+        total = 0
+        for chunk in resp.iter_content(chunk_size=65536):
+            total += len(chunk)
+            if total > cap:
+                raise ServerError(f"{url} answered more than the {cap} bytes allowed")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _json(self, method: str, path: str, **kw: Any) -> Any:
+        _, body = self._request(method, path, cap=kw.pop("cap", MAX_JSON_BYTES), **kw)
+        try:
+            return json.loads(body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ServerError(f"{path} answered something that is not JSON: {exc}") from exc
+
+    # -- LogAPI ---------------------------------------------------------------------
+
+    def info(self) -> LogInfo:
+        return LogInfo.from_json(self._json("GET", "api/v1/log"))
+
+    def checkpoint(self) -> bytes:
+        _, body = self._request("GET", "checkpoint", cap=MAX_CHECKPOINT_BYTES)
+        return body
+
+    def tile(self, path: str) -> bytes:
+        if not _TILE_PATH.match(path):
+            raise InputError(f"{path!r} is not a tile path")
+        cap = MAX_BUNDLE_BYTES if path.startswith("tile/entries/") else MAX_TILE_BYTES
+        _, body = self._request("GET", path, cap=cap)
+        return body
+
+    def submit(self, entry_bytes: bytes) -> SubmitResult:
+        obj = self._json(
+            "POST", "api/v1/entries", data=entry_bytes,
+            content_type="application/json", ok=(200, 201),
+        )
+        return SubmitResult.from_json(obj)
+
+    def entry(self, index: int) -> EntryRecord:
+        if index < 0:
+            raise InputError("an entry index is a non-negative integer")
+        return EntryRecord.from_json(self._json("GET", f"api/v1/entries/{index}"))
+
+    def inclusion_proof(self, index: int, tree_size: int) -> tuple[bytes, ...]:
+        obj = self._json(
+            "GET", "api/v1/proof/inclusion", params={"index": index, "tree_size": tree_size}
+        )
+        return parse_proof_answer(obj, "proof", "inclusion proof")
+
+    def consistency_proof(self, old_size: int, new_size: int) -> tuple[bytes, ...]:
+        obj = self._json(
+            "GET", "api/v1/proof/consistency", params={"old_size": old_size, "new_size": new_size}
+        )
+        return parse_proof_answer(obj, "proof", "consistency proof")
+
+    def search(
+        self,
+        *,
+        digest: str | None = None,
+        name: str | None = None,
+        keyid: str | None = None,
+        predicate_type: str | None = None,
+        cursor: int | None = None,
+        limit: int | None = None,
+    ) -> SearchPage:
+        params: dict[str, str | int] = {}
+        for key, value in (
+            ("digest", digest), ("name", name), ("keyid", keyid),
+            ("predicate_type", predicate_type), ("cursor", cursor), ("limit", limit),
+        ):
+            if value is not None:
+                params[key] = value
+        if not {"digest", "name", "keyid", "predicate_type"} & params.keys():
+            raise InputError("search needs at least one of digest, name, keyid, predicate_type")
+        return SearchPage.from_json(self._json("GET", "api/v1/search", params=params))
+
+    def put_blob(self, data: bytes) -> str:
+        digest = hashlib.sha256(data).hexdigest()
+        self._request(
+            "PUT", f"api/v1/blobs/sha256:{digest}", data=data,
+            content_type="application/octet-stream", cap=MAX_JSON_BYTES, ok=(200, 201),
+        )
+        return digest
+
+    def get_blob(self, sha256_hex: str) -> bytes:
+        _check_digest(sha256_hex)
+        _, body = self._request(
+            "GET", f"api/v1/blobs/sha256:{sha256_hex}", cap=self.max_blob_bytes
+        )
+        got = hashlib.sha256(body).hexdigest()
+        if got != sha256_hex:
+            raise ServerError(
+                f"blob sha256:{sha256_hex} came back with digest sha256:{got}; refusing it"
+            )
+        return body
+
+
+def _server_error(url: str, status: int, body: bytes) -> ServerError:
+    code: str | None = None
+    message = body[:200].decode("utf-8", "replace")
+    try:
+        obj = json.loads(body)
+        err = obj.get("error") if isinstance(obj, dict) else None
+        if isinstance(err, dict):
+            code = str(err.get("code"))[:64]
+            message = str(err.get("message"))[:500]
+    except ValueError:
+        pass
+    return ServerError(f"{url} answered HTTP {status} ({code or 'error'}): {message}", status, code)

@@ -1,0 +1,269 @@
+"""`ktl monitor`: tail a log through its tiles, verify everything, report releases and violations.
+
+Only the tlog-tiles read path is used (checkpoint, hash tiles, entry bundles);
+the JSON API is never trusted here. Each run:
+
+1. verifies the latest checkpoint's signature;
+2. proves it consistent with the trusted-state checkpoint and the monitor's own
+   last checkpoint, computing the consistency proof from tiles that are
+   themselves verified against the new root (a fork or rollback is fatal, with
+   evidence saved);
+3. reads each entry bundle from where the last run stopped, checks every entry's
+   leaf hash against the verified level-0 tile, verifies its envelope and
+   statement, applies the trust policy, and records kernel releases per name;
+4. saves its position after every bundle, so an interrupted run resumes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from attest.policy import TrustPolicy
+from attest.predicates import KERNEL_V1
+from ledger import LedgerError
+from ledger.merkle import consistency_proof, leaf_hash
+from ledger.note import NoteVerifier
+from ledger.tiles import TILE_WIDTH, TileHashReader, decode_bundle, entries_path
+
+from client._errors import InputError, LogMisbehaviour, VerificationFailed
+from client.api import LogAPI
+from client.receipts import check_entry
+from client.state import TrustedState, atomic_write, origin_slug, read_capped
+from client.trust import open_signed, prove_consistent, reconcile
+
+KERNEL_TYPE = KERNEL_V1
+MAX_MONITOR_STATE_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Release:
+    """A kernel release seen in the log: the newest kernel/v1 entry for a name."""
+
+    name: str
+    version: str
+    index: int
+    sha256: str
+    keyids: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "version": self.version, "index": self.index,
+                "sha256": self.sha256, "keyids": list(self.keyids)}
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> Release:
+        return cls(str(obj["name"]), str(obj["version"]), int(obj["index"]),
+                   str(obj["sha256"]), tuple(str(k) for k in obj["keyids"]))
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing the monitor reports: a `release` or a `violation` at an index."""
+
+    kind: str
+    index: int
+    name: str
+    detail: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "index": self.index, "name": self.name, "detail": self.detail}
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> Finding:
+        return cls(str(obj["kind"]), int(obj["index"]), str(obj["name"]), str(obj["detail"]))
+
+
+@dataclass(frozen=True)
+class MonitorState:
+    """Where the monitor stopped: next index to read and the checkpoint it last completed."""
+
+    origin: str
+    next_index: int = 0
+    checkpoint: bytes | None = None
+    releases: tuple[Release, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "origin": self.origin,
+            "next_index": self.next_index,
+            "checkpoint": self.checkpoint.decode("utf-8") if self.checkpoint else None,
+            "releases": [r.to_json() for r in self.releases],
+        }
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> MonitorState:
+        try:
+            cp = obj["checkpoint"]
+            next_index = obj["next_index"]
+            if not isinstance(next_index, int) or next_index < 0:
+                raise ValueError("next_index must be a non-negative integer")
+            return cls(
+                origin=str(obj["origin"]),
+                next_index=next_index,
+                checkpoint=cp.encode("utf-8") if isinstance(cp, str) else None,
+                releases=tuple(Release.from_json(r) for r in obj["releases"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"monitor state is malformed ({exc}); remove it to start over") from exc
+
+
+def default_state_path(state: TrustedState, origin: str) -> Path:
+    return state.home / "monitor" / f"{origin_slug(origin)}.json"
+
+
+def load_monitor_state(path: Path, origin: str) -> MonitorState:
+    if not path.exists():
+        return MonitorState(origin=origin)
+    raw = read_capped(path, MAX_MONITOR_STATE_BYTES, "monitor state file")
+    try:
+        obj = json.loads(raw)
+    except ValueError as exc:
+        raise InputError(f"monitor state file {path} is not JSON ({exc})") from exc
+    if not isinstance(obj, dict):
+        raise InputError(f"monitor state file {path} is not a JSON object")
+    st = MonitorState.from_json(obj)
+    if st.origin != origin:
+        raise InputError(f"monitor state file {path} is for log {st.origin!r}, not {origin!r}")
+    return st
+
+
+def save_monitor_state(path: Path, st: MonitorState) -> None:
+    atomic_write(path, json.dumps(st.to_json(), indent=1).encode("utf-8"))
+
+
+@dataclass(frozen=True)
+class MonitorReport:
+    """The outcome of one monitor run."""
+
+    origin: str
+    start_index: int
+    tree_size: int
+    entries_checked: int
+    findings: tuple[Finding, ...] = field(default=())
+
+    @property
+    def violations(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.kind == "violation")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "origin": self.origin,
+            "start_index": self.start_index,
+            "tree_size": self.tree_size,
+            "entries_checked": self.entries_checked,
+            "findings": [f.to_json() for f in self.findings],
+            "violations": len(self.violations),
+        }
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> MonitorReport:
+        return cls(str(obj["origin"]), int(obj["start_index"]), int(obj["tree_size"]),
+                   int(obj["entries_checked"]),
+                   tuple(Finding.from_json(f) for f in obj["findings"]))
+
+
+def _examine(
+    index: int, data: bytes, policy: TrustPolicy | None, releases: dict[str, Release]
+) -> list[Finding]:
+    try:
+        verified = check_entry(data)
+    except VerificationFailed as exc:
+        return [Finding("violation", index, "?", str(exc))]
+    stmt = verified.statement
+    name = stmt.subjects[0].name
+    out: list[Finding] = []
+    if policy is not None:
+        result = policy.evaluate(verified)
+        if not result.allowed:
+            out.append(Finding("violation", index, name, f"policy: {result.reason}"))
+    if stmt.predicate_type == KERNEL_TYPE:
+        version = str(getattr(stmt.predicate, "version", "?"))
+        rel = Release(name, version, index, stmt.subjects[0].sha256,
+                      tuple(verified.signer_keyids))
+        releases[name] = rel
+        out.append(Finding("release", index, name,
+                           f"{name} {version} sha256:{rel.sha256[:16]}… signed by "
+                           + ", ".join(k[:16] for k in rel.keyids)))
+    return out
+
+
+def run_monitor(
+    log: LogAPI,
+    verifier: NoteVerifier,
+    origin: str,
+    trusted: TrustedState,
+    state_path: Path,
+    *,
+    policy: TrustPolicy | None = None,
+    since: int | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> MonitorReport:
+    """One monitoring pass up to the log's current checkpoint; see the module docstring."""
+    st = load_monitor_state(state_path, origin)
+    note = log.checkpoint()
+    cp = open_signed(note, verifier, origin)
+    size, root = cp.checkpoint.size, cp.checkpoint.root_hash
+    reader = TileHashReader(size, root, log.tile)
+
+    def prove(old_size: int, new_size: int) -> list[bytes]:
+        if new_size != size:
+            raise VerificationFailed("consistency proofs are only computed up to the new size")
+        try:
+            return consistency_proof(old_size, new_size, reader)
+        except LedgerError as exc:
+            raise VerificationFailed(f"tile: {exc}") from exc
+
+    try:
+        reconcile(trusted, verifier, cp, prove)
+        if st.checkpoint is not None:
+            old = open_signed(st.checkpoint, verifier, origin)
+            if old.checkpoint.size > size:
+                detail = (f"the log now shows tree size {size}, but the monitor already read "
+                          f"up to size {old.checkpoint.size}")
+                path = trusted.save_evidence(origin, "rollback", old.note_bytes, note, detail)
+                raise LogMisbehaviour(f"ROLLBACK of log {origin!r}: {detail}. Evidence: {path}",
+                                      path)
+            try:
+                prove_consistent(old, cp, prove)
+            except VerificationFailed as exc:
+                path = trusted.save_evidence(origin, "fork", old.note_bytes, note, str(exc))
+                raise LogMisbehaviour(f"FORK of log {origin!r}: {exc}. Evidence: {path}",
+                                      path) from exc
+    except LedgerError as exc:
+        raise VerificationFailed(f"tile: {exc}") from exc
+
+    start = st.next_index if since is None else since
+    if start > size:
+        raise InputError(f"--since {start} is beyond the log's size {size}")
+    releases = {r.name: r for r in st.releases}
+    findings: list[Finding] = []
+    checked = 0
+    pos = start
+    while pos < size:
+        n = pos // TILE_WIDTH
+        lo = n * TILE_WIDTH
+        width = min(TILE_WIDTH, size - lo)
+        try:
+            bundle = decode_bundle(log.tile(entries_path(n, width)), width)
+            hashes = reader.read_hashes([(0, i) for i in range(pos, lo + width)])
+        except LedgerError as exc:
+            raise VerificationFailed(f"tile: entry bundle or tile {n} rejected: {exc}") from exc
+        for i in range(pos, lo + width):
+            data = bundle[i - lo]
+            if leaf_hash(data) != hashes[i - pos]:
+                raise VerificationFailed(
+                    f"entry bundle {n}: entry {i} does not hash to the leaf in the verified tile"
+                )
+            findings.extend(_examine(i, data, policy, releases))
+            checked += 1
+        pos = lo + width
+        st = MonitorState(origin, pos, st.checkpoint, tuple(releases.values()))
+        save_monitor_state(state_path, st)
+        if on_progress is not None:
+            on_progress(pos - start, size - start)
+    save_monitor_state(state_path, MonitorState(origin, max(pos, st.next_index), note,
+                                                tuple(releases.values())))
+    return MonitorReport(origin, start, size, checked, tuple(findings))

@@ -1,0 +1,197 @@
+"""`ktl publish`: sign a kernel's claims, log them, verify what the log answers, keep receipts.
+
+Nothing the log returns is trusted until checked: the checkpoint signature
+against the log key, the leaf hash against the bytes we sent, the inclusion
+proof against the signed root, and consistency with the trusted checkpoint.
+Only then is a receipt written next to the kernel (`KERNEL_DIR/.ktl/receipts/`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from attest import AttestError
+from attest.entry import encode_entry, make_entry
+from attest.predicates import BENCHMARK_V1, KERNEL_V1, VERIFICATION_V1, parse_predicate
+from attest.statement import Statement, make_statement
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from ledger.merkle import leaf_hash
+from ledger.note import NoteVerifier
+from ledger.proof_bundle import TlogProof
+
+from client._errors import InputError, VerificationFailed
+from client.api import LogAPI
+from client.receipts import ReceiptPaths, check_inclusion, write_receipt
+from client.state import TrustedState, read_capped
+from client.trust import open_signed, reconcile
+
+MAX_RESULTS_BYTES = 16 * 1024 * 1024
+KIND_TYPES: Mapping[str, str] = {
+    "kernel": KERNEL_V1,
+    "verification": VERIFICATION_V1,
+    "benchmark": BENCHMARK_V1,
+}
+
+
+def receipts_dir(kernel_dir: Path) -> Path:
+    return kernel_dir / ".ktl" / "receipts"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One statement to publish: its kind (`kernel`, `verification`, ...) and predicate body."""
+
+    kind: str
+    predicate_type: str
+    body: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Results:
+    """`--results FILE`: the JSON of `ktl check --json` and `ktl bench --json`, and raw samples."""
+
+    verification: Mapping[str, Any] | None
+    benchmark: Mapping[str, Any] | None
+    samples: bytes | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "verification": self.verification,
+            "benchmark": self.benchmark,
+            "samples": self.samples.decode("utf-8") if self.samples is not None else None,
+        }
+
+    @classmethod
+    def from_json(cls, obj: Any, base: Path | None = None) -> Results:
+        """Parse a results object; `samples` is inline JSON text or a path relative to `base`."""
+        if not isinstance(obj, dict):
+            raise InputError("results must be a JSON object with 'verification' and 'benchmark'")
+        unknown = set(obj) - {"verification", "benchmark", "samples"}
+        if unknown:
+            raise InputError(f"results have unknown keys {sorted(unknown)}")
+        ver, bench, samples = obj.get("verification"), obj.get("benchmark"), obj.get("samples")
+        for key, val in (("verification", ver), ("benchmark", bench)):
+            if val is not None and not isinstance(val, dict):
+                raise InputError(f"results[{key!r}] must be the JSON object `ktl` printed")
+        raw: bytes | None = None
+        if isinstance(samples, str) and base is not None and not samples.lstrip().startswith(
+            ("[", "{")
+        ):
+            raw = read_capped((base / samples), MAX_RESULTS_BYTES, "samples file")
+        elif isinstance(samples, str):
+            raw = samples.encode("utf-8")
+        elif samples is not None:
+            raw = json.dumps(samples, separators=(",", ":")).encode("utf-8")
+        return cls(ver, bench, raw)
+
+
+def load_results(path: Path) -> Results:
+    raw = read_capped(path, MAX_RESULTS_BYTES, "results file")
+    try:
+        obj = json.loads(raw)
+    except ValueError as exc:
+        raise InputError(f"results file {path} is not JSON: {exc}") from exc
+    return Results.from_json(obj, path.parent)
+
+
+def statement_for(name: str, digest: str, claim: Claim) -> Statement:
+    """The in-toto statement for one claim about the kernel `name` with source `digest`."""
+    try:
+        predicate = parse_predicate(claim.predicate_type, dict(claim.body))
+        return make_statement(name, digest, predicate)
+    except AttestError as exc:
+        raise InputError(f"the {claim.kind} claim is not a valid {claim.predicate_type}: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class Published:
+    """One entry published and verified, with where its receipt was written."""
+
+    kind: str
+    index: int
+    leaf_hash: str
+    tree_size: int
+    duplicate: bool
+    entry_path: str
+    proof_path: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "index": self.index, "leaf_hash": self.leaf_hash,
+                "tree_size": self.tree_size, "duplicate": self.duplicate,
+                "entry_path": self.entry_path, "proof_path": self.proof_path}
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> Published:
+        return cls(str(obj["kind"]), int(obj["index"]), str(obj["leaf_hash"]),
+                   int(obj["tree_size"]), bool(obj["duplicate"]), str(obj["entry_path"]),
+                   str(obj["proof_path"]))
+
+
+def submit_verified(
+    log: LogAPI,
+    verifier: NoteVerifier,
+    origin: str,
+    trusted: TrustedState,
+    entry_bytes: bytes,
+) -> tuple[int, tuple[bytes, ...], bytes, int, bool]:
+    """Submit one entry and verify the answer; return (index, proof, checkpoint note, size, dup)."""
+    res = log.submit(entry_bytes)
+    cp = open_signed(res.checkpoint, verifier, origin)
+    if res.leaf_hash != leaf_hash(entry_bytes):
+        raise VerificationFailed(
+            f"the log answered leaf hash {res.leaf_hash.hex()} for an entry that hashes to "
+            f"{leaf_hash(entry_bytes).hex()}"
+        )
+    if res.tree_size != cp.checkpoint.size:
+        raise VerificationFailed(
+            f"the log's answer says tree size {res.tree_size} but its checkpoint is size "
+            f"{cp.checkpoint.size}"
+        )
+    check_inclusion(entry_bytes, res.index, res.inclusion_proof, cp)
+    reconcile(trusted, verifier, cp, log.consistency_proof)
+    return res.index, res.inclusion_proof, res.checkpoint, cp.checkpoint.size, res.duplicate
+
+
+def publish_claims(
+    log: LogAPI,
+    verifier: NoteVerifier,
+    origin: str,
+    trusted: TrustedState,
+    key: Ed25519PrivateKey,
+    *,
+    name: str,
+    archive: bytes,
+    claims: list[Claim],
+    receipt_folder: Path,
+    samples: bytes | None = None,
+    on_step: Callable[[str], None] | None = None,
+) -> list[Published]:
+    """Upload the blobs, then sign, submit and verify each claim, writing receipts as we go."""
+    digest = hashlib.sha256(archive).hexdigest()
+    step = on_step or (lambda _msg: None)
+    step(f"uploading source archive sha256:{digest[:16]}…")
+    if log.put_blob(archive) != digest:
+        raise VerificationFailed("the log stored the source archive under another digest")
+    if samples is not None:
+        step("uploading raw benchmark samples")
+        log.put_blob(samples)
+    out: list[Published] = []
+    for claim in claims:
+        stmt = statement_for(name, digest, claim)
+        try:
+            entry_bytes = encode_entry(make_entry(stmt, [key]))
+        except AttestError as exc:
+            raise InputError(f"cannot sign the {claim.kind} statement: {exc}") from exc
+        step(f"submitting the {claim.kind} entry ({len(entry_bytes)} bytes)")
+        index, proof, note, size, dup = submit_verified(log, verifier, origin, trusted, entry_bytes)
+        paths: ReceiptPaths = write_receipt(
+            receipt_folder, claim.kind, entry_bytes, TlogProof(index, list(proof), note, None)
+        )
+        out.append(Published(claim.kind, index, leaf_hash(entry_bytes).hex(), size, dup,
+                             str(paths.entry), str(paths.proof)))
+    return out

@@ -1,0 +1,210 @@
+"""Receipts: the logged entry plus a `c2sp.org/tlog-proof@v1` file, verified fully offline.
+
+A receipt for entry kind K (kernel, verification, benchmark, reproduction) is two
+files side by side: `K.entry.json` (the entry's canonical RFC 8785 bytes, exactly
+what the log hashed) and `K.tlog-proof` (index, inclusion proof, signed checkpoint).
+`verify_receipt` checks, in order and each with its own message: the checkpoint
+signature, the inclusion proof of the entry bytes, the envelope signature and
+statement, the trust policy, and the subject digest against the given source.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from attest import AttestError
+from attest.entry import VerifiedEntry, decode_entry, verify_entry
+from attest.policy import TrustPolicy
+from ledger import LedgerError
+from ledger.checkpoint import SignedCheckpoint
+from ledger.merkle import leaf_hash, verify_inclusion
+from ledger.note import NoteVerifier
+from ledger.proof_bundle import TlogProof
+
+from client._errors import InputError, VerificationFailed
+from client.state import atomic_write, read_capped
+from client.trust import open_signed
+
+MAX_PROOF_FILE_BYTES = 64 * 1024
+MAX_ENTRY_FILE_BYTES = 65535
+MAX_SOURCE_FILE_BYTES = 256 * 1024 * 1024
+PROOF_SUFFIX = ".tlog-proof"
+ENTRY_SUFFIX = ".entry.json"
+
+
+@dataclass(frozen=True)
+class ReceiptPaths:
+    entry: Path
+    proof: Path
+
+
+def receipt_paths(folder: Path, kind: str) -> ReceiptPaths:
+    return ReceiptPaths(folder / f"{kind}{ENTRY_SUFFIX}", folder / f"{kind}{PROOF_SUFFIX}")
+
+
+def entry_path_for(proof_path: Path) -> Path:
+    """`X.tlog-proof` -> `X.entry.json`, the default place of a receipt's entry."""
+    name = proof_path.name
+    stem = name[: -len(PROOF_SUFFIX)] if name.endswith(PROOF_SUFFIX) else name
+    return proof_path.with_name(stem + ENTRY_SUFFIX)
+
+
+def write_receipt(folder: Path, kind: str, entry_bytes: bytes, proof: TlogProof) -> ReceiptPaths:
+    """Write the entry bytes and the tlog-proof file for `kind` into `folder` (atomically)."""
+    paths = receipt_paths(folder, kind)
+    atomic_write(paths.entry, entry_bytes)
+    atomic_write(paths.proof, proof.to_text().encode("utf-8"))
+    return paths
+
+
+def parse_proof(data: bytes) -> TlogProof:
+    """Parse a tlog-proof file's bytes, or say why it is not one."""
+    try:
+        return TlogProof.from_text(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise VerificationFailed(f"receipt: the tlog-proof file is not UTF-8 ({exc})") from exc
+    except LedgerError as exc:
+        raise VerificationFailed(f"receipt: the tlog-proof file is malformed: {exc}") from exc
+
+
+def source_digest(path: Path) -> str:
+    """sha256 hex of a source file, or of the canonical archive of a kernel folder."""
+    if path.is_dir():
+        from verifier import VerifierError
+        from verifier.kernel import pack_kernel
+
+        try:
+            return hashlib.sha256(pack_kernel(path)).hexdigest()
+        except VerifierError as exc:
+            raise InputError(f"cannot pack the kernel folder {path}: {exc}") from exc
+    return hashlib.sha256(read_capped(path, MAX_SOURCE_FILE_BYTES, "source file")).hexdigest()
+
+
+@dataclass(frozen=True)
+class ReceiptReport:
+    """What an offline receipt verification established."""
+
+    origin: str
+    index: int
+    tree_size: int
+    root_hash: str
+    leaf_hash: str
+    subject_name: str
+    subject_sha256: str
+    predicate_type: str
+    signer_keyids: tuple[str, ...]
+    policy: str | None = None
+    source: str | None = None
+    consistent_with: int | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "origin": self.origin,
+            "index": self.index,
+            "tree_size": self.tree_size,
+            "root_hash": self.root_hash,
+            "leaf_hash": self.leaf_hash,
+            "subject_name": self.subject_name,
+            "subject_sha256": self.subject_sha256,
+            "predicate_type": self.predicate_type,
+            "signer_keyids": list(self.signer_keyids),
+            "policy": self.policy,
+            "source": self.source,
+            "consistent_with": self.consistent_with,
+            "notes": list(self.notes),
+        }
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> ReceiptReport:
+        return cls(
+            origin=obj["origin"], index=obj["index"], tree_size=obj["tree_size"],
+            root_hash=obj["root_hash"], leaf_hash=obj["leaf_hash"],
+            subject_name=obj["subject_name"], subject_sha256=obj["subject_sha256"],
+            predicate_type=obj["predicate_type"], signer_keyids=tuple(obj["signer_keyids"]),
+            policy=obj["policy"], source=obj["source"], consistent_with=obj["consistent_with"],
+            notes=tuple(obj["notes"]),
+        )
+
+
+def check_inclusion(
+    entry_bytes: bytes, index: int, proof: tuple[bytes, ...] | list[bytes], cp: SignedCheckpoint
+) -> bytes:
+    """Prove `entry_bytes` is leaf `index` under the verified checkpoint; return its leaf hash."""
+    leaf = leaf_hash(entry_bytes)
+    size = cp.checkpoint.size
+    try:
+        verify_inclusion(leaf, index, size, list(proof), cp.checkpoint.root_hash)
+    except LedgerError as exc:
+        raise VerificationFailed(
+            f"inclusion proof: the entry (leaf hash {leaf.hex()}) is not proven to be entry "
+            f"{index} of the tree of size {size}: {exc}"
+        ) from exc
+    return leaf
+
+
+def check_entry(entry_bytes: bytes) -> VerifiedEntry:
+    """Decode the canonical entry and verify its envelope signature and statement."""
+    try:
+        entry = decode_entry(entry_bytes)
+    except AttestError as exc:
+        raise VerificationFailed(f"entry: not a valid canonical log entry: {exc}") from exc
+    try:
+        return verify_entry(entry)
+    except AttestError as exc:
+        raise VerificationFailed(f"envelope signature: {exc}") from exc
+
+
+def check_policy(verified: VerifiedEntry, policy: TrustPolicy) -> str:
+    result = policy.evaluate(verified)
+    if not result.allowed:
+        raise VerificationFailed(f"policy: entry not allowed by the trust policy: {result.reason}")
+    return f"allowed by rule {result.rule}" if result.rule else result.reason
+
+
+def verify_receipt(
+    proof_bytes: bytes,
+    entry_bytes: bytes,
+    verifier: NoteVerifier,
+    *,
+    origin: str | None = None,
+    policy: TrustPolicy | None = None,
+    source: Path | None = None,
+) -> tuple[ReceiptReport, SignedCheckpoint]:
+    """Verify a receipt offline; raise `VerificationFailed` naming the first failed step."""
+    if len(proof_bytes) > MAX_PROOF_FILE_BYTES:
+        raise VerificationFailed("receipt: the tlog-proof file is larger than 64 KiB")
+    if len(entry_bytes) > MAX_ENTRY_FILE_BYTES:
+        raise VerificationFailed("entry: larger than the 65535 bytes a log entry can have")
+    proof = parse_proof(proof_bytes)
+    cp = open_signed(proof.checkpoint, verifier, origin)
+    leaf = check_inclusion(entry_bytes, proof.index, tuple(proof.hashes), cp)
+    verified = check_entry(entry_bytes)
+    subject = verified.statement.subjects[0]
+    policy_note = check_policy(verified, policy) if policy is not None else None
+    source_note = None
+    if source is not None:
+        got = source_digest(source)
+        if got != subject.sha256:
+            raise VerificationFailed(
+                f"source digest: {source} has sha256 {got}, but the entry's subject "
+                f"{subject.name} is sha256 {subject.sha256}"
+            )
+        source_note = f"{source} matches sha256:{got}"
+    report = ReceiptReport(
+        origin=cp.checkpoint.origin,
+        index=proof.index,
+        tree_size=cp.checkpoint.size,
+        root_hash=cp.checkpoint.root_hash.hex(),
+        leaf_hash=leaf.hex(),
+        subject_name=subject.name,
+        subject_sha256=subject.sha256,
+        predicate_type=verified.statement.predicate_type,
+        signer_keyids=tuple(verified.signer_keyids),
+        policy=policy_note,
+        source=source_note,
+    )
+    return report, cp
