@@ -1,0 +1,211 @@
+"""Gather every entry about one kernel into what the kernel page shows (pure).
+
+Input: the kernel's entries as ``(index, DecodedEntry)``. Output: provenance,
+benchmark claims, verifications, reproductions, and one chart row per claim
+and reproduction, with refuted claims marked. Malformed fields are skipped,
+never raised on: the page must render whatever the log holds.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
+
+from ledger.web._decode import DecodedEntry
+from ledger.web.chart import ChartError, ChartRow
+
+_CLAIM = re.compile(r"benchmark\.speedup\[([^\]]*)\]")
+
+
+class Claim(NamedTuple):
+    """One benchmark result claimed in log entry ``entry``."""
+
+    entry: int
+    shape_label: str
+    shape: Mapping[str, str]
+    speedup: float | None
+    ci: tuple[float, float] | None
+    median_ns: float | None
+    baseline_median_ns: float | None
+
+
+class Reproduction(NamedTuple):
+    """One claim verdict of reproduction entry ``entry`` about entry ``target``."""
+
+    entry: int
+    target: int | None
+    claim: str
+    verdict: str
+    measured: float | None
+    measured_ci: tuple[float, float] | None
+    reason: str
+
+
+class KernelSummary(NamedTuple):
+    digest: str
+    names: tuple[str, ...]
+    provenance: tuple[tuple[int, DecodedEntry], ...]
+    benchmarks: tuple[tuple[int, DecodedEntry], ...]
+    verifications: tuple[tuple[int, DecodedEntry], ...]
+    reproductions: tuple[tuple[int, DecodedEntry], ...]
+    others: tuple[tuple[int, DecodedEntry], ...]
+    claims: tuple[Claim, ...]
+    reproduced: tuple[Reproduction, ...]
+    chart_rows: tuple[ChartRow, ...]
+    #: Every claim with each reproduction of it (None when not reproduced yet).
+    pairs: tuple[tuple[Claim, Reproduction | None], ...]
+
+    @property
+    def refuted_count(self) -> int:
+        return sum(1 for r in self.reproduced if r.verdict == "refuted")
+
+
+def _num(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    f = float(value)
+    return f if math.isfinite(f) else None
+
+
+def _pair(value: object) -> tuple[float, float] | None:
+    if not isinstance(value, list | tuple) or len(value) != 2:
+        return None
+    a, b = _num(value[0]), _num(value[1])
+    if a is None or b is None or a <= 0 or b <= 0 or a > b:
+        return None
+    return (a, b)
+
+
+def _dict(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def shape_label(shape: Mapping[str, Any]) -> str:
+    """``M=256,N=256,K=256`` (keys in their given order)."""
+    return ",".join(f"{k}={v}" for k, v in shape.items())
+
+
+def parse_claim_shape(claim: str) -> Mapping[str, str] | None:
+    """The shape inside ``benchmark.speedup[M=1,N=2]`` as strings, None if another claim."""
+    m = _CLAIM.fullmatch(claim)
+    if m is None:
+        return None
+    out: dict[str, str] = {}
+    for part in m.group(1).split(","):
+        key, sep, val = part.partition("=")
+        if not sep:
+            return None
+        out[key.strip()] = val.strip()
+    return out
+
+
+def _claims_of(index: int, pred: Mapping[str, Any]) -> list[Claim]:
+    claims = []
+    for res in _list(pred.get("results"))[:256]:
+        res = _dict(res)
+        shape = _dict(res.get("shape"))
+        claims.append(Claim(
+            entry=index,
+            shape_label=shape_label(shape),
+            shape={str(k): str(v) for k, v in shape.items()},
+            speedup=_num(res.get("speedup")),
+            ci=_pair(res.get("speedup_ci95")),
+            median_ns=_num(res.get("median_ns")),
+            baseline_median_ns=_num(res.get("baseline_median_ns")),
+        ))
+    return claims
+
+
+def _reproductions_of(index: int, pred: Mapping[str, Any]) -> list[Reproduction]:
+    target = _dict(pred.get("target")).get("index")
+    target_index = target if isinstance(target, int) and not isinstance(target, bool) else None
+    out = []
+    for c in _list(pred.get("claims"))[:256]:
+        c = _dict(c)
+        measured = _dict(c.get("measured"))
+        out.append(Reproduction(
+            entry=index,
+            target=target_index,
+            claim=str(c.get("claim", "")),
+            verdict=str(c.get("verdict", "")),
+            measured=_num(measured.get("speedup")),
+            measured_ci=_pair(measured.get("speedup_ci95")),
+            reason=str(c.get("reason", "")),
+        ))
+    return out
+
+
+def _row(label: str, claim: Claim, rep: Reproduction | None) -> ChartRow | None:
+    if claim.speedup is None or claim.speedup <= 0:
+        return None
+    reproduced = rep.measured if rep is not None and rep.measured and rep.measured > 0 else None
+    verdict = rep.verdict if rep is not None and rep.verdict in (
+        "confirmed", "refuted", "inconclusive") else ""
+    try:
+        return ChartRow(
+            label=label,
+            claimed=claim.speedup,
+            claimed_ci=claim.ci,
+            reproduced=reproduced,
+            reproduced_ci=rep.measured_ci if rep is not None and reproduced else None,
+            verdict=verdict,
+        )
+    except ChartError:
+        return None
+
+
+def summarize_kernel(digest: str, entries: Iterable[tuple[int, DecodedEntry]]) -> KernelSummary:
+    """Sort a kernel's entries by kind and pair each claim with its reproductions."""
+    groups: dict[str, list[tuple[int, DecodedEntry]]] = {
+        "kernel": [], "benchmark": [], "verification": [], "reproduction": [], "other": [],
+    }
+    names: list[str] = []
+    for index, d in sorted(entries, key=lambda e: e[0]):
+        groups.get(d.kind, groups["other"]).append((index, d))
+        for name, sha in d.subjects:
+            if sha == digest and name not in names:
+                names.append(name)
+    claims: list[Claim] = []
+    for index, d in groups["benchmark"]:
+        claims.extend(_claims_of(index, d.predicate or {}))
+    reproduced: list[Reproduction] = []
+    for index, d in groups["reproduction"]:
+        reproduced.extend(_reproductions_of(index, d.predicate or {}))
+
+    rows: list[ChartRow] = []
+    pairs: list[tuple[Claim, Reproduction | None]] = []
+    for claim in claims:
+        matching = [
+            r for r in reproduced
+            if r.target == claim.entry and parse_claim_shape(r.claim) == claim.shape
+        ]
+        base = f"#{claim.entry} {claim.shape_label}"
+        pairs.extend((claim, rep) for rep in matching)
+        if not matching:
+            pairs.append((claim, None))
+            row = _row(base, claim, None)
+            if row is not None:
+                rows.append(row)
+        for rep in matching:
+            row = _row(f"{base} (repro #{rep.entry})", claim, rep)
+            if row is not None:
+                rows.append(row)
+    return KernelSummary(
+        digest=digest,
+        names=tuple(names),
+        provenance=tuple(groups["kernel"]),
+        benchmarks=tuple(groups["benchmark"]),
+        verifications=tuple(groups["verification"]),
+        reproductions=tuple(groups["reproduction"]),
+        others=tuple(groups["other"]),
+        claims=tuple(claims),
+        reproduced=tuple(reproduced),
+        chart_rows=tuple(rows),
+        pairs=tuple(pairs),
+    )
