@@ -1,0 +1,116 @@
+"""An in-memory log behind the same `LogAPI` interface as `client.LogClient`, for client tests.
+
+It sequences entries immediately, signs a checkpoint per append with a real
+note signer and serves real RFC 9162 proofs from `ledger.merkle`, so the client
+code under test verifies exactly what it would verify against a server.
+Tampering hooks (`lie_*`) let tests make it misbehave.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from attest.entry import decode_entry, verify_entry
+from attest.keys import generate_private_key
+from client._errors import ServerError
+from client.models import EntryRecord, LogInfo, SearchHit, SearchPage, SubmitResult
+from ledger.checkpoint import Checkpoint, sign_checkpoint
+from ledger.merkle import MemoryHashStore, consistency_proof, inclusion_proof, leaf_hash, tree_root
+from ledger.note import NoteSigner
+
+
+class MemoryLog:
+    def __init__(self, origin: str = "test.example/log", signer: NoteSigner | None = None) -> None:
+        self.origin = origin
+        self.signer = signer or NoteSigner(origin, generate_private_key())
+        self.store = MemoryHashStore()
+        self.entries: list[bytes] = []
+        self.blobs: dict[str, bytes] = {}
+        self.lie_checkpoint: bytes | None = None
+        self.lie_proof_size: int | None = None
+
+    @property
+    def verifier_key(self) -> str:
+        return self.signer.verifier_key_string()
+
+    def fork(self) -> MemoryLog:
+        """A copy with the same key and history; appending to each makes them diverge."""
+        twin = MemoryLog(self.origin, self.signer)
+        for e in self.entries:
+            twin._append(e)
+        twin.blobs = dict(self.blobs)
+        return twin
+
+    def _append(self, data: bytes) -> int:
+        self.entries.append(data)
+        return self.store.append(leaf_hash(data))
+
+    def note_at(self, size: int) -> bytes:
+        root = tree_root(size, self.store)
+        return sign_checkpoint(Checkpoint(self.origin, size, root), self.signer)
+
+    # -- LogAPI ------------------------------------------------------------------------
+
+    def info(self) -> LogInfo:
+        return LogInfo(self.origin, self.verifier_key, len(self.entries), 65535, 1 << 24, 100,
+                       self.checkpoint())
+
+    def checkpoint(self) -> bytes:
+        return self.lie_checkpoint or self.note_at(len(self.entries))
+
+    def tile(self, path: str) -> bytes:
+        raise ServerError(f"{path}: the in-memory log serves no tiles", 404, "not_found")
+
+    def submit(self, entry_bytes: bytes) -> SubmitResult:
+        verify_entry(decode_entry(entry_bytes))
+        dup = entry_bytes in self.entries
+        index = self.entries.index(entry_bytes) if dup else self._append(entry_bytes)
+        size = len(self.entries)
+        proof_size = self.lie_proof_size or size
+        return SubmitResult(index, leaf_hash(entry_bytes), size,
+                            tuple(inclusion_proof(index, proof_size, self.store)),
+                            self.checkpoint(), dup)
+
+    def entry(self, index: int) -> EntryRecord:
+        if index >= len(self.entries):
+            raise ServerError(f"no entry {index}", 404, "not_found")
+        size = len(self.entries)
+        data = self.entries[index]
+        return EntryRecord(index, leaf_hash(data), data, size,
+                           tuple(inclusion_proof(index, size, self.store)), self.checkpoint())
+
+    def inclusion_proof(self, index: int, tree_size: int) -> tuple[bytes, ...]:
+        return tuple(inclusion_proof(index, tree_size, self.store))
+
+    def consistency_proof(self, old_size: int, new_size: int) -> tuple[bytes, ...]:
+        return tuple(consistency_proof(old_size, new_size, self.store))
+
+    def search(self, *, digest: str | None = None, name: str | None = None,
+               keyid: str | None = None, predicate_type: str | None = None,
+               cursor: int | None = None, limit: int | None = None) -> SearchPage:
+        hits: list[SearchHit] = []
+        for i, data in enumerate(self.entries):
+            if i < (cursor or 0):
+                continue
+            v = verify_entry(decode_entry(data))
+            s = v.statement
+            row: dict[str, Any] = {"digest": s.subject_sha256, "name": s.subject_name,
+                                   "predicate_type": s.predicate_type}
+            if (digest and row["digest"] != digest) or (name and row["name"] != name) or (
+                    predicate_type and row["predicate_type"] != predicate_type) or (
+                    keyid and keyid not in v.signer_keyids):
+                continue
+            hits.append(SearchHit(i, leaf_hash(data), s.subject_name, s.subject_sha256,
+                                  s.predicate_type, v.signer_keyids))
+        return SearchPage(tuple(hits[: limit or 50]), None)
+
+    def put_blob(self, data: bytes) -> str:
+        digest = hashlib.sha256(data).hexdigest()
+        self.blobs[digest] = data
+        return digest
+
+    def get_blob(self, sha256_hex: str) -> bytes:
+        if sha256_hex not in self.blobs:
+            raise ServerError(f"no blob {sha256_hex}", 404, "not_found")
+        return self.blobs[sha256_hex]
