@@ -1,0 +1,162 @@
+"""attest.entry: canonical log entries, the size cap, and verification of every part."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+import rfc8785
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from attest import (
+    BENCHMARK_V1,
+    MAX_ENTRY_BYTES,
+    PAYLOAD_TYPE,
+    AttestError,
+    EntryError,
+    EntryTooLargeError,
+    LogEntry,
+    SignatureError,
+    ValidationError,
+    decode_entry,
+    encode_entry,
+    generate_private_key,
+    keyid,
+    make_entry,
+    make_statement,
+    parse_predicate,
+    public_key_b64,
+    sign_envelope,
+    verify_entry,
+)
+from attest import examples as ex
+
+K1, K2 = generate_private_key(), generate_private_key()
+STATEMENT = make_statement(ex.KERNEL_NAME, ex.SOURCE_SHA256,
+                           parse_predicate(BENCHMARK_V1, ex.benchmark(10)))
+ENTRY = make_entry(STATEMENT, [K1, K2])
+DATA = encode_entry(ENTRY)
+
+
+def test_round_trip_and_verify() -> None:
+    assert decode_entry(DATA) == ENTRY
+    assert LogEntry.from_json(json.loads(DATA)) == ENTRY
+    verified = verify_entry(decode_entry(DATA))
+    assert verified.statement == STATEMENT
+    assert verified.signer_keyids == tuple(sorted(keyid(k.public_key()) for k in (K1, K2)))
+    doc = json.loads(DATA)
+    assert set(doc) == {"envelope", "keys"}
+    assert doc["envelope"]["payloadType"] == PAYLOAD_TYPE
+    assert doc["keys"] == {keyid(k.public_key()): public_key_b64(k.public_key()) for k in (K1, K2)}
+    assert rfc8785.dumps(doc) == DATA
+
+
+def test_non_canonical_bytes_are_rejected() -> None:
+    pretty = json.dumps(json.loads(DATA), indent=1).encode()
+    with pytest.raises(EntryError, match="not RFC 8785 canonical"):
+        decode_entry(pretty)
+    with pytest.raises(EntryError, match="not RFC 8785 canonical"):
+        decode_entry(DATA + b"\n")
+    reordered = json.dumps({"keys": json.loads(DATA)["keys"], "envelope": json.loads(DATA)["envelope"]},
+                           separators=(",", ":")).encode()
+    with pytest.raises(EntryError, match="not RFC 8785 canonical"):
+        decode_entry(reordered)
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    (b"\xff\xfe", "not UTF-8"),
+    (b"[1,", "not valid JSON"),
+    (b'{"keys":{},"keys":{}}', "duplicate key"),
+    (b"[]", "must be a JSON object"),
+    (b'{"envelope":{}}', "keys: required field is missing"),
+    (b'{"envelope":{},"keys":{},"x":1}', "x: unknown field"),
+    (b'{"envelope":{},"keys":{}}', "envelope.payload: required field is missing"),
+])
+def test_malformed_entries(data: bytes, message: str) -> None:
+    with pytest.raises(EntryError, match=message):
+        decode_entry(data)
+
+
+def test_size_cap_is_checked_first() -> None:
+    with pytest.raises(EntryTooLargeError, match="65536 bytes; the limit is 65535") as info:
+        decode_entry(b" " * (MAX_ENTRY_BYTES + 1))
+    assert "blob" in str(info.value)
+    body = ex.benchmark(1)
+    body["notes"] = ["n" * 2000] * 40
+    big = make_statement(ex.KERNEL_NAME, ex.SOURCE_SHA256, parse_predicate(BENCHMARK_V1, body))
+    with pytest.raises(EntryTooLargeError):
+        make_entry(big, [K1])
+
+
+def entry_with(keys: dict[str, str] | None = None, env: Any = None) -> LogEntry:
+    return LogEntry(envelope=env or ENTRY.envelope, keys=keys if keys is not None else dict(ENTRY.keys))
+
+
+def test_every_signature_needs_its_key() -> None:
+    k1 = keyid(K1.public_key())
+    only_k1 = {k1: ENTRY.keys[k1]}
+    with pytest.raises(EntryError, match=r"envelope.signatures\[1\].keyid: no key with this keyid"):
+        verify_entry(entry_with(only_k1))
+
+
+def test_keyid_must_be_the_key_digest() -> None:
+    k1, k2 = keyid(K1.public_key()), keyid(K2.public_key())
+    swapped = {k1: ENTRY.keys[k2], k2: ENTRY.keys[k1]}
+    with pytest.raises(EntryError, match="keyid is not the SHA-256 of this public key"):
+        verify_entry(entry_with(swapped))
+    with pytest.raises(EntryError, match="canonical base64"):
+        verify_entry(entry_with({k1: "AAAA", k2: ENTRY.keys[k2]}))
+
+
+def test_unused_keys_and_duplicate_signers_are_rejected() -> None:
+    extra = generate_private_key().public_key()
+    keys = {**ENTRY.keys, keyid(extra): public_key_b64(extra)}
+    with pytest.raises(EntryError, match="no signature uses this key"):
+        verify_entry(entry_with(keys))
+    env = ENTRY.envelope
+    doubled = type(env)(env.payload, env.payload_type, (*env.signatures, env.signatures[0]))
+    with pytest.raises(EntryError, match="the same key signs twice"):
+        verify_entry(entry_with(env=doubled))
+
+
+def test_wrong_payload_type_and_bad_statement() -> None:
+    env = sign_envelope(ENTRY.envelope.payload, "text/plain", [K1])
+    keys = {keyid(K1.public_key()): public_key_b64(K1.public_key())}
+    with pytest.raises(EntryError, match=r"envelope\.payloadType: must be .application/vnd\.in-toto"):
+        verify_entry(LogEntry(env, keys))
+    doc = STATEMENT.to_json()
+    doc["predicate"]["results"][0]["speedup_ci95"] = [3.0, 1.0]
+    env = sign_envelope(rfc8785.dumps(doc), PAYLOAD_TYPE, [K1])
+    with pytest.raises(ValidationError, match=r"^predicate.results\[0\].speedup_ci95: must be \[low, high\]"):
+        verify_entry(LogEntry(env, keys))
+
+
+@settings(max_examples=400, deadline=None)
+@given(pos=st.integers(0, len(DATA) - 1), flip=st.integers(1, 255))
+def test_tampering_any_byte_of_the_entry_fails(pos: int, flip: int) -> None:
+    tampered = bytearray(DATA)
+    tampered[pos] ^= flip
+    with pytest.raises(AttestError):
+        verify_entry(decode_entry(bytes(tampered)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_tampering_any_decoded_byte_fails(data: st.DataObject) -> None:
+    """Change one byte of the payload, a signature or a key, re-encode canonically: never verifies."""
+    doc = json.loads(DATA)
+    part = data.draw(st.sampled_from(["payload", "sig", "key"]))
+    if part == "payload":
+        holder, field = doc["envelope"], "payload"
+    elif part == "sig":
+        holder, field = doc["envelope"]["signatures"][data.draw(st.integers(0, 1))], "sig"
+    else:
+        holder, field = doc["keys"], data.draw(st.sampled_from(sorted(doc["keys"])))
+    raw = bytearray(base64.b64decode(holder[field]))
+    raw[data.draw(st.integers(0, len(raw) - 1))] ^= data.draw(st.integers(1, 255))
+    holder[field] = base64.b64encode(bytes(raw)).decode()
+    with pytest.raises((SignatureError, EntryError)):
+        verify_entry(decode_entry(rfc8785.dumps(doc)))
