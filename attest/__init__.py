@@ -35,6 +35,7 @@ from attest.keys import (
     save_private_key,
     save_public_key,
 )
+from attest.policy import PolicyResult, PolicyRule, TrustPolicy
 from attest.predicates import (
     BENCHMARK_V1,
     KERNEL_V1,
@@ -79,12 +80,15 @@ __all__ = [
     "KeyFileError",
     "LogEntry",
     "PolicyError",
+    "PolicyResult",
+    "PolicyRule",
     "Predicate",
     "ReproductionPredicate",
     "Signature",
     "SignatureError",
     "Statement",
     "Subject",
+    "TrustPolicy",
     "ValidationError",
     "VerificationPredicate",
     "VerifiedEntry",

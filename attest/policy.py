@@ -1,0 +1,227 @@
+"""Trust policy: which keys a reader trusts to sign which predicate types for which kernels.
+
+The log accepts any entry whose signatures verify against the keys inside it; whether
+a *reader* believes an entry is this policy's call. A policy is a small TOML file:
+
+    # ktl trust policy
+    version = 1
+
+    [[rule]]
+    name = "acme-performance"                   # unique; reported when the rule matches
+    kernel = "acme/*"                           # glob on the kernel (subject) name
+    predicate_types = ["benchmark", "verification"]   # short names, full URIs, or "*"
+    keys = ["3d4c...(64 hex keyid)"]            # keyids (hex SHA-256 of the raw key)
+    key_files = ["keys/acme-ci.pub"]            # PEM public keys, relative to this file
+    threshold = 1                               # distinct trusted signers required
+
+    [[rule]]
+    name = "anyone-may-reproduce"
+    kernel = "*"
+    predicate_types = ["reproduction"]
+    keys = ["9a1f..."]
+    threshold = 1
+
+Rules: `version` must be 1; every rule needs `name`, `kernel`, `predicate_types`,
+at least one key (from `keys` and/or `key_files`) and `threshold` (1 .. number of
+distinct keys). The kernel glob uses shell wildcards (`*`, `?`, `[...]`) matched
+case-sensitively against the whole name, and must match every subject of the
+statement. An entry is allowed when any rule covers its kernel and predicate type
+and at least `threshold` of the rule's keys are among the entry's verified signers;
+the first such rule (in file order) is reported. Otherwise the result says why no
+rule matched. Unknown fields anywhere are errors.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import tomllib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from attest._errors import KeyFileError, PolicyError
+from attest.entry import VerifiedEntry
+from attest.keys import keyid, load_public_key
+from attest.predicates import PREDICATE_TYPES, SHORT_NAMES
+
+MAX_POLICY_BYTES = 1 << 20
+MAX_RULES = 256
+MAX_KEYS_PER_RULE = 64
+_KEYID = re.compile(r"[0-9a-f]{64}")
+_GLOB = re.compile(r"[a-z0-9._/*?\[\]!-]{1,128}")
+_RULE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._ -]{0,63}")
+_RULE_FIELDS = ("name", "kernel", "predicate_types", "keys", "key_files", "threshold")
+
+
+@dataclass(frozen=True)
+class PolicyRule:
+    """One rule: kernels matching `kernel` may carry `predicate_types` signed by `threshold` keys."""
+
+    name: str
+    kernel: str
+    predicate_types: frozenset[str]
+    keyids: frozenset[str]
+    threshold: int
+
+    def covers_kernel(self, names: Iterable[str]) -> bool:
+        return all(fnmatch.fnmatchcase(name, self.kernel) for name in names)
+
+
+@dataclass(frozen=True)
+class PolicyResult:
+    """The verdict of a policy on one entry: allowed, the rule that allowed it, and why."""
+
+    allowed: bool
+    rule: str | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class TrustPolicy:
+    """An ordered list of rules (see the module docstring for the TOML format)."""
+
+    rules: tuple[PolicyRule, ...]
+
+    @classmethod
+    def from_toml(cls, text: str, base_dir: str | os.PathLike[str] | None = None) -> TrustPolicy:
+        """Parse and validate a policy; `key_files` are read relative to `base_dir` (default cwd)."""
+        if len(text.encode("utf-8", "surrogatepass")) > MAX_POLICY_BYTES:
+            raise PolicyError(f"policy is larger than {MAX_POLICY_BYTES} bytes")
+        try:
+            doc = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise PolicyError(f"policy is not valid TOML: {exc}") from None
+        base = Path(base_dir) if base_dir is not None else Path(".")
+        return cls(rules=_parse_policy(doc, base))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> TrustPolicy:
+        """Read a policy file; its `key_files` are relative to the file's folder."""
+        path = Path(path)
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read(MAX_POLICY_BYTES + 1)
+        except OSError as exc:
+            raise PolicyError(f"cannot read policy file {path}: {exc.strerror}") from None
+        if len(data) > MAX_POLICY_BYTES:
+            raise PolicyError(f"policy file {path} is larger than {MAX_POLICY_BYTES} bytes")
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise PolicyError(f"policy file {path} is not UTF-8") from None
+        try:
+            return cls.from_toml(text, base_dir=path.parent)
+        except PolicyError as exc:
+            raise PolicyError(f"{path}: {exc}") from None
+
+    def evaluate(self, verified_entry: VerifiedEntry) -> PolicyResult:
+        """Decide whether the entry's verified signers are trusted for its kernel and type."""
+        statement = verified_entry.statement
+        names = [s.name for s in statement.subjects]
+        ptype = statement.predicate_type
+        signers = frozenset(verified_entry.signer_keyids)
+        kernel_rules = [r for r in self.rules if r.covers_kernel(names)]
+        shown = ", ".join(repr(n) for n in names)
+        if not kernel_rules:
+            return PolicyResult(False, None, f"no rule covers kernel {shown}")
+        type_rules = [r for r in kernel_rules if ptype in r.predicate_types]
+        if not type_rules:
+            listed = ", ".join(repr(r.name) for r in kernel_rules)
+            return PolicyResult(False, None, f"rule(s) {listed} cover kernel {shown} but none "
+                                             f"allows predicate type {ptype}")
+        shortfalls = []
+        for rule in type_rules:
+            trusted = sorted(signers & rule.keyids)
+            if len(trusted) >= rule.threshold:
+                who = ", ".join(k[:16] for k in trusted)
+                return PolicyResult(True, rule.name, f"rule {rule.name!r}: {len(trusted)} of "
+                                    f"{rule.threshold} required trusted signature(s) ({who})")
+            shortfalls.append(f"rule {rule.name!r} needs {rule.threshold} trusted signature(s), "
+                              f"found {len(trusted)}")
+        signed_by = ", ".join(k[:16] for k in sorted(signers)) or "nobody"
+        return PolicyResult(False, None, "; ".join(shortfalls) + f" (signed by {signed_by})")
+
+
+def _parse_policy(doc: dict[str, Any], base: Path) -> tuple[PolicyRule, ...]:
+    for key in doc:
+        if key not in ("version", "rule"):
+            raise PolicyError(f"{key}: unknown field (allowed: version, rule)")
+    if "version" not in doc:
+        raise PolicyError("version: required field is missing (write `version = 1`)")
+    if doc["version"] != 1 or isinstance(doc["version"], bool):
+        raise PolicyError(f"version: must be 1, got {doc['version']!r}")
+    rules = doc.get("rule")
+    if not isinstance(rules, list) or not rules:
+        raise PolicyError("rule: at least one [[rule]] table is required")
+    if len(rules) > MAX_RULES:
+        raise PolicyError(f"rule: at most {MAX_RULES} rules, got {len(rules)}")
+    parsed = tuple(_parse_rule(r, f"rule[{i}]", base) for i, r in enumerate(rules))
+    seen: set[str] = set()
+    for i, rule in enumerate(parsed):
+        if rule.name in seen:
+            raise PolicyError(f"rule[{i}].name: duplicate rule name {rule.name!r}")
+        seen.add(rule.name)
+    return parsed
+
+
+def _string_list(value: object, path: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise PolicyError(f"{path}: must be a list of strings")
+    if len(value) > MAX_KEYS_PER_RULE:
+        raise PolicyError(f"{path}: at most {MAX_KEYS_PER_RULE} items")
+    return list(value)
+
+
+def _parse_rule(rule: object, path: str, base: Path) -> PolicyRule:
+    if not isinstance(rule, dict):
+        raise PolicyError(f"{path}: must be a table")
+    for key in rule:
+        if key not in _RULE_FIELDS:
+            raise PolicyError(f"{path}.{key}: unknown field (allowed: {', '.join(_RULE_FIELDS)})")
+    for key in ("name", "kernel", "predicate_types", "threshold"):
+        if key not in rule:
+            raise PolicyError(f"{path}.{key}: required field is missing")
+    name = rule["name"]
+    if not isinstance(name, str) or not _RULE_NAME.fullmatch(name):
+        raise PolicyError(f"{path}.name: must be 1-64 letters, digits, spaces, '.', '_' or '-'")
+    kernel = rule["kernel"]
+    if not isinstance(kernel, str) or not _GLOB.fullmatch(kernel):
+        raise PolicyError(f"{path}.kernel: must be a kernel-name glob such as 'acme/*' "
+                          "(lowercase letters, digits, . _ - / and wildcards * ? [ ] !)")
+    types: set[str] = set()
+    type_list = _string_list(rule["predicate_types"], f"{path}.predicate_types")
+    if not type_list:
+        raise PolicyError(f"{path}.predicate_types: list at least one predicate type")
+    for i, ptype in enumerate(type_list):
+        if ptype == "*":
+            types.update(PREDICATE_TYPES)
+        elif ptype in SHORT_NAMES:
+            types.add(SHORT_NAMES[ptype])
+        elif ptype in PREDICATE_TYPES:
+            types.add(ptype)
+        else:
+            known = ", ".join([*SHORT_NAMES, "*"])
+            raise PolicyError(f"{path}.predicate_types[{i}]: unknown predicate type {ptype!r} "
+                              f"(use one of {known} or a full type URI)")
+    keyids: set[str] = set()
+    for i, kid in enumerate(_string_list(rule.get("keys", []), f"{path}.keys")):
+        if not _KEYID.fullmatch(kid):
+            raise PolicyError(f"{path}.keys[{i}]: must be a keyid (64 lowercase hex characters); "
+                              "put public key files in key_files")
+        keyids.add(kid)
+    for i, file in enumerate(_string_list(rule.get("key_files", []), f"{path}.key_files")):
+        try:
+            keyids.add(keyid(load_public_key(base / file)))
+        except KeyFileError as exc:
+            raise PolicyError(f"{path}.key_files[{i}]: {exc}") from None
+    if not keyids:
+        raise PolicyError(f"{path}: list at least one trusted key in keys or key_files")
+    threshold = rule["threshold"]
+    if isinstance(threshold, bool) or not isinstance(threshold, int) or not 1 <= threshold <= len(keyids):
+        raise PolicyError(f"{path}.threshold: must be an integer from 1 to the number of distinct "
+                          f"keys ({len(keyids)}), got {threshold!r}")
+    return PolicyRule(name=name, kernel=kernel, predicate_types=frozenset(types),
+                      keyids=frozenset(keyids), threshold=threshold)

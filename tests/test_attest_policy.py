@@ -1,0 +1,125 @@
+"""attest.policy: strict TOML trust policies and their verdicts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from attest import (
+    BENCHMARK_V1,
+    KERNEL_V1,
+    PolicyError,
+    TrustPolicy,
+    VerifiedEntry,
+    generate_private_key,
+    keyid,
+    make_entry,
+    make_statement,
+    parse_predicate,
+    save_public_key,
+    verify_entry,
+)
+from attest import examples as ex
+
+A, B, C = (generate_private_key() for _ in range(3))
+KA, KB, KC = (keyid(k.public_key()) for k in (A, B, C))
+
+
+def verified(ptype: str, signers: list[object], name: str = ex.KERNEL_NAME) -> VerifiedEntry:
+    body = ex.kernel() if ptype == KERNEL_V1 else ex.benchmark(2)
+    if ptype == KERNEL_V1:
+        body["name"] = name
+    stmt = make_statement(name, ex.SOURCE_SHA256, parse_predicate(ptype, body))
+    return verify_entry(make_entry(stmt, signers))  # type: ignore[arg-type]
+
+
+POLICY = f"""
+version = 1
+
+[[rule]]
+name = "acme-two-of-three"
+kernel = "acme/*"
+predicate_types = ["benchmark"]
+keys = ["{KA}", "{KB}", "{KC}"]
+threshold = 2
+
+[[rule]]
+name = "acme-provenance"
+kernel = "acme/matmul-*"
+predicate_types = ["{KERNEL_V1}"]
+keys = ["{KA}"]
+threshold = 1
+"""
+
+
+def test_rule_matches_with_threshold() -> None:
+    policy = TrustPolicy.from_toml(POLICY)
+    result = policy.evaluate(verified(BENCHMARK_V1, [A, C]))
+    assert result.allowed and result.rule == "acme-two-of-three"
+    assert "2 of 2 required" in result.reason
+    assert policy.evaluate(verified(KERNEL_V1, [A])).rule == "acme-provenance"
+
+
+def test_reasons_when_nothing_matches() -> None:
+    policy = TrustPolicy.from_toml(POLICY)
+    short = policy.evaluate(verified(BENCHMARK_V1, [A]))
+    assert not short.allowed and short.rule is None
+    assert "'acme-two-of-three' needs 2 trusted signature(s), found 1" in short.reason
+    other = generate_private_key()
+    assert "found 0" in policy.evaluate(verified(BENCHMARK_V1, [other])).reason
+    wrong_kernel = policy.evaluate(verified(KERNEL_V1, [A], name="evil/matmul"))
+    assert wrong_kernel.reason == "no rule covers kernel 'evil/matmul'"
+    wrong_type = policy.evaluate(verified(KERNEL_V1, [A], name="acme/softmax"))
+    assert not wrong_type.allowed
+    assert "cover kernel 'acme/softmax' but none allows predicate type" in wrong_type.reason
+
+
+def test_key_files_relative_to_policy(tmp_path: Path) -> None:
+    (tmp_path / "keys").mkdir()
+    save_public_key(tmp_path / "keys" / "b.pub", B.public_key())
+    (tmp_path / "policy.toml").write_text(
+        'version = 1\n[[rule]]\nname = "b"\nkernel = "*"\npredicate_types = ["*"]\n'
+        'key_files = ["keys/b.pub"]\nthreshold = 1\n')
+    policy = TrustPolicy.load(tmp_path / "policy.toml")
+    assert policy.rules[0].keyids == frozenset({KB})
+    assert policy.evaluate(verified(KERNEL_V1, [B])).allowed
+    assert not policy.evaluate(verified(KERNEL_V1, [A])).allowed
+
+
+RULE = 'name = "r"\nkernel = "acme/*"\npredicate_types = ["benchmark"]\n'
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("version = ", "not valid TOML"),
+    ('[[rule]]\nname = "r"', "version: required field is missing"),
+    ("version = 2\n[[rule]]\n", "version: must be 1"),
+    ("version = 1\n", "rule: at least one"),
+    ("version = 1\nextra = 1\n", "extra: unknown field"),
+    (f"version = 1\n[[rule]]\n{RULE}keys = ['{KA}']\n", "rule[0].threshold: required field is missing"),
+    (f"version = 1\n[[rule]]\n{RULE}threshold = 1\n", "rule[0]: list at least one trusted key"),
+    (f"version = 1\n[[rule]]\n{RULE}keys = ['{KA}']\nthreshold = 2\n", "rule[0].threshold: must be an integer from 1 to the number of distinct keys (1)"),
+    (f"version = 1\n[[rule]]\n{RULE}keys = ['{KA}', '{KA}']\nthreshold = 2\n", "rule[0].threshold"),
+    (f"version = 1\n[[rule]]\n{RULE}keys = ['{KA}']\nthreshold = true\n", "rule[0].threshold"),
+    (f"version = 1\n[[rule]]\n{RULE}keys = ['ABC']\nthreshold = 1\n", "rule[0].keys[0]: must be a keyid"),
+    (f"version = 1\n[[rule]]\n{RULE}keys = '{KA}'\nthreshold = 1\n", "rule[0].keys: must be a list of strings"),
+    (f"version = 1\n[[rule]]\n{RULE}key_files = ['missing.pub']\nthreshold = 1\n", "rule[0].key_files[0]: key file"),
+    (f"version = 1\n[[rule]]\n{RULE}keys = ['{KA}']\nthreshold = 1\nkeyz = 1\n", "rule[0].keyz: unknown field"),
+    (f"version = 1\n[[rule]]\nname = 'r'\nkernel = 'ACME/*'\npredicate_types = ['*']\nkeys = ['{KA}']\nthreshold = 1\n", "rule[0].kernel: must be a kernel-name glob"),
+    (f"version = 1\n[[rule]]\nname = 'r'\nkernel = '*'\npredicate_types = ['bench']\nkeys = ['{KA}']\nthreshold = 1\n", "rule[0].predicate_types[0]: unknown predicate type 'bench'"),
+    (f"version = 1\n[[rule]]\nname = 'r'\nkernel = '*'\npredicate_types = []\nkeys = ['{KA}']\nthreshold = 1\n", "rule[0].predicate_types: list at least one"),
+    (f"version = 1\n[[rule]]\n{RULE}keys = ['{KA}']\nthreshold = 1\n[[rule]]\n{RULE}keys = ['{KA}']\nthreshold = 1\n", "rule[1].name: duplicate rule name 'r'"),
+    (f"version = 1\n[[rule]]\nname = ''\nkernel = '*'\npredicate_types = ['*']\nkeys = ['{KA}']\nthreshold = 1\n", "rule[0].name"),
+])
+def test_invalid_policies(text: str, message: str, tmp_path: Path) -> None:
+    with pytest.raises(PolicyError) as info:
+        TrustPolicy.from_toml(text, base_dir=tmp_path)
+    assert message in str(info.value)
+
+
+def test_load_reports_the_file(tmp_path: Path) -> None:
+    (tmp_path / "p.toml").write_text("version = 3\n[[rule]]\n")
+    with pytest.raises(PolicyError, match=r"p\.toml: version: must be 1"):
+        TrustPolicy.load(tmp_path / "p.toml")
+    with pytest.raises(PolicyError, match="cannot read policy file"):
+        TrustPolicy.load(tmp_path / "absent.toml")
