@@ -190,11 +190,10 @@ def get(index: int, out_path: Path | None, log_url: str | None, log_key: str | N
     out = Output(as_json)
 
     def body() -> int:
-        from ledger.proof_bundle import TlogProof
-
         from client.receipts import PROOF_SUFFIX
         from client.session import connect, fetch_entry, require_url
         from client.state import atomic_write
+        from ledger.proof_bundle import TlogProof
 
         sess = connect(require_url(log_url), TrustedState(), log_key)
         _key_note(out, sess.key.how, sess.key.describe())
@@ -209,7 +208,7 @@ def get(index: int, out_path: Path | None, log_url: str | None, log_key: str | N
             name = out_path.name
             stem = name[: -len(".entry.json")] if name.endswith(".entry.json") else name
             proof_path = out_path.with_name(stem + PROOF_SUFFIX)
-            proof = TlogProof(index, list(fetched.proof), fetched.checkpoint.note_bytes, None)
+            proof = TlogProof(index, tuple(fetched.proof), fetched.checkpoint.note_bytes, None)
             atomic_write(proof_path, proof.to_text().encode("utf-8"))
             data["entry_path"], data["proof_path"] = str(out_path), str(proof_path)
 
@@ -316,27 +315,32 @@ def log_info(log_url: str | None, log_key: str | None, as_json: bool) -> None:
     out = Output(as_json)
 
     def body() -> int:
-        from client.session import connect, latest_checkpoint, require_url
+        from client.session import EmptyLog, connect, latest_checkpoint, require_url
 
         sess = connect(require_url(log_url), TrustedState(), log_key)
         _key_note(out, sess.key.how, sess.key.describe())
-        try:
-            cp, rec = latest_checkpoint(sess)
-        finally:
-            sess.close()
-        data = {
+        data: dict[str, Any] = {
             "origin": sess.origin,
             "verifier_key": sess.key.key,
             "key_source": sess.key.how,
-            "tree_size": cp.checkpoint.size,
-            "root_hash": cp.checkpoint.root_hash.hex(),
-            "trusted_before": rec.trusted_size,
-            "consistency": rec.outcome,
+            "tree_size": 0,
+            "root_hash": None,
+            "trusted_before": None,
+            "consistency": "empty log",
             "max_entry_bytes": sess.info.max_entry_bytes,
             "max_blob_bytes": sess.info.max_blob_bytes,
             "max_batch": sess.info.max_batch,
-            "checkpoint": cp.note_bytes.decode("utf-8"),
+            "checkpoint": None,
         }
+        try:
+            cp, rec = latest_checkpoint(sess)
+            data.update(tree_size=cp.checkpoint.size, root_hash=cp.checkpoint.root_hash.hex(),
+                        trusted_before=rec.trusted_size, consistency=rec.outcome,
+                        checkpoint=cp.note_bytes.decode("utf-8"))
+        except EmptyLog:
+            pass
+        finally:
+            sess.close()
 
         def render(c: Console) -> None:
             c.print(kv_table(f"Log {sess.origin}", [

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import time
 from collections.abc import Mapping
@@ -33,6 +34,7 @@ MAX_BUNDLE_BYTES = 256 * (2 + 65535)
 DEFAULT_MAX_BLOB_BYTES = 64 * 1024 * 1024
 DEFAULT_TIMEOUT = (5.0, 30.0)
 DEFAULT_RETRIES = 3
+MAX_BATCH = 1000
 _RETRY_STATUS = frozenset({429, 502, 503, 504})
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _TILE_PATH = re.compile(r"^tile/(?:[0-9]{1,2}|entries)/(?:x[0-9]{3}/)*[0-9]{3}(?:\.p/[0-9]{1,3})?$")
@@ -79,6 +81,7 @@ class LogClient:
         timeout: tuple[float, float] = DEFAULT_TIMEOUT,
         retries: int = DEFAULT_RETRIES,
         max_blob_bytes: int = DEFAULT_MAX_BLOB_BYTES,
+        write_token: str | None = None,
     ) -> None:
         if not re.match(r"^https?://[^\s/]+", base_url):
             raise InputError(f"log URL {base_url!r} must start with http:// or https://")
@@ -90,6 +93,8 @@ class LogClient:
         self.timeout = timeout
         self.retries = retries
         self.max_blob_bytes = max_blob_bytes
+        token = write_token if write_token is not None else os.environ.get("KTL_WRITE_TOKEN")
+        self._auth = {"Authorization": f"Bearer {token}"} if token else {}
 
     def close(self) -> None:
         self.session.close()
@@ -115,6 +120,8 @@ class LogClient:
     ) -> tuple[int, bytes]:
         url = f"{self.base_url}/{path.lstrip('/')}"
         headers = {"Content-Type": content_type} if content_type else {}
+        if method in ("POST", "PUT"):
+            headers.update(self._auth)
         last: Exception | None = None
         for attempt in range(self.retries):
             if attempt:
@@ -184,6 +191,28 @@ class LogClient:
             content_type="application/json", ok=(200, 201),
         )
         return SubmitResult.from_json(obj)
+
+    def submit_batch(self, entries: list[bytes]) -> list[SubmitResult | ServerError]:
+        """Submit several canonical entries at once; a per-entry error comes back in place."""
+        if not 1 <= len(entries) <= MAX_BATCH:
+            raise InputError(f"a batch holds 1 to {MAX_BATCH} entries")
+        body = b'{"entries":[' + b",".join(entries) + b"]}"
+        obj = self._json("POST", "api/v1/entries:batch", data=body,
+                         content_type="application/json", ok=(200, 201),
+                         cap=MAX_JSON_BYTES * 16)
+        results = obj.get("results") if isinstance(obj, dict) else None
+        if not isinstance(results, list) or len(results) != len(entries):
+            raise ServerError("the log's batch answer does not have one result per entry")
+        out: list[SubmitResult | ServerError] = []
+        for item in results:
+            if isinstance(item, dict) and isinstance(item.get("error"), dict):
+                err = item["error"]
+                out.append(ServerError(f"entry rejected ({str(err.get('code'))[:64]}): "
+                                       f"{str(err.get('message'))[:300]}", None,
+                                       str(err.get("code"))[:64]))
+            else:
+                out.append(SubmitResult.from_json(item))
+        return out
 
     def entry(self, index: int) -> EntryRecord:
         if index < 0:

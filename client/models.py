@@ -101,7 +101,7 @@ class LogInfo:
     max_entry_bytes: int
     max_blob_bytes: int
     max_batch: int
-    checkpoint: bytes
+    checkpoint: bytes | None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -111,7 +111,7 @@ class LogInfo:
             "max_entry_bytes": self.max_entry_bytes,
             "max_blob_bytes": self.max_blob_bytes,
             "max_batch": self.max_batch,
-            "checkpoint": self.checkpoint.decode("utf-8"),
+            "checkpoint": self.checkpoint.decode("utf-8") if self.checkpoint is not None else None,
         }
 
     @classmethod
@@ -125,7 +125,7 @@ class LogInfo:
             max_entry_bytes=_int(obj, "max_entry_bytes", w, minimum=1),
             max_blob_bytes=_int(obj, "max_blob_bytes", w, minimum=1),
             max_batch=_int(obj, "max_batch", w, minimum=1),
-            checkpoint=_note(obj, "checkpoint", w),
+            checkpoint=None if obj.get("checkpoint") is None else _note(obj, "checkpoint", w),
         )
 
 

@@ -20,14 +20,16 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from attest.policy import TrustPolicy
 from attest.predicates import KERNEL_V1
 from ledger import LedgerError
 from ledger.merkle import consistency_proof, leaf_hash
 from ledger.note import NoteVerifier
 from ledger.tiles import TILE_WIDTH, TileHashReader, decode_bundle, entries_path
+
+if TYPE_CHECKING:
+    from attest.policy import TrustPolicy
 
 from client._errors import InputError, LogMisbehaviour, VerificationFailed
 from client.api import LogAPI

@@ -15,20 +15,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
 from attest import AttestError
 from attest.entry import encode_entry, make_entry
 from attest.predicates import BENCHMARK_V1, KERNEL_V1, VERIFICATION_V1, parse_predicate
 from attest.statement import Statement, make_statement
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from ledger.merkle import leaf_hash
-from ledger.note import NoteVerifier
-from ledger.proof_bundle import TlogProof
-
 from client._errors import InputError, VerificationFailed
 from client.api import LogAPI
 from client.receipts import ReceiptPaths, check_inclusion, write_receipt
 from client.state import TrustedState, read_capped
 from client.trust import open_signed, reconcile
+from ledger.merkle import leaf_hash
+from ledger.note import NoteVerifier
+from ledger.proof_bundle import TlogProof
 
 MAX_RESULTS_BYTES = 16 * 1024 * 1024
 KIND_TYPES: Mapping[str, str] = {
@@ -190,8 +190,103 @@ def publish_claims(
         step(f"submitting the {claim.kind} entry ({len(entry_bytes)} bytes)")
         index, proof, note, size, dup = submit_verified(log, verifier, origin, trusted, entry_bytes)
         paths: ReceiptPaths = write_receipt(
-            receipt_folder, claim.kind, entry_bytes, TlogProof(index, list(proof), note, None)
+            receipt_folder, claim.kind, entry_bytes, TlogProof(index, tuple(proof), note, None)
         )
         out.append(Published(claim.kind, index, leaf_hash(entry_bytes).hex(), size, dup,
                              str(paths.entry), str(paths.proof)))
     return out
+
+
+def kernel_claim(kernel_dir: Path) -> tuple[str, bytes, Claim]:
+    """(kernel name, canonical source archive, kernel/v1 claim) for a kernel folder."""
+    from verifier import VerifierError
+    from verifier.kernel import KernelSpec, pack_kernel
+    from verifier.runtime import get_runtime
+
+    try:
+        spec = KernelSpec.load(kernel_dir)
+        archive = pack_kernel(kernel_dir)
+        compiler, version = get_runtime(spec.runtime).compiler()
+        body = spec.kernel_predicate(compiler, version)
+    except VerifierError as exc:
+        raise InputError(f"{kernel_dir}: {exc}") from exc
+    return spec.name, archive, Claim("kernel", KERNEL_V1, body)
+
+
+def measure(kernel_dir: Path, budget: str, on_step: Callable[[str], None]) -> Results:
+    """Run the verification suite and the benchmark now (no --results given)."""
+    import verifier
+    from verifier import VerifierError
+
+    try:
+        on_step(f"running `ktl check --budget {budget}` (this can take a while)")
+        check = verifier.check(kernel_dir, budget=budget, seed=1)
+        on_step("running `ktl bench`")
+        bench = verifier.bench(kernel_dir)
+    except VerifierError as exc:
+        raise InputError(f"{kernel_dir}: the verifier could not run: {exc}") from exc
+    return Results(check.to_predicate(), bench.to_predicate(), bench.samples_blob())
+
+
+def load_signing_key(path: Path) -> Ed25519PrivateKey:
+    """The publisher's private key; the passphrase, if any, comes from $KTL_KEY_PASSPHRASE."""
+    import os
+
+    from attest.keys import load_private_key
+
+    passphrase = os.environ.get("KTL_KEY_PASSPHRASE")
+    if not path.is_file():
+        raise InputError(f"key file {path} does not exist (create one with `ktl keygen`)")
+    try:
+        return load_private_key(path, passphrase.encode() if passphrase else None)
+    except AttestError as exc:
+        raise InputError(f"cannot load the signing key {path}: {exc}") from exc
+
+
+def run_publish(
+    kernel_dir: Path,
+    key_path: Path,
+    results_path: Path | None,
+    budget: str,
+    log_url: str | None,
+    log_key: str | None,
+    trusted: TrustedState,
+    out: Any,
+) -> dict[str, Any]:
+    """`ktl publish`: everything from the kernel folder to verified receipts; returns a report."""
+    from client.session import connect, require_url
+
+    url = require_url(log_url)
+    key = load_signing_key(key_path)
+    name, archive, kclaim = kernel_claim(kernel_dir)
+    results = load_results(results_path) if results_path else measure(kernel_dir, budget, out.note)
+    claims = [kclaim]
+    if results.verification is not None:
+        claims.append(Claim("verification", VERIFICATION_V1, results.verification))
+    if results.benchmark is not None:
+        claims.append(Claim("benchmark", BENCHMARK_V1, results.benchmark))
+        ref = results.benchmark.get("samples")
+        if results.samples is not None and isinstance(ref, dict):
+            got = hashlib.sha256(results.samples).hexdigest()
+            if ref.get("sha256") != got:
+                raise InputError(f"the raw samples (sha256 {got}) are not the ones the benchmark "
+                                 f"names (sha256 {ref.get('sha256')})")
+    sess = connect(url, trusted, log_key)
+    out.note(f"log {sess.origin}: {sess.key.describe()}")
+    try:
+        published = publish_claims(
+            sess.log, sess.verifier, sess.origin, trusted, key, name=name, archive=archive,
+            claims=claims, receipt_folder=receipts_dir(kernel_dir), samples=results.samples,
+            on_step=out.note,
+        )
+    finally:
+        sess.close()
+    return {
+        "name": name,
+        "origin": sess.origin,
+        "log_key": sess.key.key,
+        "log_key_source": sess.key.how,
+        "subject_sha256": hashlib.sha256(archive).hexdigest(),
+        "entries": [p.to_json() for p in published],
+        "receipts": str(receipts_dir(kernel_dir)),
+    }

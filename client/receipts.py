@@ -13,16 +13,18 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from attest import AttestError
 from attest.entry import VerifiedEntry, decode_entry, verify_entry
-from attest.policy import TrustPolicy
 from ledger import LedgerError
 from ledger.checkpoint import SignedCheckpoint
 from ledger.merkle import leaf_hash, verify_inclusion
 from ledger.note import NoteVerifier
 from ledger.proof_bundle import TlogProof
+
+if TYPE_CHECKING:
+    from attest.policy import TrustPolicy
 
 from client._errors import InputError, VerificationFailed
 from client.state import atomic_write, read_capped

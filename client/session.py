@@ -13,11 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from attest.entry import VerifiedEntry
-from ledger.checkpoint import SignedCheckpoint
-from ledger.merkle import leaf_hash
-from ledger.note import NoteVerifier
-
-from client._errors import InputError, LogMisbehaviour, VerificationFailed
+from client._errors import InputError, LogMisbehaviour, ServerError, VerificationFailed
 from client.api import LogAPI, LogClient
 from client.models import LogInfo
 from client.receipts import check_entry, check_inclusion
@@ -31,6 +27,13 @@ from client.trust import (
     prove_consistent,
     reconcile,
 )
+from ledger.checkpoint import SignedCheckpoint
+from ledger.merkle import leaf_hash
+from ledger.note import NoteVerifier
+
+
+class EmptyLog(InputError):
+    """The log has no checkpoint yet (nothing was ever logged)."""
 
 
 @dataclass
@@ -68,7 +71,13 @@ def require_url(url: str | None) -> str:
 
 def latest_checkpoint(sess: Session) -> tuple[SignedCheckpoint, Reconciled]:
     """The log's current checkpoint, signature-checked and proven consistent with trusted state."""
-    cp = open_signed(sess.log.checkpoint(), sess.verifier, sess.origin)
+    try:
+        note = sess.log.checkpoint()
+    except ServerError as exc:
+        if exc.code == "empty_log":
+            raise EmptyLog(f"the log {sess.origin!r} has no entries yet") from exc
+        raise
+    cp = open_signed(note, sess.verifier, sess.origin)
     return cp, reconcile(sess.trusted, sess.verifier, cp, sess.log.consistency_proof)
 
 

@@ -12,13 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from client._errors import InputError, LogMisbehaviour, VerificationFailed
+from client.state import TrustedState
 from ledger import LedgerError
 from ledger.checkpoint import SignedCheckpoint, open_checkpoint
 from ledger.merkle import verify_consistency
 from ledger.note import NoteVerifier
-
-from client._errors import InputError, LogMisbehaviour, VerificationFailed
-from client.state import TrustedState
 
 ProveConsistency = Callable[[int, int], Sequence[bytes]]
 
