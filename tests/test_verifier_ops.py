@@ -1,0 +1,103 @@
+"""The op catalogue: references, tolerances, comparison."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from verifier.compare import POISON_BITS, compare_output, ulp_distance
+from verifier.ops import OPS
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_float32_baseline_within_tolerance_on_every_shape(name: str) -> None:
+    """A straightforward float32 implementation (the NumPy baseline) passes every edge shape."""
+    op = OPS[name]
+    rng = np.random.default_rng(7)
+    for dims in [*op.edge_shapes, *op.random_shapes(rng, 4)]:
+        for scale in (1.0, op.large_scale if name not in ("rmsnorm", "softmax") else 1.0):
+            ins = op.random_inputs(dims, rng, scale)
+            outs = [np.full(o.dims_of(dims), np.nan, dtype=np.float32) for o in op.outputs]
+            op.baseline(ins, outs, dims)
+            ins64 = [a.astype(np.float64) for a in ins]
+            refs = op.reference(ins64, dims)
+            tols = op.tolerance(ins64, refs, dims)
+            for out, ref, tol in zip(outs, refs, tols, strict=True):
+                if out.size:
+                    comp = compare_output(out, ref, tol)
+                    assert comp.ok, (dims, comp)
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_tolerance_catches_a_visible_error(name: str) -> None:
+    op = OPS[name]
+    rng = np.random.default_rng(3)
+    dims = dict(op.edge_shapes[4])
+    ins = op.random_inputs(dims, rng)
+    ins64 = [a.astype(np.float64) for a in ins]
+    ref = op.reference(ins64, dims)[0]
+    tol = op.tolerance(ins64, [ref], dims)[0]
+    out = ref.astype(np.float32)
+    assert compare_output(out, ref, tol).ok
+    bad = out.copy()
+    bad.reshape(-1)[0] = bad.reshape(-1)[0] * np.float32(1.001) + np.float32(1e-3)
+    comp = compare_output(bad, ref, tol)
+    assert not comp.ok and comp.bad == 1 and comp.worst_index == (0,) * out.ndim
+
+
+def test_reference_known_answers() -> None:
+    x = np.array([[0.0, np.log(3.0)]])
+    assert np.allclose(OPS["softmax"].reference([x], {"R": 1, "C": 2})[0], [[0.25, 0.75]])
+    assert OPS["sum"].reference([np.array([[1.0, 2.0, 3.5]])], {"R": 1, "C": 3})[0][0] == 6.5
+    y = OPS["rmsnorm"].reference([np.array([[3.0, 4.0]]), np.array([1.0, 2.0])], {"R": 1, "C": 2})[0]
+    rms = np.sqrt(12.5 + 1e-6)
+    assert np.allclose(y, [[3 / rms, 8 / rms]])
+    q = np.zeros((1, 1, 2, 1))
+    v = np.array([1.0, 3.0]).reshape(1, 1, 2, 1)
+    o = OPS["attention"].reference([q, q, v], {"B": 1, "H": 1, "S": 2, "D": 1})[0]
+    assert np.allclose(o.reshape(-1), [2.0, 2.0])
+    oc = OPS["attention_causal"].reference([q, q, v], {"B": 1, "H": 1, "S": 2, "D": 1})[0]
+    assert np.allclose(oc.reshape(-1), [1.0, 2.0])
+    assert np.array_equal(OPS["matmul"].reference([np.ones((2, 0)), np.ones((0, 3))],
+                                                  {"M": 2, "N": 3, "K": 0})[0], np.zeros((2, 3)))
+
+
+def test_special_values_must_match_in_kind() -> None:
+    ref = np.array([np.nan, np.inf, -np.inf, 1.0])
+    tol = np.full(4, 1e-6)
+    good = np.array([np.nan, np.inf, -np.inf, 1.0], dtype=np.float32)
+    assert compare_output(good, ref, tol).ok
+    for i, wrong in enumerate([0.0, -np.inf, np.nan, np.inf]):
+        bad = good.copy()
+        bad[i] = wrong
+        comp = compare_output(bad, ref, tol)
+        assert comp.bad == 1 and comp.nonfinite_mismatches == 1
+
+
+def test_poison_counted() -> None:
+    out = np.zeros(4, dtype=np.float32)
+    out.view(np.uint32)[1] = POISON_BITS
+    comp = compare_output(out, np.zeros(4), np.full(4, 1e-9))
+    assert comp.poisoned == 1 and comp.bad == 1
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.floats(width=32, allow_nan=False, allow_infinity=False), st.integers(0, 50))
+def test_ulp_distance_counts_steps(x: float, steps: int) -> None:
+    a = np.array([x], dtype=np.float32)
+    b = a.copy()
+    for _ in range(steps):
+        b = np.nextafter(b, np.float32(np.inf), dtype=np.float32)
+    if np.isfinite(b[0]):
+        assert int(ulp_distance(a, b)[0]) == steps
+
+
+def test_check_dims_rejects_bad() -> None:
+    with pytest.raises(ValueError, match="takes dims"):
+        OPS["matmul"].check_dims({"M": 1, "N": 2})
+    with pytest.raises(ValueError, match="outside"):
+        OPS["sum"].check_dims({"R": -1, "C": 2})
+    with pytest.raises(ValueError, match="cap"):
+        OPS["matmul"].check_dims({"M": 100000, "N": 100000, "K": 100})

@@ -1,0 +1,109 @@
+"""Compare a kernel's float32 outputs with a float64 reference under a per-element bound.
+
+Pure: arrays in, a `Comparison` out. Special values must match the reference
+exactly in kind (NaN where the reference is NaN, the same infinity where the
+reference rounds to an infinity); finite elements must be finite and within the
+tolerance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = ["POISON_BITS", "Comparison", "compare_output", "ulp_distance"]
+
+POISON_BITS = 0x7FC0DEAD
+"""The quiet-NaN pattern written into every output before a call."""
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """How far one output is from its reference."""
+
+    elements: int
+    bad: int
+    nonfinite_mismatches: int
+    poisoned: int
+    max_abs_err: float
+    max_rel_err: float
+    max_ulp: int
+    max_err_over_tol: float
+    tolerance: float
+    worst_index: tuple[int, ...] | None
+    worst_value: float | None
+    worst_expected: float | None
+
+    @property
+    def ok(self) -> bool:
+        return self.bad == 0
+
+
+def ulp_distance(a: NDArray[np.float32], b: NDArray[np.float32]) -> NDArray[np.int64]:
+    """Number of float32 values between `a` and `b` (finite inputs)."""
+    ia = a.astype(np.float32).view(np.int32).astype(np.int64)
+    ib = b.astype(np.float32).view(np.int32).astype(np.int64)
+    ia = np.where(ia < 0, -(ia & 0x7FFFFFFF), ia)
+    ib = np.where(ib < 0, -(ib & 0x7FFFFFFF), ib)
+    dist: NDArray[np.int64] = np.abs(ia - ib)
+    return dist
+
+
+def _finite_float(x: float) -> float:
+    if not np.isfinite(x):
+        return float(np.finfo(np.float64).max)
+    return float(x)
+
+
+def compare_output(
+    out: NDArray[np.float32], ref: NDArray[np.float64], tol: NDArray[np.float64]
+) -> Comparison:
+    """Compare one output buffer; shapes must agree."""
+    if out.shape != ref.shape or ref.shape != tol.shape:
+        raise ValueError(f"shape mismatch: out {out.shape}, ref {ref.shape}, tol {tol.shape}")
+    n = int(out.size)
+    if n == 0:
+        return Comparison(0, 0, 0, 0, 0.0, 0.0, 0, 0.0, 0.0, None, None, None)
+    out64 = out.astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        expected32 = ref.astype(np.float32)
+    poisoned = int(np.count_nonzero(out.view(np.uint32) == POISON_BITS))
+    ref_nan = np.isnan(ref)
+    ref_inf = np.isinf(expected32) & ~ref_nan
+    ref_fin = ~(ref_nan | ref_inf)
+    kind_bad = (ref_nan & ~np.isnan(out)) | (ref_inf & (out64 != expected32.astype(np.float64)))
+    kind_bad |= ref_fin & ~np.isfinite(out)
+    tol_clean = np.where(np.isnan(tol), np.inf, tol)
+    with np.errstate(over="ignore", invalid="ignore"):
+        err = np.where(ref_fin & np.isfinite(out), np.abs(out64 - ref), 0.0)
+        ratio = np.where(tol_clean > 0, err / tol_clean, np.where(err > 0, np.inf, 0.0))
+        big = np.abs(ref) >= np.finfo(np.float32).tiny
+        rel = np.where(big, err / np.where(big, np.abs(ref), 1.0), 0.0)
+    value_bad = ratio > 1.0
+    bad_mask = kind_bad | value_bad
+    bad = int(np.count_nonzero(bad_mask))
+    fin_both = ref_fin & np.isfinite(out)
+    ulps = ulp_distance(np.where(fin_both, out, 0).astype(np.float32),
+                        np.where(fin_both, expected32, 0).astype(np.float32))
+    if bad:
+        score = np.where(kind_bad, np.inf, ratio)
+        flat = int(np.argmax(np.where(bad_mask, score, -1.0)))
+    else:
+        flat = int(np.argmax(ratio))
+    worst = tuple(int(i) for i in np.unravel_index(flat, out.shape))
+    return Comparison(
+        elements=n,
+        bad=bad,
+        nonfinite_mismatches=int(np.count_nonzero(kind_bad)),
+        poisoned=poisoned,
+        max_abs_err=_finite_float(float(np.max(err))),
+        max_rel_err=_finite_float(float(np.max(rel))),
+        max_ulp=int(np.max(ulps)),
+        max_err_over_tol=_finite_float(float(np.max(np.where(np.isfinite(ratio), ratio, 0.0)))),
+        tolerance=_finite_float(float(tol_clean.reshape(-1)[flat])),
+        worst_index=worst,
+        worst_value=float(out.reshape(-1)[flat]),
+        worst_expected=float(ref.reshape(-1)[flat]),
+    )

@@ -1,0 +1,381 @@
+"""Kernel folders: strict `kernel.toml` validation and the canonical source archive.
+
+A kernel folder holds `kernel.toml` and its sources::
+
+    name = "acme/matmul-blocked"      # vendor/kernel-name
+    version = "1.0.0"
+    op = "matmul"                     # a key of verifier.ops.OPS
+    runtime = "c"                     # c | cuda | triton
+    sources = ["matmul.c"]            # relative paths inside the folder
+    entry = "matmul_blocked"          # a C identifier
+    flags = ["-O3", "-march=native"]  # from FLAG_ALLOWLIST
+    parent = "<sha256 hex>"           # optional
+    [generator]
+    agent = "kernelsmith"
+    agent_version = "0.3"
+    model = "m-2026"
+    prompt_sha256 = "<hex>"           # optional
+    [target]
+    hardware_class = "x86_64-avx2"
+
+Unknown keys are errors. Nothing from the manifest ever reaches a shell: flags are
+matched exactly against an allowlist and passed in an argv list.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import re
+import tarfile
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from verifier._errors import ArchiveError, KernelSpecError
+from verifier.ops import OPS
+
+__all__ = [
+    "ABI_VERSION",
+    "FLAG_ALLOWLIST",
+    "MANIFEST",
+    "MAX_ARCHIVE_BYTES",
+    "MAX_SOURCES",
+    "MAX_SOURCE_BYTES",
+    "RUNTIMES",
+    "GeneratorInfo",
+    "KernelSpec",
+    "pack_kernel",
+    "unpack_kernel",
+]
+
+MANIFEST = "kernel.toml"
+ABI_VERSION = 1
+RUNTIMES = ("c", "cuda", "triton")
+MAX_MANIFEST_BYTES = 64 * 1024
+MAX_SOURCES = 32
+MAX_SOURCE_BYTES = 1024 * 1024
+MAX_TOTAL_BYTES = 4 * 1024 * 1024
+MAX_ARCHIVE_BYTES = MAX_TOTAL_BYTES + MAX_MANIFEST_BYTES + (MAX_SOURCES + 1) * 2048 + 10240
+
+FLAG_ALLOWLIST = frozenset({
+    "-O0", "-O1", "-O2", "-O3", "-Os",
+    "-march=native", "-mtune=native", "-mavx", "-mavx2", "-mfma", "-mavx512f",
+    "-ffast-math", "-fno-math-errno", "-ffp-contract=fast", "-ffp-contract=off",
+    "-fopenmp", "-funroll-loops", "-fno-strict-aliasing", "-ftree-vectorize",
+    "-fno-tree-vectorize", "-fomit-frame-pointer",
+    "-std=c99", "-std=c11", "-std=c17", "-std=gnu99", "-std=gnu11", "-std=gnu17",
+    "-Wall", "-Wextra",
+})
+"""Every compiler flag a manifest may name. `-ffast-math` is allowed and recorded."""
+RELAXED_MATH_FLAGS = frozenset({"-ffast-math", "-ffp-contract=fast"})
+
+NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]*/[a-z0-9][a-z0-9._-]*")
+VERSION_RE = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+-]*")
+IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+TEXT_RE = re.compile(r"[\x20-\x7e]+")
+HEX64_RE = re.compile(r"[0-9a-f]{64}")
+PART_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+SOURCE_EXT = {"c": (".c", ".h"), "cuda": (".cu", ".cuh", ".h"), "triton": (".py",)}
+
+_TOP_KEYS = {"name", "version", "op", "runtime", "sources", "entry", "flags", "parent",
+             "generator", "target", "abi_version"}
+_REQUIRED = _TOP_KEYS - {"parent", "flags", "abi_version"}
+_GEN_KEYS = {"agent", "agent_version", "model", "prompt_sha256"}
+
+
+@dataclass(frozen=True)
+class GeneratorInfo:
+    """Who wrote the kernel: agent, its version, the model, optionally the prompt digest."""
+
+    agent: str
+    agent_version: str
+    model: str
+    prompt_sha256: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"agent": self.agent, "agent_version": self.agent_version, "model": self.model,
+                "prompt_sha256": self.prompt_sha256}
+
+    @classmethod
+    def from_json(cls, obj: Any) -> GeneratorInfo:
+        if not isinstance(obj, Mapping):
+            raise KernelSpecError("generator: must be a table with agent, agent_version, model")
+        extra = set(obj) - _GEN_KEYS
+        if extra:
+            raise KernelSpecError(f"generator: unknown keys {sorted(extra)}")
+        prompt = obj.get("prompt_sha256")
+        if prompt is not None and not (isinstance(prompt, str) and HEX64_RE.fullmatch(prompt)):
+            raise KernelSpecError("generator.prompt_sha256: must be 64 lowercase hex digits")
+        return cls(
+            agent=_text(obj, "agent", "generator."),
+            agent_version=_text(obj, "agent_version", "generator."),
+            model=_text(obj, "model", "generator."),
+            prompt_sha256=prompt,
+        )
+
+
+def _text(obj: Mapping[str, Any], key: str, prefix: str = "", limit: int = 128) -> str:
+    value = obj.get(key)
+    if not isinstance(value, str) or not TEXT_RE.fullmatch(value) or len(value) > limit:
+        raise KernelSpecError(
+            f"{prefix}{key}: must be printable ASCII text of 1..{limit} characters, got {value!r}"
+        )
+    return value
+
+
+def _check_source_path(path: Any, runtime: str) -> str:
+    if not isinstance(path, str) or len(path) > 200:
+        raise KernelSpecError(f"sources: {path!r} must be a relative path of at most 200 characters")
+    parts = path.split("/")
+    if len(parts) > 4 or not all(PART_RE.fullmatch(p) and p not in (".", "..") for p in parts):
+        raise KernelSpecError(
+            f"sources: {path!r} must be a relative path inside the folder "
+            "(letters, digits, _ . -; no '..', no leading '/', at most 4 levels)"
+        )
+    if path == MANIFEST:
+        raise KernelSpecError("sources: kernel.toml cannot be a source")
+    if not path.endswith(SOURCE_EXT[runtime]):
+        raise KernelSpecError(f"sources: {path!r} must end with one of {SOURCE_EXT[runtime]}")
+    return path
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """A validated `kernel.toml` (plus the folder it was read from, if any)."""
+
+    name: str
+    version: str
+    op: str
+    runtime: str
+    sources: tuple[str, ...]
+    entry: str
+    flags: tuple[str, ...]
+    generator: GeneratorInfo
+    hardware_class: str
+    parent: str | None = None
+    abi_version: int = ABI_VERSION
+    directory: Path | None = None
+
+    @property
+    def uses_threads(self) -> bool:
+        return "-fopenmp" in self.flags
+
+    @property
+    def relaxed_math(self) -> bool:
+        return bool(RELAXED_MATH_FLAGS & set(self.flags))
+
+    def to_json(self) -> dict[str, Any]:
+        """The manifest as JSON (the folder is not part of it)."""
+        return {
+            "name": self.name, "version": self.version, "op": self.op,
+            "runtime": self.runtime, "sources": list(self.sources), "entry": self.entry,
+            "flags": list(self.flags), "generator": self.generator.to_json(),
+            "target": {"hardware_class": self.hardware_class}, "parent": self.parent,
+            "abi_version": self.abi_version,
+        }
+
+    @classmethod
+    def from_json(cls, obj: Any, directory: Path | None = None) -> KernelSpec:
+        """Validate a manifest mapping strictly; raise KernelSpecError naming the field."""
+        if not isinstance(obj, Mapping):
+            raise KernelSpecError("kernel.toml: must be a table")
+        extra = set(obj) - _TOP_KEYS
+        if extra:
+            raise KernelSpecError(f"kernel.toml: unknown keys {sorted(extra)}")
+        missing = _REQUIRED - {k for k, v in obj.items() if v is not None}
+        if missing:
+            raise KernelSpecError(f"kernel.toml: missing keys {sorted(missing)}")
+        name = _text(obj, "name")
+        if not NAME_RE.fullmatch(name):
+            raise KernelSpecError(
+                f"name: {name!r} must look like vendor/kernel-name "
+                "(lowercase letters, digits, . _ -)"
+            )
+        version = _text(obj, "version", limit=64)
+        if not VERSION_RE.fullmatch(version):
+            raise KernelSpecError(f"version: {version!r} must be letters, digits, '.', '+', '-'")
+        op = obj["op"]
+        if op not in OPS:
+            raise KernelSpecError(f"op: {op!r} is not one of {sorted(OPS)}")
+        runtime = obj["runtime"]
+        if runtime not in RUNTIMES:
+            raise KernelSpecError(f"runtime: {runtime!r} is not one of {list(RUNTIMES)}")
+        sources = obj["sources"]
+        if not isinstance(sources, list) or not 1 <= len(sources) <= MAX_SOURCES:
+            raise KernelSpecError(f"sources: must be a list of 1..{MAX_SOURCES} paths")
+        checked = tuple(_check_source_path(s, runtime) for s in sources)
+        if len(set(checked)) != len(checked):
+            raise KernelSpecError("sources: lists a path twice")
+        entry = obj["entry"]
+        if not isinstance(entry, str) or not IDENT_RE.fullmatch(entry) or len(entry) > 64:
+            raise KernelSpecError(f"entry: {entry!r} must be a C identifier of at most 64 characters")
+        flags = obj.get("flags", [])
+        if not isinstance(flags, list) or len(flags) > 32:
+            raise KernelSpecError("flags: must be a list of at most 32 flags")
+        for flag in flags:
+            if flag not in FLAG_ALLOWLIST:
+                raise KernelSpecError(
+                    f"flags: {flag!r} is not allowed; allowed flags: {sorted(FLAG_ALLOWLIST)}"
+                )
+        parent = obj.get("parent")
+        if parent is not None and not (isinstance(parent, str) and HEX64_RE.fullmatch(parent)):
+            raise KernelSpecError("parent: must be the 64-hex sha256 of the parent kernel archive")
+        target = obj["target"]
+        if not isinstance(target, Mapping) or set(target) != {"hardware_class"}:
+            raise KernelSpecError("target: must be a table with exactly hardware_class")
+        abi = obj.get("abi_version", ABI_VERSION)
+        if abi != ABI_VERSION or isinstance(abi, bool):
+            raise KernelSpecError(f"abi_version: only {ABI_VERSION} is supported, got {abi!r}")
+        return cls(
+            name=name, version=version, op=op, runtime=runtime, sources=checked, entry=entry,
+            flags=tuple(flags), generator=GeneratorInfo.from_json(obj["generator"]),
+            hardware_class=_text(target, "hardware_class", "target.", limit=64),
+            parent=parent, abi_version=ABI_VERSION, directory=directory,
+        )
+
+    @classmethod
+    def parse(cls, text: bytes, directory: Path | None = None) -> KernelSpec:
+        """Parse and validate the bytes of a `kernel.toml`."""
+        if len(text) > MAX_MANIFEST_BYTES:
+            raise KernelSpecError(f"kernel.toml: {len(text)} bytes; the cap is {MAX_MANIFEST_BYTES}")
+        try:
+            obj = tomllib.loads(text.decode("utf-8"))
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise KernelSpecError(f"kernel.toml: not valid UTF-8 TOML: {exc}") from exc
+        return cls.from_json(obj, directory)
+
+    @classmethod
+    def load(cls, directory: str | Path) -> KernelSpec:
+        """Read and validate `<directory>/kernel.toml`; every listed source must exist."""
+        folder = Path(directory)
+        manifest = folder / MANIFEST
+        if not folder.is_dir():
+            raise KernelSpecError(f"{folder}: not a folder; a kernel is a folder with kernel.toml")
+        if not manifest.is_file() or manifest.is_symlink():
+            raise KernelSpecError(f"{manifest}: missing (or not a regular file)")
+        spec = cls.parse(manifest.read_bytes(), folder.resolve())
+        spec.read_sources()
+        return spec
+
+    def read_sources(self) -> dict[str, bytes]:
+        """The source files' bytes, after checking each is a regular file inside the folder."""
+        if self.directory is None:
+            raise KernelSpecError("this kernel spec has no folder to read sources from")
+        root = self.directory.resolve()
+        out: dict[str, bytes] = {}
+        total = 0
+        for rel in self.sources:
+            path = root / rel
+            if path.is_symlink() or not path.is_file():
+                raise KernelSpecError(f"sources: {rel} is missing or not a regular file in {root}")
+            if root not in path.resolve().parents:
+                raise KernelSpecError(f"sources: {rel} resolves outside {root}")
+            size = path.stat().st_size
+            if size > MAX_SOURCE_BYTES:
+                raise KernelSpecError(f"sources: {rel} is {size} bytes; the cap is {MAX_SOURCE_BYTES}")
+            total += size
+            if total > MAX_TOTAL_BYTES:
+                raise KernelSpecError(f"sources: more than {MAX_TOTAL_BYTES} bytes in all")
+            out[rel] = path.read_bytes()
+        return out
+
+    def kernel_predicate(self, compiler: str, compiler_version: str) -> dict[str, Any]:
+        """The `kernel/v1` predicate body for this kernel (see CONTRACTS)."""
+        sources = self.read_sources()
+        return {
+            "name": self.name, "version": self.version, "op": self.op, "runtime": self.runtime,
+            "entry": self.entry, "abi_version": self.abi_version,
+            "sources": [{"path": p, "sha256": hashlib.sha256(b).hexdigest()}
+                        for p, b in sorted(sources.items())],
+            "build": {"compiler": compiler, "compiler_version": compiler_version,
+                      "flags": list(self.flags)},
+            "generator": self.generator.to_json(),
+            "target": {"hardware_class": self.hardware_class},
+            "parent": self.parent,
+        }
+
+
+def _tar_member(name: str, data: bytes) -> tuple[tarfile.TarInfo, io.BytesIO]:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    info.mtime = 0
+    info.mode = 0o644
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    info.type = tarfile.REGTYPE
+    return info, io.BytesIO(data)
+
+
+def pack_kernel(directory: str | Path) -> bytes:
+    """The canonical archive of a kernel folder; its sha256 is the subject digest.
+
+    A deterministic ustar of `kernel.toml` and the listed sources, sorted by path,
+    mtime 0, uid/gid 0, mode 0644, no compression.
+    """
+    spec = KernelSpec.load(directory)
+    assert spec.directory is not None
+    files = spec.read_sources()
+    files[MANIFEST] = (spec.directory / MANIFEST).read_bytes()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        for name in sorted(files):
+            info, data = _tar_member(name, files[name])
+            tar.addfile(info, data)
+    return buf.getvalue()
+
+
+def unpack_kernel(data: bytes, dest: str | Path) -> Path:
+    """Unpack a kernel archive into the empty or new folder `dest` and validate it.
+
+    Only regular files named by safe relative paths are accepted, within the size
+    and count caps; the file set must be exactly `kernel.toml` plus its sources.
+    """
+    if len(data) > MAX_ARCHIVE_BYTES:
+        raise ArchiveError(f"archive is {len(data)} bytes; the cap is {MAX_ARCHIVE_BYTES}")
+    target = Path(dest)
+    if target.exists() and any(target.iterdir()):
+        raise ArchiveError(f"{target}: destination must be empty or not exist")
+    files: dict[str, bytes] = {}
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
+            for member in tar:
+                if len(files) > MAX_SOURCES:
+                    raise ArchiveError(f"archive holds more than {MAX_SOURCES + 1} files")
+                if not member.isreg():
+                    raise ArchiveError(f"archive member {member.name!r} is not a regular file")
+                name = member.name
+                parts = name.split("/")
+                if not all(PART_RE.fullmatch(p) and p not in (".", "..") for p in parts):
+                    raise ArchiveError(f"archive member {name!r} is not a safe relative path")
+                if name in files:
+                    raise ArchiveError(f"archive member {name!r} appears twice")
+                if member.size > max(MAX_SOURCE_BYTES, MAX_MANIFEST_BYTES):
+                    raise ArchiveError(f"archive member {name!r} is over the size cap")
+                handle = tar.extractfile(member)
+                if handle is None:
+                    raise ArchiveError(f"archive member {name!r} cannot be read")
+                files[name] = handle.read()
+    except tarfile.TarError as exc:
+        raise ArchiveError(f"not a valid tar archive: {exc}") from exc
+    if MANIFEST not in files:
+        raise ArchiveError("archive has no kernel.toml")
+    try:
+        spec = KernelSpec.parse(files[MANIFEST])
+    except KernelSpecError as exc:
+        raise ArchiveError(f"archive's kernel.toml is invalid: {exc}") from exc
+    if set(files) != {MANIFEST, *spec.sources}:
+        raise ArchiveError(
+            f"archive files {sorted(files)} differ from kernel.toml plus its sources "
+            f"{sorted([MANIFEST, *spec.sources])}"
+        )
+    target.mkdir(parents=True, exist_ok=True)
+    root = target.resolve()
+    for name, content in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+    KernelSpec.load(root)
+    return root

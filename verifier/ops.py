@@ -1,0 +1,468 @@
+"""The op catalogue: ABI order, float64 references, input generators and tolerances.
+
+Every op works on float32, row-major, contiguous buffers. The C ABI of an entry is
+`void f(const float* in..., float* out..., int64_t dim...)` with inputs, outputs
+and dimensions in the order listed here (see DESIGN.md "Kernels").
+
+Tolerances are bounds on the rounding error of a correct float32 implementation,
+with a safety factor of 2, written in units of the float32 unit roundoff
+`U = 2**-24`:
+
+- reductions and matmul are norm-aware: any summation order of `n` terms is off
+  by at most `n * U * sum(|terms|)` (Higham, "Accuracy and Stability of Numerical
+  Algorithms", 2nd ed., 3.1), so the bound scales with the reduction length and the
+  magnitudes summed, never with the (possibly cancelled) result;
+- elementwise results (softmax, rmsnorm) are bounded relative to the element
+  itself, i.e. a number of ULPs that grows with the row length only through the
+  row-wide sum in the denominator;
+- an absolute floor of `2**-122` absorbs denormal results, which a kernel may
+  flush to zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+U = 2.0**-24
+"""float32 unit roundoff."""
+ABS_FLOOR = 2.0**-122
+"""Absolute error allowed everywhere: a few denormal ULPs and flush-to-zero."""
+RMSNORM_EPS = 1e-6
+
+F64 = NDArray[np.float64]
+F32 = NDArray[np.float32]
+Dims = Mapping[str, int]
+
+__all__ = [
+    "ABS_FLOOR",
+    "OPS",
+    "RMSNORM_EPS",
+    "OpSpec",
+    "Operand",
+    "U",
+]
+
+
+@dataclass(frozen=True)
+class Operand:
+    """One buffer of an op: its name and its shape as dimension names."""
+
+    name: str
+    shape: tuple[str, ...]
+
+    def dims_of(self, dims: Dims) -> tuple[int, ...]:
+        return tuple(int(dims[d]) for d in self.shape)
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """One op of the catalogue.
+
+    `reference` computes the outputs in float64 from float64 copies of the float32
+    inputs; `tolerance` gives a per-element bound (same shape as each output) on
+    |kernel - reference|; `baseline` computes the same op in float32 NumPy and is
+    the speed baseline of `ktl bench`.
+    """
+
+    name: str
+    inputs: tuple[Operand, ...]
+    outputs: tuple[Operand, ...]
+    dims: tuple[str, ...]
+    reference: Callable[[Sequence[F64], Dims], list[F64]]
+    tolerance: Callable[[Sequence[F64], Sequence[F64], Dims], list[F64]]
+    baseline: Callable[[Sequence[F32], Sequence[F32], Dims], None]
+    flops: Callable[[Dims], float]
+    random_shapes: Callable[[np.random.Generator, int], list[dict[str, int]]]
+    edge_shapes: tuple[dict[str, int], ...]
+    bench_shapes: tuple[dict[str, int], ...]
+    large_scale: float
+    """Magnitude of the "large inputs" check: big enough to overflow a naive float32
+    intermediate (exp without max subtraction, sum of squares) while the true result
+    stays representable."""
+
+    def shapes(self, dims: Dims) -> list[tuple[int, ...]]:
+        """Shapes of every buffer, inputs then outputs."""
+        return [op.dims_of(dims) for op in (*self.inputs, *self.outputs)]
+
+    def nbytes(self, dims: Dims) -> int:
+        """Bytes moved at least once: every input read and every output written."""
+        return sum(4 * int(np.prod(s, dtype=np.int64)) for s in self.shapes(dims))
+
+    def check_dims(self, dims: Dims) -> dict[str, int]:
+        """Return the dims in catalogue order, or raise ValueError naming the problem."""
+        if set(dims) != set(self.dims):
+            raise ValueError(f"op {self.name} takes dims {list(self.dims)}, got {sorted(dims)}")
+        out = {d: int(dims[d]) for d in self.dims}
+        for d, v in out.items():
+            if v < 0 or v > 1 << 20:
+                raise ValueError(f"dim {d}={v} is outside 0..{1 << 20}")
+        total = sum(int(np.prod(s, dtype=np.int64)) for s in self.shapes(out))
+        if total > 1 << 28:
+            raise ValueError(f"shape {out} needs {total} floats; the cap is {1 << 28}")
+        return out
+
+    def random_inputs(self, dims: Dims, rng: np.random.Generator, scale: float = 1.0) -> list[F32]:
+        """Standard-normal inputs times `scale` (the rmsnorm weight is kept near 1)."""
+        out: list[F32] = []
+        for operand in self.inputs:
+            shape = operand.dims_of(dims)
+            if self.name == "rmsnorm" and operand.name == "W":
+                arr = rng.uniform(0.5, 1.5, size=shape)
+            else:
+                arr = rng.standard_normal(size=shape) * scale
+            out.append(np.ascontiguousarray(arr, dtype=np.float32))
+        return out
+
+    def special_inputs(self, dims: Dims, rng: np.random.Generator) -> list[F32]:
+        """Random inputs with NaN, +-Inf, denormals and +-0 planted in the first input.
+
+        Specials go into a few rows (or, for attention, positions) so the other rows
+        stay finite and still exercise the arithmetic.
+        """
+        arrays = self.random_inputs(dims, rng)
+        first = arrays[0].reshape(-1)
+        specials = np.array(
+            [np.nan, np.inf, -np.inf, 1e-40, -1e-42, 0.0, -0.0, 3e-39], dtype=np.float32
+        )
+        if first.size:
+            count = max(1, first.size // 16)
+            where = rng.choice(first.size, size=min(count, first.size), replace=False)
+            first[where] = specials[rng.integers(0, specials.size, size=where.size)]
+        return arrays
+
+
+def _f(x: F64) -> F64:
+    return np.asarray(x, dtype=np.float64)
+
+
+# -- matmul ---------------------------------------------------------------------------
+
+
+def _matmul_ref(x: Sequence[F64], d: Dims) -> list[F64]:
+    a, b = x
+    return [_f(a @ b) if d["K"] else np.zeros((d["M"], d["N"]))]
+
+
+def _matmul_tol(x: Sequence[F64], ref: Sequence[F64], d: Dims) -> list[F64]:
+    """Norm-aware: |C - C*| <= 2 (K + 2) U (|A| |B|)."""
+    del ref
+    a, b = x
+    with np.errstate(invalid="ignore", over="ignore"):
+        mag = np.abs(a) @ np.abs(b) if d["K"] else np.zeros((d["M"], d["N"]))
+    return [2.0 * (d["K"] + 2) * U * mag + ABS_FLOOR]
+
+
+def _matmul_base(x: Sequence[F32], y: Sequence[F32], d: Dims) -> None:
+    np.matmul(x[0], x[1], out=y[0])
+
+
+def _matmul_shapes(rng: np.random.Generator, n: int) -> list[dict[str, int]]:
+    return [
+        {"M": int(rng.integers(1, 80)), "N": int(rng.integers(1, 80)), "K": int(rng.integers(1, 160))}
+        for _ in range(n)
+    ]
+
+
+# -- softmax (rows) -------------------------------------------------------------------
+
+
+def _softmax_ref(x: Sequence[F64], d: Dims) -> list[F64]:
+    (v,) = x
+    if v.size == 0:
+        return [np.zeros_like(v)]
+    with np.errstate(invalid="ignore", over="ignore"):
+        m = np.max(v, axis=1, keepdims=True)
+        e = np.exp(v - m)
+        return [e / np.sum(e, axis=1, keepdims=True)]
+
+
+def _softmax_tol(x: Sequence[F64], ref: Sequence[F64], d: Dims) -> list[F64]:
+    """Elementwise relative: 2 (C + 110) U |y|.
+
+    `x - max` rounds with relative error U, i.e. absolute error up to 104 U in the
+    exponent of any term that does not underflow; expf adds a few ULPs; the row sum
+    of C positive terms adds (C - 1) U; the division one more.
+    """
+    del x
+    (y,) = ref
+    with np.errstate(invalid="ignore"):
+        return [2.0 * (d["C"] + 110) * U * np.abs(y) + ABS_FLOOR]
+
+
+def _softmax_base(x: Sequence[F32], y: Sequence[F32], d: Dims) -> None:
+    (v,) = x
+    (out,) = y
+    if v.size == 0:
+        return
+    np.subtract(v, v.max(axis=1, keepdims=True), out=out)
+    np.exp(out, out=out)
+    out /= out.sum(axis=1, keepdims=True)
+
+
+def _rows_shapes(rng: np.random.Generator, n: int) -> list[dict[str, int]]:
+    return [{"R": int(rng.integers(1, 70)), "C": int(rng.integers(1, 300))} for _ in range(n)]
+
+
+# -- sum (rows) -----------------------------------------------------------------------
+
+
+def _sum_ref(x: Sequence[F64], d: Dims) -> list[F64]:
+    (v,) = x
+    return [np.sum(v, axis=1) if d["C"] else np.zeros(d["R"])]
+
+
+def _sum_tol(x: Sequence[F64], ref: Sequence[F64], d: Dims) -> list[F64]:
+    """Norm-aware: |y - y*| <= 2 (C + 1) U sum(|x|) for any summation order."""
+    del ref
+    (v,) = x
+    with np.errstate(invalid="ignore", over="ignore"):
+        mag = np.sum(np.abs(v), axis=1) if d["C"] else np.zeros(d["R"])
+    return [2.0 * (d["C"] + 1) * U * mag + ABS_FLOOR]
+
+
+def _sum_base(x: Sequence[F32], y: Sequence[F32], d: Dims) -> None:
+    np.sum(x[0], axis=1, out=y[0])
+
+
+# -- rmsnorm (rows, weight) -----------------------------------------------------------
+
+
+def _rmsnorm_ref(x: Sequence[F64], d: Dims) -> list[F64]:
+    v, w = x
+    if v.size == 0:
+        return [np.zeros_like(v)]
+    with np.errstate(invalid="ignore", over="ignore"):
+        ms = np.mean(v * v, axis=1, keepdims=True)
+        return [v / np.sqrt(ms + RMSNORM_EPS) * w[None, :]]
+
+
+def _rmsnorm_tol(x: Sequence[F64], ref: Sequence[F64], d: Dims) -> list[F64]:
+    """Elementwise relative: 2 (C / 2 + 10) U |y|.
+
+    The sum of C squares (positive terms) is off by at most C U relative, the square
+    root halves that, and the divide, multiply and eps add a few roundings. No
+    cancellation happens, so the bound is relative to each output element.
+    """
+    del x
+    (y,) = ref
+    with np.errstate(invalid="ignore"):
+        return [2.0 * (d["C"] / 2.0 + 10) * U * np.abs(y) + ABS_FLOOR]
+
+
+def _rmsnorm_base(x: Sequence[F32], y: Sequence[F32], d: Dims) -> None:
+    v, w = x
+    (out,) = y
+    if v.size == 0:
+        return
+    np.multiply(v, v, out=out)
+    inv = np.float32(1.0) / np.sqrt(out.mean(axis=1, keepdims=True) + np.float32(RMSNORM_EPS))
+    np.multiply(v, inv, out=out)
+    out *= w[None, :]
+
+
+# -- attention [B,H,S,D] ----------------------------------------------------------------
+
+
+def _attention_ref(causal: bool) -> Callable[[Sequence[F64], Dims], list[F64]]:
+    def ref(x: Sequence[F64], d: Dims) -> list[F64]:
+        q, k, v = x
+        if q.size == 0 or d["S"] == 0:
+            return [np.zeros_like(q)]
+        scale = 1.0 / np.sqrt(d["D"]) if d["D"] else 1.0
+        with np.errstate(invalid="ignore", over="ignore"):
+            s = np.einsum("bhid,bhjd->bhij", q, k) * scale
+            if causal:
+                mask = np.triu(np.ones((d["S"], d["S"]), dtype=bool), 1)
+                s = np.where(mask, -np.inf, s)
+            p = np.exp(s - np.max(s, axis=-1, keepdims=True))
+            p = p / np.sum(p, axis=-1, keepdims=True)
+            return [np.einsum("bhij,bhjd->bhid", p, v)]
+
+    return ref
+
+
+def _attention_tol(causal: bool) -> Callable[[Sequence[F64], Sequence[F64], Dims], list[F64]]:
+    def tol(x: Sequence[F64], ref: Sequence[F64], d: Dims) -> list[F64]:
+        """Norm-aware: 2 U (S + 110 + D scale max_j |q_i|.|k_j|) (P |V|).
+
+        A score error e becomes a relative error e in the probabilities, so the
+        score bound D U scale (|q|.|k|) multiplies the weighted magnitudes P |V|;
+        the softmax adds the softmax bound and the P V product S U.
+        """
+        del ref
+        q, k, v = x
+        if q.size == 0 or d["S"] == 0:
+            return [np.zeros_like(q) + ABS_FLOOR]
+        scale = 1.0 / np.sqrt(d["D"]) if d["D"] else 1.0
+        with np.errstate(invalid="ignore", over="ignore"):
+            s = np.einsum("bhid,bhjd->bhij", q, k) * scale
+            qk = np.einsum("bhid,bhjd->bhij", np.abs(q), np.abs(k)) * scale
+            if causal:
+                mask = np.triu(np.ones((d["S"], d["S"]), dtype=bool), 1)
+                s = np.where(mask, -np.inf, s)
+                qk = np.where(mask, 0.0, qk)
+            p = np.exp(s - np.max(s, axis=-1, keepdims=True))
+            p = p / np.sum(p, axis=-1, keepdims=True)
+            pv = np.einsum("bhij,bhjd->bhid", p, np.abs(v))
+            growth = d["S"] + 110 + d["D"] * np.max(qk, axis=-1, keepdims=True)
+            return [2.0 * U * growth * pv + ABS_FLOOR]
+
+    return tol
+
+
+def _attention_base(causal: bool) -> Callable[[Sequence[F32], Sequence[F32], Dims], None]:
+    def base(x: Sequence[F32], y: Sequence[F32], d: Dims) -> None:
+        q, k, v = x
+        (out,) = y
+        if q.size == 0 or d["S"] == 0:
+            return
+        scale = np.float32(1.0 / np.sqrt(d["D"])) if d["D"] else np.float32(1.0)
+        s = np.matmul(q, np.swapaxes(k, -1, -2)) * scale
+        if causal:
+            s[..., np.triu(np.ones((d["S"], d["S"]), dtype=bool), 1)] = -np.inf
+        s -= s.max(axis=-1, keepdims=True)
+        np.exp(s, out=s)
+        s /= s.sum(axis=-1, keepdims=True)
+        np.matmul(s, v, out=out)
+
+    return base
+
+
+def _attention_shapes(rng: np.random.Generator, n: int) -> list[dict[str, int]]:
+    return [
+        {
+            "B": int(rng.integers(1, 3)),
+            "H": int(rng.integers(1, 4)),
+            "S": int(rng.integers(1, 40)),
+            "D": int(rng.integers(1, 40)),
+        }
+        for _ in range(n)
+    ]
+
+
+def _attention_flops(d: Dims) -> float:
+    return float(4 * d["B"] * d["H"] * d["S"] * d["S"] * d["D"] + 5 * d["B"] * d["H"] * d["S"] * d["S"])
+
+
+_ROW_EDGES: tuple[dict[str, int], ...] = (
+    {"R": 1, "C": 1},
+    {"R": 1, "C": 7},
+    {"R": 3, "C": 1},
+    {"R": 5, "C": 13},
+    {"R": 17, "C": 31},
+    {"R": 2, "C": 63},
+    {"R": 3, "C": 65},
+    {"R": 7, "C": 127},
+    {"R": 4, "C": 257},
+    {"R": 31, "C": 97},
+    {"R": 1, "C": 1031},
+    {"R": 0, "C": 8},
+)
+_ATT_EDGES: tuple[dict[str, int], ...] = (
+    {"B": 1, "H": 1, "S": 1, "D": 1},
+    {"B": 1, "H": 1, "S": 7, "D": 3},
+    {"B": 2, "H": 3, "S": 5, "D": 13},
+    {"B": 1, "H": 2, "S": 17, "D": 31},
+    {"B": 1, "H": 1, "S": 33, "D": 65},
+    {"B": 1, "H": 2, "S": 65, "D": 16},
+    {"B": 1, "H": 1, "S": 129, "D": 7},
+    {"B": 0, "H": 2, "S": 4, "D": 8},
+    {"B": 1, "H": 1, "S": 0, "D": 8},
+)
+
+
+def _attention_op(name: str, causal: bool) -> OpSpec:
+    return OpSpec(
+        name=name,
+        inputs=(Operand("Q", ("B", "H", "S", "D")), Operand("K", ("B", "H", "S", "D")),
+                Operand("V", ("B", "H", "S", "D"))),
+        outputs=(Operand("O", ("B", "H", "S", "D")),),
+        dims=("B", "H", "S", "D"),
+        reference=_attention_ref(causal),
+        tolerance=_attention_tol(causal),
+        baseline=_attention_base(causal),
+        flops=_attention_flops,
+        random_shapes=_attention_shapes,
+        edge_shapes=_ATT_EDGES,
+        bench_shapes=({"B": 1, "H": 4, "S": 128, "D": 64},),
+        large_scale=30.0,
+    )
+
+
+OPS: Mapping[str, OpSpec] = {
+    "matmul": OpSpec(
+        name="matmul",
+        inputs=(Operand("A", ("M", "K")), Operand("B", ("K", "N"))),
+        outputs=(Operand("C", ("M", "N")),),
+        dims=("M", "N", "K"),
+        reference=_matmul_ref,
+        tolerance=_matmul_tol,
+        baseline=_matmul_base,
+        flops=lambda d: float(2 * d["M"] * d["N"] * d["K"]),
+        random_shapes=_matmul_shapes,
+        edge_shapes=(
+            {"M": 1, "N": 1, "K": 1},
+            {"M": 1, "N": 7, "K": 13},
+            {"M": 17, "N": 1, "K": 31},
+            {"M": 3, "N": 5, "K": 7},
+            {"M": 33, "N": 65, "K": 17},
+            {"M": 67, "N": 31, "K": 129},
+            {"M": 63, "N": 97, "K": 65},
+            {"M": 129, "N": 127, "K": 33},
+            {"M": 5, "N": 257, "K": 3},
+            {"M": 0, "N": 4, "K": 5},
+            {"M": 4, "N": 0, "K": 5},
+            {"M": 4, "N": 5, "K": 0},
+        ),
+        bench_shapes=({"M": 256, "N": 256, "K": 256},),
+        large_scale=1e15,
+    ),
+    "softmax": OpSpec(
+        name="softmax",
+        inputs=(Operand("X", ("R", "C")),),
+        outputs=(Operand("Y", ("R", "C")),),
+        dims=("R", "C"),
+        reference=_softmax_ref,
+        tolerance=_softmax_tol,
+        baseline=_softmax_base,
+        flops=lambda d: float(5 * d["R"] * d["C"]),
+        random_shapes=_rows_shapes,
+        edge_shapes=(*_ROW_EDGES, {"R": 3, "C": 0}),
+        bench_shapes=({"R": 512, "C": 1024},),
+        large_scale=1e3,
+    ),
+    "sum": OpSpec(
+        name="sum",
+        inputs=(Operand("X", ("R", "C")),),
+        outputs=(Operand("Y", ("R",)),),
+        dims=("R", "C"),
+        reference=_sum_ref,
+        tolerance=_sum_tol,
+        baseline=_sum_base,
+        flops=lambda d: float(d["R"] * d["C"]),
+        random_shapes=_rows_shapes,
+        edge_shapes=(*_ROW_EDGES, {"R": 3, "C": 0}),
+        bench_shapes=({"R": 1024, "C": 1024},),
+        large_scale=1e30,
+    ),
+    "rmsnorm": OpSpec(
+        name="rmsnorm",
+        inputs=(Operand("X", ("R", "C")), Operand("W", ("C",))),
+        outputs=(Operand("Y", ("R", "C")),),
+        dims=("R", "C"),
+        reference=_rmsnorm_ref,
+        tolerance=_rmsnorm_tol,
+        baseline=_rmsnorm_base,
+        flops=lambda d: float(4 * d["R"] * d["C"]),
+        random_shapes=_rows_shapes,
+        edge_shapes=_ROW_EDGES,
+        bench_shapes=({"R": 512, "C": 1024},),
+        large_scale=1e20,
+    ),
+    "attention": _attention_op("attention", causal=False),
+    "attention_causal": _attention_op("attention_causal", causal=True),
+}
