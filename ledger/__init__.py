@@ -14,6 +14,14 @@ from ledger.checkpoint import (
     open_checkpoint,
     sign_checkpoint,
 )
+from ledger.cosignature import (
+    Cosignature,
+    CosignatureError,
+    CosignatureSigner,
+    CosignatureVerifier,
+    cosign_checkpoint,
+    verify_cosignatures,
+)
 from ledger.merkle import (
     EMPTY_ROOT,
     HASH_SIZE,
@@ -47,6 +55,7 @@ from ledger.note import (
     sign_note,
     verifier_key_string,
 )
+from ledger.proof_bundle import TlogProof, TlogProofError, verify_tlog_proof
 from ledger.tiles import (
     TILE_HEIGHT,
     TILE_WIDTH,
@@ -74,6 +83,10 @@ __all__ = [
     "Checkpoint",
     "CheckpointError",
     "CompactRange",
+    "Cosignature",
+    "CosignatureError",
+    "CosignatureSigner",
+    "CosignatureVerifier",
     "HashReader",
     "LedgerError",
     "MemoryHashStore",
@@ -91,8 +104,11 @@ __all__ = [
     "TileHashReader",
     "TileRef",
     "TileVerificationError",
+    "TlogProof",
+    "TlogProofError",
     "Verifier",
     "consistency_proof",
+    "cosign_checkpoint",
     "decode_bundle",
     "encode_bundle",
     "encode_index",
@@ -113,5 +129,7 @@ __all__ = [
     "tree_root",
     "verifier_key_string",
     "verify_consistency",
+    "verify_cosignatures",
     "verify_inclusion",
+    "verify_tlog_proof",
 ]

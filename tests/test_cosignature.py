@@ -1,0 +1,119 @@
+"""C2SP tlog-cosignature/v1: message bytes from the spec, signing, verification, quorum."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ledger.checkpoint import Checkpoint, CheckpointError, sign_checkpoint
+from ledger.cosignature import (
+    CosignatureError,
+    CosignatureSigner,
+    CosignatureVerifier,
+    cosign_checkpoint,
+    cosigned_message,
+    verify_cosignatures,
+)
+from ledger.note import NoteError, NoteSigner, NoteVerifier, open_note
+
+NOTE: dict[str, Any] = json.loads((Path(__file__).parent / "vectors" / "note.json").read_text())
+KEY, WKEY = NOTE["key"], NOTE["witness_key"]
+LOG = NoteSigner(KEY["name"], Ed25519PrivateKey.from_private_bytes(bytes.fromhex(KEY["seed_hex"])))
+LOG_V = NoteVerifier.from_key_string(KEY["verifier_key"])
+W_PRIV = Ed25519PrivateKey.from_private_bytes(bytes.fromhex(WKEY["seed_hex"]))
+TS = 1679315147
+SIGNED = NOTE["signed_checkpoint"]["signed_note"].encode()
+TEXT = NOTE["signed_checkpoint"]["text"]
+
+
+def _witness(name: str = WKEY["name"], ts: int = TS, seed: int = 0) -> CosignatureSigner:
+    key = W_PRIV if seed == 0 else Ed25519PrivateKey.from_private_bytes(bytes([seed]) * 32)
+    return CosignatureSigner(name, key, clock=lambda: ts)
+
+
+def test_key_id_and_vkey_use_type_0x04() -> None:
+    w = _witness()
+    pub = bytes.fromhex(WKEY["public_key_hex"])
+    want_id = hashlib.sha256(WKEY["name"].encode() + b"\n\x04" + pub).digest()[:4]
+    assert w.key_id == want_id and w.key_id.hex() != WKEY["key_id_hex"]
+    vkey = w.verifier_key_string()
+    material = base64.b64encode(b"\x04" + pub).decode()
+    assert vkey == f"{WKEY['name']}+{want_id.hex()}+{material}"
+    v = CosignatureVerifier.from_key_string(vkey)
+    assert v.key_id == want_id and v.key_string() == vkey
+    with pytest.raises(NoteError):
+        CosignatureVerifier.from_key_string(WKEY["verifier_key"])  # a type-0x01 note key
+
+
+def test_cosignature_line_matches_the_spec_formula() -> None:
+    out = cosign_checkpoint(SIGNED, LOG_V, _witness())
+    assert out.startswith(SIGNED)
+    line = out[len(SIGNED) :].decode()
+    msg = b"cosignature/v1\ntime 1679315147\n" + TEXT.encode()
+    assert cosigned_message(TEXT, TS) == msg
+    sig = W_PRIV.sign(msg)  # Ed25519 is deterministic
+    kid = hashlib.sha256(WKEY["name"].encode() + b"\n\x04" + W_PRIV.public_key().public_bytes_raw()).digest()[:4]
+    want = "\u2014 " + WKEY["name"] + " " + base64.b64encode(kid + TS.to_bytes(8, "big") + sig).decode() + "\n"
+    assert line == want
+    signed, cosigs = verify_cosignatures(out, LOG_V, [_witness().verifier()])
+    assert signed.checkpoint.size == 1000
+    assert [(c.name, c.timestamp) for c in cosigs] == [(WKEY["name"], TS)]
+    # A verifier that knows only the log key ignores the cosignature.
+    assert open_note(out, [LOG_V]).unverified_signatures[0].name == WKEY["name"]
+
+
+def test_quorum_and_failures() -> None:
+    w1, w2, w3 = _witness("w1.example", seed=1), _witness("w2.example", seed=2), _witness("w3.example", seed=3)
+    data = cosign_checkpoint(cosign_checkpoint(SIGNED, LOG_V, w1), LOG_V, w2)
+    vs = [w1.verifier(), w2.verifier(), w3.verifier()]
+    assert len(verify_cosignatures(data, LOG_V, vs, threshold=2)[1]) == 2
+    with pytest.raises(CosignatureError, match="2 valid witness cosignatures; 3 required"):
+        verify_cosignatures(data, LOG_V, vs, threshold=3)
+    with pytest.raises(CosignatureError, match="more than"):
+        verify_cosignatures(data, LOG_V, vs[:1], threshold=2)
+    with pytest.raises(CosignatureError, match="already"):
+        cosign_checkpoint(data, LOG_V, w1)
+    # A cosignature whose timestamp is changed after signing fails.
+    lines = data.decode().split("\n")
+    raw = bytearray(base64.b64decode(lines[-2].split(" ")[2]))
+    raw[11] ^= 1
+    lines[-2] = " ".join([*lines[-2].split(" ")[:2], base64.b64encode(bytes(raw)).decode()])
+    with pytest.raises(NoteError, match="invalid signature"):
+        verify_cosignatures("\n".join(lines).encode(), LOG_V, vs, threshold=1)
+
+
+def test_witness_only_checks_log_signature_first() -> None:
+    other = NoteSigner(KEY["name"], Ed25519PrivateKey.from_private_bytes(b"\x09" * 32))
+    forged = sign_checkpoint(Checkpoint(KEY["name"], 5, b"\x00" * 32), other)
+    with pytest.raises(NoteError, match="no signature from a trusted key"):
+        cosign_checkpoint(forged, LOG_V, _witness())
+
+
+def test_signer_refuses_non_checkpoints_and_bad_times() -> None:
+    with pytest.raises(CheckpointError):
+        _witness().sign(b"hello\n")
+    with pytest.raises(CosignatureError, match="out of range"):
+        _witness(ts=-5).sign(TEXT.encode())
+    with pytest.raises(CosignatureError, match="out of range"):
+        cosigned_message(TEXT, 1 << 63)
+    v = _witness().verifier()
+    assert not v.verify(TEXT.encode(), b"\xff" * 72)  # timestamp above 2^63 - 1
+    assert not v.verify(TEXT.encode(), b"\x00" * 71)
+
+
+@settings(max_examples=40, deadline=None)
+@given(ts=st.integers(0, (1 << 63) - 1), size=st.integers(0, 10**12))
+def test_sign_verify_round_trip(ts: int, size: int) -> None:
+    cp = Checkpoint("example.test/ktl", size, hashlib.sha256(b"%d" % size).digest())
+    w = _witness(ts=ts)
+    data = cosign_checkpoint(sign_checkpoint(cp, LOG), LOG_V, w)
+    signed, cosigs = verify_cosignatures(data, LOG_V, [w.verifier()], threshold=1)
+    assert signed.checkpoint == cp and cosigs[0].timestamp == ts

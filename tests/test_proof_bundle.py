@@ -1,0 +1,135 @@
+"""C2SP tlog-proof@v1: format exactly as the spec writes it, strict parsing, verification."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ledger.cosignature import CosignatureError, CosignatureSigner, cosign_checkpoint
+from ledger.merkle import MemoryHashStore, ProofError, RootMismatchError, inclusion_proof, leaf_hash
+from ledger.note import NoteError, NoteVerifier
+from ledger.proof_bundle import FILE_SUFFIX, HEADER, TlogProof, TlogProofError, verify_tlog_proof
+
+NOTE: dict[str, Any] = json.loads((Path(__file__).parent / "vectors" / "note.json").read_text())
+MERKLE: dict[str, Any] = json.loads((Path(__file__).parent / "vectors" / "merkle.json").read_text())
+KEY = NOTE["key"]
+LOG_V = NoteVerifier.from_key_string(KEY["verifier_key"])
+SIGNED = NOTE["signed_checkpoint"]["signed_note"].encode()  # size 1000 of merkle.json
+
+
+@pytest.fixture(scope="module")
+def store() -> MemoryHashStore:
+    return MemoryHashStore.from_entries(b"leaf-%d" % i for i in range(1000))
+
+
+def test_format_matches_the_spec_layout(store: MemoryHashStore) -> None:
+    proof = inclusion_proof(73, 1000, store)
+    p = TlogProof(73, tuple(proof), SIGNED, extra=b"age-v1.2.1")
+    text = p.to_text()
+    want = (
+        "c2sp.org/tlog-proof@v1\n"
+        f"extra {base64.b64encode(b'age-v1.2.1').decode()}\n"
+        "index 73\n"
+        + "".join(base64.b64encode(h).decode() + "\n" for h in proof)
+        + "\n"
+        + SIGNED.decode()
+    )
+    assert text == want and text.split("\n")[0] == HEADER and FILE_SUFFIX == ".tlog-proof"
+    assert TlogProof.from_text(text) == p
+    assert TlogProof.from_text(text.encode()) == p
+    assert TlogProof.from_json(json.loads(json.dumps(p.to_json()))) == p
+    no_extra = TlogProof(73, tuple(proof), SIGNED)
+    assert "extra" not in no_extra.to_text() and TlogProof.from_text(no_extra.to_text()) == no_extra
+    signed, _ = verify_tlog_proof(p, leaf_hash(b"leaf-73"), LOG_V, origin=KEY["name"])
+    assert signed.checkpoint.size == 1000
+
+
+@pytest.mark.parametrize("v", [c for c in MERKLE["inclusion"] if c["size"] == 1000], ids=lambda v: str(v["index"]))
+def test_vector_proofs_verify_as_tlog_proofs(v: dict[str, Any]) -> None:
+    p = TlogProof(v["index"], tuple(bytes.fromhex(h) for h in v["proof"]), SIGNED)
+    verify_tlog_proof(TlogProof.from_text(p.to_text()), bytes.fromhex(v["leaf_hash"]), LOG_V)
+    with pytest.raises(RootMismatchError):
+        verify_tlog_proof(p, leaf_hash(b"something else"), LOG_V)
+
+
+def test_verification_failures(store: MemoryHashStore) -> None:
+    proof = tuple(inclusion_proof(5, 1000, store))
+    good = TlogProof(5, proof, SIGNED)
+    with pytest.raises(ProofError, match="exactly"):
+        verify_tlog_proof(TlogProof(5, proof[:-1], SIGNED), leaf_hash(b"leaf-5"), LOG_V)
+    with pytest.raises(NoteError, match="expected origin"):
+        verify_tlog_proof(good, leaf_hash(b"leaf-5"), LOG_V, origin="other/log")
+    other = NoteVerifier(KEY["name"], Ed25519PrivateKey.from_private_bytes(b"\x05" * 32).public_key())
+    with pytest.raises(NoteError, match="trusted key"):
+        verify_tlog_proof(good, leaf_hash(b"leaf-5"), other)
+    with pytest.raises(TlogProofError, match="not below"):
+        verify_tlog_proof(TlogProof(1000, (), SIGNED), leaf_hash(b"leaf-5"), LOG_V)
+    w = CosignatureSigner("w.example", Ed25519PrivateKey.from_private_bytes(b"\x06" * 32), lambda: 7.0)
+    with pytest.raises(CosignatureError, match="0 valid witness"):
+        verify_tlog_proof(good, leaf_hash(b"leaf-5"), LOG_V, witnesses=[w.verifier()], threshold=1)
+    cosigned = TlogProof(5, proof, cosign_checkpoint(SIGNED, LOG_V, w))
+    _, cosigs = verify_tlog_proof(
+        TlogProof.from_text(cosigned.to_text()), leaf_hash(b"leaf-5"), LOG_V,
+        witnesses=[w.verifier()], threshold=1,
+    )
+    assert [c.timestamp for c in cosigs] == [7]
+
+
+H = base64.b64encode(b"\x01" * 32).decode()
+CP = SIGNED.decode()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "empty line"),
+        (f"c2sp.org/tlog-proof@v2\nindex 0\n\n{CP}", "must start"),
+        (f"c2sp.org/tlog-proof@v1\n\n{CP}", "index"),
+        (f"c2sp.org/tlog-proof@v1\nindex 01\n\n{CP}", "leading zeros"),
+        (f"c2sp.org/tlog-proof@v1\nindex -1\n\n{CP}", "decimal"),
+        (f"c2sp.org/tlog-proof@v1\nindex  1\n\n{CP}", "decimal"),
+        (f"c2sp.org/tlog-proof@v1\nindex 1\nextra AAAA\n\n{CP}", "proof hash 0"),
+        (f"c2sp.org/tlog-proof@v1\nextra !!\nindex 1\n\n{CP}", "base64"),
+        (f"c2sp.org/tlog-proof@v1\nindex 1\nAAAA\n\n{CP}", "32 bytes"),
+        (f"c2sp.org/tlog-proof@v1\nindex 1\n{H[:-1]}\n\n{CP}", "base64"),
+        ("c2sp.org/tlog-proof@v1\nindex 1\n" + f"{H}\n" * 65 + f"\n{CP}", "more than 64"),
+        ("c2sp.org/tlog-proof@v1\nindex 1\n\nnot a note\n", "checkpoint is malformed"),
+        (f"c2sp.org/tlog-proof@v1\nindex 1\n\n{CP}".replace("\n1000\n", "\n01000\n"), "leading zeros"),
+        (b"\xff", "UTF-8"),
+    ],
+)
+def test_malformed_proofs(text: str | bytes, message: str) -> None:
+    with pytest.raises(TlogProofError, match=message):
+        TlogProof.from_text(text)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    index=st.integers(0, 2**63 - 2),
+    hashes=st.lists(st.binary(min_size=32, max_size=32), max_size=64),
+    extra=st.none() | st.binary(max_size=100),
+)
+def test_round_trip_property(index: int, hashes: list[bytes], extra: bytes | None) -> None:
+    p = TlogProof(index, tuple(hashes), SIGNED, extra)
+    assert TlogProof.from_text(p.to_text()) == p
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.text(max_size=200).map(lambda t: HEADER + "\n" + t)
+    | st.text(max_size=200).map(lambda t: f"{HEADER}\nindex 3\n{t}\n\n{CP}")
+    | st.binary(max_size=200)
+)
+def test_parser_only_raises_typed_errors(text: str | bytes) -> None:
+    try:
+        p = TlogProof.from_text(text)
+    except TlogProofError:
+        return
+    assert TlogProof.from_text(p.to_text()) == p
