@@ -1,10 +1,106 @@
-"""Commands of this area are registered here (see docs/CONTRACTS.md)."""
+"""`ktl serve` (run the log) and `ktl log-key` (print its verifier key)."""
 
 from __future__ import annotations
+
+import os
 
 import click
 
 
+def _fail(message: str, code: int) -> None:
+    click.echo(f"error: {message}", err=True)
+    raise SystemExit(code)
+
+
+@click.command("serve")
+@click.option("--data", "data_dir", required=True, type=click.Path(file_okay=False),
+              help="Data folder (SQLite database, tile files, log key); created if missing.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535),
+              help="Port (0 picks a free one; the URL is printed).")
+@click.option("--origin", default=None,
+              help="Log origin (checkpoint first line); fixed by the key on first start.")
+@click.option("--key", "key_file", default=None, type=click.Path(dir_okay=False, exists=True),
+              help="Use this PRIVATE+KEY file instead of <data>/log.key.")
+@click.option("--workers", default=2, show_default=True, type=click.IntRange(1, 64),
+              help="gunicorn worker processes (about one per core).")
+@click.option("--threads", default=32, show_default=True, type=click.IntRange(1, 512),
+              help="Threads per worker (submissions wait for their batch).")
+@click.option("--token-env", default=None, metavar="VAR",
+              help="Require 'Authorization: Bearer $VAR' for writes.")
+@click.option("--max-batch", default=1000, show_default=True, type=click.IntRange(1, 10000),
+              help="Most entries accepted by one entries:batch request.")
+@click.option("--batch-size", default=1000, show_default=True, type=click.IntRange(1, 100000),
+              help="Most entries integrated under one checkpoint.")
+@click.option("--batch-delay-ms", default=5.0, show_default=True, type=click.FloatRange(0, 10000),
+              help="How long the integrator waits to fill a batch.")
+@click.option("--rate", default=20000.0, show_default=True, type=click.FloatRange(0.001),
+              help="Submissions per second per client address (per worker).")
+@click.option("--access-log/--no-access-log", default=False, help="Log every request.")
+def serve(
+    data_dir: str, host: str, port: int, origin: str | None, key_file: str | None,
+    workers: int, threads: int, token_env: str | None, max_batch: int, batch_size: int,
+    batch_delay_ms: float, rate: float, access_log: bool,
+) -> None:
+    """Run the transparency log in the foreground (Ctrl-C or SIGTERM stops it cleanly)."""
+    from ledger import LedgerError
+    from ledger.serve import ServeOptions, run_server
+    from ledger.server import DEFAULT_ORIGIN, ServerConfig, read_verifier_key
+    from ledger.server._keys import KEY_NAME
+    from ledger.storage import StorageError
+
+    token = None
+    if token_env is not None:
+        token = os.environ.get(token_env)
+        if not token:
+            _fail(f"--token-env {token_env}: that environment variable is empty or unset", 2)
+    log_origin: str = DEFAULT_ORIGIN if origin is None else origin
+    if origin is None:
+        key_path = key_file or os.path.join(data_dir, KEY_NAME)
+        if os.path.exists(key_path):
+            try:
+                from ledger.note import NoteVerifier
+
+                log_origin = NoteVerifier.from_key_string(
+                    read_verifier_key(data_dir, key_file)
+                ).name
+            except LedgerError as e:
+                _fail(str(e), 2)
+    try:
+        config = ServerConfig(
+            data_dir=data_dir, origin=log_origin, max_batch=max_batch, batch_size=batch_size,
+            batch_delay_ms=batch_delay_ms, rate_per_second=rate, rate_burst=max(2 * rate, 10.0),
+            write_token=token,
+        )
+    except ValueError as e:
+        _fail(str(e), 2)
+    opts = ServeOptions(host=host, port=port, workers=workers, threads=threads,
+                        key_file=key_file, access_log=access_log)
+    try:
+        run_server(config, opts, announce=lambda line: click.echo(line))
+    except StorageError as e:
+        _fail(str(e), 1)
+    except LedgerError as e:
+        _fail(str(e), 2)
+
+
+@click.command("log-key")
+@click.option("--data", "data_dir", required=True, type=click.Path(file_okay=False, exists=True),
+              help="The log's data folder.")
+@click.option("--key", "key_file", default=None, type=click.Path(dir_okay=False, exists=True),
+              help="A PRIVATE+KEY file instead of <data>/log.key.")
+def log_key(data_dir: str, key_file: str | None) -> None:
+    """Print the log's verifier key string (give it to clients and witnesses)."""
+    from ledger import LedgerError
+    from ledger.server import read_verifier_key
+
+    try:
+        click.echo(read_verifier_key(data_dir, key_file))
+    except LedgerError as e:
+        _fail(str(e), 2)
+
+
 def register(group: click.Group) -> None:
     """Add this module's commands to the `ktl` group."""
-    del group
+    group.add_command(serve)
+    group.add_command(log_key)

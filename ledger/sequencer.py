@@ -1,0 +1,303 @@
+"""Group commit: queue verified submissions, integrate them in batches, sign checkpoints.
+
+One integration, under ``storage.integration_lock()`` (exactly one integrator owns
+the tree at a time, across threads and processes):
+
+1. reload the right edge of the tree if another process extended it;
+2. drop duplicates (within the batch and against the stored leaves);
+3. append the new leaves, collect the tile rows that changed, sign a checkpoint
+   for the new size with the log key (its tree extends the previous one by
+   construction, and storage refuses any size not larger than the last);
+4. commit entries, tiles and the checkpoint in one durable transaction: a crash
+   before the commit leaves nothing (the unpublished signature dies with the
+   process), a crash after it leaves a complete tree;
+5. write the changed tiles, entry bundles and ``checkpoint`` as files (derived
+   data; a start-up check rewrites any that a crash left missing);
+6. only then answer the waiting submitters.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ledger._errors import LedgerError
+from ledger.checkpoint import Checkpoint, sign_checkpoint
+from ledger.merkle import HASH_SIZE, CompactRange, leaf_hash, right_edge_coords
+from ledger.note import NoteSigner
+from ledger.storage import (
+    EntryFacts,
+    IntegratedBatch,
+    LogStorage,
+    StoredCheckpoint,
+    StoredEntry,
+    StoredHashReader,
+    TileCache,
+)
+from ledger.tiles import TILE_HEIGHT, TILE_WIDTH, encode_bundle, entries_path, tile_path
+
+_FULL = TILE_WIDTH * HASH_SIZE
+
+
+class SequencerError(LedgerError):
+    """The sequencer could not integrate a submission (it was not logged)."""
+
+
+class SequencerClosed(SequencerError):
+    """The sequencer is shutting down and takes no more submissions."""
+
+
+@dataclass(frozen=True)
+class Submission:
+    """A verified entry ready to be logged: canonical bytes and its searchable facts."""
+
+    data: bytes
+    facts: EntryFacts
+    leaf_hash: bytes = field(default=b"")
+
+    def __post_init__(self) -> None:
+        if not self.leaf_hash:
+            object.__setattr__(self, "leaf_hash", leaf_hash(self.data))
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """Where a submission ended up and the checkpoint that covers it."""
+
+    index: int
+    leaf_hash: bytes
+    duplicate: bool
+    checkpoint: StoredCheckpoint
+
+
+class _Waiter:
+    __slots__ = ("error", "event", "receipt", "submission")
+
+    def __init__(self, submission: Submission) -> None:
+        self.submission = submission
+        self.event = threading.Event()
+        self.receipt: Receipt | None = None
+        self.error: BaseException | None = None
+
+
+class _TreeState:
+    """This process's copy of the right edge: compact range, partial tiles, partial bundle."""
+
+    def __init__(self, storage: LogStorage, cache: TileCache) -> None:
+        cp = storage.latest_checkpoint()
+        size = 0 if cp is None else cp.size
+        reader = StoredHashReader(storage, size, cache)
+        self.range = CompactRange(size, reader.read_hashes(right_edge_coords(size)))
+        if cp is not None and self.range.root() != cp.root_hash:
+            raise SequencerError(
+                f"stored hashes give a root that differs from the checkpoint at size {size}"
+            )
+        self.partial: dict[int, tuple[int, bytearray]] = {}
+        level = 0
+        while (size >> (TILE_HEIGHT * level)) > 0:
+            n = size >> (TILE_HEIGHT * level)
+            tindex, width = divmod(n, TILE_WIDTH)
+            data = storage.read_tile(level, tindex)[: width * HASH_SIZE] if width else b""
+            self.partial[level] = (tindex, bytearray(data))
+            level += 1
+        start = size - size % TILE_WIDTH
+        self.bundle: tuple[int, list[bytes]] = (
+            size // TILE_WIDTH,
+            [e.data for e in storage.get_entries(start, size)],
+        )
+
+
+class Sequencer:
+    """Batches submissions from many threads and integrates them one batch at a time."""
+
+    def __init__(
+        self,
+        storage: LogStorage,
+        signer: NoteSigner,
+        origin: str,
+        *,
+        max_batch: int = 1000,
+        max_delay: float = 0.005,
+        cache: TileCache | None = None,
+    ) -> None:
+        if max_batch < 1:
+            raise SequencerError("max_batch must be at least 1")
+        self.storage = storage
+        self.signer = signer
+        self.origin = origin
+        self.max_batch = max_batch
+        self.max_delay = max_delay
+        self.cache = cache if cache is not None else TileCache()
+        self._state: _TreeState | None = None
+        self._queue: list[_Waiter] = []
+        self._cond = threading.Condition()
+        self._closed = False
+        self._thread: threading.Thread | None = None
+
+    # ---- queueing side
+    def start(self) -> None:
+        with self._cond:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="ktl-integrator", daemon=True)
+                self._thread.start()
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Stop taking submissions, integrate what is queued, stop the integrator."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+
+    def submit(self, submissions: Sequence[Submission], timeout: float = 30.0) -> list[Receipt | BaseException]:
+        """Queue submissions and wait until each is integrated (or failed)."""
+        waiters = [_Waiter(s) for s in submissions]
+        with self._cond:
+            if self._closed:
+                raise SequencerClosed("the log is shutting down; retry shortly")
+            if self._thread is None:
+                raise SequencerError("the sequencer is not running")
+            self._queue.extend(waiters)
+            self._cond.notify_all()
+        deadline = time.monotonic() + timeout
+        out: list[Receipt | BaseException] = []
+        for w in waiters:
+            if not w.event.wait(max(0.0, deadline - time.monotonic())):
+                out.append(SequencerError("timed out waiting for the batch to be integrated"))
+            elif w.receipt is not None:
+                out.append(w.receipt)
+            else:
+                out.append(w.error or SequencerError("integration failed"))
+        return out
+
+    def _take(self) -> list[_Waiter] | None:
+        with self._cond:
+            while not self._queue:
+                if self._closed:
+                    return None
+                self._cond.wait()
+            first = time.monotonic()
+            while len(self._queue) < self.max_batch and not self._closed:
+                left = first + self.max_delay - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            batch = self._queue[: self.max_batch]
+            del self._queue[: self.max_batch]
+            return batch
+
+    def _run(self) -> None:
+        while True:
+            batch = self._take()
+            if batch is None:
+                return
+            try:
+                receipts = self.integrate([w.submission for w in batch])
+            except BaseException as e:  # every waiter learns why; the loop goes on
+                self._state = None
+                for w in batch:
+                    w.error = e
+                    w.event.set()
+                continue
+            for w, r in zip(batch, receipts, strict=True):
+                w.receipt = r
+                w.event.set()
+
+    # ---- integrating side
+    def integrate(self, submissions: Sequence[Submission]) -> list[Receipt]:
+        """Integrate one batch now (the integrator thread, or direct use in tools)."""
+        if not submissions:
+            return []
+        with self.storage.integration_lock():
+            try:
+                return self._integrate_locked(submissions)
+            except BaseException:
+                self._state = None
+                raise
+
+    def _integrate_locked(self, submissions: Sequence[Submission]) -> list[Receipt]:
+        storage = self.storage
+        latest = storage.latest_checkpoint()
+        size = 0 if latest is None else latest.size
+        state = self._state
+        if state is None or state.range.size != size:
+            state = self._state = _TreeState(storage, self.cache)
+        # Duplicates: against the log, then within the batch.
+        known = storage.find_leaves([s.leaf_hash for s in submissions])
+        placed: dict[bytes, int] = {}
+        fresh: list[Submission] = []
+        slots: list[tuple[int, bool]] = []
+        for s in submissions:
+            h = s.leaf_hash
+            if h in known:
+                slots.append((known[h], True))
+            elif h in placed:
+                slots.append((placed[h], True))
+            else:
+                placed[h] = size + len(fresh)
+                slots.append((placed[h], False))
+                fresh.append(s)
+        if not fresh:
+            assert latest is not None
+            return [Receipt(i, s.leaf_hash, dup, latest) for s, (i, dup) in zip(submissions, slots, strict=True)]
+        now = time.time()
+        entries: list[StoredEntry] = []
+        tiles: dict[tuple[int, int], bytes] = {}
+        partial_touched: set[int] = set()
+        rng = state.range
+        for offset, s in enumerate(fresh):
+            index = size + offset
+            entries.append(
+                StoredEntry(index, s.leaf_hash, s.data, s.facts.predicate_type,
+                            s.facts.subjects, s.facts.keyids, now)
+            )
+            for level, hindex, h in rng.append(s.leaf_hash):
+                if level % TILE_HEIGHT:
+                    continue
+                tlevel = level // TILE_HEIGHT
+                tindex = hindex >> TILE_HEIGHT
+                cur = state.partial.get(tlevel)
+                if cur is None or cur[0] != tindex:
+                    cur = (tindex, bytearray())
+                    state.partial[tlevel] = cur
+                cur[1].extend(h)
+                if len(cur[1]) == _FULL:
+                    tiles[(tlevel, tindex)] = bytes(cur[1])
+                    state.partial[tlevel] = (tindex + 1, bytearray())
+                    partial_touched.discard(tlevel)
+                else:
+                    partial_touched.add(tlevel)
+        for tlevel in partial_touched:
+            tindex, buf = state.partial[tlevel]
+            tiles[(tlevel, tindex)] = bytes(buf)
+        new_size = rng.size
+        root = rng.root()
+        note = sign_checkpoint(Checkpoint(self.origin, new_size, root), self.signer)
+        checkpoint = StoredCheckpoint(new_size, root, note, now)
+        files = {
+            tile_path(tl, ti, len(data) // HASH_SIZE): data for (tl, ti), data in tiles.items()
+        }
+        self._bundles(state, entries, files)
+        storage.commit_batch(IntegratedBatch(tuple(entries), tiles, checkpoint))
+        files["checkpoint"] = note
+        storage.write_files(files)
+        return [
+            Receipt(i, s.leaf_hash, dup, checkpoint)
+            for s, (i, dup) in zip(submissions, slots, strict=True)
+        ]
+
+    @staticmethod
+    def _bundles(state: _TreeState, entries: list[StoredEntry], files: dict[str, bytes]) -> None:
+        """Add the entry bundles this batch completes, and the new partial one."""
+        bindex, bundle = state.bundle
+        for e in entries:
+            bundle.append(e.data)
+            if len(bundle) == TILE_WIDTH:
+                files[entries_path(bindex, TILE_WIDTH)] = encode_bundle(bundle)
+                bindex, bundle = bindex + 1, []
+        if bundle:
+            files[entries_path(bindex, len(bundle))] = encode_bundle(bundle)
+        state.bundle = (bindex, bundle)

@@ -1,0 +1,108 @@
+"""Run the log under gunicorn in the foreground (`ktl serve`).
+
+gunicorn's ``gthread`` workers: a submission waits for its batch to be integrated,
+so each worker needs many threads waiting at once for group commit to form batches
+(sync workers would answer one submission per batch). Each worker process runs its
+own integrator thread; they take turns through the integration lock in the data
+folder, so exactly one extends the tree at a time. SIGTERM stops gunicorn
+gracefully: workers finish the requests in flight, their integrators drain the
+queue, and nothing acknowledged is lost (it was durable before it was acknowledged).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from flask import Flask
+from gunicorn.app.base import BaseApplication
+
+from ledger.server import ServerConfig, create_app, load_or_create_signer
+from ledger.storage import SqliteStorage, check_log
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """Process-level settings (the log's own settings are in `ServerConfig`)."""
+
+    host: str = "127.0.0.1"
+    port: int = 8080
+    workers: int = 2
+    threads: int = 32
+    key_file: str | None = None
+    graceful_timeout: int = 30
+    access_log: bool = False
+
+
+def _worker_exit(server: Any, worker: Any) -> None:
+    app = getattr(worker, "wsgi", None)
+    if isinstance(app, Flask) and "ktl" in app.extensions:
+        app.extensions["ktl"].close()
+
+
+class _Gunicorn(BaseApplication):  # type: ignore[misc]
+    def __init__(self, factory: Callable[[], Flask], options: dict[str, Any]) -> None:
+        self._factory = factory
+        self._options = options
+        super().__init__()
+
+    def load_config(self) -> None:
+        for key, value in self._options.items():
+            self.cfg.set(key, value)
+
+    def load(self) -> Flask:
+        return self._factory()
+
+
+def prepare(config: ServerConfig, key_file: str | None = None) -> tuple[str, int]:
+    """Create or load the key and check the stored log; returns (verifier key, tree size)."""
+    assert config.data_dir is not None
+    signer = load_or_create_signer(config.data_dir, config.origin, key_file)
+    storage = SqliteStorage(config.data_dir)
+    try:
+        with storage.integration_lock():
+            result = check_log(storage, signer.verifier(), signer.name)
+    finally:
+        storage.close()
+    return signer.verifier_key_string(), result.size
+
+
+def run_server(
+    config: ServerConfig,
+    opts: ServeOptions,
+    announce: Callable[[str], None] = print,
+) -> None:
+    """Check the log, print its key and URL, and serve until SIGTERM/SIGINT."""
+    vkey, size = prepare(config, opts.key_file)
+    announce(f"log origin:   {config.origin}")
+    announce(f"verifier key: {vkey}")
+    announce(f"tree size:    {size}")
+
+    def when_ready(server: Any) -> None:
+        for listener in server.LISTENERS:
+            host, port = listener.getsockname()[:2]
+            announce(f"serving on http://{host}:{port}")
+        sys.stdout.flush()
+
+    def factory() -> Flask:
+        # The master already checked the log; workers only open it.
+        return create_app(config, key_file=opts.key_file, check=False)
+
+    options: dict[str, Any] = {
+        "bind": f"{opts.host}:{opts.port}",
+        "workers": opts.workers,
+        "worker_class": "gthread",
+        "threads": opts.threads,
+        "graceful_timeout": opts.graceful_timeout,
+        "timeout": 120,
+        "keepalive": 5,
+        "accesslog": "-" if opts.access_log else None,
+        "errorlog": "-",
+        "loglevel": "warning",
+        "when_ready": when_ready,
+        "worker_exit": _worker_exit,
+        "proc_name": "ktl-serve",
+    }
+    _Gunicorn(factory, options).run()

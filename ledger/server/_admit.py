@@ -1,0 +1,91 @@
+"""Turn a submitted JSON log entry into a verified `Submission`, or an `ApiError` naming why."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import rfc8785
+
+from attest import AttestError
+from attest._errors import EntryError, EntryTooLargeError, SignatureError, ValidationError
+from attest.entry import decode_entry, verify_entry
+from ledger.sequencer import Submission
+from ledger.server._errors import ApiError
+from ledger.storage import EntryFacts
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ApiError(400, "malformed_json", f"duplicate JSON object key {key[:80]!r}")
+        out[key] = value
+    return out
+
+
+def _no_constants(name: str) -> Any:
+    raise ApiError(400, "malformed_json", f"{name} is not allowed in JSON")
+
+
+def parse_json(body: bytes) -> Any:
+    """Strict JSON: UTF-8, no duplicate keys, no NaN/Infinity."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ApiError(400, "malformed_json", "request body is not UTF-8") from None
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
+    except RecursionError:
+        raise ApiError(400, "malformed_json", "request body is nested too deeply") from None
+    except ValueError as e:
+        raise ApiError(400, "malformed_json", f"request body is not valid JSON: {e}") from None
+
+
+def canonical_entry_bytes(obj: Any, max_entry_bytes: int) -> bytes:
+    """RFC 8785 bytes of a submitted entry object (the bytes the log hashes)."""
+    if not isinstance(obj, dict):
+        raise ApiError(400, "invalid_entry", "a log entry must be a JSON object with envelope and keys")
+    try:
+        data: bytes = rfc8785.dumps(obj)
+    except (rfc8785.CanonicalizationError, ValueError, TypeError) as e:
+        raise ApiError(400, "non_canonical", f"log entry cannot be canonicalized (RFC 8785): {e}") from None
+    if len(data) > max_entry_bytes:
+        raise ApiError(
+            413, "entry_too_large",
+            f"log entry is {len(data)} canonical bytes; the limit is {max_entry_bytes}: move large "
+            "data into a blob referenced by sha256",
+        )
+    return data
+
+
+def admit(obj: Any, max_entry_bytes: int) -> Submission:
+    """Verify one submitted entry (signatures, statement, predicate, size) before it is queued."""
+    data = canonical_entry_bytes(obj, max_entry_bytes)
+    return admit_bytes(data)
+
+
+def admit_bytes(data: bytes) -> Submission:
+    """Verify canonical entry bytes."""
+    try:
+        verified = verify_entry(decode_entry(data))
+    except EntryTooLargeError as e:
+        raise ApiError(413, "entry_too_large", str(e)) from None
+    except SignatureError as e:
+        raise ApiError(400, "invalid_signature", str(e)) from None
+    except ValidationError as e:
+        code = "unknown_predicate" if e.path.endswith("predicateType") else "invalid_statement"
+        raise ApiError(422, code, str(e)) from None
+    except EntryError as e:
+        msg = str(e)
+        code = "non_canonical" if "canonical" in msg else "invalid_entry"
+        raise ApiError(400, code, msg) from None
+    except AttestError as e:
+        raise ApiError(400, "invalid_entry", str(e)) from None
+    st = verified.statement
+    facts = EntryFacts(
+        predicate_type=st.predicate_type,
+        subjects=tuple((s.name, s.sha256) for s in st.subjects),
+        keyids=verified.signer_keyids,
+    )
+    return Submission(data=data, facts=facts)

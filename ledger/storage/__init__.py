@@ -1,0 +1,48 @@
+"""Where the log keeps its entries, hashes, checkpoints, blobs and tile files.
+
+`LogStorage` is the interface; `SqliteStorage` the embedded default; `MemoryStorage`
+the fake for tests. A PostgreSQL backend would implement the same protocol.
+"""
+
+from __future__ import annotations
+
+from ledger.storage._check import LogCheck, check_log
+from ledger.storage._hashes import StoredHashReader, TileCache, expand_tile
+from ledger.storage._memory import MemoryStorage
+from ledger.storage._schema import SCHEMA_VERSION
+from ledger.storage._sqlite import SqliteStorage
+from ledger.storage._types import (
+    MAX_PAGE,
+    MAX_RANGE,
+    SEARCH_FIELDS,
+    EntryFacts,
+    EntrySummary,
+    IntegratedBatch,
+    LogStorage,
+    SearchPage,
+    StorageError,
+    StoredCheckpoint,
+    StoredEntry,
+)
+
+__all__ = [
+    "MAX_PAGE",
+    "MAX_RANGE",
+    "SCHEMA_VERSION",
+    "SEARCH_FIELDS",
+    "EntryFacts",
+    "EntrySummary",
+    "IntegratedBatch",
+    "LogCheck",
+    "LogStorage",
+    "MemoryStorage",
+    "SearchPage",
+    "SqliteStorage",
+    "StorageError",
+    "StoredCheckpoint",
+    "StoredEntry",
+    "StoredHashReader",
+    "TileCache",
+    "check_log",
+    "expand_tile",
+]

@@ -1,0 +1,103 @@
+"""Stored Merkle hashes read back from the tile rows of a `LogStorage`.
+
+Only tile-level hashes (tree levels 0, 8, 16, ...) are stored; a hash at a level in
+between is folded from at most 128 hashes of one tile. Full tiles never change, so
+their expanded levels are kept in a small per-process LRU cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Protocol
+
+from ledger.merkle import HASH_SIZE, NODE_PREFIX, MissingHashError
+
+_TILE_HEIGHT = 8
+_TILE_WIDTH = 1 << _TILE_HEIGHT
+
+_sha256 = hashlib.sha256
+
+
+class TileSource(Protocol):
+    def read_tile(self, level: int, index: int) -> bytes: ...
+
+
+def expand_tile(data: bytes) -> list[list[bytes]]:
+    """All levels of the subtree a tile spans: ``[level0 hashes, level1 hashes, ...]``."""
+    level = [data[i : i + HASH_SIZE] for i in range(0, len(data), HASH_SIZE)]
+    levels = [level]
+    while len(level) > 1:
+        level = [
+            _sha256(NODE_PREFIX + level[i] + level[i + 1]).digest()
+            for i in range(0, len(level) - 1, 2)
+        ]
+        levels.append(level)
+    return levels
+
+
+class TileCache:
+    """A thread-safe LRU of expanded tiles keyed by ``(tile level, tile index, width)``."""
+
+    def __init__(self, capacity: int = 512) -> None:
+        self.capacity = capacity
+        self._items: OrderedDict[tuple[int, int, int], list[list[bytes]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[int, int, int]) -> list[list[bytes]] | None:
+        with self._lock:
+            got = self._items.get(key)
+            if got is not None:
+                self._items.move_to_end(key)
+            return got
+
+    def put(self, key: tuple[int, int, int], value: list[list[bytes]]) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.capacity:
+                self._items.popitem(last=False)
+
+
+class StoredHashReader:
+    """A `ledger.merkle.HashReader` over the tiles of a tree of ``size`` leaves."""
+
+    def __init__(self, source: TileSource, size: int, cache: TileCache | None = None) -> None:
+        self.source = source
+        self.size = size
+        self.cache = cache if cache is not None else TileCache(64)
+
+    def _tile(self, tlevel: int, tindex: int) -> list[list[bytes]]:
+        have = (self.size >> (_TILE_HEIGHT * tlevel)) - tindex * _TILE_WIDTH
+        width = min(_TILE_WIDTH, have)
+        if width <= 0:
+            raise MissingHashError(
+                f"tile {tlevel}/{tindex} is beyond a tree of size {self.size}"
+            )
+        key = (tlevel, tindex, width)
+        got = self.cache.get(key)
+        if got is None:
+            data = self.source.read_tile(tlevel, tindex)
+            if len(data) < width * HASH_SIZE:
+                raise MissingHashError(
+                    f"tile {tlevel}/{tindex} holds {len(data) // HASH_SIZE} hashes, "
+                    f"a tree of size {self.size} needs {width}"
+                )
+            got = expand_tile(data[: width * HASH_SIZE])
+            self.cache.put(key, got)
+        return got
+
+    def read_hashes(self, coords: Sequence[tuple[int, int]]) -> list[bytes]:
+        out: list[bytes] = []
+        for level, index in coords:
+            if level < 0 or index < 0 or ((index + 1) << level) > self.size:
+                raise MissingHashError(
+                    f"no complete subtree at level {level} index {index} in a tree of size {self.size}"
+                )
+            tlevel, sub = divmod(level, _TILE_HEIGHT)
+            base = index << sub
+            levels = self._tile(tlevel, base >> _TILE_HEIGHT)
+            out.append(levels[sub][(base & (_TILE_WIDTH - 1)) >> sub])
+        return out

@@ -1,0 +1,95 @@
+"""The SQLite schema and its migrations (one list, applied in order, version recorded)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from ledger.storage._types import StorageError
+
+#: Each migration moves the schema from version i to i + 1.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE entries (
+        idx INTEGER PRIMARY KEY,
+        leaf_hash BLOB NOT NULL UNIQUE,
+        data BLOB NOT NULL,
+        predicate_type TEXT NOT NULL,
+        subject_name TEXT NOT NULL,
+        subject_sha256 TEXT NOT NULL,
+        keyids TEXT NOT NULL,
+        integrated_at REAL NOT NULL
+    );
+    CREATE INDEX entries_predicate_type ON entries (predicate_type, idx);
+    CREATE TABLE subjects (
+        idx INTEGER NOT NULL REFERENCES entries (idx),
+        pos INTEGER NOT NULL,
+        name TEXT NOT NULL,
+        sha256 TEXT NOT NULL,
+        PRIMARY KEY (idx, pos)
+    ) WITHOUT ROWID;
+    CREATE INDEX subjects_sha256 ON subjects (sha256, idx);
+    CREATE INDEX subjects_name ON subjects (name, idx);
+    CREATE TABLE signers (
+        idx INTEGER NOT NULL REFERENCES entries (idx),
+        keyid TEXT NOT NULL,
+        PRIMARY KEY (idx, keyid)
+    ) WITHOUT ROWID;
+    CREATE INDEX signers_keyid ON signers (keyid, idx);
+    CREATE TABLE tiles (
+        level INTEGER NOT NULL,
+        idx INTEGER NOT NULL,
+        hashes BLOB NOT NULL,
+        PRIMARY KEY (level, idx)
+    ) WITHOUT ROWID;
+    CREATE TABLE checkpoints (
+        id INTEGER PRIMARY KEY,
+        size INTEGER NOT NULL UNIQUE,
+        root_hash BLOB NOT NULL,
+        note BLOB NOT NULL,
+        created REAL NOT NULL
+    );
+    CREATE TABLE blobs (
+        digest TEXT PRIMARY KEY,
+        size INTEGER NOT NULL,
+        data BLOB NOT NULL,
+        created REAL NOT NULL
+    );
+    """,
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def current_version(conn: sqlite3.Connection) -> int:
+    """The schema version recorded in the database (0 for a new database)."""
+    row = conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'"
+    ).fetchone()
+    if row is None:
+        return 0
+    got = conn.execute("SELECT version FROM schema_version").fetchone()
+    return 0 if got is None else int(got[0])
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Bring the schema up to date in one transaction; returns the version reached."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        version = current_version(conn)
+        if version > SCHEMA_VERSION:
+            raise StorageError(
+                f"the database has schema version {version}, newer than this ktl "
+                f"understands ({SCHEMA_VERSION}); upgrade ktl"
+            )
+        for step in MIGRATIONS[version:]:
+            for statement in step.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+        conn.execute("DELETE FROM schema_version")
+        conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return SCHEMA_VERSION

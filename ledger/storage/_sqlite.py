@@ -1,0 +1,289 @@
+"""The embedded default storage: one SQLite database (WAL) plus tile files in a folder.
+
+Durability: integrations commit with ``synchronous=FULL`` so that an acknowledged
+entry and a checkpoint that was handed out survive a power loss, not only a process
+crash (with NORMAL in WAL mode the last commits may roll back on power loss, and the
+log could then sign a different tree for a size it already published). Group commit
+makes that one fsync per batch, not per entry.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from ledger.storage._files import TileFiles
+from ledger.storage._schema import migrate
+from ledger.storage._types import (
+    EntrySummary,
+    IntegratedBatch,
+    SearchPage,
+    StorageError,
+    StoredCheckpoint,
+    StoredEntry,
+    check_range,
+    check_search,
+)
+
+DB_NAME = "log.db"
+TILES_DIR = "tiles"
+LOCK_NAME = "integrator.lock"
+
+_ENTRY_COLS = "idx, leaf_hash, data, predicate_type, keyids, integrated_at"
+_SUMMARY_COLS = "idx, leaf_hash, subject_name, subject_sha256, predicate_type, keyids, integrated_at"
+_SEARCH_SQL = {
+    "digest": "SELECT DISTINCT idx FROM subjects WHERE sha256 = ? AND idx >= ? ORDER BY idx LIMIT ?",
+    "name": "SELECT DISTINCT idx FROM subjects WHERE name = ? AND idx >= ? ORDER BY idx LIMIT ?",
+    "keyid": "SELECT idx FROM signers WHERE keyid = ? AND idx >= ? ORDER BY idx LIMIT ?",
+    "predicate_type": (
+        "SELECT idx FROM entries WHERE predicate_type = ? AND idx >= ? ORDER BY idx LIMIT ?"
+    ),
+}
+
+
+def _keyids(text: str) -> tuple[str, ...]:
+    return tuple(k for k in text.split(",") if k)
+
+
+def _summary(row: Sequence[Any]) -> EntrySummary:
+    idx, leaf, name, digest, ptype, keyids, at = row
+    return EntrySummary(
+        int(idx), bytes(leaf), str(name), str(digest), str(ptype), _keyids(str(keyids)), float(at)
+    )
+
+
+class SqliteStorage:
+    """`LogStorage` on SQLite in ``data_dir`` (``log.db``, ``tiles/``, ``integrator.lock``)."""
+
+    def __init__(self, data_dir: str | os.PathLike[str], fsync_files: bool = False) -> None:
+        self.data_dir = Path(data_dir)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.db_path = self.data_dir / DB_NAME
+        self.files = TileFiles(self.data_dir / TILES_DIR, fsync=fsync_files)
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._all_lock = threading.Lock()
+        self._thread_lock = threading.Lock()
+        migrate(self._conn())
+
+    # ---- connections (one per thread; opened after any fork)
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(
+                self.db_path, isolation_level=None, check_same_thread=False, timeout=60.0
+            )
+            db = sqlite_utils.Database(conn)
+            db.enable_wal()
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute("PRAGMA busy_timeout = 60000")
+            self._local.conn = conn
+            with self._all_lock:
+                self._all.append(conn)
+        return conn
+
+    def close(self) -> None:
+        with self._all_lock:
+            for conn in self._all:
+                conn.close()
+            self._all.clear()
+        self._local = threading.local()
+
+    # ---- reads
+    def latest_checkpoint(self) -> StoredCheckpoint | None:
+        row = self._conn().execute(
+            "SELECT size, root_hash, note, created FROM checkpoints ORDER BY size DESC LIMIT 1"
+        ).fetchone()
+        return None if row is None else StoredCheckpoint(row[0], bytes(row[1]), bytes(row[2]), row[3])
+
+    def checkpoints(self, limit: int, before_size: int | None = None) -> list[StoredCheckpoint]:
+        limit = max(1, min(limit, 500))
+        bound = (1 << 63) - 1 if before_size is None else before_size
+        rows = self._conn().execute(
+            "SELECT size, root_hash, note, created FROM checkpoints WHERE size < ? "
+            "ORDER BY size DESC LIMIT ?",
+            (bound, limit),
+        ).fetchall()
+        return [StoredCheckpoint(r[0], bytes(r[1]), bytes(r[2]), r[3]) for r in rows]
+
+    def entry_count(self) -> int:
+        row = self._conn().execute("SELECT MAX(idx) FROM entries").fetchone()
+        return 0 if row[0] is None else int(row[0]) + 1
+
+    def _entries_where(self, where: str, args: Sequence[object]) -> list[StoredEntry]:
+        conn = self._conn()
+        rows = conn.execute(
+            f"SELECT {_ENTRY_COLS} FROM entries WHERE {where} ORDER BY idx", args
+        ).fetchall()
+        if not rows:
+            return []
+        lo, hi = rows[0][0], rows[-1][0]
+        subjects: dict[int, list[tuple[str, str]]] = {}
+        for idx, name, digest in conn.execute(
+            "SELECT idx, name, sha256 FROM subjects WHERE idx BETWEEN ? AND ? ORDER BY idx, pos",
+            (lo, hi),
+        ):
+            subjects.setdefault(idx, []).append((name, digest))
+        return [
+            StoredEntry(
+                int(r[0]), bytes(r[1]), bytes(r[2]), r[3], tuple(subjects.get(r[0], ())),
+                _keyids(r[4]), r[5],
+            )
+            for r in rows
+        ]
+
+    def get_entry(self, index: int) -> StoredEntry | None:
+        got = self._entries_where("idx = ?", (index,))
+        return got[0] if got else None
+
+    def get_entries(self, start: int, end: int) -> list[StoredEntry]:
+        check_range(start, end)
+        return self._entries_where("idx >= ? AND idx < ?", (start, end))
+
+    def find_leaf(self, leaf_hash: bytes) -> int | None:
+        row = self._conn().execute(
+            "SELECT idx FROM entries WHERE leaf_hash = ?", (leaf_hash,)
+        ).fetchone()
+        return None if row is None else int(row[0])
+
+    def find_leaves(self, leaf_hashes: Sequence[bytes]) -> dict[bytes, int]:
+        found: dict[bytes, int] = {}
+        conn = self._conn()
+        for i in range(0, len(leaf_hashes), 500):
+            chunk = list(leaf_hashes[i : i + 500])
+            marks = ",".join("?" * len(chunk))
+            for idx, leaf in conn.execute(
+                f"SELECT idx, leaf_hash FROM entries WHERE leaf_hash IN ({marks})", chunk
+            ):
+                found[bytes(leaf)] = int(idx)
+        return found
+
+    def search(self, field: str, value: str, cursor: int = 0, limit: int = 50) -> SearchPage:
+        limit = check_search(field, cursor, limit)
+        conn = self._conn()
+        ids = [r[0] for r in conn.execute(_SEARCH_SQL[field], (value, cursor, limit + 1))]
+        more = len(ids) > limit
+        ids = ids[:limit]
+        if not ids:
+            return SearchPage((), None)
+        marks = ",".join("?" * len(ids))
+        rows = conn.execute(
+            f"SELECT {_SUMMARY_COLS} FROM entries WHERE idx IN ({marks}) ORDER BY idx", ids
+        ).fetchall()
+        return SearchPage(tuple(_summary(r) for r in rows), ids[-1] + 1 if more else None)
+
+    def recent_entries(self, limit: int = 20, before: int | None = None) -> list[EntrySummary]:
+        limit = max(1, min(limit, 500))
+        bound = (1 << 63) - 1 if before is None else before
+        rows = self._conn().execute(
+            f"SELECT {_SUMMARY_COLS} FROM entries WHERE idx < ? ORDER BY idx DESC LIMIT ?",
+            (bound, limit),
+        ).fetchall()
+        return [_summary(r) for r in rows]
+
+    def read_tile(self, level: int, index: int) -> bytes:
+        row = self._conn().execute(
+            "SELECT hashes FROM tiles WHERE level = ? AND idx = ?", (level, index)
+        ).fetchone()
+        return b"" if row is None else bytes(row[0])
+
+    def blob_info(self, digest_hex: str) -> int | None:
+        row = self._conn().execute(
+            "SELECT size FROM blobs WHERE digest = ?", (digest_hex,)
+        ).fetchone()
+        return None if row is None else int(row[0])
+
+    def get_blob(self, digest_hex: str) -> bytes | None:
+        row = self._conn().execute(
+            "SELECT data FROM blobs WHERE digest = ?", (digest_hex,)
+        ).fetchone()
+        return None if row is None else bytes(row[0])
+
+    # ---- writes
+    def put_blob(self, digest_hex: str, data: bytes) -> bool:
+        cur = self._conn().execute(
+            "INSERT OR IGNORE INTO blobs (digest, size, data, created) VALUES (?, ?, ?, ?)",
+            (digest_hex, len(data), data, time.time()),
+        )
+        return cur.rowcount == 1
+
+    @contextmanager
+    def integration_lock(self) -> Iterator[None]:
+        """Held by the one integrator extending the tree, across threads and processes."""
+        with self._thread_lock:
+            fd = os.open(self.data_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                yield
+            finally:
+                os.close(fd)
+
+    def commit_batch(self, batch: IntegratedBatch) -> None:
+        if not batch.entries:
+            raise StorageError("an integration needs at least one entry")
+        first = batch.entries[0].index
+        size = batch.entries[-1].index + 1
+        if [e.index for e in batch.entries] != list(range(first, size)):
+            raise StorageError("batch indexes must be consecutive")
+        if batch.checkpoint.size != size:
+            raise StorageError("the batch checkpoint must cover exactly the batch")
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            have = conn.execute("SELECT MAX(idx) FROM entries").fetchone()[0]
+            have = 0 if have is None else have + 1
+            if have != first:
+                raise StorageError(f"batch starts at {first} but the log holds {have} entries")
+            last = conn.execute("SELECT MAX(size) FROM checkpoints").fetchone()[0]
+            if last is not None and last >= size:
+                raise StorageError(f"refusing a checkpoint for size {size} after size {last}")
+            conn.executemany(
+                "INSERT INTO entries (idx, leaf_hash, data, predicate_type, subject_name, "
+                "subject_sha256, keyids, integrated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (e.index, e.leaf_hash, e.data, e.predicate_type, e.subjects[0][0],
+                     e.subjects[0][1], ",".join(e.keyids), e.integrated_at)
+                    for e in batch.entries
+                ],
+            )
+            conn.executemany(
+                "INSERT INTO subjects (idx, pos, name, sha256) VALUES (?, ?, ?, ?)",
+                [(e.index, p, n, d) for e in batch.entries for p, (n, d) in enumerate(e.subjects)],
+            )
+            conn.executemany(
+                "INSERT OR IGNORE INTO signers (idx, keyid) VALUES (?, ?)",
+                [(e.index, k) for e in batch.entries for k in e.keyids],
+            )
+            conn.executemany(
+                "INSERT OR REPLACE INTO tiles (level, idx, hashes) VALUES (?, ?, ?)",
+                [(lv, ix, h) for (lv, ix), h in batch.tiles.items()],
+            )
+            cp = batch.checkpoint
+            conn.execute(
+                "INSERT INTO checkpoints (size, root_hash, note, created) VALUES (?, ?, ?, ?)",
+                (cp.size, cp.root_hash, cp.note, cp.created),
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    # ---- tile files
+    def write_files(self, files: Mapping[str, bytes]) -> None:
+        self.files.write(files)
+
+    def read_file(self, path: str) -> bytes | None:
+        return self.files.read(path)
+
+    def list_files(self) -> Iterator[str]:
+        return self.files.list()

@@ -1,0 +1,237 @@
+"""Records and the storage interface shared by the sequencer, the JSON API and the pages."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ledger._errors import LedgerError
+
+#: The fields `search` accepts.
+SEARCH_FIELDS = ("digest", "name", "keyid", "predicate_type")
+#: Largest page `search` / `recent_entries` return.
+MAX_PAGE = 500
+#: Largest range `get_entries` returns.
+MAX_RANGE = 1000
+
+
+class StorageError(LedgerError):
+    """The log's storage is unusable, inconsistent or was asked something impossible."""
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _unb64(text: object, what: str) -> bytes:
+    if not isinstance(text, str):
+        raise StorageError(f"{what} must be a base64 string")
+    return base64.b64decode(text, validate=True)
+
+
+@dataclass(frozen=True)
+class StoredCheckpoint:
+    """A signed checkpoint the log produced (every one is kept)."""
+
+    size: int
+    root_hash: bytes
+    note: bytes
+    created: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "size": self.size,
+            "root_hash": self.root_hash.hex(),
+            "note": self.note.decode("utf-8"),
+            "created": self.created,
+        }
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> StoredCheckpoint:
+        return cls(
+            size=int(obj["size"]),
+            root_hash=bytes.fromhex(obj["root_hash"]),
+            note=str(obj["note"]).encode("utf-8"),
+            created=float(obj["created"]),
+        )
+
+
+@dataclass(frozen=True)
+class EntrySummary:
+    """What search and listings show about one entry (its first subject)."""
+
+    index: int
+    leaf_hash: bytes
+    subject_name: str
+    subject_sha256: str
+    predicate_type: str
+    keyids: tuple[str, ...]
+    integrated_at: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "leaf_hash": self.leaf_hash.hex(),
+            "subject_name": self.subject_name,
+            "subject_sha256": self.subject_sha256,
+            "predicate_type": self.predicate_type,
+            "keyids": list(self.keyids),
+            "integrated_at": self.integrated_at,
+        }
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> EntrySummary:
+        return cls(
+            index=int(obj["index"]),
+            leaf_hash=bytes.fromhex(obj["leaf_hash"]),
+            subject_name=str(obj["subject_name"]),
+            subject_sha256=str(obj["subject_sha256"]),
+            predicate_type=str(obj["predicate_type"]),
+            keyids=tuple(str(k) for k in obj["keyids"]),
+            integrated_at=float(obj["integrated_at"]),
+        )
+
+
+@dataclass(frozen=True)
+class EntryFacts:
+    """The searchable facts about an entry, extracted when it was verified."""
+
+    predicate_type: str
+    subjects: tuple[tuple[str, str], ...]
+    keyids: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if not self.subjects:
+            raise StorageError("an entry needs at least one subject")
+
+
+@dataclass(frozen=True)
+class StoredEntry:
+    """One sequenced entry: its canonical bytes and what it is indexed by."""
+
+    index: int
+    leaf_hash: bytes
+    data: bytes
+    predicate_type: str
+    subjects: tuple[tuple[str, str], ...]
+    keyids: tuple[str, ...]
+    integrated_at: float
+
+    def summary(self) -> EntrySummary:
+        name, digest = self.subjects[0]
+        return EntrySummary(
+            self.index, self.leaf_hash, name, digest, self.predicate_type, self.keyids,
+            self.integrated_at,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "leaf_hash": self.leaf_hash.hex(),
+            "data": _b64(self.data),
+            "predicate_type": self.predicate_type,
+            "subjects": [[n, d] for n, d in self.subjects],
+            "keyids": list(self.keyids),
+            "integrated_at": self.integrated_at,
+        }
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> StoredEntry:
+        return cls(
+            index=int(obj["index"]),
+            leaf_hash=bytes.fromhex(obj["leaf_hash"]),
+            data=_unb64(obj["data"], "data"),
+            predicate_type=str(obj["predicate_type"]),
+            subjects=tuple((str(n), str(d)) for n, d in obj["subjects"]),
+            keyids=tuple(str(k) for k in obj["keyids"]),
+            integrated_at=float(obj["integrated_at"]),
+        )
+
+
+@dataclass(frozen=True)
+class SearchPage:
+    """One page of search results and where the next page starts (None at the end)."""
+
+    results: tuple[EntrySummary, ...]
+    next_cursor: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"results": [r.to_json() for r in self.results], "next_cursor": self.next_cursor}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> SearchPage:
+        nc = obj["next_cursor"]
+        return cls(
+            tuple(EntrySummary.from_json(r) for r in obj["results"]),
+            None if nc is None else int(nc),
+        )
+
+
+@dataclass(frozen=True)
+class IntegratedBatch:
+    """Everything one integration writes in a single transaction.
+
+    ``tiles`` maps ``(tile_level, tile_index)`` to the tile's complete hash bytes after
+    this batch (a growing partial tile is rewritten whole); ``checkpoint`` covers
+    ``entries[-1].index + 1`` entries.
+    """
+
+    entries: tuple[StoredEntry, ...]
+    tiles: Mapping[tuple[int, int], bytes]
+    checkpoint: StoredCheckpoint
+
+
+class LogStorage(Protocol):
+    """Where the log keeps entries, hashes, checkpoints, blobs and tile files.
+
+    Reads are safe from any thread. Writes of the tree (`commit_batch`) happen only
+    while `integration_lock()` is held, so exactly one integrator extends the tree.
+    """
+
+    # ---- reads
+    def latest_checkpoint(self) -> StoredCheckpoint | None: ...
+    def checkpoints(self, limit: int, before_size: int | None = None) -> list[StoredCheckpoint]: ...
+    def entry_count(self) -> int: ...
+    def get_entry(self, index: int) -> StoredEntry | None: ...
+    def get_entries(self, start: int, end: int) -> list[StoredEntry]: ...
+    def find_leaf(self, leaf_hash: bytes) -> int | None: ...
+    def find_leaves(self, leaf_hashes: Sequence[bytes]) -> dict[bytes, int]: ...
+    def search(self, field: str, value: str, cursor: int = 0, limit: int = 50) -> SearchPage: ...
+    def recent_entries(self, limit: int = 20, before: int | None = None) -> list[EntrySummary]: ...
+    def read_tile(self, level: int, index: int) -> bytes: ...
+    def blob_info(self, digest_hex: str) -> int | None: ...
+    def get_blob(self, digest_hex: str) -> bytes | None: ...
+
+    # ---- writes
+    def put_blob(self, digest_hex: str, data: bytes) -> bool: ...
+    def integration_lock(self) -> AbstractContextManager[None]: ...
+    def commit_batch(self, batch: IntegratedBatch) -> None: ...
+
+    # ---- tile files (the static read path; derived from the database)
+    def write_files(self, files: Mapping[str, bytes]) -> None: ...
+    def read_file(self, path: str) -> bytes | None: ...
+    def list_files(self) -> Iterator[str]: ...
+
+    def close(self) -> None: ...
+
+
+def check_range(start: int, end: int) -> None:
+    """Preconditions of `get_entries`."""
+    if start < 0 or end < start:
+        raise StorageError(f"bad entry range [{start}, {end})")
+    if end - start > MAX_RANGE:
+        raise StorageError(f"entry range too large: at most {MAX_RANGE} entries at once")
+
+
+def check_search(field: str, cursor: int, limit: int) -> int:
+    """Preconditions of `search`; returns the effective limit."""
+    if field not in SEARCH_FIELDS:
+        raise StorageError(f"unknown search field {field!r}: use one of {', '.join(SEARCH_FIELDS)}")
+    if cursor < 0:
+        raise StorageError("cursor must be >= 0")
+    if limit < 1:
+        raise StorageError("limit must be >= 1")
+    return min(limit, MAX_PAGE)

@@ -1,0 +1,98 @@
+"""Shared helpers for the ledger tests: signed entries, servers on 127.0.0.1, proof checks."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import itertools
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import requests
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from werkzeug.serving import make_server
+
+from attest.dsse import sign_envelope
+from attest.entry import LogEntry, encode_entry, make_entry
+from attest.keys import keyid, public_key_b64
+from attest.predicates import KernelPredicate
+from attest.statement import PAYLOAD_TYPE, make_statement
+from ledger.checkpoint import open_checkpoint
+from ledger.merkle import leaf_hash, verify_consistency, verify_inclusion
+from ledger.note import NoteVerifier
+
+KEY = Ed25519PrivateKey.from_private_bytes(bytes(range(32)))
+
+
+def kernel_predicate(name: str, version: str = "1.0.0") -> KernelPredicate:
+    return KernelPredicate.from_json({
+        "name": name, "version": version, "op": "matmul", "runtime": "c",
+        "entry": "matmul_blocked", "abi_version": 1,
+        "sources": [{"path": "matmul.c", "sha256": "ab" * 32}],
+        "build": {"compiler": "gcc", "compiler_version": "12.2.0", "flags": ["-O3"]},
+        "generator": {"agent": "kernelsmith", "agent_version": "0.3", "model": "m-2026",
+                      "prompt_sha256": None},
+        "target": {"hardware_class": "x86_64-avx2"},
+        "parent": None,
+    })
+
+
+def entry_for(i: int, name: str = "acme/matmul", key: Ed25519PrivateKey = KEY) -> LogEntry:
+    """A distinct signed kernel entry for each ``i``."""
+    digest = hashlib.sha256(f"kernel source {i}".encode()).hexdigest()
+    stmt = make_statement(name, digest, kernel_predicate(name, f"1.0.{i}"))
+    return make_entry(stmt, [key])
+
+
+def signed_payload_entry(payload: bytes, key: Ed25519PrivateKey = KEY) -> dict[str, Any]:
+    """A correctly signed entry around arbitrary payload bytes (for bad-statement tests)."""
+    env = sign_envelope(payload, PAYLOAD_TYPE, [key])
+    return LogEntry(envelope=env, keys={keyid(key.public_key()): public_key_b64(key.public_key())}).to_json()
+
+
+def entry_json(i: int, name: str = "acme/matmul") -> dict[str, Any]:
+    return entry_for(i, name).to_json()
+
+
+def entry_bytes(i: int, name: str = "acme/matmul") -> bytes:
+    return encode_entry(entry_for(i, name))
+
+
+@contextmanager
+def serve_app(app: Any) -> Iterator[str]:
+    """Serve a WSGI app on a free 127.0.0.1 port in a thread; yields the base URL."""
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        thread.join(10)
+
+
+def b64list(items: list[str]) -> list[bytes]:
+    return [base64.b64decode(x) for x in items]
+
+
+def check_receipt(receipt: dict[str, Any], data: bytes, verifier: NoteVerifier) -> tuple[int, bytes]:
+    """Verify a submission answer: checkpoint signature and inclusion proof. Returns (size, root)."""
+    signed = open_checkpoint(receipt["checkpoint"].encode(), verifier)
+    cp = signed.checkpoint
+    assert cp.size == receipt["tree_size"]
+    assert receipt["leaf_hash"] == leaf_hash(data).hex()
+    verify_inclusion(leaf_hash(data), receipt["index"], cp.size,
+                     b64list(receipt["inclusion_proof"]), cp.root_hash)
+    return cp.size, cp.root_hash
+
+
+def check_all_consistent(base: str, seen: dict[int, bytes]) -> None:
+    """Every checkpoint seen is consistent with every later one (through the server's proofs)."""
+    sizes = sorted(seen)
+    for a, b in itertools.pairwise(sizes):
+        r = requests.get(f"{base}/api/v1/proof/consistency",
+                         params={"old_size": a, "new_size": b}, timeout=10)
+        assert r.status_code == 200, r.text
+        verify_consistency(a, b, seen[a], seen[b], b64list(r.json()["proof"]))
