@@ -40,8 +40,10 @@ def test_refuted_row_gets_a_band_and_mark() -> None:
     bands = [r for r in root.iter(f"{SVG}rect") if r.get("fill") == "#fde3e1"]
     assert len(bands) == 1
     texts = ["".join(t.itertext()) for t in root.iter(f"{SVG}text")]
-    assert any("inflated" in t and "refuted" in t for t in texts)
-    assert not any("honest" in t and "refuted" in t for t in texts)
+    # Each row: the label line, then the verdict line under it.
+    at = texts.index("inflated")
+    assert texts[at + 1] == "\u2717 refuted"
+    assert texts[texts.index("honest") + 1] == "\u2713 confirmed"
 
 
 def test_markers_are_ordered_on_a_log_axis() -> None:

@@ -7,9 +7,13 @@ the way an attacker would.
 from __future__ import annotations
 
 import hashlib
+import json
+from dataclasses import dataclass, field
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from flask import Flask
+from flask.testing import FlaskClient
 
 from attest import (
     BENCHMARK_V1,
@@ -19,11 +23,16 @@ from attest import (
     decode_entry,
     encode_entry,
     generate_private_key,
+    keyid,
     make_entry,
     make_statement,
     parse_predicate,
     verify_entry,
 )
+from ledger.merkle import leaf_hash
+from ledger.note import NoteSigner
+from ledger.server import ServerConfig, create_app
+from ledger.storage import MemoryStorage
 
 XSS = '<script>alert("xss")</script><img src=x onerror=alert(2)>'
 NAME = "acme/matmul-blocked"
@@ -117,6 +126,8 @@ def signed(name: str, subject: str, predicate_type: str, body: dict[str, Any],
     return encode_entry(entry)
 
 
+ORIGIN = "test.example/log"
+
 TYPES = {"kernel": KERNEL_V1, "benchmark": BENCHMARK_V1, "verification": VERIFICATION_V1,
          "reproduction": REPRODUCTION_V1}
 
@@ -129,3 +140,61 @@ def test_helpers_make_entries_that_verify() -> None:
         data = signed(NAME, subject, TYPES[kind], body)
         verified = verify_entry(decode_entry(data))
         assert verified.statement.predicate_type == TYPES[kind]
+
+
+def make_app() -> Flask:
+    """The real app (JSON API + pages) over the in-memory storage fake."""
+    signer = NoteSigner(ORIGIN, generate_private_key())
+    return create_app(ServerConfig(origin=ORIGIN, batch_delay_ms=0.0),
+                      storage=MemoryStorage(), signer=signer)
+
+
+def close_app(app: Flask) -> None:
+    app.extensions["ktl"].close()
+
+
+def submit(client: FlaskClient, data: bytes) -> int:
+    """POST a signed entry through the JSON API, as `ktl publish` does; its index."""
+    resp = client.post("/api/v1/entries", json=json.loads(data))
+    assert resp.status_code in (200, 201), resp.get_data(as_text=True)
+    index: int = resp.get_json()["index"]
+    return index
+
+
+@dataclass
+class Populated:
+    """What `populate` logged: one honest kernel, one with an inflated claim, one hostile."""
+
+    subject: str
+    hostile_subject: str
+    publisher_keyid: str
+    kernel: int = 0
+    benchmark: int = 0
+    verification: int = 0
+    reproduction: int = 0
+    hostile_kernel: int = 0
+    hostile_benchmark: int = 0
+    fillers: list[int] = field(default_factory=list)
+
+
+def populate(client: FlaskClient, fillers: int = 6) -> Populated:
+    key = generate_private_key()
+    subject, hostile_subject = digest_of("kernel-a"), digest_of("kernel-evil")
+    p = Populated(subject, hostile_subject, keyid(key.public_key()))
+    p.kernel = submit(client, signed(NAME, subject, KERNEL_V1, kernel_body(), key))
+    bench = signed(NAME, subject, BENCHMARK_V1, benchmark_body([2.0, 6.0]), key)
+    p.benchmark = submit(client, bench)
+    p.verification = submit(client, signed(NAME, subject, VERIFICATION_V1,
+                                           verification_body(), key))
+    p.reproduction = submit(client, signed(
+        NAME, subject, REPRODUCTION_V1,
+        reproduction_body(p.benchmark, leaf_hash(bench).hex(), subject, [2.0, 6.0], [2.1, 2.0])))
+    evil = "evil/x-kernel"
+    p.hostile_kernel = submit(client, signed(evil, hostile_subject, KERNEL_V1,
+                                             kernel_body(evil, hostile=True)))
+    p.hostile_benchmark = submit(client, signed(evil, hostile_subject, BENCHMARK_V1,
+                                                benchmark_body([1.5], hostile=True)))
+    for i in range(fillers):
+        body = benchmark_body([1.0 + i / 10])
+        p.fillers.append(submit(client, signed(NAME, subject, BENCHMARK_V1, body, key)))
+    return p

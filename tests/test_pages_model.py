@@ -87,8 +87,8 @@ def test_summary_pairs_claims_with_reproductions_and_marks_refuted() -> None:
     verdicts = {c.shape_label: r.verdict for c, r in s.pairs if r is not None}
     # canonical JSON sorts the shape keys
     assert verdicts == {"K=64,M=64,N=64": "confirmed", "K=128,M=128,N=128": "refuted"}
-    rows = {r.label: r for r in s.chart_rows}
-    refuted = rows["#1 K=128,M=128,N=128 (repro #3)"]
+    rows = {(r.label, r.note): r for r in s.chart_rows}
+    refuted = rows["#1 K=128,M=128,N=128", "repro #3"]
     assert refuted.verdict == "refuted" and refuted.claimed == 6.0 and refuted.reproduced == 2.0
 
 

@@ -141,7 +141,7 @@ def _reproductions_of(index: int, pred: Mapping[str, Any]) -> list[Reproduction]
     return out
 
 
-def _row(label: str, claim: Claim, rep: Reproduction | None) -> ChartRow | None:
+def _row(label: str, note: str, claim: Claim, rep: Reproduction | None) -> ChartRow | None:
     if claim.speedup is None or claim.speedup <= 0:
         return None
     reproduced = rep.measured if rep is not None and rep.measured and rep.measured > 0 else None
@@ -155,6 +155,7 @@ def _row(label: str, claim: Claim, rep: Reproduction | None) -> ChartRow | None:
             reproduced=reproduced,
             reproduced_ci=rep.measured_ci if rep is not None and reproduced else None,
             verdict=verdict,
+            note=note,
         )
     except ChartError:
         return None
@@ -189,11 +190,11 @@ def summarize_kernel(digest: str, entries: Iterable[tuple[int, DecodedEntry]]) -
         pairs.extend((claim, rep) for rep in matching)
         if not matching:
             pairs.append((claim, None))
-            row = _row(base, claim, None)
+            row = _row(base, "", claim, None)
             if row is not None:
                 rows.append(row)
         for rep in matching:
-            row = _row(f"{base} (repro #{rep.entry})", claim, rep)
+            row = _row(base, f"repro #{rep.entry}", claim, rep)
             if row is not None:
                 rows.append(row)
     return KernelSummary(

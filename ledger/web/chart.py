@@ -21,18 +21,18 @@ from ledger._errors import LedgerError
 #: At most this many rows are drawn; the caller is told how many were left out.
 MAX_ROWS = 60
 #: Longest label drawn (characters); longer ones are cut with an ellipsis.
-MAX_LABEL_CHARS = 48
+MAX_LABEL_CHARS = 30
 #: Speed-ups outside this range are clamped to the axis (and marked as clamped).
 AXIS_MIN = 1.0 / 64.0
 AXIS_MAX = 1024.0
 
 VERDICTS = ("confirmed", "refuted", "inconclusive", "")
 
-_ROW_H = 34
+_ROW_H = 38
 _TOP = 34
 _BOTTOM = 40
 _LEFT = 230
-_RIGHT = 24
+_RIGHT = 44
 _CLAIMED = "#2757a6"
 _REPRODUCED = "#c4570a"
 _REFUTED_BG = "#fde3e1"
@@ -55,6 +55,8 @@ class ChartRow:
     reproduced: float | None = None
     reproduced_ci: Interval | None = None
     verdict: str = ""
+    #: A second, smaller label line (e.g. which reproduction measured it).
+    note: str = ""
 
     def __post_init__(self) -> None:
         _check_speedup(self.claimed, "claimed speed-up")
@@ -80,6 +82,7 @@ class ChartRow:
             "reproduced": self.reproduced,
             "reproduced_ci": list(self.reproduced_ci) if self.reproduced_ci else None,
             "verdict": self.verdict,
+            "note": self.note,
         }
 
     @classmethod
@@ -87,7 +90,7 @@ class ChartRow:
         if not isinstance(obj, Mapping):
             raise ChartError("a chart row must be a JSON object")
         unknown = set(obj) - {
-            "label", "claimed", "claimed_ci", "reproduced", "reproduced_ci", "verdict",
+            "label", "claimed", "claimed_ci", "reproduced", "reproduced_ci", "verdict", "note",
         }
         if unknown:
             raise ChartError(f"unknown chart row keys: {sorted(unknown)}")
@@ -95,8 +98,9 @@ class ChartRow:
         if not isinstance(label, str):
             raise ChartError("chart row label must be a string")
         verdict = obj.get("verdict", "")
-        if not isinstance(verdict, str):
-            raise ChartError("chart row verdict must be a string")
+        note = obj.get("note", "")
+        if not isinstance(verdict, str) or not isinstance(note, str):
+            raise ChartError("chart row verdict and note must be strings")
         return cls(
             label=label,
             claimed=_number(obj.get("claimed"), "claimed"),
@@ -107,6 +111,7 @@ class ChartRow:
             ),
             reproduced_ci=_interval(obj.get("reproduced_ci"), "reproduced_ci"),
             verdict=verdict,
+            note=note,
         )
 
 
@@ -235,24 +240,24 @@ def render_speedup_chart(
     )
     for i, r in enumerate(shown):
         y0 = _TOP + i * _ROW_H
-        yc, yr = y0 + 11, y0 + 24
-        label = _short(r.label)
-        mark = {"refuted": " \u2717 refuted", "confirmed": " \u2713", "inconclusive": " ?"}.get(
-            r.verdict, ""
-        )
-        colour = "#b3261e" if r.verdict == "refuted" else "#222"
+        yc, yr = y0 + 12, y0 + 26
+        mark = {"refuted": "\u2717 refuted", "confirmed": "\u2713 confirmed",
+                "inconclusive": "? inconclusive"}.get(r.verdict, "")
+        if r.reproduced is None and not mark:
+            mark = "not reproduced yet"
+        sub = " \u00b7 ".join(p for p in (_short(r.note), mark) if p)
+        refuted = r.verdict == "refuted"
+        weight = ' font-weight="600"' if refuted else ""
         out.append(
-            f'<text x="{_LEFT - 8}" y="{y0 + 21}" text-anchor="end" fill="{colour}">'
-            f"{escape(label)}{escape(mark)}</text>"
+            f'<text x="{_LEFT - 10}" y="{y0 + 15}" text-anchor="end" '
+            f'fill="{"#b3261e" if refuted else "#222"}">{escape(_short(r.label))}</text>'
+            f'<text x="{_LEFT - 10}" y="{y0 + 30}" text-anchor="end" font-size="11" '
+            f'fill="{"#b3261e" if refuted else "#666"}"'
+            f"{weight}>{escape(sub)}</text>"
         )
         out.append(_series(x_of, r.claimed, r.claimed_ci, yc, _CLAIMED, diamond=False))
         if r.reproduced is not None:
             out.append(_series(x_of, r.reproduced, r.reproduced_ci, yr, _REPRODUCED, diamond=True))
-        else:
-            out.append(
-                f'<text x="{_LEFT + 4}" y="{yr + 4}" fill="#777" font-size="11">'
-                "not reproduced yet</text>"
-            )
     if left_out:
         out.append(
             f'<text x="8" y="{height - 6}" fill="#555">'
@@ -277,6 +282,7 @@ def _series(
             f'stroke-width="2"/>'
         )
     x = x_of(value)
+    text_x = max(x, x_of(ci[1]) if ci is not None else x) + 9
     if diamond:
         parts.append(
             f'<path d="M{x:.1f} {y - 6} l6 6 l-6 6 l-6 -6 z" fill="{colour}">'
@@ -288,6 +294,6 @@ def _series(
             f"<title>claimed {_fmt(value)}\u00d7</title></circle>"
         )
     parts.append(
-        f'<text x="{x + 9:.1f}" y="{y + 4}" fill="{colour}" font-size="11">{_fmt(value)}\u00d7</text>'
+        f'<text x="{text_x:.1f}" y="{y + 4}" fill="{colour}" font-size="11">{_fmt(value)}\u00d7</text>'
     )
     return "".join(parts)

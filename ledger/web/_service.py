@@ -1,0 +1,28 @@
+"""What the pages need from the log service (``current_app.extensions["ktl"]``).
+
+A structural type, so the pages depend on the documented shape of
+``ledger.server.LogService`` (docs/CONTRACTS.md) and not on the server module,
+which itself imports this package.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, cast
+
+from flask import current_app
+
+from ledger.storage import LogStorage
+
+
+class LogServiceView(Protocol):
+    storage: LogStorage
+    origin: str
+    verifier_key: str
+
+    def tree_size(self) -> int: ...
+    def inclusion_proof(self, index: int, tree_size: int) -> list[bytes]: ...
+
+
+def service() -> LogServiceView:
+    """The app's log service; the pages read nothing else."""
+    return cast(LogServiceView, current_app.extensions["ktl"])

@@ -1,0 +1,297 @@
+"""The explorer's views: log home, entry, kernel, search. Read-only, server-rendered."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, NamedTuple
+
+from flask import Blueprint, Response, abort, redirect, render_template, request, url_for
+from markupsafe import Markup
+from werkzeug.exceptions import HTTPException
+from werkzeug.wrappers import Response as BaseResponse
+
+from ledger._errors import LedgerError
+from ledger.checkpoint import open_checkpoint
+from ledger.merkle import leaf_hash, verify_inclusion
+from ledger.note import NoteVerifier
+from ledger.storage import EntrySummary, StoredCheckpoint
+from ledger.web._decode import (
+    KINDS,
+    decode_for_display,
+    is_hex64,
+    predicate_kind,
+    predicate_type_of,
+)
+from ledger.web._kernel import summarize_kernel
+from ledger.web._note_lines import signature_lines
+from ledger.web._service import LogServiceView, service
+from ledger.web.chart import render_speedup_chart
+
+#: Strict policy: no scripts at all, styles and images only from this origin.
+CSP = (
+    "default-src 'none'; style-src 'self'; img-src 'self' data:; base-uri 'none'; "
+    "form-action 'self'; frame-ancestors 'none'"
+)
+RECENT = 20
+PAGE_DEFAULT = 25
+PAGE_MAX = 100
+MAX_QUERY_CHARS = 256
+#: A kernel page reads at most this many entries about one subject.
+KERNEL_MAX_ENTRIES = 2000
+_INDEX = re.compile(r"[0-9]{1,18}")
+SEARCH_FIELDS = ("auto", "digest", "name", "keyid", "predicate_type")
+
+bp = Blueprint(
+    "explorer",
+    __name__,
+    template_folder="templates",
+    static_folder="static",
+    static_url_path="/explorer-static",
+)
+
+
+@bp.after_request
+def _security_headers(resp: Response) -> Response:
+    resp.headers["Content-Security-Policy"] = CSP
+    resp.headers["X-Content-Type-Options"] = "nosniff"
+    resp.headers["Referrer-Policy"] = "no-referrer"
+    resp.headers["X-Frame-Options"] = "DENY"
+    return resp
+
+
+@bp.errorhandler(HTTPException)
+def _http_error(exc: HTTPException) -> tuple[str, int]:
+    code = exc.code or 500
+    return render_template(
+        "explorer/error.html", code=code, title=exc.name, message=exc.description
+    ), code
+
+
+@bp.app_template_filter("age")
+def _age(ts: float | None) -> str:
+    if ts is None:
+        return "unknown"
+    secs = max(0, int(time.time() - ts))
+    if secs < 60:
+        return f"{secs} s ago"
+    if secs < 3600:
+        return f"{secs // 60} min ago"
+    if secs < 86400:
+        return f"{secs // 3600} h {secs % 3600 // 60} min ago"
+    return f"{secs // 86400} d ago"
+
+
+@bp.app_template_filter("utc")
+def _utc(ts: float | None) -> str:
+    if ts is None:
+        return "unknown"
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+@bp.app_template_filter("kind")
+def _kind(predicate_type: str) -> str:
+    return predicate_kind(predicate_type)
+
+
+@bp.app_template_filter("num")
+def _num(value: object) -> str:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return "—" if value is None else str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{value:.4g}"
+
+
+class CheckpointView(NamedTuple):
+    stored: StoredCheckpoint
+    verified: bool
+    problem: str
+    cosignatures: list[Any]
+
+
+def _checkpoint(svc: LogServiceView) -> CheckpointView | None:
+    stored = svc.storage.latest_checkpoint()
+    if stored is None:
+        return None
+    problem = ""
+    verified = False
+    try:
+        signed = open_checkpoint(
+            stored.note, NoteVerifier.from_key_string(svc.verifier_key), origin=svc.origin
+        )
+        cp = signed.checkpoint
+        if cp.size != stored.size or cp.root_hash != stored.root_hash:
+            problem = "the signed checkpoint does not match the stored size and root"
+        else:
+            verified = True
+    except LedgerError as exc:
+        problem = f"the latest checkpoint does not verify: {exc}"
+    log_name = svc.verifier_key.split("+", 1)[0]
+    cosigs = [s for s in signature_lines(stored.note) if s.name != log_name]
+    return CheckpointView(stored, verified, problem, cosigs)
+
+
+@bp.get("/")
+def home() -> str:
+    svc = service()
+    cp = _checkpoint(svc)
+    size = cp.stored.size if cp else 0
+    recent = [r for r in svc.storage.recent_entries(RECENT) if r.index < size]
+    return render_template(
+        "explorer/home.html", origin=svc.origin, verifier_key=svc.verifier_key, cp=cp,
+        recent=recent, kinds=KINDS,
+    )
+
+
+class ProofView(NamedTuple):
+    tree_size: int
+    hashes: list[str]
+    verified: bool
+    problem: str
+
+
+def _prove(svc: LogServiceView, index: int, data: bytes, stored_leaf: bytes,
+           cp: CheckpointView) -> ProofView:
+    size = cp.stored.size
+    if not cp.verified:
+        return ProofView(size, [], False, cp.problem)
+    computed = leaf_hash(data)
+    if computed != stored_leaf:
+        return ProofView(size, [], False, "the stored leaf hash does not match the entry bytes")
+    try:
+        proof = svc.inclusion_proof(index, size)
+        verify_inclusion(computed, index, size, proof, cp.stored.root_hash)
+    except LedgerError as exc:
+        return ProofView(size, [], False, f"inclusion proof failed: {exc}")
+    return ProofView(size, [h.hex() for h in proof], True, "")
+
+
+@bp.get("/entries/<index_text>")
+def entry(index_text: str) -> str:
+    if not _INDEX.fullmatch(index_text):
+        abort(404, f"There is no entry {index_text[:40]!r}: entries are numbered 0, 1, 2, ...")
+    index = int(index_text)
+    svc = service()
+    cp = _checkpoint(svc)
+    size = cp.stored.size if cp else 0
+    stored = svc.storage.get_entry(index) if index < size else None
+    if stored is None or cp is None:
+        abort(404, f"The log has no entry {index}: it holds {size} entries (0 to {size - 1}).")
+    decoded = decode_for_display(stored.data)
+    proof = _prove(svc, index, stored.data, stored.leaf_hash, cp)
+    related: list[EntrySummary] = []
+    seen: set[int] = {index}
+    for _, sha in stored.subjects[:4]:
+        page = svc.storage.search("digest", sha, 0, 50)
+        for r in page.results:
+            if r.index not in seen and r.index < size:
+                seen.add(r.index)
+                related.append(r)
+    return render_template(
+        "explorer/entry.html", index=index, stored=stored, d=decoded, proof=proof, cp=cp,
+        related=sorted(related, key=lambda r: r.index), origin=svc.origin,
+    )
+
+
+@bp.get("/kernels/<digest>")
+def kernel(digest: str) -> str:
+    if not is_hex64(digest):
+        abort(400, "A kernel is named by the SHA-256 of its source archive: 64 lowercase hex "
+                   "characters.")
+    svc = service()
+    size = svc.tree_size()
+    indices: list[int] = []
+    cursor: int | None = 0
+    while cursor is not None and len(indices) < KERNEL_MAX_ENTRIES:
+        page = svc.storage.search("digest", digest, cursor, 500)
+        indices.extend(r.index for r in page.results if r.index < size)
+        cursor = page.next_cursor
+    if not indices:
+        abort(404, f"No entry in the log names a subject with digest {digest}.")
+    truncated = cursor is not None
+    decoded = []
+    for idx in indices[:KERNEL_MAX_ENTRIES]:
+        stored = svc.storage.get_entry(idx)
+        if stored is not None:
+            decoded.append((idx, decode_for_display(stored.data)))
+    summary = summarize_kernel(digest, decoded)
+    chart = Markup(render_speedup_chart(summary.chart_rows))
+    return render_template(
+        "explorer/kernel.html", digest=digest, s=summary, chart=chart, truncated=truncated,
+    )
+
+
+class _Query(NamedTuple):
+    q: str
+    field: str
+    cursor: int
+    limit: int
+
+
+def _int_arg(args: Mapping[str, str], name: str, default: int, lo: int, hi: int) -> int:
+    raw = args.get(name)
+    if raw is None or raw == "":
+        return default
+    if not _INDEX.fullmatch(raw):
+        abort(400, f"'{name}' must be a whole number from {lo} to {hi}.")
+    value = int(raw)
+    if not lo <= value <= hi:
+        abort(400, f"'{name}' must be from {lo} to {hi}, got {value}.")
+    return value
+
+
+def _parse_query() -> _Query:
+    args = request.args
+    q = args.get("q", "").strip()
+    if len(q) > MAX_QUERY_CHARS:
+        abort(400, f"The search text is too long: at most {MAX_QUERY_CHARS} characters.")
+    field = args.get("field", "auto") or "auto"
+    if field not in SEARCH_FIELDS:
+        abort(400, f"'field' must be one of {', '.join(SEARCH_FIELDS)}.")
+    cursor = _int_arg(args, "cursor", 0, 0, (1 << 63) - 1)
+    limit = _int_arg(args, "limit", PAGE_DEFAULT, 1, PAGE_MAX)
+    return _Query(q, field, cursor, limit)
+
+
+def _resolve(q: str, field: str) -> tuple[str, str]:
+    """The storage field and value to search for; 400 on a value that cannot match."""
+    if field == "auto":
+        if is_hex64(q.lower()):
+            return "digest", q.lower()
+        field = "predicate_type" if q in KINDS or q.startswith("https://") else "name"
+    if field in ("digest", "keyid"):
+        if not is_hex64(q.lower()):
+            abort(400, f"A {field} is 64 hex characters (SHA-256).")
+        return field, q.lower()
+    if field == "predicate_type":
+        uri = predicate_type_of(q) or q
+        return field, uri
+    return field, q
+
+
+@bp.get("/search")
+def search() -> BaseResponse | str:
+    query = _parse_query()
+    svc = service()
+    if not query.q:
+        return render_template("explorer/search.html", query=query, results=None, kinds=KINDS)
+    if query.field == "auto" and _INDEX.fullmatch(query.q):
+        return redirect(url_for("explorer.entry", index_text=int(query.q)))
+    field, value = _resolve(query.q, query.field)
+    size = svc.tree_size()
+    page = svc.storage.search(field, value, query.cursor, query.limit)
+    if field == "digest" and query.field == "auto" and not page.results and query.cursor == 0:
+        # A bare 64-hex string may be a signer key id rather than a subject digest.
+        keyid_page = svc.storage.search("keyid", value, 0, query.limit)
+        if keyid_page.results:
+            field, page = "keyid", keyid_page
+    results = [r for r in page.results if r.index < size]
+    next_cursor = page.next_cursor if page.next_cursor is not None and page.next_cursor < size \
+        else None
+    return render_template(
+        "explorer/search.html", query=query, results=results, field=field, value=value,
+        next_cursor=next_cursor, kinds=KINDS,
+    )

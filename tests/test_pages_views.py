@@ -1,0 +1,176 @@
+"""The explorer pages through Flask's test client on the real app (JSON API + pages)."""
+
+from __future__ import annotations
+
+import base64
+import html
+import re
+from collections.abc import Iterator
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+from test_pages_helpers import (
+    NAME,
+    ORIGIN,
+    XSS,
+    Populated,
+    close_app,
+    make_app,
+    populate,
+)
+
+from attest import BENCHMARK_V1
+
+
+@pytest.fixture(scope="module")
+def app() -> Iterator[Flask]:
+    app = make_app()
+    yield app
+    close_app(app)
+
+
+@pytest.fixture(scope="module")
+def log(app: Flask) -> Populated:
+    return populate(app.test_client())
+
+
+@pytest.fixture
+def client(app: Flask, log: Populated) -> FlaskClient:
+    del log
+    return app.test_client()
+
+
+def _text(body: str) -> str:
+    """Visible text, roughly: tags dropped, entities decoded."""
+    return html.unescape(re.sub(r"<[^>]+>", " ", body))
+
+
+def test_home_shows_the_log_and_recent_entries(client: FlaskClient, log: Populated) -> None:
+    resp = client.get("/")
+    assert resp.status_code == 200
+    csp = resp.headers["Content-Security-Policy"]
+    assert "default-src 'none'" in csp and "script-src" not in csp
+    body = resp.get_data(as_text=True)
+    text = _text(body)
+    size = log.fillers[-1] + 1
+    assert ORIGIN in text
+    assert f"Tree size {size} entries" in " ".join(text.split())
+    assert "✓ verified" in text
+    assert client.get("/api/v1/log").get_json()["verifier_key"] in text
+    assert f'href="/entries/{log.fillers[-1]}"' in body
+    assert "Witness cosignatures none" in " ".join(text.split())
+
+
+def test_entry_page_decodes_and_proves(client: FlaskClient, log: Populated) -> None:
+    resp = client.get(f"/entries/{log.benchmark}")
+    assert resp.status_code == 200
+    body = resp.get_data(as_text=True)
+    text = " ".join(_text(body).split())
+    assert f"Entry #{log.benchmark}" in text
+    assert NAME in text and BENCHMARK_V1 in text
+    assert "✓ signatures and predicate verify" in text
+    assert f"✓ verified : entry #{log.benchmark} is in the tree of size" in text
+    assert log.publisher_keyid[:16] in text
+    assert f'href="/kernels/{log.subject}"' in body
+    # The raw canonical entry is one click away and is exactly the logged bytes.
+    raw = re.search(r'<pre class="raw">(.*?)</pre>', body, re.S)
+    assert raw is not None
+    api = client.get(f"/api/v1/entries/{log.benchmark}").get_json()
+    assert html.unescape(raw.group(1)).encode() == base64.b64decode(api["entry_b64"])
+    # Links to the subject's other entries.
+    for other in (log.kernel, log.verification, log.reproduction):
+        assert f'href="/entries/{other}"' in body
+
+
+def test_hostile_fields_are_escaped(client: FlaskClient, log: Populated) -> None:
+    for url in (f"/entries/{log.hostile_kernel}", f"/entries/{log.hostile_benchmark}",
+                f"/kernels/{log.hostile_subject}"):
+        body = client.get(url).get_data(as_text=True)
+        assert "<script>alert" not in body and "<img src=x" not in body, url
+        assert XSS in html.unescape(body), url  # shown, as text
+        assert "<script" not in body.lower(), url
+
+
+def test_kernel_page_marks_the_refuted_claim(client: FlaskClient, log: Populated) -> None:
+    resp = client.get(f"/kernels/{log.subject}")
+    assert resp.status_code == 200
+    body = resp.get_data(as_text=True)
+    text = " ".join(_text(body).split())
+    assert "1 claim(s) refuted" in text
+    assert "<svg" in body and "✗ refuted" in text
+    assert body.count('<tr class="refuted">') >= 1
+    assert "not reproduced yet" in text  # the filler benchmarks
+    assert f'href="/entries/{log.reproduction}"' in body
+    assert "matmul_blocked" in text  # provenance
+
+
+@pytest.mark.parametrize(
+    ("url", "status", "says"),
+    [
+        ("/entries/999999", 404, "has no entry 999999"),
+        ("/entries/abc", 404, "entries are numbered"),
+        ("/entries/-1", 404, "entries are numbered"),
+        ("/kernels/" + "0" * 64, 404, "No entry in the log"),
+        ("/kernels/xyz", 400, "64 lowercase hex"),
+        ("/search?q=a&limit=0", 400, "'limit' must be from 1 to 100"),
+        ("/search?q=a&limit=ten", 400, "'limit' must be a whole number"),
+        ("/search?q=a&cursor=-3", 400, "'cursor' must be a whole number"),
+        ("/search?q=a&field=title", 400, "'field' must be one of"),
+        ("/search?q=abc&field=keyid", 400, "64 hex characters"),
+        ("/search?q=" + "a" * 300, 400, "too long"),
+    ],
+)
+def test_bad_requests_get_clear_html_errors(
+    client: FlaskClient, url: str, status: int, says: str
+) -> None:
+    resp = client.get(url)
+    assert resp.status_code == status
+    assert resp.mimetype == "text/html"
+    assert says in html.unescape(resp.get_data(as_text=True))
+    assert "Content-Security-Policy" in resp.headers
+
+
+def _indices(body: str) -> list[int]:
+    return [int(i) for i in re.findall(r'<td><a href="/entries/(\d+)">', body)]
+
+
+def test_search_by_each_field_with_pagination(client: FlaskClient, log: Populated) -> None:
+    by_name = client.get(f"/search?q={NAME}&limit=3").get_data(as_text=True)
+    first = _indices(by_name)
+    assert first == [log.kernel, log.benchmark, log.verification]
+    nxt = re.search(r'rel="next" href="([^"]+)"', by_name)
+    assert nxt is not None
+    second = _indices(client.get(html.unescape(nxt.group(1))).get_data(as_text=True))
+    assert second and min(second) > max(first)
+
+    by_digest = _indices(client.get(f"/search?q={log.hostile_subject}").get_data(as_text=True))
+    assert by_digest == [log.hostile_kernel, log.hostile_benchmark]
+    by_key = _indices(client.get(f"/search?q={log.publisher_keyid}").get_data(as_text=True))
+    assert log.kernel in by_key and log.reproduction not in by_key  # auto: digest, then key id
+    by_kind = _indices(client.get("/search?q=verification").get_data(as_text=True))
+    assert by_kind == [log.verification]
+    by_uri = _indices(client.get(f"/search?field=predicate_type&q={BENCHMARK_V1}&limit=100")
+                      .get_data(as_text=True))
+    assert log.benchmark in by_uri and log.kernel not in by_uri
+    none = client.get("/search?q=nobody/nothing").get_data(as_text=True)
+    assert "No entries match." in none
+
+
+def test_search_number_goes_to_the_entry(client: FlaskClient, log: Populated) -> None:
+    resp = client.get(f"/search?q={log.kernel}")
+    assert resp.status_code == 302 and resp.headers["Location"].endswith(f"/entries/{log.kernel}")
+
+
+def test_empty_log_home() -> None:
+    app = make_app()
+    try:
+        body = app.test_client().get("/").get_data(as_text=True)
+        assert "The log is empty" in body or "Tree size" in body
+    finally:
+        close_app(app)
+
+
+def test_static_css_is_served(client: FlaskClient) -> None:
+    resp = client.get("/explorer-static/explorer.css")
+    assert resp.status_code == 200 and b"--accent" in resp.data
