@@ -39,11 +39,17 @@ def json_type(value: object) -> str:
     return type(value).__name__
 
 
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def field_suffix(key: str) -> str:
+    """`.key`, or `['key']` when the key is not a plain identifier."""
+    return f".{key}" if _PLAIN_KEY.fullmatch(key) else f"[{key!r}]"
+
+
 def field_path(path: str, key: str) -> str:
-    """`path.key`, or `path["key"]` when the key is not a plain identifier."""
-    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
-        return f"{path}.{key}"
-    return f"{path}[{key!r}]"
+    """`path.key`, or `path['key']` when the key is not a plain identifier."""
+    return path + field_suffix(key)
 
 
 class Spec:
@@ -267,21 +273,22 @@ class Obj(Spec):
         self.fields = dict(fields)
         self.optional = frozenset(optional)
         self.doc = doc
+        self._rules = [(key, rule, field_suffix(key)) for key, rule in self.fields.items()]
 
     def check(self, value: object, path: str) -> dict[str, Any]:
         if not isinstance(value, dict):
             raise ValidationError(path, f"must be an object, got {json_type(value)}")
-        for key in value:
-            if key not in self.fields:
-                allowed = ", ".join(self.fields)
-                raise ValidationError(field_path(path, str(key)), f"unknown field (allowed: {allowed})")
+        if not value.keys() <= self.fields.keys():
+            extra = next(k for k in value if k not in self.fields)
+            allowed = ", ".join(self.fields)
+            raise ValidationError(field_path(path, str(extra)), f"unknown field (allowed: {allowed})")
         out: dict[str, Any] = {}
-        for key, rule in self.fields.items():
+        for key, rule, suffix in self._rules:
             if key not in value:
                 if key in self.optional:
                     continue
-                raise ValidationError(field_path(path, key), "required field is missing")
-            out[key] = rule.check(value[key], field_path(path, key))
+                raise ValidationError(path + suffix, "required field is missing")
+            out[key] = rule.check(value[key], path + suffix)
         return out
 
     def _schema(self) -> dict[str, Any]:
