@@ -41,10 +41,10 @@ def load_policy(path: Path | None) -> Any:
     from attest import AttestError
     from attest.policy import TrustPolicy
 
-    text = read_capped(path, 1024 * 1024, "policy file")
+    read_capped(path, 1024 * 1024, "policy file")
     try:
-        return TrustPolicy.from_toml(text.decode("utf-8"))
-    except (AttestError, UnicodeDecodeError) as exc:
+        return TrustPolicy.load(path)
+    except AttestError as exc:
         raise InputError(f"policy file {path} is invalid: {exc}") from exc
 
 
@@ -59,8 +59,9 @@ def _key_note(out: Output, how: str, describe: str) -> None:
 @click.command()
 @click.argument("kernel_dir", type=click.Path(path_type=Path, file_okay=False))
 @click.option("--key", "key_path", required=True, type=click.Path(path_type=Path, dir_okay=False),
-              help="Your Ed25519 private key (from `ktl keygen`); passphrase from "
-                   "$KTL_KEY_PASSPHRASE if it is encrypted.")
+              help="Your Ed25519 private key (from `ktl keygen`).")
+@click.option("--passphrase-env", metavar="VAR",
+              help="Decrypt --key with the passphrase held in environment variable VAR.")
 @click.option("--results", "results_path", type=click.Path(path_type=Path, dir_okay=False),
               help='JSON {"verification": <ktl check --json>, "benchmark": <ktl bench --json>}; '
                    "without it the checks and benchmark are run now.")
@@ -69,7 +70,8 @@ def _key_note(out: Output, how: str, describe: str) -> None:
 @log_option
 @log_key_option
 @json_option
-def publish(kernel_dir: Path, key_path: Path, results_path: Path | None, budget: str,
+def publish(kernel_dir: Path, key_path: Path, passphrase_env: str | None,
+            results_path: Path | None, budget: str,
             log_url: str | None, log_key: str | None, as_json: bool) -> None:
     """Sign and log a kernel's release, verification and benchmark; keep receipts."""
     out = Output(as_json)
@@ -78,7 +80,7 @@ def publish(kernel_dir: Path, key_path: Path, results_path: Path | None, budget:
         from client.publish import run_publish
 
         report = run_publish(kernel_dir, key_path, results_path, budget, log_url, log_key,
-                             TrustedState(), out)
+                             TrustedState(), out, passphrase_env=passphrase_env)
 
         def render(c: Console) -> None:
             c.print(rows_table(
@@ -265,6 +267,7 @@ def search(digest: str | None, name: str | None, key: str | None, ptype: str | N
 
     def body() -> int:
         from client.api import LogClient
+        from client.models import SearchHit
         from client.session import require_url
 
         if not any((digest, name, key, ptype)):
@@ -273,15 +276,28 @@ def search(digest: str | None, name: str | None, key: str | None, ptype: str | N
             raise InputError("--digest must be a sha256 digest (64 lowercase hex digits)")
         keyid = _keyid_arg(key) if key else None
         pt = _TYPE_ALIASES.get(ptype, ptype) if ptype else None
+        filters = {"digest": digest.removeprefix("sha256:") if digest else None,
+                   "name": name, "keyid": keyid, "predicate_type": pt}
+        given = {k: v for k, v in filters.items() if v is not None}
+        field, value = next(iter(given.items()))  # the log searches by one field ...
+        rest = {k: v for k, v in given.items() if k != field}  # ... the rest filter here
+
+        def keep(hit: SearchHit) -> bool:
+            return all(
+                (k == "digest" and hit.subject_sha256 == v)
+                or (k == "name" and hit.subject_name == v)
+                or (k == "keyid" and v in hit.keyids)
+                or (k == "predicate_type" and hit.predicate_type == v)
+                for k, v in rest.items()
+            )
+
         rows: list[dict[str, Any]] = []
         with LogClient(require_url(log_url)) as log:
             cursor: int | None = None
-            while len(rows) < limit:
-                page = log.search(digest=digest.removeprefix("sha256:") if digest else None,
-                                  name=name, keyid=keyid, predicate_type=pt, cursor=cursor,
-                                  limit=min(100, limit - len(rows)))
-                rows.extend(h.to_json() for h in page.results)
-                if page.next_cursor is None or not page.results:
+            for _ in range(1000):
+                page = log.search(**{field: value}, cursor=cursor, limit=100)
+                rows.extend(h.to_json() for h in page.results if keep(h))
+                if len(rows) >= limit or page.next_cursor is None or not page.results:
                     break
                 if cursor is not None and page.next_cursor <= cursor:
                     raise InputError("the log's search cursor did not advance; stopping")

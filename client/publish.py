@@ -228,13 +228,15 @@ def measure(kernel_dir: Path, budget: str, on_step: Callable[[str], None]) -> Re
     return Results(check.to_predicate(), bench.to_predicate(), bench.samples_blob())
 
 
-def load_signing_key(path: Path) -> Ed25519PrivateKey:
-    """The publisher's private key; the passphrase, if any, comes from $KTL_KEY_PASSPHRASE."""
+def load_signing_key(path: Path, passphrase_env: str | None = None) -> Ed25519PrivateKey:
+    """The publisher's private key; an encrypted one's passphrase is in env var `passphrase_env`."""
     import os
 
     from attest.keys import load_private_key
 
-    passphrase = os.environ.get("KTL_KEY_PASSPHRASE")
+    passphrase = os.environ.get(passphrase_env) if passphrase_env else None
+    if passphrase_env and not passphrase:
+        raise InputError(f"environment variable {passphrase_env} is unset or empty")
     if not path.is_file():
         raise InputError(f"key file {path} does not exist (create one with `ktl keygen`)")
     try:
@@ -252,12 +254,14 @@ def run_publish(
     log_key: str | None,
     trusted: TrustedState,
     out: Any,
+    *,
+    passphrase_env: str | None = None,
 ) -> dict[str, Any]:
     """`ktl publish`: everything from the kernel folder to verified receipts; returns a report."""
     from client.session import connect, require_url
 
     url = require_url(log_url)
-    key = load_signing_key(key_path)
+    key = load_signing_key(key_path, passphrase_env)
     name, archive, kclaim = kernel_claim(kernel_dir)
     results = load_results(results_path) if results_path else measure(kernel_dir, budget, out.note)
     claims = [kclaim]

@@ -120,8 +120,24 @@ def fetch_entry(sess: Session, index: int) -> FetchedEntry:
 
 
 def prove_receipt_current(sess: Session, receipt_cp: SignedCheckpoint) -> SignedCheckpoint:
-    """Prove a receipt's checkpoint is a prefix of the log's latest (rollback/fork = evidence)."""
-    latest, _ = latest_checkpoint(sess)
+    """Prove a receipt's checkpoint is a prefix of the log's latest (rollback/fork = evidence).
+
+    The latest checkpoint is reconciled with (and stored in) the trusted state only
+    after it proved consistent with the receipt, so a failed check trusts nothing new.
+    """
+    try:
+        note = sess.log.checkpoint()
+    except ServerError as exc:
+        if exc.code != "empty_log":
+            raise
+        note = None
+    if note is None:
+        detail = (f"the receipt's checkpoint is size {receipt_cp.checkpoint.size}, but the log "
+                  "now shows no checkpoint at all")
+        path = sess.trusted.save_evidence(sess.origin, "rollback", receipt_cp.note_bytes, b"",
+                                          detail)
+        raise LogMisbehaviour(f"ROLLBACK of log {sess.origin!r}: {detail}. Evidence: {path}", path)
+    latest = open_signed(note, sess.verifier, sess.origin)
     old, new = receipt_cp.checkpoint, latest.checkpoint
     if new.size < old.size:
         detail = (f"the receipt's checkpoint is size {old.size}, but the log now shows only "
@@ -136,4 +152,5 @@ def prove_receipt_current(sess: Session, receipt_cp: SignedCheckpoint) -> Signed
                                           latest.note_bytes, str(exc))
         raise LogMisbehaviour(f"FORK of log {sess.origin!r}: {exc}. Evidence: {path}",
                               path) from exc
+    reconcile(sess.trusted, sess.verifier, latest, sess.log.consistency_proof)
     return latest
