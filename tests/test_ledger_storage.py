@@ -1,0 +1,188 @@
+"""Storage: the SQLite backend and the in-memory fake behave the same; records round-trip."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ledger.merkle import MemoryHashStore, MissingHashError, leaf_hash
+from ledger.storage import (
+    EntryFacts,
+    EntrySummary,
+    IntegratedBatch,
+    LogStorage,
+    MemoryStorage,
+    SearchPage,
+    SqliteStorage,
+    StorageError,
+    StoredCheckpoint,
+    StoredEntry,
+    StoredHashReader,
+)
+from ledger.storage._schema import SCHEMA_VERSION
+
+HEX = st.text("0123456789abcdef", min_size=64, max_size=64)
+NAME = st.from_regex(r"[a-z0-9]{1,8}/[a-z0-9]{1,8}", fullmatch=True)
+
+
+@st.composite
+def stored_entries(draw: st.DrawFn) -> StoredEntry:
+    data = draw(st.binary(min_size=1, max_size=200))
+    return StoredEntry(
+        index=draw(st.integers(0, 2**62)), leaf_hash=leaf_hash(data), data=data,
+        predicate_type=draw(st.text(min_size=1, max_size=40)),
+        subjects=tuple(draw(st.lists(st.tuples(NAME, HEX), min_size=1, max_size=3))),
+        keyids=tuple(draw(st.lists(HEX, max_size=3))),
+        integrated_at=draw(st.floats(0, 2e9)),
+    )
+
+
+@given(stored_entries())
+def test_records_round_trip(e: StoredEntry) -> None:
+    assert StoredEntry.from_json(e.to_json()) == e
+    assert EntrySummary.from_json(e.summary().to_json()) == e.summary()
+    page = SearchPage((e.summary(),), 7)
+    assert SearchPage.from_json(page.to_json()) == page
+    cp = StoredCheckpoint(3, e.leaf_hash, b"note\n\n\xe2\x80\x94 sig\n", 1.5)
+    assert StoredCheckpoint.from_json(cp.to_json()) == cp
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LogStorage]:
+    s: LogStorage = MemoryStorage() if request.param == "memory" else SqliteStorage(tmp_path)
+    yield s
+    s.close()
+
+
+def _entry(i: int, name: str = "acme/k", keyids: tuple[str, ...] = ("aa" * 32,)) -> StoredEntry:
+    data = f"entry {i}".encode()
+    digest = hashlib.sha256(data).hexdigest()
+    return StoredEntry(i, leaf_hash(data), data, f"https://p/{i % 2}", ((name, digest),), keyids, 10.0 + i)
+
+
+def _batch(entries: list[StoredEntry], note: bytes = b"n") -> IntegratedBatch:
+    size = entries[-1].index + 1
+    return IntegratedBatch(tuple(entries), {(0, 0): b"".join(e.leaf_hash for e in entries)},
+                           StoredCheckpoint(size, b"\x00" * 32, note, 1.0))
+
+
+def test_commit_and_read(storage: LogStorage) -> None:
+    assert storage.latest_checkpoint() is None and storage.entry_count() == 0
+    first = [_entry(i, "acme/a" if i < 3 else "acme/b") for i in range(5)]
+    storage.commit_batch(_batch(first))
+    assert storage.entry_count() == 5
+    assert storage.get_entry(3) == first[3]
+    assert storage.get_entry(5) is None
+    assert storage.get_entries(1, 4) == first[1:4]
+    assert storage.find_leaf(first[2].leaf_hash) == 2
+    assert storage.find_leaves([first[0].leaf_hash, b"x" * 32]) == {first[0].leaf_hash: 0}
+    latest = storage.latest_checkpoint()
+    assert latest is not None and latest.size == 5
+    assert storage.read_tile(0, 0) == b"".join(e.leaf_hash for e in first)
+    assert storage.read_tile(0, 1) == b""
+    assert [s.index for s in storage.recent_entries(2)] == [4, 3]
+    assert [s.index for s in storage.recent_entries(2, before=3)] == [2, 1]
+    # Search with cursor pagination, each field.
+    page = storage.search("name", "acme/a", 0, 2)
+    assert [r.index for r in page.results] == [0, 1] and page.next_cursor == 2
+    page = storage.search("name", "acme/a", 2, 2)
+    assert [r.index for r in page.results] == [2] and page.next_cursor is None
+    assert [r.index for r in storage.search("digest", first[4].subjects[0][1]).results] == [4]
+    assert len(storage.search("keyid", "aa" * 32).results) == 5
+    assert [r.index for r in storage.search("predicate_type", "https://p/1").results] == [1, 3]
+    assert storage.search("name", "nobody/none").results == ()
+    with pytest.raises(StorageError, match="unknown search field"):
+        storage.search("color", "red")
+    with pytest.raises(StorageError, match="too large"):
+        storage.get_entries(0, 5000)
+
+
+def test_commit_refuses_gaps_rewinds_and_duplicates(storage: LogStorage) -> None:
+    storage.commit_batch(_batch([_entry(0), _entry(1)]))
+    with pytest.raises(StorageError, match="starts at 3"):
+        storage.commit_batch(_batch([_entry(3)]))
+    with pytest.raises(StorageError, match="consecutive"):
+        storage.commit_batch(_batch([_entry(2), _entry(4)]))
+    dup = StoredEntry(2, _entry(0).leaf_hash, b"entry 0", "p", (("a/b", "00" * 32),), (), 1.0)
+    with pytest.raises((StorageError, sqlite3.IntegrityError)):
+        storage.commit_batch(_batch([dup]))
+    # Nothing of the failed batches is visible.
+    assert storage.entry_count() == 2
+    latest = storage.latest_checkpoint()
+    assert latest is not None and latest.size == 2
+    storage.commit_batch(_batch([_entry(2)]))
+    assert [c.size for c in storage.checkpoints(10)] == [3, 2]
+    assert [c.size for c in storage.checkpoints(10, before_size=3)] == [2]
+
+
+def test_blobs_and_files(storage: LogStorage) -> None:
+    assert storage.put_blob("ab" * 32, b"hello") is True
+    assert storage.put_blob("ab" * 32, b"hello") is False
+    assert storage.get_blob("ab" * 32) == b"hello" and storage.blob_info("ab" * 32) == 5
+    assert storage.get_blob("cd" * 32) is None and storage.blob_info("cd" * 32) is None
+    storage.write_files({"tile/0/000.p/3": b"a" * 96, "checkpoint": b"cp"})
+    assert storage.read_file("tile/0/000.p/3") == b"a" * 96
+    storage.write_files({"tile/0/000": b"b" * 8192})
+    assert storage.read_file("tile/0/000.p/3") is None, "partials of a full tile are dropped"
+    assert sorted(storage.list_files()) == ["checkpoint", "tile/0/000"]
+    for bad in ["../x", "tile/0/../../etc", "/etc/passwd", "tile/0/000/", "tiles/0/000", "log.db"]:
+        with pytest.raises(StorageError):
+            storage.read_file(bad)
+        with pytest.raises(StorageError):
+            storage.write_files({bad: b""})
+
+
+def test_schema_version_recorded_and_newer_refused(tmp_path: Path) -> None:
+    s = SqliteStorage(tmp_path)
+    s.close()
+    conn = sqlite3.connect(tmp_path / "log.db")
+    assert conn.execute("SELECT version FROM schema_version").fetchone() == (SCHEMA_VERSION,)
+    assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    conn.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION + 1,))
+    conn.commit()
+    conn.close()
+    with pytest.raises(StorageError, match="newer than this ktl"):
+        SqliteStorage(tmp_path)
+
+
+def test_entry_facts_need_a_subject() -> None:
+    with pytest.raises(StorageError):
+        EntryFacts("p", (), ())
+
+
+class _Tiles:
+    """Tile rows built from a MemoryHashStore, as the sequencer would store them."""
+
+    def __init__(self, store: MemoryHashStore) -> None:
+        self.store = store
+
+    def read_tile(self, level: int, index: int) -> bytes:
+        size = self.store.size
+        n = size >> (8 * level)
+        lo, hi = index * 256, min(n, (index + 1) * 256)
+        return b"".join(self.store.read_hashes([(8 * level, i) for i in range(lo, hi)]))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 70_000 // 64), st.data())
+def test_stored_hash_reader_agrees_with_every_stored_hash(size: int, data: st.DataObject) -> None:
+    size *= data.draw(st.sampled_from([1, 3, 64]))
+    store = MemoryHashStore()
+    for i in range(size):
+        store.append(leaf_hash(i.to_bytes(4, "big")))
+    reader = StoredHashReader(_Tiles(store), size)
+    for _ in range(30):
+        level = data.draw(st.integers(0, size.bit_length() - 1))
+        count = size >> level
+        if not count:
+            continue
+        index = data.draw(st.integers(0, count - 1))
+        assert reader.read_hashes([(level, index)]) == store.read_hashes([(level, index)])
+    with pytest.raises(MissingHashError):
+        reader.read_hashes([(0, size)])
