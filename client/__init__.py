@@ -1,8 +1,24 @@
-"""client: the `ktl` command line and Python API."""
+"""client: the `ktl` command line and its Python API.
+
+The Python API mirrors the commands (see docs/README-client.md):
+
+    from client import LogClient, TrustedState, connect, fetch_entry, verify_receipt
+
+    sess = connect("http://127.0.0.1:8080", TrustedState())      # pins the log key (TOFU)
+    entry = fetch_entry(sess, 0)                                 # proof + signatures verified
+    report, _ = verify_receipt(proof_bytes, entry_bytes, load_verifier(log_key))
+
+Every error is a `ClientError`; its `exit_code` is what `ktl` exits with.
+"""
 
 from __future__ import annotations
 
 from client._errors import (
+    EXIT_INCONCLUSIVE,
+    EXIT_NETWORK,
+    EXIT_OK,
+    EXIT_USAGE,
+    EXIT_VERIFICATION,
     ClientError,
     InputError,
     LogMisbehaviour,
@@ -10,12 +26,68 @@ from client._errors import (
     ServerError,
     VerificationFailed,
 )
+from client.api import LogAPI, LogClient
+from client.models import EntryRecord, LogInfo, SearchHit, SearchPage, SubmitResult
+from client.monitor import Finding, MonitorReport, MonitorState, Release, run_monitor
+from client.publish import Claim, Published, Results, load_results, publish_claims, run_publish
+from client.receipts import ReceiptReport, verify_receipt, write_receipt
+from client.session import (
+    EmptyLog,
+    FetchedEntry,
+    Session,
+    connect,
+    fetch_entry,
+    latest_checkpoint,
+    prove_receipt_current,
+)
+from client.state import TrustedState, default_home
+from client.trust import KeyChoice, Reconciled, choose_log_key, load_verifier, reconcile
 
 __all__ = [
+    "EXIT_INCONCLUSIVE",
+    "EXIT_NETWORK",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "EXIT_VERIFICATION",
+    "Claim",
     "ClientError",
+    "EmptyLog",
+    "EntryRecord",
+    "FetchedEntry",
+    "Finding",
     "InputError",
+    "KeyChoice",
+    "LogAPI",
+    "LogClient",
+    "LogInfo",
     "LogMisbehaviour",
+    "MonitorReport",
+    "MonitorState",
     "NetworkError",
+    "Published",
+    "ReceiptReport",
+    "Reconciled",
+    "Release",
+    "Results",
+    "SearchHit",
+    "SearchPage",
     "ServerError",
+    "Session",
+    "SubmitResult",
+    "TrustedState",
     "VerificationFailed",
+    "choose_log_key",
+    "connect",
+    "default_home",
+    "fetch_entry",
+    "latest_checkpoint",
+    "load_results",
+    "load_verifier",
+    "prove_receipt_current",
+    "publish_claims",
+    "reconcile",
+    "run_monitor",
+    "run_publish",
+    "verify_receipt",
+    "write_receipt",
 ]
