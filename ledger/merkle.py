@@ -374,22 +374,23 @@ class CompactRange:
 
     def append(self, leaf_hash: bytes) -> list[tuple[int, int, bytes]]:
         """Add one leaf; return ``(level, index, hash)`` of every subtree that became complete."""
-        if len(leaf_hash) != HASH_SIZE or not isinstance(leaf_hash, bytes):
+        if type(leaf_hash) is not bytes or len(leaf_hash) != HASH_SIZE:
             _check_hash(leaf_hash, "leaf hash")
         size = self._size
         if size >= MAX_TREE_SIZE:
             raise ProofError("tree is full")
         edge = self._hashes
-        h = leaf_hash
-        done = [(0, size, h)]
-        level = 0
-        n = size
-        while n & 1:
-            h = _sha256(NODE_PREFIX + edge.pop() + h).digest()
-            n >>= 1
-            level += 1
-            done.append((level, n, h))
-        edge.append(h)
+        done = [(0, size, leaf_hash)]
+        if size & 1:  # the new leaf completes one or more subtrees: merge them
+            h, n, level, sha, prefix = leaf_hash, size, 0, _sha256, NODE_PREFIX
+            while n & 1:
+                h = sha(prefix + edge.pop() + h).digest()
+                n >>= 1
+                level += 1
+                done.append((level, n, h))
+            edge.append(h)
+        else:
+            edge.append(leaf_hash)
         self._size = size + 1
         return done
 
