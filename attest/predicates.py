@@ -420,13 +420,17 @@ class BenchmarkPredicate(_Node):
 
 # ---- verification/v1 ------------------------------------------------------------------------
 
-CHECK_INPUTS = Obj({"shapes": List(SHAPE, max_items=1024)})
-CHECK_METRICS = Obj({
-    "max_abs_err": Num(),
-    "max_rel_err": Num(),
-    "max_ulp": Num(),
-    "tolerance": Num(),
-})
+CHECK_INPUTS = Obj({
+    "shapes": List(SHAPE, max_items=1024),
+    "repeats": Int(0, 1_000_000),
+    "threads": Int(1, 4096),
+    "flags": List(Str(128), max_items=64),
+}, optional=("shapes", "repeats", "threads", "flags"), doc="what the check ran on; each field optional")
+CHECK_METRICS = Map(
+    Str(64, pattern=r"[a-z][a-z0-9_]*", hint="must be a metric name (lowercase, digits, '_')"),
+    Num(), max_items=32,
+    doc="metric name -> finite number >= 0; well-known: max_abs_err, max_rel_err, max_ulp, tolerance",
+)
 CHECK = Obj({
     "name": Str(128, pattern=r"[a-z0-9][a-z0-9._-]*",
                 hint="must be a check name such as 'correctness.random'"),
@@ -446,36 +450,32 @@ VERIFICATION = Obj({
 
 @dataclass(frozen=True)
 class CheckInputs(_Node):
-    shapes: tuple[Mapping[str, int], ...]
+    shapes: tuple[Mapping[str, int], ...] | None = None
+    repeats: int | None = None
+    threads: int | None = None
+    flags: tuple[str, ...] | None = None
 
     _SPEC = CHECK_INPUTS
     _PATH = "inputs"
 
     @classmethod
     def _build(cls, d: dict[str, Any], path: str) -> Self:
-        return cls(shapes=tuple(dict(s) for s in d["shapes"]))
+        shapes = d.get("shapes")
+        return cls(shapes=None if shapes is None else tuple(dict(s) for s in shapes),
+                   repeats=d.get("repeats"), threads=d.get("threads"),
+                   flags=None if "flags" not in d else tuple(d["flags"]))
 
     def to_json(self) -> dict[str, Any]:
-        return {"shapes": [dict(s) for s in self.shapes]}
-
-
-@dataclass(frozen=True)
-class CheckMetrics(_Node):
-    max_abs_err: float
-    max_rel_err: float
-    max_ulp: float
-    tolerance: float
-
-    _SPEC = CHECK_METRICS
-    _PATH = "metrics"
-
-    @classmethod
-    def _build(cls, d: dict[str, Any], path: str) -> Self:
-        return cls(**d)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"max_abs_err": self.max_abs_err, "max_rel_err": self.max_rel_err,
-                "max_ulp": self.max_ulp, "tolerance": self.tolerance}
+        out: dict[str, Any] = {}
+        if self.shapes is not None:
+            out["shapes"] = [dict(s) for s in self.shapes]
+        if self.repeats is not None:
+            out["repeats"] = self.repeats
+        if self.threads is not None:
+            out["threads"] = self.threads
+        if self.flags is not None:
+            out["flags"] = list(self.flags)
+        return out
 
 
 @dataclass(frozen=True)
@@ -484,7 +484,7 @@ class Check(_Node):
     outcome: str
     detail: str
     inputs: CheckInputs
-    metrics: CheckMetrics
+    metrics: Mapping[str, float]
 
     _SPEC = CHECK
     _PATH = "check"
@@ -493,11 +493,11 @@ class Check(_Node):
     def _build(cls, d: dict[str, Any], path: str) -> Self:
         return cls(name=d["name"], outcome=d["outcome"], detail=d["detail"],
                    inputs=CheckInputs._build(d["inputs"], f"{path}.inputs"),
-                   metrics=CheckMetrics._build(d["metrics"], f"{path}.metrics"))
+                   metrics=dict(d["metrics"]))
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "outcome": self.outcome, "detail": self.detail,
-                "inputs": self.inputs.to_json(), "metrics": self.metrics.to_json()}
+                "inputs": self.inputs.to_json(), "metrics": dict(self.metrics)}
 
 
 @dataclass(frozen=True)
