@@ -1,16 +1,516 @@
-"""`make demo`: the main job on the embedded default."""
+"""`make demo`: the whole story on the embedded default, through the real `ktl` command.
+
+1. start a log (`ktl serve`) on a fresh SQLite data folder and a free 127.0.0.1 port;
+2. publish every example kernel in examples/ with a fresh key (`ktl publish`: checks,
+   benchmark, signed entries, verified receipts);
+3. verify each receipt offline (`ktl verify`, no network);
+4. reproduce each benchmark claim (`ktl reproduce`, which logs its verdict);
+5. publish one deliberately inflated claim (a real benchmark with its speed-ups x3,
+   signed by another key) and show that reproduction refutes it;
+6. print a summary table and where to look, then serve the explorer until Ctrl-C
+   (``--exit``: stop, and exit 0 only if the summary is as expected).
+"""
 
 from __future__ import annotations
 
+import base64
+import json
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
 import click
+from rich.console import Console
+from rich.table import Table
+
+from client._errors import ClientError
+
+#: The factor the inflated claim multiplies a real benchmark's speed-ups by.
+INFLATE = 3.0
+#: Longest a single `ktl` step may run before the demo gives up on it (seconds).
+STEP_TIMEOUT = 900.0
+SERVER_START_TIMEOUT = 60.0
+VERDICTS = ("confirmed", "refuted", "inconclusive")
+_REPO = Path(__file__).resolve().parent.parent
+
+
+class DemoError(ClientError):
+    """A demo step failed; the message says which and shows the command's own words."""
+
+    exit_code = 1
+
+
+# ---- the summary and its check (pure) --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    """One reproduced benchmark claim: what was claimed, what was measured, the verdict."""
+
+    kernel: str
+    op: str
+    entry: int
+    claim: str
+    claimed: float | None
+    reproduced: float | None
+    verdict: str
+    honest: bool
+    reproduction_entry: int | None = None
+
+    @property
+    def expected(self) -> str:
+        return "confirmed" if self.honest else "refuted"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kernel": self.kernel, "op": self.op, "entry": self.entry, "claim": self.claim,
+            "claimed": self.claimed, "reproduced": self.reproduced, "verdict": self.verdict,
+            "honest": self.honest, "reproduction_entry": self.reproduction_entry,
+        }
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> SummaryRow:
+        def opt_num(v: object) -> float | None:
+            if v is None:
+                return None
+            if isinstance(v, bool) or not isinstance(v, int | float):
+                raise DemoError(f"summary row: expected a number, got {v!r}")
+            return float(v)
+
+        try:
+            rep = obj.get("reproduction_entry")
+            return cls(
+                kernel=str(obj["kernel"]), op=str(obj["op"]), entry=int(obj["entry"]),
+                claim=str(obj["claim"]), claimed=opt_num(obj.get("claimed")),
+                reproduced=opt_num(obj.get("reproduced")), verdict=str(obj["verdict"]),
+                honest=bool(obj["honest"]), reproduction_entry=None if rep is None else int(rep),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DemoError(f"summary row is malformed: {exc}") from None
+
+
+def check_summary(rows: Sequence[SummaryRow], honest_kernels: Sequence[str]) -> list[str]:
+    """What is wrong with the demo's outcome; empty when it is as expected.
+
+    Expected: every honest kernel has reproduced claims and all are confirmed; the
+    inflated entry has reproduced claims, at least one refuted and none confirmed.
+    """
+    problems: list[str] = []
+    for name in honest_kernels:
+        mine = [r for r in rows if r.honest and r.kernel == name]
+        if not mine:
+            problems.append(f"{name}: no benchmark claim was reproduced")
+        for r in mine:
+            if r.verdict != "confirmed":
+                problems.append(f"{name} {r.claim}: honest claim came out {r.verdict}")
+    inflated = [r for r in rows if not r.honest]
+    if not inflated:
+        problems.append("the inflated claim was not reproduced")
+    else:
+        if not any(r.verdict == "refuted" for r in inflated):
+            problems.append("the inflated claim was not refuted")
+        for r in inflated:
+            if r.verdict == "confirmed":
+                problems.append(f"{r.kernel} {r.claim}: inflated claim came out confirmed")
+    for r in rows:
+        if r.verdict not in VERDICTS:
+            problems.append(f"{r.kernel} {r.claim}: unknown verdict {r.verdict!r}")
+    return problems
+
+
+def inflate_benchmark(body: Mapping[str, Any], factor: float = INFLATE) -> dict[str, Any]:
+    """A copy of a benchmark/v1 body whose speed-ups (and intervals) are ``factor`` times larger.
+
+    The baseline median grows with it so the numbers stay self-consistent: exactly
+    what a dishonest publisher would do to a real result.
+    """
+    out: dict[str, Any] = json.loads(json.dumps(body))
+    results = out.get("results")
+    if not isinstance(results, list) or not results:
+        raise DemoError("the benchmark to inflate has no results")
+    for res in results:
+        res["speedup"] = res["speedup"] * factor
+        res["speedup_ci95"] = [x * factor for x in res["speedup_ci95"]]
+        res["baseline_median_ns"] = res["baseline_median_ns"] * factor
+    notes = out.get("notes")
+    if isinstance(notes, list):
+        notes.append(f"speed-ups multiplied by {factor:g} for the demo: this claim is a lie")
+    return out
+
+
+def rows_from_reproduction(
+    predicate: Mapping[str, Any], *, kernel: str, op: str, entry: int, honest: bool,
+    reproduction_entry: int | None,
+) -> list[SummaryRow]:
+    """One summary row per speed-up claim of a reproduction/v1 body."""
+    rows = []
+    claims = predicate.get("claims")
+    for c in claims if isinstance(claims, list) else []:
+        if not isinstance(c, dict) or not str(c.get("claim", "")).startswith("benchmark.speedup"):
+            continue
+        claimed, measured = c.get("claimed") or {}, c.get("measured") or {}
+        rows.append(SummaryRow(
+            kernel=kernel, op=op, entry=entry, claim=str(c["claim"]),
+            claimed=claimed.get("speedup") if isinstance(claimed, dict) else None,
+            reproduced=measured.get("speedup") if isinstance(measured, dict) else None,
+            verdict=str(c.get("verdict")), honest=honest, reproduction_entry=reproduction_entry,
+        ))
+    return rows
+
+
+def summary_table(rows: Sequence[SummaryRow]) -> Table:
+    table = Table(title="Claims and what independent reproduction found", title_justify="left")
+    for col, justify in (("kernel", "left"), ("op", "left"), ("entry", "right"),
+                         ("claim", "left"), ("claimed", "right"), ("reproduced", "right"),
+                         ("verdict", "left"), ("expected", "left")):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    colour = {"confirmed": "green", "refuted": "bold red", "inconclusive": "yellow"}
+    for r in rows:
+        ok = r.verdict == r.expected
+        shape = r.claim.removeprefix("benchmark.speedup")
+        table.add_row(
+            r.kernel + ("" if r.honest else " [red](inflated x3)[/]"), r.op, f"#{r.entry}",
+            shape, _x(r.claimed), _x(r.reproduced),
+            f"[{colour.get(r.verdict, 'white')}]{r.verdict}[/]",
+            ("[green]✓[/] " if ok else "[red]✗[/] ") + r.expected,
+        )
+    return table
+
+
+def _x(v: float | None) -> str:
+    return "—" if v is None else f"{v:.2f}\u00d7"
+
+
+# ---- running `ktl` ---------------------------------------------------------------------------
+
+
+def ktl_command() -> list[str]:
+    """The installed `ktl` entry point beside this Python, else the same code via -c."""
+    script = Path(sys.executable).parent / "ktl"
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script)]
+    return [sys.executable, "-c", "from client.cli import main; main()"]
+
+
+class Ktl:
+    """Runs `ktl --json` subcommands in a scrubbed environment and parses their answers."""
+
+    def __init__(self, home: Path) -> None:
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("KTL_")}
+        self.env["KTL_HOME"] = str(home)
+        self.env["PYTHONUNBUFFERED"] = "1"
+
+    def run(self, args: Sequence[str], *, ok_codes: Sequence[int] = (0,)) -> Any:
+        cmd = [*ktl_command(), *args, "--json"]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=self.env,
+                                  timeout=STEP_TIMEOUT, check=False, cwd=_REPO)
+        except subprocess.TimeoutExpired:
+            raise DemoError(f"`ktl {args[0]}` ran longer than {STEP_TIMEOUT:.0f} s") from None
+        if proc.returncode not in ok_codes:
+            tail = (proc.stderr.strip() or proc.stdout.strip())[-2000:]
+            raise DemoError(f"`ktl {' '.join(args)}` exited {proc.returncode}:\n{tail}")
+        try:
+            return json.loads(proc.stdout)
+        except ValueError:
+            raise DemoError(f"`ktl {args[0]}` printed no JSON:\n{proc.stdout[-1000:]}") from None
+
+
+class LogServer:
+    """A real `ktl serve` subprocess on 127.0.0.1 and a free port."""
+
+    def __init__(self, data_dir: Path, home: Path) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KTL_")}
+        env["KTL_HOME"] = str(home)
+        env["PYTHONUNBUFFERED"] = "1"
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.output: list[str] = []
+        self.proc = subprocess.Popen(
+            [*ktl_command(), "serve", "--data", str(data_dir), "--host", "127.0.0.1",
+             "--port", "0", "--workers", "2", "--threads", "8"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+            start_new_session=True, cwd=_REPO,
+        )
+        threading.Thread(target=self._pump, daemon=True).start()
+        self.url = ""
+        self.verifier_key = ""
+        self.origin = ""
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put("")  # end of output
+
+    def wait_ready(self, timeout: float = SERVER_START_TIMEOUT) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.url:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise DemoError("`ktl serve` did not announce its URL in time:\n"
+                                + "\n".join(self.output[-20:]))
+            try:
+                line = self.lines.get(timeout=min(left, 0.5))
+            except queue.Empty:
+                continue
+            if line == "" and self.proc.poll() is not None:
+                raise DemoError(f"`ktl serve` exited {self.proc.returncode}:\n"
+                                + "\n".join(self.output[-20:]))
+            self.output.append(line)
+            key, _, value = line.partition(":")
+            if key.strip() == "verifier key":
+                self.verifier_key = value.strip()
+            elif key.strip() == "log origin":
+                self.origin = value.strip()
+            elif line.startswith("serving on http://"):
+                self.url = line.removeprefix("serving on ").strip()
+
+    def stop(self, timeout: float = 20.0) -> int | None:
+        """SIGTERM the server (it finishes what is queued), then SIGKILL if it lingers."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        return self.proc.returncode
+
+
+@contextmanager
+def running_log(data_dir: Path, home: Path) -> Iterator[LogServer]:
+    server = LogServer(data_dir, home)
+    try:
+        server.wait_ready()
+        yield server
+    finally:
+        server.stop()
+
+
+# ---- the demo --------------------------------------------------------------------------------
+
+
+def example_kernels(root: Path) -> list[Path]:
+    """Every folder under ``root`` holding a kernel.toml, sorted."""
+    return sorted(p.parent for p in root.glob("*/kernel.toml"))
+
+
+def _statement_of(entry_file: Path) -> dict[str, Any]:
+    entry = json.loads(entry_file.read_text(encoding="utf-8"))
+    stmt: dict[str, Any] = json.loads(base64.b64decode(entry["envelope"]["payload"]))
+    return stmt
+
+
+class Demo:
+    """The demo's state: folders, keys, the server, and the rows found so far."""
+
+    def __init__(self, work: Path, console: Console) -> None:
+        self.work = work
+        self.console = console
+        self.data = work / "log"
+        self.home = work / "home"
+        self.kernels = work / "kernels"
+        self.keys = work / "keys"
+        for d in (self.home, self.kernels, self.keys):
+            d.mkdir(parents=True, exist_ok=True)
+        self.ktl = Ktl(self.home)
+        self.rows: list[SummaryRow] = []
+        self.receipts: list[str] = []
+        self.honest: list[str] = []
+
+    @contextmanager
+    def step(self, text: str) -> Iterator[None]:
+        start = time.monotonic()
+        with self.console.status(f"[bold]{text}…"):
+            yield
+        self.console.print(f"[green]✓[/] {text} [dim]({time.monotonic() - start:.1f} s)[/]")
+
+    def keygen(self, name: str) -> tuple[Path, str]:
+        path = self.keys / f"{name}.key"
+        out = self.ktl.run(["keygen", "--out", str(path)])
+        return path, str(out["keyid"])
+
+    def publish(self, kernel_dir: Path, key: Path, server: LogServer,
+                results: Path | None = None) -> dict[str, Any]:
+        args = ["publish", str(kernel_dir), "--key", str(key), "--log", server.url,
+                "--log-key", server.verifier_key, "--budget", "quick"]
+        if results is not None:
+            args += ["--results", str(results)]
+        report: dict[str, Any] = self.ktl.run(args)
+        return report
+
+    def verify_offline(self, report: Mapping[str, Any], server: LogServer) -> None:
+        for e in report["entries"]:
+            out = self.ktl.run(["verify", e["proof_path"], "--log-key", server.verifier_key,
+                                "--source", str(Path(report["receipts"]).parent.parent)]
+                               if e["kind"] == "kernel" else
+                               ["verify", e["proof_path"], "--log-key", server.verifier_key])
+            if int(out["index"]) != int(e["index"]):
+                raise DemoError(f"receipt {e['proof_path']} proves entry {out['index']}, "
+                                f"not {e['index']}")
+            self.receipts.append(e["proof_path"])
+
+    def reproduce(self, index: int, key: Path, server: LogServer) -> dict[str, Any]:
+        """`ktl reproduce` the entry, logging the verdict; 1 (refuted) and 4 are answers too."""
+        out: dict[str, Any] = self.ktl.run(
+            ["reproduce", "--index", str(index), "--log", server.url,
+             "--log-key", server.verifier_key, "--key", str(key), "--publish"],
+            ok_codes=(0, 1, 4),
+        )
+        return out
+
+    def run(self, examples: Path, on_ready: Callable[[LogServer], None]) -> list[str]:
+        kernels = example_kernels(examples)
+        if not kernels:
+            raise DemoError(f"no example kernels (folders with kernel.toml) under {examples}")
+        server = LogServer(self.data, self.home)
+        try:
+            with self.step(f"starting a log (ktl serve) on {self.data}"):
+                server.wait_ready()
+            return self._story(kernels, server, on_ready)
+        finally:
+            server.stop()
+
+    def _story(self, kernels: Sequence[Path], server: LogServer,
+               on_ready: Callable[[LogServer], None]) -> list[str]:
+        self.console.print(f"  log [bold]{server.origin}[/] at {server.url}")
+        with self.step("creating fresh keys (publisher, reproducer, dishonest publisher)"):
+            publisher, pub_id = self.keygen("publisher")
+            reproducer, _ = self.keygen("reproducer")
+            cheater, cheat_id = self.keygen("dishonest-publisher")
+        self.console.print(f"  publisher key {pub_id[:16]}…, dishonest key {cheat_id[:16]}…")
+        reports: list[tuple[dict[str, Any], Path]] = []
+        for i, src in enumerate(kernels, 1):
+            copy = self.kernels / src.name
+            shutil.copytree(src, copy, ignore=shutil.ignore_patterns(".ktl"))
+            with self.step(f"[{i}/{len(kernels)}] publishing {src.name} "
+                           "(quick checks + benchmark, then sign and log)"):
+                report = self.publish(copy, publisher, server)
+            self.honest.append(report["name"])
+            reports.append((report, copy))
+            with self.step(f"[{i}/{len(kernels)}] verifying {len(report['entries'])} "
+                           "receipts offline"):
+                self.verify_offline(report, server)
+        for i, (report, _) in enumerate(reports, 1):
+            bench = [e for e in report["entries"] if e["kind"] == "benchmark"]
+            for e in bench:
+                with self.step(f"[{i}/{len(reports)}] reproducing {report['name']} "
+                               f"benchmark #{e['index']}"):
+                    self._reproduced(report, e, reproducer, server, honest=True)
+        # The lie: a real benchmark, speed-ups x3, signed by another key.
+        report, copy = reports[0]
+        with self.step(f"publishing an inflated claim (x{INFLATE:g}) for {report['name']}"):
+            lie = self._publish_inflated(report, copy, cheater, server)
+        for e in (x for x in lie["entries"] if x["kind"] == "benchmark"):
+            with self.step(f"reproducing the inflated benchmark #{e['index']}"):
+                self._reproduced(lie, e, reproducer, server, honest=False)
+        problems = check_summary(self.rows, self.honest)
+        self.console.print(summary_table(self.rows))
+        self._where(server, reports)
+        on_ready(server)
+        return problems
+
+    def _reproduced(self, report: Mapping[str, Any], entry: Mapping[str, Any], key: Path,
+                    server: LogServer, *, honest: bool) -> None:
+        out = self.reproduce(int(entry["index"]), key, server)
+        predicate = out.get("reproduction") or out.get("predicate") or out
+        published = out.get("published")
+        rep_index = published.get("index") if isinstance(published, dict) else None
+        op = _statement_of(Path(entry["entry_path"]))["predicate"]["workload"]["op"]
+        self.rows.extend(rows_from_reproduction(
+            predicate, kernel=str(report["name"]), op=str(op), entry=int(entry["index"]),
+            honest=honest, reproduction_entry=rep_index,
+        ))
+
+    def _publish_inflated(self, report: Mapping[str, Any], copy: Path, key: Path,
+                          server: LogServer) -> dict[str, Any]:
+        entries = {e["kind"]: e for e in report["entries"]}
+        bench = _statement_of(Path(entries["benchmark"]["entry_path"]))["predicate"]
+        ver = _statement_of(Path(entries["verification"]["entry_path"]))["predicate"]
+        lie_dir = self.kernels / f"{copy.name}-inflated"
+        shutil.copytree(copy, lie_dir, ignore=shutil.ignore_patterns(".ktl"))
+        results = self.work / "inflated-results.json"
+        results.write_text(json.dumps({"verification": ver, "benchmark": inflate_benchmark(bench)}),
+                           encoding="utf-8")
+        return self.publish(lie_dir, key, server, results)
+
+    def _where(self, server: LogServer, reports: Sequence[tuple[dict[str, Any], Path]]) -> None:
+        c = self.console
+        c.print()
+        c.print(f"[bold]Explorer:[/]    {server.url}/")
+        for report, _ in reports:
+            c.print(f"  kernel page: {server.url}/kernels/{report['subject_sha256']}")
+        c.print(f"[bold]Data folder:[/] {self.data}  (SQLite + tiles)")
+        c.print(f"[bold]Receipts:[/]    {len(self.receipts)} verified offline, e.g.")
+        for path in self.receipts[:3]:
+            c.print(f"  {path}")
+        c.print(f"[bold]Log key:[/]     {server.verifier_key}")
+        c.print(f"Try: ktl verify {self.receipts[0] if self.receipts else 'RECEIPT'} "
+                f"--log-key '{server.verifier_key}'")
+
+
+def _wait_for_ctrl_c(console: Console) -> Callable[[LogServer], None]:
+    def wait(server: LogServer) -> None:
+        console.print("\n[bold]The log keeps running; press Ctrl-C to stop it.[/]")
+        try:
+            while server.proc.poll() is None:
+                time.sleep(0.5)
+            console.print(f"[red]the log server exited ({server.proc.returncode})[/]")
+        except KeyboardInterrupt:
+            console.print("\nstopping the log…")
+    return wait
 
 
 @click.command()
-@click.option("--exit", "exit_when_done", is_flag=True, help="Exit when done instead of serving.")
-def main(exit_when_done: bool) -> None:
-    """Run the demo."""
-    click.echo("The demo is assembled as the packages land; nothing to run yet.")
-    del exit_when_done
+@click.option("--exit", "exit_when_done", is_flag=True,
+              help="Stop the log when done; exit 0 only if every verdict is as expected.")
+@click.option("--data", "work_dir", type=click.Path(path_type=Path, file_okay=False),
+              default=None, help="Work folder (must not exist yet; default: a new temp folder).")
+@click.option("--examples", type=click.Path(path_type=Path, file_okay=False, exists=True),
+              default=_REPO / "examples", show_default=True, help="Folder of example kernels.")
+@click.option("--keep", is_flag=True, help="With --exit: keep the work folder afterwards.")
+def main(exit_when_done: bool, work_dir: Path | None, examples: Path, keep: bool) -> None:
+    """Run the whole story: log, publish, verify, reproduce, catch an inflated claim."""
+    console = Console(highlight=False)
+    if work_dir is None:
+        work = Path(tempfile.mkdtemp(prefix="ktl-demo-"))
+    else:
+        if work_dir.exists():
+            raise click.UsageError(f"--data {work_dir} already exists; give a new folder")
+        work = work_dir
+        work.mkdir(parents=True)
+    console.print(f"[bold]Kernel Transparency Log demo[/] — work folder {work}")
+    demo = Demo(work, console)
+    started = time.monotonic()
+    on_ready = (lambda _s: None) if exit_when_done else _wait_for_ctrl_c(console)
+    try:
+        problems = demo.run(examples, on_ready)
+    except DemoError as exc:
+        console.print(f"[bold red]demo failed:[/] {exc}")
+        console.print(f"work folder kept for a look: {work}")
+        sys.exit(1)
+    took = time.monotonic() - started
+    if problems:
+        console.print("[bold red]The outcome is not what the demo expects:[/]")
+        for p in problems:
+            console.print(f"  ✗ {p}")
+        console.print(f"work folder kept for a look: {work}")
+        sys.exit(1)
+    console.print(f"[bold green]✓ every honest claim confirmed, the inflated claim refuted[/] "
+                  f"[dim]({took:.0f} s)[/]")
+    if exit_when_done and not keep and work_dir is None:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

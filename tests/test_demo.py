@@ -1,0 +1,118 @@
+"""`make demo`: its summary check, the inflated claim, and the real `ktl serve` it drives."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import requests
+from test_pages_helpers import benchmark_body
+
+from attest import BENCHMARK_V1, parse_predicate
+from client.demo import (
+    DemoError,
+    SummaryRow,
+    check_summary,
+    example_kernels,
+    inflate_benchmark,
+    rows_from_reproduction,
+    running_log,
+    summary_table,
+)
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _row(kernel: str, verdict: str, honest: bool = True, claim: str = "s[M=1]") -> SummaryRow:
+    return SummaryRow(kernel, "matmul", 1, f"benchmark.speedup[{claim}]", 2.0, 2.1, verdict,
+                      honest, 3)
+
+
+def test_row_round_trip() -> None:
+    row = _row("a/b", "confirmed")
+    assert SummaryRow.from_json(json.loads(json.dumps(row.to_json()))) == row
+    with pytest.raises(DemoError):
+        SummaryRow.from_json({"kernel": "a/b"})
+
+
+def test_expected_outcome_passes() -> None:
+    rows = [_row("a/b", "confirmed"), _row("c/d", "confirmed"),
+            _row("a/b", "refuted", honest=False), _row("a/b", "inconclusive", honest=False, claim="x")]
+    assert check_summary(rows, ["a/b", "c/d"]) == []
+
+
+@pytest.mark.parametrize(
+    ("rows", "says"),
+    [
+        ([_row("a/b", "refuted"), _row("a/b", "refuted", honest=False)], "honest claim came out refuted"),
+        ([_row("a/b", "inconclusive"), _row("a/b", "refuted", honest=False)], "came out inconclusive"),
+        ([_row("a/b", "confirmed")], "the inflated claim was not reproduced"),
+        ([_row("a/b", "confirmed"), _row("a/b", "inconclusive", honest=False)], "was not refuted"),
+        ([_row("a/b", "confirmed"), _row("a/b", "refuted", honest=False),
+          _row("a/b", "confirmed", honest=False, claim="y")], "inflated claim came out confirmed"),
+        ([_row("a/b", "refuted", honest=False)], "a/b: no benchmark claim was reproduced"),
+        ([_row("a/b", "maybe"), _row("a/b", "refuted", honest=False)], "unknown verdict"),
+    ],
+)
+def test_unexpected_outcomes_are_named(rows: list[SummaryRow], says: str) -> None:
+    problems = check_summary(rows, ["a/b"])
+    assert any(says in p for p in problems), problems
+
+
+def test_inflated_benchmark_is_still_a_valid_predicate() -> None:
+    body = benchmark_body([1.5, 0.5])
+    lie = inflate_benchmark(body)
+    parse_predicate(BENCHMARK_V1, lie)  # a lie that validates: only reproduction catches it
+    for before, after in zip(body["results"], lie["results"], strict=True):
+        assert after["speedup"] == pytest.approx(3 * before["speedup"])
+        assert after["speedup_ci95"] == pytest.approx([3 * x for x in before["speedup_ci95"]])
+    assert body["results"][0]["speedup"] == 1.5  # the original is untouched
+    with pytest.raises(DemoError):
+        inflate_benchmark({"results": []})
+
+
+def test_rows_from_reproduction_reads_speedup_claims_only() -> None:
+    predicate = {"claims": [
+        {"claim": "benchmark.speedup[M=8]", "verdict": "refuted",
+         "claimed": {"speedup": 6.0}, "measured": {"speedup": 2.0}, "reason": ""},
+        {"claim": "verification.verdict", "verdict": "confirmed",
+         "claimed": {"verdict": "pass"}, "measured": {"verdict": "pass"}, "reason": ""},
+    ]}
+    rows = rows_from_reproduction(predicate, kernel="a/b", op="matmul", entry=4, honest=False,
+                                  reproduction_entry=9)
+    assert rows == [SummaryRow("a/b", "matmul", 4, "benchmark.speedup[M=8]", 6.0, 2.0,
+                               "refuted", False, 9)]
+    assert summary_table(rows).row_count == 1
+
+
+def test_examples_are_found() -> None:
+    found = example_kernels(REPO / "examples")
+    assert found and all((k / "kernel.toml").is_file() for k in found)
+
+
+def test_real_log_server_starts_serves_and_stops(tmp_path: Path) -> None:
+    with running_log(tmp_path / "log", tmp_path / "home") as server:
+        assert server.url.startswith("http://127.0.0.1:")
+        info = requests.get(f"{server.url}/api/v1/log", timeout=10).json()
+        assert info["verifier_key"] == server.verifier_key and info["tree_size"] == 0
+        page = requests.get(f"{server.url}/", timeout=10)
+        assert page.status_code == 200 and "Content-Security-Policy" in page.headers
+        proc = server.proc
+    assert proc.poll() is not None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("KTL_RUN_SLOW") != "1",
+                    reason="the full demo runs in CI as `make demo DEMO_EXIT=1`; "
+                           "set KTL_RUN_SLOW=1 to run it from pytest too")
+def test_full_demo_end_to_end(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "client.demo", "--exit", "--data", str(tmp_path / "demo")],
+        capture_output=True, text=True, timeout=900, cwd=REPO, check=False,
+    )
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+    assert "every honest claim confirmed, the inflated claim refuted" in out.stdout
