@@ -160,3 +160,43 @@ def test_tampering_any_decoded_byte_fails(data: st.DataObject) -> None:
     holder[field] = base64.b64encode(bytes(raw)).decode()
     with pytest.raises((SignatureError, EntryError)):
         verify_entry(decode_entry(rfc8785.dumps(doc)))
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=30),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.sampled_from(["envelope", "keys", "payload", "payloadType", "signatures", "keyid",
+                         "sig", "x"]) | st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(doc=JSON)
+def test_arbitrary_json_is_rejected_cleanly(doc: Any) -> None:
+    """Any JSON document: decode_entry either fails with EntryError or yields an entry
+    that verify_entry rejects with an AttestError - never another exception."""
+    try:
+        data = rfc8785.dumps(doc)
+    except rfc8785.CanonicalizationError:
+        return
+    with pytest.raises(AttestError):
+        verify_entry(decode_entry(data))
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=200))
+def test_arbitrary_bytes_are_rejected_cleanly(data: bytes) -> None:
+    with pytest.raises(EntryError):
+        decode_entry(data)
+
+
+def test_attest_imports_no_web_database_or_http_code() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, attest, attest.policy, attest.entry; "
+            "bad = {'flask', 'sqlite3', 'requests', 'sqlite_utils', 'werkzeug'} & set(sys.modules); "
+            "print(sorted(bad))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
