@@ -174,3 +174,37 @@ def test_empty_log_home() -> None:
 def test_static_css_is_served(client: FlaskClient) -> None:
     resp = client.get("/explorer-static/explorer.css")
     assert resp.status_code == 200 and b"--accent" in resp.data
+
+
+def test_tampered_storage_is_shown_as_not_verified(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataclasses
+
+    from ledger.note import NoteSigner
+    from ledger.web._service import LogServiceView
+
+    app = make_app()
+    try:
+        client = app.test_client()
+        log = populate(client, fillers=0)
+        svc: LogServiceView = app.extensions["ktl"]
+        real_get = svc.storage.get_entry
+
+        def tampered(index: int):  # type: ignore[no-untyped-def]
+            e = real_get(index)
+            return None if e is None else dataclasses.replace(e, data=e.data.replace(b"in-toto+json", b"in-toto+jsoN"))
+
+        monkeypatch.setattr(svc.storage, "get_entry", tampered)
+        text = " ".join(_text(client.get(f"/entries/{log.kernel}").get_data(as_text=True)).split())
+        assert "✗ not verified : the stored leaf hash does not match the entry bytes" in text
+        assert "✗ does not verify" in text
+        monkeypatch.undo()
+
+        from attest import generate_private_key
+        other = NoteSigner(ORIGIN, generate_private_key()).verifier_key_string()
+        monkeypatch.setattr(svc, "verifier_key", other)
+        home = " ".join(_text(client.get("/").get_data(as_text=True)).split())
+        assert "✗ the latest checkpoint does not verify" in home
+        entry = " ".join(_text(client.get(f"/entries/{log.kernel}").get_data(as_text=True)).split())
+        assert "✗ not verified" in entry
+    finally:
+        close_app(app)
