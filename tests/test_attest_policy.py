@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from attest import (
     BENCHMARK_V1,
@@ -123,3 +125,37 @@ def test_load_reports_the_file(tmp_path: Path) -> None:
         TrustPolicy.load(tmp_path / "p.toml")
     with pytest.raises(PolicyError, match="cannot read policy file"):
         TrustPolicy.load(tmp_path / "absent.toml")
+
+
+TOML_PIECES = st.sampled_from([
+    "version = 1\n", "version = 2\n", "[[rule]]\n", 'name = "r"\n', 'kernel = "acme/*"\n',
+    'kernel = "*"\n', 'predicate_types = ["*"]\n', 'predicate_types = ["benchmark"]\n',
+    f'keys = ["{KA}"]\n', f'keys = ["{KA}", "{KB}"]\n', 'key_files = ["nope.pub"]\n',
+    "threshold = 1\n", "threshold = 0\n", "threshold = 3\n", 'threshold = "1"\n', "x = 1\n",
+    "[rule]\n", "= broken\n",
+])
+
+
+@settings(max_examples=300, deadline=None)
+@given(pieces=st.lists(TOML_PIECES, max_size=14), tail=st.text(max_size=10))
+def test_policy_parser_accepts_or_names_the_problem(pieces: list[str], tail: str) -> None:
+    """Arbitrary mixes of policy lines either parse into consistent rules or raise PolicyError."""
+    try:
+        policy = TrustPolicy.from_toml("".join(pieces) + tail, base_dir="/nonexistent")
+    except PolicyError as exc:
+        assert str(exc)
+        return
+    for rule in policy.rules:
+        assert 1 <= rule.threshold <= len(rule.keyids)
+        assert rule.predicate_types
+
+
+@settings(max_examples=200, deadline=None)
+@given(vendor=st.from_regex(r"[a-z0-9][a-z0-9._-]{0,10}", fullmatch=True),
+       kernel=st.from_regex(r"[a-z0-9][a-z0-9._-]{0,10}", fullmatch=True))
+def test_vendor_glob_matches_exactly_that_vendor(vendor: str, kernel: str) -> None:
+    rule = TrustPolicy.from_toml(
+        f'version = 1\n[[rule]]\nname = "v"\nkernel = "{vendor}/*"\npredicate_types = ["*"]\n'
+        f'keys = ["{KA}"]\nthreshold = 1\n').rules[0]
+    assert rule.covers_kernel([f"{vendor}/{kernel}"])
+    assert not rule.covers_kernel([f"x{vendor}/{kernel}"])
