@@ -111,6 +111,8 @@ def _range_hashes(ranges: Sequence[tuple[int, int]], reader: HashReader) -> list
     """The Merkle hash of each leaf range, reading all needed stored hashes in one call."""
     per_range = [subtree_coords(lo, hi) for lo, hi in ranges]
     flat = [c for coords in per_range for c in coords]
+    if not flat:
+        return []
     hashes = reader.read_hashes(flat)
     if len(hashes) != len(flat):
         raise MissingHashError(f"hash source returned {len(hashes)} hashes for {len(flat)} requested")
