@@ -285,7 +285,8 @@ class TileHashReader:
 
     Right-edge tiles are authenticated by recomputing the root from them; every
     other tile by hashing it and comparing with its entry in the tile above.
-    Authenticated tiles are cached.
+    Authenticated tiles are cached. ``fetch_tile(path)`` returns the tile bytes;
+    its own errors (network, not found) propagate unchanged to the caller.
     """
 
     def __init__(self, size: int, root: bytes, fetch_tile: Callable[[str], bytes]) -> None:
