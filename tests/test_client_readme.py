@@ -1,0 +1,77 @@
+"""Runs the walkthroughs of docs/README-client.md literally against a real log server.
+
+Every `$ ktl ...` line of its console blocks runs through the real `ktl` (in
+order, in one folder, sharing $KTL_HOME), the TOML block becomes policy.toml and
+the Python block is executed; each command must exit 0.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+from pathlib import Path
+
+import pytest
+from client_server import Ktl, kernel_folder, running_log, small_results
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "README-client.md"
+BLOCK = re.compile(r"```(console|toml|python)\n(.*?)```", re.S)
+DOC_URL = "http://127.0.0.1:8080"
+
+
+def _blocks() -> list[tuple[str, str]]:
+    return [(m.group(1), m.group(2)) for m in BLOCK.finditer(DOC.read_text())]
+
+
+def _has_reproduce() -> bool:
+    try:
+        import verifier.reproduce  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def test_doc_has_three_walkthroughs() -> None:
+    kinds = [k for k, _ in _blocks()]
+    assert kinds.count("console") == 3 and "toml" in kinds and "python" in kinds
+
+
+@pytest.mark.slow
+def test_walkthroughs_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copytree(kernel_folder(tmp_path / "src"), work / "matmul-blocked")
+    shutil.copy(small_results(tmp_path), work / "results.json")
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("KTL_HOME", str(tmp_path / "home"))
+    ktl = Ktl(tmp_path / "home")
+    with running_log(tmp_path / "log") as url:
+        env = {"KTL_LOG": url}
+        env["LOG_KEY"] = ktl.json("log-info", "--log", url)["verifier_key"]
+        ran = skipped = 0
+        for kind, text in _blocks():
+            if kind == "toml":
+                (work / "policy.toml").write_text(text)
+                continue
+            if kind == "python":
+                exec(compile(text.replace(DOC_URL, url), str(DOC), "exec"), {})
+                continue
+            for line in text.splitlines():
+                assert line.startswith("$ "), line
+                cmd = line[2:]
+                if cmd.startswith("export "):
+                    name, _, _value = cmd[len("export "):].partition("=")
+                    assert name in env  # the doc's URL is replaced by the test server's
+                    continue
+                args = shlex.split(os.path.expandvars(cmd.replace("$KTL_LOG", url)
+                                                      .replace("$LOG_KEY", env["LOG_KEY"])))
+                assert args[0] == "ktl", line
+                if args[1] == "reproduce" and not _has_reproduce():
+                    skipped += 1  # lands with the verifier's reproduce module
+                    continue
+                res = ktl(*args[1:], env={"KTL_LOG": url})
+                assert res.exit_code == 0, (line, res.stdout, res.stderr)
+                ran += 1
+        assert ran >= 10 and ran + skipped == 12
