@@ -16,6 +16,7 @@ from verifier._errors import (
     SandboxError,
     VerifierError,
 )
+from verifier.bench import BenchReport, ShapeResult, bench
 from verifier.check import BUDGETS, CheckReport, CheckResult, check
 from verifier.environment import environment_fingerprint
 from verifier.kernel import FLAG_ALLOWLIST, GeneratorInfo, KernelSpec, pack_kernel, unpack_kernel
@@ -27,6 +28,7 @@ __all__ = [
     "FLAG_ALLOWLIST",
     "OPS",
     "ArchiveError",
+    "BenchReport",
     "BuildError",
     "CheckReport",
     "CheckResult",
@@ -38,7 +40,9 @@ __all__ = [
     "Runtime",
     "RuntimeUnavailableError",
     "SandboxError",
+    "ShapeResult",
     "VerifierError",
+    "bench",
     "check",
     "environment_fingerprint",
     "get_runtime",

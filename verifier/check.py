@@ -65,6 +65,9 @@ BUDGETS: Mapping[str, Budget] = {
                    tsan_shapes=2, step_wall_s=20.0),
 }
 MAX_CHILD_FAILURES = 3
+MAX_DETAIL = 1500
+CHECK_ADDRESS_SPACE = 1024**3
+"""Address-space limit of a check child: check shapes are small (the worker needs ~150 MiB)."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,10 @@ class CheckResult:
     detail: str
     inputs: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        clean = "".join(ch if ch.isprintable() else " " for ch in self.detail)
+        object.__setattr__(self, "detail", clean[:MAX_DETAIL])
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "outcome": self.outcome, "detail": self.detail,
@@ -289,7 +296,8 @@ def _evaluate(op: OpSpec, case: _Case, si: int) -> _StepEval:
             first = int(diff[0])
             input_changes.append(
                 f"input {slot.name} changed at {diff.size} of {given.size} elements "
-                f"(first flat index {first}: {given.reshape(-1)[first]!r} -> {now.reshape(-1)[first]!r})")
+                f"(first flat index {first}: {float(given.reshape(-1)[first])!r} -> "
+                f"{float(now.reshape(-1)[first])!r})")
         ins64.append(given.astype(np.float64))
     with np.errstate(all="ignore"):
         refs = op.reference(ins64, case.dims)
@@ -331,7 +339,7 @@ def _aligned(shape: Mapping[str, int], block: int) -> bool:
 def _block_hint(op: OpSpec, good: list[dict[str, int]], bad: list[dict[str, int]]) -> str:
     if not bad or not good:
         return ""
-    for b in (64, 32, 16, 8, 4):
+    for b in (4, 8, 16, 32, 64):
         if all(_aligned(s, b) for s in good if op.nbytes(s)) and not any(_aligned(s, b) for s in bad):
             return (f"; wrong only on shapes that are not multiples of {b} "
                     "(a missing remainder loop after a block of that size?)")
@@ -339,7 +347,7 @@ def _block_hint(op: OpSpec, good: list[dict[str, int]], bad: list[dict[str, int]
 
 
 def _correctness(op: OpSpec, name: str, cases: list[_Case], evals: dict[int, list[_StepEval]],
-                 idx: list[int], what: str) -> CheckResult:
+                 idx: list[int], what: str, normal_ok: bool = False) -> CheckResult:
     shapes = [cases[i].dims for i in idx]
     crashed = [(cases[i].dims, cases[i].failure) for i in idx if cases[i].failure]
     comps = [c for i in idx for e in evals.get(i, []) for c in e.comparisons]
@@ -364,11 +372,12 @@ def _correctness(op: OpSpec, name: str, cases: list[_Case], evals: dict[int, lis
         detail = _describe_bad(op, dims, comp, out_name)
         if len(bad) > 1:
             detail += f"; {len(bad)} of {len(idx)} shapes wrong"
-        if name == "correctness.large" and comp.nonfinite_mismatches:
-            detail = (f"overflow on large inputs ({what}): {comp.nonfinite_mismatches} non-finite "
-                      f"outputs where the reference is finite; " + detail)
-        elif name == "special_values" and comp.nonfinite_mismatches:
-            detail = "special values (NaN/Inf) not handled as the reference does; " + detail
+        if name == "correctness.large" and normal_ok:
+            detail = (f"overflow or lost range on large inputs ({what}) while correct at normal "
+                      f"magnitudes ({comp.nonfinite_mismatches} non-finite outputs); " + detail)
+        elif name == "special_values" and normal_ok:
+            detail = ("special values (NaN/Inf/denormals) not handled as the reference does while "
+                      "correct on finite inputs; " + detail)
         elif name.startswith("correctness") and comp.poisoned == 0:
             detail += _block_hint(op, good, [d for d, _ in bad])
             if comp.max_err_over_tol < 1e3 and not comp.nonfinite_mismatches:
@@ -394,10 +403,13 @@ def _judge(op: OpSpec, cases: list[_Case], budget: Budget) -> list[CheckResult]:
                      "random normal inputs"),
         _correctness(op, "correctness.edge", cases, evals, by_check["correctness.edge"],
                      "1, primes, non-multiples of 8/16/32/64, empty"),
+    ]
+    normal_ok = all(r.outcome == "pass" for r in rows)
+    rows += [
         _correctness(op, "correctness.large", cases, evals, by_check["correctness.large"],
-                     f"magnitude {op.large_scale:g}"),
+                     f"magnitude {op.large_scale:g}", normal_ok),
         _correctness(op, "special_values", cases, evals, by_check["special_values"],
-                     "NaN, +-Inf, denormals, +-0 planted in the first input"),
+                     "NaN, +-Inf, denormals, +-0 planted in the first input", normal_ok),
     ]
     all_steps = [(cases[i].dims, e) for i in evals for e in evals[i]]
     shapes_all = {"shapes": [c.dims for c in cases]}
@@ -490,37 +502,46 @@ def _sanitizer_cases(op: OpSpec, rng: np.random.Generator, count: int) -> list[t
     return [(s, op.random_inputs(s, rng)) for s in shapes[:count]]
 
 
+def _sanitizer_limits(wall_s: float, step_wall_s: float) -> Limits:
+    return Limits(cpu_s=int(wall_s), wall_s=wall_s, address_space=None, file_size=64 * 2**20,
+                  open_files=64, step_wall_s=step_wall_s)
+
+
 def _run_sanitizer(
     runtime_name: str, spec: KernelSpec, op: OpSpec, variant: str, workdir: Path,
-    cases: list[tuple[dict[str, int], list[F32]]], wall_s: float,
+    cases: list[tuple[dict[str, int], list[F32]]], wall_s: float, step_wall_s: float,
 ) -> tuple[str, str, ChildResult | None]:
     art = get_runtime(runtime_name).build(spec, variant, workdir)
     data = workdir / f"{variant}-cases.bin"
     write_driver_cases(data, op, cases)
     env = base_env({
         "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=0:exitcode=66:allocator_may_return_null=1:"
-                        "hard_rss_limit_mb=3072:detect_stack_use_after_return=0",
+                        "hard_rss_limit_mb=1536:detect_stack_use_after_return=0",
         "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1:exitcode=67",
         "TSAN_OPTIONS": "halt_on_error=0:exitcode=0:report_signal_unsafe=0:history_size=2",
         "OMP_NUM_THREADS": "4",
     })
-    limits = Limits(cpu_s=120, wall_s=wall_s, address_space=None, file_size=64 * 2**20,
-                    open_files=64)
+    limits = _sanitizer_limits(wall_s, step_wall_s)
     result = run_sandboxed([str(art.path), str(data)], art.path.parent, limits, env)
-    shown = [line for line in result.stderr.splitlines() if line.startswith("KTL-CASE ")]
+    shown = [line for _, line in result.lines if line.startswith("KTL-CASE ")]
     case_no = int(shown[-1].split()[1]) if shown else 0
     shape = _shape_text(cases[min(case_no, len(cases) - 1)][0])
     return shape, result.stderr, result if not result.ok else None
 
 
 def _asan_check(runtime_name: str, spec: KernelSpec, op: OpSpec, workdir: Path,
-                cases: list[tuple[dict[str, int], list[F32]]], wall_s: float) -> CheckResult:
+                cases: list[tuple[dict[str, int], list[F32]]], wall_s: float,
+                step_wall_s: float) -> CheckResult:
     inputs = {"shapes": [c[0] for c in cases]}
     name = "sanitizer.asan_ubsan"
     try:
-        shape, stderr, failed = _run_sanitizer(runtime_name, spec, op, "asan", workdir, cases, wall_s)
+        shape, stderr, failed = _run_sanitizer(runtime_name, spec, op, "asan", workdir, cases, wall_s,
+                                               step_wall_s)
     except BuildError as exc:
         return CheckResult(name, "error", f"sanitizer build failed: {exc}"[:500], inputs)
+    if "rss limit exhausted" in stderr or "out of memory" in stderr:
+        return CheckResult(name, "fail", "unbounded allocation: AddressSanitizer's memory limit "
+                           f"(1536 MiB RSS) exhausted on shape {shape}", inputs)
     asan = _ASAN_ERR.search(stderr)
     if asan:
         access = _ACCESS.search(stderr)
@@ -540,8 +561,8 @@ def _asan_check(runtime_name: str, spec: KernelSpec, op: OpSpec, workdir: Path,
         return CheckResult(name, "fail", f"mutates its inputs (seen by the sanitizer driver) on shape {shape}",
                            inputs)
     if failed is not None:
-        limits = Limits(wall_s=wall_s, address_space=None)
-        return CheckResult(name, "fail", f"{failed.describe(limits)} under ASan+UBSan on shape {shape}",
+        return CheckResult(name, "fail", f"{failed.describe(_sanitizer_limits(wall_s, step_wall_s))} "
+                           f"under ASan+UBSan on shape {shape}",
                            inputs)
     return CheckResult(name, "pass", f"no AddressSanitizer or UBSan report on {len(cases)} shapes",
                        inputs)
@@ -565,13 +586,15 @@ def _tsan_races(stderr: str) -> list[str]:
 
 
 def _tsan_check(runtime_name: str, spec: KernelSpec, op: OpSpec, workdir: Path,
-                cases: list[tuple[dict[str, int], list[F32]]], wall_s: float) -> CheckResult:
+                cases: list[tuple[dict[str, int], list[F32]]], wall_s: float,
+                step_wall_s: float) -> CheckResult:
     name = "sanitizer.tsan"
     if not spec.uses_threads:
         return CheckResult(name, "skip", "the kernel does not use threads (-fopenmp not in flags)")
     inputs = {"shapes": [c[0] for c in cases], "threads": 4}
     try:
-        shape, stderr, failed = _run_sanitizer(runtime_name, spec, op, "tsan", workdir, cases, wall_s)
+        shape, stderr, failed = _run_sanitizer(runtime_name, spec, op, "tsan", workdir, cases, wall_s,
+                                               step_wall_s)
     except BuildError as exc:
         return CheckResult(name, "error", f"sanitizer build failed: {exc}"[:500], inputs)
     races = _tsan_races(stderr)
@@ -583,8 +606,8 @@ def _tsan_check(runtime_name: str, spec: KernelSpec, op: OpSpec, workdir: Path,
         if "unexpected memory mapping" in stderr or "FATAL: ThreadSanitizer" in stderr:
             return CheckResult(name, "skip", "ThreadSanitizer cannot run on this kernel/OS "
                                f"configuration: {stderr.strip().splitlines()[-1][:200]}", inputs)
-        limits = Limits(wall_s=wall_s, address_space=None)
-        return CheckResult(name, "fail", f"{failed.describe(limits)} under TSan on shape {shape}", inputs)
+        why = failed.describe(_sanitizer_limits(wall_s, step_wall_s))
+        return CheckResult(name, "fail", f"{why} under TSan on shape {shape}", inputs)
     return CheckResult(name, "pass", f"no data race inside parallel regions on {len(cases)} shapes "
                        "(4 OpenMP threads)", inputs)
 
@@ -635,7 +658,8 @@ def check(
                             {"flags": list(spec.flags)},
                             {"relaxed_math": 1.0 if spec.relaxed_math else 0.0})]
         cases = _plan(op, plan, rng)
-        limits = Limits(cpu_s=120, wall_s=300.0, step_wall_s=plan.step_wall_s)
+        limits = Limits(cpu_s=120, wall_s=300.0, address_space=CHECK_ADDRESS_SPACE,
+                        step_wall_s=plan.step_wall_s)
         isolated, _ = _run_cases(artifact, spec, op, cases, work, limits, say)
         say("comparing with the float64 reference")
         rows.extend(_judge(op, cases, plan))
@@ -645,12 +669,21 @@ def check(
             "timeout, scrubbed environment, private folder; network namespace "
             + ("isolated" if isolated else "NOT isolated (unshare(CLONE_NEWNET) not permitted here)"),
             {}, {"network_isolated": 1.0 if isolated else 0.0}))
+        hung = next((c.failure for c in cases if c.failure and c.failure.startswith("hang")), None)
+        if hung:
+            why = f"not run: the kernel already failed ({hung})"
+            rows += [CheckResult("sanitizer.asan_ubsan", "fail", why),
+                     CheckResult("sanitizer.tsan", "fail", why)]
+            return report(rows)
         say("AddressSanitizer + UBSan build")
         san_cases = _sanitizer_cases(op, rng, plan.asan_shapes)
-        rows.append(_asan_check(spec.runtime, spec, op, work, san_cases, 60.0 if budget == "quick" else 150.0))
+        san_wall = 60.0 if budget == "quick" else 150.0
+        rows.append(_asan_check(spec.runtime, spec, op, work, san_cases, san_wall,
+                                3 * plan.step_wall_s))
         say("ThreadSanitizer build")
         tsan_cases = [(_mid_shape(op), op.random_inputs(_mid_shape(op), rng))]
         if plan.tsan_shapes > 1:
             tsan_cases.append((_aligned_shape(op), op.random_inputs(_aligned_shape(op), rng)))
-        rows.append(_tsan_check(spec.runtime, spec, op, work, tsan_cases, 60.0 if budget == "quick" else 150.0))
+        rows.append(_tsan_check(spec.runtime, spec, op, work, tsan_cases, san_wall,
+                                3 * plan.step_wall_s))
     return report(rows)

@@ -100,7 +100,8 @@ int main(int argc, char** argv) {{
     }}
     for (int i = {ni}; i < {nb}; i++)
       for (int64_t j = 0; j < n[i]; j++) {{ uint32_t p = 0x7FC0DEADu; memcpy(&b[i][j], &p, 4); }}
-    fprintf(stderr, "KTL-CASE %lld\\n", (long long)c);
+    printf("KTL-CASE %lld\\n", (long long)c);
+    fflush(stdout);
     {entry}({args});
     for (int i = 0; i < {ni}; i++) {{
       if (n[i] && memcmp(keep[i], b[i], (size_t)n[i] * 4))
@@ -109,7 +110,7 @@ int main(int argc, char** argv) {{
     }}
     for (int i = 0; i < {nb}; i++) free(b[i]);
   }}
-  fprintf(stderr, "KTL-DONE\\n");
+  printf("KTL-DONE\\n");
   return 0;
 }}
 """

@@ -1,0 +1,411 @@
+"""`ktl bench`: kernel vs NumPy float32 baseline, interleaved, in one sandboxed child.
+
+Method: warm-up, then repetitions alternating kernel and baseline (which goes
+first alternates too), each call on freshly copied input contents from a pool of
+random input sets (consecutive calls never see the same contents), until the 95%
+bootstrap interval of the speed-up (median baseline / median kernel) is within
+the target or the time budget ends. Every kernel output of the timed loop is
+kept and re-checked against the float64 reference afterwards, plus one call on
+inputs never seen before, so a kernel that drifts or caches by pointer cannot
+win. The parent distrusts the child's clock: it timestamps the child's start and
+end markers with its own clock and rejects samples that do not add up (a library
+can patch the timer of the process that loads it). Results faster than a
+roofline floor (FLOPs and bytes against measured peak compute and bandwidth) are
+flagged too. Raw samples are kept as a JSON blob whose digest is in the body.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from verifier._arena import guard_pattern, layout
+from verifier._errors import BuildError, RuntimeUnavailableError, VerifierError
+from verifier.compare import compare_output
+from verifier.environment import environment_fingerprint
+from verifier.kernel import KernelSpec
+from verifier.ops import OPS, OpSpec
+from verifier.sandbox import Limits, base_env, run_sandboxed, worker_argv
+
+__all__ = ["BenchReport", "ShapeResult", "bench", "bootstrap_speedup", "machine_peaks"]
+
+POOL = 4
+ROOFLINE_MARGIN = 2.0
+SPAN_TOLERANCE = 0.05
+SPAN_SLACK_S = 0.1
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ShapeResult:
+    """Statistics of one shape (the `results[]` item of benchmark/v1)."""
+
+    shape: dict[str, int]
+    n: int
+    median_ns: float
+    p5_ns: float
+    p95_ns: float
+    baseline_median_ns: float
+    speedup: float
+    speedup_ci95: tuple[float, float]
+    gflops: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"shape": dict(self.shape), "n": self.n, "median_ns": self.median_ns,
+                "p5_ns": self.p5_ns, "p95_ns": self.p95_ns,
+                "baseline_median_ns": self.baseline_median_ns, "speedup": self.speedup,
+                "speedup_ci95": list(self.speedup_ci95), "gflops": self.gflops}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> ShapeResult:
+        lo, hi = obj["speedup_ci95"]
+        return cls(dict(obj["shape"]), int(obj["n"]), float(obj["median_ns"]),
+                   float(obj["p5_ns"]), float(obj["p95_ns"]), float(obj["baseline_median_ns"]),
+                   float(obj["speedup"]), (float(lo), float(hi)), float(obj["gflops"]))
+
+    @property
+    def halfwidth(self) -> float:
+        """Relative half-width of the speed-up interval."""
+        lo, hi = self.speedup_ci95
+        return max(self.speedup - lo, hi - self.speedup) / self.speedup if self.speedup else 1.0
+
+
+@dataclass(frozen=True)
+class BenchReport:
+    """The outcome of `bench`; `to_predicate()` is the benchmark/v1 body."""
+
+    kernel: str
+    op: str
+    seed: int
+    environment: dict[str, Any]
+    shapes: tuple[dict[str, int], ...]
+    warmup: int
+    results: tuple[ShapeResult, ...]
+    trusted: bool
+    notes: tuple[str, ...]
+    samples: tuple[dict[str, Any], ...] = field(default=(), repr=False)
+    measured_s: float = 0.0
+
+    def samples_blob(self) -> bytes:
+        """The raw samples as canonical JSON (sorted keys, no spaces)."""
+        doc = {"kernel": self.kernel, "op": self.op, "seed": self.seed,
+               "order": "kernel first on even repetitions, baseline first on odd",
+               "shapes": list(self.samples)}
+        return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+
+    def to_predicate(self) -> dict[str, Any]:
+        blob = self.samples_blob()
+        return {
+            "environment": self.environment,
+            "workload": {"op": self.op, "dtype": "float32", "seed": self.seed,
+                         "shapes": [dict(s) for s in self.shapes]},
+            "method": {"warmup": self.warmup,
+                       "repetitions": max(1, min((r.n for r in self.results), default=1)),
+                       "timer": "perf_counter_ns", "interleaved": True,
+                       "baseline": "numpy-float32", "fresh_inputs": True,
+                       "outputs_rechecked": True},
+            "results": [r.to_json() for r in self.results],
+            "samples": {"sha256": hashlib.sha256(blob).hexdigest(), "size": len(blob),
+                        "media_type": "application/json"},
+            "trusted": self.trusted,
+            "notes": [n[:2000] for n in self.notes],
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kernel": self.kernel, "op": self.op, "seed": self.seed,
+                "environment": self.environment, "shapes": [dict(s) for s in self.shapes],
+                "warmup": self.warmup, "results": [r.to_json() for r in self.results],
+                "trusted": self.trusted, "notes": list(self.notes),
+                "samples": list(self.samples), "measured_s": self.measured_s}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> BenchReport:
+        return cls(str(obj["kernel"]), str(obj["op"]), int(obj["seed"]), dict(obj["environment"]),
+                   tuple(dict(s) for s in obj["shapes"]), int(obj["warmup"]),
+                   tuple(ShapeResult.from_json(r) for r in obj["results"]), bool(obj["trusted"]),
+                   tuple(str(n) for n in obj["notes"]), tuple(dict(s) for s in obj["samples"]),
+                   float(obj["measured_s"]))
+
+
+def bootstrap_speedup(
+    kernel_ns: NDArray[np.int64], baseline_ns: NDArray[np.int64], rng: np.random.Generator,
+    resamples: int = 2000,
+) -> tuple[float, float, float]:
+    """(speed-up, lo, hi): ratio of medians and its 95% percentile bootstrap interval."""
+    if kernel_ns.size == 0 or baseline_ns.size == 0:
+        raise VerifierError("no samples to bootstrap")
+    k = kernel_ns.astype(np.float64)
+    b = baseline_ns.astype(np.float64)
+    ratio = np.empty(resamples)
+    chunk = max(1, 4_000_000 // max(k.size, 1))
+    for start in range(0, resamples, chunk):
+        m = min(chunk, resamples - start)
+        ik = rng.integers(0, k.size, size=(m, k.size))
+        ib = rng.integers(0, b.size, size=(m, b.size))
+        ratio[start:start + m] = np.median(b[ib], axis=1) / np.maximum(np.median(k[ik], axis=1), 1.0)
+    lo, hi = np.percentile(ratio, [2.5, 97.5])
+    mid = float(np.median(b) / max(float(np.median(k)), 1.0))
+    return mid, float(min(lo, mid)), float(max(hi, mid))
+
+
+@lru_cache(maxsize=1)
+def machine_peaks() -> tuple[float, float]:
+    """(peak FLOP/s, peak bytes/s) measured once, quickly, in this (trusted) process.
+
+    Compute: best of 3 float32 NumPy matmuls of 768^2 (BLAS is near the machine's
+    peak). Bandwidth: best copy rate of a cache-resident and a DRAM-sized buffer.
+    """
+    a = np.random.default_rng(0).standard_normal((768, 768)).astype(np.float32)
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        np.matmul(a, a)
+        best = min(best, time.perf_counter() - t0)
+    flops = 2 * 768**3 / best
+    bw = 0.0
+    for n in (64 * 1024, 8 * 1024 * 1024):
+        src = np.ones(n, dtype=np.float32)
+        dst = np.empty_like(src)
+        reps = max(1, (64 * 1024 * 1024) // (8 * n))
+        quickest = float("inf")
+        for _ in range(3):
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                np.copyto(dst, src)
+            quickest = min(quickest, (time.perf_counter() - t0) / reps)
+        bw = max(bw, 8 * n / quickest)
+    return flops, bw
+
+
+def _schedule(rng: np.random.Generator, length: int) -> list[int]:
+    out = [int(rng.integers(0, POOL))]
+    while len(out) < length:
+        nxt = int(rng.integers(0, POOL - 1))
+        out.append(nxt if nxt < out[-1] else nxt + 1)
+    return out
+
+
+@dataclass
+class _ShapeJob:
+    dims: dict[str, int]
+    pool: list[list[NDArray[np.float32]]]
+    result_path: Path
+
+
+def bench(
+    directory: str | Path,
+    shapes: Sequence[Mapping[str, int]] | None = None,
+    seed: int | None = None,
+    time_budget_s: float = 20.0,
+    target: float = 0.05,
+    max_halfwidth: float = 0.15,
+    min_reps: int = 20,
+    max_reps: int = 20000,
+    warmup: int = 5,
+    progress: Progress | None = None,
+) -> BenchReport:
+    """Benchmark the kernel folder; `trusted` is False (with notes) when it cannot be believed.
+
+    Raises KernelSpecError for a malformed folder and VerifierError for bad arguments.
+    """
+    say: Progress = progress or (lambda _msg: None)
+    spec = KernelSpec.load(directory)
+    op = OPS[spec.op]
+    try:
+        dims_list = [op.check_dims(s) for s in (shapes or op.bench_shapes)]
+    except ValueError as exc:
+        raise VerifierError(f"bad --shape for op {op.name}: {exc}") from exc
+    if not 1 <= len(dims_list) <= 16:
+        raise VerifierError("give between 1 and 16 shapes")
+    if not (0 < target < 1 and 0 < time_budget_s <= 3600 and 2 <= min_reps <= max_reps <= 10**6
+            and 0 <= warmup <= 1000):
+        raise VerifierError("bench parameters out of range")
+    seed = secrets.randbelow(2**31) if seed is None else int(seed)
+    rng = np.random.default_rng(seed)
+    env = environment_fingerprint()
+    notes: list[str] = []
+
+    def report(results: Sequence[ShapeResult], trusted: bool, samples: Sequence[dict[str, Any]] = (),
+               measured: float = 0.0) -> BenchReport:
+        return BenchReport(spec.name, spec.op, seed, env, tuple(dims_list), warmup, tuple(results),
+                           trusted, tuple(notes), tuple(samples), measured)
+
+    from verifier.runtime import get_runtime
+
+    runtime = get_runtime(spec.runtime)
+    with tempfile.TemporaryDirectory(prefix="ktl-bench-") as tmp:
+        work = Path(tmp)
+        say("building the kernel")
+        try:
+            artifact = runtime.build(spec, "release", work)
+        except (BuildError, RuntimeUnavailableError) as exc:
+            notes.append(f"build failed: {exc}"[:2000])
+            return report([], False)
+        jobs: list[_ShapeJob] = []
+        shape_json = []
+        per_shape = time_budget_s / len(dims_list)
+        pool_bytes = 0
+        for si, dims in enumerate(dims_list):
+            pool = [op.random_inputs(dims, rng) for _ in range(POOL + 1)]
+            files = []
+            for pi, arrays in enumerate(pool):
+                names = []
+                for ii, arr in enumerate(arrays):
+                    path = work / f"s{si}p{pi}i{ii}.npy"
+                    np.save(path, arr)
+                    names.append(str(path))
+                    pool_bytes += arr.nbytes
+                files.append(names)
+            job = _ShapeJob(dims, pool, work / f"result{si}.npz")
+            jobs.append(job)
+            shape_json.append({"dims": dims, "pool": files, "schedule": _schedule(rng, 257),
+                               "warmup": warmup, "min_reps": min_reps, "max_reps": max_reps,
+                               "budget_s": per_shape, "target": target, "result": str(job.result_path)})
+        (work / "job.json").write_text(json.dumps({
+            "mode": "bench", "library": str(artifact.path), "entry": spec.entry, "op": op.name,
+            "shapes": shape_json}))
+        cores = os.cpu_count() or 1
+        limits = Limits(cpu_s=int(time_budget_s * cores * 2 + 120), wall_s=time_budget_s * 2 + 60,
+                        address_space=2 * 1024**3 + 8 * pool_bytes + 512 * 2**20,
+                        file_size=1024**3)
+        env_vars = base_env({"OPENBLAS_NUM_THREADS": str(cores)})
+        say(f"measuring {len(dims_list)} shape(s) for up to {time_budget_s:g} s in a sandboxed child")
+        result = run_sandboxed([*worker_argv(), str(work)], work, limits, env_vars)
+        if not result.ok or not result.last("DONE"):
+            notes.append(f"the benchmark child failed: {result.describe(limits)}")
+            return report([], False)
+        notes.append(
+            f"child: wall {result.wall_s:.2f} s, CPU {result.cpu_s:.2f} s, peak RSS "
+            f"{result.maxrss_bytes / 2**20:.0f} MiB (from wait4); network "
+            + ("isolated" if result.network_isolated else "not isolated"))
+        notes.append(f"baseline: NumPy {np.__version__} float32 with {cores} BLAS thread(s); "
+                     f"kernel OMP_NUM_THREADS={cores}")
+        say("re-checking every timed output and the clocks")
+        results, samples, trusted, measured = _analyse(op, jobs, result.lines, rng, target,
+                                                        max_halfwidth, notes)
+        return report(results, trusted, samples, measured)
+
+
+def _markers(lines: Sequence[tuple[float, str]], tag: str) -> dict[int, tuple[float, int]]:
+    out: dict[int, tuple[float, int]] = {}
+    for when, line in lines:
+        parts = line.split()
+        if len(parts) == 3 and parts[0] == tag and parts[1].isdigit() and parts[2].lstrip("-").isdigit():
+            out[int(parts[1])] = (when, int(parts[2]))
+    return out
+
+
+def _analyse(
+    op: OpSpec, jobs: list[_ShapeJob], lines: Sequence[tuple[float, str]], rng: np.random.Generator,
+    target: float, max_halfwidth: float, notes: list[str],
+) -> tuple[list[ShapeResult], list[dict[str, Any]], bool, float]:
+    trusted = True
+    results: list[ShapeResult] = []
+    samples: list[dict[str, Any]] = []
+    measured = 0.0
+    t0s, t1s = _markers(lines, "T0"), _markers(lines, "T1")
+    peak_flops, peak_bw = machine_peaks()
+    for si, job in enumerate(jobs):
+        label = "{" + ",".join(f"{k}={v}" for k, v in job.dims.items()) + "}"
+        try:
+            with np.load(job.result_path, allow_pickle=False) as data:
+                arrays = {k: data[k] for k in ("kernel_ns", "baseline_ns", "used", "stored",
+                                               "stored_idx", "final", "arena")}
+        except (OSError, ValueError, KeyError) as exc:
+            notes.append(f"{label}: the child's results are unreadable: {exc}")
+            return results, samples, False, measured
+        ks, bs, used = arrays["kernel_ns"], arrays["baseline_ns"], arrays["used"]
+        n = int(ks.size)
+        if n < 2 or bs.size != n or used.size != n or np.any(ks < 0) or np.any(bs < 0) \
+                or np.any((used < 0) | (used >= POOL)):
+            notes.append(f"{label}: malformed samples from the child")
+            return results, samples, False, measured
+        # -- clocks: the child's span must match the span the parent saw ---------------
+        if si not in t0s or si not in t1s:
+            notes.append(f"{label}: timing markers missing")
+            return results, samples, False, measured
+        parent_span = t1s[si][0] - t0s[si][0]
+        child_span = (t1s[si][1] - t0s[si][1]) / 1e9
+        total = float(ks.sum() + bs.sum()) / 1e9
+        measured += parent_span
+        if abs(child_span - parent_span) > SPAN_TOLERANCE * parent_span + SPAN_SLACK_S:
+            trusted = False
+            notes.append(
+                f"{label}: timer tampering: the child's clock says the timed loop took "
+                f"{child_span:.3f} s but the parent's clock saw {parent_span:.3f} s; the loaded "
+                "library may have patched the process's timer")
+        if total > child_span * 1.01 + 0.01:
+            trusted = False
+            notes.append(f"{label}: samples add up to {total:.3f} s, more than the loop's "
+                         f"{child_span:.3f} s")
+        # -- outputs rechecked ------------------------------------------------------------
+        ins64 = [[a.astype(np.float64) for a in pool] for pool in job.pool]
+        with np.errstate(all="ignore"):
+            refs = [op.reference(x, job.dims) for x in ins64]
+            tols = [op.tolerance(x, r, job.dims) for x, r in zip(ins64, refs, strict=True)]
+        stored, stored_idx = arrays["stored"], arrays["stored_idx"]
+        wrong: list[str] = []
+        checks = [(int(stored_idx[r]), int(used[int(stored_idx[r])]), stored[r])
+                  for r in range(min(stored.shape[0], stored_idx.size))
+                  if 0 <= int(stored_idx[r]) < n]
+        checks.append((n, POOL, arrays["final"]))
+        for call, p, flat in checks:
+            out = np.asarray(flat, dtype=np.float32).reshape(refs[p][0].shape)
+            comp = compare_output(out, refs[p][0], tols[p][0])
+            if not comp.ok:
+                wrong.append(f"call {call + 1}" if call < n else "the extra call on unseen inputs")
+        if wrong:
+            trusted = False
+            notes.append(
+                f"{label}: outputs rechecked after timing: {len(wrong)} of {len(checks)} wrong "
+                f"(first: {wrong[0]}); the kernel drifts after repeated calls or caches results")
+        lay = layout(op, job.dims)
+        arena = arrays["arena"].view(np.uint8)
+        if arena.size != lay.total or np.any(lay.guard_mask() & (arena != guard_pattern(lay.total))):
+            trusted = False
+            notes.append(f"{label}: guard bytes around the buffers were overwritten during timing")
+        # -- statistics -----------------------------------------------------------------------
+        speed, lo, hi = bootstrap_speedup(ks, bs, rng)
+        med = float(np.median(ks))
+        flops = op.flops(job.dims)
+        res = ShapeResult(
+            shape=dict(job.dims), n=n, median_ns=med,
+            p5_ns=float(np.percentile(ks, 5)), p95_ns=float(np.percentile(ks, 95)),
+            baseline_median_ns=float(np.median(bs)), speedup=speed, speedup_ci95=(lo, hi),
+            gflops=flops / med if med > 0 else 0.0)
+        results.append(res)
+        samples.append({"shape": dict(job.dims), "kernel_ns": [int(x) for x in ks],
+                        "baseline_ns": [int(x) for x in bs], "pool_index": [int(x) for x in used]})
+        floor_ns = max(flops / (peak_flops * ROOFLINE_MARGIN),
+                       op.nbytes(job.dims) / (peak_bw * ROOFLINE_MARGIN)) * 1e9
+        if med < floor_ns:
+            trusted = False
+            notes.append(
+                f"{label}: faster than the roofline floor: median {med:.0f} ns < {floor_ns:.0f} ns "
+                f"({flops:.3g} FLOP at {ROOFLINE_MARGIN:g}x the measured {peak_flops / 1e9:.1f} "
+                f"GFLOP/s, {op.nbytes(job.dims)} bytes at {ROOFLINE_MARGIN:g}x "
+                f"{peak_bw / 1e9:.1f} GB/s)")
+        if res.halfwidth > max_halfwidth:
+            trusted = False
+            notes.append(f"{label}: too unstable: the speed-up interval is +-{100 * res.halfwidth:.1f}% "
+                         f"after {n} repetitions (limit +-{100 * max_halfwidth:.0f}%); "
+                         "rerun on a quieter machine or with a longer budget")
+        elif res.halfwidth > target:
+            notes.append(f"{label}: reached +-{100 * res.halfwidth:.1f}% (target +-{100 * target:.0f}%) "
+                         f"in {n} repetitions before the time budget ended")
+        else:
+            notes.append(f"{label}: speed-up interval +-{100 * res.halfwidth:.1f}% after {n} "
+                         f"repetitions in {parent_span:.2f} s")
+    return results, samples, trusted, measured
