@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -150,6 +151,24 @@ class Cosignature:
     name: str
     key_id: bytes
     timestamp: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "key_id": self.key_id.hex(), "timestamp": self.timestamp}
+
+    @classmethod
+    def from_json(cls, obj: object) -> Cosignature:
+        if not isinstance(obj, dict) or set(obj) != {"name", "key_id", "timestamp"}:
+            raise CosignatureError("cosignature JSON needs exactly name, key_id, timestamp")
+        kid, ts = obj["key_id"], obj["timestamp"]
+        if not isinstance(kid, str) or len(kid) != 8:
+            raise CosignatureError("cosignature JSON key_id must be 8 hex digits")
+        try:
+            key = bytes.fromhex(kid)
+        except ValueError:
+            raise CosignatureError("cosignature JSON key_id must be 8 hex digits") from None
+        if isinstance(ts, bool) or not isinstance(ts, int) or not 0 <= ts <= MAX_TIMESTAMP:
+            raise CosignatureError("cosignature JSON timestamp must be an integer in [0, 2^63)")
+        return cls(check_key_name(obj["name"]), key, ts)
 
 
 def cosign_checkpoint(data: bytes, log_verifier: Verifier, signer: CosignatureSigner) -> bytes:

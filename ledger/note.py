@@ -15,7 +15,7 @@ import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -245,6 +245,22 @@ class NoteSignature:
     def line(self) -> str:
         blob = base64.b64encode(self.key_id + self.signature).decode()
         return f"{_DASH}{self.name} {blob}\n"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "key_id": self.key_id.hex(),
+            "signature": base64.b64encode(self.signature).decode(),
+        }
+
+    @classmethod
+    def from_json(cls, obj: object) -> NoteSignature:
+        if not isinstance(obj, dict) or set(obj) != {"name", "key_id", "signature"}:
+            raise NoteError("signature JSON needs exactly name, key_id, signature")
+        name, kid, sig = obj["name"], obj["key_id"], obj["signature"]
+        if not isinstance(kid, str) or not _HEX8.fullmatch(kid) or not isinstance(sig, str):
+            raise NoteError("signature JSON key_id must be 8 hex digits, signature base64")
+        return cls(check_key_name(name), bytes.fromhex(kid), b64decode_strict(sig, "signature"))
 
 
 @dataclass(frozen=True)

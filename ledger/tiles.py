@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ledger._errors import LedgerError
 from ledger.merkle import (
@@ -76,6 +77,17 @@ class TileRef:
         if self.entries:
             return entries_path(self.index, self.width)
         return tile_path(self.level, self.index, self.width)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"level": self.level, "index": self.index, "width": self.width, "entries": self.entries}
+
+    @classmethod
+    def from_json(cls, obj: object) -> TileRef:
+        if not isinstance(obj, dict) or set(obj) != {"level", "index", "width", "entries"}:
+            raise TileError("tile JSON needs exactly level, index, width, entries")
+        if not isinstance(obj["entries"], bool):
+            raise TileError("tile JSON entries must be true or false")
+        return cls(obj["level"], obj["index"], obj["width"], obj["entries"])
 
     def coords(self) -> list[tuple[int, int]]:
         """The stored-hash coordinates of this tile's hashes, in order."""

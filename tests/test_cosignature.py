@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from ledger.checkpoint import Checkpoint, CheckpointError, sign_checkpoint
 from ledger.cosignature import (
+    Cosignature,
     CosignatureError,
     CosignatureSigner,
     CosignatureVerifier,
@@ -117,3 +118,12 @@ def test_sign_verify_round_trip(ts: int, size: int) -> None:
     data = cosign_checkpoint(sign_checkpoint(cp, LOG), LOG_V, w)
     signed, cosigs = verify_cosignatures(data, LOG_V, [w.verifier()], threshold=1)
     assert signed.checkpoint == cp and cosigs[0].timestamp == ts
+
+
+def test_cosignature_json_round_trip() -> None:
+    c = Cosignature("w.example", b"\x01\x02\x03\x04", TS)
+    assert Cosignature.from_json(json.loads(json.dumps(c.to_json()))) == c
+    for bad in [{}, {**c.to_json(), "key_id": "zz"}, {**c.to_json(), "timestamp": -1},
+                {**c.to_json(), "name": "a b"}]:
+        with pytest.raises(NoteError):
+            Cosignature.from_json(bad)

@@ -19,6 +19,7 @@ from ledger.note import (
     MAX_NOTE_BYTES,
     MAX_SIGNATURES,
     NoteError,
+    NoteSignature,
     NoteSigner,
     NoteVerifier,
     key_id,
@@ -217,3 +218,13 @@ def test_key_string_parsers_only_raise_note_error(s: str) -> None:
     for parse in (NoteVerifier.from_key_string, NoteSigner.from_key_string):
         with contextlib.suppress(NoteError):
             parse(s)
+
+
+def test_note_signature_json_round_trip() -> None:
+    note = open_note(NOTE["signed_checkpoint"]["signed_note"].encode(), [LOG_V])
+    sig = note.verified_signatures[0]
+    again = NoteSignature.from_json(json.loads(json.dumps(sig.to_json())))
+    assert again == sig and again.line() == NOTE["signed_checkpoint"]["signature_line"] + "\n"
+    for bad in [{}, {**sig.to_json(), "key_id": "xyz"}, {**sig.to_json(), "signature": "!"}]:
+        with pytest.raises(NoteError):
+            NoteSignature.from_json(bad)

@@ -335,3 +335,14 @@ def test_multi_level_tiles() -> None:
         assert inclusion_proof(i, size, reader) == inclusion_proof(i, size, full)
     for old in (1, 256, 65536, 65537, 69999):
         assert consistency_proof(old, size, reader) == consistency_proof(old, size, full)
+
+
+@settings(max_examples=50, deadline=None)
+@given(level=st.integers(0, 5), index=st.integers(0, 10**9), width=st.integers(1, 256))
+def test_tile_ref_json_round_trip(level: int, index: int, width: int) -> None:
+    for ref in (TileRef(level, index, width), TileRef(0, index, width, entries=True)):
+        assert TileRef.from_json(json.loads(json.dumps(ref.to_json()))) == ref
+    with pytest.raises(TileError):
+        TileRef.from_json({"level": level, "index": index, "width": 0, "entries": False})
+    with pytest.raises(TileError):
+        TileRef.from_json({"level": level, "index": index, "width": width, "entries": 1})
