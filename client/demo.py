@@ -365,7 +365,7 @@ class Demo:
         """`ktl reproduce` the entry, logging the verdict; 1 (refuted) and 4 are answers too."""
         out: dict[str, Any] = self.ktl.run(
             ["reproduce", "--index", str(index), "--log", server.url,
-             "--log-key", server.verifier_key, "--key", str(key), "--publish"],
+             "--log-key", server.verifier_key, "--sign", str(key), "--submit"],
             ok_codes=(0, 1, 4),
         )
         return out
