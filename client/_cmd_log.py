@@ -398,7 +398,7 @@ def monitor(since: int | None, policy_path: Path | None, state_path: Path | None
             with out.progress("verifying entries", None) as advance:
                 report = run_monitor(sess.log, sess.verifier, sess.origin, trusted, path,
                                      policy=policy, since=since,
-                                     on_progress=lambda done, _total: advance(done))
+                                     on_progress=advance)
         finally:
             sess.close()
         data = report.to_json()

@@ -1,10 +1,100 @@
-"""Commands of this area are registered here (see docs/CONTRACTS.md)."""
+"""`ktl reproduce`: re-run a logged kernel's claims here and give a verdict per claim."""
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+from typing import Any
+
 import click
+from rich.console import Console
+
+from client._errors import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_VERIFICATION, InputError
+from client._output import Output, rows_table, run_guarded
+from client.state import TrustedState
+
+_EXIT = {"confirmed": EXIT_OK, "refuted": EXIT_VERIFICATION, "inconclusive": EXIT_INCONCLUSIVE}
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_short(v)}" for k, v in value.items())
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_short(v) for v in value) + "]"
+    return str(value)
+
+
+@click.command()
+@click.option("--index", required=True, type=click.IntRange(min=0),
+              help="The logged kernel, benchmark or verification entry to reproduce.")
+@click.option("--budget", type=click.Choice(["quick", "full"]), default="quick",
+              show_default=True, help="How thorough the re-run checks are.")
+@click.option("--sign", "sign_key", type=click.Path(path_type=Path, dir_okay=False),
+              help="Sign a reproduction/v1 attestation of the verdicts with this key.")
+@click.option("--passphrase-env", metavar="VAR",
+              help="Decrypt --sign's key with the passphrase in environment variable VAR.")
+@click.option("--submit", is_flag=True, help="Log the signed attestation (needs --sign).")
+@click.option("--receipts", "receipt_dir", type=click.Path(path_type=Path, file_okay=False),
+              default=Path(".ktl/receipts"), show_default=True,
+              help="Where the signed attestation (and its receipt with --submit) is written.")
+@click.option("--log", "log_url", envvar="KTL_LOG", metavar="URL",
+              help="Log base URL (default: $KTL_LOG).")
+@click.option("--log-key", envvar="KTL_LOG_KEY", metavar="KEYSTRING",
+              help="The log's note verifier key (default: pinned, else trust on first use).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
+def reproduce(index: int, budget: str, sign_key: Path | None, passphrase_env: str | None,
+              submit: bool, receipt_dir: Path, log_url: str | None, log_key: str | None,
+              as_json: bool) -> None:
+    """Fetch a logged kernel and its claims, verify them, re-run them, give verdicts.
+
+    Exit 0 when every claim is confirmed, 1 when any is refuted, 4 when inconclusive.
+    """
+    out = Output(as_json)
+
+    def body() -> int:
+        from client.reproduce import reproduce_entry, sign_reproduction
+        from client.session import connect, require_url
+
+        if submit and sign_key is None:
+            raise InputError("--submit needs --sign KEY (the attestation must be signed)")
+        sess = connect(require_url(log_url), TrustedState(), log_key)
+        out.note(f"log {sess.origin}: {sess.key.describe()}")
+        try:
+            with tempfile.TemporaryDirectory(prefix="ktl-reproduce-") as work:
+                result = reproduce_entry(sess, index, Path(work), budget, out.note)
+            data: dict[str, Any] = {"index": index, "subject_name": result.name,
+                                    "subject_sha256": result.digest,
+                                    "reproduction": result.body}
+            if sign_key is not None:
+                data["attestation"] = sign_reproduction(
+                    sess, result, sign_key, passphrase_env, receipt_dir, submit=submit)
+        finally:
+            sess.close()
+        verdict = str(result.body["verdict"])
+
+        def render(c: Console) -> None:
+            c.print(rows_table(
+                f"Reproduction of entry {index}: {result.name} (sha256:{result.digest[:16]}…)",
+                ["claim", "verdict", "claimed", "measured", "reason"],
+                [(cl["claim"], cl["verdict"].upper(), _short(cl.get("claimed", {})),
+                  _short(cl.get("measured", {})), cl.get("reason", ""))
+                 for cl in result.body["claims"]],
+            ))
+            c.print(f"Overall: [bold]{verdict.upper()}[/]")
+            att = data.get("attestation")
+            if att:
+                c.print(f"Signed reproduction attestation: {att['entry_path']}"
+                        + (f" (logged at index {att['index']}, receipt {att['proof_path']})"
+                           if att.get("index") is not None else ""))
+
+        out.result(data, render)
+        return _EXIT.get(verdict, EXIT_INCONCLUSIVE)
+
+    run_guarded(out, body)
 
 
 def register(group: click.Group) -> None:
     """Add this module's commands to the `ktl` group."""
-    del group
+    group.add_command(reproduce)

@@ -44,8 +44,10 @@ class Output:
             render(self.console)
 
     @contextmanager
-    def progress(self, description: str, total: int | None) -> Iterator[Callable[[int], None]]:
-        """A progress bar on stderr; yields `advance_to(completed)`."""
+    def progress(
+        self, description: str, total: int | None
+    ) -> Iterator[Callable[[int, int | None], None]]:
+        """A progress bar on stderr; yields `advance_to(completed, total=None)`."""
         bar = Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
             TimeRemainingColumn(), console=self.err, transient=True,
@@ -54,7 +56,9 @@ class Output:
         with bar:
             task = bar.add_task(description, total=total)
 
-            def advance_to(completed: int) -> None:
+            def advance_to(completed: int, new_total: int | None = None) -> None:
+                if new_total is not None:
+                    bar.update(task, total=new_total)
                 bar.update(task, completed=completed)
 
             yield advance_to

@@ -31,7 +31,7 @@ from ledger.tiles import TILE_WIDTH, TileHashReader, decode_bundle, entries_path
 if TYPE_CHECKING:
     from attest.policy import TrustPolicy
 
-from client._errors import InputError, LogMisbehaviour, VerificationFailed
+from client._errors import InputError, LogMisbehaviour, ServerError, VerificationFailed
 from client.api import LogAPI
 from client.receipts import check_entry
 from client.state import TrustedState, atomic_write, origin_slug, read_capped
@@ -205,7 +205,15 @@ def run_monitor(
 ) -> MonitorReport:
     """One monitoring pass up to the log's current checkpoint; see the module docstring."""
     st = load_monitor_state(state_path, origin)
-    note = log.checkpoint()
+    try:
+        note = log.checkpoint()
+    except ServerError as exc:
+        if exc.code != "empty_log":
+            raise
+        if st.checkpoint is not None or trusted.checkpoint(origin) is not None:
+            raise LogMisbehaviour(f"ROLLBACK of log {origin!r}: it now shows no checkpoint at "
+                                  "all, but one was verified before", None) from exc
+        return MonitorReport(origin, 0, 0, 0, ())
     cp = open_signed(note, verifier, origin)
     size, root = cp.checkpoint.size, cp.checkpoint.root_hash
     reader = TileHashReader(size, root, log.tile)
@@ -238,6 +246,11 @@ def run_monitor(
         raise VerificationFailed(f"tile: {exc}") from exc
 
     start = st.next_index if since is None else since
+    if start > size and since is None:
+        raise VerificationFailed(
+            f"ROLLBACK of log {origin!r}: the monitor already read up to index {start}, but the "
+            f"log's signed checkpoint is now only size {size}"
+        )
     if start > size:
         raise InputError(f"--since {start} is beyond the log's size {size}")
     releases = {r.name: r for r in st.releases}

@@ -10,11 +10,19 @@ verifier's (`verifier.reproduce`); the client signs and logs the result if asked
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attest.predicates import BENCHMARK_V1, KERNEL_V1, VERIFICATION_V1
+from attest import AttestError
+from attest.predicates import (
+    BENCHMARK_V1,
+    KERNEL_V1,
+    REPRODUCTION_V1,
+    VERIFICATION_V1,
+    parse_predicate,
+)
 from client._errors import InputError, VerificationFailed
 from client.session import FetchedEntry, Session, fetch_entry
 
@@ -90,3 +98,92 @@ def target_json(sess: Session, entry: FetchedEntry) -> dict[str, Any]:
         "predicate_type": stmt.predicate_type,
         "subject_sha256": stmt.subject_sha256,
     }
+
+
+@dataclass(frozen=True)
+class ReproductionResult:
+    """The verifier's reproduction/v1 body for a verified target entry."""
+
+    name: str
+    digest: str
+    body: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "digest": self.digest, "body": self.body}
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> ReproductionResult:
+        return cls(str(obj["name"]), str(obj["digest"]), dict(obj["body"]))
+
+
+def reproduce_entry(
+    sess: Session, index: int, workdir: Path, budget: str, note: Callable[[str], None]
+) -> ReproductionResult:
+    """Gather entry `index` and its claims (all verified), then let the verifier re-run them."""
+    import importlib
+
+    from verifier import VerifierError
+
+    try:
+        run_reproduction = importlib.import_module("verifier.reproduce").reproduce
+    except (ImportError, AttributeError) as exc:
+        raise InputError(f"this verifier cannot reproduce claims yet ({exc})") from exc
+
+    gathered = gather(sess, index, workdir / "kernel")
+    stmt = gathered.target.verified.statement
+    note(f"entry {index}: {stmt.subject_name} sha256:{gathered.digest[:16]}…, "
+         f"{len(gathered.claims)} claim entr{'y' if len(gathered.claims) == 1 else 'ies'} "
+         "verified; re-running them in the sandbox")
+    claims = [(c.verified.statement.predicate_type, c.verified.statement.predicate.to_json())
+              for c in gathered.claims]
+    try:
+        body = run_reproduction(gathered.kernel_dir, claims, target=target_json(sess,
+                                gathered.target), budget=budget)
+    except VerifierError as exc:
+        raise InputError(f"the verifier could not reproduce entry {index}: {exc}") from exc
+    try:
+        parse_predicate(REPRODUCTION_V1, body)
+    except AttestError as exc:
+        raise InputError(f"the verifier's reproduction is not a valid reproduction/v1: {exc}") from exc
+    return ReproductionResult(stmt.subject_name, gathered.digest, body)
+
+
+def sign_reproduction(
+    sess: Session,
+    result: ReproductionResult,
+    key_path: Path,
+    passphrase_env: str | None,
+    receipt_dir: Path,
+    *,
+    submit: bool,
+) -> dict[str, Any]:
+    """Sign the reproduction/v1 statement; with `submit`, log it and keep its receipt."""
+    from attest.entry import encode_entry, make_entry
+    from attest.statement import make_statement
+    from client.publish import load_signing_key, submit_verified
+    from client.receipts import receipt_paths, write_receipt
+    from client.state import atomic_write
+    from ledger.merkle import leaf_hash
+    from ledger.proof_bundle import TlogProof
+
+    key = load_signing_key(key_path, passphrase_env)
+    target = result.body["target"]
+    kind = f"reproduction-{target['index']}"
+    try:
+        stmt = make_statement(result.name, result.digest,
+                              parse_predicate(REPRODUCTION_V1, result.body))
+        entry_bytes = encode_entry(make_entry(stmt, [key]))
+    except AttestError as exc:
+        raise InputError(f"cannot sign the reproduction statement: {exc}") from exc
+    out: dict[str, Any] = {"leaf_hash": leaf_hash(entry_bytes).hex(), "index": None}
+    if not submit:
+        path = receipt_paths(receipt_dir, kind).entry
+        atomic_write(path, entry_bytes)
+        out.update(entry_path=str(path), proof_path=None)
+        return out
+    index, proof, note, size, dup = submit_verified(sess.log, sess.verifier, sess.origin,
+                                                    sess.trusted, entry_bytes)
+    paths = write_receipt(receipt_dir, kind, entry_bytes, TlogProof(index, tuple(proof), note))
+    out.update(index=index, tree_size=size, duplicate=dup, entry_path=str(paths.entry),
+               proof_path=str(paths.proof))
+    return out
