@@ -28,7 +28,7 @@ class MemoryLog:
         self.entries: list[bytes] = []
         self.blobs: dict[str, bytes] = {}
         self.lie_checkpoint: bytes | None = None
-        self.lie_proof_size: int | None = None
+        self.lie_grow_after_proof = False
 
     @property
     def verifier_key(self) -> str:
@@ -67,10 +67,11 @@ class MemoryLog:
         dup = entry_bytes in self.entries
         index = self.entries.index(entry_bytes) if dup else self._append(entry_bytes)
         size = len(self.entries)
-        proof_size = self.lie_proof_size or size
-        return SubmitResult(index, leaf_hash(entry_bytes), size,
-                            tuple(inclusion_proof(index, proof_size, self.store)),
-                            self.checkpoint(), dup)
+        proof = tuple(inclusion_proof(index, size, self.store))
+        if self.lie_grow_after_proof:  # the proof is for `size`, the checkpoint for size + 1
+            self._append(b"late-%d" % size)
+            size += 1
+        return SubmitResult(index, leaf_hash(entry_bytes), size, proof, self.checkpoint(), dup)
 
     def entry(self, index: int) -> EntryRecord:
         if index >= len(self.entries):

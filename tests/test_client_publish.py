@@ -1,0 +1,99 @@
+"""publish_claims against an in-memory log that lies: nothing is trusted or written unless verified."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from client_fakes import MemoryLog
+from hypothesis import given
+from hypothesis import strategies as st
+
+from attest import examples
+from attest.keys import generate_private_key
+from attest.predicates import BENCHMARK_V1, KERNEL_V1, VERIFICATION_V1
+from client import InputError, LogMisbehaviour, VerificationFailed
+from client.monitor import MonitorState
+from client.publish import Claim, Results, publish_claims
+from client.receipts import verify_receipt
+from client.state import TrustedState
+from client.trust import load_verifier
+from ledger.checkpoint import Checkpoint, sign_checkpoint
+from ledger.note import NoteSigner
+
+ARCHIVE = b"pretend canonical archive"
+
+
+def _claims() -> list[Claim]:
+    kernel = examples.kernel()
+    return [Claim("kernel", KERNEL_V1, kernel),
+            Claim("verification", VERIFICATION_V1, examples.verification()),
+            Claim("benchmark", BENCHMARK_V1, examples.benchmark())]
+
+
+def _publish(log: MemoryLog, tmp: Path, key_string: str | None = None) -> list[Any]:
+    trusted = TrustedState(tmp / "home")
+    return publish_claims(log, load_verifier(key_string or log.verifier_key), log.origin,
+                          trusted, generate_private_key(), name=examples.KERNEL_NAME,
+                          archive=ARCHIVE, claims=_claims(), receipt_folder=tmp / "receipts",
+                          samples=b"[]")
+
+
+def test_publish_writes_verifiable_receipts(tmp_path: Path) -> None:
+    log = MemoryLog()
+    done = _publish(log, tmp_path)
+    assert [p.kind for p in done] == ["kernel", "verification", "benchmark"]
+    assert [p.index for p in done] == [0, 1, 2]
+    assert hashlib.sha256(ARCHIVE).hexdigest() in log.blobs and b"[]" in log.blobs.values()
+    for p in done:
+        report, _ = verify_receipt(Path(p.proof_path).read_bytes(), Path(p.entry_path).read_bytes(),
+                                   load_verifier(log.verifier_key))
+        assert report.index == p.index
+
+
+def test_checkpoint_signed_by_wrong_key_is_refused(tmp_path: Path) -> None:
+    log = MemoryLog()
+    log._append(b"seed")
+    imposter = NoteSigner(log.origin, generate_private_key())
+    log.lie_checkpoint = sign_checkpoint(Checkpoint(log.origin, 1, log.store.root()), imposter)
+    with pytest.raises(VerificationFailed, match="checkpoint signature"):
+        _publish(log, tmp_path)
+    assert not (tmp_path / "receipts").exists()
+
+
+def test_inclusion_proof_for_another_size_is_refused(tmp_path: Path) -> None:
+    log = MemoryLog()
+    for i in range(5):
+        log._append(f"seed-{i}".encode())
+    log.lie_grow_after_proof = True  # proof for size 6, checkpoint for size 7
+    with pytest.raises(VerificationFailed, match="inclusion proof"):
+        _publish(log, tmp_path)
+    assert not (tmp_path / "receipts").exists()
+
+
+def test_forked_log_is_refused_on_publish(tmp_path: Path) -> None:
+    log = MemoryLog()
+    _publish(log, tmp_path)
+    twin = log.fork()
+    twin.entries.clear()
+    twin.store = type(log.store)()
+    for i in range(3):
+        twin._append(f"other-{i}".encode())
+    with pytest.raises(LogMisbehaviour, match="FORK"):
+        _publish(twin, tmp_path)
+
+
+@given(value=st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda kids: st.lists(kids, max_size=3) | st.dictionaries(
+        st.sampled_from(["origin", "next_index", "checkpoint", "releases", "verification",
+                         "benchmark", "samples", "x"]), kids, max_size=5),
+    max_leaves=12))
+def test_local_state_and_results_parsers_reject_cleanly(value: Any) -> None:
+    with contextlib.suppress(InputError):
+        MonitorState.from_json(value) if isinstance(value, dict) else None
+    with contextlib.suppress(InputError):
+        Results.from_json(value)
