@@ -1,10 +1,145 @@
-"""Commands of this area are registered here (see docs/CONTRACTS.md)."""
+"""`ktl check` (the verification suite) and `ktl bench` (the benchmark) on a kernel folder.
+
+Exit codes: 0 all checks pass / the measurement can be trusted; 1 a check failed /
+the measurement cannot be trusted (the reasons are printed); 2 bad input.
+`--json` prints the verification/v1 or benchmark/v1 predicate body.
+"""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+from typing import Any
+
 import click
+from rich.console import Console
+from rich.table import Table
+
+from client._errors import EXIT_VERIFICATION, InputError
+from client._output import Output, run_guarded
+
+_SHAPE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=[0-9]{1,7}(,[A-Za-z_][A-Za-z0-9_]*=[0-9]{1,7}){0,7}")
+_STYLE = {"pass": "green", "fail": "bold red", "skip": "yellow", "error": "bold magenta"}
+
+
+def parse_shape(text: str) -> dict[str, int]:
+    """`M=256,N=256,K=256` -> {"M": 256, "N": 256, "K": 256}; InputError if malformed."""
+    if not _SHAPE.fullmatch(text):
+        raise InputError(f"--shape {text!r}: expected NAME=INT,NAME=INT,... e.g. M=256,N=256,K=256")
+    out: dict[str, int] = {}
+    for part in text.split(","):
+        name, value = part.split("=")
+        if name in out:
+            raise InputError(f"--shape {text!r}: {name} given twice")
+        out[name] = int(value)
+    return out
+
+
+def _check_table(body: dict[str, Any], title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    table.add_column("check", style="bold")
+    table.add_column("outcome")
+    table.add_column("evidence", overflow="fold")
+    for c in body["checks"]:
+        style = _STYLE.get(c["outcome"], "")
+        table.add_row(c["name"], f"[{style}]{c['outcome']}[/]", c["detail"])
+    return table
+
+
+@click.command("check")
+@click.argument("kernel_dir", type=click.Path(path_type=Path, file_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the verification/v1 body.")
+@click.option("--seed", type=click.IntRange(0, 2**53 - 1), default=None,
+              help="Seed of the random inputs (default: fresh; always recorded).")
+@click.option("--budget", type=click.Choice(["quick", "full"]), default="quick", show_default=True,
+              help="quick: a few shapes; full: every edge shape, more repeats and sanitizer shapes.")
+def check_cmd(kernel_dir: Path, as_json: bool, seed: int | None, budget: str) -> None:
+    """Run the verification suite on KERNEL_DIR in a sandbox; exit 1 if any check fails."""
+    out = Output(as_json)
+
+    def body() -> int:
+        from verifier import VerifierError, check
+
+        try:
+            report = check(kernel_dir, budget=budget, seed=seed,
+                           progress=lambda msg: out.note(f"[dim]{msg}…[/]"))
+        except VerifierError as exc:
+            raise InputError(f"{kernel_dir}: {exc}") from exc
+        pred = report.to_predicate()
+
+        def render(console: Console) -> None:
+            console.print(_check_table(pred, f"ktl check {report.kernel} ({report.op}, budget "
+                                             f"{budget}, seed {report.seed})"))
+            verdict = "[bold green]PASS[/]" if report.passed else "[bold red]FAIL[/]"
+            console.print(f"verdict: {verdict}")
+
+        out.result(pred, render)
+        if not report.passed:
+            names = ", ".join(c.name for c in report.failures)
+            out.note(f"[bold red]check failed:[/] {names}")
+            return EXIT_VERIFICATION
+        return 0
+
+    run_guarded(out, body)
+
+
+@click.command("bench")
+@click.argument("kernel_dir", type=click.Path(path_type=Path, file_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the benchmark/v1 body.")
+@click.option("--shape", "shapes", multiple=True, metavar="D=N,...",
+              help="A shape such as M=256,N=256,K=256 (repeatable; default: the op's bench shapes).")
+@click.option("--seed", type=click.IntRange(0, 2**53 - 1), default=None, help="Seed of the inputs.")
+@click.option("--time-budget", type=click.FloatRange(1.0, 3600.0), default=20.0, show_default=True,
+              help="Seconds of measuring, split across the shapes.")
+@click.option("--samples-out", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Write the raw samples (the blob whose sha256 is in the body) to FILE.")
+def bench_cmd(kernel_dir: Path, as_json: bool, shapes: tuple[str, ...], seed: int | None,
+              time_budget: float, samples_out: Path | None) -> None:
+    """Benchmark KERNEL_DIR against the NumPy float32 baseline; exit 1 if it cannot be trusted."""
+    out = Output(as_json)
+
+    def body() -> int:
+        from verifier import VerifierError, bench
+
+        parsed = [parse_shape(s) for s in shapes] or None
+        try:
+            report = bench(kernel_dir, shapes=parsed, seed=seed, time_budget_s=time_budget,
+                           progress=lambda msg: out.note(f"[dim]{msg}…[/]"))
+        except VerifierError as exc:
+            raise InputError(f"{kernel_dir}: {exc}") from exc
+        if samples_out is not None:
+            samples_out.write_bytes(report.samples_blob())
+        pred = report.to_predicate()
+
+        def render(console: Console) -> None:
+            table = Table(title=f"ktl bench {report.kernel} ({report.op}, seed {report.seed})",
+                          title_justify="left")
+            for col in ("shape", "n", "kernel median", "p5..p95", "baseline median", "speed-up",
+                        "95% CI", "GFLOP/s"):
+                table.add_column(col)
+            for r in report.results:
+                shape = ",".join(f"{k}={v}" for k, v in r.shape.items())
+                table.add_row(shape, str(r.n), f"{r.median_ns / 1e3:.1f} µs",
+                              f"{r.p5_ns / 1e3:.1f}..{r.p95_ns / 1e3:.1f} µs",
+                              f"{r.baseline_median_ns / 1e3:.1f} µs", f"{r.speedup:.3f}x",
+                              f"[{r.speedup_ci95[0]:.3f}, {r.speedup_ci95[1]:.3f}]",
+                              f"{r.gflops:.2f}")
+            console.print(table)
+            for note in report.notes:
+                console.print(f"  • {note}", highlight=False)
+            trusted = "[bold green]yes[/]" if report.trusted else "[bold red]NO[/]"
+            console.print(f"trusted: {trusted}")
+
+        out.result(pred, render)
+        if not report.trusted:
+            out.note("[bold red]the measurement cannot be trusted:[/] see the notes above")
+            return EXIT_VERIFICATION
+        return 0
+
+    run_guarded(out, body)
 
 
 def register(group: click.Group) -> None:
-    """Add this module's commands to the `ktl` group."""
-    del group
+    """Add `check` and `bench` to the `ktl` group."""
+    group.add_command(check_cmd)
+    group.add_command(bench_cmd)

@@ -111,6 +111,7 @@ def run_bench(job: dict[str, Any], op: OpSpec, fn: Callable[..., None]) -> None:
         _say("T0", index, time.perf_counter_ns())
         start = time.perf_counter_ns()
         budget_ns = float(shape["budget_s"]) * 1e9
+        min_ns = float(shape["min_s"]) * 1e9
         i = 0
         while i < int(shape["max_reps"]):
             p = int(schedule[i % len(schedule)])
@@ -139,9 +140,10 @@ def run_bench(job: dict[str, Any], op: OpSpec, fn: Callable[..., None]) -> None:
             used.append(p)
             i += 1
             if i >= int(shape["min_reps"]) and i % 10 == 0:
-                if _halfwidth(ks, bs, rng) <= float(shape["target"]):
+                elapsed = time.perf_counter_ns() - start
+                if elapsed > budget_ns:
                     break
-                if time.perf_counter_ns() - start > budget_ns:
+                if elapsed >= min_ns and _halfwidth(ks, bs, rng) <= float(shape["target"]):
                     break
         _say("T1", index, time.perf_counter_ns())
         _fill(arena, lay, fresh)

@@ -212,11 +212,15 @@ def bench(
     target: float = 0.05,
     max_halfwidth: float = 0.15,
     min_reps: int = 20,
-    max_reps: int = 20000,
+    max_reps: int = 5000,
     warmup: int = 5,
+    min_time_s: float = 1.0,
     progress: Progress | None = None,
 ) -> BenchReport:
     """Benchmark the kernel folder; `trusted` is False (with notes) when it cannot be believed.
+
+    Each shape is measured for at least `min_time_s` (and `min_reps` pairs) before the
+    interval may stop the loop, so short loops cannot hide a kernel that drifts later.
 
     Raises KernelSpecError for a malformed folder and VerifierError for bad arguments.
     """
@@ -272,7 +276,7 @@ def bench(
             jobs.append(job)
             shape_json.append({"dims": dims, "pool": files, "schedule": _schedule(rng, 257),
                                "warmup": warmup, "min_reps": min_reps, "max_reps": max_reps,
-                               "budget_s": per_shape, "target": target, "result": str(job.result_path)})
+                               "budget_s": per_shape, "min_s": min(min_time_s, per_shape), "target": target, "result": str(job.result_path)})
         (work / "job.json").write_text(json.dumps({
             "mode": "bench", "library": str(artifact.path), "entry": spec.entry, "op": op.name,
             "shapes": shape_json}))

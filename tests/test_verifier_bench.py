@@ -1,0 +1,72 @@
+"""`bench`: the measurement, and the kernels that try to cheat it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from verifier import BenchReport, VerifierError, bench
+from verifier.bench import bootstrap_speedup
+
+ROOT = Path(__file__).resolve().parent.parent
+FLAWED = ROOT / "tests" / "flawed_kernels"
+SMALL = [{"R": 128, "C": 512}]
+
+
+def test_honest_sum_is_measured_and_trusted() -> None:
+    report = bench(ROOT / "examples" / "sum-rows", shapes=SMALL, seed=3, time_budget_s=4,
+                   max_halfwidth=0.5)
+    assert report.trusted, report.notes
+    (res,) = report.results
+    assert res.n >= 20 and res.p5_ns <= res.median_ns <= res.p95_ns
+    assert res.speedup_ci95[0] <= res.speedup <= res.speedup_ci95[1]
+    blob = report.samples_blob()
+    pred = report.to_predicate()
+    assert pred["samples"]["sha256"] == hashlib.sha256(blob).hexdigest()
+    raw = json.loads(blob)
+    assert len(raw["shapes"][0]["kernel_ns"]) == res.n
+    assert pred["method"]["interleaved"] and pred["method"]["outputs_rechecked"]
+    assert BenchReport.from_json(report.to_json()) == report
+    predicates = pytest.importorskip("attest.predicates")
+    predicates.parse_predicate(predicates.BENCHMARK_V1, pred)
+
+
+def test_timer_tampering_is_rejected() -> None:
+    report = bench(FLAWED / "timer_tamper", shapes=[{"R": 512, "C": 1024}], seed=1, time_budget_s=3)
+    assert not report.trusted
+    assert any("timer tampering" in n for n in report.notes), report.notes
+
+
+def test_drift_after_many_calls_is_rejected() -> None:
+    report = bench(FLAWED / "drift", shapes=SMALL, seed=1, time_budget_s=3, min_reps=80)
+    assert not report.trusted
+    assert any("outputs rechecked after timing" in n for n in report.notes), report.notes
+
+
+def test_pointer_cache_cannot_win() -> None:
+    report = bench(FLAWED / "stateful", shapes=SMALL, seed=1, time_budget_s=2)
+    assert not report.trusted
+    assert any("outputs rechecked" in n for n in report.notes), report.notes
+
+
+def test_crashing_kernel_is_a_verdict() -> None:
+    report = bench(FLAWED / "crash", shapes=[{"M": 4, "N": 1, "K": 3}], seed=1, time_budget_s=2)
+    assert not report.trusted and report.results == ()
+    assert any("SIGSEGV" in n for n in report.notes), report.notes
+
+
+def test_bad_shapes_rejected() -> None:
+    with pytest.raises(VerifierError, match="takes dims"):
+        bench(ROOT / "examples" / "sum-rows", shapes=[{"M": 1}])
+
+
+def test_bootstrap_interval_contains_ratio() -> None:
+    rng = np.random.default_rng(0)
+    k = rng.normal(100, 5, 200).astype(np.int64)
+    b = rng.normal(200, 10, 200).astype(np.int64)
+    s, lo, hi = bootstrap_speedup(k, b, rng)
+    assert lo <= s <= hi and 1.9 < s < 2.1 and hi - lo < 0.2

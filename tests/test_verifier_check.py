@@ -1,0 +1,95 @@
+"""`check` on the honest examples and on one deliberately flawed kernel per failure class."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from verifier import BUDGETS, CheckReport, CheckResult, VerifierError, check
+
+ROOT = Path(__file__).resolve().parent.parent
+FLAWED = ROOT / "tests" / "flawed_kernels"
+EXAMPLES = sorted(p.parent for p in (ROOT / "examples").glob("*/kernel.toml"))
+
+# flawed kernel -> (the check meant to catch it, words its message must contain)
+CAUGHT_BY = {
+    "remainder": ("correctness.random", "not multiples of"),
+    "oob_read": ("sanitizer.asan_ubsan", "out-of-bounds read"),
+    "oob_write": ("guards.canaries", "out-of-bounds write"),
+    "race": ("sanitizer.tsan", "data race"),
+    "overflow": ("correctness.large", "overflow"),
+    "loose": ("correctness.random", "loose approximation"),
+    "zeroed_output": ("outputs.poisoned", "relies on zeroed output"),
+    "mutates_input": ("inputs.unchanged", "mutates its inputs"),
+    "stateful": ("state.reuse", "state kept between calls"),
+    "crash": ("correctness.edge", "crash: killed by SIGSEGV"),
+    "hang": ("correctness.edge", "hang"),
+    "unbounded_alloc": ("correctness.edge", "unbounded allocation"),
+}
+
+
+def test_every_flaw_class_has_a_kernel() -> None:
+    on_disk = {p.parent.name for p in FLAWED.glob("*/kernel.toml")}
+    assert set(CAUGHT_BY) | {"timer_tamper", "drift"} == on_disk
+
+
+@pytest.mark.parametrize("name", sorted(CAUGHT_BY))
+def test_flawed_kernel_is_caught_by_its_check(name: str) -> None:
+    report = check(FLAWED / name, budget="quick", seed=1)
+    meant, words = CAUGHT_BY[name]
+    row = report.get(meant)
+    assert row.outcome == "fail", (meant, row.detail)
+    assert words in row.detail, row.detail
+    assert not report.passed and report.to_predicate()["verdict"] == "fail"
+
+
+@pytest.mark.parametrize("kernel", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_honest_example_passes_full_budget(kernel: Path) -> None:
+    report = check(kernel, budget="full", seed=20261129)
+    assert report.passed, [(c.name, c.detail) for c in report.failures]
+    names = [c.name for c in report.checks]
+    for expected in ("correctness.random", "correctness.edge", "correctness.large",
+                     "special_values", "inputs.unchanged", "outputs.poisoned", "guards.canaries",
+                     "determinism", "state.reuse", "sanitizer.asan_ubsan", "sanitizer.tsan"):
+        assert expected in names
+    if "-fopenmp" in (kernel / "kernel.toml").read_text():
+        assert report.get("sanitizer.tsan").outcome == "pass"
+
+
+def test_report_round_trip_and_predicate_shape() -> None:
+    report = check(ROOT / "examples" / "sum-rows", budget="quick", seed=4)
+    assert CheckReport.from_json(report.to_json()) == report
+    pred = report.to_predicate()
+    assert pred["seed"] == 4 and pred["budget"] == "quick" and pred["verdict"] == "pass"
+    assert {"cpu_model", "cores", "compiler"} <= set(pred["environment"])
+    edge = report.get("correctness.edge")
+    assert any(0 in s.values() for s in edge.inputs["shapes"])  # an empty shape ran
+    assert edge.metrics["max_err_over_tol"] <= 1.0
+
+
+def test_verification_body_validates_with_attest() -> None:
+    predicates = pytest.importorskip("attest.predicates")
+    for kernel in (ROOT / "examples" / "matmul-blocked", FLAWED / "crash"):
+        body = check(kernel, budget="quick", seed=2).to_predicate()
+        predicates.parse_predicate(predicates.VERIFICATION_V1, body)
+
+
+def test_seed_is_recorded_and_replays_inputs() -> None:
+    a = check(FLAWED / "remainder", budget="quick", seed=77)
+    b = check(FLAWED / "remainder", budget="quick", seed=77)
+    assert a.get("correctness.random").detail == b.get("correctness.random").detail
+    assert a.seed == 77
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(VerifierError, match="budget"):
+        check(ROOT / "examples" / "sum-rows", budget="huge")
+    with pytest.raises(VerifierError, match="not a folder"):
+        check(ROOT / "no-such-kernel")
+    assert set(BUDGETS) == {"quick", "full"}
+
+
+def test_detail_is_cleaned_and_capped() -> None:
+    row = CheckResult("x", "fail", "a\tb\x00c" + "z" * 5000)
+    assert "\t" not in row.detail and "\x00" not in row.detail and len(row.detail) <= 1500

@@ -1,0 +1,71 @@
+"""The real `ktl check` and `ktl bench` commands: tables, --json bodies, exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from client._cmd_kernel import parse_shape
+from client._errors import InputError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _ktl(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", "from client.cli import main; main()", *args],
+                          capture_output=True, text=True, timeout=240, cwd=ROOT, check=False)
+
+
+def test_check_honest_prints_rows_and_exits_0() -> None:
+    out = _ktl("check", "examples/sum-rows", "--seed", "3")
+    assert out.returncode == 0, out.stderr
+    for name in ("correctness.random", "guards.canaries", "sanitizer.asan_ubsan"):
+        assert name in out.stdout
+    assert "PASS" in out.stdout
+
+
+def test_check_flawed_json_exits_1() -> None:
+    out = _ktl("check", "tests/flawed_kernels/oob_write", "--json", "--seed", "1")
+    assert out.returncode == 1
+    body = json.loads(out.stdout)
+    assert body["verdict"] == "fail" and body["seed"] == 1
+    assert any(c["name"] == "guards.canaries" and c["outcome"] == "fail" for c in body["checks"])
+
+
+def test_check_bad_folder_exits_2() -> None:
+    out = _ktl("check", "no-such-kernel")
+    assert out.returncode == 2 and "not a folder" in out.stderr
+
+
+def test_bench_json_and_samples(tmp_path: Path) -> None:
+    samples = tmp_path / "samples.json"
+    out = _ktl("bench", "examples/sum-rows", "--json", "--shape", "R=64,C=256", "--time-budget", "2",
+               "--seed", "9", "--samples-out", str(samples))
+    assert out.returncode in (0, 1), out.stderr
+    body = json.loads(out.stdout)
+    assert body["workload"]["shapes"] == [{"R": 64, "C": 256}] and body["workload"]["seed"] == 9
+    assert body["samples"]["size"] == len(samples.read_bytes())
+    assert out.returncode == (0 if body["trusted"] else 1)
+
+
+def test_bench_timer_tamper_exits_1() -> None:
+    out = _ktl("bench", "tests/flawed_kernels/timer_tamper", "--shape", "R=512,C=1024",
+               "--time-budget", "2")
+    assert out.returncode == 1
+    assert "timer tampering" in out.stdout
+
+
+def test_bench_bad_shape_exits_2() -> None:
+    out = _ktl("bench", "examples/sum-rows", "--shape", "R=1;rm")
+    assert out.returncode == 2 and "--shape" in out.stderr
+
+
+def test_parse_shape() -> None:
+    assert parse_shape("M=256,N=1,K=7") == {"M": 256, "N": 1, "K": 7}
+    for bad in ("", "M", "M=", "M=1,M=2", "M=-1", "1=2", "M=1,,N=2"):
+        with pytest.raises(InputError):
+            parse_shape(bad)
