@@ -1,0 +1,96 @@
+"""The sandbox: limits, scrubbed environment, private folder, timeouts, and runtimes."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from verifier import KernelSpec, RuntimeUnavailableError, check, get_runtime
+from verifier.sandbox import Limits, base_env, run_sandboxed
+
+PROBE = """
+import json, os, resource, socket
+limits = {name: resource.getrlimit(getattr(resource, name))
+          for name in ("RLIMIT_CPU", "RLIMIT_AS", "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_CORE")}
+try:
+    socket.create_connection(("127.0.0.1", 9), timeout=1)
+    net = "connected"
+except OSError as exc:
+    net = type(exc).__name__ + ":" + str(exc.errno)
+print(json.dumps({"env": dict(os.environ), "cwd": os.getcwd(), "limits": limits, "net": net,
+                  "ns": os.readlink("/proc/self/ns/net")}))
+"""
+
+
+def test_child_gets_limits_scrubbed_env_and_private_cwd(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KTL_SECRET_TOKEN", "do-not-leak")
+    limits = Limits(cpu_s=7, wall_s=30, address_space=2 * 1024**3, file_size=1234567, open_files=33)
+    res = run_sandboxed([sys.executable, "-c", PROBE], tmp_path, limits)
+    assert res.ok, res.stderr
+    probe = json.loads(res.lines[-1][1])
+    assert "KTL_SECRET_TOKEN" not in probe["env"] and set(probe["env"]) == set(base_env())
+    assert probe["cwd"] == str(tmp_path)
+    assert probe["limits"]["RLIMIT_CPU"] == [7, 8]
+    assert probe["limits"]["RLIMIT_AS"] == [2 * 1024**3] * 2
+    assert probe["limits"]["RLIMIT_FSIZE"] == [1234567] * 2
+    assert probe["limits"]["RLIMIT_NOFILE"] == [33, 33]
+    assert probe["limits"]["RLIMIT_CORE"] == [0, 0]
+    if probe["ns"] != os.readlink("/proc/self/ns/net"):
+        assert probe["net"] != "connected"  # an empty network namespace: no loopback even
+
+
+def test_wall_clock_timeout_kills_the_group(tmp_path: Path) -> None:
+    code = "import os, time\nos.fork()\ntime.sleep(60)"
+    res = run_sandboxed([sys.executable, "-c", code], tmp_path, Limits(wall_s=1.0))
+    assert res.timed_out and not res.ok and res.wall_s < 10
+    assert res.describe(Limits(wall_s=1.0)).startswith("hang")
+
+
+def test_crash_and_cpu_limit_are_described(tmp_path: Path) -> None:
+    res = run_sandboxed([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"],
+                        tmp_path, Limits())
+    assert "SIGSEGV" in res.describe(Limits())
+    spin = run_sandboxed([sys.executable, "-c", "while True: pass"], tmp_path,
+                         Limits(cpu_s=1, wall_s=30))
+    assert "CPU-time limit" in spin.describe(Limits(cpu_s=1))
+
+
+def test_planned_runtimes_report_unavailable(tmp_path: Path) -> None:
+    (tmp_path / "k.cu").write_text("__global__ void k() {}\n")
+    (tmp_path / "kernel.toml").write_text(
+        'name = "acme/cu"\nversion = "1"\nop = "sum"\nruntime = "cuda"\nsources = ["k.cu"]\n'
+        'entry = "k"\n[generator]\nagent = "a"\nagent_version = "1"\nmodel = "m"\n'
+        '[target]\nhardware_class = "sm_90"\n')
+    spec = KernelSpec.load(tmp_path)
+    assert get_runtime("cuda").unavailable_reason()
+    with pytest.raises(RuntimeUnavailableError):
+        get_runtime("cuda").build(spec, "release", tmp_path / "build")
+    report = check(tmp_path, budget="quick", seed=1)
+    assert not report.passed and report.get("build").outcome == "error"
+
+
+def test_build_failure_is_a_failed_check(tmp_path: Path) -> None:
+    (tmp_path / "k.c").write_text("this is not C\n")
+    (tmp_path / "kernel.toml").write_text(
+        'name = "acme/bad"\nversion = "1"\nop = "sum"\nruntime = "c"\nsources = ["k.c"]\n'
+        'entry = "k"\n[generator]\nagent = "a"\nagent_version = "1"\nmodel = "m"\n'
+        '[target]\nhardware_class = "x86_64"\n')
+    report = check(tmp_path, budget="quick", seed=1)
+    build = report.get("build")
+    assert build.outcome == "fail" and "error" in build.detail
+
+
+def test_missing_entry_symbol_is_a_verdict(tmp_path: Path) -> None:
+    (tmp_path / "k.c").write_text("void other(void) {}\n")
+    (tmp_path / "kernel.toml").write_text(
+        'name = "acme/noentry"\nversion = "1"\nop = "sum"\nruntime = "c"\nsources = ["k.c"]\n'
+        'entry = "sum_rows"\n[generator]\nagent = "a"\nagent_version = "1"\nmodel = "m"\n'
+        '[target]\nhardware_class = "x86_64"\n')
+    report = check(tmp_path, budget="quick", seed=1)
+    assert not report.passed
+    assert "before the first call" in report.get("correctness.random").detail
