@@ -28,6 +28,7 @@ from client.session import FetchedEntry, Session, fetch_entry
 
 CLAIM_TYPES = (VERIFICATION_V1, BENCHMARK_V1)
 MAX_CLAIMS = 64
+BENCH_SECONDS = {"quick": 10.0, "full": 30.0}
 
 
 @dataclass(frozen=True)
@@ -120,14 +121,8 @@ def reproduce_entry(
     sess: Session, index: int, workdir: Path, budget: str, note: Callable[[str], None]
 ) -> ReproductionResult:
     """Gather entry `index` and its claims (all verified), then let the verifier re-run them."""
-    import importlib
-
     from verifier import VerifierError
-
-    try:
-        run_reproduction = importlib.import_module("verifier.reproduce").reproduce
-    except (ImportError, AttributeError) as exc:
-        raise InputError(f"this verifier cannot reproduce claims yet ({exc})") from exc
+    from verifier.reproduce import reproduce_kernel
 
     gathered = gather(sess, index, workdir / "kernel")
     stmt = gathered.target.verified.statement
@@ -137,8 +132,9 @@ def reproduce_entry(
     claims = [(c.verified.statement.predicate_type, c.verified.statement.predicate.to_json())
               for c in gathered.claims]
     try:
-        body = run_reproduction(gathered.kernel_dir, claims, target=target_json(sess,
-                                gathered.target), budget=budget)
+        body = reproduce_kernel(gathered.kernel_dir, claims, target_json(sess, gathered.target),
+                                budget=budget, time_budget_s=BENCH_SECONDS[budget],
+                                progress=note)
     except VerifierError as exc:
         raise InputError(f"the verifier could not reproduce entry {index}: {exc}") from exc
     try:

@@ -72,6 +72,9 @@ def test_walkthroughs_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
                     skipped += 1  # lands with the verifier's reproduce module
                     continue
                 res = ktl(*args[1:], env={"KTL_LOG": url})
-                assert res.exit_code == 0, (line, res.stdout, res.stderr)
+                # The prepared results are synthetic (another machine's benchmark), so a
+                # reproduction here may honestly be inconclusive (4), never refuted (1).
+                ok = {0, 4} if args[1] == "reproduce" else {0}
+                assert res.exit_code in ok, (line, res.stdout, res.stderr)
                 ran += 1
         assert ran >= 10 and ran + skipped == 12

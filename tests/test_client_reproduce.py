@@ -1,0 +1,68 @@
+"""`ktl reproduce` end to end: verified gathering, verdicts, exit codes, signed attestation."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from client_fakes import MemoryLog
+from client_server import REPO, Ktl, kernel_folder, running_log
+from test_client_publish import _publish
+
+from attest import examples
+from attest.keys import generate_private_key, save_private_key
+from client import VerificationFailed
+from client.reproduce import gather
+from client.session import connect
+from client.state import TrustedState
+
+
+def _verification_only(tmp: Path) -> Path:
+    path = tmp / "verification-only.json"
+    path.write_text(json.dumps({"verification": examples.verification()}))
+    return path
+
+
+@pytest.mark.slow
+def test_reproduce_confirms_honest_refutes_flawed_and_logs_verdict(tmp_path: Path) -> None:
+    key = tmp_path / "vendor.key"
+    save_private_key(key, generate_private_key())
+    results = _verification_only(tmp_path)
+    honest = kernel_folder(tmp_path)
+    flawed = tmp_path / "flawed"
+    shutil.copytree(REPO / "tests" / "flawed_kernels" / "remainder", flawed)
+    vendor, auditor = Ktl(tmp_path / "vendor"), Ktl(tmp_path / "auditor")
+    with running_log(tmp_path / "log") as url:
+        for kdir in (honest, flawed):  # both claim "verdict: pass"
+            vendor.json("publish", str(kdir), "--key", str(key), "--results", str(results),
+                        "--log", url)
+        ok = auditor.json("reproduce", "--index", "0", "--log", url)
+        assert ok["reproduction"]["verdict"] == "confirmed"
+        assert ok["reproduction"]["target"]["index"] == 0
+        receipts = tmp_path / "r"
+        bad = auditor.json("reproduce", "--index", "3", "--log", url, "--sign", str(key),
+                           "--submit", "--receipts", str(receipts), code=1)
+        assert bad["reproduction"]["verdict"] == "refuted"
+        assert any(c["verdict"] == "refuted" for c in bad["reproduction"]["claims"])
+        assert bad["attestation"]["index"] == 4
+        log_key = auditor.json("log-info", "--log", url)["verifier_key"]
+    got = auditor.json("verify", str(receipts / "reproduction-3.tlog-proof"), "--log-key", log_key,
+                       "--source", str(flawed))
+    assert got["predicate_type"].endswith("/reproduction/v1")
+
+
+def test_reproduce_needs_sign_for_submit(tmp_path: Path) -> None:
+    res = Ktl(tmp_path)("reproduce", "--index", "0", "--log", "http://127.0.0.1:9", "--submit")
+    assert res.exit_code == 2 and "--sign" in res.stderr
+
+
+def test_gather_refuses_a_blob_that_does_not_match(tmp_path: Path) -> None:
+    log = MemoryLog()
+    _publish(log, tmp_path)
+    digest = next(iter(log.blobs))
+    log.blobs[digest] = b"something else"
+    sess = connect(log, TrustedState(tmp_path / "home"))
+    with pytest.raises(VerificationFailed, match="does not hash"):
+        gather(sess, 0, tmp_path / "work")
