@@ -320,96 +320,117 @@ def _analyse(
     samples: list[dict[str, Any]] = []
     measured = 0.0
     t0s, t1s = _markers(lines, "T0"), _markers(lines, "T1")
-    peak_flops, peak_bw = machine_peaks()
+    peaks = machine_peaks()
     for si, job in enumerate(jobs):
         label = "{" + ",".join(f"{k}={v}" for k, v in job.dims.items()) + "}"
         try:
-            with np.load(job.result_path, allow_pickle=False) as data:
-                arrays = {k: data[k] for k in ("kernel_ns", "baseline_ns", "used", "stored",
-                                               "stored_idx", "final", "arena")}
-        except (OSError, ValueError, KeyError) as exc:
-            notes.append(f"{label}: the child's results are unreadable: {exc}")
+            ok, seconds = _analyse_shape(op, si, job, label, t0s, t1s, rng, target, max_halfwidth,
+                                         peaks, notes, results, samples)
+        except (ValueError, IndexError, TypeError) as exc:
+            notes.append(f"{label}: malformed results from the child: {exc}")
             return results, samples, False, measured
-        ks, bs, used = arrays["kernel_ns"], arrays["baseline_ns"], arrays["used"]
-        n = int(ks.size)
-        if n < 2 or bs.size != n or used.size != n or np.any(ks < 0) or np.any(bs < 0) \
-                or np.any((used < 0) | (used >= POOL)):
-            notes.append(f"{label}: malformed samples from the child")
-            return results, samples, False, measured
-        # -- clocks: the child's span must match the span the parent saw ---------------
-        if si not in t0s or si not in t1s:
-            notes.append(f"{label}: timing markers missing")
-            return results, samples, False, measured
-        parent_span = t1s[si][0] - t0s[si][0]
-        child_span = (t1s[si][1] - t0s[si][1]) / 1e9
-        total = float(ks.sum() + bs.sum()) / 1e9
-        measured += parent_span
-        if abs(child_span - parent_span) > SPAN_TOLERANCE * parent_span + SPAN_SLACK_S:
-            trusted = False
-            notes.append(
-                f"{label}: timer tampering: the child's clock says the timed loop took "
-                f"{child_span:.3f} s but the parent's clock saw {parent_span:.3f} s; the loaded "
-                "library may have patched the process's timer")
-        if total > child_span * 1.01 + 0.01:
-            trusted = False
-            notes.append(f"{label}: samples add up to {total:.3f} s, more than the loop's "
-                         f"{child_span:.3f} s")
-        # -- outputs rechecked ------------------------------------------------------------
-        ins64 = [[a.astype(np.float64) for a in pool] for pool in job.pool]
-        with np.errstate(all="ignore"):
-            refs = [op.reference(x, job.dims) for x in ins64]
-            tols = [op.tolerance(x, r, job.dims) for x, r in zip(ins64, refs, strict=True)]
-        stored, stored_idx = arrays["stored"], arrays["stored_idx"]
-        wrong: list[str] = []
-        checks = [(int(stored_idx[r]), int(used[int(stored_idx[r])]), stored[r])
-                  for r in range(min(stored.shape[0], stored_idx.size))
-                  if 0 <= int(stored_idx[r]) < n]
-        checks.append((n, POOL, arrays["final"]))
-        for call, p, flat in checks:
-            out = np.asarray(flat, dtype=np.float32).reshape(refs[p][0].shape)
-            comp = compare_output(out, refs[p][0], tols[p][0])
-            if not comp.ok:
-                wrong.append(f"call {call + 1}" if call < n else "the extra call on unseen inputs")
-        if wrong:
-            trusted = False
-            notes.append(
-                f"{label}: outputs rechecked after timing: {len(wrong)} of {len(checks)} wrong "
-                f"(first: {wrong[0]}); the kernel drifts after repeated calls or caches results")
-        lay = layout(op, job.dims)
-        arena = arrays["arena"].view(np.uint8)
-        if arena.size != lay.total or np.any(lay.guard_mask() & (arena != guard_pattern(lay.total))):
-            trusted = False
-            notes.append(f"{label}: guard bytes around the buffers were overwritten during timing")
-        # -- statistics -----------------------------------------------------------------------
-        speed, lo, hi = bootstrap_speedup(ks, bs, rng)
-        med = float(np.median(ks))
-        flops = op.flops(job.dims)
-        res = ShapeResult(
-            shape=dict(job.dims), n=n, median_ns=med,
-            p5_ns=float(np.percentile(ks, 5)), p95_ns=float(np.percentile(ks, 95)),
-            baseline_median_ns=float(np.median(bs)), speedup=speed, speedup_ci95=(lo, hi),
-            gflops=flops / med if med > 0 else 0.0)
-        results.append(res)
-        samples.append({"shape": dict(job.dims), "kernel_ns": [int(x) for x in ks],
-                        "baseline_ns": [int(x) for x in bs], "pool_index": [int(x) for x in used]})
-        floor_ns = max(flops / (peak_flops * ROOFLINE_MARGIN),
-                       op.nbytes(job.dims) / (peak_bw * ROOFLINE_MARGIN)) * 1e9
-        if med < floor_ns:
-            trusted = False
-            notes.append(
-                f"{label}: faster than the roofline floor: median {med:.0f} ns < {floor_ns:.0f} ns "
-                f"({flops:.3g} FLOP at {ROOFLINE_MARGIN:g}x the measured {peak_flops / 1e9:.1f} "
-                f"GFLOP/s, {op.nbytes(job.dims)} bytes at {ROOFLINE_MARGIN:g}x "
-                f"{peak_bw / 1e9:.1f} GB/s)")
-        if res.halfwidth > max_halfwidth:
-            trusted = False
-            notes.append(f"{label}: too unstable: the speed-up interval is +-{100 * res.halfwidth:.1f}% "
-                         f"after {n} repetitions (limit +-{100 * max_halfwidth:.0f}%); "
-                         "rerun on a quieter machine or with a longer budget")
-        elif res.halfwidth > target:
-            notes.append(f"{label}: reached +-{100 * res.halfwidth:.1f}% (target +-{100 * target:.0f}%) "
-                         f"in {n} repetitions before the time budget ended")
-        else:
-            notes.append(f"{label}: speed-up interval +-{100 * res.halfwidth:.1f}% after {n} "
-                         f"repetitions in {parent_span:.2f} s")
+        measured += seconds
+        trusted = trusted and ok
     return results, samples, trusted, measured
+
+
+def _analyse_shape(
+    op: OpSpec, si: int, job: _ShapeJob, label: str, t0s: Mapping[int, tuple[float, int]],
+    t1s: Mapping[int, tuple[float, int]], rng: np.random.Generator, target: float,
+    max_halfwidth: float, peaks: tuple[float, float], notes: list[str],
+    results: list[ShapeResult], samples: list[dict[str, Any]],
+) -> tuple[bool, float]:
+    """Judge one shape; append its result and notes; return (trusted, seconds measured)."""
+    trusted = True
+    measured = 0.0
+    peak_flops, peak_bw = peaks
+    try:
+        with np.load(job.result_path, allow_pickle=False) as data:
+            arrays = {k: data[k] for k in ("kernel_ns", "baseline_ns", "used", "stored",
+                                           "stored_idx", "final", "arena")}
+    except (OSError, ValueError, KeyError) as exc:
+        notes.append(f"{label}: the child's results are unreadable: {exc}")
+        return False, measured
+    ks, bs, used = arrays["kernel_ns"], arrays["baseline_ns"], arrays["used"]
+    n = int(ks.size)
+    if n < 2 or bs.size != n or used.size != n or np.any(ks < 0) or np.any(bs < 0) \
+            or np.any((used < 0) | (used >= POOL)):
+        notes.append(f"{label}: malformed samples from the child")
+        return False, measured
+    # -- clocks: the child's span must match the span the parent saw ---------------
+    if si not in t0s or si not in t1s:
+        notes.append(f"{label}: timing markers missing")
+        return False, measured
+    parent_span = t1s[si][0] - t0s[si][0]
+    child_span = (t1s[si][1] - t0s[si][1]) / 1e9
+    total = float(ks.sum() + bs.sum()) / 1e9
+    measured += parent_span
+    if abs(child_span - parent_span) > SPAN_TOLERANCE * parent_span + SPAN_SLACK_S:
+        trusted = False
+        notes.append(
+            f"{label}: timer tampering: the child's clock says the timed loop took "
+            f"{child_span:.3f} s but the parent's clock saw {parent_span:.3f} s; the loaded "
+            "library may have patched the process's timer")
+    if total > child_span * 1.01 + 0.01:
+        trusted = False
+        notes.append(f"{label}: samples add up to {total:.3f} s, more than the loop's "
+                     f"{child_span:.3f} s")
+    # -- outputs rechecked ------------------------------------------------------------
+    ins64 = [[a.astype(np.float64) for a in pool] for pool in job.pool]
+    with np.errstate(all="ignore"):
+        refs = [op.reference(x, job.dims) for x in ins64]
+        tols = [op.tolerance(x, r, job.dims) for x, r in zip(ins64, refs, strict=True)]
+    stored, stored_idx = arrays["stored"], arrays["stored_idx"]
+    wrong: list[str] = []
+    checks = [(int(stored_idx[r]), int(used[int(stored_idx[r])]), stored[r])
+              for r in range(min(stored.shape[0], stored_idx.size))
+              if 0 <= int(stored_idx[r]) < n]
+    checks.append((n, POOL, arrays["final"]))
+    for call, p, flat in checks:
+        out = np.asarray(flat, dtype=np.float32).reshape(refs[p][0].shape)
+        comp = compare_output(out, refs[p][0], tols[p][0])
+        if not comp.ok:
+            wrong.append(f"call {call + 1}" if call < n else "the extra call on unseen inputs")
+    if wrong:
+        trusted = False
+        notes.append(
+            f"{label}: outputs rechecked after timing: {len(wrong)} of {len(checks)} wrong "
+            f"(first: {wrong[0]}); the kernel drifts after repeated calls or caches results")
+    lay = layout(op, job.dims)
+    arena = arrays["arena"].view(np.uint8)
+    if arena.size != lay.total or np.any(lay.guard_mask() & (arena != guard_pattern(lay.total))):
+        trusted = False
+        notes.append(f"{label}: guard bytes around the buffers were overwritten during timing")
+    # -- statistics -----------------------------------------------------------------------
+    speed, lo, hi = bootstrap_speedup(ks, bs, rng)
+    med = float(np.median(ks))
+    flops = op.flops(job.dims)
+    res = ShapeResult(
+        shape=dict(job.dims), n=n, median_ns=med,
+        p5_ns=float(np.percentile(ks, 5)), p95_ns=float(np.percentile(ks, 95)),
+        baseline_median_ns=float(np.median(bs)), speedup=speed, speedup_ci95=(lo, hi),
+        gflops=flops / med if med > 0 else 0.0)
+    results.append(res)
+    samples.append({"shape": dict(job.dims), "kernel_ns": [int(x) for x in ks],
+                    "baseline_ns": [int(x) for x in bs], "pool_index": [int(x) for x in used]})
+    floor_ns = max(flops / (peak_flops * ROOFLINE_MARGIN),
+                   op.nbytes(job.dims) / (peak_bw * ROOFLINE_MARGIN)) * 1e9
+    if med < floor_ns:
+        trusted = False
+        notes.append(
+            f"{label}: faster than the roofline floor: median {med:.0f} ns < {floor_ns:.0f} ns "
+            f"({flops:.3g} FLOP at {ROOFLINE_MARGIN:g}x the measured {peak_flops / 1e9:.1f} "
+            f"GFLOP/s, {op.nbytes(job.dims)} bytes at {ROOFLINE_MARGIN:g}x "
+            f"{peak_bw / 1e9:.1f} GB/s)")
+    if res.halfwidth > max_halfwidth:
+        trusted = False
+        notes.append(f"{label}: too unstable: the speed-up interval is +-{100 * res.halfwidth:.1f}% "
+                     f"after {n} repetitions (limit +-{100 * max_halfwidth:.0f}%); "
+                     "rerun on a quieter machine or with a longer budget")
+    elif res.halfwidth > target:
+        notes.append(f"{label}: reached +-{100 * res.halfwidth:.1f}% (target +-{100 * target:.0f}%) "
+                     f"in {n} repetitions before the time budget ended")
+    else:
+        notes.append(f"{label}: speed-up interval +-{100 * res.halfwidth:.1f}% after {n} "
+                     f"repetitions in {parent_span:.2f} s")
+    return trusted, measured

@@ -199,6 +199,25 @@ def _plan(op: OpSpec, budget: Budget, rng: np.random.Generator) -> list[_Case]:
 # -- running ---------------------------------------------------------------------------
 
 
+def _read_dumps(op: OpSpec, case: _Case, job_dir: Path, ci: int) -> None:
+    """Read a case's arena dumps; a missing or wrong-sized dump makes the case a failure."""
+    lay = layout(op, case.dims)
+    dumps = []
+    for si in range(len(case.steps)):
+        path = job_dir / f"c{ci}s{si}.bin"
+        try:
+            size = path.stat().st_size
+            data = np.fromfile(path, dtype=np.uint8) if size == lay.total else None
+        except OSError:
+            data = None
+        if data is None:
+            case.failure = (f"the child's memory dump for call {si + 1} is missing or has the "
+                            "wrong size (the kernel tampered with the worker's files?)")
+            return
+        dumps.append(data)
+    case.dumps = dumps
+
+
 def _run_cases(
     artifact: Artifact, spec: KernelSpec, op: OpSpec, cases: list[_Case], workdir: Path,
     limits: Limits, progress: Progress,
@@ -232,11 +251,8 @@ def _run_cases(
         isolated = isolated or result.network_isolated
         started = [int(line.split()[1]) for _, line in result.lines if line.startswith("CASE ")]
         done_upto = len(todo) if result.ok and result.last("DONE") else (started[-1] if started else -1)
-        for k, ci in enumerate(todo[: max(done_upto, 0)]):
-            lay = layout(op, cases[ci].dims)
-            for si in range(len(cases[ci].steps)):
-                cases[ci].dumps.append(np.fromfile(job_dir / f"c{ci}s{si}.bin", dtype=np.uint8)[: lay.total])
-            del k
+        for ci in todo[: max(done_upto, 0)]:
+            _read_dumps(op, cases[ci], job_dir, ci)
         if result.ok and result.last("DONE"):
             return isolated, ""
         if not started:
