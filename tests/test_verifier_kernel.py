@@ -155,3 +155,26 @@ def test_unpack_rejects_garbage_and_oversize(tmp_path: Path) -> None:
         unpack_kernel(b"not a tar" * 100, tmp_path / "x")
     with pytest.raises(ArchiveError, match="cap"):
         unpack_kernel(b"\0" * (10 * 2**20), tmp_path / "y")
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.binary(max_size=4096))
+def test_unpack_garbage_is_an_archive_error(data: bytes) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp, contextlib.suppress(ArchiveError):
+        unpack_kernel(data, Path(tmp) / "out")
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10239), st.integers(0, 255))
+def test_unpack_bit_flips_never_crash(tmp_path_factory: pytest.TempPathFactory, where: int,
+                                      value: int) -> None:
+    import tempfile
+
+    base = tmp_path_factory.mktemp("flip")
+    good = pack_kernel(_folder(base))
+    flipped = bytearray(good)
+    flipped[where % len(flipped)] ^= value
+    with tempfile.TemporaryDirectory() as tmp, contextlib.suppress(ArchiveError):
+        unpack_kernel(bytes(flipped), Path(tmp) / "out")

@@ -199,6 +199,18 @@ def _plan(op: OpSpec, budget: Budget, rng: np.random.Generator) -> list[_Case]:
 # -- running ---------------------------------------------------------------------------
 
 
+def _case_markers(lines: Sequence[tuple[float, str]], count: int) -> list[int]:
+    """The `CASE i` progress lines in order; anything else the kernel printed is ignored."""
+    out: list[int] = []
+    for _, line in lines:
+        parts = line.split()
+        if len(parts) == 2 and parts[0] == "CASE" and parts[1].isdigit():
+            index = int(parts[1])
+            if index < count and index == len(out):
+                out.append(index)
+    return out
+
+
 def _read_dumps(op: OpSpec, case: _Case, job_dir: Path, ci: int) -> None:
     """Read a case's arena dumps; a missing or wrong-sized dump makes the case a failure."""
     lay = layout(op, case.dims)
@@ -249,7 +261,7 @@ def _run_cases(
         progress(f"running {len(todo)} cases in a sandboxed child")
         result = run_sandboxed([*worker_argv(), str(job_dir)], job_dir, limits)
         isolated = isolated or result.network_isolated
-        started = [int(line.split()[1]) for _, line in result.lines if line.startswith("CASE ")]
+        started = _case_markers(result.lines, len(todo))
         done_upto = len(todo) if result.ok and result.last("DONE") else (started[-1] if started else -1)
         for ci in todo[: max(done_upto, 0)]:
             _read_dumps(op, cases[ci], job_dir, ci)
