@@ -111,6 +111,9 @@ def fetch_entry(sess: Session, index: int) -> FetchedEntry:
     if rec.index != index:
         raise VerificationFailed(f"asked the log for entry {index}, it answered entry {rec.index}")
     cp = open_signed(rec.checkpoint, sess.verifier, sess.origin)
+    if rec.tree_size != cp.checkpoint.size:
+        raise VerificationFailed(f"entry {index}: the log's answer says tree size {rec.tree_size} "
+                                 f"but its checkpoint is size {cp.checkpoint.size}")
     if rec.leaf_hash != leaf_hash(rec.entry_bytes):
         raise VerificationFailed(f"entry {index}: the log's leaf hash does not match the entry bytes")
     check_inclusion(rec.entry_bytes, index, rec.inclusion_proof, cp)
