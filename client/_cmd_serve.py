@@ -30,7 +30,7 @@ def _fail(message: str, code: int) -> None:
               help="Require 'Authorization: Bearer $VAR' for writes.")
 @click.option("--max-batch", default=1000, show_default=True, type=click.IntRange(1, 10000),
               help="Most entries accepted by one entries:batch request.")
-@click.option("--batch-size", default=1000, show_default=True, type=click.IntRange(1, 100000),
+@click.option("--batch-size", default=4096, show_default=True, type=click.IntRange(1, 100000),
               help="Most entries integrated under one checkpoint.")
 @click.option("--batch-delay-ms", default=5.0, show_default=True, type=click.FloatRange(0, 10000),
               help="How long the integrator waits to fill a batch.")

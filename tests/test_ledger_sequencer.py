@@ -185,7 +185,7 @@ def test_check_log_refuses_a_damaged_log(tmp_path: Path, damage: str) -> None:
     elif damage == "entry_data":
         db.execute("UPDATE entries SET data = X'00' WHERE idx = 299")
     elif damage == "extra_entry":
-        db.execute("INSERT INTO entries VALUES (300, X'01', X'02', 'p', 'a/b', 'cd', '', 1.0)")
+        db.execute("INSERT INTO entries VALUES (300, 1, X'01', X'02', 'p', 'a/b', 'cd', '', 1.0)")
     elif damage == "key":
         verifier = NoteSigner(origin, Ed25519PrivateKey.generate()).verifier()
     else:

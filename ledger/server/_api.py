@@ -13,7 +13,7 @@ from typing import Any
 from flask import Blueprint, Response, current_app, jsonify, request
 
 from ledger.sequencer import Receipt, SequencerClosed, Submission
-from ledger.server._admit import admit, parse_json
+from ledger.server._admit import admit, admit_body, parse_json
 from ledger.server._config import check_body_size
 from ledger.server._errors import ApiError
 from ledger.server._params import hex64, int_arg, parse_int
@@ -118,7 +118,7 @@ def submit_entry() -> Response:
     _require_type("application/json")
     body = _body(svc.config.max_entry_body, "log entry request")
     _require_writer(svc, 1)
-    sub = admit(parse_json(body), svc.max_entry_bytes)
+    sub = admit_body(body, svc.max_entry_bytes)
     (result,) = svc.submit([sub])
     if not isinstance(result, Receipt):
         raise _failure(result)

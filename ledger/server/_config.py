@@ -21,7 +21,7 @@ class ServerConfig:
     max_blob_bytes: int = 16 * 1024 * 1024
     max_batch: int = 1000
     max_batch_body: int = 16 * 1024 * 1024
-    batch_size: int = 1000
+    batch_size: int = 4096
     batch_delay_ms: float = 5.0
     submit_timeout: float = 30.0
     rate_per_second: float = 20000.0

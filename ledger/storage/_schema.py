@@ -6,12 +6,18 @@ import sqlite3
 
 from ledger.storage._types import StorageError
 
+# Random keys (leaf hashes, subject digests) are indexed by their first 8 bytes as an
+# integer: a third of the size of the full key, so a batch dirties fewer index pages
+# (the WAL volume per entry is what limits sequencing speed); lookups compare the
+# full value.
+
 #: Each migration moves the schema from version i to i + 1.
 MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE entries (
         idx INTEGER PRIMARY KEY,
-        leaf_hash BLOB NOT NULL UNIQUE,
+        leaf_key INTEGER NOT NULL,
+        leaf_hash BLOB NOT NULL,
         data BLOB NOT NULL,
         predicate_type TEXT NOT NULL,
         subject_name TEXT NOT NULL,
@@ -19,15 +25,17 @@ MIGRATIONS: tuple[str, ...] = (
         keyids TEXT NOT NULL,
         integrated_at REAL NOT NULL
     );
+    CREATE INDEX entries_leaf_key ON entries (leaf_key);
     CREATE INDEX entries_predicate_type ON entries (predicate_type, idx);
     CREATE TABLE subjects (
         idx INTEGER NOT NULL REFERENCES entries (idx),
         pos INTEGER NOT NULL,
         name TEXT NOT NULL,
         sha256 TEXT NOT NULL,
+        sha_key INTEGER NOT NULL,
         PRIMARY KEY (idx, pos)
     ) WITHOUT ROWID;
-    CREATE INDEX subjects_sha256 ON subjects (sha256, idx);
+    CREATE INDEX subjects_sha_key ON subjects (sha_key, idx);
     CREATE INDEX subjects_name ON subjects (name, idx);
     CREATE TABLE signers (
         idx INTEGER NOT NULL REFERENCES entries (idx),

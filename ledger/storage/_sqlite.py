@@ -41,13 +41,28 @@ LOCK_NAME = "integrator.lock"
 _ENTRY_COLS = "idx, leaf_hash, data, predicate_type, keyids, integrated_at"
 _SUMMARY_COLS = "idx, leaf_hash, subject_name, subject_sha256, predicate_type, keyids, integrated_at"
 _SEARCH_SQL = {
-    "digest": "SELECT DISTINCT idx FROM subjects WHERE sha256 = ? AND idx >= ? ORDER BY idx LIMIT ?",
+    "digest": (
+        "SELECT DISTINCT idx FROM subjects WHERE sha_key = ? AND sha256 = ? AND idx >= ? "
+        "ORDER BY idx LIMIT ?"
+    ),
     "name": "SELECT DISTINCT idx FROM subjects WHERE name = ? AND idx >= ? ORDER BY idx LIMIT ?",
     "keyid": "SELECT idx FROM signers WHERE keyid = ? AND idx >= ? ORDER BY idx LIMIT ?",
     "predicate_type": (
         "SELECT idx FROM entries WHERE predicate_type = ? AND idx >= ? ORDER BY idx LIMIT ?"
     ),
 }
+
+
+def key64(digest: bytes) -> int:
+    """The index key of a random digest: its first 8 bytes as a signed integer."""
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def _sha_key(hex_digest: str) -> int:
+    try:
+        return key64(bytes.fromhex(hex_digest[:16]))
+    except ValueError:
+        return 0
 
 
 def _keyids(text: str) -> tuple[str, ...]:
@@ -87,6 +102,9 @@ class SqliteStorage:
             conn.execute("PRAGMA synchronous = FULL")
             conn.execute("PRAGMA foreign_keys = ON")
             conn.execute("PRAGMA busy_timeout = 60000")
+            conn.execute("PRAGMA cache_size = -65536")
+            conn.execute("PRAGMA mmap_size = 268435456")
+            conn.execute("PRAGMA wal_autocheckpoint = 16384")
             self._local.conn = conn
             with self._all_lock:
                 self._all.append(conn)
@@ -151,27 +169,37 @@ class SqliteStorage:
         return self._entries_where("idx >= ? AND idx < ?", (start, end))
 
     def find_leaf(self, leaf_hash: bytes) -> int | None:
-        row = self._conn().execute(
-            "SELECT idx FROM entries WHERE leaf_hash = ?", (leaf_hash,)
-        ).fetchone()
-        return None if row is None else int(row[0])
+        return self.find_leaves([leaf_hash]).get(leaf_hash)
 
     def find_leaves(self, leaf_hashes: Sequence[bytes]) -> dict[bytes, int]:
+        return self._find_leaves(self._conn(), leaf_hashes)
+
+    @staticmethod
+    def _find_leaves(conn: sqlite3.Connection, leaf_hashes: Sequence[bytes]) -> dict[bytes, int]:
+        wanted = set(leaf_hashes)
+        keys = sorted({key64(h) for h in wanted})
         found: dict[bytes, int] = {}
-        conn = self._conn()
-        for i in range(0, len(leaf_hashes), 500):
-            chunk = list(leaf_hashes[i : i + 500])
+        for i in range(0, len(keys), 500):
+            chunk = keys[i : i + 500]
             marks = ",".join("?" * len(chunk))
             for idx, leaf in conn.execute(
-                f"SELECT idx, leaf_hash FROM entries WHERE leaf_hash IN ({marks})", chunk
+                f"SELECT idx, leaf_hash FROM entries WHERE leaf_key IN ({marks})", chunk
             ):
-                found[bytes(leaf)] = int(idx)
+                leaf = bytes(leaf)
+                if leaf in wanted:
+                    found[leaf] = int(idx)
         return found
 
     def search(self, field: str, value: str, cursor: int = 0, limit: int = 50) -> SearchPage:
         limit = check_search(field, cursor, limit)
         conn = self._conn()
-        ids = [r[0] for r in conn.execute(_SEARCH_SQL[field], (value, cursor, limit + 1))]
+        args: tuple[object, ...] = (value, cursor, limit + 1)
+        if field == "digest":
+            try:
+                args = (key64(bytes.fromhex(value)), *args)
+            except ValueError:
+                return SearchPage((), None)
+        ids = [r[0] for r in conn.execute(_SEARCH_SQL[field], args)]
         more = len(ids) > limit
         ids = ids[:limit]
         if not ids:
@@ -247,18 +275,22 @@ class SqliteStorage:
             last = conn.execute("SELECT MAX(size) FROM checkpoints").fetchone()[0]
             if last is not None and last >= size:
                 raise StorageError(f"refusing a checkpoint for size {size} after size {last}")
+            leaves = [e.leaf_hash for e in batch.entries]
+            if len(set(leaves)) != len(leaves) or self._find_leaves(conn, leaves):
+                raise StorageError("a leaf hash in the batch is already in the log")
             conn.executemany(
-                "INSERT INTO entries (idx, leaf_hash, data, predicate_type, subject_name, "
-                "subject_sha256, keyids, integrated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO entries (idx, leaf_key, leaf_hash, data, predicate_type, subject_name, "
+                "subject_sha256, keyids, integrated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
-                    (e.index, e.leaf_hash, e.data, e.predicate_type, e.subjects[0][0],
-                     e.subjects[0][1], ",".join(e.keyids), e.integrated_at)
+                    (e.index, key64(e.leaf_hash), e.leaf_hash, e.data, e.predicate_type,
+                     e.subjects[0][0], e.subjects[0][1], ",".join(e.keyids), e.integrated_at)
                     for e in batch.entries
                 ],
             )
             conn.executemany(
-                "INSERT INTO subjects (idx, pos, name, sha256) VALUES (?, ?, ?, ?)",
-                [(e.index, p, n, d) for e in batch.entries for p, (n, d) in enumerate(e.subjects)],
+                "INSERT INTO subjects (idx, pos, name, sha256, sha_key) VALUES (?, ?, ?, ?, ?)",
+                [(e.index, p, n, d, _sha_key(d))
+                 for e in batch.entries for p, (n, d) in enumerate(e.subjects)],
             )
             conn.executemany(
                 "INSERT OR IGNORE INTO signers (idx, keyid) VALUES (?, ?)",
