@@ -365,7 +365,8 @@ class Demo:
         """`ktl reproduce` the entry, logging the verdict; 1 (refuted) and 4 are answers too."""
         out: dict[str, Any] = self.ktl.run(
             ["reproduce", "--index", str(index), "--log", server.url,
-             "--log-key", server.verifier_key, "--sign", str(key), "--submit"],
+             "--log-key", server.verifier_key, "--sign", str(key), "--submit",
+             "--receipts", str(self.work / "reproductions")],
             ok_codes=(0, 1, 4),
         )
         return out
@@ -424,8 +425,10 @@ class Demo:
     def _reproduced(self, report: Mapping[str, Any], entry: Mapping[str, Any], key: Path,
                     server: LogServer, *, honest: bool) -> None:
         out = self.reproduce(int(entry["index"]), key, server)
-        predicate = out.get("reproduction") or out.get("predicate") or out
-        published = out.get("published")
+        predicate = out.get("reproduction")
+        if not isinstance(predicate, dict):
+            raise DemoError(f"`ktl reproduce --index {entry['index']}` gave no reproduction")
+        published = out.get("attestation")
         rep_index = published.get("index") if isinstance(published, dict) else None
         op = _statement_of(Path(entry["entry_path"]))["predicate"]["workload"]["op"]
         self.rows.extend(rows_from_reproduction(

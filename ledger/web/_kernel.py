@@ -29,6 +29,8 @@ class Claim(NamedTuple):
     ci: tuple[float, float] | None
     median_ns: float | None
     baseline_median_ns: float | None
+    #: Key ids that signed the benchmark entry.
+    signers: tuple[str, ...] = ()
 
 
 class Reproduction(NamedTuple):
@@ -105,7 +107,7 @@ def parse_claim_shape(claim: str) -> Mapping[str, str] | None:
     return out
 
 
-def _claims_of(index: int, pred: Mapping[str, Any]) -> list[Claim]:
+def _claims_of(index: int, pred: Mapping[str, Any], signers: tuple[str, ...]) -> list[Claim]:
     claims = []
     for res in _list(pred.get("results"))[:256]:
         res = _dict(res)
@@ -118,6 +120,7 @@ def _claims_of(index: int, pred: Mapping[str, Any]) -> list[Claim]:
             ci=_pair(res.get("speedup_ci95")),
             median_ns=_num(res.get("median_ns")),
             baseline_median_ns=_num(res.get("baseline_median_ns")),
+            signers=signers,
         ))
     return claims
 
@@ -174,7 +177,7 @@ def summarize_kernel(digest: str, entries: Iterable[tuple[int, DecodedEntry]]) -
                 names.append(name)
     claims: list[Claim] = []
     for index, d in groups["benchmark"]:
-        claims.extend(_claims_of(index, d.predicate or {}))
+        claims.extend(_claims_of(index, d.predicate or {}, d.signer_keyids))
     reproduced: list[Reproduction] = []
     for index, d in groups["reproduction"]:
         reproduced.extend(_reproductions_of(index, d.predicate or {}))
