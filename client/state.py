@@ -13,11 +13,14 @@ over the old one, so a crash leaves either the old or the new file, never half o
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import re
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from client._errors import InputError
@@ -102,6 +105,18 @@ class TrustedState:
         folder = self._dir(origin)
         atomic_write(folder / "origin", origin.encode("utf-8"))
         atomic_write(folder / name, data)
+
+    @contextmanager
+    def lock(self, origin: str) -> Iterator[None]:
+        """Serialize read-compare-store of one origin's state across processes (flock)."""
+        folder = self._dir(origin)
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
 
     def checkpoint(self, origin: str) -> bytes | None:
         """The signed note of the largest checkpoint verified for `origin`, if any."""

@@ -117,6 +117,18 @@ def reconcile(
     store: bool = True,
 ) -> Reconciled:
     """Check `new` against the stored checkpoint of its origin and keep the larger one."""
+    with state.lock(new.checkpoint.origin):
+        return _reconcile(state, verifier, new, prove, store=store)
+
+
+def _reconcile(
+    state: TrustedState,
+    verifier: NoteVerifier,
+    new: SignedCheckpoint,
+    prove: ProveConsistency,
+    *,
+    store: bool,
+) -> Reconciled:
     origin = new.checkpoint.origin
     old_note = state.checkpoint(origin)
     if old_note is None:

@@ -9,6 +9,7 @@ Tampering hooks (`lie_*`) let tests make it misbehave.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import Any
 
 from attest.entry import decode_entry, verify_entry
@@ -18,6 +19,7 @@ from client.models import EntryRecord, LogInfo, SearchHit, SearchPage, SubmitRes
 from ledger.checkpoint import Checkpoint, sign_checkpoint
 from ledger.merkle import MemoryHashStore, consistency_proof, inclusion_proof, leaf_hash, tree_root
 from ledger.note import NoteSigner
+from ledger.tiles import encode_bundle, parse_tile_path, tile_bytes
 
 
 class MemoryLog:
@@ -29,6 +31,7 @@ class MemoryLog:
         self.blobs: dict[str, bytes] = {}
         self.lie_checkpoint: bytes | None = None
         self.lie_grow_after_proof = False
+        self.tamper_tile: Callable[[str, bytes], bytes] | None = None
 
     @property
     def verifier_key(self) -> str:
@@ -60,7 +63,15 @@ class MemoryLog:
         return self.lie_checkpoint or self.note_at(len(self.entries))
 
     def tile(self, path: str) -> bytes:
-        raise ServerError(f"{path}: the in-memory log serves no tiles", 404, "not_found")
+        ref = parse_tile_path(path)
+        size = len(self.entries)
+        if ref.end > size:
+            raise ServerError(f"{path} is beyond the tree (size {size})", 404, "tile_not_found")
+        if ref.entries:
+            data = encode_bundle(self.entries[ref.start : ref.end])
+        else:
+            data = tile_bytes(ref, self.store)
+        return self.tamper_tile(path, data) if self.tamper_tile else data
 
     def submit(self, entry_bytes: bytes) -> SubmitResult:
         verify_entry(decode_entry(entry_bytes))

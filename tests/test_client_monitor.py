@@ -1,0 +1,115 @@
+"""client.monitor over an in-memory log that serves real tiles (ledger.tiles): releases,
+resume after interruption, tampered bundles and tiles, invalid entries."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from client_fakes import MemoryLog
+
+from attest import examples
+from attest.entry import encode_entry, make_entry
+from attest.keys import generate_private_key
+from attest.predicates import KERNEL_V1, parse_predicate
+from attest.statement import make_statement
+from client import LogMisbehaviour, VerificationFailed
+from client.monitor import MonitorReport, load_monitor_state, run_monitor
+from client.state import TrustedState
+from client.trust import load_verifier
+
+KEY = generate_private_key()
+
+
+def _kernel_entry(name: str, version: str) -> bytes:
+    body = examples.kernel()
+    body.update(name=name, version=version)
+    stmt = make_statement(name, examples.digest(name + version), parse_predicate(KERNEL_V1, body))
+    return encode_entry(make_entry(stmt, [KEY]))
+
+
+def _fill(log: MemoryLog, start: int, stop: int) -> None:
+    for i in range(start, stop):
+        log.submit(_kernel_entry(f"acme/k{i % 3}", f"1.{i}.0"))
+
+
+def _run(log: MemoryLog, tmp: Path,
+         on_progress: Callable[[int, int], None] | None = None) -> MonitorReport:
+    return run_monitor(log, load_verifier(log.verifier_key), log.origin, TrustedState(tmp / "home"),
+                       tmp / "state.json", on_progress=on_progress)
+
+
+def test_releases_per_name_and_resume_across_partial_bundles(tmp_path: Path) -> None:
+    log = MemoryLog()
+    _fill(log, 0, 300)
+    first = _run(log, tmp_path)
+    assert first.entries_checked == 300 and not first.violations
+    st = load_monitor_state(tmp_path / "state.json", log.origin)
+    assert st.next_index == 300
+    assert {r.name: r.version for r in st.releases} == {
+        "acme/k0": "1.297.0", "acme/k1": "1.298.0", "acme/k2": "1.299.0"}
+    _fill(log, 300, 600)  # bundle 1 was partial (44 entries), is now full
+    second = _run(log, tmp_path)
+    assert (second.start_index, second.entries_checked) == (300, 300)
+    assert [f.index for f in second.findings][:2] == [300, 301]
+
+
+def test_interrupted_run_resumes_where_it_stopped(tmp_path: Path) -> None:
+    log = MemoryLog()
+    _fill(log, 0, 600)
+
+    def stop_after_first_bundle(done: int, total: int) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        _run(log, tmp_path, on_progress=stop_after_first_bundle)
+    assert load_monitor_state(tmp_path / "state.json", log.origin).next_index == 256
+    rest = _run(log, tmp_path)
+    assert (rest.start_index, rest.entries_checked) == (256, 344)
+
+
+def test_swapped_entry_in_bundle_is_caught(tmp_path: Path) -> None:
+    log = MemoryLog()
+    _fill(log, 0, 10)
+    other = _kernel_entry("acme/evil", "6.6.6")
+
+    def swap(path: str, data: bytes) -> bytes:
+        if path.startswith("tile/entries/"):
+            first_len = int.from_bytes(data[:2], "big")
+            return len(other).to_bytes(2, "big") + other + data[2 + first_len:]
+        return data
+
+    log.tamper_tile = swap
+    with pytest.raises(VerificationFailed, match="does not hash to the leaf"):
+        _run(log, tmp_path)
+
+
+def test_tampered_hash_tile_is_caught(tmp_path: Path) -> None:
+    log = MemoryLog()
+    _fill(log, 0, 300)
+    log.tamper_tile = lambda path, data: (
+        data[:32] + bytes(32) + data[64:] if path == "tile/0/000" else data)
+    with pytest.raises(VerificationFailed, match="tile"):
+        _run(log, tmp_path)
+
+
+def test_invalid_entry_is_a_violation_not_a_crash(tmp_path: Path) -> None:
+    log = MemoryLog()
+    _fill(log, 0, 2)
+    log._append(b'{"not":"an entry"}')
+    report = _run(log, tmp_path)
+    assert [(v.index, v.detail.split(":")[0]) for v in report.violations] == [
+        (2, "entry")]
+
+
+def test_monitor_detects_fork_with_proof_from_tiles(tmp_path: Path) -> None:
+    log = MemoryLog()
+    _fill(log, 0, 5)
+    twin = log.fork()
+    _fill(log, 5, 8)
+    _run(log, tmp_path)
+    twin.submit(_kernel_entry("acme/evil", "9.9.9"))
+    _fill(twin, 100, 104)
+    with pytest.raises(LogMisbehaviour, match="FORK"):
+        _run(twin, tmp_path)
