@@ -108,6 +108,10 @@ def run_guarded(out: Output, fn: Callable[[], int | None]) -> NoReturn:
         wrapped = ClientError(f"{type(exc).__name__}: {exc}")
         wrapped.exit_code = EXIT_USAGE
         out.fail(wrapped)
+    except KeyboardInterrupt:
+        out.err.print("interrupted; nothing half-written was kept (state files are replaced "
+                      "atomically)", highlight=False)
+        sys.exit(130)
     except OSError as exc:
         wrapped = ClientError(f"{exc}")
         wrapped.exit_code = EXIT_NETWORK if isinstance(exc, ConnectionError) else EXIT_USAGE

@@ -166,7 +166,7 @@ class LogClient:
         _, body = self._request(method, path, cap=kw.pop("cap", MAX_JSON_BYTES), **kw)
         try:
             return json.loads(body)
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             raise ServerError(f"{path} answered something that is not JSON: {exc}") from exc
 
     # -- LogAPI ---------------------------------------------------------------------

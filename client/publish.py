@@ -266,6 +266,12 @@ def run_publish(
     name, archive, kclaim = kernel_claim(kernel_dir)
     results = load_results(results_path) if results_path else measure(kernel_dir, budget, out.note)
     claims = [kclaim]
+    if results.verification is not None and results.verification.get("verdict") != "pass":
+        out.note("[bold yellow]the verification verdict is not 'pass'; publishing it as it is "
+                 "(the log records failures too)[/]")
+    if results.benchmark is not None and results.benchmark.get("trusted") is False:
+        out.note("[bold yellow]the benchmark marks itself untrusted; publishing it with its "
+                 "notes[/]")
     if results.verification is not None:
         claims.append(Claim("verification", VERIFICATION_V1, results.verification))
     if results.benchmark is not None:

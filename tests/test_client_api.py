@@ -141,3 +141,9 @@ def test_rejects_bad_urls_and_paths() -> None:
         c.tile("../etc/passwd")
     with pytest.raises(InputError):
         c.search()
+
+
+def test_deeply_nested_json_is_a_server_error() -> None:
+    c, _ = _client([(200, b"[" * 100000, {})])
+    with pytest.raises(ServerError, match="not JSON"):
+        c.info()
