@@ -221,9 +221,9 @@ def measure(kernel_dir: Path, budget: str, on_step: Callable[[str], None]) -> Re
 
     try:
         on_step(f"running `ktl check --budget {budget}` (this can take a while)")
-        check = run_check(kernel_dir, budget=budget, seed=1)
+        check = run_check(kernel_dir, budget=budget, seed=1, progress=on_step)
         on_step("running `ktl bench`")
-        bench = run_bench(kernel_dir)
+        bench = run_bench(kernel_dir, progress=on_step)
     except VerifierError as exc:
         raise InputError(f"{kernel_dir}: the verifier could not run: {exc}") from exc
     return Results(check.to_predicate(), bench.to_predicate(), bench.samples_blob())
