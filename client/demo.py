@@ -172,18 +172,18 @@ def rows_from_reproduction(
 def summary_table(rows: Sequence[SummaryRow]) -> Table:
     table = Table(title="Claims and what independent reproduction found", title_justify="left")
     for col, justify in (("kernel", "left"), ("op", "left"), ("entry", "right"),
-                         ("claim", "left"), ("claimed", "right"), ("reproduced", "right"),
-                         ("verdict", "left"), ("expected", "left")):
+                         ("shape", "left"), ("claimed", "right"), ("reproduced", "right"),
+                         ("verdict", "left"), ("as expected?", "left")):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     colour = {"confirmed": "green", "refuted": "bold red", "inconclusive": "yellow"}
     for r in rows:
         ok = r.verdict == r.expected
-        shape = r.claim.removeprefix("benchmark.speedup")
+        shape = r.claim.removeprefix("benchmark.speedup[").removesuffix("]")
         table.add_row(
             r.kernel + ("" if r.honest else " [red](inflated x3)[/]"), r.op, f"#{r.entry}",
             shape, _x(r.claimed), _x(r.reproduced),
             f"[{colour.get(r.verdict, 'white')}]{r.verdict}[/]",
-            ("[green]✓[/] " if ok else "[red]✗[/] ") + r.expected,
+            "[green]✓ yes[/]" if ok else f"[red]✗ no, expected {r.expected}[/]",
         )
     return table
 
@@ -328,6 +328,7 @@ class Demo:
         self.rows: list[SummaryRow] = []
         self.receipts: list[str] = []
         self.honest: list[str] = []
+        self.started = time.monotonic()
 
     @contextmanager
     def step(self, text: str) -> Iterator[None]:
@@ -419,8 +420,19 @@ class Demo:
         problems = check_summary(self.rows, self.honest)
         self.console.print(summary_table(self.rows))
         self._where(server, reports)
+        self._outcome(problems)
         on_ready(server)
         return problems
+
+    def _outcome(self, problems: Sequence[str]) -> None:
+        c = self.console
+        if problems:
+            c.print("[bold red]The outcome is not what the demo expects:[/]")
+            for p in problems:
+                c.print(f"  ✗ {p}")
+        else:
+            c.print("[bold green]✓ every honest claim confirmed, the inflated claim refuted[/] "
+                    f"[dim]({time.monotonic() - self.started:.0f} s)[/]")
 
     def _reproduced(self, report: Mapping[str, Any], entry: Mapping[str, Any], key: Path,
                     server: LogServer, *, honest: bool) -> None:
@@ -485,7 +497,9 @@ def _wait_for_ctrl_c(console: Console) -> Callable[[LogServer], None]:
 @click.option("--keep", is_flag=True, help="With --exit: keep the work folder afterwards.")
 def main(exit_when_done: bool, work_dir: Path | None, examples: Path, keep: bool) -> None:
     """Run the whole story: log, publish, verify, reproduce, catch an inflated claim."""
-    console = Console(highlight=False)
+    # Wide enough for the summary table when the output is a log file rather than a terminal.
+    console = Console(highlight=False, soft_wrap=True,
+                      width=None if sys.stdout.isatty() else 150)
     if work_dir is None:
         work = Path(tempfile.mkdtemp(prefix="ktl-demo-"))
     else:
@@ -495,23 +509,19 @@ def main(exit_when_done: bool, work_dir: Path | None, examples: Path, keep: bool
         work.mkdir(parents=True)
     console.print(f"[bold]Kernel Transparency Log demo[/] — work folder {work}")
     demo = Demo(work, console)
-    started = time.monotonic()
     on_ready = (lambda _s: None) if exit_when_done else _wait_for_ctrl_c(console)
     try:
         problems = demo.run(examples, on_ready)
     except DemoError as exc:
         console.print(f"[bold red]demo failed:[/] {exc}")
-        console.print(f"work folder kept for a look: {work}")
-        sys.exit(1)
-    took = time.monotonic() - started
+        problems = [str(exc)]
+    except KeyboardInterrupt:
+        console.print("\n[yellow]interrupted; the log was stopped[/]")
+        console.print(f"work folder: {work}")
+        sys.exit(130)
     if problems:
-        console.print("[bold red]The outcome is not what the demo expects:[/]")
-        for p in problems:
-            console.print(f"  ✗ {p}")
         console.print(f"work folder kept for a look: {work}")
         sys.exit(1)
-    console.print(f"[bold green]✓ every honest claim confirmed, the inflated claim refuted[/] "
-                  f"[dim]({took:.0f} s)[/]")
     if exit_when_done and not keep and work_dir is None:
         shutil.rmtree(work, ignore_errors=True)
 

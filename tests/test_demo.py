@@ -116,3 +116,24 @@ def test_full_demo_end_to_end(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
     assert "every honest claim confirmed, the inflated claim refuted" in out.stdout
+
+
+def test_demo_without_examples_fails_clearly(tmp_path: Path) -> None:
+    empty = tmp_path / "no-examples"
+    empty.mkdir()
+    out = subprocess.run(
+        [sys.executable, "-m", "client.demo", "--exit", "--data", str(tmp_path / "w"),
+         "--examples", str(empty)],
+        capture_output=True, text=True, timeout=60, cwd=REPO, check=False,
+    )
+    assert out.returncode == 1
+    assert "no example kernels" in out.stdout
+    assert "work folder kept" in out.stdout
+
+
+def test_demo_refuses_an_existing_work_folder(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "client.demo", "--exit", "--data", str(tmp_path)],
+        capture_output=True, text=True, timeout=60, cwd=REPO, check=False,
+    )
+    assert out.returncode == 2 and "already exists" in out.stderr
