@@ -112,8 +112,9 @@ def publish(kernel_dir: Path, key_path: Path, passphrase_env: str | None,
               help="Trust policy TOML: which keys may sign which kernel names.")
 @click.option("--source", "source_path", type=click.Path(path_type=Path),
               help="Source file or kernel folder whose digest must match the entry's subject.")
-@click.option("--log", "log_url", envvar="KTL_LOG", metavar="URL",
-              help="Also prove the receipt consistent with the log's latest checkpoint.")
+@click.option("--log", "log_url", metavar="URL",
+              help="Also prove the receipt consistent with the log's latest checkpoint "
+                   "(verify stays offline without it, even when $KTL_LOG is set).")
 @json_option
 def verify(receipt: Path, entry_path: Path | None, log_key: str | None,
            policy_path: Path | None, source_path: Path | None, log_url: str | None,
