@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from rich.console import Console
@@ -13,6 +13,9 @@ from rich.console import Console
 from client._errors import InputError
 from client._output import Output, kv_table, rows_table, run_guarded
 from client.state import TrustedState, read_capped
+
+if TYPE_CHECKING:
+    from attest.policy import TrustPolicy
 
 F = TypeVar("F", bound=Callable[..., Any])
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -35,7 +38,7 @@ def json_option(fn: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")(fn)
 
 
-def load_policy(path: Path | None) -> Any:
+def load_policy(path: Path | None) -> TrustPolicy | None:
     if path is None:
         return None
     from attest import AttestError

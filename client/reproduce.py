@@ -67,6 +67,7 @@ def gather(sess: Session, index: int, workdir: Path) -> Gathered:
     claims: list[FetchedEntry] = []
     cursor: int | None = None
     seen: set[int] = set()
+    signers = set(target.verified.signer_keyids)
     while len(claims) < MAX_CLAIMS:
         page = sess.log.search(digest=digest, cursor=cursor, limit=100)
         for hit in page.results:
@@ -75,12 +76,17 @@ def gather(sess: Session, index: int, workdir: Path) -> Gathered:
             seen.add(hit.index)
             fetched = fetch_entry(sess, hit.index)
             fs = fetched.verified.statement
-            if fs.subject_sha256 != digest or fs.subject_name != stmt.subject_name:
+            if fs.subject_sha256 != digest:
                 raise VerificationFailed(
                     f"search returned entry {hit.index} for sha256:{digest}, but it is about "
                     f"{fs.subject_name} sha256:{fs.subject_sha256}"
                 )
-            claims.append(fetched)
+            # Only the publisher's own claims: anyone can log a claim about any digest,
+            # and a stranger's bogus claim must not make the vendor's kernel look refuted.
+            if fs.subject_name == stmt.subject_name and signers & set(
+                fetched.verified.signer_keyids
+            ):
+                claims.append(fetched)
         if page.next_cursor is None or not page.results or (
             cursor is not None and page.next_cursor <= cursor
         ):

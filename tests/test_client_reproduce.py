@@ -14,6 +14,7 @@ from test_client_publish import _publish
 from attest import examples
 from attest.keys import generate_private_key, save_private_key
 from client import VerificationFailed
+from client.publish import Claim
 from client.reproduce import gather
 from client.session import connect
 from client.state import TrustedState
@@ -66,3 +67,30 @@ def test_gather_refuses_a_blob_that_does_not_match(tmp_path: Path) -> None:
     sess = connect(log, TrustedState(tmp_path / "home"))
     with pytest.raises(VerificationFailed, match="does not hash"):
         gather(sess, 0, tmp_path / "work")
+
+
+def test_gather_takes_only_the_publishers_claims(tmp_path: Path) -> None:
+    from attest.predicates import VERIFICATION_V1
+    from client.publish import Claim, publish_claims
+    from client.trust import load_verifier
+    from verifier.kernel import pack_kernel
+
+    log = MemoryLog()
+    trusted = TrustedState(tmp_path / "home")
+    archive = pack_kernel(kernel_folder(tmp_path))
+    claim = Claim("verification", VERIFICATION_V1, examples.verification())
+    for key, claims in ((generate_private_key(), [_kernel_claim(tmp_path), claim]),
+                        (generate_private_key(), [claim])):  # a stranger's claim on the digest
+        publish_claims(log, load_verifier(log.verifier_key), log.origin, trusted, key,
+                       name="acme/matmul-blocked", archive=archive, claims=claims,
+                       receipt_folder=tmp_path / "r")
+    sess = connect(log, trusted)
+    got = gather(sess, 0, tmp_path / "work")
+    assert [c.index for c in got.claims] == [1]
+    assert (got.kernel_dir / "kernel.toml").exists()
+
+
+def _kernel_claim(tmp: Path) -> Claim:
+    from client.publish import kernel_claim
+
+    return kernel_claim(kernel_folder(tmp / "k"))[2]
