@@ -68,21 +68,38 @@ def _key_note(out: Output, how: str, describe: str) -> None:
 @click.option("--results", "results_path", type=click.Path(path_type=Path, dir_okay=False),
               help='JSON {"verification": <ktl check --json>, "benchmark": <ktl bench --json>}; '
                    "without it the checks and benchmark are run now.")
+@click.option("--verification", "verification_path",
+              type=click.Path(path_type=Path, dir_okay=False),
+              help="Instead of --results: the output of `ktl check --json`.")
+@click.option("--benchmark", "benchmark_path", type=click.Path(path_type=Path, dir_okay=False),
+              help="Instead of --results: the output of `ktl bench --json`.")
+@click.option("--samples", "samples_path", type=click.Path(path_type=Path, dir_okay=False),
+              help="The raw samples file of `ktl bench --samples-out` (uploaded as a blob).")
 @click.option("--budget", type=click.Choice(["quick", "full"]), default="quick", show_default=True,
-              help="Verification budget when running the checks (no --results).")
+              help="Verification budget when running the checks (no results given).")
 @log_option
 @log_key_option
 @json_option
 def publish(kernel_dir: Path, key_path: Path, passphrase_env: str | None,
-            results_path: Path | None, budget: str,
+            results_path: Path | None, verification_path: Path | None,
+            benchmark_path: Path | None, samples_path: Path | None, budget: str,
             log_url: str | None, log_key: str | None, as_json: bool) -> None:
     """Sign and log a kernel's release, verification and benchmark; keep receipts."""
     out = Output(as_json)
 
     def body() -> int:
-        from client.publish import run_publish
+        from client.publish import load_results, results_from_files, run_publish
 
-        report = run_publish(kernel_dir, key_path, results_path, budget, log_url, log_key,
+        separate = (verification_path, benchmark_path, samples_path)
+        if results_path is not None and any(separate):
+            raise InputError("give either --results or --verification/--benchmark/--samples")
+        if results_path is not None:
+            results = load_results(results_path)
+        elif any(separate):
+            results = results_from_files(*separate)
+        else:
+            results = None
+        report = run_publish(kernel_dir, key_path, results, budget, log_url, log_key,
                              TrustedState(), out, passphrase_env=passphrase_env)
 
         def render(c: Console) -> None:

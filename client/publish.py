@@ -246,10 +246,31 @@ def load_signing_key(path: Path, passphrase_env: str | None = None) -> Ed25519Pr
         raise InputError(f"cannot load the signing key {path}: {exc}") from exc
 
 
+def results_from_files(
+    verification: Path | None, benchmark: Path | None, samples: Path | None
+) -> Results:
+    """Results from the separate outputs of `ktl check --json`, `ktl bench --json` and
+    `ktl bench --samples-out`."""
+    bodies: list[dict[str, Any] | None] = []
+    for path, what in ((verification, "verification"), (benchmark, "benchmark")):
+        if path is None:
+            bodies.append(None)
+            continue
+        try:
+            obj = json.loads(read_capped(path, MAX_RESULTS_BYTES, f"{what} file"))
+        except ValueError as exc:
+            raise InputError(f"{what} file {path} is not JSON: {exc}") from exc
+        if not isinstance(obj, dict):
+            raise InputError(f"{what} file {path} must hold the JSON object `ktl` printed")
+        bodies.append(obj)
+    raw = read_capped(samples, MAX_RESULTS_BYTES, "samples file") if samples else None
+    return Results(bodies[0], bodies[1], raw)
+
+
 def run_publish(
     kernel_dir: Path,
     key_path: Path,
-    results_path: Path | None,
+    results: Results | None,
     budget: str,
     log_url: str | None,
     log_key: str | None,
@@ -264,7 +285,8 @@ def run_publish(
     url = require_url(log_url)
     key = load_signing_key(key_path, passphrase_env)
     name, archive, kclaim = kernel_claim(kernel_dir)
-    results = load_results(results_path) if results_path else measure(kernel_dir, budget, out.note)
+    if results is None:
+        results = measure(kernel_dir, budget, out.note)
     claims = [kclaim]
     if results.verification is not None and results.verification.get("verdict") != "pass":
         out.note("[bold yellow]the verification verdict is not 'pass'; publishing it as it is "

@@ -271,3 +271,21 @@ def test_exit_codes_for_usage_and_network(world: World, tmp_path: Path) -> None:
     assert res.exit_code == 2 and "does not exist" in res.stderr
     res = world.ktl("verify", str(tmp_path / "missing.tlog-proof"))
     assert res.exit_code == 2 and "--log-key" in res.stderr
+
+
+def test_publish_from_separate_check_and_bench_outputs(world: World) -> None:
+    prepared = json.loads(world.results.read_text())
+    (world.tmp / "check.json").write_text(json.dumps(prepared["verification"]))
+    (world.tmp / "bench.json").write_text(json.dumps(prepared["benchmark"]))
+    (world.tmp / "samples.json").write_text(prepared["samples"])
+    kdir = kernel_folder(world.tmp)
+    args = ["publish", str(kdir), "--key", str(world.key), "--verification",
+            str(world.tmp / "check.json"), "--benchmark", str(world.tmp / "bench.json")]
+    with running_log(world.data) as url:
+        res = world.ktl(*args, "--results", str(world.results), "--log", url)
+        assert res.exit_code == 2 and "either --results" in res.stderr
+        (world.tmp / "other-samples.json").write_text("[1]")
+        res = world.ktl(*args, "--samples", str(world.tmp / "other-samples.json"), "--log", url)
+        assert res.exit_code == 2 and "not the ones the benchmark names" in res.stderr
+        report = world.ktl.json(*args, "--samples", str(world.tmp / "samples.json"), "--log", url)
+    assert [e["kind"] for e in report["entries"]] == ["kernel", "verification", "benchmark"]
