@@ -132,13 +132,17 @@ def publish(kernel_dir: Path, key_path: Path, passphrase_env: str | None,
               help="Trust policy TOML: which keys may sign which kernel names.")
 @click.option("--source", "source_path", type=click.Path(path_type=Path),
               help="Source file or kernel folder whose digest must match the entry's subject.")
+@click.option("--witness", "witness_keys", multiple=True, metavar="KEYSTRING",
+              help="A witness's cosignature/v1 verifier key (repeatable).")
+@click.option("--witness-threshold", type=click.IntRange(min=0), default=None,
+              help="Valid witness cosignatures required (default: 1 when --witness is given).")
 @click.option("--log", "log_url", metavar="URL",
               help="Also prove the receipt consistent with the log's latest checkpoint "
                    "(verify stays offline without it, even when $KTL_LOG is set).")
 @json_option
 def verify(receipt: Path, entry_path: Path | None, log_key: str | None,
-           policy_path: Path | None, source_path: Path | None, log_url: str | None,
-           as_json: bool) -> None:
+           policy_path: Path | None, source_path: Path | None, witness_keys: tuple[str, ...],
+           witness_threshold: int | None, log_url: str | None, as_json: bool) -> None:
     """Verify a receipt offline: checkpoint, inclusion, signature, policy, source digest."""
     out = Output(as_json)
 
@@ -147,6 +151,7 @@ def verify(receipt: Path, entry_path: Path | None, log_key: str | None,
             MAX_ENTRY_FILE_BYTES,
             MAX_PROOF_FILE_BYTES,
             entry_path_for,
+            load_witnesses,
             verify_receipt,
         )
         from client.session import connect, prove_receipt_current
@@ -161,8 +166,11 @@ def verify(receipt: Path, entry_path: Path | None, log_key: str | None,
         entry_bytes = read_capped(entry_file, MAX_ENTRY_FILE_BYTES, "entry file")
         if source_path is not None and not source_path.exists():
             raise InputError(f"source {source_path} does not exist")
+        witnesses = load_witnesses(witness_keys)
+        threshold = (1 if witnesses else 0) if witness_threshold is None else witness_threshold
         report, cp = verify_receipt(proof_bytes, entry_bytes, verifier,
-                                    policy=load_policy(policy_path), source=source_path)
+                                    policy=load_policy(policy_path), source=source_path,
+                                    witnesses=witnesses, witness_threshold=threshold)
         data = report.to_json()
         if log_url:
             sess = connect(log_url, TrustedState(), log_key)
@@ -185,6 +193,7 @@ def verify(receipt: Path, entry_path: Path | None, log_key: str | None,
                 ("subject", f"{report.subject_name} sha256:{report.subject_sha256}"),
                 ("trust policy", report.policy or "not checked (no --policy)"),
                 ("source", report.source or "not checked (no --source)"),
+                ("witnesses", report.notes[0] if report.notes else "not checked (no --witness)"),
             ]
             if data["consistent_with"] is not None:
                 rows.append(("log consistency",

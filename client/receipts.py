@@ -11,6 +11,7 @@ statement, the trust policy, and the subject digest against the given source.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,7 @@ from attest import AttestError
 from attest.entry import VerifiedEntry, decode_entry, verify_entry
 from ledger import LedgerError
 from ledger.checkpoint import SignedCheckpoint
+from ledger.cosignature import CosignatureVerifier, verify_cosignatures
 from ledger.merkle import leaf_hash, verify_inclusion
 from ledger.note import NoteVerifier
 from ledger.proof_bundle import TlogProof
@@ -167,6 +169,29 @@ def check_policy(verified: VerifiedEntry, policy: TrustPolicy) -> str:
     return f"allowed by rule {result.rule}" if result.rule else result.reason
 
 
+def load_witnesses(key_strings: Sequence[str]) -> list[CosignatureVerifier]:
+    """Parse witness cosignature/v1 verifier keys (`name+keyid+base64`)."""
+    out = []
+    for k in key_strings:
+        try:
+            out.append(CosignatureVerifier.from_key_string(k.strip()))
+        except LedgerError as exc:
+            raise InputError(f"witness key {k.strip()!r} is not a cosignature/v1 key: {exc}") from exc
+    return out
+
+
+def check_witnesses(
+    note: bytes, verifier: NoteVerifier, witnesses: Sequence[CosignatureVerifier], threshold: int
+) -> str:
+    """Require `threshold` valid cosignatures from `witnesses` on the checkpoint note."""
+    try:
+        _, cosigs = verify_cosignatures(note, verifier, list(witnesses), threshold)
+    except LedgerError as exc:
+        raise VerificationFailed(f"witness cosignatures: {exc}") from exc
+    return f"{len(cosigs)} of {len(witnesses)} witnesses cosigned (threshold {threshold}): " + (
+        ", ".join(c.name for c in cosigs))
+
+
 def verify_receipt(
     proof_bytes: bytes,
     entry_bytes: bytes,
@@ -175,6 +200,8 @@ def verify_receipt(
     origin: str | None = None,
     policy: TrustPolicy | None = None,
     source: Path | None = None,
+    witnesses: Sequence[CosignatureVerifier] = (),
+    witness_threshold: int = 0,
 ) -> tuple[ReceiptReport, SignedCheckpoint]:
     """Verify a receipt offline; raise `VerificationFailed` naming the first failed step."""
     if len(proof_bytes) > MAX_PROOF_FILE_BYTES:
@@ -183,6 +210,9 @@ def verify_receipt(
         raise VerificationFailed("entry: larger than the 65535 bytes a log entry can have")
     proof = parse_proof(proof_bytes)
     cp = open_signed(proof.checkpoint, verifier, origin)
+    notes: tuple[str, ...] = ()
+    if witnesses or witness_threshold:
+        notes = (check_witnesses(proof.checkpoint, verifier, witnesses, witness_threshold),)
     leaf = check_inclusion(entry_bytes, proof.index, tuple(proof.hashes), cp)
     verified = check_entry(entry_bytes)
     subject = verified.statement.subjects[0]
@@ -208,5 +238,6 @@ def verify_receipt(
         signer_keyids=tuple(verified.signer_keyids),
         policy=policy_note,
         source=source_note,
+        notes=notes,
     )
     return report, cp

@@ -113,6 +113,11 @@ def test_publish_then_verify_offline_and_tamper(world: World) -> None:
         wrong_key = other.json("log-info", "--log", url2)["verifier_key"]
     res = world.ktl("verify", str(proof), "--log-key", wrong_key)
     assert res.exit_code == 1 and "checkpoint signature" in res.stderr
+    # a witness the auditor requires never cosigned this checkpoint
+    from ledger.cosignature import CosignatureSigner
+
+    witness = CosignatureSigner("witness.example/w", generate_private_key())
+    assert "witness cosignatures" in fails("--witness", witness.verifier_key_string())
     # an inclusion proof for another tree size: the kernel's proof under the size-3 checkpoint
     parsed = TlogProof.from_text(good_proof)
     later = TlogProof.from_text((rdir / "benchmark.tlog-proof").read_bytes())

@@ -90,3 +90,23 @@ def test_garbage_receipts_are_rejected_cleanly(junk: bytes) -> None:
         verify_receipt(junk, _ENTRY, _V)
     with pytest.raises(VerificationFailed):
         verify_receipt(_PROOF, junk, _V)
+
+
+def test_witness_cosignatures_are_required_when_asked() -> None:
+    from client.receipts import load_witnesses
+    from ledger.checkpoint import Checkpoint, sign_checkpoint
+    from ledger.cosignature import CosignatureSigner
+
+    w1 = CosignatureSigner("witness.example/w1", generate_private_key())
+    w2 = CosignatureSigner("witness.example/w2", generate_private_key())
+    proof = TlogProof.from_text(_PROOF)
+    size = len(_LOG.entries)
+    cosigned = sign_checkpoint(Checkpoint(_LOG.origin, size, _LOG.store.root()), _LOG.signer, w1)
+    receipt = TlogProof(proof.index, proof.hashes, cosigned).to_text().encode()
+    ws = load_witnesses([w1.verifier_key_string(), w2.verifier_key_string()])
+    report, _ = verify_receipt(receipt, _ENTRY, _V, witnesses=ws, witness_threshold=1)
+    assert report.notes == ("1 of 2 witnesses cosigned (threshold 1): witness.example/w1",)
+    with pytest.raises(VerificationFailed, match="witness cosignatures"):
+        verify_receipt(receipt, _ENTRY, _V, witnesses=ws, witness_threshold=2)
+    with pytest.raises(VerificationFailed, match="witness cosignatures"):
+        verify_receipt(_PROOF, _ENTRY, _V, witnesses=ws[:1], witness_threshold=1)
