@@ -173,11 +173,15 @@ class Sequencer:
                 out.append(w.error or SequencerError("integration failed"))
         return out
 
-    def _take(self) -> list[_Waiter] | None:
+    def _wait_for_work(self) -> bool:
+        """Block until something is queued, then give the batch up to max_delay to fill.
+
+        Returns False once closed and drained.
+        """
         with self._cond:
             while not self._queue:
                 if self._closed:
-                    return None
+                    return False
                 self._cond.wait()
             first = time.monotonic()
             while len(self._queue) < self.max_batch and not self._closed:
@@ -185,19 +189,24 @@ class Sequencer:
                 if left <= 0:
                     break
                 self._cond.wait(left)
+            return True
+
+    def _take(self) -> list[_Waiter]:
+        with self._cond:
             batch = self._queue[: self.max_batch]
             del self._queue[: self.max_batch]
             return batch
 
     def _run(self) -> None:
-        while True:
-            batch = self._take()
-            if batch is None:
-                return
+        while self._wait_for_work():
+            # Take the batch only once the lock is ours: what queues up while another
+            # process integrates joins this batch (bigger batches under contention).
+            batch: list[_Waiter] = []
             try:
-                receipts = self.integrate([w.submission for w in batch])
+                with self.storage.integration_lock():
+                    batch = self._take()
+                    receipts = self._integrate_guarded([w.submission for w in batch])
             except BaseException as e:  # every waiter learns why; the loop goes on
-                self._state = None
                 for w in batch:
                     w.error = e
                     w.event.set()
@@ -212,11 +221,16 @@ class Sequencer:
         if not submissions:
             return []
         with self.storage.integration_lock():
-            try:
-                return self._integrate_locked(submissions)
-            except BaseException:
-                self._state = None
-                raise
+            return self._integrate_guarded(submissions)
+
+    def _integrate_guarded(self, submissions: Sequence[Submission]) -> list[Receipt]:
+        if not submissions:
+            return []
+        try:
+            return self._integrate_locked(submissions)
+        except BaseException:
+            self._state = None  # reload the right edge from storage next time
+            raise
 
     def _integrate_locked(self, submissions: Sequence[Submission]) -> list[Receipt]:
         storage = self.storage

@@ -77,7 +77,7 @@ def _body(limit: int, what: str) -> bytes:
 
 # ---- answers
 def _receipt_json(svc: LogService, r: Receipt) -> dict[str, Any]:
-    proof = svc.inclusion_proof(r.index, r.checkpoint.size)
+    proof = svc.receipt_proof(r)
     return {
         "index": r.index,
         "leaf_hash": r.leaf_hash.hex(),

@@ -67,6 +67,14 @@ class LogService:
         except (ProofError, MissingHashError) as e:
             raise ApiError(500, "internal_error", f"cannot build the proof: {e}") from None
 
+    def receipt_proof(self, receipt: Receipt) -> list[bytes]:
+        """The inclusion proof of a fresh receipt in the checkpoint it came with."""
+        size = receipt.checkpoint.size
+        try:
+            return inclusion_proof(receipt.index, size, self.reader(size))
+        except (ProofError, MissingHashError) as e:
+            raise ApiError(500, "internal_error", f"cannot build the proof: {e}") from None
+
     def consistency_proof(self, old_size: int, new_size: int) -> list[bytes]:
         self._check_size(new_size, "new_size")
         if not 0 <= old_size <= new_size:
