@@ -134,7 +134,11 @@ def test_read_path_tiles_and_bundles(log: Log) -> None:
     assert part.content == b"".join(leaf_hash(e) for e in entries[TILE_WIDTH:])
     assert "immutable" not in part.headers["Cache-Control"]
     bundle = log.get("/tile/entries/000")
+    assert bundle.headers["Content-Encoding"] == "gzip", "requests asks for gzip"
     assert decode_bundle(bundle.content, TILE_WIDTH) == entries[:TILE_WIDTH]
+    plain = requests.get(f"{log.base}/tile/entries/000", headers={"Accept-Encoding": "identity"},
+                         timeout=10)
+    assert "Content-Encoding" not in plain.headers and plain.content == bundle.content
     assert decode_bundle(log.get("/tile/entries/001.p/3").content, 3) == entries[TILE_WIDTH:]
     level1 = log.get("/tile/1/000.p/1")
     assert level1.status_code == 200 and len(level1.content) == 32

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, current_app
+import gzip
+
+from flask import Blueprint, Response, current_app, request
 
 from ledger._errors import LedgerError
 from ledger.merkle import HASH_SIZE
@@ -59,5 +61,11 @@ def tile(rest: str) -> Response:
             if len(data) != width * HASH_SIZE:
                 raise ApiError(500, "internal_error", f"stored hashes for {path} are missing")
     resp = Response(data, status=200, content_type="application/octet-stream")
+    if ref.entries:
+        # tlog-tiles: entry bundles SHOULD be compressed at the HTTP layer.
+        resp.headers["Vary"] = "Accept-Encoding"
+        if "gzip" in request.headers.get("Accept-Encoding", "").lower():
+            resp.set_data(gzip.compress(data, compresslevel=1, mtime=0))
+            resp.headers["Content-Encoding"] = "gzip"
     resp.headers["Cache-Control"] = IMMUTABLE if width == TILE_WIDTH else PARTIAL
     return resp
