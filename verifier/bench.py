@@ -46,6 +46,10 @@ ROOFLINE_MARGIN = 2.0
 SPAN_TOLERANCE = 0.05
 SPAN_SLACK_S = 0.1
 Progress = Callable[[str], None]
+QUIET_THREADS = {"OMP_WAIT_POLICY": "PASSIVE", "OPENBLAS_THREAD_TIMEOUT": "4"}
+"""Idle OpenMP and OpenBLAS threads sleep instead of spinning: the kernel's and the
+baseline's thread pools share one process, and a pool spinning while the other
+works halves the other's speed on a small machine."""
 
 
 @dataclass(frozen=True)
@@ -284,7 +288,7 @@ def bench(
         limits = Limits(cpu_s=int(time_budget_s * cores * 2 + 120), wall_s=time_budget_s * 2 + 60,
                         address_space=2 * 1024**3 + 8 * pool_bytes + 512 * 2**20,
                         file_size=1024**3)
-        env_vars = base_env({"OPENBLAS_NUM_THREADS": str(cores)})
+        env_vars = base_env({"OPENBLAS_NUM_THREADS": str(cores), **QUIET_THREADS})
         say(f"measuring {len(dims_list)} shape(s) for up to {time_budget_s:g} s in a sandboxed child")
         result = run_sandboxed([*worker_argv(), str(work)], work, limits, env_vars)
         if not result.ok or not result.last("DONE"):
@@ -295,7 +299,8 @@ def bench(
             f"{result.maxrss_bytes / 2**20:.0f} MiB (from wait4); network "
             + ("isolated" if result.network_isolated else "not isolated"))
         notes.append(f"baseline: NumPy {np.__version__} float32 with {cores} BLAS thread(s); "
-                     f"kernel OMP_NUM_THREADS={cores}")
+                     f"kernel OMP_NUM_THREADS={cores}; idle threads sleep "
+                     "(OMP_WAIT_POLICY=PASSIVE, OPENBLAS_THREAD_TIMEOUT=4)")
         say("re-checking every timed output and the clocks")
         results, samples, trusted, measured = _analyse(op, jobs, result.lines, rng, target,
                                                         max_halfwidth, notes)
