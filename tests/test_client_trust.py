@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 from client_fakes import MemoryLog
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from attest.keys import generate_private_key
 from client import InputError, LogMisbehaviour, VerificationFailed
@@ -105,3 +107,26 @@ def test_key_choice_given_pinned_tofu(tmp_path: Path) -> None:
         choose_log_key(st, "other", None, None)
     with pytest.raises(InputError, match="not a valid verifier key"):
         load_verifier("garbage")
+
+
+@settings(max_examples=40, deadline=None)
+@given(steps=st.lists(st.integers(min_value=1, max_value=40), min_size=1, max_size=5),
+       fork_at=st.integers(min_value=0, max_value=60), extra=st.integers(min_value=1, max_value=40))
+def test_honest_growth_always_accepted_and_any_fork_refused(
+    tmp_path_factory: pytest.TempPathFactory, steps: list[int], fork_at: int, extra: int
+) -> None:
+    st_ = TrustedState(tmp_path_factory.mktemp("home"))
+    log = MemoryLog()
+    v = load_verifier(log.verifier_key)
+    for n, grow in enumerate(steps):
+        _grow(log, grow, f"s{n}")
+        r = reconcile(st_, v, open_signed(log.checkpoint(), v), log.consistency_proof)
+        assert r.new_size == len(log.entries)
+    # a twin with the same key that shares only the first `fork_at` entries
+    twin = MemoryLog(log.origin, log.signer)
+    for e in log.entries[: min(fork_at, len(log.entries) - 1)]:
+        twin._append(e)
+    _grow(twin, len(log.entries) - len(twin.entries) + extra, "fork")
+    assert twin.entries[: len(log.entries)] != log.entries
+    with pytest.raises(LogMisbehaviour):
+        reconcile(st_, v, open_signed(twin.checkpoint(), v), twin.consistency_proof)
