@@ -52,32 +52,42 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--bench-budgets", default="2,5,10")
     parser.add_argument("--bench-kernels", default="matmul-blocked,sum-rows")
+    parser.add_argument("--only", choices=["check", "bench"], default=None)
     args = parser.parse_args()
     console = Console(width=200)
     kernels = sorted(p.parent for p in (ROOT / "examples").glob("*/kernel.toml"))
 
-    table = Table(title=f"ktl check wall time per kernel (median of {args.repeats})")
+    if args.only != "bench":
+        _check_figures(console, kernels, args.repeats)
+    if args.only != "check":
+        _bench_figures(console, args.bench_kernels.split(","),
+                       [float(x) for x in args.bench_budgets.split(",")])
+
+
+def _check_figures(console: Console, kernels: list[Path], repeats: int) -> None:
+    table = Table(title=f"ktl check wall time per kernel (median of {repeats})")
     for col in ("kernel", "op", "sandbox child (baseline)", "gcc build (baseline)",
                 "check quick", "check full", "quick goal 20 s", "full goal 180 s"):
         table.add_column(col)
-    child = _median_time(_bare_child, args.repeats)
+    child = _median_time(_bare_child, repeats)
     for kernel in kernels:
         op = KernelSpec.load(kernel).op
-        build = _median_time(lambda k=kernel: _bare_build(k), args.repeats)
-        quick = _median_time(lambda k=kernel: check(k, budget="quick", seed=1), args.repeats)
-        full = _median_time(lambda k=kernel: check(k, budget="full", seed=1), args.repeats)
+        build = _median_time(lambda k=kernel: _bare_build(k), repeats)
+        quick = _median_time(lambda k=kernel: check(k, budget="quick", seed=1), repeats)
+        full = _median_time(lambda k=kernel: check(k, budget="full", seed=1), repeats)
         table.add_row(kernel.name, op, f"{child:.2f} s", f"{build:.2f} s", f"{quick:.2f} s",
                       f"{full:.2f} s", "ok" if quick <= 20 else "MISSED",
                       "ok" if full <= 180 else "MISSED")
     console.print(table)
 
-    budgets = [float(x) for x in args.bench_budgets.split(",")]
+
+def _bench_figures(console: Console, names: list[str], budgets: list[float]) -> None:
     table = Table(title="ktl bench: speed-up interval reached per second of measuring "
                         "(target set unreachably tight so each run uses its whole budget)")
     for col in ("kernel", "shape", "budget", "measured", "n", "speed-up", "95% CI half-width",
                 "+-5% reached", "trusted"):
         table.add_column(col)
-    for name in args.bench_kernels.split(","):
+    for name in names:
         for budget in budgets:
             report = bench(ROOT / "examples" / name, seed=1, time_budget_s=budget, target=1e-6,
                            max_reps=10**6)
@@ -91,7 +101,7 @@ def main() -> None:
     table = Table(title="ktl bench: time to a +-5% interval (default stopping rule, budget 30 s)")
     for col in ("kernel", "measured", "n", "half-width", "trusted", "notes"):
         table.add_column(col)
-    for name in args.bench_kernels.split(","):
+    for name in names:
         report = bench(ROOT / "examples" / name, seed=2, time_budget_s=30)
         for r in report.results:
             table.add_row(name, f"{report.measured_s:.1f} s", str(r.n), f"+-{100 * r.halfwidth:.2f}%",

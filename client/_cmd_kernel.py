@@ -91,10 +91,12 @@ def check_cmd(kernel_dir: Path, as_json: bool, seed: int | None, budget: str) ->
 @click.option("--seed", type=click.IntRange(0, 2**53 - 1), default=None, help="Seed of the inputs.")
 @click.option("--time-budget", type=click.FloatRange(1.0, 3600.0), default=20.0, show_default=True,
               help="Seconds of measuring, split across the shapes.")
+@click.option("--threads", type=click.IntRange(1, 1024), default=1, show_default=True,
+              help="Threads for the kernel (OpenMP) and the baseline (BLAS).")
 @click.option("--samples-out", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write the raw samples (the blob whose sha256 is in the body) to FILE.")
 def bench_cmd(kernel_dir: Path, as_json: bool, shapes: tuple[str, ...], seed: int | None,
-              time_budget: float, samples_out: Path | None) -> None:
+              time_budget: float, threads: int, samples_out: Path | None) -> None:
     """Benchmark KERNEL_DIR against the NumPy float32 baseline; exit 1 if it cannot be trusted."""
     out = Output(as_json)
 
@@ -104,7 +106,7 @@ def bench_cmd(kernel_dir: Path, as_json: bool, shapes: tuple[str, ...], seed: in
         parsed = [parse_shape(s) for s in shapes] or None
         try:
             report = bench(kernel_dir, shapes=parsed, seed=seed, time_budget_s=time_budget,
-                           progress=lambda msg: out.note(f"[dim]{msg}…[/]"))
+                           threads=threads, progress=lambda msg: out.note(f"[dim]{msg}…[/]"))
         except VerifierError as exc:
             raise InputError(f"{kernel_dir}: {exc}") from exc
         if samples_out is not None:

@@ -137,3 +137,12 @@ def test_reproduce_kernel_end_to_end_refutes_an_inflated_claim() -> None:
     assert body["environment"] == environment_fingerprint()
     predicates = pytest.importorskip("attest.predicates")
     predicates.parse_predicate(predicates.REPRODUCTION_V1, body)
+
+
+def test_claimed_threads_read_from_notes() -> None:
+    from verifier.reproduce import claimed_threads
+
+    assert claimed_threads({"notes": ["baseline: NumPy 2 float32 with 2 BLAS thread(s); "
+                                      "kernel OMP_NUM_THREADS=2; idle threads sleep"]}) == 2
+    assert claimed_threads({"notes": []}) == 1
+    assert claimed_threads({}) == 1

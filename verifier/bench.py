@@ -219,12 +219,16 @@ def bench(
     max_reps: int = 5000,
     warmup: int = 5,
     min_time_s: float = 1.0,
+    threads: int | None = 1,
     progress: Progress | None = None,
 ) -> BenchReport:
     """Benchmark the kernel folder; `trusted` is False (with notes) when it cannot be believed.
 
     Each shape is measured for at least `min_time_s` (and `min_reps` pairs) before the
     interval may stop the loop, so short loops cannot hide a kernel that drifts later.
+    `threads` is given to both the kernel (OpenMP) and the baseline (BLAS); the default,
+    one, makes ratios comparable across machines with different core counts and keeps
+    the interval tight on a shared machine; None means every core.
 
     Raises KernelSpecError for a malformed folder and VerifierError for bad arguments.
     """
@@ -235,6 +239,8 @@ def bench(
         dims_list = [op.check_dims(s) for s in (shapes or op.bench_shapes)]
     except ValueError as exc:
         raise VerifierError(f"bad --shape for op {op.name}: {exc}") from exc
+    if threads is not None and not 1 <= threads <= 1024:
+        raise VerifierError("threads must be between 1 and 1024")
     if not 1 <= len(dims_list) <= 16:
         raise VerifierError("give between 1 and 16 shapes")
     if not (0 < target < 1 and 0 < time_budget_s <= 3600 and 2 <= min_reps <= max_reps <= 10**6
@@ -284,11 +290,12 @@ def bench(
         (work / "job.json").write_text(json.dumps({
             "mode": "bench", "library": str(artifact.path), "entry": spec.entry, "op": op.name,
             "shapes": shape_json}))
-        cores = os.cpu_count() or 1
+        cores = threads or os.cpu_count() or 1
         limits = Limits(cpu_s=int(time_budget_s * cores * 2 + 120), wall_s=time_budget_s * 2 + 60,
                         address_space=2 * 1024**3 + 8 * pool_bytes + 512 * 2**20,
                         file_size=1024**3)
-        env_vars = base_env({"OPENBLAS_NUM_THREADS": str(cores), **QUIET_THREADS})
+        env_vars = base_env({"OPENBLAS_NUM_THREADS": str(cores), "OMP_NUM_THREADS": str(cores),
+                             **QUIET_THREADS})
         say(f"measuring {len(dims_list)} shape(s) for up to {time_budget_s:g} s in a sandboxed child")
         result = run_sandboxed([*worker_argv(), str(work)], work, limits, env_vars)
         if not result.ok or not result.last("DONE"):

@@ -23,6 +23,7 @@ Verdict per claim:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,7 @@ HARDWARE_KEYS = ("cpu_model", "cores", "machine", "gpu")
 KERNEL_FAULTS = ("timer tampering", "roofline", "outputs rechecked", "guard bytes",
                  "benchmark child failed", "build failed")
 MAX_REASON = 1500
+_THREADS = re.compile(r"kernel OMP_NUM_THREADS=([0-9]{1,4})")
 
 
 def _shape_key(shape: Mapping[str, Any]) -> str:
@@ -224,6 +226,15 @@ def compare(
             "verdict": overall_verdict(claims)}
 
 
+def claimed_threads(body: Mapping[str, Any]) -> int:
+    """The thread count a benchmark body's notes record (1 when they do not say)."""
+    for note in body.get("notes", []):
+        found = _THREADS.search(str(note))
+        if found:
+            return max(1, min(int(found.group(1)), 1024))
+    return 1
+
+
 def reproduce_kernel(
     kernel_dir: str | Path,
     claimed: Sequence[tuple[str, Mapping[str, Any]]],
@@ -235,7 +246,7 @@ def reproduce_kernel(
     """Re-run what `claimed` claims on the unpacked kernel and compare.
 
     The check reuses the claimed seed and budget (unless `budget` is given), so the
-    same inputs are replayed; the benchmark uses the claimed shapes and seed.
+    same inputs are replayed; the benchmark uses the claimed shapes, seed and threads.
     """
     from verifier.bench import bench
     from verifier.check import check
@@ -250,5 +261,6 @@ def reproduce_kernel(
             workload = body.get("workload", {})
             shapes = [dict(s) for s in workload.get("shapes", [])] or None
             benchmark = bench(kernel_dir, shapes=shapes, seed=int(workload.get("seed", 1)),
-                              time_budget_s=time_budget_s, progress=progress).to_predicate()
+                              time_budget_s=time_budget_s, threads=claimed_threads(body),
+                              progress=progress).to_predicate()
     return compare(claimed, target, environment_fingerprint(), verification, benchmark)
