@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from attest.predicates import KERNEL_V1
 from ledger import LedgerError
+from ledger.checkpoint import SignedCheckpoint
 from ledger.merkle import consistency_proof, leaf_hash
 from ledger.note import NoteVerifier
 from ledger.tiles import TILE_WIDTH, TileHashReader, decode_bundle, entries_path
@@ -192,6 +193,29 @@ def _examine(
     return out
 
 
+def _check_history(
+    trusted: TrustedState,
+    verifier: NoteVerifier,
+    origin: str,
+    old_note: bytes,
+    new: SignedCheckpoint,
+    prove: Callable[[int, int], list[bytes]],
+) -> None:
+    """The log's new checkpoint must extend the one the monitor last finished reading."""
+    old = open_signed(old_note, verifier, origin)
+    size = new.checkpoint.size
+    if old.checkpoint.size > size:
+        detail = (f"the log now shows tree size {size}, but the monitor already read "
+                  f"up to size {old.checkpoint.size}")
+        path = trusted.save_evidence(origin, "rollback", old.note_bytes, new.note_bytes, detail)
+        raise LogMisbehaviour(f"ROLLBACK of log {origin!r}: {detail}. Evidence: {path}", path)
+    try:
+        prove_consistent(old, new, prove)
+    except VerificationFailed as exc:
+        path = trusted.save_evidence(origin, "fork", old.note_bytes, new.note_bytes, str(exc))
+        raise LogMisbehaviour(f"FORK of log {origin!r}: {exc}. Evidence: {path}", path) from exc
+
+
 def run_monitor(
     log: LogAPI,
     verifier: NoteVerifier,
@@ -227,21 +251,9 @@ def run_monitor(
             raise VerificationFailed(f"tile: {exc}") from exc
 
     try:
+        if st.checkpoint is not None:  # first against what this monitor read, then trust
+            _check_history(trusted, verifier, origin, st.checkpoint, cp, prove)
         reconcile(trusted, verifier, cp, prove)
-        if st.checkpoint is not None:
-            old = open_signed(st.checkpoint, verifier, origin)
-            if old.checkpoint.size > size:
-                detail = (f"the log now shows tree size {size}, but the monitor already read "
-                          f"up to size {old.checkpoint.size}")
-                path = trusted.save_evidence(origin, "rollback", old.note_bytes, note, detail)
-                raise LogMisbehaviour(f"ROLLBACK of log {origin!r}: {detail}. Evidence: {path}",
-                                      path)
-            try:
-                prove_consistent(old, cp, prove)
-            except VerificationFailed as exc:
-                path = trusted.save_evidence(origin, "fork", old.note_bytes, note, str(exc))
-                raise LogMisbehaviour(f"FORK of log {origin!r}: {exc}. Evidence: {path}",
-                                      path) from exc
     except LedgerError as exc:
         raise VerificationFailed(f"tile: {exc}") from exc
 
