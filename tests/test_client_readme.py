@@ -25,14 +25,6 @@ def _blocks() -> list[tuple[str, str]]:
     return [(m.group(1), m.group(2)) for m in BLOCK.finditer(DOC.read_text())]
 
 
-def _has_reproduce() -> bool:
-    try:
-        import verifier.reproduce  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def test_doc_has_three_walkthroughs() -> None:
     kinds = [k for k, _ in _blocks()]
     assert kinds.count("console") == 3 and "toml" in kinds and "python" in kinds
@@ -50,7 +42,7 @@ def test_walkthroughs_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     with running_log(tmp_path / "log") as url:
         env = {"KTL_LOG": url}
         env["LOG_KEY"] = ktl.json("log-info", "--log", url)["verifier_key"]
-        ran = skipped = 0
+        ran = 0
         for kind, text in _blocks():
             if kind == "toml":
                 (work / "policy.toml").write_text(text)
@@ -68,13 +60,10 @@ def test_walkthroughs_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
                 args = shlex.split(os.path.expandvars(cmd.replace("$KTL_LOG", url)
                                                       .replace("$LOG_KEY", env["LOG_KEY"])))
                 assert args[0] == "ktl", line
-                if args[1] == "reproduce" and not _has_reproduce():
-                    skipped += 1  # lands with the verifier's reproduce module
-                    continue
                 res = ktl(*args[1:], env={"KTL_LOG": url})
                 # The prepared results are synthetic (another machine's benchmark), so a
                 # reproduction here may honestly be inconclusive (4), never refuted (1).
                 ok = {0, 4} if args[1] == "reproduce" else {0}
                 assert res.exit_code in ok, (line, res.stdout, res.stderr)
                 ran += 1
-        assert ran >= 10 and ran + skipped == 12
+        assert ran == 12
