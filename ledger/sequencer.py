@@ -35,6 +35,7 @@ from ledger.storage import (
     StoredEntry,
     StoredHashReader,
     TileCache,
+    tile_nodes,
 )
 from ledger.tiles import TILE_HEIGHT, TILE_WIDTH, encode_bundle, entries_path, tile_path
 
@@ -295,7 +296,8 @@ class Sequencer:
             tile_path(tl, ti, len(data) // HASH_SIZE): data for (tl, ti), data in tiles.items()
         }
         self._bundles(state, entries, files)
-        storage.commit_batch(IntegratedBatch(tuple(entries), tiles, checkpoint))
+        nodes = {k: tile_nodes(v) for k, v in tiles.items() if len(v) == _FULL}
+        storage.commit_batch(IntegratedBatch(tuple(entries), tiles, checkpoint, nodes))
         files["checkpoint"] = note
         storage.write_files(files)
         return [

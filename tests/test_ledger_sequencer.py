@@ -22,6 +22,7 @@ from ledger.storage import (
     SqliteStorage,
     StorageError,
     check_log,
+    tile_nodes,
 )
 from ledger.tiles import (
     decode_bundle,
@@ -48,6 +49,8 @@ def check_files_match(storage: LogStorage, datas: list[bytes]) -> None:
         want = tile_bytes(ref, store)
         assert storage.read_file(tile_path(ref.level, ref.index, ref.width)) == want, ref
         assert storage.read_tile(ref.level, ref.index)[: len(want)] == want
+        if ref.width == 256:
+            assert storage.read_tile_nodes(ref.level, ref.index) == tile_nodes(want)
     for ref in entry_bundles_for_size(size):
         got = storage.read_file(entries_path(ref.index, ref.width))
         assert got is not None
@@ -172,7 +175,9 @@ def test_check_log_accepts_and_repairs_missing_files(tmp_path: Path) -> None:
         check_log(storage, SIGNER.verifier(), SIGNER.name, repair=False)
 
 
-@pytest.mark.parametrize("damage", ["tile_file", "tile_row", "entry_data", "extra_entry", "key", "origin"])
+@pytest.mark.parametrize(
+    "damage", ["tile_file", "tile_row", "tile_nodes", "entry_data", "extra_entry", "key", "origin"]
+)
 def test_check_log_refuses_a_damaged_log(tmp_path: Path, damage: str) -> None:
     storage = _filled(tmp_path)
     verifier = SIGNER.verifier()
@@ -182,6 +187,8 @@ def test_check_log_refuses_a_damaged_log(tmp_path: Path, damage: str) -> None:
         (tmp_path / "tiles" / "tile" / "0" / "000").write_bytes(b"\x00" * 8192)
     elif damage == "tile_row":
         db.execute("UPDATE tiles SET hashes = zeroblob(length(hashes)) WHERE level = 0 AND idx = 1")
+    elif damage == "tile_nodes":
+        db.execute("UPDATE tiles SET nodes = zeroblob(length(nodes)) WHERE level = 0 AND idx = 0")
     elif damage == "entry_data":
         db.execute("UPDATE entries SET data = X'00' WHERE idx = 299")
     elif damage == "extra_entry":

@@ -24,6 +24,7 @@ from ledger.storage import (
     StoredCheckpoint,
     StoredEntry,
     StoredHashReader,
+    tile_nodes,
 )
 from ledger.storage._schema import SCHEMA_VERSION
 
@@ -151,6 +152,26 @@ def test_schema_version_recorded_and_newer_refused(tmp_path: Path) -> None:
         SqliteStorage(tmp_path)
 
 
+def test_migration_from_version_1(tmp_path: Path) -> None:
+    from ledger.storage._schema import MIGRATIONS
+
+    conn = sqlite3.connect(tmp_path / "log.db")
+    for statement in MIGRATIONS[0].split(";"):
+        if statement.strip():
+            conn.execute(statement)
+    conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+    conn.execute("INSERT INTO schema_version VALUES (1)")
+    conn.execute("INSERT INTO tiles (level, idx, hashes) VALUES (0, 0, X'00')")
+    conn.commit()
+    conn.close()
+    s = SqliteStorage(tmp_path)
+    assert s.read_tile(0, 0) == b"\x00" and s.read_tile_nodes(0, 0) == b""
+    s.close()
+    conn = sqlite3.connect(tmp_path / "log.db")
+    assert conn.execute("SELECT version FROM schema_version").fetchone() == (SCHEMA_VERSION,)
+    assert SCHEMA_VERSION == 2
+
+
 def test_entry_facts_need_a_subject() -> None:
     with pytest.raises(StorageError):
         EntryFacts("p", (), ())
@@ -159,14 +180,19 @@ def test_entry_facts_need_a_subject() -> None:
 class _Tiles:
     """Tile rows built from a MemoryHashStore, as the sequencer would store them."""
 
-    def __init__(self, store: MemoryHashStore) -> None:
+    def __init__(self, store: MemoryHashStore, with_nodes: bool) -> None:
         self.store = store
+        self.with_nodes = with_nodes
 
     def read_tile(self, level: int, index: int) -> bytes:
         size = self.store.size
         n = size >> (8 * level)
         lo, hi = index * 256, min(n, (index + 1) * 256)
         return b"".join(self.store.read_hashes([(8 * level, i) for i in range(lo, hi)]))
+
+    def read_tile_nodes(self, level: int, index: int) -> bytes:
+        data = self.read_tile(level, index)
+        return tile_nodes(data) if self.with_nodes and len(data) == 8192 else b""
 
 
 @settings(max_examples=40, deadline=None)
@@ -176,7 +202,7 @@ def test_stored_hash_reader_agrees_with_every_stored_hash(size: int, data: st.Da
     store = MemoryHashStore()
     for i in range(size):
         store.append(leaf_hash(i.to_bytes(4, "big")))
-    reader = StoredHashReader(_Tiles(store), size)
+    reader = StoredHashReader(_Tiles(store, data.draw(st.booleans())), size)
     for _ in range(30):
         level = data.draw(st.integers(0, size.bit_length() - 1))
         count = size >> level

@@ -7,7 +7,7 @@ the fake for tests. A PostgreSQL backend would implement the same protocol.
 from __future__ import annotations
 
 from ledger.storage._check import LogCheck, check_log
-from ledger.storage._hashes import StoredHashReader, TileCache, expand_tile
+from ledger.storage._hashes import StoredHashReader, TileCache, expand_tile, tile_nodes
 from ledger.storage._memory import MemoryStorage
 from ledger.storage._schema import SCHEMA_VERSION
 from ledger.storage._sqlite import SqliteStorage
@@ -45,4 +45,5 @@ __all__ = [
     "TileCache",
     "check_log",
     "expand_tile",
+    "tile_nodes",
 ]

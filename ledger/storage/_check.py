@@ -14,7 +14,7 @@ from ledger._errors import LedgerError
 from ledger.checkpoint import open_checkpoint
 from ledger.merkle import HASH_SIZE, MissingHashError, leaf_hash, tree_root
 from ledger.note import NoteVerifier
-from ledger.storage._hashes import StoredHashReader
+from ledger.storage._hashes import StoredHashReader, tile_nodes
 from ledger.storage._types import LogStorage, StorageError
 from ledger.tiles import (
     TILE_WIDTH,
@@ -112,6 +112,10 @@ def _check_files(storage: LogStorage, size: int, tail: int, repair: bool, deep: 
             missing[path] = want
         elif have != want:
             raise _refuse(f"tile file {path} differs from the stored hashes")
+        if ref.width == TILE_WIDTH and (deep or (ref.index + 1) << (8 * (ref.level + 1)) > tail):
+            nodes = storage.read_tile_nodes(ref.level, ref.index)
+            if nodes and nodes != tile_nodes(want):
+                raise _refuse(f"the stored interior hashes of {path} do not match the tile")
     for ref in entry_bundles_for_size(size):
         path = entries_path(ref.index, ref.width)
         first = ref.index * TILE_WIDTH

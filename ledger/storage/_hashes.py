@@ -21,8 +21,13 @@ _TILE_WIDTH = 1 << _TILE_HEIGHT
 _sha256 = hashlib.sha256
 
 
+#: Interior hashes of a full tile: sub-levels 1..7 (128 + 64 + ... + 2 = 254 hashes).
+NODES_BYTES = (_TILE_WIDTH - 2) * HASH_SIZE
+
+
 class TileSource(Protocol):
     def read_tile(self, level: int, index: int) -> bytes: ...
+    def read_tile_nodes(self, level: int, index: int) -> bytes: ...
 
 
 def expand_tile(data: bytes) -> list[list[bytes]]:
@@ -35,6 +40,24 @@ def expand_tile(data: bytes) -> list[list[bytes]]:
             for i in range(0, len(level) - 1, 2)
         ]
         levels.append(level)
+    return levels
+
+
+def tile_nodes(data: bytes) -> bytes:
+    """The stored interior of a full tile: its sub-levels 1..7, concatenated in order."""
+    if len(data) != _TILE_WIDTH * HASH_SIZE:
+        raise MissingHashError("only full tiles have stored interior hashes")
+    return b"".join(b"".join(level) for level in expand_tile(data)[1:_TILE_HEIGHT])
+
+
+def _levels_from_nodes(data: bytes, nodes: bytes) -> list[list[bytes]]:
+    levels = [[data[i : i + HASH_SIZE] for i in range(0, len(data), HASH_SIZE)]]
+    offset = 0
+    for sub in range(1, _TILE_HEIGHT):
+        count = _TILE_WIDTH >> sub
+        levels.append([nodes[offset + i * HASH_SIZE : offset + (i + 1) * HASH_SIZE]
+                       for i in range(count)])
+        offset += count * HASH_SIZE
     return levels
 
 
@@ -85,7 +108,11 @@ class StoredHashReader:
                     f"tile {tlevel}/{tindex} holds {len(data) // HASH_SIZE} hashes, "
                     f"a tree of size {self.size} needs {width}"
                 )
-            got = expand_tile(data[: width * HASH_SIZE])
+            nodes = self.source.read_tile_nodes(tlevel, tindex) if width == _TILE_WIDTH else b""
+            if len(nodes) == NODES_BYTES:
+                got = _levels_from_nodes(data[: width * HASH_SIZE], nodes)
+            else:
+                got = expand_tile(data[: width * HASH_SIZE])
             self.cache.put(key, got)
         return got
 

@@ -30,6 +30,7 @@ class MemoryStorage:
         self._entries: list[StoredEntry] = []
         self._by_leaf: dict[bytes, int] = {}
         self._tiles: dict[tuple[int, int], bytes] = {}
+        self._nodes: dict[tuple[int, int], bytes] = {}
         self._checkpoints: list[StoredCheckpoint] = []
         self._blobs: dict[str, tuple[bytes, float]] = {}
         self._files: dict[str, bytes] = {}
@@ -95,6 +96,10 @@ class MemoryStorage:
         with self._lock:
             return self._tiles.get((level, index), b"")
 
+    def read_tile_nodes(self, level: int, index: int) -> bytes:
+        with self._lock:
+            return self._nodes.get((level, index), b"")
+
     def blob_info(self, digest_hex: str) -> int | None:
         with self._lock:
             got = self._blobs.get(digest_hex)
@@ -142,6 +147,7 @@ class MemoryStorage:
                 self._entries.append(e)
                 self._by_leaf[e.leaf_hash] = e.index
             self._tiles.update(batch.tiles)
+            self._nodes.update(batch.nodes)
             sizes = [c.size for c in self._checkpoints]
             self._checkpoints.insert(bisect_left(sizes, size), batch.checkpoint)
 

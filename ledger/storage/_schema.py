@@ -63,6 +63,11 @@ MIGRATIONS: tuple[str, ...] = (
         created REAL NOT NULL
     );
     """,
+    # v2: the interior hashes of every full tile (tree levels 8t+1 .. 8t+7), so that
+    # proofs read stored hashes instead of re-hashing up to 255 nodes per tile.
+    """
+    ALTER TABLE tiles ADD COLUMN nodes BLOB
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -225,6 +225,12 @@ class SqliteStorage:
         ).fetchone()
         return b"" if row is None else bytes(row[0])
 
+    def read_tile_nodes(self, level: int, index: int) -> bytes:
+        row = self._conn().execute(
+            "SELECT nodes FROM tiles WHERE level = ? AND idx = ?", (level, index)
+        ).fetchone()
+        return b"" if row is None or row[0] is None else bytes(row[0])
+
     def blob_info(self, digest_hex: str) -> int | None:
         row = self._conn().execute(
             "SELECT size FROM blobs WHERE digest = ?", (digest_hex,)
@@ -297,8 +303,8 @@ class SqliteStorage:
                 [(e.index, k) for e in batch.entries for k in e.keyids],
             )
             conn.executemany(
-                "INSERT OR REPLACE INTO tiles (level, idx, hashes) VALUES (?, ?, ?)",
-                [(lv, ix, h) for (lv, ix), h in batch.tiles.items()],
+                "INSERT OR REPLACE INTO tiles (level, idx, hashes, nodes) VALUES (?, ?, ?, ?)",
+                [(lv, ix, h, batch.nodes.get((lv, ix))) for (lv, ix), h in batch.tiles.items()],
             )
             cp = batch.checkpoint
             conn.execute(

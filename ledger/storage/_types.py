@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ledger._errors import LedgerError
@@ -175,13 +175,15 @@ class IntegratedBatch:
     """Everything one integration writes in a single transaction.
 
     ``tiles`` maps ``(tile_level, tile_index)`` to the tile's complete hash bytes after
-    this batch (a growing partial tile is rewritten whole); ``checkpoint`` covers
+    this batch (a growing partial tile is rewritten whole); ``nodes`` holds the interior
+    hashes of the tiles this batch completed (see `tile_nodes`); ``checkpoint`` covers
     ``entries[-1].index + 1`` entries.
     """
 
     entries: tuple[StoredEntry, ...]
     tiles: Mapping[tuple[int, int], bytes]
     checkpoint: StoredCheckpoint
+    nodes: Mapping[tuple[int, int], bytes] = field(default_factory=dict)
 
 
 class LogStorage(Protocol):
@@ -202,6 +204,7 @@ class LogStorage(Protocol):
     def search(self, field: str, value: str, cursor: int = 0, limit: int = 50) -> SearchPage: ...
     def recent_entries(self, limit: int = 20, before: int | None = None) -> list[EntrySummary]: ...
     def read_tile(self, level: int, index: int) -> bytes: ...
+    def read_tile_nodes(self, level: int, index: int) -> bytes: ...
     def blob_info(self, digest_hex: str) -> int | None: ...
     def get_blob(self, digest_hex: str) -> bytes | None: ...
 
