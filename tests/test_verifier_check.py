@@ -18,6 +18,7 @@ CAUGHT_BY = {
     "oob_read": ("sanitizer.asan_ubsan", "out-of-bounds read"),
     "oob_write": ("guards.canaries", "out-of-bounds write"),
     "race": ("sanitizer.tsan", "data race"),
+    "race_pthread": ("sanitizer.tsan", "data race"),
     "overflow": ("correctness.large", "overflow"),
     "loose": ("correctness.random", "loose approximation"),
     "zeroed_output": ("outputs.poisoned", "relies on zeroed output"),

@@ -161,7 +161,13 @@ class KernelSpec:
 
     @property
     def uses_threads(self) -> bool:
-        return "-fopenmp" in self.flags
+        """OpenMP in the flags, or a source that starts threads itself (pthreads, C11)."""
+        if "-fopenmp" in self.flags:
+            return True
+        if self.directory is None:
+            return False
+        return any(marker in data for data in self.read_sources().values()
+                   for marker in (b"pthread_create", b"thrd_create"))
 
     @property
     def relaxed_math(self) -> bool:
