@@ -1,7 +1,7 @@
 """Client figures: offline receipt verification rate, and monitor catch-up rate against the
 server's own tile-serving rate, all measured in one run against a real `ktl serve`.
 
-    .venv/bin/python benchmarks/client.py [--entries 100000] [--seconds 3] [--workers 2]
+    .venv/bin/python benchmarks/client.py [--entries 100000] [--seconds 3] [--workers 2] [--jobs 2]
 
 1. Starts `ktl serve` (gunicorn) on 127.0.0.1 with a fresh data folder and fills it
    with --entries distinct signed kernel/v1 entries through `entries:batch`.
@@ -9,7 +9,8 @@ server's own tile-serving rate, all measured in one run against a real `ktl serv
    tile of the tree fetched once over one keep-alive session, nothing verified.
 3. `client.run_monitor` from index 0 over the same tree: tiles verified against the
    signed checkpoint, every entry's leaf hash, envelope signature and statement.
-   Also, as a CPU ceiling, `decode_entry` + `verify_entry` on the same entries offline.
+   Again with --jobs worker processes. Also, as a CPU ceiling of one core,
+   `decode_entry` + `verify_entry` on the same entries offline.
 4. `client.verify_receipt` on one receipt (checkpoint signature, inclusion proof in
    the full tree, envelope signature, statement) in a loop for --seconds, against raw
    Ed25519 verifications of the same two signatures (the floor of the work).
@@ -108,6 +109,7 @@ def main() -> None:
     ap.add_argument("--entries", type=int, default=100_000)
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--jobs", type=int, default=2, help="monitor worker processes, second row")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     console = Console(stderr=True)
@@ -134,6 +136,12 @@ def main() -> None:
             mon = report.entries_checked / (time.perf_counter() - t0)
             rows.append(("monitor", "`run_monitor` catch-up from 0 (entries/s)", mon,
                          f"{mon / raw:.2f}x"))
+            t0 = time.perf_counter()
+            report = run_monitor(log, verifier, info.origin, TrustedState(home),
+                                 Path(tmp) / "monitor-jobs.json", jobs=args.jobs)
+            par = report.entries_checked / (time.perf_counter() - t0)
+            rows.append(("monitor", f"`run_monitor --jobs {args.jobs}` catch-up from 0", par,
+                         f"{par / raw:.2f}x"))
             sample = entries[: min(len(entries), 5000)]
             t0 = time.perf_counter()
             for e in sample:

@@ -407,10 +407,12 @@ def log_info(log_url: str | None, log_key: str | None, as_json: bool) -> None:
               help="Trust policy TOML; entries it rejects are violations.")
 @click.option("--state", "state_path", type=click.Path(path_type=Path, dir_okay=False),
               help="Monitor state file (default: $KTL_HOME/monitor/<log>.json).")
+@click.option("--jobs", default=1, show_default=True, type=click.IntRange(1, 64),
+              help="Verify entry signatures in this many processes (catch-up on many cores).")
 @log_option
 @log_key_option
 @json_option
-def monitor(since: int | None, policy_path: Path | None, state_path: Path | None,
+def monitor(since: int | None, policy_path: Path | None, state_path: Path | None, jobs: int,
             log_url: str | None, log_key: str | None, as_json: bool) -> None:
     """Tail the log through its tiles: verify everything, report releases and violations."""
     out = Output(as_json)
@@ -428,7 +430,7 @@ def monitor(since: int | None, policy_path: Path | None, state_path: Path | None
             with out.progress("verifying entries", None) as advance:
                 report = run_monitor(sess.log, sess.verifier, sess.origin, trusted, path,
                                      policy=policy, since=since,
-                                     on_progress=advance)
+                                     on_progress=advance, jobs=jobs)
         finally:
             sess.close()
         data = report.to_json()

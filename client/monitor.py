@@ -17,11 +17,14 @@ the JSON API is never trusted here. Each run:
 from __future__ import annotations
 
 import json
+import multiprocessing
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from attest.entry import VerifiedEntry
 from attest.predicates import KERNEL_V1
 from ledger import LedgerError
 from ledger.checkpoint import SignedCheckpoint
@@ -168,13 +171,21 @@ class MonitorReport:
                    tuple(Finding.from_json(f) for f in obj["findings"]))
 
 
-def _examine(
-    index: int, data: bytes, policy: TrustPolicy | None, releases: dict[str, Release]
-) -> list[Finding]:
+def _check_one(data: bytes) -> VerifiedEntry | str:
+    """Decode and verify one entry; the error message instead of raising (for worker pools)."""
     try:
-        verified = check_entry(data)
+        return check_entry(data)
     except VerificationFailed as exc:
-        return [Finding("violation", index, "?", str(exc))]
+        return str(exc)
+
+
+def _examine(
+    index: int, checked: VerifiedEntry | str, policy: TrustPolicy | None,
+    releases: dict[str, Release],
+) -> list[Finding]:
+    if isinstance(checked, str):
+        return [Finding("violation", index, "?", checked)]
+    verified = checked
     stmt = verified.statement
     name = stmt.subjects[0].name
     out: list[Finding] = []
@@ -226,8 +237,14 @@ def run_monitor(
     policy: TrustPolicy | None = None,
     since: int | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    jobs: int = 1,
 ) -> MonitorReport:
-    """One monitoring pass up to the log's current checkpoint; see the module docstring."""
+    """One monitoring pass up to the log's current checkpoint; see the module docstring.
+
+    `jobs` > 1 verifies entry signatures and statements in that many worker processes.
+    """
+    if not 1 <= jobs <= 64:
+        raise InputError("jobs must be between 1 and 64")
     st = load_monitor_state(state_path, origin)
     try:
         note = log.checkpoint()
@@ -267,6 +284,35 @@ def run_monitor(
         raise InputError(f"--since {start} is beyond the log's size {size}")
     releases = {r.name: r for r in st.releases}
     findings: list[Finding] = []
+    pool = (ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"))
+            if jobs > 1 and size - start > TILE_WIDTH else None)
+    try:
+        checked = _read_entries(log, reader, st, state_path, policy, releases, findings,
+                                start, size, pool, jobs, on_progress)
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+    save_monitor_state(state_path, MonitorState(origin, max(size, st.next_index), note,
+                                                tuple(releases.values())))
+    return MonitorReport(origin, start, size, checked, tuple(findings))
+
+
+def _read_entries(
+    log: LogAPI,
+    reader: TileHashReader,
+    st: MonitorState,
+    state_path: Path,
+    policy: TrustPolicy | None,
+    releases: dict[str, Release],
+    findings: list[Finding],
+    start: int,
+    size: int,
+    pool: ProcessPoolExecutor | None,
+    jobs: int,
+    on_progress: Callable[[int, int], None] | None,
+) -> int:
+    """Read, check and examine entries [start, size) bundle by bundle; save the position."""
+    origin = st.origin
     checked = 0
     pos = start
     while pos < size:
@@ -278,19 +324,20 @@ def run_monitor(
             hashes = reader.read_hashes([(0, i) for i in range(pos, lo + width)])
         except LedgerError as exc:
             raise VerificationFailed(f"tile: entry bundle or tile {n} rejected: {exc}") from exc
-        for i in range(pos, lo + width):
-            data = bundle[i - lo]
+        fresh = bundle[pos - lo :]
+        for i, data in enumerate(fresh, start=pos):
             if leaf_hash(data) != hashes[i - pos]:
                 raise VerificationFailed(
                     f"entry bundle {n}: entry {i} does not hash to the leaf in the verified tile"
                 )
-            findings.extend(_examine(i, data, policy, releases))
+        results = (pool.map(_check_one, fresh, chunksize=max(1, len(fresh) // (2 * jobs)))
+                   if pool is not None else map(_check_one, fresh))
+        for i, result in enumerate(results, start=pos):
+            findings.extend(_examine(i, result, policy, releases))
             checked += 1
         pos = lo + width
-        st = MonitorState(origin, pos, st.checkpoint, tuple(releases.values()))
-        save_monitor_state(state_path, st)
+        save_monitor_state(state_path, MonitorState(origin, pos, st.checkpoint,
+                                                    tuple(releases.values())))
         if on_progress is not None:
             on_progress(pos - start, size - start)
-    save_monitor_state(state_path, MonitorState(origin, max(pos, st.next_index), note,
-                                                tuple(releases.values())))
-    return MonitorReport(origin, start, size, checked, tuple(findings))
+    return checked

@@ -113,3 +113,14 @@ def test_monitor_detects_fork_with_proof_from_tiles(tmp_path: Path) -> None:
     _fill(twin, 100, 104)
     with pytest.raises(LogMisbehaviour, match="FORK"):
         _run(twin, tmp_path)
+
+
+def test_worker_processes_give_the_same_report(tmp_path: Path) -> None:
+    log = MemoryLog()
+    _fill(log, 0, 300)
+    log._append(b'{"not":"an entry"}')
+    verifier = load_verifier(log.verifier_key)
+    reports = [run_monitor(log, verifier, log.origin, TrustedState(tmp_path / f"h{jobs}"),
+                           tmp_path / f"s{jobs}.json", jobs=jobs) for jobs in (1, 2)]
+    assert reports[0] == reports[1]
+    assert [v.index for v in reports[1].violations] == [300]
