@@ -88,6 +88,8 @@ class SqliteStorage:
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
         self._thread_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._checkpoint_thread: threading.Thread | None = None
         migrate(self._conn())
 
     # ---- connections (one per thread; opened after any fork)
@@ -104,13 +106,38 @@ class SqliteStorage:
             conn.execute("PRAGMA busy_timeout = 60000")
             conn.execute("PRAGMA cache_size = -65536")
             conn.execute("PRAGMA mmap_size = 268435456")
-            conn.execute("PRAGMA wal_autocheckpoint = 16384")
+            # Checkpoints normally run in a background thread (see `_checkpointer`); this
+            # only bounds the WAL (400 MB) if that thread cannot keep up.
+            conn.execute("PRAGMA wal_autocheckpoint = 100000")
             self._local.conn = conn
             with self._all_lock:
                 self._all.append(conn)
         return conn
 
+    def _checkpointer(self) -> None:
+        """Copy the WAL back into the database off the integrator's path (PASSIVE: never blocks)."""
+        conn = sqlite3.connect(self.db_path, isolation_level=None, timeout=60.0)
+        try:
+            while not self._stop.wait(0.5):
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        except sqlite3.Error:
+            return
+        finally:
+            conn.close()
+
+    def _start_checkpointer(self) -> None:
+        if self._checkpoint_thread is None or not self._checkpoint_thread.is_alive():
+            self._stop.clear()
+            self._checkpoint_thread = threading.Thread(
+                target=self._checkpointer, name="ktl-wal-checkpoint", daemon=True
+            )
+            self._checkpoint_thread.start()
+
     def close(self) -> None:
+        self._stop.set()
+        if self._checkpoint_thread is not None:
+            self._checkpoint_thread.join(10)
+            self._checkpoint_thread = None
         with self._all_lock:
             for conn in self._all:
                 conn.close()
@@ -271,6 +298,7 @@ class SqliteStorage:
             raise StorageError("batch indexes must be consecutive")
         if batch.checkpoint.size != size:
             raise StorageError("the batch checkpoint must cover exactly the batch")
+        self._start_checkpointer()
         conn = self._conn()
         conn.execute("BEGIN IMMEDIATE")
         try:
