@@ -33,7 +33,9 @@ def test_child_gets_limits_scrubbed_env_and_private_cwd(tmp_path: Path,
     res = run_sandboxed([sys.executable, "-c", PROBE], tmp_path, limits)
     assert res.ok, res.stderr
     probe = json.loads(res.lines[-1][1])
-    assert "KTL_SECRET_TOKEN" not in probe["env"] and set(probe["env"]) == set(base_env())
+    assert "KTL_SECRET_TOKEN" not in probe["env"]
+    assert set(probe["env"]) == {*base_env(), "HOME", "TMPDIR"}
+    assert probe["env"]["HOME"] == probe["env"]["TMPDIR"] == str(tmp_path)
     assert probe["cwd"] == str(tmp_path)
     assert probe["limits"]["RLIMIT_CPU"] == [7, 8]
     assert probe["limits"]["RLIMIT_AS"] == [2 * 1024**3] * 2
@@ -94,3 +96,32 @@ def test_missing_entry_symbol_is_a_verdict(tmp_path: Path) -> None:
     report = check(tmp_path, budget="quick", seed=1)
     assert not report.passed
     assert "before the first call" in report.get("correctness.random").detail
+
+
+def test_filesystem_is_confined_to_the_private_folder(tmp_path: Path) -> None:
+    from verifier import _landlock
+
+    if _landlock.abi_version() < 1:
+        pytest.skip("no Landlock in this kernel")
+    secret = tmp_path / "signing-key.pem"
+    secret.write_text("private")
+    work = tmp_path / "work"
+    work.mkdir()
+    code = (
+        "import os, sys\n"
+        f"for path in ({str(secret)!r}, '/etc/hostname', os.path.expanduser('~root')):\n"
+        "    try:\n"
+        "        open(path).read() if os.path.isfile(path) else os.listdir(path)\n"
+        "        print('READ', path)\n"
+        "    except OSError as exc:\n"
+        "        print('DENIED', path, exc.errno)\n"
+        f"try:\n    open({str(tmp_path / 'planted')!r}, 'w').write('x'); print('WROTE')\n"
+        "except OSError:\n    print('NOWRITE')\n"
+        "open('inside.txt', 'w').write('ok'); print('INSIDE')\n"
+    )
+    res = run_sandboxed([sys.executable, "-c", code], work, Limits())
+    out = [line for _, line in res.lines]
+    assert res.ok, res.stderr
+    assert all(not line.startswith("READ") for line in out), out
+    assert "NOWRITE" in out and "INSIDE" in out
+    assert not (tmp_path / "planted").exists() and (work / "inside.txt").read_text() == "ok"

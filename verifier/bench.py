@@ -37,7 +37,13 @@ from verifier.compare import compare_output
 from verifier.environment import environment_fingerprint
 from verifier.kernel import KernelSpec
 from verifier.ops import OPS, OpSpec
-from verifier.sandbox import Limits, base_env, run_sandboxed, worker_argv
+from verifier.sandbox import (
+    Limits,
+    base_env,
+    filesystem_confinement,
+    run_sandboxed,
+    worker_argv,
+)
 
 __all__ = ["BenchReport", "ShapeResult", "bench", "bootstrap_speedup", "machine_peaks"]
 
@@ -304,7 +310,8 @@ def bench(
         notes.append(
             f"child: wall {result.wall_s:.2f} s, CPU {result.cpu_s:.2f} s, peak RSS "
             f"{result.maxrss_bytes / 2**20:.0f} MiB (from wait4); network "
-            + ("isolated" if result.network_isolated else "not isolated"))
+            + ("isolated" if result.network_isolated else "not isolated")
+            + f"; {filesystem_confinement()}")
         notes.append(f"baseline: NumPy {np.__version__} float32 with {cores} BLAS thread(s); "
                      f"kernel OMP_NUM_THREADS={cores}; idle threads sleep "
                      "(OMP_WAIT_POLICY=PASSIVE, OPENBLAS_THREAD_TIMEOUT=4)")

@@ -36,7 +36,14 @@ from verifier.environment import environment_fingerprint
 from verifier.kernel import KernelSpec
 from verifier.ops import OPS, OpSpec
 from verifier.runtime import Artifact, get_runtime, write_driver_cases
-from verifier.sandbox import ChildResult, Limits, base_env, run_sandboxed, worker_argv
+from verifier.sandbox import (
+    ChildResult,
+    Limits,
+    base_env,
+    filesystem_confinement,
+    run_sandboxed,
+    worker_argv,
+)
 
 __all__ = ["BUDGETS", "OUTCOMES", "CheckReport", "CheckResult", "check"]
 
@@ -259,7 +266,7 @@ def _run_cases(
                "op": op.name, "cases": job_cases}
         (job_dir / "job.json").write_text(json.dumps(job))
         progress(f"running {len(todo)} cases in a sandboxed child")
-        result = run_sandboxed([*worker_argv(), str(job_dir)], job_dir, limits)
+        result = run_sandboxed([*worker_argv(), str(job_dir)], job_dir, limits, readable=[workdir])
         isolated = isolated or result.network_isolated
         started = _case_markers(result.lines, len(todo))
         done_upto = len(todo) if result.ok and result.last("DONE") else (started[-1] if started else -1)
@@ -550,7 +557,8 @@ def _run_sanitizer(
         "OMP_NUM_THREADS": "4",
     })
     limits = _sanitizer_limits(wall_s, step_wall_s)
-    result = run_sandboxed([str(art.path), str(data)], art.path.parent, limits, env)
+    result = run_sandboxed([str(art.path), str(data)], art.path.parent, limits, env,
+                           readable=[workdir])
     shown = [line for _, line in result.lines if line.startswith("KTL-CASE ")]
     case_no = int(shown[-1].split()[1]) if shown else 0
     shape = _shape_text(cases[min(case_no, len(cases) - 1)][0])
@@ -700,8 +708,10 @@ def check(
             "sandbox", "pass",
             "each run in a child with CPU, memory, file-size and open-file limits, a wall-clock "
             "timeout, scrubbed environment, private folder; network namespace "
-            + ("isolated" if isolated else "NOT isolated (unshare(CLONE_NEWNET) not permitted here)"),
-            {}, {"network_isolated": 1.0 if isolated else 0.0}))
+            + ("isolated" if isolated else "NOT isolated (unshare(CLONE_NEWNET) not permitted here)")
+            + "; " + filesystem_confinement(),
+            {}, {"network_isolated": 1.0 if isolated else 0.0,
+                 "filesystem_confined": 1.0 if "NOT" not in filesystem_confinement() else 0.0}))
         hung = next((c.failure for c in cases if c.failure and c.failure.startswith("hang")), None)
         if hung:
             why = f"not run: the kernel already failed ({hung})"

@@ -25,9 +25,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from verifier import _landlock
 from verifier._errors import SandboxError
 
-__all__ = ["ChildResult", "Limits", "run_sandboxed", "worker_argv"]
+__all__ = ["ChildResult", "Limits", "filesystem_confinement", "run_sandboxed", "worker_argv"]
 
 CLONE_NEWNET = 0x40000000
 PR_SET_PDEATHSIG = 1
@@ -97,6 +98,8 @@ class ChildResult:
         if "MemoryError" in self.stderr or near_limit:
             return (f"unbounded allocation: ran out of the address-space limit "
                     f"(peak RSS {rss:.0f} MiB){hint}")
+        if self.returncode == SETUP_FAILED:
+            return "the sandbox could not confine the child's filesystem access (Landlock setup failed)"
         return f"crash: exited with status {self.returncode}{hint}"
 
 
@@ -120,11 +123,34 @@ def base_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def _preexec(limits: Limits) -> None:
-    """Runs in the child between fork and exec (only async-safe-ish calls)."""
+SYSTEM_READ_ONLY = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ld.so.cache",
+                    "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/proc", "/sys",
+                    "/dev")
+SETUP_FAILED = 97
+"""Exit status of a child whose confinement could not be set up (it never runs the command)."""
+
+
+def filesystem_confinement() -> str:
+    """How children's filesystem access is confined here, in words."""
+    abi = _landlock.abi_version()
+    if abi < 1:
+        return "filesystem NOT confined (no Landlock in this kernel)"
+    return (f"filesystem confined by Landlock ABI v{abi} (read-only system, Python and package "
+            "paths; read-write only its private folder)")
+
+
+def _readable_roots(extra: Sequence[Path]) -> list[str]:
+    roots = [*SYSTEM_READ_ONLY, sys.base_prefix, sys.prefix, _package_root()]
+    return roots + [str(p) for p in extra]
+
+
+def _preexec(limits: Limits, read_only: Sequence[str], read_write: Sequence[str]) -> None:
+    """Runs in the child between fork and exec."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     libc.unshare(CLONE_NEWNET)  # fails quietly without privileges; the worker reports its netns
+    if _landlock.abi_version() >= 1 and not _landlock.confine(read_only, read_write):
+        os._exit(SETUP_FAILED)
     resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))
     if limits.address_space is not None:
         resource.setrlimit(resource.RLIMIT_AS, (limits.address_space, limits.address_space))
@@ -145,12 +171,19 @@ def run_sandboxed(
     workdir: Path,
     limits: Limits,
     env: Mapping[str, str] | None = None,
+    readable: Sequence[Path] = (),
 ) -> ChildResult:
     """Run `argv` (never through a shell) in `workdir` under `limits`.
 
+    The child may write only under `workdir` (also its HOME and TMPDIR) and read
+    only system paths, the Python installation, this package and `readable`.
     Returns a ChildResult whatever the child does; raises SandboxError only when
     the child cannot be started at all.
     """
+    child_env = dict(env if env is not None else base_env())
+    child_env.update({"HOME": str(workdir), "TMPDIR": str(workdir)})
+    read_only = _readable_roots(readable)
+    read_write = [str(workdir), "/dev/null"]
     stderr_path = workdir / ".stderr"
     parent_ns = _own_netns()
     lines: list[tuple[float, str]] = []
@@ -158,9 +191,10 @@ def run_sandboxed(
         start = time.monotonic()
         try:
             proc = subprocess.Popen(
-                list(argv), cwd=workdir, env=dict(env if env is not None else base_env()),
+                list(argv), cwd=workdir, env=child_env,
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
-                start_new_session=True, preexec_fn=lambda: _preexec(limits), close_fds=True,
+                start_new_session=True, close_fds=True,
+                preexec_fn=lambda: _preexec(limits, read_only, read_write),
             )
         except (OSError, subprocess.SubprocessError) as exc:
             raise SandboxError(f"cannot start the sandboxed child {argv[0]}: {exc}") from exc
