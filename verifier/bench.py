@@ -318,7 +318,29 @@ def bench(
         say("re-checking every timed output and the clocks")
         results, samples, trusted, measured = _analyse(op, jobs, result.lines, rng, target,
                                                         max_halfwidth, notes)
-        return report(results, trusted, samples, measured)
+        cpu_ok = _cpu_accounting(result.lines, result.wall_s, result.cpu_s, cores, notes)
+        return report(results, trusted and cpu_ok, samples, measured)
+
+
+def _cpu_accounting(lines: Sequence[tuple[float, str]], wall_s: float, cpu_s: float,
+                    threads: int, notes: list[str]) -> bool:
+    """The OS's CPU time for the child must fit in the time its own clock accounts for.
+
+    Outside the timed loops the parent's clock is the only one that counts; inside,
+    the child's. With T threads the child cannot have used more than
+    T x (its loop time + the parent-observed time outside the loops) of CPU. A
+    library that hides its own run time from the process's clock uses CPU that
+    this budget cannot hold.
+    """
+    t0s, t1s = _markers(lines, "T0"), _markers(lines, "T1")
+    child_loops = sum((t1s[i][1] - t0s[i][1]) / 1e9 for i in t0s if i in t1s)
+    parent_loops = sum(t1s[i][0] - t0s[i][0] for i in t0s if i in t1s)
+    budget = threads * (child_loops + max(wall_s - parent_loops, 0.0))
+    if cpu_s > 1.1 * budget + 0.3:
+        notes.append(f"CPU accounting: the OS charged the child {cpu_s:.2f} s of CPU but its own "
+                     f"clock accounts for at most {budget:.2f} s; its timer was tampered with")
+        return False
+    return True
 
 
 def _markers(lines: Sequence[tuple[float, str]], tag: str) -> dict[int, tuple[float, int]]:
