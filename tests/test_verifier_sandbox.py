@@ -34,7 +34,7 @@ def test_child_gets_limits_scrubbed_env_and_private_cwd(tmp_path: Path,
     assert res.ok, res.stderr
     probe = json.loads(res.lines[-1][1])
     assert "KTL_SECRET_TOKEN" not in probe["env"]
-    assert set(probe["env"]) == {*base_env(), "HOME", "TMPDIR"}
+    assert set(probe["env"]) == {*base_env(), "HOME", "TMPDIR", "PYTHONPATH"}
     assert probe["env"]["HOME"] == probe["env"]["TMPDIR"] == str(tmp_path)
     assert probe["cwd"] == str(tmp_path)
     assert probe["limits"]["RLIMIT_CPU"] == [7, 8]
@@ -109,7 +109,8 @@ def test_filesystem_is_confined_to_the_private_folder(tmp_path: Path) -> None:
     work.mkdir()
     code = (
         "import os, sys\n"
-        f"for path in ({str(secret)!r}, '/etc/hostname', os.path.expanduser('~root')):\n"
+        f"for path in ({str(secret)!r}, '/etc/hostname', os.path.expanduser('~root'), "
+        f"{str(Path(__file__).resolve().parent.parent / 'pyproject.toml')!r}):\n"
         "    try:\n"
         "        open(path).read() if os.path.isfile(path) else os.listdir(path)\n"
         "        print('READ', path)\n"

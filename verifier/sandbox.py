@@ -108,14 +108,27 @@ def worker_argv() -> list[str]:
     return [sys.executable, "-s", "-B", "-m", "verifier._worker"]
 
 
-def _package_root() -> str:
-    return str(Path(__file__).resolve().parent.parent)
+def _package_dir() -> Path:
+    return Path(__file__).resolve().parent
+
+
+def _import_path(workdir: Path) -> str:
+    """A folder holding only a link to this package, for the child's PYTHONPATH.
+
+    The child may read this package but not the rest of the checkout beside it
+    (which can hold keys, e.g. a demo's data folder).
+    """
+    folder = workdir / ".ktl-pkg"
+    folder.mkdir(exist_ok=True)
+    link = folder / "verifier"
+    if not link.is_symlink():
+        link.symlink_to(_package_dir(), target_is_directory=True)
+    return str(folder)
 
 
 def base_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """A scrubbed environment: nothing of the caller's leaks in."""
-    env = {"PATH": SAFE_PATH, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
-           "PYTHONPATH": _package_root(), "PYTHONHASHSEED": "0",
+    env = {"PATH": SAFE_PATH, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0",
            "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": str(os.cpu_count() or 1),
            "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     if extra:
@@ -140,7 +153,7 @@ def filesystem_confinement() -> str:
 
 
 def _readable_roots(extra: Sequence[Path]) -> list[str]:
-    roots = [*SYSTEM_READ_ONLY, sys.base_prefix, sys.prefix, _package_root()]
+    roots = [*SYSTEM_READ_ONLY, sys.base_prefix, sys.prefix, str(_package_dir())]
     return roots + [str(p) for p in extra]
 
 
@@ -181,7 +194,8 @@ def run_sandboxed(
     the child cannot be started at all.
     """
     child_env = dict(env if env is not None else base_env())
-    child_env.update({"HOME": str(workdir), "TMPDIR": str(workdir)})
+    child_env.update({"HOME": str(workdir), "TMPDIR": str(workdir),
+                      "PYTHONPATH": _import_path(workdir)})
     read_only = _readable_roots(readable)
     read_write = [str(workdir), "/dev/null"]
     stderr_path = workdir / ".stderr"
