@@ -146,3 +146,14 @@ def test_claimed_threads_read_from_notes() -> None:
                                       "kernel OMP_NUM_THREADS=2; idle threads sleep"]}) == 2
     assert claimed_threads({"notes": []}) == 1
     assert claimed_threads({}) == 1
+
+
+def test_logged_shape_keys_in_sorted_order_match_fresh_results() -> None:
+    """A logged body is canonical JSON (keys sorted: K, M, N); a fresh run keeps M, N, K."""
+    claimed = _bench(2.0, 1.9, 2.1)
+    logged_shape = {"K": 256, "M": 256, "N": 256}
+    claimed["workload"]["shapes"] = [logged_shape]
+    claimed["results"][0]["shape"] = logged_shape
+    (c,) = compare_benchmark(claimed, _bench(1.95, 1.85, 2.05))
+    assert c["verdict"] == "confirmed", c["reason"]
+    assert c["claim"] == "benchmark.speedup[M=256,N=256,K=256]"

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from verifier._errors import ReproduceError
+from verifier.ops import OPS
 
 __all__ = [
     "BENCHMARK_V1",
@@ -51,8 +52,14 @@ MAX_REASON = 1500
 _THREADS = re.compile(r"kernel OMP_NUM_THREADS=([0-9]{1,4})")
 
 
-def _shape_key(shape: Mapping[str, Any]) -> str:
-    return ",".join(f"{k}={shape[k]}" for k in shape)
+def _shape_key(shape: Mapping[str, Any], order: Sequence[str] = ()) -> str:
+    """`M=256,N=256,K=256` with dims in the op's catalogue order, whatever the dict order.
+
+    Logged bodies are canonical JSON (keys sorted) while fresh results keep the
+    catalogue order, so the key must not depend on the mapping's order.
+    """
+    keys = [d for d in order if d in shape] + sorted(k for k in shape if k not in order)
+    return ",".join(f"{k}={shape[k]}" for k in keys)
 
 
 def same_hardware(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
@@ -125,7 +132,9 @@ def compare_benchmark(claimed: Mapping[str, Any], measured: Mapping[str, Any]) -
     """Claims of a benchmark/v1 body (one per shape) against a fresh one."""
     try:
         theirs = list(claimed["results"])
-        mine = {_shape_key(r["shape"]): r for r in measured["results"]}
+        op = OPS.get(str(claimed["workload"]["op"]))
+        order = op.dims if op is not None else ()
+        mine = {_shape_key(r["shape"], order): r for r in measured["results"]}
         same_hw = same_hardware(claimed["environment"], measured["environment"])
         notes = [str(n) for n in measured.get("notes", [])]
         trusted = bool(measured["trusted"])
@@ -139,7 +148,7 @@ def compare_benchmark(claimed: Mapping[str, Any], measured: Mapping[str, Any]) -
           "compared speed-up ratios, not absolute times")
     out: list[dict[str, Any]] = []
     for r in theirs:
-        key = _shape_key(r["shape"])
+        key = _shape_key(r["shape"], order)
         label = f"benchmark.speedup[{key}]"
         want = _num(r)
         claimed_m = {"speedup": want["speedup"], "speedup_ci95": want["speedup_ci95"]}
