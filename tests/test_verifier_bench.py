@@ -62,6 +62,8 @@ def test_crashing_kernel_is_a_verdict() -> None:
 def test_bad_shapes_rejected() -> None:
     with pytest.raises(VerifierError, match="takes dims"):
         bench(ROOT / "examples" / "sum-rows", shapes=[{"M": 1}])
+    with pytest.raises(VerifierError, match="cap"):
+        bench(ROOT / "examples" / "sum-rows", shapes=[{"R": 16384, "C": 4096}])
 
 
 def test_bootstrap_interval_contains_ratio() -> None:

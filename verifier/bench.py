@@ -48,6 +48,7 @@ from verifier.sandbox import (
 __all__ = ["BenchReport", "ShapeResult", "bench", "bootstrap_speedup", "machine_peaks"]
 
 POOL = 4
+MAX_POOL_BYTES = 1024 * 2**20
 ROOFLINE_MARGIN = 2.0
 SPAN_TOLERANCE = 0.05
 SPAN_SLACK_S = 0.1
@@ -245,6 +246,10 @@ def bench(
         dims_list = [op.check_dims(s) for s in (shapes or op.bench_shapes)]
     except ValueError as exc:
         raise VerifierError(f"bad --shape for op {op.name}: {exc}") from exc
+    pool_total = sum((POOL + 1) * op.nbytes(d) for d in dims_list)
+    if pool_total > MAX_POOL_BYTES:
+        raise VerifierError(f"shapes need {pool_total / 2**20:.0f} MiB of input sets; the cap is "
+                            f"{MAX_POOL_BYTES // 2**20} MiB (give smaller --shape values)")
     if threads is not None and not 1 <= threads <= 1024:
         raise VerifierError("threads must be between 1 and 1024")
     if not 1 <= len(dims_list) <= 16:
