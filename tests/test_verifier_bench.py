@@ -47,6 +47,13 @@ def test_drift_after_many_calls_is_rejected() -> None:
     assert any("outputs rechecked after timing" in n for n in report.notes), report.notes
 
 
+def test_content_cache_cannot_win() -> None:
+    """A kernel caching answers by a hash of part of its input passes `check`, not `bench`."""
+    report = bench(FLAWED / "content_cache", shapes=SMALL, seed=1, time_budget_s=2)
+    assert not report.trusted
+    assert any("outputs rechecked" in n for n in report.notes), report.notes
+
+
 def test_pointer_cache_cannot_win() -> None:
     report = bench(FLAWED / "stateful", shapes=SMALL, seed=1, time_budget_s=2)
     assert not report.trusted

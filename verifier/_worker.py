@@ -96,6 +96,10 @@ def run_bench(job: dict[str, Any], op: OpSpec, fn: Callable[..., None]) -> None:
         out_elems = sum(int(np.prod(s.shape, dtype=np.int64)) for s in outs)
         cap_calls = max(1, OUTPUT_CAP_BYTES // max(4 * out_elems, 1))
         schedule = shape["schedule"]
+        tweak_idx = np.load(shape["tweak_idx"], allow_pickle=False)
+        tweak_val = np.load(shape["tweak_val"], allow_pickle=False)
+        first_slot = lay.slots[0]
+        first_size = int(np.prod(first_slot.shape, dtype=np.int64))
         stored = np.empty((min(cap_calls, int(shape["max_reps"])), out_elems), dtype=np.float32)
         stored_idx: list[int] = []
         args = _args(arena, lay, dim_list)
@@ -115,9 +119,12 @@ def run_bench(job: dict[str, Any], op: OpSpec, fn: Callable[..., None]) -> None:
         i = 0
         while i < int(shape["max_reps"]):
             p = int(schedule[i % len(schedule)])
+            where, value = int(tweak_idx[i % tweak_idx.size]), tweak_val[i % tweak_val.size]
             for which in ((0, 1) if i % 2 == 0 else (1, 0)):
                 if which == 0:
                     _fill(arena, lay, pool[p])
+                    if first_size:
+                        view(arena, first_slot).reshape(-1)[where] = value
                     poison(arena, lay)
                     t0 = time.perf_counter_ns()
                     fn(*args)
@@ -133,6 +140,8 @@ def run_bench(job: dict[str, Any], op: OpSpec, fn: Callable[..., None]) -> None:
                 else:
                     for dst, src in zip(base_in, pool[p], strict=True):
                         np.copyto(dst, src)
+                    if first_size:
+                        base_in[0].reshape(-1)[where] = value
                     t0 = time.perf_counter_ns()
                     op.baseline(base_in, base_out, dims)
                     t1 = time.perf_counter_ns()

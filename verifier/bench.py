@@ -2,12 +2,13 @@
 
 Method: warm-up, then repetitions alternating kernel and baseline (which goes
 first alternates too), each call on freshly copied input contents from a pool of
-random input sets (consecutive calls never see the same contents), until the 95%
-bootstrap interval of the speed-up (median baseline / median kernel) is within
-the target or the time budget ends. Every kernel output of the timed loop is
-kept and re-checked against the float64 reference afterwards, plus one call on
-inputs never seen before, so a kernel that drifts or caches by pointer cannot
-win. The parent distrusts the child's clock: it timestamps the child's start and
+random input sets with one element changed per call (no two calls see the same
+contents), until the 95% bootstrap interval of the speed-up (median baseline /
+median kernel) is within the target or the time budget ends. Every kernel output
+of the timed loop is kept; a random sample of them (the last always) is
+re-checked against the float64 reference afterwards, plus one call on inputs
+never seen before, so a kernel that drifts or caches results (by pointer or by
+content) cannot win. The parent distrusts the child's clock: it timestamps the child's start and
 end markers with its own clock and rejects samples that do not add up (a library
 can patch the timer of the process that loads it). Results faster than a
 roofline floor (FLOPs and bytes against measured peak compute and bandwidth) are
@@ -49,6 +50,8 @@ __all__ = ["BenchReport", "ShapeResult", "bench", "bootstrap_speedup", "machine_
 
 POOL = 4
 MAX_POOL_BYTES = 1024 * 2**20
+RECHECK_CALLS = 64
+"""Timed calls whose outputs are rechecked (a random sample, the last one always)."""
 ROOFLINE_MARGIN = 2.0
 SPAN_TOLERANCE = 0.05
 SPAN_SLACK_S = 0.1
@@ -213,6 +216,21 @@ class _ShapeJob:
     dims: dict[str, int]
     pool: list[list[NDArray[np.float32]]]
     result_path: Path
+    schedule: list[int]
+    tweak_idx: NDArray[np.int64]
+    tweak_val: NDArray[np.float32]
+
+    def inputs_of_call(self, call: int) -> list[NDArray[np.float32]]:
+        """The exact inputs of timed call `call`: a pool set with one element changed.
+
+        Changing one element per call makes every call's contents new, so a kernel
+        that caches results by content (not only by pointer) gains nothing.
+        """
+        arrays = [a.copy() for a in self.pool[self.schedule[call % len(self.schedule)]]]
+        if arrays[0].size:
+            flat = arrays[0].reshape(-1)
+            flat[int(self.tweak_idx[call % self.tweak_idx.size])] = self.tweak_val[call % self.tweak_val.size]
+        return arrays
 
 
 def bench(
@@ -293,11 +311,20 @@ def bench(
                     names.append(str(path))
                     pool_bytes += arr.nbytes
                 files.append(names)
-            job = _ShapeJob(dims, pool, work / f"result{si}.npz")
+            first = max(int(pool[0][0].size), 1)
+            job = _ShapeJob(dims, pool, work / f"result{si}.npz", _schedule(rng, 257),
+                            rng.integers(0, first, size=max_reps, dtype=np.int64),
+                            rng.standard_normal(max_reps).astype(np.float32))
             jobs.append(job)
-            shape_json.append({"dims": dims, "pool": files, "schedule": _schedule(rng, 257),
-                               "warmup": warmup, "min_reps": min_reps, "max_reps": max_reps,
-                               "budget_s": per_shape, "min_s": min(min_time_s, per_shape), "target": target, "result": str(job.result_path)})
+            np.save(work / f"s{si}tweak_idx.npy", job.tweak_idx)
+            np.save(work / f"s{si}tweak_val.npy", job.tweak_val)
+            shape_json.append({
+                "dims": dims, "pool": files, "schedule": job.schedule,
+                "tweak_idx": str(work / f"s{si}tweak_idx.npy"),
+                "tweak_val": str(work / f"s{si}tweak_val.npy"),
+                "warmup": warmup, "min_reps": min_reps, "max_reps": max_reps,
+                "budget_s": per_shape, "min_s": min(min_time_s, per_shape), "target": target,
+                "result": str(job.result_path)})
         (work / "job.json").write_text(json.dumps({
             "mode": "bench", "library": str(artifact.path), "entry": spec.entry, "op": op.name,
             "shapes": shape_json}))
@@ -399,8 +426,9 @@ def _analyse_shape(
         return False, measured
     ks, bs, used = arrays["kernel_ns"], arrays["baseline_ns"], arrays["used"]
     n = int(ks.size)
+    expected = np.asarray([job.schedule[i % len(job.schedule)] for i in range(n)], dtype=np.int64)
     if n < 2 or bs.size != n or used.size != n or np.any(ks < 0) or np.any(bs < 0) \
-            or np.any((used < 0) | (used >= POOL)):
+            or not np.array_equal(used, expected):
         notes.append(f"{label}: malformed samples from the child")
         return False, measured
     # -- clocks: the child's span must match the span the parent saw ---------------
@@ -422,25 +450,27 @@ def _analyse_shape(
         notes.append(f"{label}: samples add up to {total:.3f} s, more than the loop's "
                      f"{child_span:.3f} s")
     # -- outputs rechecked ------------------------------------------------------------
-    ins64 = [[a.astype(np.float64) for a in pool] for pool in job.pool]
-    with np.errstate(all="ignore"):
-        refs = [op.reference(x, job.dims) for x in ins64]
-        tols = [op.tolerance(x, r, job.dims) for x, r in zip(ins64, refs, strict=True)]
     stored, stored_idx = arrays["stored"], arrays["stored_idx"]
+    rows = [r for r in range(min(stored.shape[0], stored_idx.size)) if 0 <= int(stored_idx[r]) < n]
+    if len(rows) > RECHECK_CALLS:
+        picked = rng.choice(rows[:-1], size=RECHECK_CALLS - 1, replace=False).tolist()
+        rows = sorted({*(int(x) for x in picked), rows[-1]})
+    checks = [(int(stored_idx[r]), job.inputs_of_call(int(stored_idx[r])), stored[r]) for r in rows]
+    checks.append((n, job.pool[POOL], arrays["final"]))
     wrong: list[str] = []
-    checks = [(int(stored_idx[r]), int(used[int(stored_idx[r])]), stored[r])
-              for r in range(min(stored.shape[0], stored_idx.size))
-              if 0 <= int(stored_idx[r]) < n]
-    checks.append((n, POOL, arrays["final"]))
-    for call, p, flat in checks:
-        out = np.asarray(flat, dtype=np.float32).reshape(refs[p][0].shape)
-        comp = compare_output(out, refs[p][0], tols[p][0])
-        if not comp.ok:
+    out_shape = op.outputs[0].dims_of(job.dims)
+    for call, inputs, flat in checks:
+        ins64 = [a.astype(np.float64) for a in inputs]
+        with np.errstate(all="ignore"):
+            ref = op.reference(ins64, job.dims)
+            tol = op.tolerance(ins64, ref, job.dims)
+        out = np.asarray(flat, dtype=np.float32).reshape(out_shape)
+        if not compare_output(out, ref[0], tol[0]).ok:
             wrong.append(f"call {call + 1}" if call < n else "the extra call on unseen inputs")
     if wrong:
         trusted = False
         notes.append(
-            f"{label}: outputs rechecked after timing: {len(wrong)} of {len(checks)} wrong "
+            f"{label}: outputs rechecked after timing: {len(wrong)} of {len(checks)} sampled wrong "
             f"(first: {wrong[0]}); the kernel drifts after repeated calls or caches results")
     lay = layout(op, job.dims)
     arena = arrays["arena"].view(np.uint8)
