@@ -102,3 +102,19 @@ def test_check_dims_rejects_bad() -> None:
         OPS["sum"].check_dims({"R": -1, "C": 2})
     with pytest.raises(ValueError, match="cap"):
         OPS["matmul"].check_dims({"M": 100000, "N": 100000, "K": 100})
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.floats(-1e30, 1e30, allow_nan=False), min_size=1, max_size=40),
+       st.integers(0, 39), st.floats(2.0, 1e6))
+def test_compare_rounding_passes_and_outside_tolerance_fails(values: list[float], pick: int,
+                                                             factor: float) -> None:
+    ref = np.asarray(values, dtype=np.float64)
+    tol = np.abs(ref) * 2.0**-23 + 1e-30
+    assert compare_output(ref.astype(np.float32), ref, tol).ok
+    bad = ref.astype(np.float32)
+    i = pick % ref.size
+    bad[i] = np.float32(ref[i] + factor * tol[i] + np.sign(ref[i] or 1.0) * 1e-29)
+    if abs(float(bad[i]) - ref[i]) > tol[i]:
+        comp = compare_output(bad, ref, tol)
+        assert not comp.ok and comp.worst_index == (i,)
