@@ -77,7 +77,7 @@ class GpuInfo:
             return cls(str(obj["error"])[:500])
         try:
             return cls(None, int(obj["count"]), str(obj["name"])[:200], str(obj["capability"])[:16],
-                       int(obj.get("driver_version", obj.get("driver", 0))),
+                       int(obj.get("driver_version") or obj.get("driver") or 0),
                        tuple(str(d) for d in obj["lib_dirs"])[:32])
         except (KeyError, TypeError, ValueError) as exc:
             return cls(f"the GPU probe's answer is malformed: {exc}")
