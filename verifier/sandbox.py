@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import os
 import resource
 import signal
@@ -25,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from verifier import _landlock
+from verifier import _gpu, _landlock
 from verifier._errors import SandboxError
 
 __all__ = ["ChildResult", "Limits", "filesystem_confinement", "run_sandboxed", "worker_argv"]
@@ -185,11 +186,14 @@ def run_sandboxed(
     limits: Limits,
     env: Mapping[str, str] | None = None,
     readable: Sequence[Path] = (),
+    gpu: bool = False,
 ) -> ChildResult:
     """Run `argv` (never through a shell) in `workdir` under `limits`.
 
     The child may write only under `workdir` (also its HOME and TMPDIR) and read
     only system paths, the Python installation, this package and `readable`.
+    With `gpu`, it may also use the NVIDIA device nodes and read the driver's
+    folders, and has no address-space limit (the driver maps GPU memory into it).
     Returns a ChildResult whatever the child does; raises SandboxError only when
     the child cannot be started at all.
     """
@@ -198,6 +202,11 @@ def run_sandboxed(
                       "PYTHONPATH": _import_path(workdir)})
     read_only = _readable_roots(readable)
     read_write = [str(workdir), "/dev/null"]
+    if gpu:
+        driver_dirs, devices = _gpu.sandbox_grants()
+        read_only += driver_dirs
+        read_write += devices
+        limits = dataclasses.replace(limits, address_space=None)
     stderr_path = workdir / ".stderr"
     parent_ns = _own_netns()
     lines: list[tuple[float, str]] = []
