@@ -39,6 +39,7 @@ from verifier.ops import OPS
 
 __all__ = [
     "ABI_VERSION",
+    "CUDA_FLAG_ALLOWLIST",
     "FLAG_ALLOWLIST",
     "MANIFEST",
     "MAX_ARCHIVE_BYTES",
@@ -70,7 +71,13 @@ FLAG_ALLOWLIST = frozenset({
     "-Wall", "-Wextra",
 })
 """Every compiler flag a manifest may name. `-ffast-math` is allowed and recorded."""
-RELAXED_MATH_FLAGS = frozenset({"-ffast-math", "-ffp-contract=fast"})
+CUDA_FLAG_ALLOWLIST = frozenset({
+    "-O0", "-O1", "-O2", "-O3", "-arch=native", "--use_fast_math", "-lineinfo",
+    "-std=c++14", "-std=c++17", "-std=c++20",
+})
+"""nvcc flags for runtime `cuda`, plus `-arch=sm_XX` (CUDA_ARCH_RE); fast math is recorded."""
+CUDA_ARCH_RE = re.compile(r"-arch=sm_[0-9]{2,3}[af]?")
+RELAXED_MATH_FLAGS = frozenset({"-ffast-math", "-ffp-contract=fast", "--use_fast_math"})
 
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]*/[a-z0-9][a-z0-9._-]*")
 VERSION_RE = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+-]*")
@@ -222,7 +229,14 @@ class KernelSpec:
         if not isinstance(flags, list) or len(flags) > 32:
             raise KernelSpecError("flags: must be a list of at most 32 flags")
         for flag in flags:
-            if flag not in FLAG_ALLOWLIST:
+            if runtime == "cuda":
+                if not isinstance(flag, str) or not (flag in CUDA_FLAG_ALLOWLIST
+                                                     or CUDA_ARCH_RE.fullmatch(flag)):
+                    raise KernelSpecError(
+                        f"flags: {flag!r} is not allowed for runtime cuda; allowed flags: "
+                        f"{sorted(CUDA_FLAG_ALLOWLIST)} and -arch=sm_XX"
+                    )
+            elif flag not in FLAG_ALLOWLIST:
                 raise KernelSpecError(
                     f"flags: {flag!r} is not allowed; allowed flags: {sorted(FLAG_ALLOWLIST)}"
                 )
