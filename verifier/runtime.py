@@ -7,8 +7,9 @@ A `Runtime` builds a kernel for a variant:
   driver program that reads cases from a file and calls the entry, so no
   sanitizer runtime has to be preloaded into Python.
 
-Runtime `c` is implemented with the system gcc. `cuda` and `triton` plug in by
-implementing the same protocol; until then they report themselves unavailable.
+Runtime `c` is implemented with the system gcc, `cuda` with nvcc (verifier._cuda);
+`triton` plugs in by implementing the same protocol; until then it reports itself
+unavailable.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from verifier._cuda import CudaRuntime
 from verifier._errors import BuildError, RuntimeUnavailableError
 from verifier.kernel import KernelSpec
 from verifier.ops import OPS, OpSpec
@@ -45,6 +47,10 @@ class Artifact:
     path: Path
     argv: tuple[str, ...]
     log: str
+    entry_symbol: str | None = None
+    """The symbol the worker calls (None: the spec's entry); cuda exports a host wrapper."""
+    gpu: bool = False
+    """Its children need the GPU (device nodes, driver, no address-space limit)."""
 
 
 class Runtime(Protocol):
@@ -206,7 +212,7 @@ class UnavailableRuntime:
 
 RUNTIME_IMPLS: dict[str, Runtime] = {
     "c": CRuntime(),
-    "cuda": UnavailableRuntime("cuda", "the cuda runtime is planned; this verifier build runs C only"),
+    "cuda": CudaRuntime(),
     "triton": UnavailableRuntime("triton", "the triton runtime is planned; this verifier build runs C only"),
 }
 
