@@ -262,11 +262,13 @@ def _run_cases(
                 steps.append({"arena": step.arena, "inputs": files,
                               "dump": str(job_dir / f"c{ci}s{si}.bin")})
             job_cases.append({"dims": cases[ci].dims, "steps": steps})
-        job = {"mode": "check", "library": str(artifact.path), "entry": spec.entry,
+        job = {"mode": "check", "library": str(artifact.path),
+               "entry": artifact.entry_symbol or spec.entry,
                "op": op.name, "cases": job_cases}
         (job_dir / "job.json").write_text(json.dumps(job))
         progress(f"running {len(todo)} cases in a sandboxed child")
-        result = run_sandboxed([*worker_argv(), str(job_dir)], job_dir, limits, readable=[workdir])
+        result = run_sandboxed([*worker_argv(), str(job_dir)], job_dir, limits, readable=[workdir],
+                               gpu=artifact.gpu)
         isolated = isolated or result.network_isolated
         started = _case_markers(result.lines, len(todo))
         done_upto = len(todo) if result.ok and result.last("DONE") else (started[-1] if started else -1)
@@ -558,7 +560,7 @@ def _run_sanitizer(
     })
     limits = _sanitizer_limits(wall_s, step_wall_s)
     result = run_sandboxed([str(art.path), str(data)], art.path.parent, limits, env,
-                           readable=[workdir])
+                           readable=[workdir], gpu=art.gpu)
     shown = [line for _, line in result.lines if line.startswith("KTL-CASE ")]
     case_no = int(shown[-1].split()[1]) if shown else 0
     shape = _shape_text(cases[min(case_no, len(cases) - 1)][0])
@@ -575,6 +577,8 @@ def _asan_check(runtime_name: str, spec: KernelSpec, op: OpSpec, workdir: Path,
                                                step_wall_s)
     except BuildError as exc:
         return CheckResult(name, "error", f"sanitizer build failed: {exc}"[:500], inputs)
+    except RuntimeUnavailableError as exc:
+        return CheckResult(name, "skip", f"not run: {exc}"[:500], inputs)
     if "rss limit exhausted" in stderr or "out of memory" in stderr:
         return CheckResult(name, "fail", "unbounded allocation: AddressSanitizer's memory limit "
                            f"(1536 MiB RSS) exhausted on shape {shape}", inputs)
