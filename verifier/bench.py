@@ -326,7 +326,8 @@ def bench(
                 "budget_s": per_shape, "min_s": min(min_time_s, per_shape), "target": target,
                 "result": str(job.result_path)})
         (work / "job.json").write_text(json.dumps({
-            "mode": "bench", "library": str(artifact.path), "entry": spec.entry, "op": op.name,
+            "mode": "bench", "library": str(artifact.path), "entry": artifact.entry_symbol or spec.entry,
+            "op": op.name,
             "shapes": shape_json}))
         cores = threads or os.cpu_count() or 1
         limits = Limits(cpu_s=int(time_budget_s * cores * 2 + 120), wall_s=time_budget_s * 2 + 60,
@@ -335,7 +336,7 @@ def bench(
         env_vars = base_env({"OPENBLAS_NUM_THREADS": str(cores), "OMP_NUM_THREADS": str(cores),
                              **QUIET_THREADS})
         say(f"measuring {len(dims_list)} shape(s) for up to {time_budget_s:g} s in a sandboxed child")
-        result = run_sandboxed([*worker_argv(), str(work)], work, limits, env_vars)
+        result = run_sandboxed([*worker_argv(), str(work)], work, limits, env_vars, gpu=artifact.gpu)
         if not result.ok or not result.last("DONE"):
             notes.append(f"the benchmark child failed: {result.describe(limits)}")
             return report([], False)
