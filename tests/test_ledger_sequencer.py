@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -141,12 +142,19 @@ def test_threads_and_two_integrators_share_one_tree(tmp_path: Path) -> None:
 
 
 def test_close_drains_the_queue_and_refuses_more() -> None:
-    seq = Sequencer(MemoryStorage(), SIGNER, SIGNER.name, max_delay=0.05)
+    storage = MemoryStorage()
+    seq = Sequencer(storage, SIGNER, SIGNER.name, max_delay=0.05)
     seq.start()
     out: list[object] = []
-    t = threading.Thread(target=lambda: out.extend(seq.submit([sub(0), sub(1)])))
-    t.start()
-    seq.close()
+    with storage.integration_lock():  # hold the integrator back until both are queued
+        t = threading.Thread(target=lambda: out.extend(seq.submit([sub(0), sub(1)])))
+        t.start()
+        deadline = time.monotonic() + 10
+        while storage.entry_count() == 0 and time.monotonic() < deadline and not seq._queue:
+            time.sleep(0.001)
+        seq_closer = threading.Thread(target=seq.close)
+        seq_closer.start()
+    seq_closer.join()
     t.join()
     assert [r.index for r in out if isinstance(r, Receipt)] == [0, 1]
     with pytest.raises(SequencerClosed):

@@ -7,9 +7,16 @@ from typing import Any
 
 import rfc8785
 
-from attest import AttestError
-from attest._errors import EntryError, EntryTooLargeError, SignatureError, ValidationError
-from attest.entry import LogEntry, decode_entry, verify_entry
+from attest import (
+    AttestError,
+    EntryError,
+    EntryTooLargeError,
+    LogEntry,
+    SignatureError,
+    ValidationError,
+    decode_entry,
+    verify_entry,
+)
 from ledger.sequencer import Submission
 from ledger.server._errors import ApiError
 from ledger.storage import EntryFacts
@@ -60,9 +67,17 @@ def canonical_entry_bytes(obj: Any, max_entry_bytes: int) -> bytes:
 
 
 def admit(obj: Any, max_entry_bytes: int) -> Submission:
-    """Verify one submitted entry (signatures, statement, predicate, size) before it is queued."""
+    """Verify one submitted entry (signatures, statement, predicate, size) before it is queued.
+
+    ``obj`` comes from `parse_json` (strict: no duplicate keys, no NaN), so its RFC 8785
+    bytes are canonical by construction and the entry is read from ``obj`` directly.
+    """
     data = canonical_entry_bytes(obj, max_entry_bytes)
-    return admit_bytes(data)
+    try:
+        entry = LogEntry.from_json(obj)
+    except AttestError as e:
+        raise _api_error(e) from None
+    return _verified(data, entry)
 
 
 def admit_body(body: bytes, max_entry_bytes: int) -> Submission:

@@ -140,8 +140,7 @@ class MemoryStorage:
                 raise StorageError(
                     f"refusing a checkpoint for size {size} after size {self._checkpoints[-1].size}"
                 )
-            leaves = [e.leaf_hash for e in batch.entries]
-            if len(set(leaves)) != len(leaves) or any(h in self._by_leaf for h in leaves):
+            if len({e.leaf_hash for e in batch.entries}) != len(batch.entries):
                 raise StorageError("duplicate leaf hash in batch")
             for e in batch.entries:
                 self._entries.append(e)
