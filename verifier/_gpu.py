@@ -88,8 +88,10 @@ def parse_probe_output(returncode: int, stdout: str) -> GpuInfo:
     if returncode < 0:
         return GpuInfo(f"the NVIDIA driver crashed the probe process (signal {-returncode})")
     lines = [line for line in stdout[-MAX_PROBE_OUTPUT:].splitlines() if line.startswith("{")]
-    if returncode != 0 or not lines:
+    if returncode != 0:
         return GpuInfo(f"the GPU probe failed (exit status {returncode})")
+    if not lines:
+        return GpuInfo("the GPU probe printed no answer")
     try:
         return GpuInfo.from_json(json.loads(lines[-1]))
     except json.JSONDecodeError:
