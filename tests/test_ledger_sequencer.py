@@ -175,8 +175,11 @@ def test_check_log_accepts_and_repairs_missing_files(tmp_path: Path) -> None:
     (tmp_path / "tiles" / "tile" / "0" / "000").unlink()
     (tmp_path / "tiles" / "tile" / "entries" / "001.p" / "44").unlink()
     (tmp_path / "tiles" / "checkpoint").unlink()
+    (tmp_path / "tiles" / "tile" / "1" / "000.p" / "1").write_bytes(b"")  # a torn write
     result = check_log(storage, SIGNER.verifier(), SIGNER.name)
-    assert sorted(result.rewritten) == ["checkpoint", "tile/0/000", "tile/entries/001.p/44"]
+    assert sorted(result.rewritten) == [
+        "checkpoint", "tile/0/000", "tile/1/000.p/1", "tile/entries/001.p/44"
+    ]
     check_files_match(storage, [e.data for e in storage.get_entries(0, 300)])
     with pytest.raises(StorageError, match="missing"):
         (tmp_path / "tiles" / "tile" / "0" / "000").unlink()

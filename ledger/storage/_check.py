@@ -3,7 +3,9 @@
 A log that fails it must not serve: `check_log` raises `StorageError` saying what
 disagrees. Tile files that a crash left missing (they are written after the
 database commit) are rewritten from the database: that completes a half-finished
-integration. A tile file that exists with other bytes is never overwritten.
+integration. A file of the wrong length is what a power loss during its write leaves (files are
+not fsynced: they are derived data), so it is rewritten too; a file of the right
+length with other bytes is damage or tampering, and the log refuses to serve.
 """
 
 from __future__ import annotations
@@ -108,7 +110,7 @@ def _check_files(storage: LogStorage, size: int, tail: int, repair: bool, deep: 
         path = tile_path(ref.level, ref.index, ref.width)
         want = storage.read_tile(ref.level, ref.index)[: ref.width * HASH_SIZE]
         have = storage.read_file(path)
-        if have is None:
+        if have is None or len(have) != len(want):
             missing[path] = want
         elif have != want:
             raise _refuse(f"tile file {path} differs from the stored hashes")
@@ -123,12 +125,12 @@ def _check_files(storage: LogStorage, size: int, tail: int, repair: bool, deep: 
         if have is not None and not deep and first + ref.width <= tail:
             continue
         want = encode_bundle([e.data for e in storage.get_entries(first, first + ref.width)])
-        if have is None:
+        if have is None or len(have) != len(want):
             missing[path] = want
         elif have != want:
             raise _refuse(f"entry bundle file {path} differs from the stored entries")
     if missing and not repair:
-        raise _refuse(f"{len(missing)} tile files are missing, e.g. {next(iter(missing))}")
+        raise _refuse(f"{len(missing)} tile files are missing or short, e.g. {next(iter(missing))}")
     if missing:
         storage.write_files(missing)
     return sorted(missing)
