@@ -126,3 +126,21 @@ def test_filesystem_is_confined_to_the_private_folder(tmp_path: Path) -> None:
     assert all(not line.startswith("READ") for line in out), out
     assert "NOWRITE" in out and "INSIDE" in out
     assert not (tmp_path / "planted").exists() and (work / "inside.txt").read_text() == "ok"
+
+
+def test_child_cannot_signal_its_parent_or_open_tcp(tmp_path: Path) -> None:
+    from verifier import _landlock
+
+    if _landlock.abi_version() < 6:
+        pytest.skip("Landlock signal scoping needs ABI 6")
+    code = (
+        "import os, socket\n"
+        "try:\n    os.kill(os.getppid(), 0); print('SIGNALLED')\n"
+        "except PermissionError:\n    print('NOSIGNAL')\n"
+        "try:\n    socket.create_connection(('127.0.0.1', 9), timeout=1); print('CONNECTED')\n"
+        "except OSError as exc:\n    print('NOCONNECT', exc.errno)\n"
+    )
+    res = run_sandboxed([sys.executable, "-c", code], tmp_path, Limits())
+    out = [line for _, line in res.lines]
+    assert res.ok, res.stderr
+    assert "NOSIGNAL" in out and not any(line == "CONNECTED" for line in out), out

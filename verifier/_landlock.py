@@ -3,7 +3,9 @@
 After `confine(read_only, read_write)` the calling process (and what it executes)
 can read and execute only under `read_only`, and read, write and create only under
 `read_write`; everything else on the filesystem (the caller's home folder and its
-signing keys included) is out of reach, even for root. Meant to run in a child
+signing keys included) is out of reach, even for root. Where the kernel's Landlock
+is new enough it also gets no TCP bind/connect (ABI 4) and cannot signal processes
+outside the sandbox, such as its parent (ABI 6). Meant to run in a child
 between fork and exec. Where the kernel lacks Landlock, `abi_version()` is 0 and
 the caller records that the filesystem was not confined.
 """
@@ -26,6 +28,11 @@ EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
 _ABI1_ALL = (1 << 13) - 1
 REFER, TRUNCATE, IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
 READ_ONLY = EXECUTE | READ_FILE | READ_DIR
+NET_BIND_TCP, NET_CONNECT_TCP = 1 << 0, 1 << 1
+"""ABI 4+: no TCP bind or connect at all (no rule grants any port)."""
+SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
+"""ABI 6+: no signals to, and no abstract sockets of, processes outside the sandbox
+(the kernel cannot kill or poke the `ktl` process that runs it)."""
 FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV
 
 
@@ -60,9 +67,12 @@ def confine(read_only: Sequence[str], read_write: Sequence[str]) -> bool:
         return False
     libc = _libc()
     handled = _handled(abi)
-    attr = struct.pack("=Q", handled)
-    buf = ctypes.create_string_buffer(attr, 16)
-    ruleset = int(libc.syscall(SYS_CREATE_RULESET, buf, ctypes.c_size_t(8), 0))
+    net = NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 else 0
+    scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0
+    size = 24 if abi >= 6 else 16 if abi >= 4 else 8
+    attr = struct.pack("=QQQ", handled, net, scoped)[:size]
+    buf = ctypes.create_string_buffer(attr, 24)
+    ruleset = int(libc.syscall(SYS_CREATE_RULESET, buf, ctypes.c_size_t(size), 0))
     if ruleset < 0:
         return False
     try:
