@@ -21,9 +21,16 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from verifier import BuildError, KernelSpec, KernelSpecError, RuntimeUnavailableError, check
+from verifier import (
+    BuildError,
+    CheckReport,
+    KernelSpec,
+    KernelSpecError,
+    RuntimeUnavailableError,
+    check,
+)
 from verifier._arena import GUARD, POISON_WORD, guard_pattern, layout, new_arena, poison, view
-from verifier._cuda import CudaRuntime, find_tool, wrapper_source
+from verifier._cuda import CudaRuntime, arch_flags, find_tool, wrapper_source
 from verifier._gpu import GpuInfo, parse_probe_output, probe
 from verifier.kernel import CUDA_FLAG_ALLOWLIST
 from verifier.ops import OPS
@@ -118,6 +125,10 @@ def fake_lib(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
     subprocess.run([gxx, "-shared", "-fPIC", "-I", str(tmp), "-o", str(tmp / "w.so"),
                     str(tmp / "w.cpp")], check=True, capture_output=True, timeout=120)
     return ctypes.CDLL(str(tmp / "w.so"))
+
+
+def _rows(report: CheckReport) -> str:
+    return json.dumps(report.to_json()["predicate"]["checks"], indent=1)[:6000]
 
 
 def _call(lib: ctypes.CDLL, rows: int, cols: int) -> tuple[np.ndarray, np.ndarray]:
@@ -232,6 +243,14 @@ def test_missing_nvcc_is_named(tmp_path: Path) -> None:
         runtime.build(KernelSpec.load(EXAMPLE), "release", tmp_path)
 
 
+def test_arch_flags_follow_the_probed_gpu() -> None:
+    assert arch_flags(["-O3"], "9.0") == ["-O3", "-arch=sm_90"]
+    assert arch_flags(["-arch=native", "-O2"], "10.0") == ["-O2", "-arch=sm_100"]
+    assert arch_flags(["-arch=sm_80"], "9.0") == ["-arch=sm_80"]
+    assert arch_flags(["-arch=native"], "") == []
+    assert arch_flags(["-O3"], "") == ["-O3"]
+
+
 # -- kernel.toml flags ------------------------------------------------------------------
 
 
@@ -343,9 +362,10 @@ extern "C" void launch(const float* x, float* y, int64_t R, int64_t C) { k<<<1, 
 @needs_gpu
 def test_gpu_example_passes_check() -> None:
     report = check(EXAMPLE, budget="quick", seed=7)
-    assert report.passed, [c.to_json() for c in report.failures]
+    assert report.passed, _rows(report)
     assert report.get("correctness.edge").outcome == "pass"
     assert report.get("guards.canaries").outcome == "pass"
+    assert report.get("sanitizer.tsan").outcome == "skip"
 
 
 @pytest.mark.gpu
@@ -353,15 +373,15 @@ def test_gpu_example_passes_check() -> None:
 def test_gpu_out_of_bounds_write_is_caught_by_the_guards(tmp_path: Path) -> None:
     report = check(_folder(tmp_path, "oob", OOB_WRITE), budget="quick", seed=3)
     guards = report.get("guards.canaries")
-    assert guards.outcome == "fail" and "guard bytes after output Y" in guards.detail
+    assert guards.outcome == "fail" and "guard bytes after output Y" in guards.detail, _rows(report)
 
 
 @pytest.mark.gpu
 @needs_gpu
 def test_gpu_kernel_wrong_off_the_block_multiple_is_caught(tmp_path: Path) -> None:
     report = check(_folder(tmp_path, "aligned", ALIGNED_ONLY), budget="quick", seed=5)
-    assert report.get("correctness.edge").outcome == "fail"
-    assert report.get("outputs.poisoned").outcome == "fail"
+    assert report.get("correctness.edge").outcome == "fail", _rows(report)
+    assert report.get("outputs.poisoned").outcome == "fail", _rows(report)
 
 
 @pytest.mark.gpu
@@ -369,5 +389,17 @@ def test_gpu_kernel_wrong_off_the_block_multiple_is_caught(tmp_path: Path) -> No
 def test_gpu_illegal_address_is_a_crash_verdict(tmp_path: Path) -> None:
     report = check(_folder(tmp_path, "illegal", ILLEGAL), budget="quick", seed=1)
     detail = report.get("correctness.random").detail
-    assert report.get("correctness.random").outcome == "fail"
-    assert "crash" in detail and "KTL-CUDA-ERROR" in detail
+    assert report.get("correctness.random").outcome == "fail", _rows(report)
+    assert "crash" in detail and "KTL-CUDA-ERROR" in detail, _rows(report)
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_gpu_driver_works_inside_the_sandbox(tmp_path: Path) -> None:
+    from verifier._gpu import _PROBE
+
+    result = run_sandboxed([sys.executable, "-I", "-S", "-c", _PROBE], tmp_path,
+                           Limits(wall_s=60.0, open_files=64), gpu=True)
+    answer = parse_probe_output(result.returncode or -(result.signal or 0),
+                                "\n".join(line for _, line in result.lines))
+    assert answer.error is None and answer.count >= 1, (answer, result.stderr[-2000:])

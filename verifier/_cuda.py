@@ -39,7 +39,7 @@ from verifier.ops import OPS, OpSpec
 if TYPE_CHECKING:
     from verifier.runtime import Artifact
 
-__all__ = ["CudaRuntime", "find_tool", "wrapper_source"]
+__all__ = ["CudaRuntime", "arch_flags", "find_tool", "wrapper_source"]
 
 MAX_ELEMENTS = 1 << 34
 TOOL_DIRS = ("/usr/local/cuda/bin", "/usr/local/cuda/compute-sanitizer", "/usr/local/bin", "/usr/bin")
@@ -188,6 +188,23 @@ exit $rc
 """
 
 
+def arch_flags(flags: list[str], capability: str) -> list[str]:
+    """`flags` with the GPU architecture made explicit.
+
+    An explicit `-arch=sm_XX` is kept. `-arch=native`, or no `-arch` at all, becomes
+    the probed GPU's `-arch=sm_XY` (SASS for it plus PTX), so the first call does not
+    wait for a JIT compile; without a probed GPU it is dropped (nvcc's default).
+    `native` is resolved here because the build sandbox does not open the GPU.
+    """
+    kept = [f for f in flags if f != "-arch=native"]
+    if any(f.startswith("-arch=") for f in kept):
+        return kept
+    major, _, minor = capability.partition(".")
+    if major.isdigit() and minor.isdigit():
+        kept.append(f"-arch=sm_{major}{minor}")
+    return kept
+
+
 @lru_cache(maxsize=4)
 def _nvcc_version(nvcc: str) -> str:
     try:
@@ -255,7 +272,7 @@ class CudaRuntime:
             raise BuildError("sources list no .cu file to compile")
         op = OPS[spec.op]
         (src_dir / "ktl_wrapper.cu").write_text(wrapper_source(op, spec.entry))
-        flags = list(spec.flags)
+        flags = arch_flags(list(spec.flags), probe().capability)
         symbol = f"ktl_host_{spec.entry}"
         if variant == "release":
             out = src_dir / "kernel.so"

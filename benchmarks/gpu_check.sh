@@ -1,0 +1,75 @@
+#!/bin/bash
+# Runtime cuda on a machine with an NVIDIA GPU: run ONCE there, from the repository root.
+#
+#   OUT=/some/empty/folder bash benchmarks/gpu_check.sh
+#
+# Needs python3 (3.12) with numpy and click, nvcc, and the driver. Missing Python
+# packages are installed offline from wheels in .whl/ (see docs/README-cuda.md).
+# Writes at most 6 files under $OUT; each step has its own time limit and the
+# whole script stays under 4 minutes. Exit status: 0 if every step passed.
+set -u
+OUT=${OUT:?set OUT to an empty folder for the results}
+mkdir -p "$OUT"
+cd "$(dirname "$0")/.." || exit 2
+START=$(date +%s)
+export PYTHONPATH=.
+export PYTHONDONTWRITEBYTECODE=1
+summary="$OUT/summary.txt"
+: >"$summary"
+say() { echo "[$(( $(date +%s) - START ))s] $*" | tee -a "$summary"; }
+
+{
+  nvidia-smi
+  echo "--- devices"; ls -l /dev/nvidia* 2>&1
+  echo "--- driver libraries"; ldconfig -p | grep -E "libcuda\.so|libnvidia-ptxjit" 2>&1
+  echo "--- nvcc"; command -v nvcc; nvcc --version
+  echo "--- compute-sanitizer"; command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>&1
+  echo "--- python"; python3 --version; python3 -c "import numpy, click; print(numpy.__version__, click.__version__)"
+} >"$OUT/machine.txt" 2>&1
+say "machine: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1)"
+
+NEEDED="cryptography rfc8785 requests rich pytest hypothesis"
+if ! python3 -c "import cryptography, rfc8785, requests, rich, pytest, hypothesis" 2>/dev/null; then
+  if [ -d .whl ] && python3 -m pip --version >/dev/null 2>&1; then
+    timeout 90 python3 -m pip install -q --no-index --find-links .whl $NEEDED pytest-timeout \
+      >>"$summary" 2>&1
+  fi
+  if ! python3 -c "import cryptography, rfc8785, requests, rich, pytest, hypothesis" 2>/dev/null \
+     && [ -d .whl ]; then
+    # No pip: unpack the wheels (pure Python, abi3 and cp312 ones all import from a folder).
+    mkdir -p /tmp/ktl-deps
+    for w in .whl/*.whl; do python3 -m zipfile -e "$w" /tmp/ktl-deps >/dev/null; done
+    export PYTHONPATH=.:/tmp/ktl-deps
+  fi
+fi
+python3 -c "import cryptography, rfc8785, requests, rich, pytest, hypothesis" >>"$summary" 2>&1 \
+  && say "python deps: ok" || say "python deps: MISSING (see above); later steps may fail"
+
+status=0
+say "probe: $(timeout 60 python3 -c 'from verifier._gpu import probe; print(probe().to_json())' 2>&1 | tail -1)"
+
+say "pytest -m gpu tests/test_verifier_cuda.py"
+timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu -rA tests/test_verifier_cuda.py \
+  >"$OUT/pytest.txt" 2>&1
+rc=$?; [ $rc -eq 0 ] || status=1
+grep -q " passed" "$OUT/pytest.txt" || status=1   # all skipped = the GPU was not usable
+say "pytest exit $rc: $(tail -1 "$OUT/pytest.txt")"
+
+say "ktl check examples/cuda-softmax --budget quick --json"
+timeout 50 python3 -c 'from client.cli import main; main()' check examples/cuda-softmax \
+  --budget quick --seed 1 --json >"$OUT/check.json" 2>"$OUT/check.stderr"
+rc=$?; [ $rc -eq 0 ] || status=1
+say "check exit $rc: $(python3 -c 'import json,sys; b=json.load(open(sys.argv[1])); print(b["verdict"], [(c["name"], c["outcome"]) for c in b["checks"]])' "$OUT/check.json" 2>&1 | tail -1)"
+
+left=$(( 225 - ($(date +%s) - START) ))
+if [ $left -gt 30 ]; then
+  say "ktl bench examples/cuda-softmax (time budget 5 s, limit $((left - 5)) s)"
+  timeout $((left - 5)) python3 -c 'from client.cli import main; main()' bench examples/cuda-softmax \
+    --time-budget 5 --seed 1 --json >"$OUT/bench.json" 2>>"$OUT/check.stderr"
+  rc=$?
+  say "bench exit $rc (informative only: see docs/README-cuda.md)"
+else
+  say "bench skipped: only $left s left"
+fi
+say "done, status $status"
+exit $status
