@@ -37,10 +37,12 @@ def _fail(message: str, code: int) -> None:
 @click.option("--rate", default=20000.0, show_default=True, type=click.FloatRange(0.001),
               help="Submissions per second per client address (per worker).")
 @click.option("--access-log/--no-access-log", default=False, help="Log every request.")
+@click.option("--deep-check", is_flag=True,
+              help="Before serving, re-hash every entry and compare every bundle file.")
 def serve(
     data_dir: str, host: str, port: int, origin: str | None, key_file: str | None,
     workers: int, threads: int, token_env: str | None, max_batch: int, batch_size: int,
-    batch_delay_ms: float, rate: float, access_log: bool,
+    batch_delay_ms: float, rate: float, access_log: bool, deep_check: bool,
 ) -> None:
     """Run the transparency log in the foreground (Ctrl-C or SIGTERM stops it cleanly)."""
     from ledger import LedgerError
@@ -75,7 +77,7 @@ def serve(
     except ValueError as e:
         _fail(str(e), 2)
     opts = ServeOptions(host=host, port=port, workers=workers, threads=threads,
-                        key_file=key_file, access_log=access_log)
+                        key_file=key_file, access_log=access_log, deep_check=deep_check)
     try:
         run_server(config, opts, announce=lambda line: click.echo(line))
     except StorageError as e:

@@ -34,6 +34,7 @@ class ServeOptions:
     key_file: str | None = None
     graceful_timeout: int = 30
     access_log: bool = False
+    deep_check: bool = False
 
 
 def _worker_exit(server: Any, worker: Any) -> None:
@@ -56,14 +57,19 @@ class _Gunicorn(BaseApplication):  # type: ignore[misc]
         return self._factory()
 
 
-def prepare(config: ServerConfig, key_file: str | None = None) -> tuple[str, int]:
-    """Create or load the key and check the stored log; returns (verifier key, tree size)."""
+def prepare(
+    config: ServerConfig, key_file: str | None = None, deep: bool = False
+) -> tuple[str, int]:
+    """Create or load the key and check the stored log; returns (verifier key, tree size).
+
+    ``deep`` re-hashes every entry and compares every bundle file (minutes at millions).
+    """
     assert config.data_dir is not None
     signer = load_or_create_signer(config.data_dir, config.origin, key_file)
     storage = SqliteStorage(config.data_dir)
     try:
         with storage.integration_lock():
-            result = check_log(storage, signer.verifier(), signer.name)
+            result = check_log(storage, signer.verifier(), signer.name, deep=deep)
     finally:
         storage.close()
     return signer.verifier_key_string(), result.size
@@ -75,7 +81,7 @@ def run_server(
     announce: Callable[[str], None] = print,
 ) -> None:
     """Check the log, print its key and URL, and serve until SIGTERM/SIGINT."""
-    vkey, size = prepare(config, opts.key_file)
+    vkey, size = prepare(config, opts.key_file, opts.deep_check)
     announce(f"log origin:   {config.origin}")
     announce(f"verifier key: {vkey}")
     announce(f"tree size:    {size}")

@@ -137,3 +137,24 @@ def test_sigkill_while_submitting_loses_nothing_acknowledged(tmp_path: Path) -> 
         body = entry_bytes(999_999)
         r = requests.post(f"{base}/api/v1/entries", data=body, headers=JSON, timeout=30)
         assert r.status_code == 201 and r.json()["index"] == cp.size
+
+
+def test_ktl_serve_refuses_a_damaged_log(tmp_path: Path) -> None:
+    from ledger.sequencer import Sequencer, Submission
+    from ledger.server import load_or_create_signer
+    from ledger.storage import EntryFacts, SqliteStorage
+
+    data = tmp_path / "log"
+    signer = load_or_create_signer(data, "damaged.example/log")
+    storage = SqliteStorage(data)
+    facts = EntryFacts("https://p/kernel/v1", (("acme/k", "ab" * 32),), ("cd" * 32,))
+    Sequencer(storage, signer, signer.name).integrate(
+        [Submission(f"entry {i}".encode(), facts) for i in range(5)]
+    )
+    storage.close()
+    bundle = data / "tiles" / "tile" / "entries" / "000.p" / "5"
+    bundle.write_bytes(bundle.read_bytes().replace(b"entry 3", b"entry 9"))
+    out = subprocess.run([*KTL, "serve", "--data", str(data), "--port", "0", "--deep-check"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    assert "refusing to serve" in out.stderr and "tile/entries/000.p/5" in out.stderr
