@@ -93,6 +93,7 @@ def test_submit_fetch_prove_search(log: Log) -> None:
     # Proof endpoints.
     r = log.get("/api/v1/proof/inclusion", index=0, tree_size=4)
     verify_inclusion(leaf_hash(receipts[0][0]), 0, 4, b64list(r.json()["proof"]), seen[4])
+    assert r.json()["leaf_hash"] == leaf_hash(receipts[0][0]).hex()
     assert "immutable" in r.headers["Cache-Control"]
     r = log.get("/api/v1/proof/inclusion", leaf_hash=leaf_hash(receipts[2][0]).hex(), tree_size=3)
     assert r.json()["index"] == 2

@@ -200,10 +200,9 @@ def proof_inclusion() -> Response:
     if index >= tree_size:
         raise ApiError(400, "index_out_of_range", f"index {index} is not below tree_size {tree_size}")
     proof = svc.inclusion_proof(index, tree_size)
-    entry = svc.storage.get_entry(index)
-    assert entry is not None
+    (leaf_hash,) = svc.reader(tree_size).read_hashes([(0, index)])  # from the cached tile
     return _json({
-        "index": index, "tree_size": tree_size, "leaf_hash": entry.leaf_hash.hex(),
+        "index": index, "tree_size": tree_size, "leaf_hash": leaf_hash.hex(),
         "proof": [_b64(h) for h in proof],
     }, cache=IMMUTABLE if fixed else "no-cache")
 
