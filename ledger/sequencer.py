@@ -18,6 +18,7 @@ the tree at a time, across threads and processes):
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Sequence
@@ -40,6 +41,7 @@ from ledger.storage import (
 from ledger.tiles import TILE_HEIGHT, TILE_WIDTH, encode_bundle, entries_path, tile_path
 
 _FULL = TILE_WIDTH * HASH_SIZE
+_log = logging.getLogger("ledger.sequencer")
 
 
 class SequencerError(LedgerError):
@@ -299,7 +301,12 @@ class Sequencer:
         nodes = {k: tile_nodes(v) for k, v in tiles.items() if len(v) == _FULL}
         storage.commit_batch(IntegratedBatch(tuple(entries), tiles, checkpoint, nodes))
         files["checkpoint"] = note
-        storage.write_files(files)
+        try:
+            storage.write_files(files)
+        except OSError as e:
+            # The batch is durable and its checkpoint published; the files are derived
+            # data (the read path falls back to the database, start-up rewrites them).
+            _log.error("integrated up to %d but could not write tile files: %s", new_size, e)
         return [
             Receipt(i, s.leaf_hash, dup, checkpoint)
             for s, (i, dup) in zip(submissions, slots, strict=True)

@@ -212,3 +212,15 @@ def test_check_log_refuses_a_damaged_log(tmp_path: Path, damage: str) -> None:
     db.close()
     with pytest.raises(StorageError, match="refusing to serve"):
         check_log(storage, verifier, origin)
+
+
+def test_a_failed_file_write_does_not_fail_a_durable_batch(caplog: pytest.LogCaptureFixture) -> None:
+    class FullDisk(MemoryStorage):
+        def write_files(self, files: object) -> None:
+            raise OSError(28, "No space left on device")
+
+    storage = FullDisk()
+    receipts = Sequencer(storage, SIGNER, SIGNER.name).integrate([sub(0), sub(1)])
+    assert [r.index for r in receipts] == [0, 1]
+    assert storage.entry_count() == 2 and storage.read_file("checkpoint") is None
+    assert "could not write tile files" in caplog.text
