@@ -5,7 +5,7 @@
 #
 # Needs python3 (3.12) with numpy and click, nvcc, and the driver. Missing Python
 # packages are installed offline from wheels in .whl/ (see docs/README-cuda.md).
-# Writes at most 6 files under $OUT; each step has its own time limit and the
+# Writes at most 7 files under $OUT; each step has its own time limit and the
 # whole script stays under 4 minutes. Exit status: 0 if every step passed.
 set -u
 OUT=${OUT:?set OUT to an empty folder for the results}
@@ -60,6 +60,25 @@ timeout 50 python3 -c 'from client.cli import main; main()' check examples/cuda-
   --budget quick --seed 1 --json >"$OUT/check.json" 2>"$OUT/check.stderr"
 rc=$?; [ $rc -eq 0 ] || status=1
 say "check exit $rc: $(python3 -c 'import json,sys; b=json.load(open(sys.argv[1])); print(b["verdict"], [(c["name"], c["outcome"]) for c in b["checks"]])' "$OUT/check.json" 2>&1 | tail -1)"
+
+say "memcheck driver outside the sandbox (diagnostic for sanitizer.asan_ubsan)"
+timeout 40 python3 - >"$OUT/memcheck.txt" 2>&1 <<'PY'
+import subprocess, tempfile
+from pathlib import Path
+import numpy as np
+from verifier import OPS, KernelSpec
+from verifier.runtime import get_runtime, write_driver_cases
+spec = KernelSpec.load("examples/cuda-softmax")
+work = Path(tempfile.mkdtemp(prefix="ktl-memcheck-"))
+art = get_runtime("cuda").build(spec, "asan", work)
+op, rng = OPS["softmax"], np.random.default_rng(1)
+cases = [(d, op.random_inputs(d, rng)) for d in ({"R": 3, "C": 300}, {"R": 1, "C": 1})]
+write_driver_cases(work / "cases.bin", op, cases)
+r = subprocess.run([str(art.path), str(work / "cases.bin")], cwd=art.path.parent,
+                   capture_output=True, text=True, timeout=35, check=False)
+print("exit", r.returncode, "\n--- stdout\n", r.stdout[-2000:], "\n--- stderr\n", r.stderr[-6000:])
+PY
+say "memcheck: $(grep -m1 '^exit' "$OUT/memcheck.txt" || tail -1 "$OUT/memcheck.txt")"
 
 left=$(( 225 - ($(date +%s) - START) ))
 if [ $left -gt 30 ]; then

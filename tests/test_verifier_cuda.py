@@ -27,6 +27,7 @@ from verifier import (
     KernelSpec,
     KernelSpecError,
     RuntimeUnavailableError,
+    _cuda,
     check,
 )
 from verifier._arena import GUARD, POISON_WORD, guard_pattern, layout, new_arena, poison, view
@@ -34,7 +35,7 @@ from verifier._cuda import CudaRuntime, arch_flags, find_tool, wrapper_source
 from verifier._gpu import GpuInfo, parse_probe_output, probe
 from verifier.kernel import CUDA_FLAG_ALLOWLIST
 from verifier.ops import OPS
-from verifier.runtime import get_runtime
+from verifier.runtime import get_runtime, write_driver_cases
 from verifier.sandbox import Limits, run_sandboxed
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -234,6 +235,31 @@ def test_tsan_does_not_apply_and_memcheck_needs_its_tool(tmp_path: Path) -> None
     else:
         art = runtime.build(spec, "asan", tmp_path)
         assert art.path.name == "driver-asan" and (art.path.parent / "driver-asan-bin").is_file()
+
+
+@needs_nvcc
+def test_memcheck_driver_builds_and_runs_the_cases(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = tmp_path / "compute-sanitizer"
+    fake.write_text('#!/bin/sh\n# fake: drop "--tool memcheck --error-exitcode 66 --log-file cs.log"\n'
+                    'shift 6\necho "========= fake memcheck" > cs.log\nexec "$@"\n')
+    fake.chmod(0o755)
+    real = _cuda.find_tool
+    monkeypatch.setattr(_cuda, "find_tool",
+                        lambda name: str(fake) if name == "compute-sanitizer" else real(name))
+    spec = KernelSpec.load(EXAMPLE)
+    art = CudaRuntime(require_gpu=False).build(spec, "asan", tmp_path / "b")
+    op = OPS["softmax"]
+    rng = np.random.default_rng(0)
+    write_driver_cases(tmp_path / "cases.bin", op,
+                       [(d, op.random_inputs(d, rng)) for d in ({"R": 2, "C": 3}, {"R": 1, "C": 1})])
+    done = subprocess.run([str(art.path), str(tmp_path / "cases.bin")], cwd=art.path.parent,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert "fake memcheck" in done.stderr and "KTL-CASE 0" in done.stdout
+    if GPU_ERROR is None:
+        assert done.returncode == 0 and "KTL-DONE" in done.stdout, done.stderr
+    else:
+        assert done.returncode != 0 and "KTL-CUDA-ERROR cudaMalloc" in done.stderr
 
 
 def test_missing_nvcc_is_named(tmp_path: Path) -> None:
