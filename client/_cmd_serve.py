@@ -44,7 +44,12 @@ def serve(
     workers: int, threads: int, token_env: str | None, max_batch: int, batch_size: int,
     batch_delay_ms: float, rate: float, access_log: bool, deep_check: bool,
 ) -> None:
-    """Run the transparency log in the foreground (Ctrl-C or SIGTERM stops it cleanly)."""
+    """Run the transparency log in the foreground.
+
+    SIGTERM stops it gracefully (requests in flight are answered first); Ctrl-C stops
+    it at once. Either way nothing acknowledged is lost: an entry is acknowledged only
+    after its batch and checkpoint are durable.
+    """
     from ledger import LedgerError
     from ledger.serve import ServeOptions, run_server
     from ledger.server import DEFAULT_ORIGIN, ServerConfig, read_verifier_key
