@@ -52,6 +52,10 @@ class SequencerClosed(SequencerError):
     """The sequencer is shutting down and takes no more submissions."""
 
 
+class SequencerTimeout(SequencerError):
+    """A submission waited too long; it may still be logged by a later batch."""
+
+
 @dataclass(frozen=True)
 class Submission:
     """A verified entry ready to be logged: canonical bytes and its searchable facts."""
@@ -169,7 +173,7 @@ class Sequencer:
         out: list[Receipt | BaseException] = []
         for w in waiters:
             if not w.event.wait(max(0.0, deadline - time.monotonic())):
-                out.append(SequencerError("timed out waiting for the batch to be integrated"))
+                out.append(SequencerTimeout("timed out waiting for the batch to be integrated"))
             elif w.receipt is not None:
                 out.append(w.receipt)
             else:

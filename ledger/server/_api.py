@@ -12,7 +12,7 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
-from ledger.sequencer import Receipt, SequencerClosed, Submission
+from ledger.sequencer import Receipt, SequencerClosed, SequencerTimeout, Submission
 from ledger.server._admit import admit, admit_body, parse_json
 from ledger.server._config import check_body_size
 from ledger.server._errors import ApiError
@@ -41,7 +41,7 @@ def _json(obj: Any, status: int = 200, cache: str = "no-cache") -> Response:
 
 
 # ---- guards for writes
-def _require_writer(svc: LogService, cost: int) -> None:
+def _require_auth(svc: LogService) -> None:
     token = svc.config.write_token
     if token is not None:
         got = request.headers.get("Authorization", "")
@@ -50,6 +50,9 @@ def _require_writer(svc: LogService, cost: int) -> None:
                 401, "unauthorized", "writes need 'Authorization: Bearer <token>'",
                 {"WWW-Authenticate": 'Bearer realm="ktl"'},
             )
+
+
+def _require_tokens(svc: LogService, cost: int) -> None:
     wait = svc.limiter.take(request.remote_addr or "unknown", cost)
     if wait:
         retry = "3600" if math.isinf(wait) else str(max(1, math.ceil(wait)))
@@ -93,6 +96,13 @@ def _failure(e: BaseException) -> ApiError:
         return e
     if isinstance(e, SequencerClosed):
         return ApiError(503, "unavailable", str(e), {"Retry-After": "1"})
+    if isinstance(e, SequencerTimeout):
+        return ApiError(
+            503, "timeout",
+            f"{e}; it may still be logged: submitting the same entry again is safe and returns "
+            "its index once it is",
+            {"Retry-After": "1"},
+        )
     current_app.logger.error("integration failed: %s", e)
     return ApiError(503, "integration_failed", f"the entry was not logged: {e}", {"Retry-After": "1"})
 
@@ -115,9 +125,10 @@ def log_info() -> Response:
 @bp.post("/entries")
 def submit_entry() -> Response:
     svc = _service()
+    _require_auth(svc)
+    _require_tokens(svc, 1)
     _require_type("application/json")
     body = _body(svc.config.max_entry_body, "log entry request")
-    _require_writer(svc, 1)
     sub = admit_body(body, svc.max_entry_bytes)
     (result,) = svc.submit([sub])
     if not isinstance(result, Receipt):
@@ -128,6 +139,7 @@ def submit_entry() -> Response:
 @bp.post("/entries:batch")
 def submit_batch() -> Response:
     svc = _service()
+    _require_auth(svc)
     _require_type("application/json")
     body = _body(svc.config.max_batch_body, "batch request")
     obj = parse_json(body)
@@ -139,7 +151,7 @@ def submit_batch() -> Response:
             413 if items else 400, "batch_too_large" if items else "invalid_batch",
             f"a batch holds 1 to {svc.max_batch} entries, got {len(items)}",
         )
-    _require_writer(svc, len(items))
+    _require_tokens(svc, len(items))
     slots: list[Submission | ApiError] = []
     for item in items:
         try:
@@ -249,10 +261,11 @@ def _blob_digest(raw: str) -> str:
 @bp.put("/blobs/<raw>")
 def put_blob(raw: str) -> Response:
     svc = _service()
+    _require_auth(svc)
+    _require_tokens(svc, 1)
     digest = _blob_digest(raw)
     _require_type("application/octet-stream")
     data = _body(svc.max_blob_bytes, "blob")
-    _require_writer(svc, 1)
     got = hashlib.sha256(data).hexdigest()
     if got != digest:
         raise ApiError(
