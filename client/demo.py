@@ -306,6 +306,18 @@ def example_kernels(root: Path) -> list[Path]:
     return sorted(p.parent for p in root.glob("*/kernel.toml"))
 
 
+def _runtime_unavailable(kernel: Path) -> str | None:
+    """Why the kernel's runtime cannot run here (e.g. cuda without a GPU), or None."""
+    from verifier import KernelSpec, VerifierError, get_runtime
+
+    try:
+        runtime = KernelSpec.load(kernel).runtime
+        reason = get_runtime(runtime).unavailable_reason()
+    except VerifierError:
+        return None  # publishing reports a malformed folder itself
+    return f"runtime {runtime!r} unavailable here ({reason})" if reason else None
+
+
 def _statement_of(entry_file: Path) -> dict[str, Any]:
     entry = json.loads(entry_file.read_text(encoding="utf-8"))
     stmt: dict[str, Any] = json.loads(base64.b64decode(entry["envelope"]["payload"]))
@@ -373,7 +385,13 @@ class Demo:
         return out
 
     def run(self, examples: Path, on_ready: Callable[[LogServer], None]) -> list[str]:
-        kernels = example_kernels(examples)
+        kernels = []
+        for kernel in example_kernels(examples):
+            reason = _runtime_unavailable(kernel)
+            if reason:
+                self.console.print(f"  skipping {kernel.name}: {reason}")
+            else:
+                kernels.append(kernel)
         if not kernels:
             raise DemoError(f"no example kernels (folders with kernel.toml) under {examples}")
         server = LogServer(self.data, self.home)
