@@ -260,7 +260,17 @@ def reproduce_kernel(
     from verifier.bench import bench
     from verifier.check import check
     from verifier.environment import environment_fingerprint
+    from verifier.kernel import KernelSpec
+    from verifier.runtime import get_runtime
 
+    runtime = KernelSpec.load(kernel_dir).runtime
+    unavailable = get_runtime(runtime).unavailable_reason()
+    if unavailable:  # e.g. a cuda kernel on a machine without a GPU: not evidence either way
+        claims = [_claim(ptype, "inconclusive", {}, {},
+                         f"not re-run: runtime {runtime!r} unavailable here: {unavailable}")
+                  for ptype, _ in claimed]
+        return {"target": dict(target), "environment": environment_fingerprint(),
+                "claims": claims, "verdict": overall_verdict(claims)}
     verification = benchmark = None
     for ptype, body in claimed:
         if ptype == VERIFICATION_V1 and verification is None:
