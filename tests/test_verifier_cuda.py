@@ -356,6 +356,19 @@ def test_demo_skips_the_cuda_example_without_a_gpu() -> None:
     assert _runtime_unavailable(ROOT / "examples" / "softmax-rows") is None
 
 
+@no_gpu
+def test_reproducing_a_cuda_claim_without_a_gpu_is_inconclusive() -> None:
+    from verifier.reproduce import BENCHMARK_V1, VERIFICATION_V1, reproduce_kernel
+
+    claimed: list[tuple[str, dict[str, object]]] = [
+        (VERIFICATION_V1, {"verdict": "pass", "checks": [], "seed": 1}),
+               (BENCHMARK_V1, {"results": []})]
+    body = reproduce_kernel(EXAMPLE, claimed, {"index": 7})
+    assert body["verdict"] == "inconclusive" and len(body["claims"]) == 2
+    assert all(c["verdict"] == "inconclusive" and "runtime 'cuda' unavailable here: no GPU"
+               in c["reason"] for c in body["claims"])
+
+
 # -- with a GPU -------------------------------------------------------------------------
 
 OOB_WRITE = r"""
