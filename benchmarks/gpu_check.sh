@@ -31,6 +31,7 @@ say "machine: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 NEEDED="cryptography rfc8785 requests rich pytest hypothesis"
 if ! python3 -c "import cryptography, rfc8785, requests, rich, pytest, hypothesis" 2>/dev/null; then
   if [ -d .whl ] && python3 -m pip --version >/dev/null 2>&1; then
+    PIP_BREAK_SYSTEM_PACKAGES=1 PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1 \
     timeout 90 python3 -m pip install -q --no-index --find-links .whl $NEEDED pytest-timeout \
       >>"$summary" 2>&1
   fi
