@@ -207,6 +207,8 @@ def run_sandboxed(
         read_only += driver_dirs
         read_write += devices
         limits = dataclasses.replace(limits, address_space=None)
+        if driver_dirs:  # where the probe found libcuda, e.g. only on the caller's LD_LIBRARY_PATH
+            child_env["LD_LIBRARY_PATH"] = ":".join(driver_dirs)
     stderr_path = workdir / ".stderr"
     parent_ns = _own_netns()
     lines: list[tuple[float, str]] = []
