@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import glob
 import json
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -101,10 +102,12 @@ def parse_probe_output(returncode: int, stdout: str) -> GpuInfo:
 @lru_cache(maxsize=1)
 def probe() -> GpuInfo:
     """Probe the driver in a child Python process (cached)."""
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+    if os.environ.get("LD_LIBRARY_PATH"):  # some GPU containers find libcuda only through it
+        env["LD_LIBRARY_PATH"] = os.environ["LD_LIBRARY_PATH"]
     try:
         done = subprocess.run([sys.executable, "-I", "-S", "-c", _PROBE], capture_output=True,
-                              text=True, timeout=PROBE_TIMEOUT_S, check=False,
-                              env={"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"})
+                              text=True, timeout=PROBE_TIMEOUT_S, check=False, env=env)
     except subprocess.TimeoutExpired:
         return GpuInfo(f"the GPU probe hung for more than {PROBE_TIMEOUT_S:g} s (driver wedged?)")
     except OSError as exc:
