@@ -17,6 +17,13 @@ export PYTHONDONTWRITEBYTECODE=1
 summary="$OUT/summary.txt"
 : >"$summary"
 say() { echo "[$(( $(date +%s) - START ))s] $*" | tee -a "$summary"; }
+DEADLINE=225
+# limit CAP: seconds a step may take, at most CAP and never past the script's deadline
+limit() {
+  local left=$(( DEADLINE - ($(date +%s) - START) ))
+  left=$(( left < $1 ? left : $1 ))
+  echo $(( left < 1 ? 1 : left ))   # timeout 0 would mean no limit at all
+}
 
 {
   nvidia-smi
@@ -32,7 +39,7 @@ NEEDED="cryptography rfc8785 requests rich pytest hypothesis"
 if ! python3 -c "import cryptography, rfc8785, requests, rich, pytest, hypothesis" 2>/dev/null; then
   if [ -d .whl ] && python3 -m pip --version >/dev/null 2>&1; then
     PIP_BREAK_SYSTEM_PACKAGES=1 PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    timeout 90 python3 -m pip install -q --no-index --find-links .whl $NEEDED pytest-timeout \
+    timeout "$(limit 45)" python3 -m pip install -q --no-index --find-links .whl $NEEDED pytest-timeout \
       >>"$summary" 2>&1
   fi
   if ! python3 -c "import cryptography, rfc8785, requests, rich, pytest, hypothesis" 2>/dev/null \
@@ -47,23 +54,23 @@ python3 -c "import cryptography, rfc8785, requests, rich, pytest, hypothesis" >>
   && say "python deps: ok" || say "python deps: MISSING (see above); later steps may fail"
 
 status=0
-say "probe: $(timeout 60 python3 -c 'from verifier._gpu import probe; print(probe().to_json())' 2>&1 | tail -1)"
+say "probe: $(timeout "$(limit 30)" python3 -c 'from verifier._gpu import probe; print(probe().to_json())' 2>&1 | tail -1)"
+
+say "ktl check examples/cuda-softmax --budget quick --json"
+timeout "$(limit 45)" python3 -c 'from client.cli import main; main()' check examples/cuda-softmax \
+  --budget quick --seed 1 --json >"$OUT/check.json" 2>"$OUT/check.stderr"
+rc=$?; [ $rc -eq 0 ] || status=1
+say "check exit $rc: $(python3 -c 'import json,sys; b=json.load(open(sys.argv[1])); print(b["verdict"], [(c["name"], c["outcome"]) for c in b["checks"]])' "$OUT/check.json" 2>&1 | tail -1)"
 
 say "pytest -m gpu tests/test_verifier_cuda.py"
-timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu -rA tests/test_verifier_cuda.py \
+timeout "$(limit 140)" python3 -m pytest -q -p no:cacheprovider -m gpu -rA tests/test_verifier_cuda.py \
   >"$OUT/pytest.txt" 2>&1
 rc=$?; [ $rc -eq 0 ] || status=1
 grep -q " passed" "$OUT/pytest.txt" || status=1   # all skipped = the GPU was not usable
 say "pytest exit $rc: $(tail -1 "$OUT/pytest.txt")"
 
-say "ktl check examples/cuda-softmax --budget quick --json"
-timeout 50 python3 -c 'from client.cli import main; main()' check examples/cuda-softmax \
-  --budget quick --seed 1 --json >"$OUT/check.json" 2>"$OUT/check.stderr"
-rc=$?; [ $rc -eq 0 ] || status=1
-say "check exit $rc: $(python3 -c 'import json,sys; b=json.load(open(sys.argv[1])); print(b["verdict"], [(c["name"], c["outcome"]) for c in b["checks"]])' "$OUT/check.json" 2>&1 | tail -1)"
-
 say "memcheck driver outside the sandbox (diagnostic for sanitizer.asan_ubsan)"
-timeout 40 python3 - >"$OUT/memcheck.txt" 2>&1 <<'PY'
+timeout "$(limit 30)" python3 - >"$OUT/memcheck.txt" 2>&1 <<'PY'
 import subprocess, tempfile
 from pathlib import Path
 import numpy as np
@@ -76,12 +83,12 @@ op, rng = OPS["softmax"], np.random.default_rng(1)
 cases = [(d, op.random_inputs(d, rng)) for d in ({"R": 3, "C": 300}, {"R": 1, "C": 1})]
 write_driver_cases(work / "cases.bin", op, cases)
 r = subprocess.run([str(art.path), str(work / "cases.bin")], cwd=art.path.parent,
-                   capture_output=True, text=True, timeout=35, check=False)
+                   capture_output=True, text=True, timeout=25, check=False)
 print("exit", r.returncode, "\n--- stdout\n", r.stdout[-2000:], "\n--- stderr\n", r.stderr[-6000:])
 PY
 say "memcheck: $(grep -m1 '^exit' "$OUT/memcheck.txt" || tail -1 "$OUT/memcheck.txt")"
 
-left=$(( 225 - ($(date +%s) - START) ))
+left=$(limit 60)
 if [ $left -gt 30 ]; then
   say "ktl bench examples/cuda-softmax (time budget 5 s, limit $((left - 5)) s)"
   timeout $((left - 5)) python3 -c 'from client.cli import main; main()' bench examples/cuda-softmax \
