@@ -67,6 +67,8 @@ class SummaryRow:
     verdict: str
     honest: bool
     reproduction_entry: int | None = None
+    #: The reproduction's own words on why it reached its verdict.
+    reason: str = ""
 
     @property
     def expected(self) -> str:
@@ -77,6 +79,7 @@ class SummaryRow:
             "kernel": self.kernel, "op": self.op, "entry": self.entry, "claim": self.claim,
             "claimed": self.claimed, "reproduced": self.reproduced, "verdict": self.verdict,
             "honest": self.honest, "reproduction_entry": self.reproduction_entry,
+            "reason": self.reason,
         }
 
     @classmethod
@@ -95,6 +98,7 @@ class SummaryRow:
                 claim=str(obj["claim"]), claimed=opt_num(obj.get("claimed")),
                 reproduced=opt_num(obj.get("reproduced")), verdict=str(obj["verdict"]),
                 honest=bool(obj["honest"]), reproduction_entry=None if rep is None else int(rep),
+                reason=str(obj.get("reason", "")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise DemoError(f"summary row is malformed: {exc}") from None
@@ -113,7 +117,8 @@ def check_summary(rows: Sequence[SummaryRow], honest_kernels: Sequence[str]) -> 
             problems.append(f"{name}: no benchmark claim was reproduced")
         for r in mine:
             if r.verdict != "confirmed":
-                problems.append(f"{name} {r.claim}: honest claim came out {r.verdict}")
+                problems.append(f"{name} {r.claim}: honest claim came out {r.verdict}"
+                                + (f" ({r.reason})" if r.reason else ""))
     inflated = [r for r in rows if not r.honest]
     if not inflated:
         problems.append("the inflated claim was not reproduced")
@@ -165,6 +170,7 @@ def rows_from_reproduction(
             claimed=claimed.get("speedup") if isinstance(claimed, dict) else None,
             reproduced=measured.get("speedup") if isinstance(measured, dict) else None,
             verdict=str(c.get("verdict")), honest=honest, reproduction_entry=reproduction_entry,
+            reason=str(c.get("reason", "")),
         ))
     return rows
 

@@ -78,14 +78,14 @@ def test_inflated_benchmark_is_still_a_valid_predicate() -> None:
 def test_rows_from_reproduction_reads_speedup_claims_only() -> None:
     predicate = {"claims": [
         {"claim": "benchmark.speedup[M=8]", "verdict": "refuted",
-         "claimed": {"speedup": 6.0}, "measured": {"speedup": 2.0}, "reason": ""},
+         "claimed": {"speedup": 6.0}, "measured": {"speedup": 2.0}, "reason": "below"},
         {"claim": "verification.verdict", "verdict": "confirmed",
          "claimed": {"verdict": "pass"}, "measured": {"verdict": "pass"}, "reason": ""},
     ]}
     rows = rows_from_reproduction(predicate, kernel="a/b", op="matmul", entry=4, honest=False,
                                   reproduction_entry=9)
     assert rows == [SummaryRow("a/b", "matmul", 4, "benchmark.speedup[M=8]", 6.0, 2.0,
-                               "refuted", False, 9)]
+                               "refuted", False, 9, "below")]
     assert summary_table(rows).row_count == 1
 
 
