@@ -1,4 +1,4 @@
-"""`ktl publish | verify | get | search | log-info | monitor` (see docs/README-client.md)."""
+"""`ktl publish | verify | get | search | log-info | monitor` (see the README, "Using `ktl`")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Runs the walkthroughs of docs/README-client.md literally against a real log server.
+"""Runs the walkthroughs of the README's `ktl` section literally against a real log server.
 
 Every `$ ktl ...` line of its console blocks runs through the real `ktl` (in
 order, in one folder, sharing $KTL_HOME), the TOML block becomes policy.toml and
@@ -16,13 +16,18 @@ from pathlib import Path
 import pytest
 from client_server import Ktl, kernel_folder, running_log, small_results
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "README-client.md"
+DOC = Path(__file__).resolve().parent.parent / "README.md"
+SECTION = "## Using `ktl`: publish, verify, monitor, reproduce"
 BLOCK = re.compile(r"```(console|toml|python)\n(.*?)```", re.S)
 DOC_URL = "http://127.0.0.1:8080"
 
 
 def _blocks() -> list[tuple[str, str]]:
-    return [(m.group(1), m.group(2)) for m in BLOCK.finditer(DOC.read_text())]
+    text = DOC.read_text()
+    start = text.index(SECTION)
+    end = text.find("\n## ", start + len(SECTION))
+    section = text[start:end if end != -1 else len(text)]
+    return [(m.group(1), m.group(2)) for m in BLOCK.finditer(section)]
 
 
 def test_doc_has_three_walkthroughs() -> None:
