@@ -511,6 +511,19 @@ def _wait_for_ctrl_c(console: Console) -> Callable[[LogServer], None]:
     return wait
 
 
+def _interrupt_on_signals() -> None:
+    """Ctrl-C and SIGTERM both unwind through the `finally` that stops the log server.
+
+    SIGINT is reset explicitly: a shell starts background jobs with it ignored.
+    """
+    def raise_interrupt(signum: int, frame: object) -> None:
+        del signum, frame
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, raise_interrupt)
+
+
 @click.command()
 @click.option("--exit", "exit_when_done", is_flag=True,
               help="Stop the log when done; exit 0 only if every verdict is as expected.")
@@ -532,6 +545,7 @@ def main(exit_when_done: bool, work_dir: Path | None, examples: Path, keep: bool
         work = work_dir
         work.mkdir(parents=True)
     console.print(f"[bold]Kernel Transparency Log demo[/] — work folder {work}")
+    _interrupt_on_signals()
     demo = Demo(work, console)
     on_ready = (lambda _s: None) if exit_when_done else _wait_for_ctrl_c(console)
     try:

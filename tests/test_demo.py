@@ -137,3 +137,44 @@ def test_demo_refuses_an_existing_work_folder(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=60, cwd=REPO, check=False,
     )
     assert out.returncode == 2 and "already exists" in out.stderr
+
+
+def test_demo_serves_until_stopped_then_stops_the_log(tmp_path: Path) -> None:
+    """Without --exit the log keeps serving; SIGTERM (like Ctrl-C) stops it, orphaning nothing."""
+    import shutil
+    import signal
+    import time
+
+    examples = tmp_path / "examples"
+    examples.mkdir()
+    shutil.copytree(REPO / "examples" / "sum-rows", examples / "sum-rows")
+    log = tmp_path / "demo.log"
+    with log.open("w") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "client.demo", "--data", str(tmp_path / "w"),
+             "--examples", str(examples)],
+            stdout=sink, stderr=subprocess.STDOUT, cwd=REPO,
+        )
+    try:
+        deadline = time.monotonic() + 240
+        while "press Ctrl-C" not in log.read_text() and proc.poll() is None:
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.5)
+        text = log.read_text()
+        assert proc.poll() is None, text[-3000:]
+        url = next(line.split()[-1] for line in text.splitlines() if line.startswith("Explorer:"))
+        assert requests.get(url, timeout=10).status_code == 200
+        assert "Claims and what independent reproduction found" in text
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+        assert "stopping the log" in log.read_text()
+        with pytest.raises(requests.ConnectionError):
+            requests.get(url, timeout=5)
+    finally:
+        if proc.poll() is None:  # stop it the way that also stops its log server
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
