@@ -4,7 +4,7 @@
 #   OUT=/some/empty/folder bash benchmarks/gpu_check.sh
 #
 # Needs python3 (3.12) with numpy and click, nvcc, and the driver. Missing Python
-# packages are installed offline from wheels in .whl/ (see docs/README-cuda.md).
+# packages are installed offline from wheels in .whl/ (see the README section Runtime cuda).
 # Writes at most 7 files under $OUT; each step has its own time limit and the
 # whole script stays under 4 minutes. Exit status: 0 if every step passed.
 set -u
@@ -94,7 +94,7 @@ if [ $left -gt 30 ]; then
   timeout $((left - 5)) python3 -c 'from client.cli import main; main()' bench examples/cuda-softmax \
     --time-budget 5 --seed 1 --json >"$OUT/bench.json" 2>>"$OUT/check.stderr"
   rc=$?
-  say "bench exit $rc (informative only: see docs/README-cuda.md)"
+  say "bench exit $rc (informative only: see the README section Runtime cuda)"
 else
   say "bench skipped: only $left s left"
 fi

@@ -28,6 +28,7 @@ from verifier import (
     KernelSpecError,
     RuntimeUnavailableError,
     _cuda,
+    _gpu,
     check,
 )
 from verifier._arena import GUARD, POISON_WORD, guard_pattern, layout, new_arena, poison, view
@@ -232,9 +233,30 @@ def test_tsan_does_not_apply_and_memcheck_needs_its_tool(tmp_path: Path) -> None
     if find_tool("compute-sanitizer") is None:
         with pytest.raises(RuntimeUnavailableError, match="compute-sanitizer"):
             runtime.build(spec, "asan", tmp_path)
+    elif _cuda._landlock.abi_version() >= 1:
+        with pytest.raises(RuntimeUnavailableError, match="cannot run inside the sandbox"):
+            runtime.build(spec, "asan", tmp_path)
     else:
         art = runtime.build(spec, "asan", tmp_path)
         assert art.path.name == "driver-asan" and (art.path.parent / "driver-asan-bin").is_file()
+
+
+@needs_nvcc
+def test_memcheck_is_skipped_with_its_reason_under_landlock(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On an H200 the memcheck target's CUDA context failed inside Landlock: say so, don't fail."""
+    monkeypatch.setattr(_cuda, "find_tool", lambda name: "/usr/bin/true")
+    monkeypatch.setattr(_cuda._landlock, "abi_version", lambda: 7)
+    with pytest.raises(RuntimeUnavailableError, match="cannot run inside the sandbox"):
+        CudaRuntime(require_gpu=False).build(KernelSpec.load(EXAMPLE), "asan", tmp_path)
+
+
+def test_gpu_children_may_write_only_their_own_proc_folder() -> None:
+    """The CUDA driver writes under /proc/self while it creates a context (seen on an H200)."""
+    _dirs, writable = _gpu.sandbox_grants()
+    assert _gpu.PROC_SELF in writable
+    assert "/proc" not in writable and all(p.startswith("/dev/nvidia") for p in writable
+                                           if p != _gpu.PROC_SELF)
 
 
 @needs_nvcc
@@ -247,6 +269,7 @@ def test_memcheck_driver_builds_and_runs_the_cases(tmp_path: Path,
     real = _cuda.find_tool
     monkeypatch.setattr(_cuda, "find_tool",
                         lambda name: str(fake) if name == "compute-sanitizer" else real(name))
+    monkeypatch.setattr(_cuda._landlock, "abi_version", lambda: 0)  # a machine without Landlock
     spec = KernelSpec.load(EXAMPLE)
     art = CudaRuntime(require_gpu=False).build(spec, "asan", tmp_path / "b")
     op = OPS["softmax"]

@@ -30,6 +30,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from verifier import _landlock
 from verifier._arena import GUARD, GUARD_WORD
 from verifier._errors import BuildError, RuntimeUnavailableError
 from verifier._gpu import probe
@@ -42,6 +43,13 @@ if TYPE_CHECKING:
 __all__ = ["CudaRuntime", "arch_flags", "find_tool", "wrapper_source"]
 
 MAX_ELEMENTS = 1 << 34
+MEMCHECK_UNDER_LANDLOCK = (
+    "compute-sanitizer cannot run inside the sandbox here: its target is a second process "
+    "whose CUDA context must write its own /proc entries, and Landlock can grant that only to "
+    "the process that confines itself (seen on an H200, Landlock ABI 7); the kernel's device "
+    "buffers are still guarded by canaries (guards.canaries)")
+"""Why the memcheck build is skipped where Landlock confines the child."""
+
 TOOL_DIRS = ("/usr/local/cuda/bin", "/usr/local/cuda/compute-sanitizer", "/usr/local/bin", "/usr/bin")
 
 
@@ -261,6 +269,8 @@ class CudaRuntime:
         sanitizer = find_tool("compute-sanitizer") if variant == "asan" else None
         if variant == "asan" and sanitizer is None:
             raise RuntimeUnavailableError("compute-sanitizer (CUDA memcheck) is not installed here")
+        if variant == "asan" and _landlock.abi_version() >= 1:
+            raise RuntimeUnavailableError(MEMCHECK_UNDER_LANDLOCK)
         src_dir = workdir / f"src-cuda-{variant}"
         src_dir.mkdir(parents=True, exist_ok=True)
         for rel, data in spec.read_sources().items():

@@ -115,8 +115,16 @@ def probe() -> GpuInfo:
     return parse_probe_output(done.returncode, done.stdout)
 
 
+PROC_SELF = "/proc/self"
+"""The child's own /proc folder. Landlock resolves it when the child confines itself
+(between fork and exec), so it names that child's /proc/<pid> and no other process's.
+The CUDA driver writes there while it creates a context: without it, on an H200 with
+Landlock ABI 7, the first cudaMalloc fails with cudaErrorOperatingSystem."""
+
+
 def sandbox_grants() -> tuple[list[str], list[str]]:
-    """(read-only folders, read-write device nodes) a sandboxed child needs to use the GPU."""
+    """(read-only folders, read-write paths) a sandboxed child needs to use the GPU:
+    the driver's library folders; the NVIDIA device nodes and the child's own /proc."""
     info = probe()
     devices = sorted(glob.glob("/dev/nvidia*"))
-    return list(info.lib_dirs), devices
+    return list(info.lib_dirs), [*devices, PROC_SELF]
