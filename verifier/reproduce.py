@@ -174,10 +174,21 @@ def compare_benchmark(claimed: Mapping[str, Any], measured: Mapping[str, Any]) -
     return out
 
 
+RUN_TO_RUN_MARGIN = 0.25
+"""How far below the claimed interval a re-measured speed-up may fall and still
+confirm the claim. A 95% interval from one run only covers that run's noise; between
+runs on the same class of machine the figures move by about ±30% (DESIGN.md,
+"Measured limits"), less for an interleaved ratio. Seen here: honest claims
+re-measured 2-12% below their own intervals. A claim inflated by more than this
+margin is still refuted (the demo plants one inflated 3x)."""
+
+
 def _speedup_verdict(label: str, want: dict[str, Any], have: dict[str, Any], same_hw: bool,
                      hw: str, trusted: bool, notes: Sequence[str]) -> dict[str, Any]:
     s_c, (lo_c, hi_c) = want["speedup"], want["speedup_ci95"]
     s_m, (lo_m, hi_m) = have["speedup"], have["speedup_ci95"]
+    floor = lo_c * (1.0 - RUN_TO_RUN_MARGIN)
+    margin = f"{RUN_TO_RUN_MARGIN:.0%} run-to-run margin, floor {floor:.3f}x"
     nums = (f"claimed {s_c:.3f}x [{lo_c:.3f}, {hi_c:.3f}], measured {s_m:.3f}x "
             f"[{lo_m:.3f}, {hi_m:.3f}]; {hw}")
     if not trusted:
@@ -187,14 +198,18 @@ def _speedup_verdict(label: str, want: dict[str, Any], have: dict[str, Any], sam
         return _claim(label, "confirmed", want, have, f"{nums}; the intervals agree")
     if lo_m > hi_c:
         return _claim(label, "confirmed", want, have, f"{nums}; measured faster than claimed")
-    if hi_m < lo_c:
+    if lo_m >= floor:
+        return _claim(label, "confirmed", want, have,
+                      f"{nums}; slightly below the claimed interval but within the {margin}")
+    if hi_m < floor:
         if same_hw:
             return _claim(label, "refuted", want, have,
-                          f"{nums}; measured speed-up is below the claimed interval")
+                          f"{nums}; measured speed-up is below the claimed interval by more "
+                          f"than the {margin}")
         return _claim(label, "inconclusive", want, have,
                       f"{nums}; slower here, which the hardware difference may explain")
     return _claim(label, "inconclusive", want, have,
-                  f"{nums}; the intervals overlap but neither contains the other's estimate")
+                  f"{nums}; the measured interval straddles the {margin}")
 
 
 def overall_verdict(claims: Sequence[Mapping[str, Any]]) -> str:
