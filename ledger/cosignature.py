@@ -18,12 +18,11 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from ledger.checkpoint import Checkpoint, CheckpointError, SignedCheckpoint, open_checkpoint
 from ledger.note import (
-    NoteError,
     NoteSignature,
     Verifier,
     check_key_name,
     key_id,
-    parse_key_string,
+    parse_ed25519_key_string,
     split_note,
     verifier_key_string,
 )
@@ -136,12 +135,7 @@ class CosignatureVerifier:
     @classmethod
     def from_key_string(cls, vkey: str) -> CosignatureVerifier:
         """Parse a witness vkey ``<name>+<hex id>+<base64(0x04 || public key)>``."""
-        name, public = parse_key_string(vkey, COSIGNATURE_TYPE, "witness key")
-        try:
-            key = Ed25519PublicKey.from_public_bytes(public)
-        except ValueError:
-            raise NoteError("witness key is not a valid Ed25519 public key") from None
-        return cls(name, key)
+        return cls(*parse_ed25519_key_string(vkey, COSIGNATURE_TYPE, "witness key"))
 
 
 @dataclass(frozen=True)

@@ -138,6 +138,17 @@ def parse_key_string(vkey: str, sig_type: int, what: str = "verifier key") -> tu
     return name, public
 
 
+def parse_ed25519_key_string(
+    vkey: str, sig_type: int, what: str = "verifier key"
+) -> tuple[str, Ed25519PublicKey]:
+    """`parse_key_string`, then the key bytes as an Ed25519 public key."""
+    name, public = parse_key_string(vkey, sig_type, what)
+    try:
+        return name, Ed25519PublicKey.from_public_bytes(public)
+    except ValueError:
+        raise NoteError(f"{what} is not a valid Ed25519 public key") from None
+
+
 class NoteSigner:
     """An Ed25519 note signer (signature type 0x01)."""
 
@@ -226,12 +237,7 @@ class NoteVerifier:
 
     @classmethod
     def from_key_string(cls, vkey: str) -> NoteVerifier:
-        name, public = parse_key_string(vkey, ED25519_TYPE)
-        try:
-            key = Ed25519PublicKey.from_public_bytes(public)
-        except ValueError:
-            raise NoteError("verifier key is not a valid Ed25519 public key") from None
-        return cls(name, key)
+        return cls(*parse_ed25519_key_string(vkey, ED25519_TYPE))
 
 
 @dataclass(frozen=True)
