@@ -50,16 +50,16 @@ def test_speedup_verdicts() -> None:
     assert verdict == "refuted" and "below the claimed interval" in reason and "1.100" in reason
     assert _verdict(_bench(2.0, 1.9, 2.1), _bench(3.0, 2.9, 3.1))[0] == "confirmed"
     verdict, reason = _verdict(_bench(2.0, 1.95, 2.05), _bench(1.85, 1.7, 1.96))
-    assert verdict == "confirmed" and "within the 25% run-to-run margin" in reason
+    assert verdict == "confirmed" and "within the 30% run-to-run margin" in reason
     # Below the claimed interval by ordinary run-to-run noise: still confirmed.
     verdict, reason = _verdict(_bench(0.93, 0.91, 0.95), _bench(0.82, 0.81, 0.83))
-    assert verdict == "confirmed" and "floor 0.682x" in reason
-    # Straddling the floor (1.95 * 0.75 = 1.4625): neither confirmed nor refuted.
-    verdict, reason = _verdict(_bench(2.0, 1.95, 2.05), _bench(1.45, 1.40, 1.50))
+    assert verdict == "confirmed" and "floor 0.637x" in reason
+    # Straddling the floor (1.95 * 0.7 = 1.365): neither confirmed nor refuted.
+    verdict, reason = _verdict(_bench(2.0, 1.95, 2.05), _bench(1.35, 1.30, 1.40))
     assert verdict == "inconclusive" and "straddles" in reason
     # An inflated claim (3x the truth) is far below the floor: refuted.
     verdict, reason = _verdict(_bench(1.29, 1.26, 1.32), _bench(0.43, 0.42, 0.44))
-    assert verdict == "refuted" and "more than the 25% run-to-run margin" in reason
+    assert verdict == "refuted" and "more than the 30% run-to-run margin" in reason
 
 
 def test_different_hardware_compares_ratios_and_says_so() -> None:

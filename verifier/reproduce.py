@@ -174,12 +174,13 @@ def compare_benchmark(claimed: Mapping[str, Any], measured: Mapping[str, Any]) -
     return out
 
 
-RUN_TO_RUN_MARGIN = 0.25
+RUN_TO_RUN_MARGIN = 0.30
 """How far below the claimed interval a re-measured speed-up may fall and still
 confirm the claim. A 95% interval from one run only covers that run's noise; between
 runs on the same class of machine the figures move by about ±30% (DESIGN.md,
-"Measured limits"), less for an interleaved ratio. Seen here: honest claims
-re-measured 2-12% below their own intervals. A claim inflated by more than this
+"Measured limits"). Seen here: honest claims re-measured 2-12% below their own
+intervals, and matmul-blocked's ratio moved between 0.33x and 0.44x from one
+process to the next (buffer placement). A claim inflated by more than this
 margin is still refuted (the demo plants one inflated 3x)."""
 
 
