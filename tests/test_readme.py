@@ -73,3 +73,9 @@ def test_the_two_commands_exist() -> None:
     makefile = (ROOT / "Makefile").read_text()
     assert re.search(r"^demo:", makefile, re.M) and re.search(r"^test:", makefile, re.M)
     assert "make demo" in README and "make test" in README
+
+
+def test_reproduce_margin_in_the_readme_is_the_code_s() -> None:
+    from verifier.reproduce import RUN_TO_RUN_MARGIN
+
+    assert f"above {1 - RUN_TO_RUN_MARGIN:.0%} of the claimed" in README.replace("\n", " ")
