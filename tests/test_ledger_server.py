@@ -338,3 +338,20 @@ def test_openapi_is_served_and_documents_every_route(log: Log) -> None:
         path = (path.replace("<raw_index>", "{index}").replace("<raw>", "sha256:{digest}")
                 .replace("<path:rest>", "{level}/{index}"))
         assert path in documented, path
+
+
+def test_a_bare_envelope_with_keys_is_logged_as_a_log_entry(log: Log) -> None:
+    entry = entry_json(11)
+    bare = {**entry["envelope"], "keys": entry["keys"]}
+    r = log.post(json.dumps(bare).encode())
+    assert r.status_code == 201, r.text
+    check_receipt(r.json(), entry_bytes(11), log.verifier)  # the canonical log entry was logged
+    r = log.post(json.dumps(entry).encode())
+    assert r.status_code == 200 and r.json()["duplicate"] is True
+    size = log.size_root()
+    without_keys = dict(entry["envelope"])
+    r = log.post(json.dumps(without_keys).encode())
+    assert r.status_code == 400 and "needs 'keys'" in r.json()["error"]["message"]
+    r = log.post(json.dumps({**bare, "note": "x"}).encode())
+    assert r.status_code == 400 and "unexpected: note" in r.json()["error"]["message"]
+    assert log.size_root() == size

@@ -66,12 +66,34 @@ def canonical_entry_bytes(obj: Any, max_entry_bytes: int) -> bytes:
     return data
 
 
+_ENVELOPE_FIELDS = ("payload", "payloadType", "signatures")
+
+
+def as_log_entry(obj: Any) -> Any:
+    """A submission is a log entry ``{"envelope", "keys"}`` or a bare DSSE envelope with
+    its keys beside it, ``{"payload", "payloadType", "signatures", "keys"}``; the second
+    form becomes the first (the log stores and hashes only log entries)."""
+    if not isinstance(obj, dict) or "envelope" in obj or "payloadType" not in obj:
+        return obj
+    extra = sorted(set(obj) - {*_ENVELOPE_FIELDS, "keys"})
+    if extra:
+        raise ApiError(400, "invalid_entry",
+                       f"a bare DSSE envelope may carry only {', '.join(_ENVELOPE_FIELDS)} and "
+                       f"keys; unexpected: {', '.join(extra)}")
+    if "keys" not in obj:
+        raise ApiError(400, "invalid_entry",
+                       "a bare DSSE envelope needs 'keys' beside it ({keyid: base64 public key}) "
+                       "so that the entry verifies on its own")
+    return {"envelope": {k: obj[k] for k in _ENVELOPE_FIELDS if k in obj}, "keys": obj["keys"]}
+
+
 def admit(obj: Any, max_entry_bytes: int) -> Submission:
     """Verify one submitted entry (signatures, statement, predicate, size) before it is queued.
 
     ``obj`` comes from `parse_json` (strict: no duplicate keys, no NaN), so its RFC 8785
     bytes are canonical by construction and the entry is read from ``obj`` directly.
     """
+    obj = as_log_entry(obj)
     data = canonical_entry_bytes(obj, max_entry_bytes)
     try:
         entry = LogEntry.from_json(obj)
