@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -16,6 +17,7 @@ from client.state import TrustedState, read_capped
 
 if TYPE_CHECKING:
     from attest.policy import TrustPolicy
+    from client.monitor import MonitorReport
 
 F = TypeVar("F", bound=Callable[..., Any])
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -409,13 +411,27 @@ def log_info(log_url: str | None, log_key: str | None, as_json: bool) -> None:
               help="Monitor state file (default: $KTL_HOME/monitor/<log>.json).")
 @click.option("--jobs", default=1, show_default=True, type=click.IntRange(1, 64),
               help="Verify entry signatures in this many processes (catch-up on many cores).")
+@click.option("--follow", is_flag=True,
+              help="Keep watching: a new pass every --interval seconds, until a violation "
+                   "(exit 1) or Ctrl-C.")
+@click.option("--interval", default=30.0, show_default=True, type=click.FloatRange(0.1, 86400),
+              help="Seconds between passes with --follow.")
+@click.option("--passes", type=click.IntRange(min=1),
+              help="With --follow: stop after this many passes (default: no limit).")
 @log_option
 @log_key_option
 @json_option
 def monitor(since: int | None, policy_path: Path | None, state_path: Path | None, jobs: int,
+            follow: bool, interval: float, passes: int | None,
             log_url: str | None, log_key: str | None, as_json: bool) -> None:
-    """Tail the log through its tiles: verify everything, report releases and violations."""
+    """Tail the log through its tiles: verify everything, report releases and violations.
+
+    One pass checks everything new since the last pass (the state file) up to the log's
+    current checkpoint; --follow repeats it. With --json, each pass prints one JSON line.
+    """
     out = Output(as_json)
+    if passes is not None and not follow:
+        raise click.UsageError("--passes goes with --follow")
 
     def body() -> int:
         from client.monitor import default_state_path, run_monitor
@@ -426,30 +442,41 @@ def monitor(since: int | None, policy_path: Path | None, state_path: Path | None
         sess = connect(require_url(log_url), trusted, log_key)
         _key_note(out, sess.key.how, sess.key.describe())
         path = state_path or default_state_path(trusted, sess.origin)
+        done = 0
         try:
-            with out.progress("verifying entries", None) as advance:
-                report = run_monitor(sess.log, sess.verifier, sess.origin, trusted, path,
-                                     policy=policy, since=since,
-                                     on_progress=advance, jobs=jobs)
+            while True:
+                with out.progress("verifying entries", None) as advance:
+                    report = run_monitor(sess.log, sess.verifier, sess.origin, trusted, path,
+                                         policy=policy, since=since if done == 0 else None,
+                                         on_progress=advance, jobs=jobs)
+                done += 1
+                _monitor_result(out, report, path, one_line=follow)
+                if report.violations:
+                    return 1
+                if not follow or (passes is not None and done >= passes):
+                    return 0
+                time.sleep(interval)
         finally:
             sess.close()
-        data = report.to_json()
-        data["state_file"] = str(path)
-
-        def render(c: Console) -> None:
-            c.print(f"Checked entries {report.start_index}..{report.tree_size - 1} of "
-                    f"{report.origin}: {report.entries_checked} entries, every tile verified "
-                    "against the signed checkpoint.")
-            if report.findings:
-                c.print(rows_table("Findings", ["index", "kind", "name", "detail"],
-                                   [(f.index, f.kind.upper() if f.kind == "violation" else f.kind,
-                                     f.name, f.detail) for f in report.findings]))
-            c.print(f"{len(report.violations)} violation(s). State saved to {path}.")
-
-        out.result(data, render)
-        return 1 if report.violations else 0
 
     run_guarded(out, body)
+
+
+def _monitor_result(out: Output, report: MonitorReport, path: Path, *, one_line: bool) -> None:
+    data = report.to_json()
+    data["state_file"] = str(path)
+
+    def render(c: Console) -> None:
+        c.print(f"Checked entries {report.start_index}..{report.tree_size - 1} of "
+                f"{report.origin}: {report.entries_checked} entries, every tile verified "
+                "against the signed checkpoint.")
+        if report.findings:
+            c.print(rows_table("Findings", ["index", "kind", "name", "detail"],
+                               [(f.index, f.kind.upper() if f.kind == "violation" else f.kind,
+                                 f.name, f.detail) for f in report.findings]))
+        c.print(f"{len(report.violations)} violation(s). State saved to {path}.")
+
+    out.result(data, render, one_line=one_line)
 
 
 def register(group: click.Group) -> None:

@@ -36,9 +36,12 @@ class Output:
         if not self.quiet:
             self.err.print(message, highlight=False)
 
-    def result(self, data: Any, render: Callable[[Console], None]) -> None:
+    def result(self, data: Any, render: Callable[[Console], None], *, one_line: bool = False) -> None:
+        """Print `data` as JSON (`one_line`: a JSON Lines record) or render it for people."""
         if self.as_json:
-            sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
+            text = json.dumps(data, sort_keys=True) if one_line else json.dumps(
+                data, indent=2, sort_keys=True)
+            sys.stdout.write(text + "\n")
             sys.stdout.flush()
         else:
             render(self.console)

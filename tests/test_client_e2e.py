@@ -188,6 +188,31 @@ def test_monitor_reports_releases_and_resumes(world: World) -> None:
         assert again["entries_checked"] == 6
 
 
+
+def test_monitor_follow_sees_what_is_logged_between_passes(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    import client._cmd_log as cmd
+
+    with running_log(world.data) as url:
+        _publish(world, url, kernel_folder(world.tmp))
+        waits: list[float] = []
+
+        def between_passes(seconds: float) -> None:  # instead of sleeping: a new release
+            waits.append(seconds)
+            _publish(world, url, kernel_folder(world.tmp / "v2", version="2.0.0"))
+
+        monkeypatch.setattr(cmd.time, "sleep", between_passes)
+        res = world.ktl("monitor", "--log", url, "--follow", "--interval", "5", "--passes", "2",
+                        "--json")
+        assert res.exit_code == 0, res.stderr
+        first, second = (json.loads(line) for line in res.stdout.splitlines())
+        assert waits == [5.0]
+        assert (first["start_index"], first["entries_checked"]) == (0, 3)
+        assert (second["start_index"], second["entries_checked"]) == (3, 3)
+        assert second["findings"][0]["detail"].startswith("acme/matmul-blocked 2.0.0")
+        res = world.ktl("monitor", "--log", url, "--passes", "2")
+        assert res.exit_code == 2 and "--passes goes with --follow" in res.stderr
+
 def _diverge(world: World) -> tuple[Path, Path]:
     """The honest log at size 6 (trusted), a rolled-back copy at size 3, a fork of size 6."""
     with running_log(world.data) as url:
