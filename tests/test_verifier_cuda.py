@@ -473,3 +473,16 @@ def test_gpu_driver_works_inside_the_sandbox(tmp_path: Path) -> None:
     answer = parse_probe_output(result.returncode or -(result.signal or 0),
                                 "\n".join(line for _, line in result.lines))
     assert answer.error is None and answer.count >= 1, (answer, result.stderr[-2000:])
+
+
+def test_cuda_environment_names_the_gpu_and_driver() -> None:
+    from verifier.environment import environment_fingerprint, gpu_fingerprint
+
+    h200 = GpuInfo(None, 1, "NVIDIA H200", "9.0", 13000, ("/usr/local/nvidia/lib64",))
+    assert gpu_fingerprint(h200) == ("NVIDIA H200 (sm_90) x1", "CUDA 13.0")
+    assert gpu_fingerprint(GpuInfo(None, 2, "NVIDIA H100", "9.0", 12040)) == (
+        "NVIDIA H100 (sm_90) x2", "CUDA 12.4")
+    assert gpu_fingerprint(GpuInfo("no GPU: libcuda.so.1 cannot be loaded")) == (None, None)
+    env_c = environment_fingerprint("c")
+    assert env_c["gpu"] is None and env_c["gpu_driver"] is None
+    assert environment_fingerprint("cuda")["gpu"] == gpu_fingerprint(probe())[0]

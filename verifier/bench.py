@@ -277,7 +277,7 @@ def bench(
         raise VerifierError("bench parameters out of range")
     seed = secrets.randbelow(2**31) if seed is None else int(seed)
     rng = np.random.default_rng(seed)
-    env = environment_fingerprint()
+    env = environment_fingerprint(spec.runtime)
     notes: list[str] = []
 
     def report(results: Sequence[ShapeResult], trusted: bool, samples: Sequence[dict[str, Any]] = (),

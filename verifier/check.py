@@ -680,7 +680,7 @@ def check(
     if not 0 <= seed < 2**63:
         raise VerifierError("seed must be between 0 and 2**63 - 1")
     rng = np.random.default_rng(seed)
-    env = environment_fingerprint()
+    env = environment_fingerprint(spec.runtime)
 
     def report(rows: Sequence[CheckResult]) -> CheckReport:
         return CheckReport(spec.name, spec.op, budget, seed, env, tuple(rows))

@@ -9,7 +9,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["INTERESTING_FLAGS", "environment_fingerprint"]
+from verifier import _gpu
+
+__all__ = ["INTERESTING_FLAGS", "environment_fingerprint", "gpu_fingerprint"]
 
 INTERESTING_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl",
                      "avx512_bf16", "avx512_vnni", "amx_tile", "neon", "asimd", "sve")
@@ -54,9 +56,22 @@ def _fingerprint() -> tuple[tuple[str, Any], ...]:
     return tuple(env.items())
 
 
-def environment_fingerprint() -> dict[str, Any]:
-    """CPU model and flags, cores, machine, GPU (none for runtime c), compiler, libraries, OS."""
+def environment_fingerprint(runtime: str = "c") -> dict[str, Any]:
+    """CPU model and flags, cores, machine, GPU (for runtime cuda; none for c), compiler,
+    libraries, OS."""
     env = dict(_fingerprint())
     env["cpu_flags"] = list(env["cpu_flags"])
     env["libraries"] = dict(env["libraries"])
+    if runtime == "cuda":
+        env["gpu"], env["gpu_driver"] = gpu_fingerprint(_gpu.probe())
     return env
+
+
+def gpu_fingerprint(info: _gpu.GpuInfo) -> tuple[str | None, str | None]:
+    """(GPU, driver) as recorded in predicates, e.g. ("NVIDIA H200 (sm_90) x1", "CUDA 13.0")."""
+    if info.error is not None or info.count < 1:
+        return None, None
+    sm = info.capability.replace(".", "")
+    major, minor = divmod(info.driver_version, 1000)
+    driver = f"CUDA {major}.{minor // 10}" if info.driver_version > 0 else None
+    return f"{info.name} (sm_{sm}) x{info.count}"[:256], driver

@@ -285,7 +285,7 @@ def reproduce_kernel(
         claims = [_claim(ptype, "inconclusive", {}, {},
                          f"not re-run: runtime {runtime!r} unavailable here: {unavailable}")
                   for ptype, _ in claimed]
-        return {"target": dict(target), "environment": environment_fingerprint(),
+        return {"target": dict(target), "environment": environment_fingerprint(runtime),
                 "claims": claims, "verdict": overall_verdict(claims)}
     verification = benchmark = None
     for ptype, body in claimed:
@@ -298,4 +298,4 @@ def reproduce_kernel(
             benchmark = bench(kernel_dir, shapes=shapes, seed=int(workload.get("seed", 1)),
                               time_budget_s=time_budget_s, threads=claimed_threads(body),
                               progress=progress).to_predicate()
-    return compare(claimed, target, environment_fingerprint(), verification, benchmark)
+    return compare(claimed, target, environment_fingerprint(runtime), verification, benchmark)
