@@ -14,14 +14,13 @@ from typing import Any
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from ledger.checkpoint import Checkpoint, CheckpointError, SignedCheckpoint, open_checkpoint
 from ledger.note import (
+    KeyIdentity,
     NoteSignature,
     Verifier,
     check_key_name,
-    key_id,
     parse_ed25519_key_string,
     split_note,
     verifier_key_string,
@@ -53,7 +52,7 @@ def cosignature_timestamp(sig: NoteSignature) -> int:
     return int.from_bytes(sig.signature[:_TS_LEN], "big")
 
 
-class CosignatureSigner:
+class CosignatureSigner(KeyIdentity):
     """A witness's Ed25519 v1 cosigner; usable wherever a note Signer is."""
 
     def __init__(
@@ -64,23 +63,9 @@ class CosignatureSigner:
     ) -> None:
         if not isinstance(private_key, Ed25519PrivateKey):
             raise CosignatureError("cosigner needs an Ed25519 private key")
-        self._name = check_key_name(name)
+        super().__init__(name, private_key.public_key(), COSIGNATURE_TYPE)
         self._key = private_key
-        self._public = private_key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
-        self._key_id = key_id(name, self._public, COSIGNATURE_TYPE)
         self._clock = clock
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def key_id(self) -> bytes:
-        return self._key_id
-
-    @property
-    def public_key_bytes(self) -> bytes:
-        return self._public
 
     def sign(self, text: bytes) -> bytes:
         """Timestamp || Ed25519 signature; ``text`` must be a checkpoint body."""
@@ -97,24 +82,14 @@ class CosignatureSigner:
         return verifier_key_string(self._name, self._public, COSIGNATURE_TYPE)
 
 
-class CosignatureVerifier:
+class CosignatureVerifier(KeyIdentity):
     """Checks v1 cosignatures from one witness; usable wherever a note Verifier is."""
 
     def __init__(self, name: str, public_key: Ed25519PublicKey) -> None:
         if not isinstance(public_key, Ed25519PublicKey):
             raise CosignatureError("cosignature verifier needs an Ed25519 public key")
-        self._name = check_key_name(name)
+        super().__init__(name, public_key, COSIGNATURE_TYPE)
         self._key = public_key
-        self._public = public_key.public_bytes(Encoding.Raw, PublicFormat.Raw)
-        self._key_id = key_id(name, self._public, COSIGNATURE_TYPE)
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def key_id(self) -> bytes:
-        return self._key_id
 
     def verify(self, text: bytes, signature: bytes) -> bool:
         if len(signature) != _TS_LEN + _SIG_LEN:

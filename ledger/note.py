@@ -149,16 +149,17 @@ def parse_ed25519_key_string(
         raise NoteError(f"{what} is not a valid Ed25519 public key") from None
 
 
-class NoteSigner:
-    """An Ed25519 note signer (signature type 0x01)."""
+class KeyIdentity:
+    """Name, public key bytes and key ID of a signer or verifier of one signature type.
 
-    def __init__(self, name: str, private_key: Ed25519PrivateKey) -> None:
-        if not isinstance(private_key, Ed25519PrivateKey):
-            raise NoteError("note signer needs an Ed25519 private key")
+    Shared by the note and cosignature signers and verifiers, so that the key ID is
+    derived in exactly one way for all of them.
+    """
+
+    def __init__(self, name: str, public_key: Ed25519PublicKey, sig_type: int) -> None:
         self._name = check_key_name(name)
-        self._key = private_key
-        self._public = _public_bytes(private_key.public_key())
-        self._key_id = key_id(name, self._public)
+        self._public = _public_bytes(public_key)
+        self._key_id = key_id(self._name, self._public, sig_type)
 
     @property
     def name(self) -> str:
@@ -171,6 +172,16 @@ class NoteSigner:
     @property
     def public_key_bytes(self) -> bytes:
         return self._public
+
+
+class NoteSigner(KeyIdentity):
+    """An Ed25519 note signer (signature type 0x01)."""
+
+    def __init__(self, name: str, private_key: Ed25519PrivateKey) -> None:
+        if not isinstance(private_key, Ed25519PrivateKey):
+            raise NoteError("note signer needs an Ed25519 private key")
+        super().__init__(name, private_key.public_key(), ED25519_TYPE)
+        self._key = private_key
 
     def sign(self, text: bytes) -> bytes:
         return self._key.sign(text)
@@ -200,28 +211,14 @@ class NoteSigner:
         return f"PRIVATE+KEY+{self._name}+{self._key_id.hex()}+{material}"
 
 
-class NoteVerifier:
+class NoteVerifier(KeyIdentity):
     """An Ed25519 note verifier (signature type 0x01)."""
 
     def __init__(self, name: str, public_key: Ed25519PublicKey) -> None:
         if not isinstance(public_key, Ed25519PublicKey):
             raise NoteError("note verifier needs an Ed25519 public key")
-        self._name = check_key_name(name)
+        super().__init__(name, public_key, ED25519_TYPE)
         self._key = public_key
-        self._public = _public_bytes(public_key)
-        self._key_id = key_id(name, self._public)
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def key_id(self) -> bytes:
-        return self._key_id
-
-    @property
-    def public_key_bytes(self) -> bytes:
-        return self._public
 
     def verify(self, text: bytes, signature: bytes) -> bool:
         if len(signature) != 64:
