@@ -32,6 +32,7 @@ from attest.keys import (
     load_public_key,
     public_key_b64,
     public_key_from_b64,
+    public_key_from_raw,
     save_private_key,
     save_public_key,
 )
@@ -105,6 +106,7 @@ __all__ = [
     "parse_statement_payload",
     "public_key_b64",
     "public_key_from_b64",
+    "public_key_from_raw",
     "save_private_key",
     "save_public_key",
     "sign_envelope",

@@ -17,6 +17,7 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from attest._ed25519 import WeakKey, check_public_key
 from attest._errors import KeyFileError
 
 PUBLIC_KEY_SIZE = 32
@@ -55,6 +56,19 @@ def public_key_from_b64(text: str) -> Ed25519PublicKey:
         raise KeyFileError(
             f"public key must be the canonical base64 of {PUBLIC_KEY_SIZE} raw bytes (Ed25519)"
         )
+    return public_key_from_raw(raw)
+
+
+def public_key_from_raw(raw: bytes) -> Ed25519PublicKey:
+    """A raw 32-byte Ed25519 public key, refused unless canonical and of large order.
+
+    Every public key this project parses (log entries, note and cosignature key
+    strings, policy key files) comes through here.
+    """
+    try:
+        check_public_key(raw)
+    except WeakKey as exc:
+        raise KeyFileError(str(exc)) from None
     return Ed25519PublicKey.from_public_bytes(raw)
 
 
@@ -186,4 +200,7 @@ def load_public_key(path: str | os.PathLike[str]) -> Ed25519PublicKey:
         raise KeyFileError(f"cannot load {path}: not a PEM public key (SubjectPublicKeyInfo)") from None
     if not isinstance(key, Ed25519PublicKey):
         raise KeyFileError(f"{path} holds a {type(key).__name__}; only Ed25519 keys are supported")
-    return key
+    try:
+        return public_key_from_raw(raw_public_key(key))
+    except KeyFileError as exc:
+        raise KeyFileError(f"{path}: {exc}") from None

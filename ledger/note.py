@@ -26,6 +26,8 @@ from cryptography.hazmat.primitives.serialization import (
     PublicFormat,
 )
 
+from attest._errors import KeyFileError
+from attest.keys import public_key_from_raw
 from ledger._errors import LedgerError
 
 ED25519_TYPE = 0x01
@@ -144,9 +146,9 @@ def parse_ed25519_key_string(
     """`parse_key_string`, then the key bytes as an Ed25519 public key."""
     name, public = parse_key_string(vkey, sig_type, what)
     try:
-        return name, Ed25519PublicKey.from_public_bytes(public)
-    except ValueError:
-        raise NoteError(f"{what} is not a valid Ed25519 public key") from None
+        return name, public_key_from_raw(public)
+    except KeyFileError as exc:
+        raise NoteError(f"{what} is not a usable Ed25519 public key: {exc}") from None
 
 
 class KeyIdentity:
