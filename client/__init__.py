@@ -4,7 +4,7 @@ The Python API mirrors the commands (see the README, "Using `ktl`"):
 
     from client import LogClient, TrustedState, connect, fetch_entry, verify_receipt
 
-    sess = connect("http://127.0.0.1:8080", TrustedState())      # pins the log key (TOFU)
+    sess = connect("http://127.0.0.1:8080", TrustedState())      # pins the log key for this URL (TOFU)
     entry = fetch_entry(sess, 0)                                 # proof + signatures verified
     report, _ = verify_receipt(proof_bytes, entry_bytes, load_verifier(log_key))
 
@@ -40,8 +40,17 @@ from client.session import (
     latest_checkpoint,
     prove_receipt_current,
 )
-from client.state import TrustedState, default_home
-from client.trust import KeyChoice, Reconciled, choose_log_key, load_verifier, reconcile
+from client.state import Pin, TrustedState, default_home
+from client.trust import (
+    Accepted,
+    KeyChoice,
+    Refused,
+    Verdict,
+    choose_log_key,
+    extend_trust,
+    judge,
+    load_verifier,
+)
 
 __all__ = [
     "EXIT_INCONCLUSIVE",
@@ -49,6 +58,7 @@ __all__ = [
     "EXIT_OK",
     "EXIT_USAGE",
     "EXIT_VERIFICATION",
+    "Accepted",
     "Claim",
     "ClientError",
     "EmptyLog",
@@ -64,9 +74,10 @@ __all__ = [
     "MonitorReport",
     "MonitorState",
     "NetworkError",
+    "Pin",
     "Published",
     "ReceiptReport",
-    "Reconciled",
+    "Refused",
     "Release",
     "Results",
     "SearchHit",
@@ -75,17 +86,19 @@ __all__ = [
     "Session",
     "SubmitResult",
     "TrustedState",
+    "Verdict",
     "VerificationFailed",
     "choose_log_key",
     "connect",
     "default_home",
+    "extend_trust",
     "fetch_entry",
+    "judge",
     "latest_checkpoint",
     "load_results",
     "load_verifier",
     "prove_receipt_current",
     "publish_claims",
-    "reconcile",
     "run_monitor",
     "run_publish",
     "verify_receipt",

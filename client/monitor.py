@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 from attest.entry import VerifiedEntry
 from attest.predicates import KERNEL_V1
 from ledger import LedgerError
-from ledger.checkpoint import SignedCheckpoint
 from ledger.merkle import consistency_proof, leaf_hash
 from ledger.note import NoteVerifier
 from ledger.tiles import TILE_WIDTH, TileHashReader, decode_bundle, entries_path
@@ -35,13 +34,14 @@ from ledger.tiles import TILE_WIDTH, TileHashReader, decode_bundle, entries_path
 if TYPE_CHECKING:
     from attest.policy import TrustPolicy
 
-from client._errors import InputError, LogMisbehaviour, ServerError, VerificationFailed
+from client._errors import InputError, ServerError, VerificationFailed
 from client.api import LogAPI
 from client.receipts import check_entry
 from client.state import TrustedState, atomic_write, origin_slug, read_capped
-from client.trust import open_signed, prove_consistent, reconcile
+from client.trust import QuorumCheck, extend_trust, open_signed
 
 KERNEL_TYPE = KERNEL_V1
+_MONITOR_WHAT = "the checkpoint the monitor last read, of size"
 MAX_MONITOR_STATE_BYTES = 16 * 1024 * 1024
 
 
@@ -204,29 +204,6 @@ def _examine(
     return out
 
 
-def _check_history(
-    trusted: TrustedState,
-    verifier: NoteVerifier,
-    origin: str,
-    old_note: bytes,
-    new: SignedCheckpoint,
-    prove: Callable[[int, int], list[bytes]],
-) -> None:
-    """The log's new checkpoint must extend the one the monitor last finished reading."""
-    old = open_signed(old_note, verifier, origin)
-    size = new.checkpoint.size
-    if old.checkpoint.size > size:
-        detail = (f"the log now shows tree size {size}, but the monitor already read "
-                  f"up to size {old.checkpoint.size}")
-        path = trusted.save_evidence(origin, "rollback", old.note_bytes, new.note_bytes, detail)
-        raise LogMisbehaviour(f"ROLLBACK of log {origin!r}: {detail}. Evidence: {path}", path)
-    try:
-        prove_consistent(old, new, prove)
-    except VerificationFailed as exc:
-        path = trusted.save_evidence(origin, "fork", old.note_bytes, new.note_bytes, str(exc))
-        raise LogMisbehaviour(f"FORK of log {origin!r}: {exc}. Evidence: {path}", path) from exc
-
-
 def run_monitor(
     log: LogAPI,
     verifier: NoteVerifier,
@@ -238,6 +215,7 @@ def run_monitor(
     since: int | None = None,
     on_progress: Callable[[int, int], None] | None = None,
     jobs: int = 1,
+    quorum: QuorumCheck | None = None,
 ) -> MonitorReport:
     """One monitoring pass up to the log's current checkpoint; see the module docstring.
 
@@ -246,14 +224,14 @@ def run_monitor(
     if not 1 <= jobs <= 64:
         raise InputError("jobs must be between 1 and 64")
     st = load_monitor_state(state_path, origin)
+    read_up_to = (() if st.checkpoint is None else
+                  ((open_signed(st.checkpoint, verifier, origin), _MONITOR_WHAT),))
     try:
         note = log.checkpoint()
     except ServerError as exc:
         if exc.code != "empty_log":
             raise
-        if st.checkpoint is not None or trusted.checkpoint(origin) is not None:
-            raise LogMisbehaviour(f"ROLLBACK of log {origin!r}: it now shows no checkpoint at "
-                                  "all, but one was verified before", None) from exc
+        extend_trust(trusted, verifier, origin, None, log.consistency_proof, also=read_up_to)
         return MonitorReport(origin, 0, 0, 0, ())
     cp = open_signed(note, verifier, origin)
     size, root = cp.checkpoint.size, cp.checkpoint.root_hash
@@ -267,10 +245,8 @@ def run_monitor(
         except LedgerError as exc:
             raise VerificationFailed(f"tile: {exc}") from exc
 
-    try:
-        if st.checkpoint is not None:  # first against what this monitor read, then trust
-            _check_history(trusted, verifier, origin, st.checkpoint, cp, prove)
-        reconcile(trusted, verifier, cp, prove)
+    try:  # first against what this monitor read, then the trusted state
+        extend_trust(trusted, verifier, origin, cp, prove, also=read_up_to, quorum=quorum)
     except LedgerError as exc:
         raise VerificationFailed(f"tile: {exc}") from exc
 

@@ -25,7 +25,7 @@ from client._errors import InputError, VerificationFailed
 from client.api import LogAPI
 from client.receipts import ReceiptPaths, check_inclusion, write_receipt
 from client.state import TrustedState, read_capped
-from client.trust import open_signed, reconcile
+from client.trust import extend_trust, open_signed
 from ledger.merkle import leaf_hash
 from ledger.note import NoteVerifier
 from ledger.proof_bundle import TlogProof
@@ -153,7 +153,7 @@ def submit_verified(
             f"{cp.checkpoint.size}"
         )
     check_inclusion(entry_bytes, res.index, res.inclusion_proof, cp)
-    reconcile(trusted, verifier, cp, log.consistency_proof)
+    extend_trust(trusted, verifier, origin, cp, log.consistency_proof)
     return res.index, res.inclusion_proof, res.checkpoint, cp.checkpoint.size, res.duplicate
 
 

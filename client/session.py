@@ -1,8 +1,9 @@
 """A verified connection to one log: its key, its latest checkpoint, entries with proofs.
 
-`connect` learns the log's origin and chooses its verifier key (`--log-key`, a
-pinned key, or trust on first use, reported as such). `latest_checkpoint`
-verifies and reconciles the log's current checkpoint with the trusted state.
+`connect` learns the log's origin and chooses its verifier key for the URL (the
+key pinned for that URL, `--log-key`, or trust on first use, reported as such).
+`latest_checkpoint` verifies the log's current checkpoint and extends trust to it
+through `client.trust.extend_trust`, the one path that does.
 `fetch_entry` returns an entry only after its checkpoint signature, leaf hash,
 inclusion proof and envelope signature all verified.
 """
@@ -13,19 +14,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from attest.entry import VerifiedEntry
-from client._errors import InputError, LogMisbehaviour, ServerError, VerificationFailed
+from client._errors import InputError, ServerError, VerificationFailed
 from client.api import LogAPI, LogClient
 from client.models import LogInfo
 from client.receipts import check_entry, check_inclusion
 from client.state import TrustedState
 from client.trust import (
+    Accepted,
+    Announced,
     KeyChoice,
-    Reconciled,
+    QuorumCheck,
     choose_log_key,
+    extend_trust,
     load_verifier,
     open_signed,
-    prove_consistent,
-    reconcile,
 )
 from ledger.checkpoint import SignedCheckpoint
 from ledger.merkle import leaf_hash
@@ -46,6 +48,14 @@ class Session:
     verifier: NoteVerifier
     key: KeyChoice
     trusted: TrustedState
+    url: str = ""
+    quorum: QuorumCheck | None = None  # witness cosignatures required (issue 12); None: none
+
+    def extend(self, new: SignedCheckpoint | None,
+               also: tuple[tuple[SignedCheckpoint, str], ...] = ()) -> Accepted:
+        """Extend trust to `new` (signature checked) through the one trust-extension path."""
+        return extend_trust(self.trusted, self.verifier, self.origin, new,
+                            self.log.consistency_proof, also=also, quorum=self.quorum)
 
     def close(self) -> None:
         if isinstance(self.log, LogClient):
@@ -53,14 +63,19 @@ class Session:
 
 
 def connect(
-    log: LogAPI | str, trusted: TrustedState, given_key: str | None = None
+    log: LogAPI | str, trusted: TrustedState, given_key: str | None = None,
+    *, url: str | None = None,
 ) -> Session:
-    """Open a session with a log (a URL or any `LogAPI`)."""
+    """Open a session with a log (a URL, or any `LogAPI` with the `url` its key is pinned for)."""
     api: LogAPI = LogClient(log) if isinstance(log, str) else log
+    where = url or (log if isinstance(log, str) else getattr(api, "base_url", None))
+    if not isinstance(where, str) or not where:
+        raise InputError("connect: give the log's URL (pins are kept per URL)")
     info = api.info()
-    choice = choose_log_key(trusted, info.origin, given_key, info.verifier_key)
+    announced = Announced(info.origin, info.verifier_key, info.checkpoint)
+    choice = choose_log_key(trusted, where, announced, given_key)
     verifier = load_verifier(choice.key)
-    return Session(api, info, info.origin, verifier, choice, trusted)
+    return Session(api, info, info.origin, verifier, choice, trusted, where)
 
 
 def require_url(url: str | None) -> str:
@@ -69,7 +84,7 @@ def require_url(url: str | None) -> str:
     return url
 
 
-def latest_checkpoint(sess: Session) -> tuple[SignedCheckpoint, Reconciled]:
+def latest_checkpoint(sess: Session) -> tuple[SignedCheckpoint, Accepted]:
     """The log's current checkpoint, signature-checked and proven consistent with trusted state."""
     try:
         note = sess.log.checkpoint()
@@ -78,7 +93,7 @@ def latest_checkpoint(sess: Session) -> tuple[SignedCheckpoint, Reconciled]:
             raise EmptyLog(f"the log {sess.origin!r} has no entries yet") from exc
         raise
     cp = open_signed(note, sess.verifier, sess.origin)
-    return cp, reconcile(sess.trusted, sess.verifier, cp, sess.log.consistency_proof)
+    return cp, sess.extend(cp)
 
 
 @dataclass(frozen=True)
@@ -117,7 +132,7 @@ def fetch_entry(sess: Session, index: int) -> FetchedEntry:
     if rec.leaf_hash != leaf_hash(rec.entry_bytes):
         raise VerificationFailed(f"entry {index}: the log's leaf hash does not match the entry bytes")
     check_inclusion(rec.entry_bytes, index, rec.inclusion_proof, cp)
-    reconcile(sess.trusted, sess.verifier, cp, sess.log.consistency_proof)
+    sess.extend(cp)
     verified = check_entry(rec.entry_bytes)
     return FetchedEntry(index, rec.entry_bytes, rec.inclusion_proof, cp, verified)
 
@@ -125,35 +140,17 @@ def fetch_entry(sess: Session, index: int) -> FetchedEntry:
 def prove_receipt_current(sess: Session, receipt_cp: SignedCheckpoint) -> SignedCheckpoint:
     """Prove a receipt's checkpoint is a prefix of the log's latest (rollback/fork = evidence).
 
-    The latest checkpoint is reconciled with (and stored in) the trusted state only
-    after it proved consistent with the receipt, so a failed check trusts nothing new.
+    The latest checkpoint is judged against the receipt's first, then the trusted
+    state, in the one trust-extension path; a failed check trusts nothing new.
     """
     try:
-        note = sess.log.checkpoint()
+        note: bytes | None = sess.log.checkpoint()
     except ServerError as exc:
         if exc.code != "empty_log":
             raise
         note = None
-    if note is None:
-        detail = (f"the receipt's checkpoint is size {receipt_cp.checkpoint.size}, but the log "
-                  "now shows no checkpoint at all")
-        path = sess.trusted.save_evidence(sess.origin, "rollback", receipt_cp.note_bytes, b"",
-                                          detail)
-        raise LogMisbehaviour(f"ROLLBACK of log {sess.origin!r}: {detail}. Evidence: {path}", path)
-    latest = open_signed(note, sess.verifier, sess.origin)
-    old, new = receipt_cp.checkpoint, latest.checkpoint
-    if new.size < old.size:
-        detail = (f"the receipt's checkpoint is size {old.size}, but the log now shows only "
-                  f"size {new.size}")
-        path = sess.trusted.save_evidence(sess.origin, "rollback", receipt_cp.note_bytes,
-                                          latest.note_bytes, detail)
-        raise LogMisbehaviour(f"ROLLBACK of log {sess.origin!r}: {detail}. Evidence: {path}", path)
-    try:
-        prove_consistent(receipt_cp, latest, sess.log.consistency_proof)
-    except VerificationFailed as exc:
-        path = sess.trusted.save_evidence(sess.origin, "fork", receipt_cp.note_bytes,
-                                          latest.note_bytes, str(exc))
-        raise LogMisbehaviour(f"FORK of log {sess.origin!r}: {exc}. Evidence: {path}",
-                              path) from exc
-    reconcile(sess.trusted, sess.verifier, latest, sess.log.consistency_proof)
+    latest = None if note is None else open_signed(note, sess.verifier, sess.origin)
+    sess.extend(latest, also=((receipt_cp, "the receipt's checkpoint of size"),))
+    if latest is None:  # only an empty receipt checkpoint gets here
+        raise EmptyLog(f"the log {sess.origin!r} has no entries yet")
     return latest

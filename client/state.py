@@ -1,11 +1,17 @@
-"""The trusted-state store: per log origin, the largest verified checkpoint and the pinned log key.
+"""The trusted-state store: pins per log URL, the largest verified checkpoint per log origin.
 
 Layout under `$KTL_HOME` (default `$XDG_CONFIG_HOME/ktl`, else `~/.config/ktl`):
 
+    pins/<slug of URL>.json   the origin and verifier key first seen at a log URL (trusted on
+                              first use, or given with --log-key): {"url", "origin", "log_key",
+                              "how", "pinned_at"}
     logs/<slug>/origin        the origin line, verbatim
-    logs/<slug>/checkpoint    the signed note of the largest checkpoint verified
-    logs/<slug>/log-key       the verifier key pinned on first use (or given with --log-key)
-    evidence/<time>-<kind>-<slug>.txt   rollback / fork evidence: both signed checkpoints
+    logs/<slug>/checkpoint    the signed note of the largest checkpoint verified for that origin
+    evidence/<time>-<kind>-<slug>.txt   rollback / fork / pin-mismatch evidence: both signed
+                              checkpoints and what went wrong
+
+Pins are keyed by the URL the user chose, never by what a server says it is: a log
+that later announces another origin or key at a pinned URL is refused.
 
 Every write goes to a temporary file in the same folder, is fsynced, then renamed
 over the old one, so a crash leaves either the old or the new file, never half of one.
@@ -15,17 +21,24 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import re
 import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from client._errors import InputError
 
 MAX_STATE_FILE_BYTES = 64 * 1024
+MAX_PINS = 10_000
+PinHow = Literal["given", "tofu"]
+EvidenceKind = Literal["rollback", "fork", "pin-mismatch"]
 
 
 def default_home() -> Path:
@@ -42,6 +55,45 @@ def origin_slug(origin: str) -> str:
     """A file-name-safe, collision-free folder name for an origin line."""
     readable = re.sub(r"[^A-Za-z0-9._-]+", "_", origin)[:64].strip("._") or "log"
     return f"{readable}-{hashlib.sha256(origin.encode()).hexdigest()[:12]}"
+
+
+def normalize_log_url(url: str) -> str:
+    """The form a log URL is pinned under: scheme and host lowercased, no trailing slash."""
+    text = url.strip()
+    parts = urlsplit(text)
+    if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
+        raise InputError(f"log URL {url!r} must start with http:// or https://")
+    if parts.query or parts.fragment:
+        raise InputError(f"log URL {url!r} must not have a query or fragment")
+    return urlunsplit((parts.scheme.lower(), parts.netloc.lower(), parts.path.rstrip("/"), "", ""))
+
+
+@dataclass(frozen=True)
+class Pin:
+    """What was first seen (or given) at one log URL: its origin and verifier key."""
+
+    url: str
+    origin: str
+    log_key: str
+    how: PinHow
+    pinned_at: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"url": self.url, "origin": self.origin, "log_key": self.log_key,
+                "how": self.how, "pinned_at": self.pinned_at}
+
+    @classmethod
+    def from_json(cls, obj: object) -> Pin:
+        if not isinstance(obj, dict):
+            raise InputError("a pin file must hold a JSON object")
+        fields = ("url", "origin", "log_key", "how", "pinned_at")
+        if set(obj) != set(fields) or not all(isinstance(obj[f], str) for f in fields):
+            raise InputError(f"a pin file must hold exactly the strings {', '.join(fields)}")
+        how = obj["how"]
+        if how not in ("given", "tofu"):
+            raise InputError(f"a pin's 'how' must be 'given' or 'tofu', not {how!r}")
+        return cls(obj["url"], obj["origin"], obj["log_key"], "given" if how == "given" else "tofu",
+                   obj["pinned_at"])
 
 
 def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
@@ -84,7 +136,7 @@ def read_capped(path: Path, cap: int, what: str) -> bytes:
 
 
 class TrustedState:
-    """Per-origin trusted checkpoints and pinned log keys, stored under one folder."""
+    """Pins per log URL and trusted checkpoints per origin, stored under one folder."""
 
     def __init__(self, home: Path | None = None) -> None:
         self.home = home if home is not None else default_home()
@@ -126,17 +178,53 @@ class TrustedState:
         """Remember `note` (already verified and proven consistent by the caller)."""
         self._write(origin, "checkpoint", note)
 
-    def log_key(self, origin: str) -> str | None:
-        """The verifier key pinned for `origin`, if any."""
-        raw = self._read(origin, "log-key")
-        return raw.decode("utf-8").strip() if raw is not None else None
+    # ---- pins, keyed by the URL the user chose
+    def _pin_path(self, url: str) -> Path:
+        return self.home / "pins" / f"{origin_slug(normalize_log_url(url))}.json"
 
-    def pin_log_key(self, origin: str, key: str) -> None:
-        """Pin `key` as the only verifier key accepted for `origin` from now on."""
-        self._write(origin, "log-key", key.encode("utf-8") + b"\n")
+    def pin(self, url: str) -> Pin | None:
+        """The pin for log `url`, if any (a pin file for another URL is an error, not a match)."""
+        path = self._pin_path(url)
+        if not path.exists():
+            return None
+        pin = _load_pin(path)
+        if pin.url != normalize_log_url(url):
+            raise InputError(f"pin file {path} is for {pin.url!r}, not {url!r}; remove it")
+        return pin
+
+    def set_pin(self, pin: Pin) -> None:
+        """Pin `pin.origin` and `pin.log_key` for `pin.url` (the caller checked there was none)."""
+        if pin.url != normalize_log_url(pin.url):
+            raise InputError(f"pin URL {pin.url!r} is not normalized")
+        atomic_write(self._pin_path(pin.url), json.dumps(pin.to_json(), indent=1).encode())
+
+    def pins(self) -> list[Pin]:
+        """Every pin, sorted by URL (at most MAX_PINS files are read)."""
+        folder = self.home / "pins"
+        if not folder.is_dir():
+            return []
+        files = sorted(p for p in folder.iterdir() if p.suffix == ".json")
+        if len(files) > MAX_PINS:
+            raise InputError(f"{folder} holds more than {MAX_PINS} pins; remove some")
+        return sorted((_load_pin(p) for p in files), key=lambda p: p.url)
+
+    def forget(self, url: str) -> Pin | None:
+        """Drop the pin for `url`; return it (None when there was none)."""
+        pin = self.pin(url)
+        if pin is not None:
+            self._pin_path(url).unlink()
+        return pin
+
+    def drop_checkpoint(self, origin: str) -> bool:
+        """Forget the trusted checkpoint of `origin`; True if there was one."""
+        path = self._dir(origin) / "checkpoint"
+        if self._read(origin, "checkpoint") is None:
+            return False
+        path.unlink()
+        return True
 
     def save_evidence(
-        self, origin: str, kind: str, old_note: bytes, new_note: bytes, detail: str
+        self, origin: str, kind: EvidenceKind, old_note: bytes, new_note: bytes, detail: str
     ) -> Path:
         """Write both signed checkpoints and what went wrong to a new evidence file."""
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
@@ -154,3 +242,15 @@ class TrustedState:
         ) + new_note + b"-----END CONFLICTING CHECKPOINT-----\n"
         atomic_write(path, body)
         return path
+
+
+def _load_pin(path: Path) -> Pin:
+    raw = read_capped(path, MAX_STATE_FILE_BYTES, "pin file")
+    try:
+        obj = json.loads(raw)
+    except ValueError as exc:
+        raise InputError(f"pin file {path} is not JSON ({exc}); remove it") from exc
+    try:
+        return Pin.from_json(obj)
+    except InputError as exc:
+        raise InputError(f"pin file {path}: {exc}; remove it") from exc

@@ -1,25 +1,37 @@
 """Trust decisions about a log: which key signs it, and whether it only ever grew.
 
-`open_signed` checks a checkpoint's signature; `reconcile` compares a freshly
-verified checkpoint with the largest one remembered for its origin and demands
-a consistency proof between them. A smaller checkpoint is a rollback, an
-equal-size one with another root or a failed consistency proof is a fork:
-both raise `LogMisbehaviour` after saving the two signed checkpoints as evidence.
+There is one path by which a checkpoint comes to be trusted: `extend_trust`. Like
+python-tuf's `TrustedMetadataSet`, the decision itself (`judge`) is pure — signed
+checkpoints and proof hashes in, a typed verdict out — and the caller does the I/O:
+`extend_trust` fetches the one consistency proof `judge` needs, saves the evidence
+of a refusal (`refuse`, the only place evidence is written) and stores the new
+checkpoint. Every command reaches it: `connect`/`fetch_entry`/receipts in
+`client.session`, `submit_verified` in `client.publish`, and `client.monitor`.
+
+Verdicts: `Accepted` (`first`, `same`, `grew`) or `Refused` (`rollback`, `fork`).
+A refusal raises `LogMisbehaviour` (exit 1) naming the evidence file.
+
+Keys are chosen by `choose_log_key`: pins are keyed by the log URL the user chose;
+a different origin or key announced at a pinned URL is refused like a fork.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from client._errors import InputError, LogMisbehaviour, VerificationFailed
-from client.state import TrustedState
+from client.state import EvidenceKind, Pin, TrustedState, normalize_log_url
 from ledger import LedgerError
 from ledger.checkpoint import SignedCheckpoint, open_checkpoint
 from ledger.merkle import verify_consistency
 from ledger.note import NoteVerifier
 
 ProveConsistency = Callable[[int, int], Sequence[bytes]]
+QuorumCheck = Callable[[SignedCheckpoint], None]
+"""Raises `VerificationFailed` unless enough witnesses cosigned the checkpoint (issue 12)."""
 
 
 def load_verifier(key_string: str) -> NoteVerifier:
@@ -45,113 +57,227 @@ def verifier_name(verifier: NoteVerifier) -> str:
     return str(getattr(verifier, "name", "?"))
 
 
+# ---- which key: pins by URL ---------------------------------------------------------------
+
+KeyHow = Literal["given", "pinned", "tofu"]
+
+
 @dataclass(frozen=True)
 class KeyChoice:
     """The log key used and how it came to be trusted (`given`, `pinned`, `tofu`)."""
 
     key: str
-    how: str
+    how: KeyHow
 
     def describe(self) -> str:
         return {
             "given": "log key given with --log-key",
-            "pinned": "log key pinned earlier in the trusted-state store",
-            "tofu": "log key trusted on FIRST USE (TOFU) and pinned; pass --log-key to pin it yourself",
+            "pinned": "log key pinned earlier for this URL in the trusted-state store",
+            "tofu": "log key trusted on FIRST USE (TOFU) and pinned for this URL; pass --log-key "
+                    "to pin it yourself",
         }[self.how]
 
 
+@dataclass(frozen=True)
+class Announced:
+    """What the server at a URL says it is (not evidence): origin, key, latest checkpoint."""
+
+    origin: str
+    verifier_key: str | None
+    checkpoint: bytes | None
+
+
 def choose_log_key(
-    state: TrustedState, origin: str, given: str | None, advertised: str | None
+    state: TrustedState, url: str, announced: Announced, given: str | None
 ) -> KeyChoice:
-    """Pick the log's verifier key: --log-key, else the pinned one, else TOFU on `advertised`."""
-    if given:
-        if state.log_key(origin) is None:
-            state.pin_log_key(origin, given.strip())
-        return KeyChoice(given.strip(), "given")
-    pinned = state.log_key(origin)
-    if pinned:
-        return KeyChoice(pinned, "pinned")
-    if not advertised:
-        raise InputError(f"no log key known for {origin!r}; pass --log-key")
-    state.pin_log_key(origin, advertised.strip())
-    return KeyChoice(advertised.strip(), "tofu")
+    """Pick the log's verifier key for `url`: the pin, else --log-key, else TOFU (then pin it).
+
+    At a pinned URL the announced origin must be the pinned one, and the key (given,
+    or else announced) the pinned one: a log that changed either is refused with
+    evidence (`LogMisbehaviour`); a --log-key that contradicts the pin is refused and
+    never replaces it (`ktl trust forget URL` drops a pin after an out-of-band check).
+    """
+    url = normalize_log_url(url)
+    given_key = given.strip() if given else None
+    with state.lock(f"pin:{url}"):
+        pin = state.pin(url)
+        if pin is None:
+            key = given_key or (announced.verifier_key or "").strip()
+            if not key:
+                raise InputError(f"no log key known for {url}; pass --log-key")
+            load_verifier(key)
+            how: Literal["given", "tofu"] = "given" if given_key else "tofu"
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            state.set_pin(Pin(url, announced.origin, key, how, stamp))
+            return KeyChoice(key, how)
+    if pin.origin != announced.origin:
+        raise refuse(state, pin.origin, "pin-mismatch", announced.checkpoint,
+                     f"the log at {url} now announces origin {announced.origin!r}, but origin "
+                     f"{pin.origin!r} was pinned there")
+    if given_key is not None:
+        if given_key != pin.log_key:
+            raise VerificationFailed(
+                f"the log key given with --log-key ({given_key!r}) is not the key pinned for "
+                f"{url} ({pin.log_key!r}); if the log really changed keys, check that out of "
+                f"band, then run `ktl trust forget {url}`"
+            )
+        return KeyChoice(given_key, "given")
+    advertised = (announced.verifier_key or "").strip()
+    if advertised and advertised != pin.log_key:
+        raise refuse(state, pin.origin, "pin-mismatch", announced.checkpoint,
+                     f"the log at {url} now announces key {advertised!r}, but key "
+                     f"{pin.log_key!r} was pinned there")
+    return KeyChoice(pin.log_key, "pinned")
+
+
+# ---- whether a checkpoint may replace the trusted one ---------------------------------------
+
+Outcome = Literal["first", "same", "grew"]
+RefusalKind = Literal["rollback", "fork"]
 
 
 @dataclass(frozen=True)
-class Reconciled:
-    """What `reconcile` concluded: `first` (nothing stored), `same`, `grew` or `older`."""
+class Accepted:
+    """`new` may be trusted: nothing was trusted before (`first`), `same` tree, or it `grew`."""
 
-    outcome: str
+    outcome: Outcome
     trusted_size: int
     new_size: int
 
 
-def prove_consistent(
-    old: SignedCheckpoint, new: SignedCheckpoint, prove: ProveConsistency
-) -> None:
-    """Raise `VerificationFailed` unless `new` extends `old` (sizes old <= new)."""
-    o, n = old.checkpoint, new.checkpoint
-    if o.size == n.size:
-        if o.root_hash != n.root_hash:
-            raise VerificationFailed(
-                f"consistency: two checkpoints of size {o.size} with different roots"
-            )
-        return
-    if o.size == 0:
-        return
-    try:
-        proof = list(prove(o.size, n.size))
-        verify_consistency(o.size, n.size, o.root_hash, n.root_hash, proof)
-    except LedgerError as exc:
-        raise VerificationFailed(
-            f"consistency: tree {n.size} does not extend tree {o.size}: {exc}"
-        ) from exc
+@dataclass(frozen=True)
+class Refused:
+    """`new` contradicts `trusted`: a `rollback` (smaller, or gone) or a `fork`."""
+
+    kind: RefusalKind
+    detail: str
 
 
-def reconcile(
-    state: TrustedState,
-    verifier: NoteVerifier,
-    new: SignedCheckpoint,
-    prove: ProveConsistency,
-    *,
-    store: bool = True,
-) -> Reconciled:
-    """Check `new` against the stored checkpoint of its origin and keep the larger one."""
-    with state.lock(new.checkpoint.origin):
-        return _reconcile(state, verifier, new, prove, store=store)
+Verdict = Accepted | Refused
 
 
-def _reconcile(
-    state: TrustedState,
-    verifier: NoteVerifier,
-    new: SignedCheckpoint,
-    prove: ProveConsistency,
-    *,
-    store: bool,
-) -> Reconciled:
-    origin = new.checkpoint.origin
-    old_note = state.checkpoint(origin)
+def proof_needed(trusted: SignedCheckpoint | None, new: SignedCheckpoint | None
+                 ) -> tuple[int, int] | None:
+    """The (old, new) sizes of the consistency proof `judge` needs, if it needs one."""
+    if trusted is None or new is None:
+        return None
+    o, n = trusted.checkpoint.size, new.checkpoint.size
+    return (o, n) if 0 < o < n else None
+
+
+def judge(
+    trusted: SignedCheckpoint | None,
+    new: SignedCheckpoint | None,
+    proof: Sequence[bytes] | None,
+    what: str = "size",
+) -> Verdict:
+    """Pure: may `new` replace `trusted`? (`new` None: the log shows no checkpoint at all.)
+
+    `proof` is the consistency proof for `proof_needed(trusted, new)`, else ignored;
+    `what` names the trusted checkpoint in messages ("size", "the receipt's size").
+    Both checkpoints' signatures were verified by the caller under one log key.
+    """
+    if trusted is None:
+        return Accepted("first", 0, 0 if new is None else new.checkpoint.size)
+    o = trusted.checkpoint
+    if new is None:
+        if o.size == 0:
+            return Accepted("same", 0, 0)
+        return Refused("rollback", f"the log now shows no checkpoint at all, but {what} "
+                                   f"{o.size} was verified earlier")
+    n = new.checkpoint
+    if n.size < o.size:
+        return Refused("rollback", f"the log now shows tree size {n.size}, but {what} {o.size} "
+                                   "was verified earlier")
+    if n.size == o.size:
+        if n.root_hash != o.root_hash:
+            return Refused("fork", f"consistency: two checkpoints of size {o.size} with "
+                                   "different roots")
+        return Accepted("same", o.size, n.size)
+    if o.size > 0:
+        if proof is None:
+            return Refused("fork", f"consistency: no proof that tree {n.size} extends tree "
+                                   f"{o.size}")
+        try:
+            verify_consistency(o.size, n.size, o.root_hash, n.root_hash, list(proof))
+        except LedgerError as exc:
+            return Refused("fork", f"consistency: tree {n.size} does not extend tree "
+                                   f"{o.size}: {exc}")
+    return Accepted("grew", o.size, n.size)
+
+
+def refuse(state: TrustedState, origin: str, kind: EvidenceKind, new_note: bytes | None,
+           detail: str, old_note: bytes | None = None) -> LogMisbehaviour:
+    """Save the evidence of a refusal (the one place that writes it) and return the error."""
     if old_note is None:
-        if store:
+        try:
+            old_note = state.checkpoint(origin)
+        except InputError:
+            old_note = None
+    path = state.save_evidence(origin, kind, old_note or b"", new_note or b"", detail)
+    label = {"rollback": "ROLLBACK", "fork": "FORK", "pin-mismatch": "PIN MISMATCH"}[kind]
+    return LogMisbehaviour(f"{label} of log {origin!r}: {detail}. Evidence: {path}", path)
+
+
+def extend_trust(
+    state: TrustedState,
+    verifier: NoteVerifier,
+    origin: str,
+    new: SignedCheckpoint | None,
+    prove: ProveConsistency,
+    *,
+    also: Sequence[tuple[SignedCheckpoint, str]] = (),
+    store: bool = True,
+    quorum: QuorumCheck | None = None,
+) -> Accepted:
+    """THE trust-extension path: may `new` (signature already checked) become trusted?
+
+    `new` is judged first against each checkpoint in `also` (a receipt's, the
+    monitor's last; each with the words naming it), then against the trusted
+    checkpoint stored for `origin`. A refusal saves evidence and raises
+    `LogMisbehaviour`. `quorum`, when given, must pass before anything is stored
+    (witness cosignatures, issue 12). With `store`, a larger checkpoint replaces the
+    stored one; nothing is stored unless every check passed.
+    """
+    with state.lock(origin):
+        for ref, what in also:
+            _accept_or_raise(state, origin, ref, new, prove, what)
+        old_note = state.checkpoint(origin)
+        old = None
+        if old_note is not None:
+            try:
+                old = open_checkpoint(old_note, verifier, origin)
+            except LedgerError as exc:
+                raise VerificationFailed(
+                    f"the trusted checkpoint stored for {origin!r} does not verify under the log "
+                    f"key in use ({exc}); the log may have changed keys. Check the key out of "
+                    "band."
+                ) from exc
+        verdict = _accept_or_raise(state, origin, old, new, prove, "size")
+        if new is not None and quorum is not None:
+            quorum(new)
+        if store and new is not None and verdict.outcome in ("first", "grew"):
             state.store_checkpoint(origin, new.note_bytes)
-        return Reconciled("first", 0, new.checkpoint.size)
-    try:
-        old = open_checkpoint(old_note, verifier, origin)
-    except LedgerError as exc:
-        raise VerificationFailed(
-            f"the trusted checkpoint stored for {origin!r} does not verify under the log key "
-            f"in use ({exc}); the log may have changed keys. Check the key out of band."
-        ) from exc
-    osz, nsz = old.checkpoint.size, new.checkpoint.size
-    if nsz < osz:
-        detail = f"the log now shows tree size {nsz}, but size {osz} was verified earlier"
-        path = state.save_evidence(origin, "rollback", old.note_bytes, new.note_bytes, detail)
-        raise LogMisbehaviour(f"ROLLBACK of log {origin!r}: {detail}. Evidence: {path}", path)
-    try:
-        prove_consistent(old, new, prove)
-    except VerificationFailed as exc:
-        path = state.save_evidence(origin, "fork", old.note_bytes, new.note_bytes, str(exc))
-        raise LogMisbehaviour(f"FORK of log {origin!r}: {exc}. Evidence: {path}", path) from exc
-    if nsz > osz and store:
-        state.store_checkpoint(origin, new.note_bytes)
-    return Reconciled("same" if nsz == osz else "grew", osz, nsz)
+        return verdict
+
+
+def _accept_or_raise(
+    state: TrustedState, origin: str, old: SignedCheckpoint | None, new: SignedCheckpoint | None,
+    prove: ProveConsistency, what: str,
+) -> Accepted:
+    sizes = proof_needed(old, new)
+    verdict: Verdict
+    if sizes is None:
+        verdict = judge(old, new, None, what)
+    else:
+        try:
+            proof = list(prove(*sizes))
+        except LedgerError as exc:
+            verdict = Refused("fork", f"consistency: no valid proof that tree {sizes[1]} "
+                                      f"extends tree {sizes[0]}: {exc}")
+        else:
+            verdict = judge(old, new, proof, what)
+    if isinstance(verdict, Refused):
+        raise refuse(state, origin, verdict.kind, None if new is None else new.note_bytes,
+                     verdict.detail, None if old is None else old.note_bytes)
+    return verdict

@@ -64,7 +64,7 @@ def test_gather_refuses_a_blob_that_does_not_match(tmp_path: Path) -> None:
     _publish(log, tmp_path)
     digest = next(iter(log.blobs))
     log.blobs[digest] = b"something else"
-    sess = connect(log, TrustedState(tmp_path / "home"))
+    sess = connect(log, TrustedState(tmp_path / "home"), url="http://memory.test")
     with pytest.raises(VerificationFailed, match="does not hash"):
         gather(sess, 0, tmp_path / "work")
 
@@ -84,7 +84,7 @@ def test_gather_takes_only_the_publishers_claims(tmp_path: Path) -> None:
         publish_claims(log, load_verifier(log.verifier_key), log.origin, trusted, key,
                        name="acme/matmul-blocked", archive=archive, claims=claims,
                        receipt_folder=tmp_path / "r")
-    sess = connect(log, trusted)
+    sess = connect(log, trusted, url="http://memory.test")
     got = gather(sess, 0, tmp_path / "work")
     assert [c.index for c in got.claims] == [1]
     assert (got.kernel_dir / "kernel.toml").exists()
