@@ -43,10 +43,13 @@ def _short(value: Any) -> str:
               help="Log base URL (default: $KTL_LOG).")
 @click.option("--log-key", envvar="KTL_LOG_KEY", metavar="KEYSTRING",
               help="The log's note verifier key (default: pinned, else trust on first use).")
+@click.option("--policy", "policy_path", type=click.Path(path_type=Path, dir_okay=False),
+              help="Trust policy TOML: also use claims by keys it trusts for the kernel "
+                   "(default: only the kernel publisher's own claims).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
 def reproduce(index: int, budget: str, sign_key: Path | None, passphrase_env: str | None,
               submit: bool, receipt_dir: Path, log_url: str | None, log_key: str | None,
-              as_json: bool) -> None:
+              policy_path: Path | None, as_json: bool) -> None:
     """Fetch a logged kernel and its claims, verify them, re-run them, give verdicts.
 
     Exit 0 when every claim is confirmed, 1 when any is refuted, 4 when inconclusive.
@@ -54,19 +57,22 @@ def reproduce(index: int, budget: str, sign_key: Path | None, passphrase_env: st
     out = Output(as_json)
 
     def body() -> int:
+        from client._cmd_log import load_policy
         from client.reproduce import reproduce_entry, sign_reproduction
         from client.session import connect, require_url
 
         if submit and sign_key is None:
             raise InputError("--submit needs --sign KEY (the attestation must be signed)")
+        policy = load_policy(policy_path)
         sess = connect(require_url(log_url), TrustedState(), log_key)
         out.note(f"log {sess.origin}: {sess.key.describe()}")
         try:
             with tempfile.TemporaryDirectory(prefix="ktl-reproduce-") as work:
-                result = reproduce_entry(sess, index, Path(work), budget, out.note)
+                result = reproduce_entry(sess, index, Path(work), budget, out.note, policy)
             data: dict[str, Any] = {"index": index, "subject_name": result.name,
                                     "subject_sha256": result.digest,
-                                    "reproduction": result.body}
+                                    "reproduction": result.body,
+                                    "claim_search": result.search.to_json()}
             if sign_key is not None:
                 data["attestation"] = sign_reproduction(
                     sess, result, sign_key, passphrase_env, receipt_dir, submit=submit)
@@ -83,6 +89,8 @@ def reproduce(index: int, budget: str, sign_key: Path | None, passphrase_env: st
                  for cl in result.body["claims"]],
             ))
             c.print(f"Overall: [bold]{verdict.upper()}[/]")
+            if result.search.skipped_total or not result.search.complete:
+                c.print(f"Note: {result.search.summary()}")
             att = data.get("attestation")
             if att:
                 c.print(f"Signed reproduction attestation: {att['entry_path']}"

@@ -13,7 +13,7 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from attest import AttestError
 from attest.predicates import (
@@ -26,9 +26,68 @@ from attest.predicates import (
 from client._errors import InputError, VerificationFailed
 from client.session import FetchedEntry, Session, fetch_entry
 
+if TYPE_CHECKING:
+    from attest.entry import VerifiedEntry
+    from attest.policy import TrustPolicy
+
 CLAIM_TYPES = (VERIFICATION_V1, BENCHMARK_V1)
 MAX_CLAIMS = 64
+SEARCH_PAGE = 100
+MAX_SEARCH_HITS = 2000  # index rows looked at, at most, per reproduction
+MAX_FETCHED = 256  # candidate entries fetched and verified, at most
+MAX_SKIPS_LISTED = 50
 BENCH_SECONDS = {"quick": 10.0, "full": 30.0}
+
+SkipReason = Literal["not-a-claim", "other-kernel", "untrusted-signer"]
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A logged entry about the kernel's digest that was not used as a claim, and why."""
+
+    index: int
+    reason: SkipReason
+    detail: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "reason": self.reason, "detail": self.detail}
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> Skipped:
+        reason = obj["reason"]
+        if reason not in ("not-a-claim", "other-kernel", "untrusted-signer"):
+            raise InputError(f"unknown skip reason {reason!r}")
+        return cls(int(obj["index"]), reason, str(obj["detail"]))
+
+
+@dataclass(frozen=True)
+class ClaimSearch:
+    """What the search for claims looked at: skipped entries (the first few listed), caps."""
+
+    examined: int = 0
+    fetched: int = 0
+    skipped: tuple[Skipped, ...] = ()
+    skipped_total: int = 0
+    complete: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {"examined": self.examined, "fetched": self.fetched,
+                "skipped": [k.to_json() for k in self.skipped],
+                "skipped_total": self.skipped_total, "complete": self.complete}
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> ClaimSearch:
+        return cls(int(obj["examined"]), int(obj["fetched"]),
+                   tuple(Skipped.from_json(k) for k in obj["skipped"]),
+                   int(obj["skipped_total"]), bool(obj["complete"]))
+
+    def summary(self) -> str:
+        text = (f"{self.skipped_total} entr{'y' if self.skipped_total == 1 else 'ies'} about "
+                f"this digest skipped (not the publisher's claims about this kernel)")
+        if not self.complete:
+            text += (f"; the search stopped after {self.examined} index rows / {self.fetched} "
+                     "fetched entries, so later claims were not considered")
+        return text
 
 
 @dataclass(frozen=True)
@@ -38,13 +97,42 @@ class Gathered:
     target: FetchedEntry
     kernel_dir: Path
     claims: tuple[FetchedEntry, ...]
+    search: ClaimSearch = ClaimSearch()
 
     @property
     def digest(self) -> str:
         return self.target.verified.statement.subject_sha256
 
 
-def gather(sess: Session, index: int, workdir: Path) -> Gathered:
+def claim_skip_reason(
+    verified: VerifiedEntry, name: str, digest: str, publishers: frozenset[str],
+    policy: TrustPolicy | None,
+) -> Skipped | None:
+    """Why a verified entry is not a usable claim about kernel (`name`, `digest`), or None.
+
+    Usable: a verification/benchmark statement with a subject that is exactly the
+    kernel's name and digest (any position: every subject is considered), signed by
+    the kernel's publisher or trusted for it by `policy`.
+    """
+    stmt = verified.statement
+    if stmt.predicate_type not in CLAIM_TYPES:
+        return Skipped(-1, "not-a-claim", f"a {stmt.predicate_type} statement")
+    if not any(s.name == name and s.sha256 == digest for s in stmt.subjects):
+        about = ", ".join(f"{s.name} sha256:{s.sha256[:16]}…" for s in stmt.subjects[:4])
+        return Skipped(-1, "other-kernel", f"about {about}, not {name}")
+    signers = frozenset(verified.signer_keyids)
+    if signers & publishers:
+        return None
+    if policy is not None and policy.evaluate(verified).allowed:
+        return None
+    who = ", ".join(k[:16] for k in sorted(signers))
+    return Skipped(-1, "untrusted-signer",
+                   f"signed by {who}, not by the kernel's publisher"
+                   + (" nor trusted by the policy" if policy is not None else ""))
+
+
+def gather(sess: Session, index: int, workdir: Path, policy: TrustPolicy | None = None
+           ) -> Gathered:
     """Fetch and verify entry `index`, its source blob and the claims to reproduce."""
     from verifier import VerifierError
     from verifier.kernel import unpack_kernel
@@ -64,35 +152,59 @@ def gather(sess: Session, index: int, workdir: Path) -> Gathered:
         raise VerificationFailed(f"the source archive sha256:{digest} is unusable: {exc}") from exc
     if stmt.predicate_type in CLAIM_TYPES:
         return Gathered(target, kernel_dir, (target,))
+    claims, search = _search_claims(sess, stmt.subject_name, digest,
+                                    frozenset(target.verified.signer_keyids), policy)
+    return Gathered(target, kernel_dir, claims, search)
+
+
+def _search_claims(
+    sess: Session, name: str, digest: str, publishers: frozenset[str], policy: TrustPolicy | None
+) -> tuple[tuple[FetchedEntry, ...], ClaimSearch]:
+    """Page through the digest's index rows (capped), fetch and verify plausible claims."""
     claims: list[FetchedEntry] = []
-    cursor: int | None = None
+    skipped: list[Skipped] = []
+    skipped_total = examined = fetched = 0
     seen: set[int] = set()
-    signers = set(target.verified.signer_keyids)
-    while len(claims) < MAX_CLAIMS:
-        page = sess.log.search(digest=digest, cursor=cursor, limit=100)
+    cursor: int | None = None
+    complete = True
+
+    def skip(k: Skipped, at: int) -> None:
+        nonlocal skipped_total
+        skipped_total += 1
+        if len(skipped) < MAX_SKIPS_LISTED:
+            skipped.append(Skipped(at, k.reason, k.detail))
+
+    while True:
+        page = sess.log.search(digest=digest, cursor=cursor, limit=SEARCH_PAGE)
         for hit in page.results:
-            if hit.predicate_type not in CLAIM_TYPES or hit.index in seen:
+            if hit.index in seen:
                 continue
             seen.add(hit.index)
-            fetched = fetch_entry(sess, hit.index)
-            fs = fetched.verified.statement
-            if fs.subject_sha256 != digest:
-                raise VerificationFailed(
-                    f"search returned entry {hit.index} for sha256:{digest}, but it is about "
-                    f"{fs.subject_name} sha256:{fs.subject_sha256}"
-                )
-            # Only the publisher's own claims: anyone can log a claim about any digest,
-            # and a stranger's bogus claim must not make the vendor's kernel look refuted.
-            if fs.subject_name == stmt.subject_name and signers & set(
-                fetched.verified.signer_keyids
-            ):
-                claims.append(fetched)
-        if page.next_cursor is None or not page.results or (
+            if examined >= MAX_SEARCH_HITS or fetched >= MAX_FETCHED or len(claims) >= MAX_CLAIMS:
+                complete = False
+                break
+            examined += 1
+            if hit.predicate_type not in CLAIM_TYPES:
+                continue  # kernel/reproduction rows: not claims, and not worth a fetch
+            if policy is None and not publishers & set(hit.keyids):
+                # The index row is not evidence, but a stranger's row is skipped unfetched
+                # so that thousands of them cannot make a reproduction slow.
+                skip(Skipped(-1, "untrusted-signer", "the index names no key of the kernel's "
+                             "publisher (not fetched)"), hit.index)
+                continue
+            fetched += 1
+            entry = fetch_entry(sess, hit.index)
+            why = claim_skip_reason(entry.verified, name, digest, publishers, policy)
+            if why is None:
+                claims.append(entry)
+            else:
+                skip(why, hit.index)
+        if not complete or page.next_cursor is None or not page.results or (
             cursor is not None and page.next_cursor <= cursor
         ):
             break
         cursor = page.next_cursor
-    return Gathered(target, kernel_dir, tuple(claims[:MAX_CLAIMS]))
+    return tuple(claims), ClaimSearch(examined, fetched, tuple(skipped), skipped_total, complete)
 
 
 def target_json(sess: Session, entry: FetchedEntry) -> dict[str, Any]:
@@ -114,24 +226,30 @@ class ReproductionResult:
     name: str
     digest: str
     body: dict[str, Any]
+    search: ClaimSearch = ClaimSearch()
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "digest": self.digest, "body": self.body}
+        return {"name": self.name, "digest": self.digest, "body": self.body,
+                "claim_search": self.search.to_json()}
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> ReproductionResult:
-        return cls(str(obj["name"]), str(obj["digest"]), dict(obj["body"]))
+        return cls(str(obj["name"]), str(obj["digest"]), dict(obj["body"]),
+                   ClaimSearch.from_json(obj["claim_search"]))
 
 
 def reproduce_entry(
-    sess: Session, index: int, workdir: Path, budget: str, note: Callable[[str], None]
+    sess: Session, index: int, workdir: Path, budget: str, note: Callable[[str], None],
+    policy: TrustPolicy | None = None,
 ) -> ReproductionResult:
     """Gather entry `index` and its claims (all verified), then let the verifier re-run them."""
     from verifier import VerifierError
     from verifier.reproduce import reproduce_kernel
 
-    gathered = gather(sess, index, workdir / "kernel")
+    gathered = gather(sess, index, workdir / "kernel", policy)
     stmt = gathered.target.verified.statement
+    if gathered.search.skipped_total or not gathered.search.complete:
+        note(gathered.search.summary())
     note(f"entry {index}: {stmt.subject_name} sha256:{gathered.digest[:16]}…, "
          f"{len(gathered.claims)} claim entr{'y' if len(gathered.claims) == 1 else 'ies'} "
          "verified; re-running them in the sandbox")
@@ -147,7 +265,7 @@ def reproduce_entry(
         parse_predicate(REPRODUCTION_V1, body)
     except AttestError as exc:
         raise InputError(f"the verifier's reproduction is not a valid reproduction/v1: {exc}") from exc
-    return ReproductionResult(stmt.subject_name, gathered.digest, body)
+    return ReproductionResult(stmt.subject_name, gathered.digest, body, gathered.search)
 
 
 def sign_reproduction(

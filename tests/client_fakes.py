@@ -109,13 +109,16 @@ class MemoryLog:
             s = v.statement
             row: dict[str, Any] = {"digest": s.subject_sha256, "name": s.subject_name,
                                    "predicate_type": s.predicate_type}
-            if (digest and row["digest"] != digest) or (name and row["name"] != name) or (
+            digests = {sub.sha256 for sub in s.subjects}  # like the server: any subject
+            names = {sub.name for sub in s.subjects}
+            if (digest and digest not in digests) or (name and name not in names) or (
                     predicate_type and row["predicate_type"] != predicate_type) or (
                     keyid and keyid not in v.signer_keyids):
                 continue
             hits.append(SearchHit(i, leaf_hash(data), s.subject_name, s.subject_sha256,
                                   s.predicate_type, v.signer_keyids))
-        return SearchPage(tuple(hits[: limit or 50]), None)
+        n = limit or 50
+        return SearchPage(tuple(hits[:n]), hits[n].index if len(hits) > n else None)
 
     def put_blob(self, data: bytes) -> str:
         digest = hashlib.sha256(data).hexdigest()
