@@ -123,6 +123,25 @@ class Statement:
         return self.subjects[0].sha256
 
 
+_BLOB_REF_FIELDS = frozenset({"sha256", "size", "media_type"})  # the BLOB_REF object
+
+
+def referenced_blobs(stmt: Statement) -> frozenset[str]:
+    """The sha256 digests of every blob a statement refers to: its subjects (source
+    archives) and every blob reference (`{sha256, size, media_type}`) in its predicate."""
+    found = {s.sha256 for s in stmt.subjects}
+    stack: list[Any] = [stmt.predicate.to_json()]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if set(node) == _BLOB_REF_FIELDS and isinstance(node["sha256"], str):
+                found.add(node["sha256"])
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return frozenset(found)
+
+
 def make_statement(name: str, sha256: str, predicate: Predicate) -> Statement:
     """A validated one-subject statement about kernel `name` with source digest `sha256`."""
     stmt = Statement(subjects=(Subject(name=name, sha256=sha256),),

@@ -36,13 +36,20 @@ def _fail(message: str, code: int) -> None:
               help="How long the integrator waits to fill a batch.")
 @click.option("--rate", default=20000.0, show_default=True, type=click.FloatRange(0.001),
               help="Submissions per second per client address (per worker).")
+@click.option("--blob-grace", default=24 * 3600.0, show_default=True,
+              type=click.FloatRange(1, 30 * 24 * 3600.0), metavar="SECONDS",
+              help="Delete blobs that no logged entry references this long after upload.")
+@click.option("--blob-budget", default=1024 * 1024 * 1024, show_default=True,
+              type=click.IntRange(min=1), metavar="BYTES",
+              help="Blob bytes each client address may upload per hour (per worker).")
 @click.option("--access-log/--no-access-log", default=False, help="Log every request.")
 @click.option("--deep-check", is_flag=True,
               help="Before serving, re-hash every entry and compare every bundle file.")
 def serve(
     data_dir: str, host: str, port: int, origin: str | None, key_file: str | None,
     workers: int, threads: int, token_env: str | None, max_batch: int, batch_size: int,
-    batch_delay_ms: float, rate: float, access_log: bool, deep_check: bool,
+    batch_delay_ms: float, rate: float, blob_grace: float, blob_budget: int, access_log: bool,
+    deep_check: bool,
 ) -> None:
     """Run the transparency log in the foreground.
 
@@ -77,7 +84,7 @@ def serve(
         config = ServerConfig(
             data_dir=data_dir, origin=log_origin, max_batch=max_batch, batch_size=batch_size,
             batch_delay_ms=batch_delay_ms, rate_per_second=rate, rate_burst=max(2 * rate, 10.0),
-            write_token=token,
+            write_token=token, blob_grace_seconds=blob_grace, blob_bytes_per_hour=blob_budget,
         )
     except ValueError as e:
         _fail(str(e), 2)

@@ -85,6 +85,8 @@ def run_server(
     announce(f"log origin:   {config.origin}")
     announce(f"verifier key: {vkey}")
     announce(f"tree size:    {size}")
+    for line in config.describe():
+        announce(line)
 
     def when_ready(server: Any) -> None:
         for listener in server.LISTENERS:

@@ -32,10 +32,12 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 @contextmanager
-def running_log(data_dir: Path, origin: str = ORIGIN) -> Iterator[str]:
-    """Serve the log in `data_dir` on 127.0.0.1 (free port); yield its base URL."""
-    app = create_app(ServerConfig(data_dir=str(data_dir), origin=origin, batch_delay_ms=1.0))
-    srv = make_server("127.0.0.1", 0, app, threaded=True)
+def running_log(data_dir: Path, origin: str = ORIGIN, port: int = 0, **config: Any
+                ) -> Iterator[str]:
+    """Serve the log in `data_dir` on 127.0.0.1 (`port`, 0: a free one); yield its base URL."""
+    app = create_app(ServerConfig(data_dir=str(data_dir), origin=origin, batch_delay_ms=1.0,
+                                  **config))
+    srv = make_server("127.0.0.1", port, app, threaded=True)
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
     thread.start()
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 import signal
 import subprocess
@@ -26,9 +27,13 @@ JSON = {"Content-Type": "application/json"}
 
 
 @contextmanager
-def ktl_serve(data: Path, *extra: str) -> Iterator[tuple[subprocess.Popen[str], str, str]]:
-    """Run `ktl serve` on a free port; yields (process, base URL, verifier key)."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+def ktl_serve(data: Path, *extra: str, lines: list[str] | None = None,
+              env_extra: dict[str, str] | None = None,
+              ) -> Iterator[tuple[subprocess.Popen[str], str, str]]:
+    """Run `ktl serve` on a free port; yields (process, base URL, verifier key).
+
+    The lines printed before it served are appended to `lines` when given."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env_extra or {})}
     proc = subprocess.Popen(
         [*KTL, "serve", "--data", str(data), "--port", "0", "--workers", "2", "--threads", "8",
          "--batch-delay-ms", "2", *extra],
@@ -36,7 +41,7 @@ def ktl_serve(data: Path, *extra: str) -> Iterator[tuple[subprocess.Popen[str], 
         start_new_session=True,
     )
     try:
-        lines: list[str] = []
+        lines = [] if lines is None else lines
         deadline = time.monotonic() + 30
         base = vkey = ""
         assert proc.stdout is not None
@@ -158,3 +163,24 @@ def test_ktl_serve_refuses_a_damaged_log(tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 1
     assert "refusing to serve" in out.stderr and "tile/entries/000.p/5" in out.stderr
+
+
+def test_ktl_serve_prints_its_write_settings_and_blobs_need_the_token(tmp_path: Path) -> None:
+    """Attack 4: unreferenced blob uploads without a token on a log that has one."""
+    printed: list[str] = []
+    with ktl_serve(tmp_path / "log", "--token-env", "KTL_TEST_TOKEN", "--blob-grace", "3600",
+                   "--blob-budget", str(32 * 1024 * 1024), lines=printed,
+                   env_extra={"KTL_TEST_TOKEN": "s3cret"}) as (_proc, base, _vkey):
+        text = "".join(printed)
+        assert "writes:       need 'Authorization: Bearer <token>' (entries and blobs)" in text
+        assert "33554432 bytes per client address per hour" in text
+        assert "deleted 3600 s after upload" in text
+        blob = b"x" * 1000
+        url = f"{base}/api/v1/blobs/sha256:{hashlib.sha256(blob).hexdigest()}"
+        octet = {"Content-Type": "application/octet-stream"}
+        r = requests.put(url, data=blob, headers=octet, timeout=10)
+        assert r.status_code == 401 and r.json()["error"]["code"] == "unauthorized"
+        assert requests.get(url, timeout=10).status_code == 404  # nothing stored
+        r = requests.put(url, data=blob, headers={**octet, "Authorization": "Bearer s3cret"},
+                         timeout=10)
+        assert r.status_code == 201, r.text

@@ -62,6 +62,18 @@ def _require_tokens(svc: LogService, cost: int) -> None:
         )
 
 
+def _require_blob_budget(svc: LogService, size: int) -> None:
+    wait = svc.blob_budget.take(request.remote_addr or "unknown", float(size))
+    if wait:
+        retry = "3600" if math.isinf(wait) else str(max(1, math.ceil(wait)))
+        raise ApiError(
+            429, "rate_limited",
+            f"this address has used its blob upload budget of {svc.config.blob_bytes_per_hour} "
+            f"bytes per hour; retry in {retry} s",
+            {"Retry-After": retry},
+        )
+
+
 def _require_type(expected: str) -> None:
     got = (request.mimetype or "").lower()
     if got != expected:
@@ -265,7 +277,12 @@ def put_blob(raw: str) -> Response:
     _require_tokens(svc, 1)
     digest = _blob_digest(raw)
     _require_type("application/octet-stream")
+    check_body_size(request.content_length, svc.max_blob_bytes, "blob")
+    if request.content_length is not None:
+        _require_blob_budget(svc, request.content_length)
     data = _body(svc.max_blob_bytes, "blob")
+    if request.content_length is None:
+        _require_blob_budget(svc, len(data))
     got = hashlib.sha256(data).hexdigest()
     if got != digest:
         raise ApiError(

@@ -9,6 +9,7 @@ from ledger.server._errors import ApiError
 
 DEFAULT_ORIGIN = "localhost/ktl"
 MAX_ENTRY_BYTES = 65535
+MAX_BLOB_GRACE = 30 * 24 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,8 @@ class ServerConfig:
     rate_burst: float = 40000.0
     write_token: str | None = None
     max_search_limit: int = 500
+    blob_grace_seconds: float = 24 * 3600.0
+    blob_bytes_per_hour: int = 1024 * 1024 * 1024
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_entry_bytes <= MAX_ENTRY_BYTES:
@@ -38,6 +41,31 @@ class ServerConfig:
             raise ValueError("body limits must be positive")
         if self.rate_per_second <= 0 or self.rate_burst < 1:
             raise ValueError("rate_per_second must be > 0 and rate_burst >= 1")
+        if not 1 <= self.blob_grace_seconds <= MAX_BLOB_GRACE:
+            raise ValueError(f"blob_grace_seconds must be between 1 and {MAX_BLOB_GRACE:.0f} "
+                             "(30 days)")
+        if self.blob_bytes_per_hour < self.max_blob_bytes:
+            raise ValueError(f"blob_bytes_per_hour ({self.blob_bytes_per_hour}) must be at least "
+                             f"max_blob_bytes ({self.max_blob_bytes}), or no blob could be uploaded")
+
+    @property
+    def blob_gc_interval(self) -> float:
+        """Seconds between blob collection passes: a quarter of the grace, 0.5 s to 10 min."""
+        return min(600.0, max(0.5, self.blob_grace_seconds / 4))
+
+    def describe(self) -> list[str]:
+        """The settings that decide who may write what, as `ktl serve` prints them at start."""
+        return [
+            "writes:       " + ("need 'Authorization: Bearer <token>' (entries and blobs)"
+                                if self.write_token is not None else
+                                "open to anyone (no --token-env)"),
+            f"rate:         {self.rate_per_second:g} submissions/s per client address "
+            f"(burst {self.rate_burst:g}, per worker)",
+            f"blobs:        at most {self.max_blob_bytes} bytes each, "
+            f"{self.blob_bytes_per_hour} bytes per client address per hour (per worker)",
+            f"blob cleanup: blobs no logged entry references are deleted "
+            f"{self.blob_grace_seconds:g} s after upload",
+        ]
 
     @property
     def max_content_length(self) -> int:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from ledger.merkle import MissingHashError, ProofError, consistency_proof, inclusion_proof
 from ledger.note import NoteSigner
 from ledger.sequencer import Receipt, Sequencer, Submission
+from ledger.server._blobgc import BlobCollector, CollectorThread
 from ledger.server._config import ServerConfig
 from ledger.server._errors import ApiError
 from ledger.server._ratelimit import RateLimiter
@@ -27,14 +28,20 @@ class LogService:
         self.max_batch = config.max_batch
         self.cache = TileCache(1024)
         self.limiter = RateLimiter(config.rate_per_second, config.rate_burst)
+        self.blob_budget = RateLimiter(config.blob_bytes_per_hour / 3600.0,
+                                       float(config.blob_bytes_per_hour))
+        self.blob_collector = BlobCollector(storage, config.blob_grace_seconds)
+        self._gc = CollectorThread(self.blob_collector, config.blob_gc_interval)
         self.sequencer = Sequencer(
             storage, signer, self.origin, max_batch=config.batch_size,
             max_delay=config.batch_delay_ms / 1000.0, cache=self.cache,
         )
         self.sequencer.start()
+        self._gc.start()
 
     def close(self) -> None:
         """Integrate what is queued, then release the storage."""
+        self._gc.stop()
         self.sequencer.close()
         self.storage.close()
 

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 
 from ledger.storage._files import check_file_path
 from ledger.storage._types import (
+    MAX_RANGE,
     EntrySummary,
     IntegratedBatch,
     SearchPage,
@@ -116,6 +117,19 @@ class MemoryStorage:
                 return False
             self._blobs[digest_hex] = (bytes(data), time.time())
             return True
+
+    def blobs_before(self, cutoff: float, after: tuple[float, str] | None, limit: int
+                     ) -> list[tuple[float, str]]:
+        if not 1 <= limit <= MAX_RANGE:
+            raise StorageError(f"blob listing limit must be 1 to {MAX_RANGE}")
+        with self._lock:
+            rows = sorted((created, d) for d, (_, created) in self._blobs.items()
+                          if created < cutoff)
+        return [r for r in rows if after is None or r > after][:limit]
+
+    def delete_blob(self, digest_hex: str) -> bool:
+        with self._lock:
+            return self._blobs.pop(digest_hex, None) is not None
 
     @contextmanager
     def integration_lock(self) -> Iterator[None]:

@@ -24,6 +24,7 @@ import sqlite_utils
 from ledger.storage._files import TileFiles
 from ledger.storage._schema import migrate
 from ledger.storage._types import (
+    MAX_RANGE,
     EntrySummary,
     IntegratedBatch,
     SearchPage,
@@ -276,6 +277,22 @@ class SqliteStorage:
             "INSERT OR IGNORE INTO blobs (digest, size, data, created) VALUES (?, ?, ?, ?)",
             (digest_hex, len(data), data, time.time()),
         )
+        return cur.rowcount == 1
+
+    def blobs_before(self, cutoff: float, after: tuple[float, str] | None, limit: int
+                     ) -> list[tuple[float, str]]:
+        if not 1 <= limit <= MAX_RANGE:
+            raise StorageError(f"blob listing limit must be 1 to {MAX_RANGE}")
+        at, digest = after if after is not None else (float("-inf"), "")
+        rows = self._conn().execute(
+            "SELECT created, digest FROM blobs WHERE created < ? AND "
+            "(created > ? OR (created = ? AND digest > ?)) ORDER BY created, digest LIMIT ?",
+            (cutoff, at, at, digest, limit),
+        ).fetchall()
+        return [(float(c), str(d)) for c, d in rows]
+
+    def delete_blob(self, digest_hex: str) -> bool:
+        cur = self._conn().execute("DELETE FROM blobs WHERE digest = ?", (digest_hex,))
         return cur.rowcount == 1
 
     @contextmanager

@@ -210,6 +210,14 @@ class LogStorage(Protocol):
 
     # ---- writes
     def put_blob(self, digest_hex: str, data: bytes) -> bool: ...
+    def blobs_before(self, cutoff: float, after: tuple[float, str] | None, limit: int
+                     ) -> list[tuple[float, str]]:
+        """(created, digest) of blobs created before `cutoff`, ordered by (created, digest),
+        strictly after the position `after` (None: from the first); at most `limit`."""
+        ...
+    def delete_blob(self, digest_hex: str) -> bool:
+        """Delete a blob; True if it existed (only for blobs no logged entry references)."""
+        ...
     def integration_lock(self) -> AbstractContextManager[None]: ...
     def commit_batch(self, batch: IntegratedBatch) -> None:
         """Store a batch atomically. The caller holds `integration_lock()` and has removed
