@@ -67,6 +67,8 @@ def connect(
     *, url: str | None = None,
 ) -> Session:
     """Open a session with a log (a URL, or any `LogAPI` with the `url` its key is pinned for)."""
+    if given_key:
+        load_verifier(given_key)  # a bad --log-key is a usage error, before any network
     api: LogAPI = LogClient(log) if isinstance(log, str) else log
     where = url or (log if isinstance(log, str) else getattr(api, "base_url", None))
     if not isinstance(where, str) or not where:

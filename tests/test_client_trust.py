@@ -159,6 +159,7 @@ def test_given_key_never_overwrites_a_pin(tmp_path: Path) -> None:
     st = TrustedState(tmp_path)
     log, other = MemoryLog(), MemoryLog()
     choose_log_key(st, URL, Announced(log.origin, log.verifier_key, None), None)
+    before = st.pin(URL)
     with pytest.raises(VerificationFailed, match="not the key pinned") as ei:
         choose_log_key(st, URL, Announced(log.origin, log.verifier_key, None), other.verifier_key)
     assert "ktl trust forget" in str(ei.value) and ei.value.exit_code == 1
@@ -166,6 +167,7 @@ def test_given_key_never_overwrites_a_pin(tmp_path: Path) -> None:
     assert pin is not None and pin.log_key == log.verifier_key
     same = choose_log_key(st, URL, Announced(log.origin, log.verifier_key, None), log.verifier_key)
     assert same.how == "given"
+    assert st.pin(URL) == before  # the pin file is never rewritten by --log-key
 
 
 def test_new_origin_or_key_at_a_pinned_url_is_refused_with_evidence(tmp_path: Path) -> None:
