@@ -124,6 +124,7 @@ def test_blob_settings_are_checked() -> None:
         ServerConfig(max_blob_bytes=4096, blob_bytes_per_hour=4095)
     with pytest.raises(ValueError, match="blob_grace_seconds"):
         ServerConfig(blob_grace_seconds=0)
-    cfg = ServerConfig(blob_grace_seconds=86400)
+    cfg = ServerConfig()
+    assert (cfg.blob_grace_seconds, cfg.blob_bytes_per_hour) == (24 * 3600, 1024**3)  # README
     assert cfg.blob_gc_interval == 600.0
     assert ServerConfig.from_json(cfg.to_json()) == cfg
