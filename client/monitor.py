@@ -38,7 +38,7 @@ from client._errors import InputError, ServerError, VerificationFailed
 from client.api import LogAPI
 from client.receipts import check_entry
 from client.state import TrustedState, atomic_write, origin_slug, read_capped
-from client.trust import QuorumCheck, extend_trust, open_signed
+from client.trust import QuorumCheck, extend_trust, open_signed, refuse
 
 KERNEL_TYPE = KERNEL_V1
 _MONITOR_WHAT = "the checkpoint the monitor last read, of size"
@@ -252,10 +252,9 @@ def run_monitor(
 
     start = st.next_index if since is None else since
     if start > size and since is None:
-        raise VerificationFailed(
-            f"ROLLBACK of log {origin!r}: the monitor already read up to index {start}, but the "
-            f"log's signed checkpoint is now only size {size}"
-        )
+        raise refuse(trusted, origin, "rollback", note,
+                     f"the monitor already read up to index {start}, but the log's signed "
+                     f"checkpoint is now only size {size}")
     if start > size:
         raise InputError(f"--since {start} is beyond the log's size {size}")
     releases = {r.name: r for r in st.releases}

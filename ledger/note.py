@@ -161,6 +161,11 @@ class KeyIdentity:
     def __init__(self, name: str, public_key: Ed25519PublicKey, sig_type: int) -> None:
         self._name = check_key_name(name)
         self._public = _public_bytes(public_key)
+        try:
+            public_key_from_raw(self._public)  # strict: canonical, not of small order
+        except KeyFileError as exc:
+            raise NoteError(f"key {self._name!r} is not a usable Ed25519 public key: {exc}"
+                            ) from None
         self._key_id = key_id(self._name, self._public, sig_type)
 
     @property

@@ -197,3 +197,12 @@ def test_pem_round_trip_of_a_good_key(tmp_path: Path) -> None:
     (tmp_path / "k.pub").write_bytes(pub.public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
     assert raw_public_key(load_public_key(tmp_path / "k.pub")) == raw_public_key(pub)
+
+
+@pytest.mark.parametrize("label", sorted(SMALL_ORDER)[:2])
+def test_verifier_objects_refuse_weak_keys_too(label: str) -> None:
+    weak = Ed25519PublicKey.from_public_bytes(SMALL_ORDER[label])
+    with pytest.raises(NoteError, match="small order"):
+        NoteVerifier("example.org/log", weak)
+    with pytest.raises(NoteError, match="small order"):
+        CosignatureVerifier("witness.example", weak)

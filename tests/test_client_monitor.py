@@ -124,3 +124,34 @@ def test_worker_processes_give_the_same_report(tmp_path: Path) -> None:
                            tmp_path / f"s{jobs}.json", jobs=jobs) for jobs in (1, 2)]
     assert reports[0] == reports[1]
     assert [v.index for v in reports[1].violations] == [300]
+
+
+def test_a_log_smaller_than_where_the_monitor_stopped_is_a_rollback_with_evidence(
+        tmp_path: Path) -> None:
+    from client.monitor import MonitorState, save_monitor_state
+
+    log = MemoryLog()
+    _fill(log, 0, 5)
+    save_monitor_state(tmp_path / "state.json", MonitorState(log.origin, 9, log.note_at(3)))
+    with pytest.raises(LogMisbehaviour, match=r"ROLLBACK.*read up to index 9") as ei:
+        _run(log, tmp_path)
+    assert ei.value.evidence_path is not None
+    assert log.checkpoint() in ei.value.evidence_path.read_bytes()
+
+
+def test_an_emptied_log_is_a_rollback_with_evidence(tmp_path: Path) -> None:
+    log = MemoryLog()
+    _fill(log, 0, 4)
+    _run(log, tmp_path)
+    empty = MemoryLog(log.origin, log.signer)
+
+    def no_checkpoint() -> bytes:
+        from client import ServerError
+
+        raise ServerError("the log has no entries yet", 404, "empty_log")
+
+    empty.checkpoint = no_checkpoint  # type: ignore[method-assign]
+    with pytest.raises(LogMisbehaviour, match=r"ROLLBACK.*no checkpoint at all") as ei:
+        _run(empty, tmp_path)
+    assert ei.value.evidence_path is not None
+    assert log.checkpoint() in ei.value.evidence_path.read_bytes()
