@@ -37,12 +37,14 @@ from attest import (  # noqa: E402
     make_statement,
     pae,
     parse_predicate,
+    public_key_from_raw,
     sign_envelope,
     statement_payload,
     verify_entry,
     verify_envelope,
 )
 from attest import examples as ex  # noqa: E402
+from attest.keys import raw_public_key  # noqa: E402
 
 
 def timed_run(fn: Callable[[], object], seconds: float) -> float:
@@ -86,6 +88,7 @@ def main() -> None:
     envelope = sign_envelope(payload, PAYLOAD_TYPE, [key])
     entry_bytes = encode_entry(make_entry(statement, [key]))
     trusted = {keyid(public): public}
+    raw = raw_public_key(public)
 
     rows: list[tuple[str, str, Callable[[], object]]] = [
         ("sign", "raw Ed25519 sign, same PAE bytes (baseline)", lambda: key.sign(message)),
@@ -97,6 +100,8 @@ def main() -> None:
         ("verify", "verify_envelope (PAE + verify)", lambda: verify_envelope(envelope, trusted)),
         ("verify", "decode_entry + verify_entry: canonical check, verify, validate",
          lambda: verify_entry(decode_entry(entry_bytes))),
+        ("verify", "public_key_from_raw: strict key check (canonical, large order) + load",
+         lambda: public_key_from_raw(raw)),
     ]
     console = Console()
     console.print(f"payload {len(payload)} bytes, entry {len(entry_bytes)} bytes, "
