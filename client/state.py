@@ -27,7 +27,7 @@ import re
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -158,17 +158,13 @@ class TrustedState:
         atomic_write(folder / "origin", origin.encode("utf-8"))
         atomic_write(folder / name, data)
 
-    @contextmanager
-    def lock(self, origin: str) -> Iterator[None]:
+    def lock(self, origin: str) -> AbstractContextManager[None]:
         """Serialize read-compare-store of one origin's state across processes (flock)."""
-        folder = self._dir(origin)
-        folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
+        return _flock(self._dir(origin))
+
+    def pins_lock(self) -> AbstractContextManager[None]:
+        """Serialize read-then-pin of log URLs across processes (flock)."""
+        return _flock(self.home / "pins")
 
     def checkpoint(self, origin: str) -> bytes | None:
         """The signed note of the largest checkpoint verified for `origin`, if any."""
@@ -242,6 +238,17 @@ class TrustedState:
         ) + new_note + b"-----END CONFLICTING CHECKPOINT-----\n"
         atomic_write(path, body)
         return path
+
+
+@contextmanager
+def _flock(folder: Path) -> Iterator[None]:
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _load_pin(path: Path) -> Pin:

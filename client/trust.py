@@ -99,7 +99,7 @@ def choose_log_key(
     """
     url = normalize_log_url(url)
     given_key = given.strip() if given else None
-    with state.lock(f"pin:{url}"):
+    with state.pins_lock():
         pin = state.pin(url)
         if pin is None:
             key = given_key or (announced.verifier_key or "").strip()

@@ -55,6 +55,9 @@ def test_attack1_another_log_at_a_pinned_url_is_refused(tmp_path: Path) -> None:
         pins = ktl.json("trust", "list")["pins"]
         assert [(p["url"], p["origin"], p["log_key"]) for p in pins] == [
             (url, "example.org/kernels", key_a)]
+        shown = ktl("trust", "list")
+        assert shown.exit_code == 0 and "example.org/kernels" in shown.stdout
+        assert "tofu" in shown.stdout
         # only after `ktl trust forget` is the new log trusted (on first use, and said so)
         forgot = ktl.json("trust", "forget", url + "/")
         assert forgot["forgotten"]["origin"] == "example.org/kernels"
