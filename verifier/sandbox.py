@@ -22,10 +22,12 @@ import dataclasses
 import json
 import os
 import resource
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,8 +40,9 @@ from verifier._layers import NO_LAYERS, SandboxLayers
 from verifier._output import CappedReader
 from verifier._violations import ViolationWatcher
 
-__all__ = ["SETUP_FAILED", "ChildResult", "Limits", "SandboxLayers", "filesystem_confinement",
-           "run_sandboxed", "worker_argv"]
+__all__ = ["NO_LAYERS", "SETUP_FAILED", "ChildResult", "Limits", "SandboxLayers",
+           "filesystem_confinement", "probe_layers", "run_sandboxed", "sandbox_detail",
+           "sandbox_metrics", "worker_argv"]
 
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 STDERR_CAP = 64 * 1024
@@ -187,6 +190,34 @@ def filesystem_confinement() -> str:
         return "filesystem NOT confined (no Landlock in this kernel)"
     return (f"filesystem confined by Landlock ABI v{abi} (read-only system, Python and package "
             "paths; /dev only null, zero, urandom; read-write only its private folder)")
+
+
+SECCOMP_LEVEL = {"none": 0.0, "kill": 1.0, "notify": 2.0}
+
+
+def sandbox_metrics(layers: SandboxLayers) -> dict[str, float]:
+    """The `sandbox` check row's metrics: one number per layer (1.0 = in force)."""
+    out = {name: 1.0 if value else 0.0 for name, value in layers.to_json().items()
+           if isinstance(value, bool)}
+    out.update(seccomp=SECCOMP_LEVEL[layers.seccomp], landlock_abi=float(layers.landlock_abi),
+               process_limit=float(layers.process_limit),
+               network_isolated=1.0 if layers.network_namespace else 0.0,
+               filesystem_confined=1.0 if layers.filesystem_confined else 0.0)
+    return out
+
+
+def sandbox_detail(layers: SandboxLayers) -> str:
+    """The `sandbox` check row's text."""
+    return ("each run in a child with CPU, memory, file-size, open-file and process limits, a "
+            "wall-clock timeout, capped stdout/stderr, scrubbed environment, private folder; "
+            + layers.describe())
+
+
+def probe_layers() -> SandboxLayers:
+    """The layers a sandboxed child gets on this machine (runs `true` in the sandbox once)."""
+    with tempfile.TemporaryDirectory(prefix="ktl-sandbox-probe-") as tmp:
+        true = shutil.which("true", path=SAFE_PATH) or "/bin/true"
+        return run_sandboxed([true], Path(tmp), Limits(cpu_s=10, wall_s=30.0)).layers
 
 
 def _readable_roots(extra: Sequence[Path]) -> list[str]:
