@@ -43,10 +43,12 @@ def _short(value: Any) -> str:
               help="Log base URL (default: $KTL_LOG).")
 @click.option("--log-key", envvar="KTL_LOG_KEY", metavar="KEYSTRING",
               help="The log's note verifier key (default: pinned, else trust on first use).")
+@click.option("--allow-weak-sandbox", is_flag=True,
+              help="Submit even where a sandbox layer is missing (recorded in the statement).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
 def reproduce(index: int, budget: str, sign_key: Path | None, passphrase_env: str | None,
               submit: bool, receipt_dir: Path, log_url: str | None, log_key: str | None,
-              as_json: bool) -> None:
+              allow_weak_sandbox: bool, as_json: bool) -> None:
     """Fetch a logged kernel and its claims, verify them, re-run them, give verdicts.
 
     Exit 0 when every claim is confirmed, 1 when any is refuted, 4 when inconclusive.
@@ -54,16 +56,18 @@ def reproduce(index: int, budget: str, sign_key: Path | None, passphrase_env: st
     out = Output(as_json)
 
     def body() -> int:
-        from client.reproduce import reproduce_entry, sign_reproduction
+        from client.reproduce import reproduce_entry, sandbox_gate, sign_reproduction
         from client.session import connect, require_url
+        from verifier.sandbox import probe_layers
 
         if submit and sign_key is None:
             raise InputError("--submit needs --sign KEY (the attestation must be signed)")
+        record = sandbox_gate(probe_layers().missing(), submit, allow_weak_sandbox)
         sess = connect(require_url(log_url), TrustedState(), log_key)
         out.note(f"log {sess.origin}: {sess.key.describe()}")
         try:
             with tempfile.TemporaryDirectory(prefix="ktl-reproduce-") as work:
-                result = reproduce_entry(sess, index, Path(work), budget, out.note)
+                result = reproduce_entry(sess, index, Path(work), budget, out.note, record)
             data: dict[str, Any] = {"index": index, "subject_name": result.name,
                                     "subject_sha256": result.digest,
                                     "reproduction": result.body}

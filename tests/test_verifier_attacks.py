@@ -253,3 +253,43 @@ def test_layers_round_trip_and_reject_bad_input() -> None:
                 {**full.to_json(), "extra": True}, [1]):
         with pytest.raises(SandboxError):
             SandboxLayers.from_json(bad)
+
+
+def test_submit_fails_closed_in_a_weak_sandbox() -> None:
+    from client._errors import InputError
+    from client.reproduce import sandbox_gate
+
+    assert sandbox_gate([], submit=True, allow_weak=False) == "all layers"
+    with pytest.raises(InputError, match="refusing to submit: this machine's sandbox lacks "
+                                         "pid_namespace"):
+        sandbox_gate(["pid_namespace"], submit=True, allow_weak=False)
+    assert "missing pid_namespace" in sandbox_gate(["pid_namespace"], submit=True, allow_weak=True)
+    assert sandbox_gate(["seccomp"], submit=False, allow_weak=False).startswith("weak")
+
+
+def test_this_machine_probes_its_layers() -> None:
+    from verifier.sandbox import probe_layers
+
+    layers = probe_layers()
+    assert layers != NO_LAYERS  # the child reported back
+    if os.geteuid() == 0 and layers.user_namespace:
+        assert layers.no_capabilities and layers.process_limit > 0
+
+
+def test_readme_sandbox_table_ties_each_layer_to_a_kernel() -> None:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("### Limits of the sandbox", 1)[1].split("\n### ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "---" not in line]
+    assert rows[0].startswith("| layer |") and len(rows) >= 8
+    tested = set(SANDBOX_ATTACKS) | set(HARMLESS_ATTACKS)
+    for row in rows[1:]:
+        kernels = [k.strip(" `") for k in row.rstrip(" |").rsplit("|", 1)[1].split(",")]
+        for kernel in kernels:
+            assert kernel in tested, (row[:40], kernel)
+            assert (FLAWED / kernel / "kernel.toml").is_file()
+    assert "Limits(" not in section
+    assert "64 KiB a line, 32 MiB stdout, 16 MiB stderr" in section
+    assert (Limits().line_bytes, Limits().stdout_bytes, Limits().stderr_bytes) == (
+        64 * 1024, 32 * 2**20, 16 * 2**20)
+    assert "process limit (RLIMIT_NPROC in the user namespace, 256)" in section
+    assert Limits().processes == 256

@@ -37,11 +37,11 @@ from verifier.kernel import KernelSpec
 from verifier.ops import OPS, OpSpec
 from verifier.runtime import Artifact, get_runtime, write_driver_cases
 from verifier.sandbox import (
+    NO_LAYERS,
     ChildResult,
     Limits,
-    base_env,
-    NO_LAYERS,
     SandboxLayers,
+    base_env,
     run_sandboxed,
     sandbox_detail,
     sandbox_metrics,
