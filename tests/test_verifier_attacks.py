@@ -9,11 +9,13 @@ process running the check neither dies, hangs nor grows.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import resource
 import socket
 import struct
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -293,3 +295,57 @@ def test_readme_sandbox_table_ties_each_layer_to_a_kernel() -> None:
         64 * 1024, 32 * 2**20, 16 * 2**20)
     assert "process limit (RLIMIT_NPROC in the user namespace, 256)" in section
     assert Limits().processes == 256
+
+
+SANDBOX_MODULES = ("sandbox", "_confine", "_namespaces", "_seccomp", "_landlock", "_layers",
+                   "_output", "_violations", "_gpu", "_errors")
+AS_USER = """
+import json, sys, tempfile
+from pathlib import Path
+from verifier.sandbox import Limits, run_sandboxed
+with tempfile.TemporaryDirectory() as tmp:
+    work = Path(tmp)
+    probe = run_sandboxed(["/bin/sh", "-c", "grep CapEff /proc/self/status; cat /etc/shadow"],
+                          work, Limits())
+    sock = run_sandboxed([sys.executable, "-c", "import socket; socket.socket()"], work, Limits())
+print(json.dumps({"layers": probe.layers.to_json(), "lines": [x for _, x in probe.lines],
+                  "denied": sock.denied_syscall}))
+"""
+
+
+def test_sandbox_holds_for_an_unprivileged_user() -> None:
+    """The same layers when `ktl` runs as a user (here: nobody, from root)."""
+    python = Path("/usr/bin/python3")
+    if os.geteuid() != 0 or not python.is_file():
+        pytest.skip("needs root (to become nobody) and a system python3")
+    with tempfile.TemporaryDirectory(prefix="ktl-as-user-") as tmp:
+        _run_as_nobody(python, Path(tmp))
+
+
+def _run_as_nobody(python: Path, tmp_path: Path) -> None:
+    pkg = tmp_path / "verifier"  # the sandbox's modules only: the system python has no numpy
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    for name in SANDBOX_MODULES:
+        (pkg / f"{name}.py").write_text((ROOT / "verifier" / f"{name}.py").read_text())
+    tmp_path.chmod(0o755)
+
+    def become_nobody() -> None:
+        os.setgroups([])
+        os.setgid(65534)
+        os.setuid(65534)
+
+    import subprocess
+
+    done = subprocess.run([str(python), "-I", "-c", f"import sys; sys.path.insert(0, {str(tmp_path)!r})\n"
+                           + AS_USER], preexec_fn=become_nobody, capture_output=True, text=True,
+                          timeout=60, cwd="/tmp", env={"PATH": "/usr/bin:/bin"}, check=False)
+    if done.returncode != 0 and "SyntaxError" in done.stderr:
+        pytest.skip("the system python3 is too old for this package")
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout.splitlines()[-1])
+    layers = SandboxLayers.from_json(got["layers"])
+    assert got["lines"] == ["CapEff:\t0000000000000000"]  # no capability, no /etc/shadow
+    if layers.user_namespace:  # unprivileged user namespaces are allowed here
+        assert layers.missing() == [], layers
+        assert got["denied"] == "socket"
