@@ -219,6 +219,14 @@ def test_filter_denies_listed_calls_and_checks_arguments(arch: int, deny: int) -
     assert _run_bpf(prog, 0, arch) == RET_ALLOW                                   # an ordinary call
 
 
+@pytest.mark.parametrize("arch", [AUDIT_ARCH_X86_64, AUDIT_ARCH_AARCH64])
+def test_gpu_runs_get_eacces_for_sockets_and_the_rest_unchanged(arch: int) -> None:
+    prog, table = build_filter(RET_USER_NOTIF, refuse_sockets=True), TABLES[arch]
+    for name in DENIED:
+        want = 0x5000D if name in ("socket", "socketpair") else RET_USER_NOTIF  # EACCES
+        assert _run_bpf(prog, table[name], arch) == want, name
+
+
 @given(st.integers(0, 2**32 - 1), st.integers(0, 1023))
 def test_filter_kills_unknown_arches_and_x32(arch: int, nr: int) -> None:
     prog = build_filter(RET_USER_NOTIF)

@@ -55,6 +55,8 @@ class ChildPlan:
     read_write: tuple[str, ...]
     control_fd: int
     listen: bool
+    refuse_sockets: bool = False
+    """GPU runs: sockets fail with EACCES instead of killing the run (see _seccomp)."""
 
 
 def _die_with_parent() -> None:
@@ -142,7 +144,7 @@ def _target(plan: ChildPlan, layers: dict[str, object]) -> None:
     layers["landlock_abi"] = abi if abi >= 1 else 0
     layers["dev_restricted"] = abi >= 1
     try:
-        listener = _seccomp.install(plan.listen)
+        listener = _seccomp.install(plan.listen, plan.refuse_sockets)
     except OSError as exc:
         _fail(f"cannot load the seccomp filter: {exc}")
     layers["seccomp"] = "notify" if listener is not None else "kill"

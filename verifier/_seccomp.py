@@ -53,7 +53,7 @@ RET_KILL_PROCESS = 0x80000000
 RET_ERRNO = 0x00050000
 RET_USER_NOTIF = 0x7FC00000
 RET_ALLOW = 0x7FFF0000
-EPERM, ENOSYS = 1, 38
+EPERM, EACCES, ENOSYS = 1, 13, 38
 
 CLONE_NAMESPACES = 0x7E020080
 """CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET | NEWTIME."""
@@ -76,6 +76,7 @@ DENIED = (
 )
 """Killed (or reported and killed) whatever their arguments."""
 
+SOCKET_CALLS = ("socket", "socketpair")
 SELF_ONLY_KILL = {"prlimit64": 0}
 """Allowed only when the argument at this index (a pid) is 0, the caller; else denied."""
 SELF_ONLY_EPERM = {"sched_setaffinity": 0, "sched_setscheduler": 0, "sched_setparam": 0,
@@ -128,9 +129,11 @@ def _arg_is_zero(index: int, deny_len: int) -> list[tuple[int, int, int, int]]:
             _ins(_LD_W_ABS, lo + 4), _ins(_JEQ, 0, deny_len, 0)]
 
 
-def _rule(name: str, deny: int) -> list[tuple[int, int, int, int]]:
+def _rule(name: str, deny: int, refuse_sockets: bool) -> list[tuple[int, int, int, int]]:
     """The body run when the syscall number is `name`'s; every path ends in a RET."""
     eperm = RET_ERRNO | EPERM
+    if refuse_sockets and name in SOCKET_CALLS:
+        return [_ins(_RET, RET_ERRNO | EACCES)]
     if name in DENIED:
         return [_ins(_RET, deny)]
     if name in SELF_ONLY_KILL or name in SELF_ONLY_EPERM:
@@ -151,12 +154,13 @@ def _rule(name: str, deny: int) -> list[tuple[int, int, int, int]]:
     raise ValueError(f"no seccomp rule for {name!r}")
 
 
-def _arch_block(table: dict[str, int], deny: int, x86: bool) -> list[tuple[int, int, int, int]]:
+def _arch_block(table: dict[str, int], deny: int, x86: bool,
+                refuse_sockets: bool) -> list[tuple[int, int, int, int]]:
     out = [_ins(_LD_W_ABS, _OFF_NR)]
     if x86:
         out += [_ins(_JSET, X32_SYSCALL_BIT, 0, 1), _ins(_RET, RET_KILL_PROCESS)]
     for name, nr in table.items():
-        body = _rule(name, deny)
+        body = _rule(name, deny, refuse_sockets)
         if len(body) > 255:
             raise ValueError("rule too long for a BPF jump")
         out += [_ins(_JEQ, nr, 0, len(body)), *body]
@@ -164,12 +168,16 @@ def _arch_block(table: dict[str, int], deny: int, x86: bool) -> list[tuple[int, 
     return out
 
 
-def build_filter(deny: int = RET_KILL_PROCESS) -> bytes:
-    """The whole program as `struct sock_filter[]` bytes (pure)."""
+def build_filter(deny: int = RET_KILL_PROCESS, refuse_sockets: bool = False) -> bytes:
+    """The whole program as `struct sock_filter[]` bytes (pure).
+
+    With `refuse_sockets` (GPU runs: the driver may probe its daemons' UNIX sockets and
+    must carry on without them) `socket` and `socketpair` fail with EACCES instead of
+    being denied; no socket can be created either way."""
     if deny not in (RET_KILL_PROCESS, RET_USER_NOTIF):
         raise ValueError("deny must be RET_KILL_PROCESS or RET_USER_NOTIF")
-    x86 = _arch_block(_X86_64, deny, x86=True)
-    arm = _arch_block(_AARCH64, deny, x86=False)
+    x86 = _arch_block(_X86_64, deny, x86=True, refuse_sockets=refuse_sockets)
+    arm = _arch_block(_AARCH64, deny, x86=False, refuse_sockets=refuse_sockets)
     head = [
         _ins(_LD_W_ABS, _OFF_ARCH),
         _ins(_JEQ, AUDIT_ARCH_X86_64, 0, 1),
@@ -222,7 +230,7 @@ PR_SET_NO_NEW_PRIVS = 38
 _SYS_SECCOMP = {"x86_64": 317, "aarch64": 277}
 
 
-def install(listen: bool) -> int | None:
+def install(listen: bool, refuse_sockets: bool = False) -> int | None:
     """Load the filter into this process (after no_new_privs).
 
     With `listen`, denied calls are sent to a listener (its fd is returned; None if
@@ -238,7 +246,7 @@ def install(listen: bool) -> int | None:
     attempts = ([(RET_USER_NOTIF, SECCOMP_FILTER_FLAG_NEW_LISTENER)] if listen else []) + [
         (RET_KILL_PROCESS, 0)]
     for deny, flags in attempts:
-        program = build_filter(deny)
+        program = build_filter(deny, refuse_sockets)
         buf = ctypes.create_string_buffer(program, len(program))
         prog = _SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
         rc = int(libc.syscall(_SYS_SECCOMP[machine], SECCOMP_SET_MODE_FILTER, flags,

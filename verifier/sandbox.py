@@ -267,12 +267,13 @@ def _receive_layers(ctl: socket.socket) -> tuple[SandboxLayers, int | None]:
 
 def _start(argv: Sequence[str], workdir: Path, env: dict[str, str], limits: Limits,
            read_only: Sequence[str], read_write: Sequence[str], stderr_fd: int,
-           listen: bool) -> _Run:
+           gpu: bool) -> _Run:
     ctl, ctl_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     plan = ChildPlan(cpu_s=limits.cpu_s, address_space=limits.address_space,
                      file_size=limits.file_size, open_files=limits.open_files,
                      processes=limits.processes, read_only=tuple(read_only),
-                     read_write=tuple(read_write), control_fd=ctl_child.fileno(), listen=listen)
+                     read_write=tuple(read_write), control_fd=ctl_child.fileno(), listen=True,
+                     refuse_sockets=gpu)
     try:
         with ctl, ctl_child:
             try:
@@ -363,8 +364,7 @@ def run_sandboxed(
     stderr_fd = os.open(workdir / ".stderr", os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
                         | os.O_NOFOLLOW, 0o600)
     try:
-        run = _start(argv, workdir, child_env, limits, read_only, read_write, stderr_fd,
-                     listen=True)
+        run = _start(argv, workdir, child_env, limits, read_only, read_write, stderr_fd, gpu)
         try:
             status, usage, timed_out, step_timed_out, stderr_excess = _wait(run, limits)
         finally:
