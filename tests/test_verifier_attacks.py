@@ -38,7 +38,7 @@ from verifier._seccomp import (
     build_filter,
     parse_notification,
 )
-from verifier.sandbox import Limits, run_sandboxed
+from verifier.sandbox import Limits, probe_layers, run_sandboxed
 
 ROOT = Path(__file__).resolve().parent.parent
 FLAWED = ROOT / "tests" / "flawed_kernels"
@@ -278,8 +278,6 @@ def test_submit_fails_closed_in_a_weak_sandbox() -> None:
 
 
 def test_this_machine_probes_its_layers() -> None:
-    from verifier.sandbox import probe_layers
-
     layers = probe_layers()
     assert layers != NO_LAYERS  # the child reported back
     if os.geteuid() == 0 and layers.user_namespace:
@@ -310,7 +308,7 @@ SANDBOX_MODULES = ("sandbox", "_confine", "_namespaces", "_seccomp", "_landlock"
 AS_USER = """
 import json, sys, tempfile
 from pathlib import Path
-from verifier.sandbox import Limits, run_sandboxed
+from verifier.sandbox import Limits, probe_layers, run_sandboxed
 with tempfile.TemporaryDirectory() as tmp:
     work = Path(tmp)
     probe = run_sandboxed(["/bin/sh", "-c", "grep CapEff /proc/self/status; cat /etc/shadow"],
@@ -357,3 +355,21 @@ def _run_as_nobody(python: Path, tmp_path: Path) -> None:
     if layers.user_namespace:  # unprivileged user namespaces are allowed here
         assert layers.missing() == [], layers
         assert got["denied"] == "socket"
+
+
+def test_a_parent_with_many_descriptors_still_gets_every_layer(tmp_path: Path) -> None:
+    """The child inherits the parent's fds until exec: limits must not starve its set-up,
+    and the parent must read pipes numbered past select()'s 1024."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip("cannot open 1100 descriptors here")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held = [os.open("/dev/null", os.O_RDONLY) for _ in range(1100)]
+    try:
+        res = run_sandboxed([sys.executable, "-c", "print('hi')"], tmp_path, Limits(open_files=64))
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert res.ok and [line for _, line in res.lines] == ["hi"], res.stderr
+    assert res.layers.seccomp != "none" and res.layers == probe_layers()

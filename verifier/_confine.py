@@ -130,14 +130,11 @@ def _limits(plan: ChildPlan, count_processes: bool) -> None:
 
 
 def _target(plan: ChildPlan, layers: dict[str, object]) -> None:
-    """The target: limits, Landlock, seccomp; report to the parent; then `subprocess` execs."""
+    """The target: Landlock, seccomp, report to the parent, limits; then `subprocess` execs.
+
+    The limits come last: until `subprocess` closes them, the target still holds the
+    parent's descriptors, and RLIMIT_NOFILE would leave Landlock and seccomp no fd."""
     _die_with_parent()
-    in_userns = bool(layers["user_namespace"])
-    try:
-        _limits(plan, in_userns)
-    except (OSError, ValueError) as exc:
-        _fail(f"cannot set resource limits: {exc}")
-    layers["process_limit"] = plan.processes if in_userns else 0
     abi = _landlock.abi_version()
     if abi >= 1 and not _landlock.confine(plan.read_only, plan.read_write):
         _fail("Landlock is offered by this kernel but the filesystem could not be confined")
@@ -148,6 +145,12 @@ def _target(plan: ChildPlan, layers: dict[str, object]) -> None:
     except OSError as exc:
         _fail(f"cannot load the seccomp filter: {exc}")
     layers["seccomp"] = "notify" if listener is not None else "kill"
+    in_userns = bool(layers["user_namespace"])
+    layers["process_limit"] = plan.processes if in_userns else 0
+    try:
+        _limits(plan, in_userns)
+    except (OSError, ValueError) as exc:
+        _fail(f"cannot set resource limits: {exc}")
     message = json.dumps(SandboxLayers(**layers).to_json()).encode()  # type: ignore[arg-type]
     fds = [listener] if listener is not None else []
     try:
@@ -166,7 +169,10 @@ def preexec(plan: ChildPlan) -> None:
     """Runs in the child `subprocess` forked; returns only in the target process."""
     _die_with_parent()
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    user, pid_ns, net = _namespaces.enter()
+    try:
+        user, pid_ns, net = _namespaces.enter()
+    except OSError as exc:  # a user namespace without an id map: nothing would work in it
+        _fail(str(exc))
     _die_with_parent()  # a credential change (the new user namespace) clears it
     layers: dict[str, object] = {
         "user_namespace": user, "no_capabilities": user or os.geteuid() != 0,

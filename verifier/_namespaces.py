@@ -34,36 +34,33 @@ def _unshare(flags: int) -> bool:
     return int(_libc().unshare(flags)) == 0
 
 
-def _write(path: str, text: str) -> bool:
-    try:
-        fd = os.open(path, os.O_WRONLY)
-    except OSError:
-        return False
+def _write(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY)
     try:
         os.write(fd, text.encode())
-        return True
-    except OSError:
-        return False
     finally:
         os.close(fd)
 
 
-def _map_ids(uid: int, gid: int) -> bool:
+def _map_ids(uid: int, gid: int) -> None:
     """Map SANDBOX_UID/GID inside to the caller's uid/gid outside (one id each)."""
-    return (_write("/proc/self/setgroups", "deny")
-            and _write("/proc/self/uid_map", f"{SANDBOX_UID} {uid} 1\n")
-            and _write("/proc/self/gid_map", f"{SANDBOX_UID} {gid} 1\n"))
+    try:
+        _write("/proc/self/setgroups", "deny")
+        _write("/proc/self/uid_map", f"{SANDBOX_UID} {uid} 1\n")
+        _write("/proc/self/gid_map", f"{SANDBOX_UID} {gid} 1\n")
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot map ids in the new user namespace: {exc}") from exc
 
 
 def enter() -> tuple[bool, bool, bool]:
-    """Unshare what this process may: (user namespace, PID namespace, network namespace)."""
+    """Unshare what this process may: (user namespace, PID namespace, network namespace).
+
+    Raises OSError when a user namespace was entered but its ids cannot be mapped
+    (the process is then unusable and must not run the command)."""
     uid, gid = os.getuid(), os.getgid()
-    if _unshare(CLONE_NEWUSER):
-        user = _map_ids(uid, gid)
-        if not user:
-            return False, False, False  # an unmapped userns: nothing else would work in it
-    else:
-        user = False
+    user = _unshare(CLONE_NEWUSER)
+    if user:
+        _map_ids(uid, gid)
     pid = _unshare(CLONE_NEWPID)
     net = _unshare(CLONE_NEWNET)
     return user, pid, net

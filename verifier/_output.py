@@ -1,6 +1,6 @@
 """Read a child's stdout with caps: bytes per line, bytes in total, lines kept.
 
-`CappedReader` reads the pipe in a thread with `select` deadlines (it never
+`CappedReader` reads the pipe in a thread with `poll` deadlines (it never
 blocks on a pipe that an escaped process keeps open: `stop()` ends it), splits
 lines, stamps each with the parent's clock, and on a line or a total over its cap
 records why and calls `on_excess` (the caller kills the run). The parent's memory
@@ -57,9 +57,10 @@ class CappedReader:
 
     def _run(self) -> None:
         pending = b""
+        poller = select.poll()  # not select(): the parent may hold more than 1024 descriptors
+        poller.register(self._fd, select.POLLIN | select.POLLHUP)
         while True:
-            ready, _, _ = select.select([self._fd], [], [], POLL_S)
-            if not ready:
+            if not poller.poll(POLL_S * 1000):
                 if self._stop.is_set():
                     break
                 continue
