@@ -276,6 +276,7 @@ def _start(argv: Sequence[str], workdir: Path, env: dict[str, str], limits: Limi
                      refuse_sockets=gpu)
     try:
         with ctl, ctl_child:
+            start = time.monotonic()  # wall time includes the set-up, as the child's CPU does
             try:
                 proc = subprocess.Popen(
                     list(argv), cwd=workdir, env=env, stdin=subprocess.DEVNULL,
@@ -284,7 +285,6 @@ def _start(argv: Sequence[str], workdir: Path, env: dict[str, str], limits: Limi
                     preexec_fn=lambda: _confine.preexec(plan))
             finally:
                 ctl_child.close()
-            start = time.monotonic()
             layers, listener = _receive_layers(ctl)
     except (OSError, subprocess.SubprocessError) as exc:
         raise SandboxError(f"cannot start the sandboxed child {argv[0]}: {exc}") from exc
