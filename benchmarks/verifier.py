@@ -44,7 +44,7 @@ def _bare_child() -> None:
 def _bare_build(kernel: Path) -> None:
     spec = KernelSpec.load(kernel)
     with tempfile.TemporaryDirectory() as tmp:
-        get_runtime("c").build(spec, "release", Path(tmp))
+        get_runtime(spec.runtime).build(spec, "release", Path(tmp))
 
 
 def main() -> None:
@@ -55,7 +55,8 @@ def main() -> None:
     parser.add_argument("--only", choices=["check", "bench"], default=None)
     args = parser.parse_args()
     console = Console(width=200)
-    kernels = sorted(p.parent for p in (ROOT / "examples").glob("*/kernel.toml"))
+    kernels = [p.parent for p in sorted((ROOT / "examples").glob("*/kernel.toml"))
+               if get_runtime(KernelSpec.load(p.parent).runtime).unavailable_reason() is None]
 
     if args.only != "bench":
         _check_figures(console, kernels, args.repeats)

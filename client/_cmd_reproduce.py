@@ -46,10 +46,12 @@ def _short(value: Any) -> str:
 @click.option("--policy", "policy_path", type=click.Path(path_type=Path, dir_okay=False),
               help="Trust policy TOML: also use claims by keys it trusts for the kernel "
                    "(default: only the kernel publisher's own claims).")
+@click.option("--allow-weak-sandbox", is_flag=True,
+              help="Submit even where a sandbox layer is missing (recorded in the statement).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
 def reproduce(index: int, budget: str, sign_key: Path | None, passphrase_env: str | None,
               submit: bool, receipt_dir: Path, log_url: str | None, log_key: str | None,
-              policy_path: Path | None, as_json: bool) -> None:
+              policy_path: Path | None, allow_weak_sandbox: bool, as_json: bool) -> None:
     """Fetch a logged kernel and its claims, verify them, re-run them, give verdicts.
 
     Exit 0 when every claim is confirmed, 1 when any is refuted, 4 when inconclusive.
@@ -58,17 +60,20 @@ def reproduce(index: int, budget: str, sign_key: Path | None, passphrase_env: st
 
     def body() -> int:
         from client._cmd_log import load_policy
-        from client.reproduce import reproduce_entry, sign_reproduction
+        from client.reproduce import reproduce_entry, sandbox_gate, sign_reproduction
         from client.session import connect, require_url
+        from verifier.sandbox import probe_layers
 
         if submit and sign_key is None:
             raise InputError("--submit needs --sign KEY (the attestation must be signed)")
         policy = load_policy(policy_path)
+        record = sandbox_gate(probe_layers().missing(), submit, allow_weak_sandbox)
         sess = connect(require_url(log_url), TrustedState(), log_key)
         out.note(f"log {sess.origin}: {sess.key.describe()}")
         try:
             with tempfile.TemporaryDirectory(prefix="ktl-reproduce-") as work:
-                result = reproduce_entry(sess, index, Path(work), budget, out.note, policy)
+                result = reproduce_entry(sess, index, Path(work), budget, out.note, policy,
+                                         record)
             data: dict[str, Any] = {"index": index, "subject_name": result.name,
                                     "subject_sha256": result.digest,
                                     "reproduction": result.body,

@@ -238,11 +238,35 @@ class ReproductionResult:
                    ClaimSearch.from_json(obj["claim_search"]))
 
 
+SANDBOX_LIBRARY = "ktl-sandbox"
+"""The key under the reproduction's environment.libraries that records the sandbox."""
+
+
+def sandbox_gate(missing: list[str], submit: bool, allow_weak: bool) -> str:
+    """The sandbox record for a reproduction; refuses to submit one made in a weak sandbox.
+
+    `missing` is the list of confinement layers not in force here
+    (`verifier.sandbox.probe_layers().missing()`). Raises InputError when `submit`
+    would log a reproduction run with fewer layers than required, unless
+    `allow_weak`, which is then recorded in the signed statement."""
+    if not missing:
+        return "all layers"
+    record = ("weak, allowed by --allow-weak-sandbox: missing " + ",".join(missing))[:128]
+    if submit and not allow_weak:
+        raise InputError("refusing to submit: this machine's sandbox lacks "
+                         + ", ".join(missing) + "; a reproduction logged from here could have "
+                         "been subverted by the kernel it judged. Run it where every layer holds, "
+                         "or pass --allow-weak-sandbox to log it with that recorded.")
+    return record
+
+
 def reproduce_entry(
     sess: Session, index: int, workdir: Path, budget: str, note: Callable[[str], None],
-    policy: TrustPolicy | None = None,
+    policy: TrustPolicy | None = None, sandbox_record: str | None = None,
 ) -> ReproductionResult:
-    """Gather entry `index` and its claims (all verified), then let the verifier re-run them."""
+    """Gather entry `index` and its claims (all verified), then let the verifier re-run them.
+
+    `sandbox_record` (from `sandbox_gate`) is written into the body's environment."""
     from verifier import VerifierError
     from verifier.reproduce import reproduce_kernel
 
@@ -261,6 +285,8 @@ def reproduce_entry(
                                 progress=note)
     except VerifierError as exc:
         raise InputError(f"the verifier could not reproduce entry {index}: {exc}") from exc
+    if sandbox_record is not None:
+        body["environment"].setdefault("libraries", {})[SANDBOX_LIBRARY] = sandbox_record
     try:
         parse_predicate(REPRODUCTION_V1, body)
     except AttestError as exc:

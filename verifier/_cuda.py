@@ -23,6 +23,7 @@ variant is that driver run under `compute-sanitizer --tool memcheck`.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -50,6 +51,8 @@ MEMCHECK_UNDER_LANDLOCK = (
     "buffers are still guarded by canaries (guards.canaries)")
 """Why the memcheck build is skipped where Landlock confines the child."""
 
+NVCC_ADDRESS_SPACE = 8 << 30
+"""nvcc's front ends reserve more address space than gcc's; still bounded."""
 TOOL_DIRS = ("/usr/local/cuda/bin", "/usr/local/cuda/compute-sanitizer", "/usr/local/bin", "/usr/bin")
 
 
@@ -256,7 +259,7 @@ class CudaRuntime:
 
     def build(self, spec: KernelSpec, variant: str, workdir: Path) -> Artifact:
         """Compile `spec`; raise RuntimeUnavailableError without nvcc (or a GPU, if required)."""
-        from verifier.runtime import BUILD_LIMITS, Artifact, _driver_source
+        from verifier.runtime import BUILD_LIMITS, Artifact, _driver_source, build_failure
         from verifier.sandbox import run_sandboxed
 
         if variant not in ("release", "asan", "tsan"):
@@ -294,9 +297,10 @@ class CudaRuntime:
             out = src_dir / "driver-asan-bin"
             argv = [self.nvcc, *kept, "-O1", "-lineinfo", "-o", str(out), "ktl_driver.c",
                     "ktl_wrapper.cu", *cu_files]
-        result = run_sandboxed(argv, src_dir, BUILD_LIMITS)
+        limits = dataclasses.replace(BUILD_LIMITS, address_space=NVCC_ADDRESS_SPACE)
+        result = run_sandboxed(argv, src_dir, limits)
         if not result.ok or not out.is_file():
-            why = result.stderr.strip()[-2000:] or result.describe(BUILD_LIMITS)
+            why = build_failure(result, limits)
             raise BuildError(f"nvcc {' '.join(flags)} failed for {variant}: {why}")
         if variant == "asan":
             script = src_dir / "driver-asan"

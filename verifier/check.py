@@ -37,11 +37,14 @@ from verifier.kernel import KernelSpec
 from verifier.ops import OPS, OpSpec
 from verifier.runtime import Artifact, get_runtime, write_driver_cases
 from verifier.sandbox import (
+    NO_LAYERS,
     ChildResult,
     Limits,
+    SandboxLayers,
     base_env,
-    filesystem_confinement,
     run_sandboxed,
+    sandbox_detail,
+    sandbox_metrics,
     worker_argv,
 )
 
@@ -240,11 +243,11 @@ def _read_dumps(op: OpSpec, case: _Case, job_dir: Path, ci: int) -> None:
 def _run_cases(
     artifact: Artifact, spec: KernelSpec, op: OpSpec, cases: list[_Case], workdir: Path,
     limits: Limits, progress: Progress,
-) -> tuple[bool, str]:
+) -> tuple[SandboxLayers, str]:
     """Run every case in sandboxed children, resuming after a crash; fill dumps/failures."""
     todo = list(range(len(cases)))
     failures = 0
-    isolated = False
+    isolated: SandboxLayers | None = None
     run = 0
     while todo:
         run += 1
@@ -269,18 +272,18 @@ def _run_cases(
         progress(f"running {len(todo)} cases in a sandboxed child")
         result = run_sandboxed([*worker_argv(), str(job_dir)], job_dir, limits, readable=[workdir],
                                gpu=artifact.gpu)
-        isolated = isolated or result.network_isolated
+        isolated = result.layers if isolated is None else isolated.weakest(result.layers)
         started = _case_markers(result.lines, len(todo))
         done_upto = len(todo) if result.ok and result.last("DONE") else (started[-1] if started else -1)
         for ci in todo[: max(done_upto, 0)]:
             _read_dumps(op, cases[ci], job_dir, ci)
         if result.ok and result.last("DONE"):
-            return isolated, ""
+            return isolated or NO_LAYERS, ""
         if not started:
             reason = f"failed before the first call (while loading the library): {result.describe(limits)}"
             for ci in todo:
                 cases[ci].failure = reason
-            return isolated, reason
+            return isolated or NO_LAYERS, reason
         crashed = todo[done_upto]
         cases[crashed].failure = result.describe(limits)
         failures += 1
@@ -288,8 +291,8 @@ def _run_cases(
         if failures >= MAX_CHILD_FAILURES or "hang" in (cases[crashed].failure or ""):
             for ci in todo:
                 cases[ci].failure = f"not run: the kernel already failed ({cases[crashed].failure})"
-            return isolated, ""
-    return isolated, ""
+            return isolated or NO_LAYERS, ""
+    return isolated or NO_LAYERS, ""
 
 
 # -- judging ---------------------------------------------------------------------------
@@ -705,17 +708,11 @@ def check(
         cases = _plan(op, plan, rng)
         limits = Limits(cpu_s=120, wall_s=300.0, address_space=CHECK_ADDRESS_SPACE,
                         step_wall_s=plan.step_wall_s)
-        isolated, _ = _run_cases(artifact, spec, op, cases, work, limits, say)
+        layers, _ = _run_cases(artifact, spec, op, cases, work, limits, say)
         say("comparing with the float64 reference")
         rows.extend(_judge(op, cases, plan))
-        rows.append(CheckResult(
-            "sandbox", "pass",
-            "each run in a child with CPU, memory, file-size and open-file limits, a wall-clock "
-            "timeout, scrubbed environment, private folder; network namespace "
-            + ("isolated" if isolated else "NOT isolated (unshare(CLONE_NEWNET) not permitted here)")
-            + "; " + filesystem_confinement(),
-            {}, {"network_isolated": 1.0 if isolated else 0.0,
-                 "filesystem_confined": 1.0 if "NOT" not in filesystem_confinement() else 0.0}))
+        rows.append(CheckResult("sandbox", "pass", sandbox_detail(layers), {},
+                                sandbox_metrics(layers)))
         hung = next((c.failure for c in cases if c.failure and c.failure.startswith("hang")), None)
         if hung:
             why = f"not run: the kernel already failed ({hung})"

@@ -29,13 +29,31 @@ from verifier._cuda import CudaRuntime
 from verifier._errors import BuildError, RuntimeUnavailableError
 from verifier.kernel import KernelSpec
 from verifier.ops import OPS, OpSpec
-from verifier.sandbox import Limits, base_env, run_sandboxed
+from verifier.sandbox import ChildResult, Limits, base_env, run_sandboxed
 
-__all__ = ["RUNTIME_IMPLS", "Artifact", "CRuntime", "Runtime", "get_runtime", "write_driver_cases"]
+__all__ = ["BUILD_LIMITS", "RUNTIME_IMPLS", "Artifact", "CRuntime", "Runtime", "build_failure",
+           "get_runtime", "write_driver_cases"]
 
 VARIANTS = ("release", "asan", "tsan")
-BUILD_LIMITS = Limits(cpu_s=120, wall_s=180.0, address_space=None, file_size=256 * 2**20,
-                      open_files=256)
+BUILD_LIMITS = Limits(cpu_s=120, wall_s=180.0, address_space=1 << 30, file_size=256 * 2**20,
+                      open_files=256, processes=64, stdout_bytes=4 * 2**20,
+                      stderr_bytes=4 * 2**20)
+"""The compiler's sandbox: 1 GiB of address space (a macro-doubling source then fails
+in seconds instead of taking the machine's memory), CPU and wall time, output file
+size, processes (gcc's driver, cc1, as, ld), and capped diagnostics."""
+
+
+def build_failure(result: ChildResult, limits: Limits) -> str:
+    """Why a compiler run failed: the limit it hit first, then its diagnostics' tail."""
+    cap = limits.address_space or 0
+    killed = (result.signal is not None or result.timed_out or result.output_excess is not None
+              or result.denied_syscall is not None)
+    why = result.describe(limits) if killed else ""
+    if cap and result.maxrss_bytes > cap // 2:
+        why = (f"the compiler reached its memory limit of {cap // 2**20} MiB "
+               f"(peak RSS {result.maxrss_bytes // 2**20} MiB)" + (f"; {why}" if why else ""))
+    tail = result.stderr.strip()[-1500:]
+    return "; ".join(part for part in (why, tail) if part) or result.describe(limits)
 
 
 @dataclass(frozen=True)
@@ -188,7 +206,7 @@ class CRuntime:
                     "-o", str(out), "ktl_driver.c", *c_files, "-lm"]
         result = run_sandboxed(argv, src_dir, BUILD_LIMITS)
         if not result.ok or not out.is_file():
-            why = result.stderr.strip()[-2000:] or result.describe(BUILD_LIMITS)
+            why = build_failure(result, BUILD_LIMITS)
             raise BuildError(f"{' '.join(argv[:1] + flags)} failed for {variant}: {why}")
         return Artifact(self.name, variant, out, tuple(argv), result.stderr[-2000:])
 

@@ -1,41 +1,55 @@
 """Run untrusted code in a child process with limits; never let it crash the caller.
 
-Each child gets: RLIMIT_CPU, RLIMIT_AS (optional: sanitizers reserve terabytes of
-virtual memory and use their own RSS cap instead), RLIMIT_FSIZE, RLIMIT_NOFILE,
-RLIMIT_CORE 0 (soft = hard, so the child cannot raise them back); a wall-clock
-timeout after which its whole process group is killed; an environment built from
-scratch; a private working folder; its own empty network namespace where the OS
-allows (`unshare(CLONE_NEWNET)`; whether it worked is reported, never assumed);
-and death when the parent dies. The parent reads the child's stdout line by line
-with its own clock and collects the child's CPU time and peak RSS from `wait4`.
+The child (see `verifier._confine`) runs in new user, PID and network namespaces
+where the OS allows: no capabilities even when `ktl` runs as root, no other
+process visible, every descendant killed with the run. It gets RLIMIT_CPU,
+RLIMIT_AS (optional: sanitizers reserve terabytes of virtual memory and use their
+own RSS cap instead), RLIMIT_FSIZE, RLIMIT_NOFILE, RLIMIT_NPROC, RLIMIT_CORE 0
+(soft = hard, so it cannot raise them back); Landlock filesystem confinement with
+/dev reduced to null, zero and urandom; a seccomp filter (`verifier._seccomp`)
+whose denied calls are reported to the parent, which kills the run and names the
+call; an environment built from scratch; a private working folder; death when the
+parent dies. The parent enforces a wall-clock timeout, reads stdout with caps on
+bytes per line and in total (`verifier._output`), caps stderr's size, kills the
+whole sandbox on any excess, and collects CPU time and peak RSS from `wait4`.
+What was in force comes back as `ChildResult.layers`, never assumed.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import dataclasses
+import json
 import os
 import resource
+import shutil
 import signal
+import socket
 import subprocess
 import sys
-import threading
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from verifier import _gpu, _landlock
+from verifier import _confine, _gpu, _landlock
+from verifier._confine import SETUP_FAILED, ChildPlan
 from verifier._errors import SandboxError
+from verifier._layers import NO_LAYERS, SandboxLayers
+from verifier._output import CappedReader
+from verifier._violations import ViolationWatcher
 
-__all__ = ["ChildResult", "Limits", "filesystem_confinement", "run_sandboxed", "worker_argv"]
+__all__ = ["NO_LAYERS", "SETUP_FAILED", "ChildResult", "Limits", "SandboxLayers",
+           "filesystem_confinement", "probe_layers", "run_sandboxed", "sandbox_detail",
+           "sandbox_metrics", "worker_argv"]
 
-CLONE_NEWNET = 0x40000000
-PR_SET_PDEATHSIG = 1
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 STDERR_CAP = 64 * 1024
+"""How much of the end of stderr a ChildResult keeps."""
+MAX_LINES = 100_000
 GiB = 1024**3
+MiB = 1024**2
 
 
 @dataclass(frozen=True)
@@ -49,6 +63,14 @@ class Limits:
     open_files: int = 64
     step_wall_s: float | None = None
     """If set, the wall-clock limit between two progress lines (one case)."""
+    processes: int = 256
+    """RLIMIT_NPROC: processes and threads of the sandbox's uid in its user namespace."""
+    line_bytes: int = 64 * 1024
+    """Longest stdout line; a longer one kills the run."""
+    stdout_bytes: int = 32 * MiB
+    """All stdout together; more kills the run (it bounds the parent's memory)."""
+    stderr_bytes: int = 16 * MiB
+    """All stderr together (kept in a file the parent opened); more kills the run."""
 
 
 @dataclass
@@ -65,6 +87,12 @@ class ChildResult:
     lines: list[tuple[float, str]] = field(default_factory=list)
     stderr: str = ""
     network_isolated: bool = False
+    layers: SandboxLayers = NO_LAYERS
+    """The confinement the child reported before its command started."""
+    denied_syscall: str | None = None
+    """The denied system call the child tried (the run was killed for it)."""
+    output_excess: str | None = None
+    """"line", "total" (stdout) or "stderr" when an output cap killed the run."""
 
     @property
     def ok(self) -> bool:
@@ -81,6 +109,17 @@ class ChildResult:
         tail = self.stderr.strip().splitlines()[-3:]
         hint = f" (stderr: {' | '.join(tail)[:300]})" if tail else ""
         rss = self.maxrss_bytes / 2**20
+        if self.denied_syscall is not None:
+            return (f"sandbox violation: the kernel called {self.denied_syscall}, which the "
+                    "sandbox denies; the run was killed")
+        if self.signal == signal.SIGSYS:
+            return ("sandbox violation: killed by SIGSYS for a system call the sandbox denies "
+                    "(this machine's seccomp cannot tell the parent which)")
+        if self.output_excess is not None:
+            what = {"line": f"a stdout line longer than {limits.line_bytes} bytes",
+                    "total": f"more than {limits.stdout_bytes} bytes of stdout",
+                    "stderr": f"more than {limits.stderr_bytes} bytes of stderr"}[self.output_excess]
+            return f"output flood: the child wrote {what}; the run was killed"
         if self.step_timed_out or self.timed_out:
             limit = limits.step_wall_s if self.step_timed_out else limits.wall_s
             return f"hang: killed after the wall-clock limit of {limit:g} s"
@@ -100,7 +139,7 @@ class ChildResult:
             return (f"unbounded allocation: ran out of the address-space limit "
                     f"(peak RSS {rss:.0f} MiB){hint}")
         if self.returncode == SETUP_FAILED:
-            return "the sandbox could not confine the child's filesystem access (Landlock setup failed)"
+            return f"the sandbox could not be set up for the child{hint}"
         return f"crash: exited with status {self.returncode}{hint}"
 
 
@@ -139,9 +178,9 @@ def base_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 SYSTEM_READ_ONLY = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ld.so.cache",
                     "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/proc", "/sys",
-                    "/dev")
-SETUP_FAILED = 97
-"""Exit status of a child whose confinement could not be set up (it never runs the command)."""
+                    "/dev/zero", "/dev/urandom")
+"""Read-only for every child. Of /dev only zero and urandom (and null, read-write)."""
+DEV_READ_WRITE = ("/dev/null",)
 
 
 def filesystem_confinement() -> str:
@@ -150,7 +189,35 @@ def filesystem_confinement() -> str:
     if abi < 1:
         return "filesystem NOT confined (no Landlock in this kernel)"
     return (f"filesystem confined by Landlock ABI v{abi} (read-only system, Python and package "
-            "paths; read-write only its private folder)")
+            "paths; /dev only null, zero, urandom; read-write only its private folder)")
+
+
+SECCOMP_LEVEL = {"none": 0.0, "kill": 1.0, "notify": 2.0}
+
+
+def sandbox_metrics(layers: SandboxLayers) -> dict[str, float]:
+    """The `sandbox` check row's metrics: one number per layer (1.0 = in force)."""
+    out = {name: 1.0 if value else 0.0 for name, value in layers.to_json().items()
+           if isinstance(value, bool)}
+    out.update(seccomp=SECCOMP_LEVEL[layers.seccomp], landlock_abi=float(layers.landlock_abi),
+               process_limit=float(layers.process_limit),
+               network_isolated=1.0 if layers.network_namespace else 0.0,
+               filesystem_confined=1.0 if layers.filesystem_confined else 0.0)
+    return out
+
+
+def sandbox_detail(layers: SandboxLayers) -> str:
+    """The `sandbox` check row's text."""
+    return ("each run in a child with CPU, memory, file-size, open-file and process limits, a "
+            "wall-clock timeout, capped stdout/stderr, scrubbed environment, private folder; "
+            + layers.describe())
+
+
+def probe_layers() -> SandboxLayers:
+    """The layers a sandboxed child gets on this machine (runs `true` in the sandbox once)."""
+    with tempfile.TemporaryDirectory(prefix="ktl-sandbox-probe-") as tmp:
+        true = shutil.which("true", path=SAFE_PATH) or "/bin/true"
+        return run_sandboxed([true], Path(tmp), Limits(cpu_s=10, wall_s=30.0)).layers
 
 
 def _readable_roots(extra: Sequence[Path]) -> list[str]:
@@ -158,26 +225,110 @@ def _readable_roots(extra: Sequence[Path]) -> list[str]:
     return roots + [str(p) for p in extra]
 
 
-def _preexec(limits: Limits, read_only: Sequence[str], read_write: Sequence[str]) -> None:
-    """Runs in the child between fork and exec."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    libc.unshare(CLONE_NEWNET)  # fails quietly without privileges; the worker reports its netns
-    if _landlock.abi_version() >= 1 and not _landlock.confine(read_only, read_write):
-        os._exit(SETUP_FAILED)
-    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))
-    if limits.address_space is not None:
-        resource.setrlimit(resource.RLIMIT_AS, (limits.address_space, limits.address_space))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size, limits.file_size))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+def _kill_sandbox(keeper: int) -> None:
+    """Kill the keeper's process group: the keeper and the PID namespace's init, so the
+    whole namespace dies (a setsid'd grandchild included)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(keeper, signal.SIGKILL)
 
 
-def _own_netns() -> str:
+@dataclass
+class _Run:
+    """The parent's view of one running child."""
+
+    proc: subprocess.Popen[bytes]
+    reader: CappedReader
+    watcher: ViolationWatcher | None
+    layers: SandboxLayers
+    stderr_fd: int
+    start: float
+
+    def kill(self) -> None:
+        _kill_sandbox(self.proc.pid)
+
+
+def _receive_layers(ctl: socket.socket) -> tuple[SandboxLayers, int | None]:
+    """The child's report (sent just before its exec, so it is here once Popen returns)."""
     try:
-        return os.readlink("/proc/self/ns/net")
+        msg, anc, _, _ = ctl.recvmsg(4096, socket.CMSG_SPACE(4), socket.MSG_DONTWAIT)
     except OSError:
-        return "unknown"
+        return NO_LAYERS, None
+    fds = [int.from_bytes(data[i:i + 4], sys.byteorder, signed=True)
+           for level, kind, data in anc if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS
+           for i in range(0, len(data) - len(data) % 4, 4)]
+    try:
+        layers = SandboxLayers.from_json(json.loads(msg.decode()))
+    except (ValueError, SandboxError):
+        for fd in fds:
+            os.close(fd)
+        return NO_LAYERS, None
+    return layers, (fds[0] if fds else None)
+
+
+def _start(argv: Sequence[str], workdir: Path, env: dict[str, str], limits: Limits,
+           read_only: Sequence[str], read_write: Sequence[str], stderr_fd: int,
+           gpu: bool) -> _Run:
+    ctl, ctl_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    plan = ChildPlan(cpu_s=limits.cpu_s, address_space=limits.address_space,
+                     file_size=limits.file_size, open_files=limits.open_files,
+                     processes=limits.processes, read_only=tuple(read_only),
+                     read_write=tuple(read_write), control_fd=ctl_child.fileno(), listen=True,
+                     refuse_sockets=gpu)
+    try:
+        with ctl, ctl_child:
+            start = time.monotonic()  # wall time includes the set-up, as the child's CPU does
+            try:
+                proc = subprocess.Popen(
+                    list(argv), cwd=workdir, env=env, stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE, stderr=stderr_fd, start_new_session=True,
+                    close_fds=True, pass_fds=(ctl_child.fileno(),),
+                    preexec_fn=lambda: _confine.preexec(plan))
+            finally:
+                ctl_child.close()
+            layers, listener = _receive_layers(ctl)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise SandboxError(f"cannot start the sandboxed child {argv[0]}: {exc}") from exc
+    assert proc.stdout is not None
+    keeper = proc.pid
+    reader = CappedReader(proc.stdout.fileno(), limits.line_bytes, limits.stdout_bytes,
+                          MAX_LINES, lambda: _kill_sandbox(keeper))
+    reader.start()
+    watcher = None
+    if listener is not None:
+        watcher = ViolationWatcher(listener, lambda: _kill_sandbox(keeper))
+        watcher.start()
+    return _Run(proc, reader, watcher, layers, stderr_fd, start)
+
+
+def _wait(run: _Run, limits: Limits) -> tuple[int, resource.struct_rusage | None, bool, bool, bool]:
+    """Wait for the child under the wall-clock, step and stderr limits.
+
+    Returns (wait status, rusage, timed out, step timed out, stderr over its cap)."""
+    timed_out = step_timed_out = stderr_excess = False
+    while True:
+        pid, status, usage = os.wait4(run.proc.pid, os.WNOHANG)
+        if pid:
+            return status, usage, timed_out, step_timed_out, stderr_excess
+        now = time.monotonic()
+        if now - run.start > limits.wall_s:
+            timed_out = True
+        elif limits.step_wall_s is not None:
+            lines = run.reader.lines
+            last = lines[-1][0] if lines else run.start
+            step_timed_out = now - last > limits.step_wall_s
+        stderr_excess = stderr_excess or os.fstat(run.stderr_fd).st_size > limits.stderr_bytes
+        if timed_out or step_timed_out or stderr_excess:
+            run.kill()
+            _, status, usage = os.wait4(run.proc.pid, 0)
+            return status, usage, timed_out, step_timed_out, stderr_excess
+        time.sleep(0.005)
+
+
+def _stderr_tail(fd: int) -> str:
+    """The end of stderr, read through the parent's own descriptor (never the path,
+    which the child may have replaced with a FIFO or a link)."""
+    size = os.fstat(fd).st_size
+    return os.pread(fd, STDERR_CAP, max(0, size - STDERR_CAP)).decode("utf-8", "replace")
 
 
 def run_sandboxed(
@@ -193,15 +344,16 @@ def run_sandboxed(
     The child may write only under `workdir` (also its HOME and TMPDIR) and read
     only system paths, the Python installation, this package and `readable`.
     With `gpu`, it may also use the NVIDIA device nodes and read the driver's
-    folders, and has no address-space limit (the driver maps GPU memory into it).
-    Returns a ChildResult whatever the child does; raises SandboxError only when
-    the child cannot be started at all.
+    folders, and has no address-space limit (the driver maps GPU memory into it);
+    its sockets then fail with EACCES-free ENOSYS-like refusals? no: they are denied
+    like any other run's. Returns a ChildResult whatever the child does; raises
+    SandboxError only when the child cannot be started at all.
     """
     child_env = dict(env if env is not None else base_env())
     child_env.update({"HOME": str(workdir), "TMPDIR": str(workdir),
                       "PYTHONPATH": _import_path(workdir)})
     read_only = _readable_roots(readable)
-    read_write = [str(workdir), "/dev/null"]
+    read_write = [str(workdir), *DEV_READ_WRITE]
     if gpu:
         driver_dirs, devices = _gpu.sandbox_grants()
         read_only += driver_dirs
@@ -209,60 +361,26 @@ def run_sandboxed(
         limits = dataclasses.replace(limits, address_space=None)
         if driver_dirs:  # where the probe found libcuda, e.g. only on the caller's LD_LIBRARY_PATH
             child_env["LD_LIBRARY_PATH"] = ":".join(driver_dirs)
-    stderr_path = workdir / ".stderr"
-    parent_ns = _own_netns()
-    lines: list[tuple[float, str]] = []
-    with open(stderr_path, "wb") as err:
-        start = time.monotonic()
+    stderr_fd = os.open(workdir / ".stderr", os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+                        | os.O_NOFOLLOW, 0o600)
+    try:
+        run = _start(argv, workdir, child_env, limits, read_only, read_write, stderr_fd, gpu)
         try:
-            proc = subprocess.Popen(
-                list(argv), cwd=workdir, env=child_env,
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
-                start_new_session=True, close_fds=True,
-                preexec_fn=lambda: _preexec(limits, read_only, read_write),
-            )
-        except (OSError, subprocess.SubprocessError) as exc:
-            raise SandboxError(f"cannot start the sandboxed child {argv[0]}: {exc}") from exc
-        assert proc.stdout is not None
-        stdout = proc.stdout
-
-        def reader() -> None:
-            for raw in stdout:
-                if len(lines) < 100_000:
-                    lines.append((time.monotonic(), raw.decode("utf-8", "replace").rstrip("\n")))
-
-        thread = threading.Thread(target=reader, daemon=True)
-        thread.start()
-        timed_out = step_timed_out = False
-        status = 0
-        usage: resource.struct_rusage | None = None
-        while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
-            now = time.monotonic()
-            if now - start > limits.wall_s:
-                timed_out = True
-            elif limits.step_wall_s is not None:
-                last = lines[-1][0] if lines else start
-                step_timed_out = now - last > limits.step_wall_s
-            if timed_out or step_timed_out:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                _, status, usage = os.wait4(proc.pid, 0)
-                break
-            time.sleep(0.005)
-        wall = time.monotonic() - start
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)  # stray grandchildren
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        thread.join(timeout=2.0)
-        stdout.close()
-    with open(stderr_path, "rb") as fh:
-        fh.seek(max(0, stderr_path.stat().st_size - STDERR_CAP))
-        stderr = fh.read().decode("utf-8", "replace")
-    code = proc.returncode
-    ready = next((line for _, line in lines if line.startswith("READY ")), None)
+            status, usage, timed_out, step_timed_out, stderr_excess = _wait(run, limits)
+        finally:
+            run.kill()  # whatever is left of the sandbox
+            run.reader.stop()
+            if run.watcher is not None:
+                run.watcher.stop()
+            assert run.proc.stdout is not None
+            run.proc.stdout.close()
+        wall = time.monotonic() - run.start
+        stderr = _stderr_tail(stderr_fd)
+    finally:
+        os.close(stderr_fd)
+    code = os.waitstatus_to_exitcode(status)
+    run.proc.returncode = code
+    violation = run.watcher.violation if run.watcher is not None else None
     return ChildResult(
         returncode=code if code >= 0 else None,
         signal=-code if code < 0 else None,
@@ -271,7 +389,10 @@ def run_sandboxed(
         wall_s=wall,
         cpu_s=(usage.ru_utime + usage.ru_stime) if usage else 0.0,
         maxrss_bytes=int(usage.ru_maxrss * 1024) if usage else 0,
-        lines=list(lines),
+        lines=list(run.reader.lines),
         stderr=stderr,
-        network_isolated=ready is not None and ready.split(" ", 1)[1] not in (parent_ns, "unknown"),
+        network_isolated=run.layers.network_namespace,
+        layers=run.layers,
+        denied_syscall=violation.name if violation is not None else None,
+        output_excess="stderr" if stderr_excess else run.reader.excess,
     )

@@ -1,0 +1,256 @@
+"""A seccomp-bpf filter for sandboxed children, built here in Python (no libseccomp).
+
+`build_filter(deny)` is pure: it returns the classic-BPF program (bytes, one
+8-byte `sock_filter` per instruction) that the kernel runs on every system call
+of the child and its descendants. It
+
+- kills on an unknown architecture: only x86_64 and aarch64 are allowed, and on
+  x86_64 the x32 ABI (syscall numbers with bit 30 set) is killed too, so a kernel
+  cannot reach a denied call through another ABI's numbers;
+- denies, with the `deny` action, the calls a kernel has no use for and that reach
+  outside its sandbox: every socket (`socket`, `socketpair`: pathname and abstract
+  UNIX sockets, netlink, packet, inet), `ptrace`, `process_vm_*`, `mount` and the
+  new mount API, `unshare`, `setns`, `clone` with namespace flags, the key
+  store, `bpf`, `perf_event_open`, `kexec_*`, module loading, `io_uring_*` (its
+  operations would bypass this filter), `userfaultfd`, `pidfd_getfd`, `kcmp`, ...;
+- lets `prlimit64` through only on the caller itself (pid 0), and the scheduling
+  calls (`setpriority`, `sched_setaffinity`, `sched_set*`, `ioprio_set`) only on
+  the calling process (anything else gets EPERM: runtimes may try them on their
+  own threads and carry on);
+- answers `clone3` with ENOSYS (its flags sit in memory BPF cannot read; the C
+  library then falls back to `clone`, whose flags are checked).
+
+`deny` is `SECCOMP_RET_USER_NOTIF` when the parent listens (it then learns which
+call was attempted and kills the run; the call never executes), else
+`SECCOMP_RET_KILL_PROCESS`. `install` loads the program into the calling process.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import platform
+import struct
+from dataclasses import dataclass
+
+__all__ = [
+    "AUDIT_ARCH_AARCH64",
+    "AUDIT_ARCH_X86_64",
+    "RET_ALLOW",
+    "RET_KILL_PROCESS",
+    "RET_USER_NOTIF",
+    "Notification",
+    "build_filter",
+    "install",
+    "parse_notification",
+    "syscall_name",
+]
+
+AUDIT_ARCH_X86_64 = 0xC000003E
+AUDIT_ARCH_AARCH64 = 0xC00000B7
+X32_SYSCALL_BIT = 0x40000000
+
+RET_KILL_PROCESS = 0x80000000
+RET_ERRNO = 0x00050000
+RET_USER_NOTIF = 0x7FC00000
+RET_ALLOW = 0x7FFF0000
+EPERM, EACCES, ENOSYS = 1, 13, 38
+
+CLONE_NAMESPACES = 0x7E020080
+"""CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET | NEWTIME."""
+PRIO_PROCESS, IOPRIO_WHO_PROCESS = 0, 1
+
+_LD_W_ABS, _JEQ, _JSET, _JA, _RET = 0x20, 0x15, 0x45, 0x05, 0x06
+_OFF_NR, _OFF_ARCH, _OFF_ARGS = 0, 4, 16
+NOTIF_SIZE = 80
+"""sizeof(struct seccomp_notif): id, pid, flags, then seccomp_data (nr, arch, ip, args[6])."""
+
+DENIED = (
+    "socket", "socketpair", "ptrace", "process_vm_readv", "process_vm_writev", "mount",
+    "umount2", "pivot_root", "chroot", "unshare", "setns", "keyctl", "add_key", "request_key",
+    "bpf", "perf_event_open", "kexec_load", "kexec_file_load", "init_module", "finit_module",
+    "delete_module", "swapon", "swapoff", "reboot", "acct", "quotactl", "syslog",
+    "name_to_handle_at", "open_by_handle_at", "userfaultfd", "fanotify_init", "move_pages",
+    "migrate_pages", "kcmp", "pidfd_getfd", "io_uring_setup", "io_uring_enter",
+    "io_uring_register", "open_tree", "move_mount", "fsopen", "fsconfig", "fsmount",
+    "mount_setattr",
+)
+"""Killed (or reported and killed) whatever their arguments."""
+
+SOCKET_CALLS = ("socket", "socketpair")
+SELF_ONLY_KILL = {"prlimit64": 0}
+"""Allowed only when the argument at this index (a pid) is 0, the caller; else denied."""
+SELF_ONLY_EPERM = {"sched_setaffinity": 0, "sched_setscheduler": 0, "sched_setparam": 0,
+                   "sched_setattr": 0}
+"""Allowed only on the caller (pid argument 0); else EPERM."""
+
+_X86_64 = {
+    "socket": 41, "socketpair": 53, "ptrace": 101, "process_vm_readv": 310,
+    "process_vm_writev": 311, "mount": 165, "umount2": 166, "pivot_root": 155, "chroot": 161,
+    "unshare": 272, "setns": 308, "keyctl": 250, "add_key": 248, "request_key": 249, "bpf": 321,
+    "perf_event_open": 298, "kexec_load": 246, "kexec_file_load": 320, "init_module": 175,
+    "finit_module": 313, "delete_module": 176, "swapon": 167, "swapoff": 168, "reboot": 169,
+    "acct": 163, "quotactl": 179, "syslog": 103, "name_to_handle_at": 303,
+    "open_by_handle_at": 304, "userfaultfd": 323, "fanotify_init": 300, "move_pages": 279,
+    "migrate_pages": 256, "kcmp": 312, "pidfd_getfd": 438, "io_uring_setup": 425,
+    "io_uring_enter": 426, "io_uring_register": 427, "open_tree": 428, "move_mount": 429,
+    "fsopen": 430, "fsconfig": 431, "fsmount": 432, "mount_setattr": 442,
+    "prlimit64": 302, "setpriority": 141, "ioprio_set": 251, "sched_setaffinity": 203,
+    "sched_setscheduler": 144, "sched_setparam": 142, "sched_setattr": 314, "clone": 56,
+    "clone3": 435, "seccomp": 317,
+}
+_AARCH64 = {
+    "socket": 198, "socketpair": 199, "ptrace": 117, "process_vm_readv": 270,
+    "process_vm_writev": 271, "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51,
+    "unshare": 97, "setns": 268, "keyctl": 219, "add_key": 217, "request_key": 218, "bpf": 280,
+    "perf_event_open": 241, "kexec_load": 104, "kexec_file_load": 294, "init_module": 105,
+    "finit_module": 273, "delete_module": 106, "swapon": 224, "swapoff": 225, "reboot": 142,
+    "acct": 89, "quotactl": 60, "syslog": 116, "name_to_handle_at": 264,
+    "open_by_handle_at": 265, "userfaultfd": 282, "fanotify_init": 262, "move_pages": 239,
+    "migrate_pages": 238, "kcmp": 272, "pidfd_getfd": 438, "io_uring_setup": 425,
+    "io_uring_enter": 426, "io_uring_register": 427, "open_tree": 428, "move_mount": 429,
+    "fsopen": 430, "fsconfig": 431, "fsmount": 432, "mount_setattr": 442,
+    "prlimit64": 261, "setpriority": 140, "ioprio_set": 30, "sched_setaffinity": 122,
+    "sched_setscheduler": 119, "sched_setparam": 118, "sched_setattr": 274, "clone": 220,
+    "clone3": 435, "seccomp": 277,
+}
+TABLES = {AUDIT_ARCH_X86_64: _X86_64, AUDIT_ARCH_AARCH64: _AARCH64}
+"""Syscall numbers per audit architecture (from the kernel's syscall tables)."""
+
+
+def _ins(code: int, k: int, jt: int = 0, jf: int = 0) -> tuple[int, int, int, int]:
+    return (code, jt, jf, k)
+
+
+def _arg_is_zero(index: int, deny_len: int) -> list[tuple[int, int, int, int]]:
+    """Test 64-bit argument `index` for 0: jump past the `deny_len` deny instructions
+    that follow (to an ALLOW) when it is, fall through to them when it is not."""
+    lo = _OFF_ARGS + 8 * index
+    return [_ins(_LD_W_ABS, lo), _ins(_JEQ, 0, 0, 2),
+            _ins(_LD_W_ABS, lo + 4), _ins(_JEQ, 0, deny_len, 0)]
+
+
+def _rule(name: str, deny: int, refuse_sockets: bool) -> list[tuple[int, int, int, int]]:
+    """The body run when the syscall number is `name`'s; every path ends in a RET."""
+    eperm = RET_ERRNO | EPERM
+    if refuse_sockets and name in SOCKET_CALLS:
+        return [_ins(_RET, RET_ERRNO | EACCES)]
+    if name in DENIED:
+        return [_ins(_RET, deny)]
+    if name in SELF_ONLY_KILL or name in SELF_ONLY_EPERM:
+        action = deny if name in SELF_ONLY_KILL else eperm
+        index = SELF_ONLY_KILL.get(name, SELF_ONLY_EPERM.get(name, 0))
+        return [*_arg_is_zero(index, 1), _ins(_RET, action), _ins(_RET, RET_ALLOW)]
+    if name in ("setpriority", "ioprio_set"):
+        which = PRIO_PROCESS if name == "setpriority" else IOPRIO_WHO_PROCESS
+        return [_ins(_LD_W_ABS, _OFF_ARGS), _ins(_JEQ, which, 0, 4),
+                *_arg_is_zero(1, 1), _ins(_RET, eperm), _ins(_RET, RET_ALLOW)]
+    if name == "clone":
+        return [_ins(_LD_W_ABS, _OFF_ARGS), _ins(_JSET, CLONE_NAMESPACES, 0, 1),
+                _ins(_RET, deny), _ins(_RET, RET_ALLOW)]
+    if name == "clone3":
+        return [_ins(_RET, RET_ERRNO | ENOSYS)]
+    if name == "seccomp":
+        return [_ins(_RET, RET_ALLOW)]  # stacking more filters only narrows what is allowed
+    raise ValueError(f"no seccomp rule for {name!r}")
+
+
+def _arch_block(table: dict[str, int], deny: int, x86: bool,
+                refuse_sockets: bool) -> list[tuple[int, int, int, int]]:
+    out = [_ins(_LD_W_ABS, _OFF_NR)]
+    if x86:
+        out += [_ins(_JSET, X32_SYSCALL_BIT, 0, 1), _ins(_RET, RET_KILL_PROCESS)]
+    for name, nr in table.items():
+        body = _rule(name, deny, refuse_sockets)
+        if len(body) > 255:
+            raise ValueError("rule too long for a BPF jump")
+        out += [_ins(_JEQ, nr, 0, len(body)), *body]
+    out.append(_ins(_RET, RET_ALLOW))
+    return out
+
+
+def build_filter(deny: int = RET_KILL_PROCESS, refuse_sockets: bool = False) -> bytes:
+    """The whole program as `struct sock_filter[]` bytes (pure).
+
+    With `refuse_sockets` (GPU runs: the driver may probe its daemons' UNIX sockets and
+    must carry on without them) `socket` and `socketpair` fail with EACCES instead of
+    being denied; no socket can be created either way."""
+    if deny not in (RET_KILL_PROCESS, RET_USER_NOTIF):
+        raise ValueError("deny must be RET_KILL_PROCESS or RET_USER_NOTIF")
+    x86 = _arch_block(_X86_64, deny, x86=True, refuse_sockets=refuse_sockets)
+    arm = _arch_block(_AARCH64, deny, x86=False, refuse_sockets=refuse_sockets)
+    head = [
+        _ins(_LD_W_ABS, _OFF_ARCH),
+        _ins(_JEQ, AUDIT_ARCH_X86_64, 0, 1),
+        _ins(_JA, 3),                # to x86 block (index 6)
+        _ins(_JEQ, AUDIT_ARCH_AARCH64, 0, 1),
+        _ins(_JA, 1 + len(x86)),     # to the aarch64 block
+        _ins(_RET, RET_KILL_PROCESS),  # unknown architecture (i386, x32 via another audit arch, ...)
+    ]
+    return b"".join(struct.pack("=HBBI", *ins) for ins in (*head, *x86, *arm))
+
+
+def syscall_name(arch: int, nr: int) -> str:
+    """`socket`, `ptrace`, ... for a denied call; `syscall <nr> (arch 0x...)` otherwise."""
+    for name, number in TABLES.get(arch, {}).items():
+        if number == nr:
+            return name
+    return f"syscall {nr} (arch {arch:#x})"
+
+
+@dataclass(frozen=True)
+class Notification:
+    """One `struct seccomp_notif`: which task tried which call."""
+
+    id: int
+    pid: int
+    nr: int
+    arch: int
+    args: tuple[int, ...]
+
+    @property
+    def name(self) -> str:
+        return syscall_name(self.arch, self.nr)
+
+
+def parse_notification(raw: bytes) -> Notification:
+    """Decode the kernel's 80-byte notification (pure)."""
+    if len(raw) != NOTIF_SIZE:
+        raise ValueError(f"a seccomp notification is {NOTIF_SIZE} bytes, got {len(raw)}")
+    nid, pid, _flags, nr, arch, _ip, *args = struct.unpack("=QIIiIQ6Q", raw)
+    return Notification(nid, pid, nr, arch, tuple(args))
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+SECCOMP_SET_MODE_FILTER = 1
+SECCOMP_FILTER_FLAG_NEW_LISTENER = 1 << 3
+PR_SET_NO_NEW_PRIVS = 38
+_SYS_SECCOMP = {"x86_64": 317, "aarch64": 277}
+
+
+def install(listen: bool, refuse_sockets: bool = False) -> int | None:
+    """Load the filter into this process (after no_new_privs).
+
+    With `listen`, denied calls are sent to a listener (its fd is returned; None if
+    the kernel cannot do that, and the filter then kills instead). Raises OSError when
+    no filter could be installed.
+    """
+    machine = platform.machine()
+    if machine not in _SYS_SECCOMP:
+        raise OSError(f"seccomp: architecture {machine} is not supported by this filter")
+    libc = ctypes.CDLL(None, use_errno=True)
+    if int(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+    attempts = ([(RET_USER_NOTIF, SECCOMP_FILTER_FLAG_NEW_LISTENER)] if listen else []) + [
+        (RET_KILL_PROCESS, 0)]
+    for deny, flags in attempts:
+        program = build_filter(deny, refuse_sockets)
+        buf = ctypes.create_string_buffer(program, len(program))
+        prog = _SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
+        rc = int(libc.syscall(_SYS_SECCOMP[machine], SECCOMP_SET_MODE_FILTER, flags,
+                              ctypes.byref(prog)))
+        if rc >= 0:
+            return rc if flags else None
+    raise OSError(ctypes.get_errno(), "seccomp(SECCOMP_SET_MODE_FILTER) failed")
