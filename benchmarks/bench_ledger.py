@@ -1,7 +1,7 @@
 """Log server throughput and latency: sequencing in process, submissions over HTTP, tiles, proofs.
 
-    .venv/bin/python benchmarks/ledger.py                  # 1,000,000 entries (a few minutes)
-    .venv/bin/python benchmarks/ledger.py --entries 50000  # quick run
+    .venv/bin/python benchmarks/bench_ledger.py                  # 1,000,000 entries (a few minutes)
+    .venv/bin/python benchmarks/bench_ledger.py --entries 50000  # quick run
 
 Steps (one data folder in a temporary directory, removed at the end):
 1. pre-fill the log with ``--entries`` synthetic 1.3 KB entries by direct integration
@@ -308,7 +308,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--no-http", action="store_true", help="only the in-process figures")
     ap.add_argument("--markdown", action="store_true", help="also print a Markdown table")
     ap.add_argument("--keep", type=Path, default=None, help="use (and keep) this data folder")
+    ap.add_argument("--tiny", action="store_true", help="a smoke run of a few seconds")
     args = ap.parse_args(argv)
+    if args.tiny:
+        args.entries, args.sequence, args.single, args.batch = 600, 300, 40, 200
+        args.batch_size, args.reads, args.procs, args.threads = 50, 50, 1, 4
 
     tmp = Path(tempfile.mkdtemp(prefix="ktl-bench-"))
     data = args.keep or tmp / "data"
