@@ -14,7 +14,11 @@ def _fail(message: str, code: int) -> None:
 
 @click.command("serve")
 @click.option("--data", "data_dir", required=True, type=click.Path(file_okay=False),
-              help="Data folder (SQLite database, tile files, log key); created if missing.")
+              help="Data folder (SQLite database, tile files, log key); created if missing. "
+                   "With --database it keeps only the log key.")
+@click.option("--database", default=None, envvar="KTL_DATABASE", metavar="URL",
+              help="postgresql://... URL (or $KTL_DATABASE): keep the log in PostgreSQL, "
+                   "shared by any number of frontends.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535),
               help="Port (0 picks a free one; the URL is printed).")
@@ -40,7 +44,7 @@ def _fail(message: str, code: int) -> None:
 @click.option("--deep-check", is_flag=True,
               help="Before serving, re-hash every entry and compare every bundle file.")
 def serve(
-    data_dir: str, host: str, port: int, origin: str | None, key_file: str | None,
+    data_dir: str, database: str | None, host: str, port: int, origin: str | None, key_file: str | None,
     workers: int, threads: int, token_env: str | None, max_batch: int, batch_size: int,
     batch_delay_ms: float, rate: float, access_log: bool, deep_check: bool,
 ) -> None:
@@ -75,7 +79,7 @@ def serve(
                 _fail(str(e), 2)
     try:
         config = ServerConfig(
-            data_dir=data_dir, origin=log_origin, max_batch=max_batch, batch_size=batch_size,
+            data_dir=data_dir, database=database, origin=log_origin, max_batch=max_batch, batch_size=batch_size,
             batch_delay_ms=batch_delay_ms, rate_per_second=rate, rate_burst=max(2 * rate, 10.0),
             write_token=token,
         )

@@ -54,9 +54,18 @@ def test_records_round_trip(e: StoredEntry) -> None:
     assert StoredCheckpoint.from_json(cp.to_json()) == cp
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)])
 def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LogStorage]:
-    s: LogStorage = MemoryStorage() if request.param == "memory" else SqliteStorage(tmp_path)
+    """The same contract, run against every backend."""
+    s: LogStorage
+    if request.param == "memory":
+        s = MemoryStorage()
+    elif request.param == "sqlite":
+        s = SqliteStorage(tmp_path)
+    else:
+        from ledger.storage._postgres import PostgresStorage
+
+        s = PostgresStorage(request.getfixturevalue("pg_url"), pool_size=2)
     yield s
     s.close()
 

@@ -1,10 +1,13 @@
 """Where the log keeps its entries, hashes, checkpoints, blobs and tile files.
 
 `LogStorage` is the interface; `SqliteStorage` the embedded default; `MemoryStorage`
-the fake for tests. A PostgreSQL backend would implement the same protocol.
+the fake for tests; `PostgresStorage` (``ledger.storage._postgres``, needs the
+``postgresql`` extra) lets several frontends share one log. `open_storage` picks one.
 """
 
 from __future__ import annotations
+
+import os
 
 from ledger.storage._check import LogCheck, check_log
 from ledger.storage._hashes import StoredHashReader, TileCache, expand_tile, tile_nodes
@@ -24,6 +27,24 @@ from ledger.storage._types import (
     StoredCheckpoint,
     StoredEntry,
 )
+from ledger.storage._url import check_database_url, redact_url
+
+
+def open_storage(data_dir: str | os.PathLike[str] | None, database: str | None = None) -> LogStorage:
+    """The log's storage: PostgreSQL at ``database`` if given, else SQLite in ``data_dir``."""
+    if database is not None:
+        try:
+            from ledger.storage._postgres import PostgresStorage
+        except ImportError as e:
+            raise StorageError(
+                f"--database needs the PostgreSQL driver ({e}): install this project with "
+                "its postgresql extra (psycopg, psycopg_pool)"
+            ) from None
+        return PostgresStorage(database)
+    if data_dir is None:
+        raise StorageError("no storage: give a data folder or a database URL")
+    return SqliteStorage(data_dir)
+
 
 __all__ = [
     "MAX_PAGE",
@@ -43,7 +64,10 @@ __all__ = [
     "StoredEntry",
     "StoredHashReader",
     "TileCache",
+    "check_database_url",
     "check_log",
     "expand_tile",
+    "open_storage",
+    "redact_url",
     "tile_nodes",
 ]
