@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 from ledger.storage._check import LogCheck, check_log
+from ledger.storage._copy import CopyResult, copy_log
 from ledger.storage._hashes import StoredHashReader, TileCache, expand_tile, tile_nodes
 from ledger.storage._memory import MemoryStorage
 from ledger.storage._schema import SCHEMA_VERSION
@@ -51,6 +52,7 @@ __all__ = [
     "MAX_RANGE",
     "SCHEMA_VERSION",
     "SEARCH_FIELDS",
+    "CopyResult",
     "EntryFacts",
     "EntrySummary",
     "IntegratedBatch",
@@ -66,6 +68,7 @@ __all__ = [
     "TileCache",
     "check_database_url",
     "check_log",
+    "copy_log",
     "expand_tile",
     "open_storage",
     "redact_url",
