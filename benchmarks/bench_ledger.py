@@ -1,21 +1,27 @@
-"""Log server throughput and latency: sequencing in process, submissions over HTTP, tiles, proofs.
+"""Log server throughput and latency on SQLite and PostgreSQL: sequencing, HTTP submissions, proofs.
 
-    .venv/bin/python benchmarks/bench_ledger.py                  # 1,000,000 entries (a few minutes)
+    .venv/bin/python benchmarks/bench_ledger.py                  # 1,000,000 entries (several minutes)
     .venv/bin/python benchmarks/bench_ledger.py --entries 50000  # quick run
+    .venv/bin/python benchmarks/bench_ledger.py --tiny           # smoke run (seconds)
 
-Steps (one data folder in a temporary directory, removed at the end):
-1. pre-fill the log with ``--entries`` synthetic 1.3 KB entries by direct integration
-   (the sequencer does not verify; HTTP submissions below are real signed entries);
+Steps (data folders and a throwaway PostgreSQL cluster in a temporary directory, removed
+at the end; ``--database URL`` uses an existing empty database instead, ``--no-pg`` skips
+PostgreSQL):
+1. pre-fill each backend with ``--entries`` synthetic 1.3 KB entries by direct
+   integration (the sequencer does not verify; HTTP submissions below are real signed
+   entries);
 2. in process, at that size: a bare SQLite baseline (the same rows, one FULL-sync
    commit per batch, one table, no index), then `Sequencer.integrate` at two batch
-   sizes, then inclusion and consistency proofs from stored tiles;
-3. over HTTP against a real `ktl serve` (gunicorn, 2 gthread workers) with
-   concurrent keep-alive clients in separate processes: a bare JSON endpoint
-   (`GET /api/v1/log`, the baseline), signed submissions one per request, the batch
-   endpoint, full tiles, and inclusion proofs.
+   sizes on each backend, then inclusion and consistency proofs from stored tiles;
+3. over HTTP with concurrent keep-alive clients in separate processes: the limit, a
+   bare gunicorn+Flask POST that only reads the body (same worker settings); then
+   against real `ktl serve` (gunicorn, 2 gthread workers per frontend) on SQLite, on
+   PostgreSQL with one frontend and with two frontends (clients split between them):
+   signed submissions one per request and through the batch endpoint; on SQLite and
+   one PostgreSQL frontend also a bare JSON GET, full tiles and inclusion proofs.
 
-The clients share the machine with the server: on 2 cores they take a good part of
-the CPU, so HTTP figures are lower bounds of what the server alone would do.
+The clients share the machine with the servers (and PostgreSQL): on 2 cores they take
+a good part of the CPU, so HTTP figures are lower bounds of what a server alone does.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,9 +61,10 @@ from ledger.merkle import consistency_proof, inclusion_proof
 from ledger.note import NoteSigner
 from ledger.sequencer import Sequencer, Submission
 from ledger.server._keys import load_or_create_signer
-from ledger.storage import EntryFacts, SqliteStorage, StoredHashReader, TileCache
+from ledger.storage import EntryFacts, LogStorage, SqliteStorage, StoredHashReader, TileCache
 from ledger.tiles import encode_index
 
+ROOT = Path(__file__).resolve().parent.parent
 console = Console()
 PTYPE = "https://kerneltransparency.dev/attestation/kernel/v1"
 KEYID = "cd" * 32
@@ -90,7 +97,7 @@ def synthetic(n: int) -> Submission:
     return Submission(data, EntryFacts(PTYPE, ((f"acme/kernel-{n % 50}", digest.hex()),), (KEYID,)))
 
 
-def prefill(storage: SqliteStorage, signer: NoteSigner, n: int, batch: int = 10_000) -> float:
+def prefill(storage: LogStorage, signer: NoteSigner, n: int, batch: int = 10_000) -> float:
     seq = Sequencer(storage, signer, signer.name)
     start = time.perf_counter()
     with Progress(console=console, transient=True) as progress:
@@ -124,7 +131,8 @@ def bench_sqlite_baseline(tmp: Path, total: int, batch: int) -> Row:
     return Row("in process", f"baseline: bare SQLite insert, {batch}/commit", total, seconds, lat, "entries")
 
 
-def bench_sequencer(storage: SqliteStorage, signer: NoteSigner, base: int, total: int, batch: int) -> Row:
+def bench_sequencer(storage: LogStorage, signer: NoteSigner, base: int, total: int, batch: int,
+                    label: str) -> Row:
     seq = Sequencer(storage, signer, signer.name)
     offset = storage.entry_count()
     batches = [[synthetic(offset + base + lo + i) for i in range(min(batch, total - lo))]
@@ -135,11 +143,11 @@ def bench_sequencer(storage: SqliteStorage, signer: NoteSigner, base: int, total
         t0 = time.perf_counter()
         seq.integrate(b)
         lat.append(time.perf_counter() - t0)
-    return Row("in process", f"Sequencer.integrate, batch {batch}", total,
+    return Row("in process", f"{label}: Sequencer.integrate, batch {batch}", total,
                time.perf_counter() - start, lat, "entries")
 
 
-def bench_proofs(storage: SqliteStorage, size: int, count: int) -> list[Row]:
+def bench_proofs(storage: LogStorage, size: int, count: int, label: str) -> list[Row]:
     cache = TileCache(1024)
     rng = random.Random(1)
     rows = []
@@ -155,7 +163,8 @@ def bench_proofs(storage: SqliteStorage, size: int, count: int) -> list[Row]:
             t0 = time.perf_counter()
             fn()
             lat.append(time.perf_counter() - t0)
-        rows.append(Row("in process", f"{name} at {size:,}", count, time.perf_counter() - start, lat))
+        rows.append(Row("in process", f"{label}: {name} at {size:,}", count,
+                        time.perf_counter() - start, lat))
     return rows
 
 
@@ -233,9 +242,11 @@ def _client(args: tuple[str, int, list[Job], int]) -> tuple[float, float, list[f
     return start, time.time(), lat, errors
 
 
-def http_phase(what: str, host: str, port: int, jobs: list[Job], procs: int, threads: int,
-               unit: str = "requests") -> Row:
-    parts = [(host, port, jobs[i::procs], threads) for i in range(procs)]
+def http_phase(what: str, targets: Sequence[tuple[str, int]], jobs: list[Job], procs: int,
+               threads: int, unit: str = "requests") -> Row:
+    """``procs`` client processes (at least one per target), each on one target in turn."""
+    procs = max(procs, len(targets))
+    parts = [(*targets[i % len(targets)], jobs[i::procs], threads) for i in range(procs)]
     with multiprocessing.get_context("fork").Pool(procs) as pool:
         results = pool.map(_client, parts)
     start = min(r[0] for r in results)
@@ -248,25 +259,54 @@ def http_phase(what: str, host: str, port: int, jobs: list[Job], procs: int, thr
     return Row("HTTP", what, count, end - start, lat, unit)
 
 
-def start_server(data: Path) -> tuple[subprocess.Popen[str], str, int]:
+def start_server(argv: list[str], pattern: str = r"serving on http://([0-9.]+):([0-9]+)",
+                 ) -> tuple[subprocess.Popen[str], str, int]:
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from client.cli import main; main()", "serve", "--data", str(data),
-         "--port", "0", "--workers", "2", "--threads", "32", "--rate", "1000000"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True,
     )
     assert proc.stdout is not None
     deadline = time.monotonic() + 300
+    lines = []
     while time.monotonic() < deadline:
         line = proc.stdout.readline()
         if not line:
             break
-        m = re.match(r"serving on http://([0-9.]+):([0-9]+)", line)
+        lines.append(line)
+        m = re.search(pattern, line)
         if m:
             threading.Thread(target=proc.stdout.read, daemon=True).start()
             return proc, m.group(1), int(m.group(2))
     proc.kill()
-    raise SystemExit("ktl serve did not start")
+    raise SystemExit("server did not start:\n" + "".join(lines[-20:]))
+
+
+def ktl_serve(data: Path, *extra: str) -> tuple[subprocess.Popen[str], str, int]:
+    return start_server(
+        [sys.executable, "-c", "from client.cli import main; main()", "serve", "--data", str(data),
+         "--port", "0", "--workers", "2", "--threads", "32", "--rate", "1000000", *extra],
+    )
+
+
+_BARE_APP = """
+from flask import Flask, request
+app = Flask("bare")
+
+@app.post("/api/v1/entries")
+def entries():
+    request.get_data(cache=False)
+    return ("{}", 201, {"Content-Type": "application/json"})
+"""
+
+
+def bare_flask(tmp: Path) -> tuple[subprocess.Popen[str], str, int]:
+    """The limit: gunicorn + Flask with `ktl serve`'s worker settings, a POST that only reads the body."""
+    (tmp / "bare_app.py").write_text(_BARE_APP)
+    return start_server(
+        [sys.executable, "-m", "gunicorn", "--chdir", str(tmp), "-b", "127.0.0.1:0", "-w", "2",
+         "-k", "gthread", "--threads", "32", "--log-level", "info", "bare_app:app"],
+        pattern=r"Listening at: http://([0-9.]+):([0-9]+)",
+    )
 
 
 def stop_server(proc: subprocess.Popen[str]) -> None:
@@ -295,10 +335,127 @@ def report(rows: Sequence[Row], header: str, markdown: bool) -> None:
                   f"{r.pct(0.5):.2f} | {r.pct(0.99):.2f} |")
 
 
+def pg_database(args: argparse.Namespace) -> tuple[str | None, Callable[[], None]]:
+    """An empty PostgreSQL database for the run, and how to clean it up."""
+    if args.no_pg:
+        return None, lambda: None
+    if args.database:
+        return args.database, lambda: None
+    sys.path.insert(0, str(ROOT / "tests"))
+    from pg_support import PgCluster, PgUnavailable
+
+    try:
+        cluster = PgCluster(durable=True).start()  # fsync on, as a real log runs
+    except PgUnavailable as e:
+        console.print(f"[yellow]PostgreSQL rows skipped: {e}[/yellow]")
+        return None, lambda: None
+    return cluster.new_database(), cluster.stop
+
+
+def in_process(label: str, storage: LogStorage, signer: NoteSigner,
+               args: argparse.Namespace) -> list[Row]:
+    took = prefill(storage, signer, args.entries)
+    size = storage.entry_count()
+    console.print(f"{label}: pre-filled {size:,} entries in {took:.1f} s "
+                  f"({size / max(took, 1e-9):,.0f}/s)")
+    rows = [bench_sequencer(storage, signer, 10**12, args.sequence, 1000, label),
+            bench_sequencer(storage, signer, 2 * 10**12, args.sequence, 4096, label)]
+    rows.extend(bench_proofs(storage, storage.entry_count(), args.proofs, label))
+    return rows
+
+
+def submissions(label: str, targets: Sequence[tuple[str, int]], args: argparse.Namespace,
+                batch: bool = True) -> list[Row]:
+    with Progress(console=console, transient=True) as progress:
+        progress.add_task(f"{label}: signing {args.single + args.batch:,} entries", total=None)
+        signed = signed_entries(args.single + args.batch)
+    singles = [Job("POST", "/api/v1/entries", e) for e in signed[: args.single]]
+    rest = signed[args.single :]
+    bs = args.batch_size
+    batches = [Job("POST", "/api/v1/entries:batch",
+                   b'{"entries":[' + b",".join(rest[i : i + bs]) + b"]}", len(rest[i : i + bs]))
+               for i in range(0, len(rest), bs)]
+    rows = [http_phase(f"{label}: POST /api/v1/entries (1 signed entry each)", targets, singles,
+                       args.procs, args.threads, "entries")]
+    if batch:
+        rows.append(http_phase(f"{label}: POST /api/v1/entries:batch ({bs} per request)", targets,
+                               batches, args.procs, max(1, args.threads // 4), "entries"))
+    return rows
+
+
+def reads(label: str, target: tuple[str, int], size: int, args: argparse.Namespace) -> list[Row]:
+    rng = random.Random(2)
+    full_tiles = max(1, size // 256)
+    tiles = [Job("GET", "/tile/0/" + encode_index(rng.randrange(full_tiles))) for _ in range(args.reads)]
+    proofs = [Job("GET", f"/api/v1/proof/inclusion?index={rng.randrange(size)}&tree_size={size}")
+              for _ in range(args.reads)]
+    return [
+        http_phase(f"{label}: GET /api/v1/log (bare JSON)", [target],
+                   [Job("GET", "/api/v1/log")] * args.reads, args.procs, args.threads),
+        http_phase(f"{label}: GET full level-0 tile", [target], tiles, args.procs, args.threads),
+        http_phase(f"{label}: GET inclusion proof at {size:,}", [target], proofs, args.procs,
+                   args.threads),
+    ]
+
+
+def http_rows(tmp: Path, data: Path, url: str | None, sizes: dict[str, int],
+              args: argparse.Namespace) -> list[Row]:
+    rows: list[Row] = []
+    proc, host, port = bare_flask(tmp)
+    try:
+        rows.extend(submissions("limit: bare gunicorn+Flask POST", [(host, port)], args, batch=False))
+    finally:
+        stop_server(proc)
+    key = str(data / "log.key")
+    runs: list[tuple[str, list[list[str]]]] = [("SQLite", [[]])]
+    if url is not None:
+        pg = ["--database", url, "--key", key]
+        runs += [("PostgreSQL, 1 frontend", [pg]), ("PostgreSQL, 2 frontends", [pg, pg])]
+    for label, frontends in runs:
+        procs = []
+        try:
+            targets = []
+            for i, extra in enumerate(frontends):
+                folder = data if not extra else tmp / f"front{i}"
+                p, h, pt = ktl_serve(folder, *extra)
+                procs.append(p)
+                targets.append((h, pt))
+            if len(frontends) == 1:
+                size = sizes["pg" if url is not None and frontends[0] else "sqlite"]
+                rows.extend(reads(label, targets[0], size, args))
+            rows.extend(submissions(label, targets, args))
+        finally:
+            for p in procs:
+                stop_server(p)
+    return rows
+
+
+def goals(rows: Sequence[Row]) -> None:
+    """Say which goals this run met; the breakdown of a miss is in BENCHMARKS.md."""
+    rate = {r.what: r.rate for r in rows}
+
+    def find(prefix: str, part: str) -> float:
+        return next((v for k, v in rate.items() if k.startswith(prefix) and part in k), float("nan"))
+
+    single, batch = find("SQLite:", "entries (1"), find("SQLite:", "entries:batch")
+    limit = find("limit:", "entries (1")
+    console.print(f"goal >= 2,000 single entries/s over HTTP on SQLite: {single:,.0f} "
+                  f"({'met' if single >= 2000 else 'MISSED'}; the bare Flask POST limit here: "
+                  f"{limit:,.0f}/s)")
+    console.print(f"goal >= 8,000 batched entries/s over HTTP on SQLite: {batch:,.0f} "
+                  f"({'met' if batch >= 8000 else 'MISSED'})")
+    for kind in ("entries (1", "entries:batch"):
+        one, two = find("PostgreSQL, 1", kind), find("PostgreSQL, 2", kind)
+        if one == one:  # not NaN: PostgreSQL ran
+            console.print(f"two PostgreSQL frontends vs one ({'single' if '(' in kind else 'batch'}): "
+                          f"{two:,.0f} vs {one:,.0f} entries/s ({two / one:.2f}x; goal >= 1)")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--entries", type=int, default=1_000_000, help="pre-filled log size")
     ap.add_argument("--sequence", type=int, default=40_000, help="entries per in-process run")
+    ap.add_argument("--proofs", type=int, default=3000, help="in-process proofs per kind")
     ap.add_argument("--single", type=int, default=10_000, help="signed single-entry POSTs")
     ap.add_argument("--batch", type=int, default=40_000, help="signed entries via entries:batch")
     ap.add_argument("--batch-size", type=int, default=250, help="entries per batch request")
@@ -306,63 +463,47 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--procs", type=int, default=2, help="client processes")
     ap.add_argument("--threads", type=int, default=16, help="threads per client process")
     ap.add_argument("--no-http", action="store_true", help="only the in-process figures")
+    ap.add_argument("--no-pg", action="store_true", help="skip PostgreSQL")
+    ap.add_argument("--database", default=None, help="an empty PostgreSQL database to use")
     ap.add_argument("--markdown", action="store_true", help="also print a Markdown table")
-    ap.add_argument("--keep", type=Path, default=None, help="use (and keep) this data folder")
+    ap.add_argument("--keep", type=Path, default=None, help="use (and keep) this SQLite data folder")
     ap.add_argument("--tiny", action="store_true", help="a smoke run of a few seconds")
     args = ap.parse_args(argv)
     if args.tiny:
         args.entries, args.sequence, args.single, args.batch = 600, 300, 40, 200
-        args.batch_size, args.reads, args.procs, args.threads = 50, 50, 1, 4
+        args.batch_size, args.reads, args.procs, args.threads, args.proofs = 50, 50, 1, 4, 100
 
     tmp = Path(tempfile.mkdtemp(prefix="ktl-bench-"))
     data = args.keep or tmp / "data"
     rows: list[Row] = []
+    url, cleanup = pg_database(args)
     try:
         signer = load_or_create_signer(data, "bench.example/log")
-        storage = SqliteStorage(data)
-        took = prefill(storage, signer, args.entries)
-        size = storage.entry_count()
-        console.print(f"pre-filled {size:,} entries in {took:.1f} s ({size / max(took, 1e-9):,.0f}/s)")
         rows.append(bench_sqlite_baseline(tmp, args.sequence, 1000))
-        rows.append(bench_sequencer(storage, signer, 10**12, args.sequence, 1000))
-        rows.append(bench_sequencer(storage, signer, 2 * 10**12, args.sequence, 4096))
-        size = storage.entry_count()
-        rows.extend(bench_proofs(storage, size, 3000))
-        storage.close()
-        if not args.no_http:
-            with Progress(console=console, transient=True) as progress:
-                progress.add_task(f"signing {args.single + args.batch:,} entries", total=None)
-                signed = signed_entries(args.single + args.batch)
-            proc, host, port = start_server(data)
+        sizes: dict[str, int] = {}
+        backends: list[tuple[str, Callable[[], LogStorage]]] = [("sqlite", lambda: SqliteStorage(data))]
+        if url is not None:
+            from ledger.storage._postgres import PostgresStorage
+
+            backends.append(("pg", lambda: PostgresStorage(url)))
+        for name, make in backends:
+            storage = make()
             try:
-                rng = random.Random(2)
-                full_tiles = max(1, size // 256)
-                rows.append(http_phase("baseline: GET /api/v1/log", host, port,
-                                       [Job("GET", "/api/v1/log")] * args.reads, args.procs, args.threads))
-                singles = [Job("POST", "/api/v1/entries", e) for e in signed[: args.single]]
-                rows.append(http_phase("POST /api/v1/entries (1 signed entry each)", host, port,
-                                       singles, args.procs, args.threads, "entries"))
-                rest = signed[args.single :]
-                bs = args.batch_size
-                batches = [Job("POST", "/api/v1/entries:batch",
-                               b'{"entries":[' + b",".join(rest[i : i + bs]) + b"]}",
-                               len(rest[i : i + bs])) for i in range(0, len(rest), bs)]
-                rows.append(http_phase(f"POST /api/v1/entries:batch ({bs} per request)", host, port,
-                                       batches, args.procs, max(1, args.threads // 4), "entries"))
-                tiles = [Job("GET", "/tile/0/" + encode_index(rng.randrange(full_tiles)))
-                         for _ in range(args.reads)]
-                rows.append(http_phase("GET full level-0 tile", host, port, tiles, args.procs, args.threads))
-                proofs = [Job("GET", f"/api/v1/proof/inclusion?index={rng.randrange(size)}&tree_size={size}")
-                          for _ in range(args.reads)]
-                rows.append(http_phase(f"GET inclusion proof at {size:,}", host, port, proofs,
-                                       args.procs, args.threads))
+                rows.extend(in_process("SQLite" if name == "sqlite" else "PostgreSQL", storage,
+                                       signer, args))
+                sizes[name] = storage.entry_count()
             finally:
-                stop_server(proc)
+                storage.close()
+        if not args.no_http:
+            rows.extend(http_rows(tmp, data, url, sizes, args))
         load = os.getloadavg()
-        report(rows, f"ledger at {size:,} entries, {os.cpu_count()} cores, "
+        report(rows, f"ledger at {sizes['sqlite']:,} entries, {os.cpu_count()} cores, "
                f"load average {load[0]:.1f} at the end", args.markdown)
+        goals(rows)
     finally:
+        cleanup()
         shutil.rmtree(tmp, ignore_errors=True)  # a --keep folder lives outside it
+
 
 if __name__ == "__main__":
     main()

@@ -39,7 +39,9 @@ def _bindir() -> Path:
 class PgCluster:
     """One server on a UNIX socket in its own folder; `url(db)` for each database."""
 
-    def __init__(self) -> None:
+    def __init__(self, durable: bool = False) -> None:
+        """``durable``: fsync on, as in production (benchmarks); tests run without it."""
+        self.durable = durable
         self.bin = _bindir()
         self.root = Path(tempfile.mkdtemp(prefix="ktl-pg-"))
         self.data = self.root / "data"
@@ -62,8 +64,9 @@ class PgCluster:
         self._run(str(self.bin / "initdb"), "-D", str(self.data), "-U", self.user,
                   "--auth=trust", "--encoding=UTF8", "--no-instructions")
         opts = (f"-c listen_addresses='' -c unix_socket_directories={self.sock} "
-                "-c fsync=off -c full_page_writes=off -c max_connections=200 "
-                "-c shared_buffers=64MB")
+                "-c max_connections=200 -c shared_buffers=256MB")
+        if not self.durable:
+            opts += " -c fsync=off -c full_page_writes=off"
         self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.root / "log"),
                   "-o", opts, "-w", "-t", "60", "start")
         return self
