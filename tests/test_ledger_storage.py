@@ -107,6 +107,8 @@ def test_commit_and_read(storage: LogStorage) -> None:
     assert len(storage.search("keyid", "aa" * 32).results) == 5
     assert [r.index for r in storage.search("predicate_type", "https://p/1").results] == [1, 3]
     assert storage.search("name", "nobody/none").results == ()
+    for field in ("name", "digest", "keyid", "predicate_type"):  # a hostile query string
+        assert storage.search(field, "acme/a\x00' OR 1=1 --").results == ()
     with pytest.raises(StorageError, match="unknown search field"):
         storage.search("color", "red")
     with pytest.raises(StorageError, match="too large"):

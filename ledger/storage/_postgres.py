@@ -214,6 +214,9 @@ class PostgresStorage:
 
     def search(self, field: str, value: str, cursor: int = 0, limit: int = 50) -> SearchPage:
         limit = check_search(field, cursor, limit)
+        if "\x00" in value:
+            # PostgreSQL text cannot hold NUL, and no stored name, digest or type does.
+            return SearchPage((), None)
         ids = [int(r[0]) for r in self._all(_SEARCH_SQL[field], (value, cursor, limit + 1))]
         more = len(ids) > limit
         ids = ids[:limit]
