@@ -109,6 +109,7 @@ class PostgresStorage:
                 try:
                     self._pool_obj.open(wait=True, timeout=self.connect_timeout)
                 except (PoolTimeout, psycopg.Error) as e:
+                    self._pool_obj.close(timeout=0)  # stop its reconnecting workers
                     self._pool_obj = None
                     raise StorageError(
                         f"cannot connect to the database {redact_url(self.url)}: {e}"
@@ -372,6 +373,9 @@ class PostgresStorage:
         rows = [(check_file_path(p), bytes(d)) for p, d in files.items()]
         full = [p for p, _ in rows if p.startswith("tile/") and ".p/" not in p]
         with self._conn() as conn, conn.transaction():
+            # Derived data (the rows are the truth; the read path falls back to them and
+            # the start-up check rewrites what a crash lost): no wait for a WAL flush.
+            conn.execute("SET LOCAL synchronous_commit = off")
             conn.cursor().executemany(
                 "INSERT INTO files (path, data) VALUES (%s, %s) "
                 "ON CONFLICT (path) DO UPDATE SET data = EXCLUDED.data",
