@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 import subprocess
 from pathlib import Path
 
@@ -147,3 +148,12 @@ def test_ktl_migrate_says_what_is_missing(tmp_path: Path) -> None:
                           "--to", "sqlite", "--key", "/dev/null"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "error:" in bad.stderr
+    # $KTL_DATABASE stands in for --database (a password stays out of the process list).
+    load_or_create_signer(tmp_path / "keys", "x.example/log")
+    (tmp_path / "log.db").write_bytes(b"")
+    env = {**os.environ, "KTL_DATABASE": "mysql://ktl:s3cret@db/log"}
+    viaenv = subprocess.run([*KTL, "migrate", "--data", str(tmp_path), "--key",
+                             str(tmp_path / "keys" / "log.key")],
+                            capture_output=True, text=True, timeout=60, env=env)
+    assert viaenv.returncode == 1 and "must be a postgresql:// URL" in viaenv.stderr
+    assert "s3cret" not in viaenv.stderr
