@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed-stamp
 LINTED := attest ledger client verifier
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint typecheck unit browser-deps bench clean
+.PHONY: demo test lint typecheck unit browser-deps postgresql-deps bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,16 @@ browser-deps:
 	      || echo "warning: could not install chromium; browser tests will be skipped"; \
 	  else echo "note: chromium not found; browser tests will be skipped"; fi; }
 
+# Debian's postgresql for the PostgreSQL tests (each starts a throwaway cluster of its own;
+# no service is needed); best effort as root.
+postgresql-deps:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's postgresql for the PostgreSQL tests"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null) \
+	      || echo "warning: could not install postgresql; PostgreSQL tests will be skipped"; \
+	  else echo "note: PostgreSQL not found; PostgreSQL tests will be skipped"; fi; }
+
 lint: $(STAMP)
 	$(BIN)/ruff check $(LINTED) tests benchmarks
 
@@ -33,7 +43,7 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 $(PYTEST_ARGS)
 
-test: $(STAMP) browser-deps lint typecheck unit
+test: $(STAMP) browser-deps postgresql-deps lint typecheck unit
 
 demo: $(STAMP)
 	$(BIN)/python -m client.demo $(if $(DEMO_EXIT),--exit,)

@@ -60,7 +60,10 @@ def main() -> None:
     ap.add_argument("--leaves", type=int, default=1_000_000, help="tree size (default 1,000,000)")
     ap.add_argument("--proofs", type=int, default=2000, help="proofs timed per kind (default 2000)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--tiny", action="store_true", help="a smoke run of a few seconds")
     args = ap.parse_args()
+    if args.tiny:
+        args.leaves, args.proofs = 2000, 20
     n, k = args.leaves, args.proofs
     if n < 2 or k < 1:
         ap.error("--leaves must be at least 2 and --proofs at least 1")

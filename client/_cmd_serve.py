@@ -1,4 +1,4 @@
-"""`ktl serve` (run the log) and `ktl log-key` (print its verifier key)."""
+"""`ktl serve` (run the log), `ktl log-key` (print its verifier key), `ktl migrate`."""
 
 from __future__ import annotations
 
@@ -14,7 +14,11 @@ def _fail(message: str, code: int) -> None:
 
 @click.command("serve")
 @click.option("--data", "data_dir", required=True, type=click.Path(file_okay=False),
-              help="Data folder (SQLite database, tile files, log key); created if missing.")
+              help="Data folder (SQLite database, tile files, log key); created if missing. "
+                   "With --database it keeps only the log key.")
+@click.option("--database", default=None, envvar="KTL_DATABASE", metavar="URL",
+              help="postgresql://... URL (or $KTL_DATABASE): keep the log in PostgreSQL, "
+                   "shared by any number of frontends.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535),
               help="Port (0 picks a free one; the URL is printed).")
@@ -46,7 +50,7 @@ def _fail(message: str, code: int) -> None:
 @click.option("--deep-check", is_flag=True,
               help="Before serving, re-hash every entry and compare every bundle file.")
 def serve(
-    data_dir: str, host: str, port: int, origin: str | None, key_file: str | None,
+    data_dir: str, database: str | None, host: str, port: int, origin: str | None, key_file: str | None,
     workers: int, threads: int, token_env: str | None, max_batch: int, batch_size: int,
     batch_delay_ms: float, rate: float, blob_grace: float, blob_budget: int, access_log: bool,
     deep_check: bool,
@@ -82,7 +86,7 @@ def serve(
                 _fail(str(e), 2)
     try:
         config = ServerConfig(
-            data_dir=data_dir, origin=log_origin, max_batch=max_batch, batch_size=batch_size,
+            data_dir=data_dir, database=database, origin=log_origin, max_batch=max_batch, batch_size=batch_size,
             batch_delay_ms=batch_delay_ms, rate_per_second=rate, rate_burst=max(2 * rate, 10.0),
             write_token=token, blob_grace_seconds=blob_grace, blob_bytes_per_hour=blob_budget,
         )
@@ -114,7 +118,67 @@ def log_key(data_dir: str, key_file: str | None) -> None:
         _fail(str(e), 2)
 
 
+@click.command("migrate")
+@click.option("--data", "data_dir", required=True, type=click.Path(file_okay=False),
+              help="The data folder: its SQLite log and its log key.")
+@click.option("--database", required=True, envvar="KTL_DATABASE", metavar="URL",
+              help="postgresql://... URL (or $KTL_DATABASE).")
+@click.option("--key", "key_file", default=None, type=click.Path(dir_okay=False, exists=True),
+              help="A PRIVATE+KEY file instead of <data>/log.key.")
+@click.option("--to", "target", type=click.Choice(["postgresql", "sqlite"]), default="postgresql",
+              show_default=True,
+              help="postgresql: copy the SQLite log into the empty database; sqlite: the "
+                   "reverse (a backup into a data folder without a log).")
+def migrate(data_dir: str, database: str, key_file: str | None, target: str) -> None:
+    """Copy a whole log between SQLite and an empty PostgreSQL database, and prove the copy.
+
+    Every checkpoint is copied; the copy is then checked in full (entries re-hashed, the
+    root recomputed and compared with the signed checkpoint) and must end with the
+    source's checkpoint, byte for byte.
+    """
+    from ledger import LedgerError
+    from ledger.note import NoteVerifier
+    from ledger.server import read_verifier_key
+    from ledger.server._keys import KEY_NAME
+    from ledger.storage import StorageError, copy_log, open_storage
+    from ledger.storage._sqlite import DB_NAME
+
+    if target == "postgresql" and not os.path.exists(os.path.join(data_dir, DB_NAME)):
+        _fail(f"no SQLite log in {data_dir} (no {DB_NAME}) to copy", 2)
+    if key_file is None and not os.path.exists(os.path.join(data_dir, KEY_NAME)):
+        _fail(f"no log key at {os.path.join(data_dir, KEY_NAME)}: give --key FILE "
+              "(the copy is verified with it)", 2)
+
+    def progress(what: str, done: int, total: int) -> None:
+        click.echo(f"copied {done:,}{f' of {total:,}' if total else ''} {what}", err=True)
+
+    try:
+        verifier = NoteVerifier.from_key_string(read_verifier_key(data_dir, key_file))
+        sqlite = open_storage(data_dir)
+        try:
+            pg = open_storage(None, database)
+        except BaseException:
+            sqlite.close()
+            raise
+        try:
+            src, dst = (sqlite, pg) if target == "postgresql" else (pg, sqlite)
+            result = copy_log(src, dst, verifier, verifier.name, progress)
+        finally:
+            sqlite.close()
+            pg.close()
+    except StorageError as e:
+        _fail(str(e), 1)
+    except LedgerError as e:
+        _fail(str(e), 2)
+    root = "-" if result.checkpoint is None else result.checkpoint.root_hash.hex()
+    click.echo(f"copied {result.size:,} entries, {result.checkpoints:,} checkpoints, "
+               f"{result.blobs:,} blobs into {target}")
+    click.echo(f"verified: the copy's root {root} at size {result.size:,} matches the source's "
+               "signed checkpoint")
+
+
 def register(group: click.Group) -> None:
     """Add this module's commands to the `ktl` group."""
     group.add_command(serve)
     group.add_command(log_key)
+    group.add_command(migrate)

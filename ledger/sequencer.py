@@ -29,6 +29,7 @@ from ledger.checkpoint import Checkpoint, sign_checkpoint
 from ledger.merkle import HASH_SIZE, CompactRange, leaf_hash, right_edge_coords
 from ledger.note import NoteSigner
 from ledger.storage import (
+    MAX_RANGE,
     EntryFacts,
     IntegratedBatch,
     LogStorage,
@@ -41,6 +42,8 @@ from ledger.storage import (
 from ledger.tiles import TILE_HEIGHT, TILE_WIDTH, encode_bundle, entries_path, tile_path
 
 _FULL = TILE_WIDTH * HASH_SIZE
+#: Beyond this many entries behind, an integrator reloads the right edge instead.
+_CATCH_UP_MAX = 50_000
 _log = logging.getLogger("ledger.sequencer")
 
 
@@ -115,6 +118,53 @@ class _TreeState:
             [e.data for e in storage.get_entries(start, size)],
         )
 
+    def add(self, leaf: bytes, full: dict[tuple[int, int], bytes], touched: set[int]) -> None:
+        """Append one leaf: extend the partial tiles, moving each that fills up into ``full``."""
+        for level, hindex, h in self.range.append(leaf):
+            if level % TILE_HEIGHT:
+                continue
+            tlevel = level // TILE_HEIGHT
+            tindex = hindex >> TILE_HEIGHT
+            cur = self.partial.get(tlevel)
+            if cur is None or cur[0] != tindex:
+                cur = (tindex, bytearray())
+                self.partial[tlevel] = cur
+            cur[1].extend(h)
+            if len(cur[1]) == _FULL:
+                full[(tlevel, tindex)] = bytes(cur[1])
+                self.partial[tlevel] = (tindex + 1, bytearray())
+                touched.discard(tlevel)
+            else:
+                touched.add(tlevel)
+
+    def add_to_bundle(self, data: bytes) -> tuple[int, list[bytes]] | None:
+        """Append one entry to the partial bundle; returns the bundle it completes, if any."""
+        bindex, bundle = self.bundle
+        bundle.append(data)
+        if len(bundle) < TILE_WIDTH:
+            return None
+        self.bundle = (bindex + 1, [])
+        return bindex, bundle
+
+    def catch_up(self, storage: LogStorage, latest: StoredCheckpoint) -> bool:
+        """Append what other integrators added since this copy was made.
+
+        Reads only the new entries (a full reload reads the whole partial bundle, up to
+        255 entries, every time several processes take turns). False when too far behind
+        or when the result does not give the stored checkpoint's root: reload instead.
+        """
+        start = self.range.size
+        if not start < latest.size <= start + _CATCH_UP_MAX:
+            return False
+        for lo in range(start, latest.size, MAX_RANGE):
+            got = storage.get_entries(lo, min(latest.size, lo + MAX_RANGE))
+            if [e.index for e in got] != list(range(lo, lo + len(got))) or not got:
+                return False
+            for e in got:
+                self.add(e.leaf_hash, {}, set())
+                self.add_to_bundle(e.data)
+        return self.range.size == latest.size and self.range.root() == latest.root_hash
+
 
 class Sequencer:
     """Batches submissions from many threads and integrates them one batch at a time."""
@@ -138,6 +188,8 @@ class Sequencer:
         self.max_delay = max_delay
         self.cache = cache if cache is not None else TileCache()
         self._state: _TreeState | None = None
+        #: Full reloads of the right edge (the rest are incremental catch-ups).
+        self.reloads = 0
         self._queue: list[_Waiter] = []
         self._cond = threading.Condition()
         self._closed = False
@@ -244,7 +296,11 @@ class Sequencer:
         latest = storage.latest_checkpoint()
         size = 0 if latest is None else latest.size
         state = self._state
-        if state is None or state.range.size != size:
+        # If another process integrated since, read only what it added, where we can.
+        if state is None or (
+            state.range.size != size and (latest is None or not state.catch_up(storage, latest))
+        ):
+            self.reloads += 1
             state = self._state = _TreeState(storage, self.cache)
         # Duplicates: against the log, then within the batch.
         known = storage.find_leaves([s.leaf_hash for s in submissions])
@@ -270,27 +326,11 @@ class Sequencer:
         partial_touched: set[int] = set()
         rng = state.range
         for offset, s in enumerate(fresh):
-            index = size + offset
             entries.append(
-                StoredEntry(index, s.leaf_hash, s.data, s.facts.predicate_type,
+                StoredEntry(size + offset, s.leaf_hash, s.data, s.facts.predicate_type,
                             s.facts.subjects, s.facts.keyids, now)
             )
-            for level, hindex, h in rng.append(s.leaf_hash):
-                if level % TILE_HEIGHT:
-                    continue
-                tlevel = level // TILE_HEIGHT
-                tindex = hindex >> TILE_HEIGHT
-                cur = state.partial.get(tlevel)
-                if cur is None or cur[0] != tindex:
-                    cur = (tindex, bytearray())
-                    state.partial[tlevel] = cur
-                cur[1].extend(h)
-                if len(cur[1]) == _FULL:
-                    tiles[(tlevel, tindex)] = bytes(cur[1])
-                    state.partial[tlevel] = (tindex + 1, bytearray())
-                    partial_touched.discard(tlevel)
-                else:
-                    partial_touched.add(tlevel)
+            state.add(s.leaf_hash, tiles, partial_touched)
         for tlevel in partial_touched:
             tindex, buf = state.partial[tlevel]
             tiles[(tlevel, tindex)] = bytes(buf)
@@ -319,12 +359,10 @@ class Sequencer:
     @staticmethod
     def _bundles(state: _TreeState, entries: list[StoredEntry], files: dict[str, bytes]) -> None:
         """Add the entry bundles this batch completes, and the new partial one."""
-        bindex, bundle = state.bundle
         for e in entries:
-            bundle.append(e.data)
-            if len(bundle) == TILE_WIDTH:
-                files[entries_path(bindex, TILE_WIDTH)] = encode_bundle(bundle)
-                bindex, bundle = bindex + 1, []
+            done = state.add_to_bundle(e.data)
+            if done is not None:
+                files[entries_path(done[0], TILE_WIDTH)] = encode_bundle(done[1])
+        bindex, bundle = state.bundle
         if bundle:
             files[entries_path(bindex, len(bundle))] = encode_bundle(bundle)
-        state.bundle = (bindex, bundle)

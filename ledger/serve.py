@@ -3,8 +3,9 @@
 gunicorn's ``gthread`` workers: a submission waits for its batch to be integrated,
 so each worker needs many threads waiting at once for group commit to form batches
 (sync workers would answer one submission per batch). Each worker process runs its
-own integrator thread; they take turns through the integration lock in the data
-folder, so exactly one extends the tree at a time. SIGTERM stops gunicorn
+own integrator thread; they take turns through the integration lock (a file lock in
+the data folder, or with ``--database`` a PostgreSQL advisory lock shared by every
+frontend on that database), so exactly one extends the tree at a time. SIGTERM stops gunicorn
 gracefully: workers finish the requests in flight, their integrators drain the
 queue, and nothing acknowledged is lost (it was durable before it was acknowledged).
 """
@@ -20,7 +21,7 @@ from flask import Flask
 from gunicorn.app.base import BaseApplication
 
 from ledger.server import ServerConfig, create_app, load_or_create_signer
-from ledger.storage import SqliteStorage, check_log
+from ledger.storage import check_log, open_storage, redact_url
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ def prepare(
     """
     assert config.data_dir is not None
     signer = load_or_create_signer(config.data_dir, config.origin, key_file)
-    storage = SqliteStorage(config.data_dir)
+    storage = open_storage(config.data_dir, config.database)
     try:
         with storage.integration_lock():
             result = check_log(storage, signer.verifier(), signer.name, deep=deep)
@@ -87,6 +88,8 @@ def run_server(
     announce(f"tree size:    {size}")
     for line in config.describe():
         announce(line)
+    where = "SQLite in the data folder" if config.database is None else redact_url(config.database)
+    announce(f"storage:      {where}")
 
     def when_ready(server: Any) -> None:
         for listener in server.LISTENERS:

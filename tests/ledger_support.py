@@ -5,9 +5,15 @@ from __future__ import annotations
 import base64
 import hashlib
 import itertools
+import os
+import signal
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import requests
@@ -96,3 +102,44 @@ def check_all_consistent(base: str, seen: dict[int, bytes]) -> None:
                          params={"old_size": a, "new_size": b}, timeout=10)
         assert r.status_code == 200, r.text
         verify_consistency(a, b, seen[a], seen[b], b64list(r.json()["proof"]))
+
+
+KTL = [sys.executable, "-c", "from client.cli import main; main()"]
+JSON = {"Content-Type": "application/json"}
+
+
+@contextmanager
+def ktl_serve(data: Path, *extra: str, lines: list[str] | None = None,
+              env_extra: dict[str, str] | None = None,
+              ) -> Iterator[tuple[subprocess.Popen[str], str, str]]:
+    """Run `ktl serve` on a free port; yields (process, base URL, verifier key).
+
+    The lines printed before it served are appended to `lines` when given."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env_extra or {})}
+    proc = subprocess.Popen(
+        [*KTL, "serve", "--data", str(data), "--port", "0", "--workers", "2", "--threads", "8",
+         "--batch-delay-ms", "2", *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+        start_new_session=True,
+    )
+    try:
+        lines = [] if lines is None else lines
+        deadline = time.monotonic() + 30
+        base = vkey = ""
+        assert proc.stdout is not None
+        while time.monotonic() < deadline and not base:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            if line.startswith("verifier key:"):
+                vkey = line.split(":", 1)[1].strip()
+            if line.startswith("serving on "):
+                base = line.split()[-1]
+        assert base, "".join(lines)
+        threading.Thread(target=proc.stdout.read, daemon=True).start()  # keep the pipe drained
+        yield proc, base, vkey
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)

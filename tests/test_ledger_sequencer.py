@@ -22,6 +22,7 @@ from ledger.storage import (
     MemoryStorage,
     SqliteStorage,
     StorageError,
+    StoredEntry,
     check_log,
     tile_nodes,
 )
@@ -224,3 +225,37 @@ def test_a_failed_file_write_does_not_fail_a_durable_batch(caplog: pytest.LogCap
     assert [r.index for r in receipts] == [0, 1]
     assert storage.entry_count() == 2 and storage.read_file("checkpoint") is None
     assert "could not write tile files" in caplog.text
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(1, 300)), min_size=2, max_size=12))
+def test_integrators_taking_turns_catch_up_without_reloading(turns: list[tuple[bool, int]]) -> None:
+    """Two processes' sequencers alternate on one log: each reads only what the other added."""
+    storage = MemoryStorage()
+    seqs = (Sequencer(storage, SIGNER, SIGNER.name), Sequencer(storage, SIGNER, SIGNER.name))
+    done = 0
+    for which, n in turns:
+        seqs[which].integrate([Submission(f"e{i}".encode(), FACTS) for i in range(done, done + n)])
+        done += n
+    assert [s.reloads for s in seqs] == [1 if any(w == k for w, _ in turns) else 0 for k in (0, 1)]
+    assert check_log(storage, SIGNER.verifier(), SIGNER.name, deep=True, repair=False).size == done
+    hashes = MemoryHashStore()
+    for i in range(done):
+        hashes.append(leaf_hash(f"e{i}".encode()))
+    for ref in tiles_for_size(done):
+        assert storage.read_file(tile_path(ref.level, ref.index, ref.width)) == tile_bytes(ref, hashes)
+
+
+def test_catch_up_that_disagrees_with_the_checkpoint_reloads() -> None:
+    storage = MemoryStorage()
+    a, b = Sequencer(storage, SIGNER, SIGNER.name), Sequencer(storage, SIGNER, SIGNER.name)
+    a.integrate([Submission(b"first", FACTS)])
+    b.integrate([Submission(b"second", FACTS)])
+    # The stored leaf hash of b's entry is damaged: a's catch-up would get another root.
+    good = storage._entries[1]
+    storage._entries[1] = StoredEntry(1, leaf_hash(b"forged"), good.data, good.predicate_type,
+                                      good.subjects, good.keyids, good.integrated_at)
+    (r,) = a.integrate([Submission(b"third", FACTS)])
+    assert a.reloads == 2, "the catch-up was refused and the right edge reloaded from tiles"
+    assert r.index == 2 and r.checkpoint.root_hash == root_of(
+        [leaf_hash(x) for x in (b"first", b"second", b"third")])

@@ -7,60 +7,25 @@ import hashlib
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import requests
-from ledger_support import b64list, check_all_consistent, check_receipt, entry_bytes
+from ledger_support import (
+    JSON,
+    KTL,
+    b64list,
+    check_all_consistent,
+    check_receipt,
+    entry_bytes,
+    ktl_serve,
+)
 
 from ledger.checkpoint import open_checkpoint
 from ledger.merkle import leaf_hash, verify_inclusion
 from ledger.note import NoteVerifier
-
-KTL = [sys.executable, "-c", "from client.cli import main; main()"]
-JSON = {"Content-Type": "application/json"}
-
-
-@contextmanager
-def ktl_serve(data: Path, *extra: str, lines: list[str] | None = None,
-              env_extra: dict[str, str] | None = None,
-              ) -> Iterator[tuple[subprocess.Popen[str], str, str]]:
-    """Run `ktl serve` on a free port; yields (process, base URL, verifier key).
-
-    The lines printed before it served are appended to `lines` when given."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env_extra or {})}
-    proc = subprocess.Popen(
-        [*KTL, "serve", "--data", str(data), "--port", "0", "--workers", "2", "--threads", "8",
-         "--batch-delay-ms", "2", *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-        start_new_session=True,
-    )
-    try:
-        lines = [] if lines is None else lines
-        deadline = time.monotonic() + 30
-        base = vkey = ""
-        assert proc.stdout is not None
-        while time.monotonic() < deadline and not base:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-            if line.startswith("verifier key:"):
-                vkey = line.split(":", 1)[1].strip()
-            if line.startswith("serving on "):
-                base = line.split()[-1]
-        assert base, "".join(lines)
-        threading.Thread(target=proc.stdout.read, daemon=True).start()  # keep the pipe drained
-        yield proc, base, vkey
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
 
 
 def test_ktl_serve_serves_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:

@@ -54,9 +54,18 @@ def test_records_round_trip(e: StoredEntry) -> None:
     assert StoredCheckpoint.from_json(cp.to_json()) == cp
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)])
 def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LogStorage]:
-    s: LogStorage = MemoryStorage() if request.param == "memory" else SqliteStorage(tmp_path)
+    """The same contract, run against every backend."""
+    s: LogStorage
+    if request.param == "memory":
+        s = MemoryStorage()
+    elif request.param == "sqlite":
+        s = SqliteStorage(tmp_path)
+    else:
+        from ledger.storage._postgres import PostgresStorage
+
+        s = PostgresStorage(request.getfixturevalue("pg_url"), pool_size=2)
     yield s
     s.close()
 
@@ -98,6 +107,8 @@ def test_commit_and_read(storage: LogStorage) -> None:
     assert len(storage.search("keyid", "aa" * 32).results) == 5
     assert [r.index for r in storage.search("predicate_type", "https://p/1").results] == [1, 3]
     assert storage.search("name", "nobody/none").results == ()
+    for field in ("name", "digest", "keyid", "predicate_type"):  # a hostile query string
+        assert storage.search(field, "acme/a\x00' OR 1=1 --").results == ()
     with pytest.raises(StorageError, match="unknown search field"):
         storage.search("color", "red")
     with pytest.raises(StorageError, match="too large"):

@@ -1,6 +1,7 @@
 """The log's HTTP server: a Flask app factory serving the tlog-tiles read path and the JSON API.
 
-`create_app(config)` opens ``config.data_dir`` (SQLite + tile files) and the log key;
+`create_app(config)` opens ``config.database`` (PostgreSQL, shared by any number of
+frontends) or else ``config.data_dir`` (SQLite + tile files), and the log key;
 tests may inject a storage (e.g. `ledger.storage.MemoryStorage`) and a signer. Views
 reach the log as ``current_app.extensions["ktl"]`` (a `LogService`).
 """
@@ -16,7 +17,7 @@ from ledger.server._errors import ApiError, install_error_handlers
 from ledger.server._keys import LogKeyError, load_or_create_signer, read_verifier_key
 from ledger.server._readpath import bp as _read_bp
 from ledger.server._service import LogService
-from ledger.storage import LogStorage, SqliteStorage, check_log
+from ledger.storage import LogStorage, check_log, open_storage
 
 
 def create_app(
@@ -33,9 +34,9 @@ def create_app(
     the integration lock) and a log that fails it raises `StorageError`: never serve it.
     """
     if storage is None:
-        if config.data_dir is None:
-            raise ValueError("create_app needs config.data_dir or a storage")
-        storage = SqliteStorage(config.data_dir)
+        if config.data_dir is None and config.database is None:
+            raise ValueError("create_app needs config.data_dir, config.database or a storage")
+        storage = open_storage(config.data_dir, config.database)
     if signer is None:
         if config.data_dir is None:
             raise ValueError("create_app needs config.data_dir or a signer")

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ledger.server._errors import ApiError
+from ledger.storage import StorageError, check_database_url, redact_url
 
 DEFAULT_ORIGIN = "localhost/ktl"
 MAX_ENTRY_BYTES = 65535
@@ -17,6 +18,8 @@ class ServerConfig:
     """How one log server behaves. ``data_dir`` is None only with an injected storage."""
 
     data_dir: str | None = None
+    #: A postgresql:// URL: entries, tiles and checkpoints live there, shared by frontends.
+    database: str | None = None
     origin: str = DEFAULT_ORIGIN
     max_entry_bytes: int = MAX_ENTRY_BYTES
     max_blob_bytes: int = 16 * 1024 * 1024
@@ -33,6 +36,11 @@ class ServerConfig:
     blob_bytes_per_hour: int = 1024 * 1024 * 1024
 
     def __post_init__(self) -> None:
+        if self.database is not None:
+            try:
+                check_database_url(self.database)
+            except StorageError as e:
+                raise ValueError(str(e)) from None
         if not 1 <= self.max_entry_bytes <= MAX_ENTRY_BYTES:
             raise ValueError(f"max_entry_bytes must be between 1 and {MAX_ENTRY_BYTES}")
         if self.max_batch < 1 or self.batch_size < 1:
@@ -80,6 +88,7 @@ class ServerConfig:
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         out["write_token"] = None if self.write_token is None else "***"
+        out["database"] = None if self.database is None else redact_url(self.database)
         return out
 
     @classmethod

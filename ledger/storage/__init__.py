@@ -1,12 +1,16 @@
 """Where the log keeps its entries, hashes, checkpoints, blobs and tile files.
 
 `LogStorage` is the interface; `SqliteStorage` the embedded default; `MemoryStorage`
-the fake for tests. A PostgreSQL backend would implement the same protocol.
+the fake for tests; `PostgresStorage` (``ledger.storage._postgres``, needs the
+``postgresql`` extra) lets several frontends share one log. `open_storage` picks one.
 """
 
 from __future__ import annotations
 
+import os
+
 from ledger.storage._check import LogCheck, check_log
+from ledger.storage._copy import CopyResult, copy_log
 from ledger.storage._hashes import StoredHashReader, TileCache, expand_tile, tile_nodes
 from ledger.storage._memory import MemoryStorage
 from ledger.storage._schema import SCHEMA_VERSION
@@ -24,12 +28,31 @@ from ledger.storage._types import (
     StoredCheckpoint,
     StoredEntry,
 )
+from ledger.storage._url import check_database_url, redact_url
+
+
+def open_storage(data_dir: str | os.PathLike[str] | None, database: str | None = None) -> LogStorage:
+    """The log's storage: PostgreSQL at ``database`` if given, else SQLite in ``data_dir``."""
+    if database is not None:
+        try:
+            from ledger.storage._postgres import PostgresStorage
+        except ImportError as e:
+            raise StorageError(
+                f"--database needs the PostgreSQL driver ({e}): install this project with "
+                "its postgresql extra (psycopg, psycopg_pool)"
+            ) from None
+        return PostgresStorage(database)
+    if data_dir is None:
+        raise StorageError("no storage: give a data folder or a database URL")
+    return SqliteStorage(data_dir)
+
 
 __all__ = [
     "MAX_PAGE",
     "MAX_RANGE",
     "SCHEMA_VERSION",
     "SEARCH_FIELDS",
+    "CopyResult",
     "EntryFacts",
     "EntrySummary",
     "IntegratedBatch",
@@ -43,7 +66,11 @@ __all__ = [
     "StoredEntry",
     "StoredHashReader",
     "TileCache",
+    "check_database_url",
     "check_log",
+    "copy_log",
     "expand_tile",
+    "open_storage",
+    "redact_url",
     "tile_nodes",
 ]

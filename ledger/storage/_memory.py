@@ -10,6 +10,7 @@ from contextlib import contextmanager
 
 from ledger.storage._files import check_file_path
 from ledger.storage._types import (
+    MAX_PAGE,
     MAX_RANGE,
     EntrySummary,
     IntegratedBatch,
@@ -17,6 +18,7 @@ from ledger.storage._types import (
     StorageError,
     StoredCheckpoint,
     StoredEntry,
+    check_batch_shape,
     check_range,
     check_search,
 )
@@ -111,6 +113,11 @@ class MemoryStorage:
             got = self._blobs.get(digest_hex)
         return None if got is None else got[0]
 
+    def blob_digests(self, after: str = "", limit: int = MAX_PAGE) -> list[str]:
+        limit = max(1, min(limit, MAX_PAGE))
+        with self._lock:
+            return sorted(d for d in self._blobs if d > after)[:limit]
+
     def put_blob(self, digest_hex: str, data: bytes) -> bool:
         with self._lock:
             if digest_hex in self._blobs:
@@ -137,14 +144,7 @@ class MemoryStorage:
             yield
 
     def commit_batch(self, batch: IntegratedBatch) -> None:
-        if not batch.entries:
-            raise StorageError("an integration needs at least one entry")
-        first = batch.entries[0].index
-        size = batch.entries[-1].index + 1
-        if [e.index for e in batch.entries] != list(range(first, size)):
-            raise StorageError("batch indexes must be consecutive")
-        if batch.checkpoint.size != size:
-            raise StorageError("the batch checkpoint must cover exactly the batch")
+        first, size = check_batch_shape(batch)
         with self._lock:
             if len(self._entries) != first:
                 raise StorageError(
@@ -154,8 +154,6 @@ class MemoryStorage:
                 raise StorageError(
                     f"refusing a checkpoint for size {size} after size {self._checkpoints[-1].size}"
                 )
-            if len({e.leaf_hash for e in batch.entries}) != len(batch.entries):
-                raise StorageError("duplicate leaf hash in batch")
             for e in batch.entries:
                 self._entries.append(e)
                 self._by_leaf[e.leaf_hash] = e.index

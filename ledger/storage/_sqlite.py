@@ -24,6 +24,7 @@ import sqlite_utils
 from ledger.storage._files import TileFiles
 from ledger.storage._schema import migrate
 from ledger.storage._types import (
+    MAX_PAGE,
     MAX_RANGE,
     EntrySummary,
     IntegratedBatch,
@@ -31,6 +32,7 @@ from ledger.storage._types import (
     StorageError,
     StoredCheckpoint,
     StoredEntry,
+    check_batch_shape,
     check_range,
     check_search,
 )
@@ -271,6 +273,13 @@ class SqliteStorage:
         ).fetchone()
         return None if row is None else bytes(row[0])
 
+    def blob_digests(self, after: str = "", limit: int = MAX_PAGE) -> list[str]:
+        limit = max(1, min(limit, MAX_PAGE))
+        rows = self._conn().execute(
+            "SELECT digest FROM blobs WHERE digest > ? ORDER BY digest LIMIT ?", (after, limit)
+        ).fetchall()
+        return [str(r[0]) for r in rows]
+
     # ---- writes
     def put_blob(self, digest_hex: str, data: bytes) -> bool:
         cur = self._conn().execute(
@@ -307,14 +316,7 @@ class SqliteStorage:
                 os.close(fd)
 
     def commit_batch(self, batch: IntegratedBatch) -> None:
-        if not batch.entries:
-            raise StorageError("an integration needs at least one entry")
-        first = batch.entries[0].index
-        size = batch.entries[-1].index + 1
-        if [e.index for e in batch.entries] != list(range(first, size)):
-            raise StorageError("batch indexes must be consecutive")
-        if batch.checkpoint.size != size:
-            raise StorageError("the batch checkpoint must cover exactly the batch")
+        first, size = check_batch_shape(batch)
         self._start_checkpointer()
         conn = self._conn()
         conn.execute("BEGIN IMMEDIATE")
@@ -328,9 +330,7 @@ class SqliteStorage:
                 raise StorageError(f"refusing a checkpoint for size {size} after size {last}")
             # Duplicates against the log were removed by the integrator under the
             # integration lock (the only writer); repeating that lookup here would double
-            # the random index reads. Duplicates within the batch are cheap to refuse.
-            if len({e.leaf_hash for e in batch.entries}) != len(batch.entries):
-                raise StorageError("duplicate leaf hash in batch")
+            # the random index reads. Duplicates within the batch: `check_batch_shape`.
             conn.executemany(
                 "INSERT INTO entries (idx, leaf_key, leaf_hash, data, predicate_type, subject_name, "
                 "subject_sha256, keyids, integrated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -207,6 +207,9 @@ class LogStorage(Protocol):
     def read_tile_nodes(self, level: int, index: int) -> bytes: ...
     def blob_info(self, digest_hex: str) -> int | None: ...
     def get_blob(self, digest_hex: str) -> bytes | None: ...
+    def blob_digests(self, after: str = "", limit: int = MAX_PAGE) -> list[str]:
+        """Stored blob digests greater than ``after``, ascending (for copying a log)."""
+        ...
 
     # ---- writes
     def put_blob(self, digest_hex: str, data: bytes) -> bool: ...
@@ -239,6 +242,21 @@ def check_range(start: int, end: int) -> None:
         raise StorageError(f"bad entry range [{start}, {end})")
     if end - start > MAX_RANGE:
         raise StorageError(f"entry range too large: at most {MAX_RANGE} entries at once")
+
+
+def check_batch_shape(batch: IntegratedBatch) -> tuple[int, int]:
+    """Preconditions of `commit_batch` that need no stored state; returns (first index, new size)."""
+    if not batch.entries:
+        raise StorageError("an integration needs at least one entry")
+    first = batch.entries[0].index
+    size = batch.entries[-1].index + 1
+    if [e.index for e in batch.entries] != list(range(first, size)):
+        raise StorageError("batch indexes must be consecutive")
+    if batch.checkpoint.size != size:
+        raise StorageError("the batch checkpoint must cover exactly the batch")
+    if len({e.leaf_hash for e in batch.entries}) != len(batch.entries):
+        raise StorageError("duplicate leaf hash in batch")
+    return first, size
 
 
 def check_search(field: str, cursor: int, limit: int) -> int:

@@ -1,7 +1,7 @@
 """Client figures: offline receipt verification rate, and monitor catch-up rate against the
 server's own tile-serving rate, all measured in one run against a real `ktl serve`.
 
-    .venv/bin/python benchmarks/client.py [--entries 100000] [--seconds 3] [--workers 2] [--jobs 2]
+    .venv/bin/python benchmarks/bench_client.py [--entries 100000] [--seconds 3] [--workers 2] [--jobs 2]
 
 1. Starts `ktl serve` (gunicorn) on 127.0.0.1 with a fresh data folder and fills it
    with --entries distinct signed kernel/v1 entries through `entries:batch`.
@@ -27,11 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
-# Run as a script, this file's folder comes first on sys.path and its name would shadow
-# the `client` package; look in the repository root instead.
+# Runnable without installing the project: the repository root goes on sys.path.
 _HERE = Path(__file__).resolve().parent
-if sys.path and Path(sys.path[0] or ".").resolve() == _HERE:
-    sys.path[0] = str(_HERE.parent)
+sys.path.insert(0, str(_HERE.parent))
 
 import requests  # noqa: E402
 from rich.console import Console  # noqa: E402
@@ -111,7 +109,10 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--jobs", type=int, default=2, help="monitor worker processes, second row")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--tiny", action="store_true", help="a smoke run of a few seconds")
     args = ap.parse_args()
+    if args.tiny:
+        args.entries, args.seconds, args.workers, args.jobs = 300, 0.1, 1, 2
     console = Console(stderr=True)
     rows: list[tuple[str, str, float, str]] = []
     with tempfile.TemporaryDirectory() as tmp:

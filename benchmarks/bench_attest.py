@@ -5,7 +5,7 @@ canonical JSON). Each row is the median of --repeats timed runs of --seconds eac
 all in the same process and interleaved round-robin, so the raw `cryptography`
 rows are the baseline:
 
-    .venv/bin/python benchmarks/attest.py [--seconds 0.5] [--repeats 5] [--results 10]
+    .venv/bin/python benchmarks/bench_attest.py [--seconds 0.5] [--repeats 5] [--results 10]
 """
 
 from __future__ import annotations
@@ -17,11 +17,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-# Run as a script, this file's folder comes first on sys.path and its name would shadow
-# the `attest` package; look in the repository root instead.
+# Runnable without installing the project: the repository root goes on sys.path.
 _HERE = Path(__file__).resolve().parent
-if sys.path and Path(sys.path[0] or ".").resolve() == _HERE:
-    sys.path[0] = str(_HERE.parent)
+sys.path.insert(0, str(_HERE.parent))
 
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
@@ -76,7 +74,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=0.5, help="length of one timed run")
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per row (median reported)")
     parser.add_argument("--results", type=int, default=10, help="results in the benchmark predicate")
+    parser.add_argument("--tiny", action="store_true", help="a smoke run of a few seconds")
     args = parser.parse_args()
+    if args.tiny:
+        args.seconds, args.repeats = 0.02, 1
 
     key = generate_private_key()
     public = key.public_key()

@@ -1,6 +1,6 @@
 """Sandbox figures: what each child start costs, and what a flooding child costs the parent.
 
-    .venv/bin/python benchmarks/sandbox.py [--repeats 20]
+    .venv/bin/python benchmarks/bench_sandbox.py [--repeats 20] [--tiny]
 
 Baseline measured in the same run: the same command started with a bare
 `subprocess.run` (no namespaces, Landlock, seccomp or caps). The flood rows run a
@@ -53,7 +53,10 @@ def _peak_rss_mib() -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--tiny", action="store_true", help="a smoke run: 2 repeats")
     args = parser.parse_args()
+    if args.tiny:
+        args.repeats = 2
     console = Console(width=160)
     table = Table(title=f"child start, median of {args.repeats}")
     for col in ("command", "bare subprocess (baseline)", "run_sandboxed", "overhead"):
