@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -148,6 +149,28 @@ def test_blobs_and_files(storage: LogStorage) -> None:
             storage.read_file(bad)
         with pytest.raises(StorageError):
             storage.write_files({bad: b""})
+
+
+def test_blob_collection_listing_pages_and_deletes(storage: LogStorage) -> None:
+    """What the blob collector relies on, on every backend: keyset pages in (created, digest)
+    order below a cutoff, bounded limits, and deletion that reports what it removed."""
+    digests = [f"{i:02x}" * 32 for i in range(5)]
+    for d in digests:
+        assert storage.put_blob(d, d.encode())
+    future = time.time() + 3600
+    first = storage.blobs_before(future, None, 2)
+    assert len(first) == 2
+    rest = storage.blobs_before(future, first[-1], 10)
+    listed = first + rest
+    assert sorted(d for _, d in listed) == digests and listed == sorted(listed)
+    assert storage.blobs_before(0.0, None, 10) == [], "nothing was created before the epoch"
+    for bad in (0, 100_000_000):
+        with pytest.raises(StorageError):
+            storage.blobs_before(future, None, bad)
+    assert storage.delete_blob(digests[0]) is True
+    assert storage.delete_blob(digests[0]) is False
+    assert storage.get_blob(digests[0]) is None
+    assert [d for _, d in storage.blobs_before(future, None, 10)] == sorted(digests[1:])
 
 
 def test_schema_version_recorded_and_newer_refused(tmp_path: Path) -> None:
