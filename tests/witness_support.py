@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,12 +67,18 @@ class FakeLog:
         return encode_add_checkpoint(old, proof, self.note(size, signer))
 
 
+def free_port() -> int:
+    """A port free on 127.0.0.1 now (witnesses restart on the same one: policies name URLs)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 @contextmanager
-def witness_process(data: Path, name: str = "test/witness") -> Iterator[tuple[subprocess.Popen[str], str, str]]:
-    """Run `ktl witness serve` on a free port; yield (process, base URL, witness key)."""
+def ktl_process(args: list[str], key_prefix: str) -> Iterator[tuple[subprocess.Popen[str], str, str]]:
+    """Run a serving `ktl` command; yield (process, base URL, the key printed after `key_prefix`)."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([*KTL, "witness", "serve", "--data", str(data), "--name", name,
-                             "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    proc = subprocess.Popen([*KTL, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, env=env, start_new_session=True)
     try:
         lines: list[str] = []
@@ -83,7 +90,7 @@ def witness_process(data: Path, name: str = "test/witness") -> Iterator[tuple[su
             if not line:
                 break
             lines.append(line)
-            if line.startswith("witness key:"):
+            if line.startswith(key_prefix):
                 key = line.split(":", 1)[1].strip()
             if line.startswith("serving on "):
                 base = line.split()[-1]
@@ -94,3 +101,17 @@ def witness_process(data: Path, name: str = "test/witness") -> Iterator[tuple[su
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(10)
+
+
+def witness_process(data: Path, name: str = "test/witness", port: int = 0
+                    ) -> AbstractContextManager[tuple[subprocess.Popen[str], str, str]]:
+    """`ktl witness serve` on 127.0.0.1; yields (process, base URL, witness key)."""
+    return ktl_process(["witness", "serve", "--data", str(data), "--name", name,
+                        "--port", str(port)], "witness key:")
+
+
+def log_process(data: Path, *extra: str
+                ) -> AbstractContextManager[tuple[subprocess.Popen[str], str, str]]:
+    """`ktl serve` on a free port; yields (process, base URL, log verifier key)."""
+    return ktl_process(["serve", "--data", str(data), "--port", "0", "--workers", "2",
+                        "--threads", "8", "--batch-delay-ms", "2", *extra], "verifier key:")
