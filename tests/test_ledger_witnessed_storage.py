@@ -168,3 +168,42 @@ def test_a_fork_never_gets_a_cosignature() -> None:
     held = log.checkpoint()
     d = decide(AddCheckpoint.parse(fork.request(6)), [log.signer.verifier()], held)
     assert not isinstance(d, Cosign) and d.status == 422
+
+
+def test_the_witnessing_thread_publishes_then_sleeps(tmp_path: Path) -> None:
+    """After publishing it waits for the next checkpoint (it once spun on a taken offer)."""
+
+    class Counting(MemoryStorage):
+        looks = 0
+
+        def latest_cosigned(self) -> StoredCheckpoint | None:
+            Counting.looks += 1
+            return super().latest_cosigned()
+
+    storage = Counting()
+    seq = Sequencer(storage, SIGNER, SIGNER.name)
+    seq.ensure_checkpoint()
+    seq.integrate([_submission(0)])
+    a, ca = _witness(tmp_path, SIGNER.verifier_key_string(), SIGNER.name, 11, "w/a")
+
+    def post(url: str, body: bytes, timeout: float) -> tuple[int, str, bytes]:
+        r = ca.post("/add-checkpoint", data=body)
+        return r.status_code, r.mimetype, r.get_data()
+
+    policy = WitnessPolicy.parse(f"witness A {a.verifier_key_string()} http://a\nquorum A\n")
+    w = Witnessing(storage, policy, SIGNER.verifier(), TileCache(), post=post)
+    w.start()
+    try:
+        latest = storage.latest_checkpoint()
+        assert latest is not None
+        w.offer(latest)
+        deadline = time.monotonic() + 10
+        while storage.latest_cosigned() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        published = storage.latest_cosigned()
+        assert published is not None and published.size == 1
+        before = Counting.looks
+        time.sleep(0.3)
+        assert Counting.looks - before < 5
+    finally:
+        w.close()

@@ -110,9 +110,11 @@ class Witnessing:
         with self._cond:
             deadline = time.monotonic() + wait
             while not self._closed:
-                if self._pending is not None and (current is None
-                                                  or self._pending.size > current.size):
-                    return self._pending
+                offered = self._pending
+                if offered is not None:
+                    self._pending = None  # taken: pursued until published or superseded
+                    if current is None or offered.size > current.size:
+                        return offered
                 left = deadline - time.monotonic()
                 if current is not None and left <= 0:
                     return current
