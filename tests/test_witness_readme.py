@@ -85,6 +85,11 @@ def test_witnesses_walkthrough_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPa
                 assert res.stdout.strip().splitlines()[-1] == keys[1]
             ran += 1
         assert ran == 6
+        # the explorer's home page names each witness that cosigned, with its key ID
+        page = requests.get(f"{url}/", timeout=10).text
+        for n in (1, 2):
+            key_id = keys[n].split("+")[1]
+            assert f"w{n}.example/witness" in page and key_id in page
 
 
 def _published(url: str, verifier: NoteVerifier, wait: float = 20.0) -> None:
