@@ -260,3 +260,34 @@ def test_ktl_witness_commands_and_sigkill_keep_the_fork_refused(tmp_path: Path) 
                              timeout=10).status_code == 404
     again = _ktl("witness", "remove-log", "--data", str(data), "--origin", log.origin)
     assert again.returncode == 2 and "no log" in again.stderr
+
+
+def test_racing_requests_from_one_old_size_get_one_cosignature(tmp_path: Path) -> None:
+    """The spec's race: checks and the update are atomic, so a rollback cannot slip in."""
+    import threading
+
+    log = FakeLog().grow(2)
+    store = WitnessStore(tmp_path)
+    store.add_log(make_log(log.origin, [log.vkey]))
+    app = create_witness_app(store, W_SIGNER)
+    assert app.test_client().post("/add-checkpoint", data=log.request(0)).status_code == 200
+    bodies = []
+    for _ in range(8):
+        log.grow(1)
+        bodies.append(log.request(2))  # all claim the witness holds 2
+    statuses: list[int] = []
+    barrier = threading.Barrier(len(bodies))
+
+    def go(body: bytes) -> None:
+        client = app.test_client()
+        barrier.wait()
+        statuses.append(client.post("/add-checkpoint", data=body).status_code)
+
+    threads = [threading.Thread(target=go, args=(b,)) for b in bodies]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(statuses) == [200] + [409] * 7
+    held = store.held(log.origin)
+    assert held is not None and held.checkpoint.size > 2
