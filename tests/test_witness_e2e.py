@@ -91,6 +91,11 @@ def test_witnessed_log_end_to_end(tmp_path: Path) -> None:
             res = Ktl(tmp_path / "home3")("log-info", "--log", base, "--witness-policy",
                                           str(three), "--log-key", log_vkey)
             assert res.exit_code == 1 and "missing w3" in res.stderr
+            # get and monitor enforce it the same way (the one trust path)
+            assert ktl("get", "--index", "0", "--log", base, env=env).exit_code == 0
+            for cmd in (["get", "--index", "0"], ["monitor"]):
+                res = ktl(*cmd, "--log", base, env={"KTL_WITNESS_POLICY": str(three)})
+                assert res.exit_code == 1 and "missing w3" in res.stderr, (cmd, res.stderr)
 
             # witness 2 goes down: a submission waits, then 503 naming its index; nothing lost
             os.killpg(w2.pid, signal.SIGKILL)
