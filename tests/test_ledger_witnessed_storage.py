@@ -207,3 +207,35 @@ def test_the_witnessing_thread_publishes_then_sleeps(tmp_path: Path) -> None:
         assert Counting.looks - before < 5
     finally:
         w.close()
+
+
+def test_unreachable_witnesses_mean_503_and_nothing_lost(tmp_path: Path) -> None:
+    """A log whose only witness is down: nothing is published, a submission gets a 503 that
+    names its index, and the entry is stored (sequenced) all the same."""
+    from witness_support import free_port
+
+    from ledger.server import ServerConfig, create_app
+
+    w = CosignatureSigner("w/down", Ed25519PrivateKey.from_private_bytes(b"\x0e" * 32))
+    policy = tmp_path / "p"
+    policy.write_text(f"witness W {w.verifier_key_string()} http://127.0.0.1:{free_port()}\n"
+                      "quorum W\n")
+    storage = MemoryStorage()
+    app = create_app(ServerConfig(origin=SIGNER.name, witness_policy=str(policy),
+                                  witness_wait=0.3, batch_delay_ms=1.0),
+                     storage=storage, signer=SIGNER, check=False)
+    try:
+        client = app.test_client()
+        r = client.get("/checkpoint")
+        assert r.status_code == 404 and "witness quorum" in r.get_json()["error"]["message"]
+        from ledger_support import entry_bytes
+
+        r = client.post("/api/v1/entries", data=entry_bytes(1),
+                        headers={"Content-Type": "application/json"})
+        assert r.status_code == 503, r.get_data(as_text=True)
+        err = r.get_json()["error"]
+        assert err["code"] == "not_witnessed" and "sequenced at index 0" in err["message"]
+        assert storage.entry_count() == 1 and storage.latest_cosigned() is None
+        assert client.get("/api/v1/log").get_json()["tree_size"] == 0
+    finally:
+        app.extensions["ktl"].close()
