@@ -8,6 +8,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from weak_keys import SMALL_ORDER
 from witness_support import FakeLog
 
 from ledger.checkpoint import open_checkpoint
@@ -132,3 +133,19 @@ def test_the_parser_only_raises_policy_error(text: str) -> None:
     except PolicyError:
         return
     assert WitnessPolicy.parse(p.to_text()) == p
+
+
+@pytest.mark.parametrize("raw", list(SMALL_ORDER.values()), ids=list(SMALL_ORDER))
+def test_small_order_keys_are_refused_as_witnesses_and_as_logs(raw: bytes) -> None:
+    """A small-order key would accept the (identity, 0) signature on every checkpoint."""
+    from ledger.note import key_id
+    from ledger.witness_store import WitnessStoreError, make_log
+
+    def vkey(name: str, sig_type: int) -> str:
+        material = base64.b64encode(bytes([sig_type]) + raw).decode()
+        return f"{name}+{key_id(name, raw, sig_type).hex()}+{material}"
+
+    with pytest.raises(PolicyError, match="Ed25519"):
+        WitnessPolicy.parse(f"witness W {vkey('evil/witness', 0x04)}\nquorum W\n")
+    with pytest.raises(WitnessStoreError, match="Ed25519"):
+        make_log("example.org/log", [vkey("example.org/log", 0x01)])
