@@ -14,6 +14,7 @@ from rich.console import Console
 from client._errors import InputError
 from client._output import Output, kv_table, rows_table, run_guarded
 from client.state import TrustedState, read_capped
+from client.witnesses import cosigners, load_witness_policy, witness_policy_option
 
 if TYPE_CHECKING:
     from attest.policy import TrustPolicy
@@ -81,11 +82,13 @@ def _key_note(out: Output, how: str, describe: str) -> None:
               help="Verification budget when running the checks (no results given).")
 @log_option
 @log_key_option
+@witness_policy_option
 @json_option
 def publish(kernel_dir: Path, key_path: Path, passphrase_env: str | None,
             results_path: Path | None, verification_path: Path | None,
             benchmark_path: Path | None, samples_path: Path | None, budget: str,
-            log_url: str | None, log_key: str | None, as_json: bool) -> None:
+            log_url: str | None, log_key: str | None, witness_policy_path: Path | None,
+            as_json: bool) -> None:
     """Sign and log a kernel's release, verification and benchmark; keep receipts."""
     out = Output(as_json)
 
@@ -102,7 +105,8 @@ def publish(kernel_dir: Path, key_path: Path, passphrase_env: str | None,
         else:
             results = None
         report = run_publish(kernel_dir, key_path, results, budget, log_url, log_key,
-                             TrustedState(), out, passphrase_env=passphrase_env)
+                             TrustedState(), out, passphrase_env=passphrase_env,
+                             witness_policy=load_witness_policy(witness_policy_path))
 
         def render(c: Console) -> None:
             c.print(rows_table(
@@ -138,13 +142,15 @@ def publish(kernel_dir: Path, key_path: Path, passphrase_env: str | None,
               help="A witness's cosignature/v1 verifier key (repeatable).")
 @click.option("--witness-threshold", type=click.IntRange(min=0), default=None,
               help="Valid witness cosignatures required (default: 1 when --witness is given).")
+@witness_policy_option
 @click.option("--log", "log_url", metavar="URL",
               help="Also prove the receipt consistent with the log's latest checkpoint "
                    "(verify stays offline without it, even when $KTL_LOG is set).")
 @json_option
 def verify(receipt: Path, entry_path: Path | None, log_key: str | None,
            policy_path: Path | None, source_path: Path | None, witness_keys: tuple[str, ...],
-           witness_threshold: int | None, log_url: str | None, as_json: bool) -> None:
+           witness_threshold: int | None, witness_policy_path: Path | None,
+           log_url: str | None, as_json: bool) -> None:
     """Verify a receipt offline: checkpoint, inclusion, signature, policy, source digest."""
     out = Output(as_json)
 
@@ -170,12 +176,14 @@ def verify(receipt: Path, entry_path: Path | None, log_key: str | None,
             raise InputError(f"source {source_path} does not exist")
         witnesses = load_witnesses(witness_keys)
         threshold = (1 if witnesses else 0) if witness_threshold is None else witness_threshold
+        wpolicy = load_witness_policy(witness_policy_path)
         report, cp = verify_receipt(proof_bytes, entry_bytes, verifier,
                                     policy=load_policy(policy_path), source=source_path,
-                                    witnesses=witnesses, witness_threshold=threshold)
+                                    witnesses=witnesses, witness_threshold=threshold,
+                                    witness_policy=wpolicy)
         data = report.to_json()
         if log_url:
-            sess = connect(log_url, TrustedState(), log_key)
+            sess = connect(log_url, TrustedState(), log_key, witness_policy=wpolicy)
             try:
                 if sess.origin != cp.checkpoint.origin:
                     raise InputError(f"the log at {log_url} is {sess.origin!r}, but the receipt "
@@ -195,7 +203,8 @@ def verify(receipt: Path, entry_path: Path | None, log_key: str | None,
                 ("subject", f"{report.subject_name} sha256:{report.subject_sha256}"),
                 ("trust policy", report.policy or "not checked (no --policy)"),
                 ("source", report.source or "not checked (no --source)"),
-                ("witnesses", report.notes[0] if report.notes else "not checked (no --witness)"),
+                ("witnesses", "; ".join(report.notes) if report.notes
+                 else "not checked (no --witness or --witness-policy)"),
             ]
             if data["consistent_with"] is not None:
                 rows.append(("log consistency",
@@ -217,9 +226,10 @@ def verify(receipt: Path, entry_path: Path | None, log_key: str | None,
               help="Write the entry bytes here and its tlog-proof receipt beside it.")
 @log_option
 @log_key_option
+@witness_policy_option
 @json_option
 def get(index: int, out_path: Path | None, log_url: str | None, log_key: str | None,
-        as_json: bool) -> None:
+        witness_policy_path: Path | None, as_json: bool) -> None:
     """Fetch one entry, verify its proof and signature, optionally save it as a receipt."""
     out = Output(as_json)
 
@@ -229,7 +239,8 @@ def get(index: int, out_path: Path | None, log_url: str | None, log_key: str | N
         from client.state import atomic_write
         from ledger.proof_bundle import TlogProof
 
-        sess = connect(require_url(log_url), TrustedState(), log_key)
+        sess = connect(require_url(log_url), TrustedState(), log_key,
+                       witness_policy=load_witness_policy(witness_policy_path))
         _key_note(out, sess.key.how, sess.key.describe())
         try:
             fetched = fetch_entry(sess, index)
@@ -357,15 +368,18 @@ def search(digest: str | None, name: str | None, key: str | None, ptype: str | N
 @click.command("log-info")
 @log_option
 @log_key_option
+@witness_policy_option
 @json_option
-def log_info(log_url: str | None, log_key: str | None, as_json: bool) -> None:
+def log_info(log_url: str | None, log_key: str | None, witness_policy_path: Path | None,
+             as_json: bool) -> None:
     """Show the log's identity and verified checkpoint; prove it consistent with what we trust."""
     out = Output(as_json)
 
     def body() -> int:
         from client.session import EmptyLog, connect, latest_checkpoint, require_url
 
-        sess = connect(require_url(log_url), TrustedState(), log_key)
+        sess = connect(require_url(log_url), TrustedState(), log_key,
+                       witness_policy=load_witness_policy(witness_policy_path))
         _key_note(out, sess.key.how, sess.key.describe())
         data: dict[str, Any] = {
             "origin": sess.origin,
@@ -385,6 +399,7 @@ def log_info(log_url: str | None, log_key: str | None, as_json: bool) -> None:
             data.update(tree_size=cp.checkpoint.size, root_hash=cp.checkpoint.root_hash.hex(),
                         trusted_before=rec.trusted_size, consistency=rec.outcome,
                         checkpoint=cp.note_bytes.decode("utf-8"))
+            data["witnesses"] = cosigners(cp, sess.verifier, sess.witness_policy)
         except EmptyLog:
             pass
         finally:
@@ -392,7 +407,8 @@ def log_info(log_url: str | None, log_key: str | None, as_json: bool) -> None:
 
         def render(c: Console) -> None:
             c.print(kv_table(f"Log {sess.origin}", [
-                (k, v) for k, v in data.items() if k != "checkpoint"]))
+                (k, v["summary"] if k == "witnesses" else v)
+                for k, v in data.items() if k != "checkpoint"]))
 
         out.result(data, render)
         return 0
@@ -420,10 +436,12 @@ def log_info(log_url: str | None, log_key: str | None, as_json: bool) -> None:
               help="With --follow: stop after this many passes (default: no limit).")
 @log_option
 @log_key_option
+@witness_policy_option
 @json_option
 def monitor(since: int | None, policy_path: Path | None, state_path: Path | None, jobs: int,
             follow: bool, interval: float, passes: int | None,
-            log_url: str | None, log_key: str | None, as_json: bool) -> None:
+            log_url: str | None, log_key: str | None, witness_policy_path: Path | None,
+            as_json: bool) -> None:
     """Tail the log through its tiles: verify everything, report releases and violations.
 
     One pass checks everything new since the last pass (the state file) up to the log's
@@ -439,7 +457,8 @@ def monitor(since: int | None, policy_path: Path | None, state_path: Path | None
 
         trusted = TrustedState()
         policy = load_policy(policy_path)
-        sess = connect(require_url(log_url), trusted, log_key)
+        sess = connect(require_url(log_url), trusted, log_key,
+                       witness_policy=load_witness_policy(witness_policy_path))
         _key_note(out, sess.key.how, sess.key.describe())
         path = state_path or default_state_path(trusted, sess.origin)
         done = 0
@@ -448,7 +467,7 @@ def monitor(since: int | None, policy_path: Path | None, state_path: Path | None
                 with out.progress("verifying entries", None) as advance:
                     report = run_monitor(sess.log, sess.verifier, sess.origin, trusted, path,
                                          policy=policy, since=since if done == 0 else None,
-                                         on_progress=advance, jobs=jobs)
+                                         on_progress=advance, jobs=jobs, quorum=sess.quorum)
                 done += 1
                 _monitor_result(out, report, path, one_line=follow)
                 if report.violations:

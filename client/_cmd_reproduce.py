@@ -12,6 +12,7 @@ from rich.console import Console
 from client._errors import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_VERIFICATION, InputError
 from client._output import Output, rows_table, run_guarded
 from client.state import TrustedState
+from client.witnesses import load_witness_policy, witness_policy_option
 
 _EXIT = {"confirmed": EXIT_OK, "refuted": EXIT_VERIFICATION, "inconclusive": EXIT_INCONCLUSIVE}
 
@@ -48,10 +49,12 @@ def _short(value: Any) -> str:
                    "(default: only the kernel publisher's own claims).")
 @click.option("--allow-weak-sandbox", is_flag=True,
               help="Submit even where a sandbox layer is missing (recorded in the statement).")
+@witness_policy_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
 def reproduce(index: int, budget: str, sign_key: Path | None, passphrase_env: str | None,
               submit: bool, receipt_dir: Path, log_url: str | None, log_key: str | None,
-              policy_path: Path | None, allow_weak_sandbox: bool, as_json: bool) -> None:
+              policy_path: Path | None, allow_weak_sandbox: bool,
+              witness_policy_path: Path | None, as_json: bool) -> None:
     """Fetch a logged kernel and its claims, verify them, re-run them, give verdicts.
 
     Exit 0 when every claim is confirmed, 1 when any is refuted, 4 when inconclusive.
@@ -68,7 +71,8 @@ def reproduce(index: int, budget: str, sign_key: Path | None, passphrase_env: st
             raise InputError("--submit needs --sign KEY (the attestation must be signed)")
         policy = load_policy(policy_path)
         record = sandbox_gate(probe_layers().missing(), submit, allow_weak_sandbox)
-        sess = connect(require_url(log_url), TrustedState(), log_key)
+        sess = connect(require_url(log_url), TrustedState(), log_key,
+                       witness_policy=load_witness_policy(witness_policy_path))
         out.note(f"log {sess.origin}: {sess.key.describe()}")
         try:
             with tempfile.TemporaryDirectory(prefix="ktl-reproduce-") as work:

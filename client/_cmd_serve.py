@@ -46,14 +46,21 @@ def _fail(message: str, code: int) -> None:
 @click.option("--blob-budget", default=1024 * 1024 * 1024, show_default=True,
               type=click.IntRange(min=1), metavar="BYTES",
               help="Blob bytes each client address may upload per hour (per worker).")
+@click.option("--witness-policy", "witness_policy", default=None, metavar="FILE",
+              type=click.Path(dir_okay=False, exists=True),
+              help="Witness policy (witness NAME VKEY URL / group / quorum): ask these witnesses "
+                   "to cosign each checkpoint and publish it once the quorum is met.")
+@click.option("--witness-wait", default=10.0, show_default=True, type=click.FloatRange(0.1, 600),
+              metavar="SECONDS",
+              help="How long a submission waits for a cosigned checkpoint before a 503.")
 @click.option("--access-log/--no-access-log", default=False, help="Log every request.")
 @click.option("--deep-check", is_flag=True,
               help="Before serving, re-hash every entry and compare every bundle file.")
 def serve(
     data_dir: str, database: str | None, host: str, port: int, origin: str | None, key_file: str | None,
     workers: int, threads: int, token_env: str | None, max_batch: int, batch_size: int,
-    batch_delay_ms: float, rate: float, blob_grace: float, blob_budget: int, access_log: bool,
-    deep_check: bool,
+    batch_delay_ms: float, rate: float, blob_grace: float, blob_budget: int,
+    witness_policy: str | None, witness_wait: float, access_log: bool, deep_check: bool,
 ) -> None:
     """Run the transparency log in the foreground.
 
@@ -89,7 +96,13 @@ def serve(
             data_dir=data_dir, database=database, origin=log_origin, max_batch=max_batch, batch_size=batch_size,
             batch_delay_ms=batch_delay_ms, rate_per_second=rate, rate_burst=max(2 * rate, 10.0),
             write_token=token, blob_grace_seconds=blob_grace, blob_bytes_per_hour=blob_budget,
+            witness_policy=None if witness_policy is None else os.path.abspath(witness_policy),
+            witness_wait=witness_wait,
         )
+        if witness_policy is not None:
+            from ledger.server._witnessing import load_log_policy
+
+            load_log_policy(config.witness_policy or "")
     except ValueError as e:
         _fail(str(e), 2)
     opts = ServeOptions(host=host, port=port, workers=workers, threads=threads,

@@ -1,9 +1,12 @@
 """`make demo`: the whole story on the embedded default, through the real `ktl` command.
 
-1. start a log (`ktl serve`) on a fresh SQLite data folder and a free 127.0.0.1 port;
+1. start two witnesses (`ktl witness serve`) and a log (`ktl serve`) on a fresh SQLite data
+   folder and free 127.0.0.1 ports, the log with a 2-of-2 witness policy; every `ktl`
+   command below is given that policy ($KTL_WITNESS_POLICY) and refuses checkpoints
+   both witnesses did not cosign;
 2. publish every example kernel in examples/ with a fresh key (`ktl publish`: checks,
    benchmark, signed entries, verified receipts);
-3. verify each receipt offline (`ktl verify`, no network);
+3. verify each receipt offline (`ktl verify`, no network), witness cosignatures included;
 4. reproduce each benchmark claim (`ktl reproduce`, which logs its verdict);
 5. publish one deliberately inflated claim (a real benchmark with its speed-ups x3,
    signed by another key) and show that reproduction refutes it;
@@ -217,8 +220,9 @@ class Ktl:
         self.env["KTL_HOME"] = str(home)
         self.env["PYTHONUNBUFFERED"] = "1"
 
-    def run(self, args: Sequence[str], *, ok_codes: Sequence[int] = (0,)) -> Any:
-        cmd = [*ktl_command(), *args, "--json"]
+    def run(self, args: Sequence[str], *, ok_codes: Sequence[int] = (0,),
+            json_output: bool = True) -> Any:
+        cmd = [*ktl_command(), *args, *(["--json"] if json_output else [])]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, env=self.env,
                                   timeout=STEP_TIMEOUT, check=False, cwd=_REPO)
@@ -227,6 +231,8 @@ class Ktl:
         if proc.returncode not in ok_codes:
             tail = (proc.stderr.strip() or proc.stdout.strip())[-2000:]
             raise DemoError(f"`ktl {' '.join(args)}` exited {proc.returncode}:\n{tail}")
+        if not json_output:
+            return proc.stdout
         try:
             return json.loads(proc.stdout)
         except ValueError:
@@ -236,15 +242,18 @@ class Ktl:
 class LogServer:
     """A real `ktl serve` subprocess on 127.0.0.1 and a free port."""
 
-    def __init__(self, data_dir: Path, home: Path) -> None:
+    def __init__(self, data_dir: Path, home: Path, extra: Sequence[str] = (),
+                 command: Sequence[str] | None = None) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("KTL_")}
         env["KTL_HOME"] = str(home)
         env["PYTHONUNBUFFERED"] = "1"
         self.lines: queue.Queue[str] = queue.Queue()
         self.output: list[str] = []
+        argv = list(command) if command is not None else [
+            "serve", "--data", str(data_dir), "--host", "127.0.0.1", "--port", "0",
+            "--workers", "2", "--threads", "8", *extra]
         self.proc = subprocess.Popen(
-            [*ktl_command(), "serve", "--data", str(data_dir), "--host", "127.0.0.1",
-             "--port", "0", "--workers", "2", "--threads", "8"],
+            [*ktl_command(), *argv],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
             start_new_session=True, cwd=_REPO,
         )
@@ -275,7 +284,7 @@ class LogServer:
                                 + "\n".join(self.output[-20:]))
             self.output.append(line)
             key, _, value = line.partition(":")
-            if key.strip() == "verifier key":
+            if key.strip() in ("verifier key", "witness key"):
                 self.verifier_key = value.strip()
             elif key.strip() == "log origin":
                 self.origin = value.strip()
@@ -400,13 +409,49 @@ class Demo:
                 kernels.append(kernel)
         if not kernels:
             raise DemoError(f"no example kernels (folders with kernel.toml) under {examples}")
-        server = LogServer(self.data, self.home)
+        witnesses: list[LogServer] = []
+        server: LogServer | None = None
         try:
-            with self.step(f"starting a log (ktl serve) on {self.data}"):
+            with self.step("starting two witnesses (ktl witness serve) and a log (ktl serve) "
+                           f"on {self.data}, 2-of-2 witness policy"):
+                policy = self._start_witnesses(witnesses)
+                server = LogServer(self.data, self.home, ["--witness-policy", str(policy)])
                 server.wait_ready()
+                self.ktl.env["KTL_WITNESS_POLICY"] = str(policy)
+            self.console.print(f"  witnesses: {', '.join(w.url for w in witnesses)}; policy "
+                               f"{policy}")
             return self._story(kernels, server, on_ready)
         finally:
-            server.stop()
+            if server is not None:
+                server.stop()
+            for w in witnesses:
+                w.stop()
+
+    def _start_witnesses(self, witnesses: list[LogServer]) -> Path:
+        """Two witnesses that know the log (its key is made first), and the policy file."""
+        import socket
+
+        from ledger.server import DEFAULT_ORIGIN, load_or_create_signer
+
+        log_key = load_or_create_signer(self.data, DEFAULT_ORIGIN).verifier_key_string()
+        lines = []
+        for n in (1, 2):
+            data = self.work / f"witness{n}"
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                port = int(sock.getsockname()[1])
+            w = LogServer(data, self.home, command=[
+                "witness", "serve", "--data", str(data), "--name", f"w{n}.demo/witness",
+                "--port", str(port)])
+            witnesses.append(w)
+            w.wait_ready()
+            self.ktl.run(["witness", "add-log", "--data", str(data), "--origin", DEFAULT_ORIGIN,
+                          "--log-key", log_key], json_output=False)
+            lines.append(f"witness w{n} {w.verifier_key} {w.url}")
+        policy = self.work / "witnesses.policy"
+        policy.write_text("# the demo's two witnesses; both must cosign\n" + "\n".join(lines)
+                          + "\ngroup both all w1 w2\nquorum both\n")
+        return policy
 
     def _story(self, kernels: Sequence[Path], server: LogServer,
                on_ready: Callable[[LogServer], None]) -> list[str]:
@@ -495,8 +540,10 @@ class Demo:
         for path in self.receipts[:3]:
             c.print(f"  {path}")
         c.print(f"[bold]Log key:[/]     {server.verifier_key}")
+        policy = self.ktl.env.get("KTL_WITNESS_POLICY", "")
+        c.print(f"[bold]Witnesses:[/]   2-of-2 policy {policy}")
         c.print(f"Try: ktl verify {self.receipts[0] if self.receipts else 'RECEIPT'} "
-                f"--log-key '{server.verifier_key}'")
+                f"--log-key '{server.verifier_key}' --witness-policy {policy}")
 
 
 def _wait_for_ctrl_c(console: Console) -> Callable[[LogServer], None]:

@@ -25,10 +25,11 @@ from client._errors import InputError, VerificationFailed
 from client.api import LogAPI
 from client.receipts import ReceiptPaths, check_inclusion, write_receipt
 from client.state import TrustedState, read_capped
-from client.trust import extend_trust, open_signed
+from client.trust import QuorumCheck, extend_trust, open_signed
 from ledger.merkle import leaf_hash
 from ledger.note import NoteVerifier
 from ledger.proof_bundle import TlogProof
+from ledger.witness_policy import WitnessPolicy
 
 MAX_RESULTS_BYTES = 16 * 1024 * 1024
 KIND_TYPES: Mapping[str, str] = {
@@ -138,6 +139,7 @@ def submit_verified(
     origin: str,
     trusted: TrustedState,
     entry_bytes: bytes,
+    quorum: QuorumCheck | None = None,
 ) -> tuple[int, tuple[bytes, ...], bytes, int, bool]:
     """Submit one entry and verify the answer; return (index, proof, checkpoint note, size, dup)."""
     res = log.submit(entry_bytes)
@@ -153,7 +155,7 @@ def submit_verified(
             f"{cp.checkpoint.size}"
         )
     check_inclusion(entry_bytes, res.index, res.inclusion_proof, cp)
-    extend_trust(trusted, verifier, origin, cp, log.consistency_proof)
+    extend_trust(trusted, verifier, origin, cp, log.consistency_proof, quorum=quorum)
     return res.index, res.inclusion_proof, res.checkpoint, cp.checkpoint.size, res.duplicate
 
 
@@ -170,6 +172,7 @@ def publish_claims(
     receipt_folder: Path,
     samples: bytes | None = None,
     on_step: Callable[[str], None] | None = None,
+    quorum: QuorumCheck | None = None,
 ) -> list[Published]:
     """Upload the blobs, then sign, submit and verify each claim, writing receipts as we go."""
     digest = hashlib.sha256(archive).hexdigest()
@@ -188,7 +191,8 @@ def publish_claims(
         except AttestError as exc:
             raise InputError(f"cannot sign the {claim.kind} statement: {exc}") from exc
         step(f"submitting the {claim.kind} entry ({len(entry_bytes)} bytes)")
-        index, proof, note, size, dup = submit_verified(log, verifier, origin, trusted, entry_bytes)
+        index, proof, note, size, dup = submit_verified(log, verifier, origin, trusted, entry_bytes,
+                                                      quorum)
         paths: ReceiptPaths = write_receipt(
             receipt_folder, claim.kind, entry_bytes, TlogProof(index, tuple(proof), note, None)
         )
@@ -278,6 +282,7 @@ def run_publish(
     out: Any,
     *,
     passphrase_env: str | None = None,
+    witness_policy: WitnessPolicy | None = None,
 ) -> dict[str, Any]:
     """`ktl publish`: everything from the kernel folder to verified receipts; returns a report."""
     from client.session import connect, require_url
@@ -304,13 +309,13 @@ def run_publish(
             if ref.get("sha256") != got:
                 raise InputError(f"the raw samples (sha256 {got}) are not the ones the benchmark "
                                  f"names (sha256 {ref.get('sha256')})")
-    sess = connect(url, trusted, log_key)
+    sess = connect(url, trusted, log_key, witness_policy=witness_policy)
     out.note(f"log {sess.origin}: {sess.key.describe()}")
     try:
         published = publish_claims(
             sess.log, sess.verifier, sess.origin, trusted, key, name=name, archive=archive,
             claims=claims, receipt_folder=receipts_dir(kernel_dir), samples=results.samples,
-            on_step=out.note,
+            on_step=out.note, quorum=sess.quorum,
         )
     finally:
         sess.close()

@@ -24,6 +24,7 @@ from ledger.cosignature import CosignatureVerifier, verify_cosignatures
 from ledger.merkle import leaf_hash, verify_inclusion
 from ledger.note import NoteVerifier
 from ledger.proof_bundle import TlogProof
+from ledger.witness_policy import WitnessPolicy
 
 if TYPE_CHECKING:
     from attest.policy import TrustPolicy
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 from client._errors import InputError, VerificationFailed
 from client.state import atomic_write, read_capped
 from client.trust import open_signed
+from client.witnesses import quorum_result
 
 MAX_PROOF_FILE_BYTES = 64 * 1024
 MAX_ENTRY_FILE_BYTES = 65535
@@ -202,6 +204,7 @@ def verify_receipt(
     source: Path | None = None,
     witnesses: Sequence[CosignatureVerifier] = (),
     witness_threshold: int = 0,
+    witness_policy: WitnessPolicy | None = None,
 ) -> tuple[ReceiptReport, SignedCheckpoint]:
     """Verify a receipt offline; raise `VerificationFailed` naming the first failed step."""
     if len(proof_bytes) > MAX_PROOF_FILE_BYTES:
@@ -213,6 +216,8 @@ def verify_receipt(
     notes: tuple[str, ...] = ()
     if witnesses or witness_threshold:
         notes = (check_witnesses(proof.checkpoint, verifier, witnesses, witness_threshold),)
+    if witness_policy is not None:
+        notes += (quorum_result(cp, verifier, witness_policy).describe(),)
     leaf = check_inclusion(entry_bytes, proof.index, tuple(proof.hashes), cp)
     verified = check_entry(entry_bytes)
     subject = verified.statement.subjects[0]

@@ -328,7 +328,7 @@ def sign_reproduction(
         out.update(entry_path=str(path), proof_path=None)
         return out
     index, proof, note, size, dup = submit_verified(sess.log, sess.verifier, sess.origin,
-                                                    sess.trusted, entry_bytes)
+                                                    sess.trusted, entry_bytes, sess.quorum)
     paths = write_receipt(receipt_dir, kind, entry_bytes, TlogProof(index, tuple(proof), note))
     out.update(index=index, tree_size=size, duplicate=dup, entry_path=str(paths.entry),
                proof_path=str(paths.proof))

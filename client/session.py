@@ -29,9 +29,11 @@ from client.trust import (
     load_verifier,
     open_signed,
 )
+from client.witnesses import quorum_check
 from ledger.checkpoint import SignedCheckpoint
 from ledger.merkle import leaf_hash
 from ledger.note import NoteVerifier
+from ledger.witness_policy import WitnessPolicy
 
 
 class EmptyLog(InputError):
@@ -49,7 +51,8 @@ class Session:
     key: KeyChoice
     trusted: TrustedState
     url: str = ""
-    quorum: QuorumCheck | None = None  # witness cosignatures required (issue 12); None: none
+    quorum: QuorumCheck | None = None  # witness cosignatures required; None: none
+    witness_policy: WitnessPolicy | None = None
 
     def extend(self, new: SignedCheckpoint | None,
                also: tuple[tuple[SignedCheckpoint, str], ...] = ()) -> Accepted:
@@ -64,9 +67,13 @@ class Session:
 
 def connect(
     log: LogAPI | str, trusted: TrustedState, given_key: str | None = None,
-    *, url: str | None = None,
+    *, url: str | None = None, witness_policy: WitnessPolicy | None = None,
 ) -> Session:
-    """Open a session with a log (a URL, or any `LogAPI` with the `url` its key is pinned for)."""
+    """Open a session with a log (a URL, or any `LogAPI` with the `url` its key is pinned for).
+
+    With `witness_policy`, every checkpoint trusted in the session must carry
+    cosignatures that meet its quorum.
+    """
     if given_key:
         load_verifier(given_key)  # a bad --log-key is a usage error, before any network
     api: LogAPI = LogClient(log) if isinstance(log, str) else log
@@ -77,7 +84,8 @@ def connect(
     announced = Announced(info.origin, info.verifier_key, info.checkpoint)
     choice = choose_log_key(trusted, where, announced, given_key)
     verifier = load_verifier(choice.key)
-    return Session(api, info, info.origin, verifier, choice, trusted, where)
+    return Session(api, info, info.origin, verifier, choice, trusted, where,
+                   quorum_check(witness_policy, verifier), witness_policy)
 
 
 def require_url(url: str | None) -> str:

@@ -46,6 +46,11 @@ def _check_line(line: object, what: str) -> str:
     return line
 
 
+def check_origin(origin: object) -> str:
+    """Return ``origin`` if it can be a checkpoint's origin line, else raise CheckpointError."""
+    return _check_line(origin, "checkpoint origin")
+
+
 @dataclass(frozen=True)
 class Checkpoint:
     """A log checkpoint (unsigned). Construction validates every field."""
@@ -56,7 +61,7 @@ class Checkpoint:
     extensions: tuple[str, ...] = field(default=())
 
     def __post_init__(self) -> None:
-        _check_line(self.origin, "checkpoint origin")
+        check_origin(self.origin)
         if isinstance(self.size, bool) or not isinstance(self.size, int):
             raise CheckpointError("checkpoint size must be an integer")
         if not 0 <= self.size <= MAX_TREE_SIZE:

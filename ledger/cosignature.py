@@ -22,6 +22,8 @@ from ledger.note import (
     Verifier,
     check_key_name,
     parse_ed25519_key_string,
+    parse_private_key_string,
+    private_key_string,
     split_note,
     verifier_key_string,
 )
@@ -80,6 +82,21 @@ class CosignatureSigner(KeyIdentity):
 
     def verifier_key_string(self) -> str:
         return verifier_key_string(self._name, self._public, COSIGNATURE_TYPE)
+
+    def to_key_string(self) -> str:
+        """The private key as ``PRIVATE+KEY+<name>+<id>+base64(0x04 || seed)``; keep it secret."""
+        return private_key_string(self._name, self._key, COSIGNATURE_TYPE)
+
+    @classmethod
+    def from_key_string(
+        cls, skey: str, clock: Callable[[], float] = time.time
+    ) -> CosignatureSigner:
+        """Parse the string `to_key_string` writes (a witness's key file)."""
+        name, kid_hex, key = parse_private_key_string(skey, COSIGNATURE_TYPE, "witness key")
+        signer = cls(name, key, clock)
+        if kid_hex != signer.key_id.hex():
+            raise CosignatureError("witness key ID does not match its name and key")
+        return signer
 
 
 class CosignatureVerifier(KeyIdentity):

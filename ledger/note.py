@@ -151,6 +151,28 @@ def parse_ed25519_key_string(
         raise NoteError(f"{what} is not a usable Ed25519 public key: {exc}") from None
 
 
+def parse_private_key_string(
+    skey: str, sig_type: int, what: str = "signer key"
+) -> tuple[str, str, Ed25519PrivateKey]:
+    """Split ``PRIVATE+KEY+<name>+<hex id>+<base64(type || seed)>``: (name, hex id, key).
+
+    The caller checks the key ID against the key it builds (it knows the signature type).
+    """
+    prefix = "PRIVATE+KEY+"
+    if not isinstance(skey, str) or not skey.startswith(prefix):
+        raise NoteError(f"{what} must start with PRIVATE+KEY+")
+    name, kid_hex, seed = _split_key(skey[len(prefix) :], sig_type, what)
+    return name, kid_hex, Ed25519PrivateKey.from_private_bytes(seed)
+
+
+def private_key_string(name: str, key: Ed25519PrivateKey, sig_type: int) -> str:
+    """``PRIVATE+KEY+<name>+<hex id>+<base64(type || seed)>`` (Go x/mod format); keep it secret."""
+    seed = key.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
+    kid = key_id(name, _public_bytes(key.public_key()), sig_type)
+    material = base64.b64encode(bytes([sig_type]) + seed).decode()
+    return f"PRIVATE+KEY+{name}+{kid.hex()}+{material}"
+
+
 class KeyIdentity:
     """Name, public key bytes and key ID of a signer or verifier of one signature type.
 
@@ -202,20 +224,15 @@ class NoteSigner(KeyIdentity):
     @classmethod
     def from_key_string(cls, skey: str) -> NoteSigner:
         """Parse ``PRIVATE+KEY+<name>+<hex id>+<base64(0x01 || seed)>`` (Go x/mod format)."""
-        prefix = "PRIVATE+KEY+"
-        if not isinstance(skey, str) or not skey.startswith(prefix):
-            raise NoteError("signer key must start with PRIVATE+KEY+")
-        name, kid_hex, seed = _split_key(skey[len(prefix) :], ED25519_TYPE, "signer key")
-        signer = cls(name, Ed25519PrivateKey.from_private_bytes(seed))
+        name, kid_hex, key = parse_private_key_string(skey, ED25519_TYPE, "signer key")
+        signer = cls(name, key)
         if kid_hex != signer.key_id.hex():
             raise NoteError("signer key ID does not match its name and key")
         return signer
 
     def to_key_string(self) -> str:
         """The private key as ``PRIVATE+KEY+...``; keep it secret."""
-        seed = self._key.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
-        material = base64.b64encode(bytes([ED25519_TYPE]) + seed).decode()
-        return f"PRIVATE+KEY+{self._name}+{self._key_id.hex()}+{material}"
+        return private_key_string(self._name, self._key, ED25519_TYPE)
 
 
 class NoteVerifier(KeyIdentity):

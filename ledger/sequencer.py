@@ -21,12 +21,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ledger._errors import LedgerError
 from ledger.checkpoint import Checkpoint, sign_checkpoint
-from ledger.merkle import HASH_SIZE, CompactRange, leaf_hash, right_edge_coords
+from ledger.merkle import EMPTY_ROOT, HASH_SIZE, CompactRange, leaf_hash, right_edge_coords
 from ledger.note import NoteSigner
 from ledger.storage import (
     MAX_RANGE,
@@ -178,7 +178,10 @@ class Sequencer:
         max_batch: int = 1000,
         max_delay: float = 0.005,
         cache: TileCache | None = None,
+        on_checkpoint: Callable[[StoredCheckpoint], None] | None = None,
     ) -> None:
+        """``on_checkpoint`` is called with each checkpoint this sequencer signs, once it is
+        durable (the log asks its witnesses to cosign it); it must not block."""
         if max_batch < 1:
             raise SequencerError("max_batch must be at least 1")
         self.storage = storage
@@ -194,6 +197,27 @@ class Sequencer:
         self._cond = threading.Condition()
         self._closed = False
         self._thread: threading.Thread | None = None
+        self._on_checkpoint = on_checkpoint
+
+    def ensure_checkpoint(self) -> StoredCheckpoint:
+        """The latest checkpoint; a new log signs and stores its size-0 checkpoint first.
+
+        As Tessera does: clients can pin the empty log and witnesses start from 0.
+        """
+        with self.storage.integration_lock():
+            latest = self.storage.latest_checkpoint()
+            if latest is not None:
+                return latest
+            note = sign_checkpoint(Checkpoint(self.origin, 0, EMPTY_ROOT), self.signer)
+            cp = StoredCheckpoint(0, EMPTY_ROOT, note, time.time())
+            self.storage.commit_empty_checkpoint(cp)
+            try:
+                self.storage.write_files({"checkpoint": note})
+            except OSError as e:
+                _log.error("signed the size-0 checkpoint but could not write its file: %s", e)
+        if self._on_checkpoint is not None:
+            self._on_checkpoint(cp)
+        return cp
 
     # ---- queueing side
     def start(self) -> None:
@@ -351,6 +375,8 @@ class Sequencer:
             # The batch is durable and its checkpoint published; the files are derived
             # data (the read path falls back to the database, start-up rewrites them).
             _log.error("integrated up to %d but could not write tile files: %s", new_size, e)
+        if self._on_checkpoint is not None:
+            self._on_checkpoint(checkpoint)
         return [
             Receipt(i, s.leaf_hash, dup, checkpoint)
             for s, (i, dup) in zip(submissions, slots, strict=True)

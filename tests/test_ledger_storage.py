@@ -203,7 +203,7 @@ def test_migration_from_version_1(tmp_path: Path) -> None:
     s.close()
     conn = sqlite3.connect(tmp_path / "log.db")
     assert conn.execute("SELECT version FROM schema_version").fetchone() == (SCHEMA_VERSION,)
-    assert SCHEMA_VERSION == 2
+    assert SCHEMA_VERSION == 3
 
 
 def test_entry_facts_need_a_subject() -> None:

@@ -56,6 +56,10 @@ def test_every_ktl_command_and_option_in_the_readme_exists() -> None:
     for argv in lines:
         command = main.commands.get(argv[0])
         assert isinstance(command, click.Command), f"ktl {argv[0]} does not exist"
+        if isinstance(command, click.Group):  # ktl witness serve, ktl trust list, ...
+            sub = command.commands.get(argv[1])
+            assert isinstance(sub, click.Command), f"ktl {argv[0]} {argv[1]} does not exist"
+            command, argv = sub, argv[1:]
         known = {opt for p in command.params for opt in getattr(p, "opts", [])}
         for word in argv[1:]:
             if word.startswith("--"):

@@ -34,6 +34,11 @@ class ServerConfig:
     max_search_limit: int = 500
     blob_grace_seconds: float = 24 * 3600.0
     blob_bytes_per_hour: int = 1024 * 1024 * 1024
+    witness_policy: str | None = None
+    """Path of a witness policy: publish only checkpoints whose cosignatures meet it."""
+    witness_wait: float = 10.0
+    """Seconds a submission waits for a cosigned checkpoint before it gets a 503."""
+    witness_request_timeout: float = 5.0
 
     def __post_init__(self) -> None:
         if self.database is not None:
@@ -52,6 +57,9 @@ class ServerConfig:
         if not 1 <= self.blob_grace_seconds <= MAX_BLOB_GRACE:
             raise ValueError(f"blob_grace_seconds must be between 1 and {MAX_BLOB_GRACE:.0f} "
                              "(30 days)")
+        if not 0 < self.witness_wait <= 600 or not 0 < self.witness_request_timeout <= 120:
+            raise ValueError("witness_wait must be in (0, 600] s and witness_request_timeout "
+                             "in (0, 120] s")
         if self.blob_bytes_per_hour < self.max_blob_bytes:
             raise ValueError(f"blob_bytes_per_hour ({self.blob_bytes_per_hour}) must be at least "
                              f"max_blob_bytes ({self.max_blob_bytes}), or no blob could be uploaded")
@@ -73,6 +81,9 @@ class ServerConfig:
             f"{self.blob_bytes_per_hour} bytes per client address per hour (per worker)",
             f"blob cleanup: blobs no logged entry references are deleted "
             f"{self.blob_grace_seconds:g} s after upload",
+            "witnesses:    " + (f"checkpoints are published once {self.witness_policy} is met; "
+                                f"submissions wait up to {self.witness_wait:g} s, then 503"
+                                if self.witness_policy else "none (no --witness-policy)"),
         ]
 
     @property

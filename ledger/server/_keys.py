@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Protocol
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -31,8 +32,12 @@ def read_signer(path: Path) -> NoteSigner:
         raise LogKeyError(f"{path} is not a log signing key (PRIVATE+KEY+...): {e}") from None
 
 
-def write_signer(path: Path, signer: NoteSigner) -> None:
-    """Write the key string to a new file readable only by its owner."""
+class _KeyString(Protocol):
+    def to_key_string(self) -> str: ...
+
+
+def write_signer(path: Path, signer: _KeyString) -> None:
+    """Write the key string (a log's or a witness's) to a new file readable only by its owner."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="ascii") as fh:
         fh.write(signer.to_key_string() + "\n")

@@ -26,8 +26,13 @@ def _service() -> LogService:
 
 @bp.get("/checkpoint")
 def checkpoint() -> Response:
-    cp = _service().latest_checkpoint()
+    svc = _service()
+    cp = svc.latest_checkpoint()
     if cp is None:
+        if svc.witnessing is not None:
+            raise ApiError(404, "empty_log", "no checkpoint of this log has met its witness "
+                                             "quorum yet; it is published once the witnesses "
+                                             "cosign")
         raise ApiError(404, "empty_log", "the log has no checkpoint yet: submit an entry first")
     resp = Response(cp.note, status=200, content_type="text/plain; charset=utf-8")
     resp.headers["Cache-Control"] = MUTABLE

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
+from dataclasses import replace
 
 from ledger.merkle import MissingHashError, ProofError, consistency_proof, inclusion_proof
 from ledger.note import NoteSigner
@@ -11,6 +13,7 @@ from ledger.server._blobgc import BlobCollector, CollectorThread
 from ledger.server._config import ServerConfig
 from ledger.server._errors import ApiError
 from ledger.server._ratelimit import RateLimiter
+from ledger.server._witnessing import Witnessing, WitnessingSettings, load_log_policy
 from ledger.storage import LogStorage, StoredCheckpoint, StoredHashReader, TileCache
 
 
@@ -32,10 +35,20 @@ class LogService:
                                        float(config.blob_bytes_per_hour))
         self.blob_collector = BlobCollector(storage, config.blob_grace_seconds)
         self._gc = CollectorThread(self.blob_collector, config.blob_gc_interval)
+        self.witnessing: Witnessing | None = None
+        if config.witness_policy:
+            self.witnessing = Witnessing(
+                storage, load_log_policy(config.witness_policy), signer.verifier(), self.cache,
+                WitnessingSettings(request_timeout=config.witness_request_timeout))
         self.sequencer = Sequencer(
             storage, signer, self.origin, max_batch=config.batch_size,
             max_delay=config.batch_delay_ms / 1000.0, cache=self.cache,
+            on_checkpoint=None if self.witnessing is None else self.witnessing.offer,
         )
+        latest = self.sequencer.ensure_checkpoint()
+        if self.witnessing is not None:
+            self.witnessing.offer(latest)  # a checkpoint left unwitnessed before a restart
+            self.witnessing.start()
         self.sequencer.start()
         self._gc.start()
 
@@ -43,14 +56,19 @@ class LogService:
         """Integrate what is queued, then release the storage."""
         self._gc.stop()
         self.sequencer.close()
+        if self.witnessing is not None:
+            self.witnessing.close()
         self.storage.close()
 
     # ---- reads
     def latest_checkpoint(self) -> StoredCheckpoint | None:
+        """The published checkpoint: with a witness policy, the newest that met its quorum."""
+        if self.witnessing is not None:
+            return self.storage.latest_cosigned()
         return self.storage.latest_checkpoint()
 
     def tree_size(self) -> int:
-        cp = self.storage.latest_checkpoint()
+        cp = self.latest_checkpoint()
         return 0 if cp is None else cp.size
 
     def reader(self, size: int) -> StoredHashReader:
@@ -93,4 +111,33 @@ class LogService:
 
     # ---- writes
     def submit(self, submissions: Sequence[Submission]) -> list[Receipt | BaseException]:
-        return self.sequencer.submit(submissions, self.config.submit_timeout)
+        results = self.sequencer.submit(submissions, self.config.submit_timeout)
+        if self.witnessing is None:
+            return results
+        return self._witnessed(results)
+
+    def _witnessed(self, results: list[Receipt | BaseException]
+                   ) -> list[Receipt | BaseException]:
+        """Each receipt with the published (cosigned) checkpoint covering it, or a 503."""
+        need = max((r.index + 1 for r in results if isinstance(r, Receipt)), default=0)
+        deadline = time.monotonic() + self.config.witness_wait
+        published = self.storage.latest_cosigned()
+        while (published is None or published.size < need) and time.monotonic() < deadline:
+            time.sleep(0.01)
+            published = self.storage.latest_cosigned()
+        out: list[Receipt | BaseException] = []
+        for r in results:
+            if not isinstance(r, Receipt):
+                out.append(r)
+            elif published is not None and published.size > r.index:
+                out.append(replace(r, checkpoint=published))
+            else:
+                out.append(ApiError(
+                    503, "not_witnessed",
+                    f"the entry is sequenced at index {r.index} but no checkpoint covering it "
+                    f"has met the witness quorum within {self.config.witness_wait:g} s; it is "
+                    "stored and will be published when the witnesses cosign. Submitting the "
+                    "same entry again is safe and returns its receipt then",
+                    {"Retry-After": "5"},
+                ))
+        return out

@@ -96,6 +96,11 @@ def copy_log(
     total = 0 if latest is None else latest.size
     done = 0
     for cp in checkpoints:
+        if cp.size == 0:
+            # A new log signs its size-0 checkpoint at creation (no entries to commit).
+            with dst.integration_lock():
+                dst.commit_empty_checkpoint(cp)
+            continue
         entries = []
         for lo in range(done, cp.size, MAX_RANGE):
             entries.extend(src.get_entries(lo, min(cp.size, lo + MAX_RANGE)))

@@ -19,6 +19,7 @@ from ledger.storage._types import (
     StoredCheckpoint,
     StoredEntry,
     check_batch_shape,
+    check_empty_checkpoint,
     check_range,
     check_search,
 )
@@ -35,6 +36,7 @@ class MemoryStorage:
         self._tiles: dict[tuple[int, int], bytes] = {}
         self._nodes: dict[tuple[int, int], bytes] = {}
         self._checkpoints: list[StoredCheckpoint] = []
+        self._cosigned: StoredCheckpoint | None = None
         self._blobs: dict[str, tuple[bytes, float]] = {}
         self._files: dict[str, bytes] = {}
 
@@ -142,6 +144,28 @@ class MemoryStorage:
     def integration_lock(self) -> Iterator[None]:
         with self._integration:
             yield
+
+    def commit_empty_checkpoint(self, checkpoint: StoredCheckpoint) -> None:
+        check_empty_checkpoint(checkpoint)
+        with self._lock:
+            if self._checkpoints or self._entries:
+                raise StorageError("the log already has a checkpoint; only a new log gets size 0")
+            self._checkpoints.append(checkpoint)
+
+    def latest_cosigned(self) -> StoredCheckpoint | None:
+        with self._lock:
+            return self._cosigned
+
+    def publish_cosigned(self, checkpoint: StoredCheckpoint) -> bool:
+        with self._lock:
+            signed = {c.size: c.root_hash for c in self._checkpoints}
+            if signed.get(checkpoint.size) != checkpoint.root_hash:
+                raise StorageError(f"no checkpoint of size {checkpoint.size} with that root "
+                                   "was signed by this log")
+            if self._cosigned is not None and self._cosigned.size >= checkpoint.size:
+                return False
+            self._cosigned = checkpoint
+            return True
 
     def commit_batch(self, batch: IntegratedBatch) -> None:
         first, size = check_batch_shape(batch)

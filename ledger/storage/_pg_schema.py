@@ -68,6 +68,15 @@ MIGRATIONS: tuple[str, ...] = (
         data BYTEA NOT NULL
     )
     """,
+    # v2: checkpoints published with the witness cosignatures that met the log's policy.
+    """
+    CREATE TABLE cosigned (
+        size BIGINT PRIMARY KEY,
+        root_hash BYTEA NOT NULL,
+        note BYTEA NOT NULL,
+        created DOUBLE PRECISION NOT NULL
+    )
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -38,6 +38,7 @@ from ledger.storage._types import (
     StoredCheckpoint,
     StoredEntry,
     check_batch_shape,
+    check_empty_checkpoint,
     check_range,
     check_search,
 )
@@ -327,6 +328,57 @@ class PostgresStorage:
                     # The session is gone, and the lock with it.
                     self._lock_conn = None
                     conn.close()
+
+    def commit_empty_checkpoint(self, checkpoint: StoredCheckpoint) -> None:
+        check_empty_checkpoint(checkpoint)
+        conn: psycopg.Connection[Any] | None = getattr(self._holder, "conn", None)
+        try:
+            if conn is not None:  # under integration_lock: its session holds the lock
+                with conn.transaction():
+                    self._commit_empty_locked(conn, checkpoint)
+                return
+            with self._conn() as pooled, pooled.transaction():
+                pooled.execute("SELECT pg_advisory_xact_lock(%s)", (INTEGRATE_LOCK,))
+                self._commit_empty_locked(pooled, checkpoint)
+        except pg_errors.UniqueViolation as e:
+            raise StorageError(f"the database refused a duplicate: {e}") from None
+        except psycopg.OperationalError as e:
+            raise StorageError(f"database unavailable while committing: {e}") from None
+
+    @staticmethod
+    def _commit_empty_locked(conn: psycopg.Connection[Any], checkpoint: StoredCheckpoint) -> None:
+        if (conn.execute("SELECT 1 FROM checkpoints LIMIT 1").fetchone() is not None
+                or conn.execute("SELECT 1 FROM entries LIMIT 1").fetchone() is not None):
+            raise StorageError("the log already has a checkpoint; only a new log gets size 0")
+        conn.execute(
+            "INSERT INTO checkpoints (size, root_hash, note, created) VALUES (%s, %s, %s, %s)",
+            (0, checkpoint.root_hash, checkpoint.note, checkpoint.created),
+        )
+
+    def latest_cosigned(self) -> StoredCheckpoint | None:
+        row = self._one(
+            "SELECT size, root_hash, note, created FROM cosigned ORDER BY size DESC LIMIT 1", ()
+        )
+        return None if row is None else StoredCheckpoint(
+            int(row[0]), bytes(row[1]), bytes(row[2]), float(row[3]))
+
+    def publish_cosigned(self, checkpoint: StoredCheckpoint) -> bool:
+        with self._conn() as conn, conn.transaction():
+            # One publisher at a time, so "newer than the newest" is decided atomically.
+            conn.execute("LOCK TABLE cosigned IN SHARE ROW EXCLUSIVE MODE")
+            row = conn.execute("SELECT root_hash FROM checkpoints WHERE size = %s",
+                               (checkpoint.size,)).fetchone()
+            if row is None or bytes(row[0]) != checkpoint.root_hash:
+                raise StorageError(f"no checkpoint of size {checkpoint.size} with that root "
+                                   "was signed by this log")
+            top = conn.execute("SELECT MAX(size) FROM cosigned").fetchone()
+            if top is not None and top[0] is not None and int(top[0]) >= checkpoint.size:
+                return False
+            conn.execute(
+                "INSERT INTO cosigned (size, root_hash, note, created) VALUES (%s, %s, %s, %s)",
+                (checkpoint.size, checkpoint.root_hash, checkpoint.note, checkpoint.created),
+            )
+            return True
 
     def commit_batch(self, batch: IntegratedBatch) -> None:
         first, size = check_batch_shape(batch)

@@ -68,6 +68,15 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE tiles ADD COLUMN nodes BLOB
     """,
+    # v3: checkpoints published with the witness cosignatures that met the log's policy.
+    """
+    CREATE TABLE cosigned (
+        size INTEGER PRIMARY KEY,
+        root_hash BLOB NOT NULL,
+        note BLOB NOT NULL,
+        created REAL NOT NULL
+    )
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -33,6 +33,7 @@ from ledger.storage._types import (
     StoredCheckpoint,
     StoredEntry,
     check_batch_shape,
+    check_empty_checkpoint,
     check_range,
     check_search,
 )
@@ -314,6 +315,53 @@ class SqliteStorage:
                 yield
             finally:
                 os.close(fd)
+
+    def commit_empty_checkpoint(self, checkpoint: StoredCheckpoint) -> None:
+        check_empty_checkpoint(checkpoint)
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if (conn.execute("SELECT 1 FROM checkpoints LIMIT 1").fetchone() is not None
+                    or conn.execute("SELECT 1 FROM entries LIMIT 1").fetchone() is not None):
+                raise StorageError("the log already has a checkpoint; only a new log gets size 0")
+            conn.execute(
+                "INSERT INTO checkpoints (size, root_hash, note, created) VALUES (?, ?, ?, ?)",
+                (0, checkpoint.root_hash, checkpoint.note, checkpoint.created),
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def latest_cosigned(self) -> StoredCheckpoint | None:
+        row = self._conn().execute(
+            "SELECT size, root_hash, note, created FROM cosigned ORDER BY size DESC LIMIT 1"
+        ).fetchone()
+        return None if row is None else StoredCheckpoint(row[0], bytes(row[1]), bytes(row[2]),
+                                                         row[3])
+
+    def publish_cosigned(self, checkpoint: StoredCheckpoint) -> bool:
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            row = conn.execute("SELECT root_hash FROM checkpoints WHERE size = ?",
+                               (checkpoint.size,)).fetchone()
+            if row is None or bytes(row[0]) != checkpoint.root_hash:
+                raise StorageError(f"no checkpoint of size {checkpoint.size} with that root "
+                                   "was signed by this log")
+            top = conn.execute("SELECT MAX(size) FROM cosigned").fetchone()[0]
+            if top is not None and top >= checkpoint.size:
+                conn.execute("ROLLBACK")
+                return False
+            conn.execute(
+                "INSERT INTO cosigned (size, root_hash, note, created) VALUES (?, ?, ?, ?)",
+                (checkpoint.size, checkpoint.root_hash, checkpoint.note, checkpoint.created),
+            )
+            conn.execute("COMMIT")
+            return True
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
 
     def commit_batch(self, batch: IntegratedBatch) -> None:
         first, size = check_batch_shape(batch)

@@ -186,6 +186,15 @@ class IntegratedBatch:
     nodes: Mapping[tuple[int, int], bytes] = field(default_factory=dict)
 
 
+def check_empty_checkpoint(checkpoint: StoredCheckpoint) -> None:
+    """A new log's first checkpoint: size 0 with the RFC 9162 empty-tree root."""
+    from ledger.merkle import EMPTY_ROOT
+
+    if checkpoint.size != 0 or checkpoint.root_hash != EMPTY_ROOT:
+        raise StorageError("the first checkpoint without entries must be size 0 with the "
+                           "empty tree's root")
+
+
 class LogStorage(Protocol):
     """Where the log keeps entries, hashes, checkpoints, blobs and tile files.
 
@@ -222,6 +231,18 @@ class LogStorage(Protocol):
         """Delete a blob; True if it existed (only for blobs no logged entry references)."""
         ...
     def integration_lock(self) -> AbstractContextManager[None]: ...
+    def commit_empty_checkpoint(self, checkpoint: StoredCheckpoint) -> None:
+        """Store the size-0 checkpoint of a new log (the caller holds `integration_lock()`);
+        `StorageError` unless the log holds no entry and no checkpoint yet."""
+        ...
+    def latest_cosigned(self) -> StoredCheckpoint | None:
+        """The newest checkpoint published with the witness cosignatures that met the quorum
+        (`note` carries them); None before the first."""
+        ...
+    def publish_cosigned(self, checkpoint: StoredCheckpoint) -> bool:
+        """Record a cosigned checkpoint of a size the log signed; True if it is now the newest
+        (an older or equal size than the newest published is ignored: False)."""
+        ...
     def commit_batch(self, batch: IntegratedBatch) -> None:
         """Store a batch atomically. The caller holds `integration_lock()` and has removed
         entries already in the log (`find_leaves`); gaps, rewinds and duplicates within

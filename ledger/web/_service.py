@@ -11,7 +11,7 @@ from typing import Protocol, cast
 
 from flask import current_app
 
-from ledger.storage import LogStorage
+from ledger.storage import LogStorage, StoredCheckpoint
 
 
 class LogServiceView(Protocol):
@@ -20,6 +20,7 @@ class LogServiceView(Protocol):
     verifier_key: str
 
     def tree_size(self) -> int: ...
+    def latest_checkpoint(self) -> StoredCheckpoint | None: ...
     def inclusion_proof(self, index: int, tree_size: int) -> list[bytes]: ...
 
 

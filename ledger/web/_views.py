@@ -113,7 +113,7 @@ class CheckpointView(NamedTuple):
 
 
 def _checkpoint(svc: LogServiceView) -> CheckpointView | None:
-    stored = svc.storage.latest_checkpoint()
+    stored = svc.latest_checkpoint()
     if stored is None:
         return None
     problem = ""
