@@ -1,0 +1,80 @@
+"""Issue 16's first-hour frictions, each through the real `ktl` and a real log on 127.0.0.1.
+
+Receipts are never overwritten, a missing entry and a bogus type are usage errors (exit 2),
+a glob is refused with a clear "no globs", `monitor` says when nothing is new and prints
+one JSON line per pass, counts agree with their nouns, and tables are not cut when
+stdout is not a terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from client_server import REPO, Ktl, kernel_folder, running_log, small_results
+
+from attest.keys import generate_private_key, save_private_key
+from ledger.proof_bundle import TlogProof
+
+RECEIPTS = Path(".ktl") / "receipts"
+
+
+def test_first_hour_through_the_real_ktl(tmp_path: Path) -> None:
+    key = tmp_path / "vendor.key"
+    save_private_key(key, generate_private_key())
+    results = small_results(tmp_path)
+    kdir = kernel_folder(tmp_path)
+    ktl = Ktl(tmp_path / "home")
+    with running_log(tmp_path / "log") as url:
+        first = ktl.json("publish", str(kdir), "--key", str(key), "--results", str(results),
+                         "--log", url)
+        # a second release from the same folder: the first receipts stay where they were
+        (kdir / "kernel.toml").write_text((kdir / "kernel.toml").read_text().replace(
+            'version = "1.0.0"', 'version = "1.0.1"'))
+        second = ktl.json("publish", str(kdir), "--key", str(key), "--results", str(results),
+                          "--log", url)
+        receipts = kdir / RECEIPTS
+        for pub in first["entries"] + second["entries"]:
+            proof = receipts / f"{pub['kind']}-{pub['index']}.tlog-proof"
+            assert TlogProof.from_text(proof.read_bytes()).index == pub["index"]
+            assert (receipts / f"{pub['kind']}-{pub['index']}.entry.json").is_file()
+        latest = {p["kind"]: p["index"] for p in second["entries"]}
+        for kind, index in latest.items():  # <kind>.* is the latest receipt of that kind
+            assert TlogProof.from_text((receipts / f"{kind}.tlog-proof").read_bytes()).index \
+                == index
+        log_key = ktl.json("log-info", "--log", url)["verifier_key"]
+        ktl.json("verify", str(receipts / "benchmark.tlog-proof"), "--log-key", log_key)
+
+        res = ktl("get", "--index", "99", "--log", url)
+        assert res.exit_code == 2 and "entry 99 is not in the log" in res.stderr, res.stderr
+        res = ktl("search", "--type", "bogus", "--log", url)
+        assert res.exit_code == 2 and "--type 'bogus' is not a predicate type" in res.stderr
+        res = ktl("search", "--name", "acme/*", "--log", url)
+        assert res.exit_code == 2 and "no globs" in res.stderr, res.stderr
+        res = ktl("search", "--name", "acme/matmul-blocked", "--type", "kernel", "--log", url,
+                  "--log-key", log_key)
+        assert res.exit_code == 0 and "2 entries" in res.stdout, res.stdout
+        res = ktl("search", "--name", "acme/matmul-blocked", "--type", "kernel", "--limit", "1",
+                  "--log", url)
+        assert "1 entry " in res.stdout and "1 entries" not in res.stdout, res.stdout
+
+        ktl("monitor", "--log", url)
+        res = ktl("monitor", "--log", url)  # nothing new since the last pass
+        assert res.exit_code == 0 and "No new entries" in res.stdout and ".." not in res.stdout
+        res = ktl("monitor", "--log", url, "--json")
+        lines = res.stdout.splitlines()
+        assert res.exit_code == 0 and len(lines) == 1 and json.loads(lines[0])["violations"] == 0
+
+
+def test_tables_are_wide_when_stdout_is_not_a_terminal(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    env["KTL_HOME"] = str(tmp_path)
+    ident = "x" * 150
+    out = subprocess.run(
+        [sys.executable, "-c", "from client._output import Output, rows_table; "
+         f"Output(False).console.print(rows_table('t', ['a', 'b'], [['{ident}', 'end']]))"],
+        capture_output=True, text=True, cwd=REPO, env=env, check=True, timeout=60)
+    assert any(ident in line and "end" in line for line in out.stdout.splitlines()), out.stdout
