@@ -333,9 +333,14 @@ def _statement_of(entry_file: Path) -> dict[str, Any]:
 class Demo:
     """The demo's state: folders, keys, the server, and the rows found so far."""
 
-    def __init__(self, work: Path, console: Console) -> None:
+    def __init__(self, work: Path, console: Console, *, log_stays: bool = True,
+                 folder_stays: bool = True) -> None:
         self.work = work
         self.console = console
+        #: whether the log keeps running (no --exit) and the work folder is kept afterwards:
+        #: the closing hints name only what will still be there
+        self.log_stays = log_stays
+        self.folder_stays = folder_stays
         self.data = work / "log"
         self.home = work / "home"
         self.kernels = work / "kernels"
@@ -487,9 +492,15 @@ class Demo:
     def _where(self, server: LogServer, reports: Sequence[tuple[dict[str, Any], Path]]) -> None:
         c = self.console
         c.print()
-        c.print(f"[bold]Explorer:[/]    {server.url}/")
-        for report, _ in reports:
-            c.print(f"  kernel page: {server.url}/kernels/{report['subject_sha256']}")
+        if not self.log_stays:
+            c.print("The log stops now (--exit); run `make demo` without DEMO_EXIT to browse it.")
+        if not self.folder_stays:
+            c.print("The work folder is deleted on exit (--keep keeps it).")
+            return
+        if self.log_stays:
+            c.print(f"[bold]Explorer:[/]    {server.url}/")
+            for report, _ in reports:
+                c.print(f"  kernel page: {server.url}/kernels/{report['subject_sha256']}")
         c.print(f"[bold]Data folder:[/] {self.data}  (SQLite + tiles)")
         c.print(f"[bold]Receipts:[/]    {len(self.receipts)} verified offline, e.g.")
         for path in self.receipts[:3]:
@@ -524,7 +535,7 @@ def _interrupt_on_signals() -> None:
     signal.signal(signal.SIGTERM, raise_interrupt)
 
 
-@click.command()
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--exit", "exit_when_done", is_flag=True,
               help="Stop the log when done; exit 0 only if every verdict is as expected.")
 @click.option("--data", "work_dir", type=click.Path(path_type=Path, file_okay=False),
@@ -546,7 +557,8 @@ def main(exit_when_done: bool, work_dir: Path | None, examples: Path, keep: bool
         work.mkdir(parents=True)
     console.print(f"[bold]Kernel Transparency Log demo[/] — work folder {work}")
     _interrupt_on_signals()
-    demo = Demo(work, console)
+    demo = Demo(work, console, log_stays=not exit_when_done,
+                folder_stays=not exit_when_done or keep or work_dir is not None)
     on_ready = (lambda _s: None) if exit_when_done else _wait_for_ctrl_c(console)
     try:
         problems = demo.run(examples, on_ready)
