@@ -12,7 +12,7 @@ import click
 from rich.console import Console
 
 from attest.predicates import PREDICATE_TYPES
-from client._errors import InputError
+from client._errors import InputError, NetworkError
 from client._output import Output, kv_table, plural, rows_table, run_guarded, safe
 from client.state import TrustedState, read_capped
 
@@ -176,7 +176,18 @@ def verify(receipt: Path, entry_path: Path | None, log_key: str | None,
                                     witnesses=witnesses, witness_threshold=threshold)
         data = report.to_json()
         if log_url:
-            sess = connect(log_url, TrustedState(), log_key)
+            try:
+                sess = connect(log_url, TrustedState(), log_key)
+            except NetworkError as exc:  # say what did verify before the log was tried
+                checked = ", ".join(["checkpoint signature", "inclusion proof",
+                                     "envelope signature and statement"]
+                                    + ["trust policy"] * bool(report.policy)
+                                    + ["source digest"] * bool(report.source)
+                                    + ["witnesses"] * bool(report.notes))
+                raise NetworkError(
+                    f"the receipt (entry {report.index}) verified offline ({checked}), but "
+                    f"its consistency with the log at {log_url} could not be checked: {exc}"
+                ) from exc
             try:
                 if sess.origin != cp.checkpoint.origin:
                     raise InputError(f"the log at {log_url} is {sess.origin!r}, but the receipt "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -47,6 +48,11 @@ def test_first_hour_through_the_real_ktl(tmp_path: Path) -> None:
                 == index
         log_key = ktl.json("log-info", "--log", url)["verifier_key"]
         ktl.json("verify", str(receipts / "benchmark.tlog-proof"), "--log-key", log_key)
+        res = ktl("verify", str(receipts / "benchmark.tlog-proof"), "--log-key", log_key,
+                  "--log", "http://127.0.0.1:9")  # the log is down: say what did verify
+        assert res.exit_code == 3, res.stderr
+        assert (f"entry {latest['benchmark']}) verified offline (checkpoint signature, inclusion"
+                " proof, envelope signature and statement), but its consistency") in res.stderr
 
         res = ktl("get", "--index", "99", "--log", url)
         assert res.exit_code == 2 and "entry 99 is not in the log" in res.stderr, res.stderr
@@ -78,3 +84,16 @@ def test_tables_are_wide_when_stdout_is_not_a_terminal(tmp_path: Path) -> None:
          f"Output(False).console.print(rows_table('t', ['a', 'b'], [['{ident}', 'end']]))"],
         capture_output=True, text=True, cwd=REPO, env=env, check=True, timeout=60)
     assert any(ident in line and "end" in line for line in out.stdout.splitlines()), out.stdout
+
+
+def test_a_wrong_entry_symbol_fails_the_build_saying_so(tmp_path: Path) -> None:
+    kdir = tmp_path / "wrong-entry"
+    shutil.copytree(REPO / "examples" / "sum-rows", kdir)
+    toml = kdir / "kernel.toml"
+    toml.write_text(toml.read_text().replace('entry = "sum_rows"', 'entry = "sum_rowz"'))
+    res = Ktl(tmp_path / "home")("check", str(kdir), "--json")
+    assert res.exit_code == 1, res.stderr
+    checks = json.loads(res.stdout)["checks"]
+    assert [(c["name"], c["outcome"]) for c in checks] == [("build", "fail")]
+    assert "entry symbol 'sum_rowz' not found in the built library" in checks[0]["detail"]
+    assert "Traceback" not in res.stderr
