@@ -97,3 +97,45 @@ def test_a_wrong_entry_symbol_fails_the_build_saying_so(tmp_path: Path) -> None:
     assert [(c["name"], c["outcome"]) for c in checks] == [("build", "fail")]
     assert "entry symbol 'sum_rowz' not found in the built library" in checks[0]["detail"]
     assert "Traceback" not in res.stderr
+
+
+def _readme_policy() -> str:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    start = text.index("### 2. An auditor verifies receipts offline")
+    return text[text.index("```toml\n", start) + 8: text.index("```", text.index("```toml\n",
+                                                                                  start) + 8)]
+
+
+def test_the_readme_policy_lets_customers_reproduce(tmp_path: Path) -> None:
+    from attest import examples, make_entry, make_statement, parse_predicate
+    from attest.entry import encode_entry
+    from attest.keys import save_public_key
+    from attest.predicates import REPRODUCTION_V1
+    from client.api import LogClient
+
+    vendor = generate_private_key()
+    save_private_key(tmp_path / "acme.key", vendor)
+    save_public_key(tmp_path / "acme.key.pub", vendor.public_key())
+    (tmp_path / "policy.toml").write_text(_readme_policy())
+    kdir = kernel_folder(tmp_path)
+    ktl = Ktl(tmp_path / "home")
+    with running_log(tmp_path / "log") as url:
+        pub = ktl.json("publish", str(kdir), "--key", str(tmp_path / "acme.key"), "--results",
+                       str(small_results(tmp_path)), "--log", url)
+        body = examples.reproduction()
+        body["target"].update(index=0, subject_sha256=pub["subject_sha256"])
+        for claim in body["claims"]:
+            claim.pop("entry", None)
+        stmt = make_statement(pub["name"], pub["subject_sha256"],
+                              parse_predicate(REPRODUCTION_V1, body))
+        with LogClient(url) as log:  # a customer nobody named in the policy
+            log.submit(encode_entry(make_entry(stmt, [generate_private_key()])))
+        res = ktl("monitor", "--policy", str(tmp_path / "policy.toml"), "--log", url)
+        assert res.exit_code == 0 and "0 violations" in res.stdout, res.stdout
+        stranger = tmp_path / "stranger"  # ... but a stranger's release is still a violation
+        stranger.mkdir()
+        save_private_key(stranger / "k.key", generate_private_key())
+        ktl.json("publish", str(kdir), "--key", str(stranger / "k.key"), "--results",
+                 str(small_results(stranger)), "--log", url)
+        res = ktl("monitor", "--policy", str(tmp_path / "policy.toml"), "--log", url)
+        assert res.exit_code == 1 and "VIOLATION" in res.stdout, res.stdout
