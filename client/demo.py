@@ -33,8 +33,10 @@ from typing import Any
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from client._errors import ClientError
+from client._output import safe
 
 #: The factor the inflated claim multiplies a real benchmark's speed-ups by.
 INFLATE = 3.0
@@ -186,9 +188,9 @@ def summary_table(rows: Sequence[SummaryRow]) -> Table:
         ok = r.verdict == r.expected
         shape = r.claim.removeprefix("benchmark.speedup[").removesuffix("]")
         table.add_row(
-            r.kernel + ("" if r.honest else " [red](inflated x3)[/]"), r.op, f"#{r.entry}",
-            shape, _x(r.claimed), _x(r.reproduced),
-            f"[{colour.get(r.verdict, 'white')}]{r.verdict}[/]",
+            Text.assemble(safe(r.kernel), ("" if r.honest else " (inflated x3)", "red")),
+            safe(r.op), f"#{r.entry}", safe(shape), _x(r.claimed), _x(r.reproduced),
+            safe(r.verdict, colour.get(r.verdict, "white")),
             "[green]✓ yes[/]" if ok else f"[red]✗ no, expected {r.expected}[/]",
         )
     return table
@@ -400,7 +402,7 @@ class Demo:
         for kernel in example_kernels(examples):
             reason = _runtime_unavailable(kernel)
             if reason:
-                self.console.print(f"  skipping {kernel.name}: {reason}")
+                self.console.print(safe(f"  skipping {kernel.name}: {reason}"))
             else:
                 kernels.append(kernel)
         if not kernels:
@@ -458,7 +460,7 @@ class Demo:
         if problems:
             c.print("[bold red]The outcome is not what the demo expects:[/]")
             for p in problems:
-                c.print(f"  ✗ {p}")
+                c.print(safe(f"  ✗ {p}"))
         else:
             c.print("[bold green]✓ every honest claim confirmed, the inflated claim refuted[/] "
                     f"[dim]({time.monotonic() - self.started:.0f} s)[/]")
@@ -563,7 +565,7 @@ def main(exit_when_done: bool, work_dir: Path | None, examples: Path, keep: bool
     try:
         problems = demo.run(examples, on_ready)
     except DemoError as exc:
-        console.print(f"[bold red]demo failed:[/] {exc}")
+        console.print(Text.assemble(("demo failed: ", "bold red"), safe(exc)))
         problems = [str(exc)]
     except KeyboardInterrupt:
         console.print("\n[yellow]interrupted; the log was stopped[/]")

@@ -217,3 +217,16 @@ def test_make_demo_installs_no_test_extras() -> None:
 
     assert installs("demo") and not any("[test]" in line for line in installs("demo"))
     assert any("'.[test]'" in line for line in installs("test"))
+
+
+def test_summary_cells_are_text_not_markup() -> None:
+    from rich.console import Console
+
+    from client.demo import summary_table
+
+    console = Console(record=True, width=250)
+    row = SummaryRow("[reverse]a/b[/reverse]", "sum\x1b]8;;http://evil.example\x07", 3,
+                     "benchmark.speedup[R=512,C=1024]", 1.5, 1.4, "confirmed", True)
+    console.print(summary_table([row]))
+    text = console.export_text()
+    assert "[reverse]a/b[/reverse]" in text and "R=512,C=1024" in text and "\x1b" not in text
