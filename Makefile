@@ -1,9 +1,10 @@
-# The two commands: `make demo` and `make test`. Each creates .venv if missing
-# and installs the project with its test extras.
+# The two commands: `make demo` and `make test`. Each creates .venv if missing;
+# `make demo` installs the project alone, `make test` adds its test extras.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
+TEST_STAMP := $(VENV)/.installed-test-stamp
 LINTED := attest ledger client verifier
 PYTEST_ARGS ?=
 
@@ -12,8 +13,12 @@ PYTEST_ARGS ?=
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test]'
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e .
 	@touch $(STAMP)
+
+$(TEST_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test]'
+	@touch $(TEST_STAMP)
 
 # Debian's chromium for the browser tests (no browser download); best effort as root.
 browser-deps:
@@ -34,16 +39,16 @@ postgresql-deps:
 	      || echo "warning: could not install postgresql; PostgreSQL tests will be skipped"; \
 	  else echo "note: PostgreSQL not found; PostgreSQL tests will be skipped"; fi; }
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(BIN)/ruff check $(LINTED) tests benchmarks
 
-typecheck: $(STAMP)
+typecheck: $(TEST_STAMP)
 	$(BIN)/mypy --strict $(LINTED)
 
-unit: $(STAMP)
+unit: $(TEST_STAMP)
 	$(BIN)/python -m pytest -q -n 2 $(PYTEST_ARGS)
 
-test: $(STAMP) browser-deps postgresql-deps lint typecheck unit
+test: $(TEST_STAMP) browser-deps postgresql-deps lint typecheck unit
 
 demo: $(STAMP)
 	$(BIN)/python -m client.demo $(if $(DEMO_EXIT),--exit,)

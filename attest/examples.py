@@ -77,7 +77,11 @@ def reproduction() -> dict[str, Any]:
             "claims": [{"claim": "benchmark.speedup[M=256,N=256,K=256]", "verdict": "refuted",
                         "claimed": {"speedup": 2.0, "speedup_ci95": [1.9, 2.1]},
                         "measured": {"speedup": 1.1, "speedup_ci95": [1.0, 1.2]},
-                        "reason": "measured interval lies below the claimed one"}],
+                        "reason": "measured interval lies below the claimed one",
+                        "entry": {"index": 2, "leaf_hash": digest("claim")}},
+                       {"claim": "verification.verdict", "verdict": "confirmed",  # no "entry":
+                        "claimed": {"verdict": "pass"}, "measured": {"verdict": "pass"},  # as
+                        "reason": "same verdict"}],  # logged before verdicts named it
             "verdict": "refuted"}
 
 

@@ -18,12 +18,15 @@ a *reader* believes an entry is this policy's call. A policy is a small TOML fil
     name = "anyone-may-reproduce"
     kernel = "*"
     predicate_types = ["reproduction"]
-    keys = ["9a1f..."]
+    keys = ["*"]                                # any signer: see below
     threshold = 1
 
 Rules: `version` must be 1; every rule needs `name`, `kernel`, `predicate_types`,
 at least one key (from `keys` and/or `key_files`) and `threshold` (1 .. number of
-distinct keys). The kernel glob uses shell wildcards (`*`, `?`, `[...]`) matched
+distinct keys). `keys = ["*"]` (alone, threshold 1) allows any verified signer, and only
+for `predicate_types = ["reproduction"]`: a reproduction is signed by whoever re-ran the
+kernel, so its signer cannot be known in advance, and it releases nothing; kernels,
+benchmarks and verifications always need named keys. The kernel glob uses shell wildcards (`*`, `?`, `[...]`) matched
 case-sensitively against the whole name, and must match every subject of the
 statement. An entry is allowed when any rule covers its kernel and predicate type
 and at least `threshold` of the rule's keys are among the entry's verified signers;
@@ -65,6 +68,8 @@ class PolicyRule:
     predicate_types: frozenset[str]
     keyids: frozenset[str]
     threshold: int
+    #: `keys = ["*"]`: any verified signer (reproduction rules only)
+    any_signer: bool = False
 
     def covers_kernel(self, names: Iterable[str]) -> bool:
         return all(fnmatch.fnmatchcase(name, self.kernel) for name in names)
@@ -134,6 +139,10 @@ class TrustPolicy:
                                              f"allows predicate type {ptype}")
         shortfalls = []
         for rule in type_rules:
+            if rule.any_signer and signers:
+                who = ", ".join(k[:16] for k in sorted(signers))
+                return PolicyResult(True, rule.name, f"rule {rule.name!r}: any signer may log "
+                                    f"a reproduction ({who})")
             trusted = sorted(signers & rule.keyids)
             if len(trusted) >= rule.threshold:
                 who = ", ".join(k[:16] for k in trusted)
@@ -206,8 +215,11 @@ def _parse_rule(rule: object, path: str, base: Path) -> PolicyRule:
             known = ", ".join([*SHORT_NAMES, "*"])
             raise PolicyError(f"{path}.predicate_types[{i}]: unknown predicate type {ptype!r} "
                               f"(use one of {known} or a full type URI)")
+    key_list = _string_list(rule.get("keys", []), f"{path}.keys")
+    if "*" in key_list:
+        return _any_signer_rule(rule, path, name, kernel, frozenset(types), key_list)
     keyids: set[str] = set()
-    for i, kid in enumerate(_string_list(rule.get("keys", []), f"{path}.keys")):
+    for i, kid in enumerate(key_list):
         if not _KEYID.fullmatch(kid):
             raise PolicyError(f"{path}.keys[{i}]: must be a keyid (64 lowercase hex characters); "
                               "put public key files in key_files")
@@ -225,3 +237,20 @@ def _parse_rule(rule: object, path: str, base: Path) -> PolicyRule:
                           f"keys ({len(keyids)}), got {threshold!r}")
     return PolicyRule(name=name, kernel=kernel, predicate_types=frozenset(types),
                       keyids=frozenset(keyids), threshold=threshold)
+
+
+def _any_signer_rule(rule: dict[str, Any], path: str, name: str, kernel: str,
+                     types: frozenset[str], key_list: list[str]) -> PolicyRule:
+    """A `keys = ["*"]` rule: alone, threshold 1, reproductions only (see the module doc)."""
+    if key_list != ["*"] or rule.get("key_files"):
+        raise PolicyError(f"{path}.keys: '*' (any signer) stands alone: no other keys or "
+                          "key_files in the same rule")
+    if types != {SHORT_NAMES["reproduction"]}:
+        raise PolicyError(f"{path}.keys: '*' (any signer) is only for predicate_types = "
+                          "[\"reproduction\"]: kernels, benchmarks and verifications need named "
+                          "keys")
+    if rule["threshold"] != 1 or isinstance(rule["threshold"], bool):
+        raise PolicyError(f"{path}.threshold: must be 1 with keys = ['*'], got "
+                          f"{rule['threshold']!r}")
+    return PolicyRule(name=name, kernel=kernel, predicate_types=types, keyids=frozenset(),
+                      threshold=1, any_signer=True)

@@ -9,6 +9,7 @@ error names the offending field, e.g. `predicate.results[2].speedup_ci95: must b
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Self
@@ -283,7 +284,8 @@ RESULT = Obj({
     "speedup": Num(),
     "speedup_ci95": Interval(doc="95% bootstrap interval of the speed-up"),
     "gflops": Num(),
-}, doc="p5_ns <= median_ns <= p95_ns")
+}, doc=("p5_ns <= median_ns <= p95_ns; speedup_ci95 contains speedup; speedup is within 1% of "
+        "baseline_median_ns / max(median_ns, 1)"))
 BLOB_REF = Obj({
     "sha256": HEX64,
     "size": Int(0, 2**40),
@@ -335,6 +337,36 @@ class Method(_Node):
     _PATH = "method"
 
 
+#: How far a logged speed-up may differ from the one its own medians give (relative): room
+#: for rounding to three significant digits, far below any inflation worth claiming.
+SPEEDUP_REL_TOLERANCE = 0.01
+
+
+def derived_speedup(median_ns: float, baseline_median_ns: float) -> float:
+    """The speed-up a median and a baseline median give: ratio of medians, as `ktl bench`
+    computes it (a median under 1 ns counts as 1 ns)."""
+    return baseline_median_ns / max(median_ns, 1.0)
+
+
+def check_speedup(speedup: float, interval: tuple[float, float], median_ns: float,
+                  baseline_median_ns: float, path: str) -> None:
+    """Refuse a speed-up that its own medians contradict or its interval does not contain.
+
+    Applied to every measured result (each run's, when results list their runs): a signed
+    claim of 3x whose medians give 1.05x is not a claim anyone can hold the signer to.
+    """
+    low, high = interval
+    if not low <= speedup <= high:
+        raise ValidationError(f"{path}.speedup_ci95", f"[{low:.4g}, {high:.4g}] must contain "
+                              f"the point estimate speedup = {speedup:.4g}")
+    expected = derived_speedup(median_ns, baseline_median_ns)
+    if not math.isclose(speedup, expected, rel_tol=SPEEDUP_REL_TOLERANCE):
+        raise ValidationError(
+            f"{path}.speedup", f"is {speedup:.4g} but its own medians give "
+            f"baseline_median_ns / median_ns = {expected:.4g} (more than "
+            f"{SPEEDUP_REL_TOLERANCE:.0%} apart)")
+
+
 @dataclass(frozen=True)
 class BenchmarkResult(_Node):
     shape: Mapping[str, int]
@@ -354,6 +386,8 @@ class BenchmarkResult(_Node):
     def _build(cls, d: dict[str, Any], path: str) -> Self:
         if not d["p5_ns"] <= d["median_ns"] <= d["p95_ns"]:
             raise ValidationError(f"{path}.median_ns", "must lie within [p5_ns, p95_ns]")
+        check_speedup(d["speedup"], d["speedup_ci95"], d["median_ns"], d["baseline_median_ns"],
+                      path)
         return cls(shape=dict(d["shape"]), n=d["n"], median_ns=d["median_ns"], p5_ns=d["p5_ns"],
                    p95_ns=d["p95_ns"], baseline_median_ns=d["baseline_median_ns"],
                    speedup=d["speedup"], speedup_ci95=d["speedup_ci95"], gflops=d["gflops"])
@@ -547,13 +581,18 @@ _MEASUREMENT_FIELDS: dict[str, Spec] = {
 }
 MEASUREMENT = Obj(_MEASUREMENT_FIELDS, optional=tuple(_MEASUREMENT_FIELDS),
                   doc="the quantities a claim is about; each field optional")
+JUDGED = Obj({
+    "index": Int(0, 2**53 - 1),
+    "leaf_hash": HEX64,
+}, doc="the logged claim entry this verdict judges (in the target's log)")
 CLAIM = Obj({
     "claim": Str(256, doc="what was claimed, e.g. 'benchmark.speedup[M=256,N=256,K=256]'"),
     "verdict": Enum("confirmed", "refuted", "inconclusive"),
     "claimed": MEASUREMENT,
     "measured": MEASUREMENT,
     "reason": FREE_TEXT,
-})
+    "entry": JUDGED,
+}, optional=("entry",), doc="one verdict; 'entry' is absent in entries logged before it existed")
 REPRODUCTION = Obj({
     "target": REPRO_TARGET,
     "environment": ENVIRONMENT,
@@ -597,26 +636,43 @@ class Measurement(_Node):
 
 
 @dataclass(frozen=True)
+class JudgedEntry(_Node):
+    """The logged claim entry a verdict is about: its index and leaf hash."""
+
+    index: int
+    leaf_hash: str
+
+    _SPEC = JUDGED
+    _PATH = "entry"
+
+
+@dataclass(frozen=True)
 class ClaimResult(_Node):
     claim: str
     verdict: str
     claimed: Measurement
     measured: Measurement
     reason: str
+    entry: JudgedEntry | None = None
 
     _SPEC = CLAIM
     _PATH = "claim"
 
     @classmethod
     def _build(cls, d: dict[str, Any], path: str) -> Self:
+        entry = d.get("entry")
         return cls(claim=d["claim"], verdict=d["verdict"],
                    claimed=Measurement._build(d["claimed"], f"{path}.claimed"),
                    measured=Measurement._build(d["measured"], f"{path}.measured"),
-                   reason=d["reason"])
+                   reason=d["reason"],
+                   entry=None if entry is None else JudgedEntry._build(entry, f"{path}.entry"))
 
     def to_json(self) -> dict[str, Any]:
-        return {"claim": self.claim, "verdict": self.verdict, "claimed": self.claimed.to_json(),
-                "measured": self.measured.to_json(), "reason": self.reason}
+        out = {"claim": self.claim, "verdict": self.verdict, "claimed": self.claimed.to_json(),
+               "measured": self.measured.to_json(), "reason": self.reason}
+        if self.entry is not None:
+            out["entry"] = self.entry.to_json()
+        return out
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,10 @@ from typing import Any
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from client._errors import EXIT_VERIFICATION, InputError
-from client._output import Output, run_guarded
+from client._output import Output, run_guarded, safe
 
 _SHAPE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=[0-9]{1,7}(,[A-Za-z_][A-Za-z0-9_]*=[0-9]{1,7}){0,7}")
 _STYLE = {"pass": "green", "fail": "bold red", "skip": "yellow", "error": "bold magenta"}
@@ -35,14 +36,14 @@ def parse_shape(text: str) -> dict[str, int]:
     return out
 
 
-def _check_table(body: dict[str, Any], title: str) -> Table:
+def _check_table(body: dict[str, Any], title: Text) -> Table:
     table = Table(title=title, title_justify="left")
     table.add_column("check", style="bold")
     table.add_column("outcome")
     table.add_column("evidence", overflow="fold")
     for c in body["checks"]:
         style = _STYLE.get(c["outcome"], "")
-        table.add_row(c["name"], f"[{style}]{c['outcome']}[/]", c["detail"])
+        table.add_row(safe(c["name"]), safe(c["outcome"], style), safe(c["detail"]))
     return table
 
 
@@ -62,21 +63,21 @@ def check_cmd(kernel_dir: Path, as_json: bool, seed: int | None, budget: str) ->
 
         try:
             report = check(kernel_dir, budget=budget, seed=seed,
-                           progress=lambda msg: out.note(f"[dim]{msg}…[/]"))
+                           progress=lambda msg: out.note(f"{msg}…", "dim"))
         except VerifierError as exc:
             raise InputError(f"{kernel_dir}: {exc}") from exc
         pred = report.to_predicate()
 
         def render(console: Console) -> None:
-            console.print(_check_table(pred, f"ktl check {report.kernel} ({report.op}, budget "
-                                             f"{budget}, seed {report.seed})"))
+            console.print(_check_table(pred, safe(f"ktl check {report.kernel} ({report.op}, "
+                                                  f"budget {budget}, seed {report.seed})")))
             verdict = "[bold green]PASS[/]" if report.passed else "[bold red]FAIL[/]"
             console.print(f"verdict: {verdict}")
 
         out.result(pred, render)
         if not report.passed:
             names = ", ".join(c.name for c in report.failures)
-            out.note(f"[bold red]check failed:[/] {names}")
+            out.note(f"check failed: {names}", "bold red")
             return EXIT_VERIFICATION
         return 0
 
@@ -106,7 +107,7 @@ def bench_cmd(kernel_dir: Path, as_json: bool, shapes: tuple[str, ...], seed: in
         parsed = [parse_shape(s) for s in shapes] or None
         try:
             report = bench(kernel_dir, shapes=parsed, seed=seed, time_budget_s=time_budget,
-                           threads=threads, progress=lambda msg: out.note(f"[dim]{msg}…[/]"))
+                           threads=threads, progress=lambda msg: out.note(f"{msg}…", "dim"))
         except VerifierError as exc:
             raise InputError(f"{kernel_dir}: {exc}") from exc
         if samples_out is not None:
@@ -114,8 +115,8 @@ def bench_cmd(kernel_dir: Path, as_json: bool, shapes: tuple[str, ...], seed: in
         pred = report.to_predicate()
 
         def render(console: Console) -> None:
-            table = Table(title=f"ktl bench {report.kernel} ({report.op}, seed {report.seed})",
-                          title_justify="left")
+            table = Table(title=safe(f"ktl bench {report.kernel} ({report.op}, seed "
+                                     f"{report.seed})"), title_justify="left")
             for col in ("shape", "n", "kernel median", "p5..p95", "baseline median", "speed-up",
                         "95% CI", "GFLOP/s"):
                 table.add_column(col)
@@ -128,13 +129,13 @@ def bench_cmd(kernel_dir: Path, as_json: bool, shapes: tuple[str, ...], seed: in
                               f"{r.gflops:.2f}")
             console.print(table)
             for note in report.notes:
-                console.print(f"  • {note}", highlight=False)
+                console.print(safe(f"  • {note}"), highlight=False)
             trusted = "[bold green]yes[/]" if report.trusted else "[bold red]NO[/]"
             console.print(f"trusted: {trusted}")
 
         out.result(pred, render)
         if not report.trusted:
-            out.note("[bold red]the measurement cannot be trusted:[/] see the notes above")
+            out.note("the measurement cannot be trusted: see the notes above", "bold red")
             return EXIT_VERIFICATION
         return 0
 

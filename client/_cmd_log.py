@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 from rich.console import Console
 
-from client._errors import InputError
-from client._output import Output, kv_table, rows_table, run_guarded
+from attest.predicates import PREDICATE_TYPES
+from client._errors import InputError, NetworkError
+from client._output import Output, kv_table, plural, rows_table, run_guarded, safe
 from client.state import TrustedState, read_capped
 from client.witnesses import cosigners, load_witness_policy, witness_policy_option
 
@@ -56,7 +57,7 @@ def load_policy(path: Path | None) -> TrustPolicy | None:
 
 def _key_note(out: Output, how: str, describe: str) -> None:
     style = "bold yellow" if how == "tofu" else "dim"
-    out.note(f"[{style}]{describe}[/]")
+    out.note(describe, style)
 
 
 # -- publish ------------------------------------------------------------------------------
@@ -183,7 +184,18 @@ def verify(receipt: Path, entry_path: Path | None, log_key: str | None,
                                     witness_policy=wpolicy)
         data = report.to_json()
         if log_url:
-            sess = connect(log_url, TrustedState(), log_key, witness_policy=wpolicy)
+            try:
+                sess = connect(log_url, TrustedState(), log_key, witness_policy=wpolicy)
+            except NetworkError as exc:  # say what did verify before the log was tried
+                checked = ", ".join(["checkpoint signature", "inclusion proof",
+                                     "envelope signature and statement"]
+                                    + ["trust policy"] * bool(report.policy)
+                                    + ["source digest"] * bool(report.source)
+                                    + ["witnesses"] * bool(report.notes))
+                raise NetworkError(
+                    f"the receipt (entry {report.index}) verified offline ({checked}), but "
+                    f"its consistency with the log at {log_url} could not be checked: {exc}"
+                ) from exc
             try:
                 if sess.origin != cp.checkpoint.origin:
                     raise InputError(f"the log at {log_url} is {sess.origin!r}, but the receipt "
@@ -285,12 +297,17 @@ def _keyid_arg(value: str) -> str:
         raise InputError(f"--key {value}: not a public key file: {exc}") from exc
 
 
-_TYPE_ALIASES = {
-    "kernel": "https://kerneltransparency.dev/attestation/kernel/v1",
-    "benchmark": "https://kerneltransparency.dev/attestation/benchmark/v1",
-    "verification": "https://kerneltransparency.dev/attestation/verification/v1",
-    "reproduction": "https://kerneltransparency.dev/attestation/reproduction/v1",
-}
+_TYPE_ALIASES = {uri.rsplit("/", 2)[-2]: uri for uri in PREDICATE_TYPES}
+_GLOB = re.compile(r"[*?\[\]]")
+
+
+def _search_type(ptype: str) -> str:
+    """A predicate type URI from `--type` (a short name or a URI); InputError if unknown."""
+    uri = _TYPE_ALIASES.get(ptype, ptype)
+    if uri not in PREDICATE_TYPES:
+        raise InputError(f"--type {ptype!r} is not a predicate type; use one of "
+                         f"{', '.join(_TYPE_ALIASES)} or its full URI")
+    return uri
 
 
 @click.command()
@@ -302,23 +319,31 @@ _TYPE_ALIASES = {
 @click.option("--limit", default=100, show_default=True, type=click.IntRange(1, 10000),
               help="At most this many results.")
 @log_option
+@log_key_option
 @json_option
 def search(digest: str | None, name: str | None, key: str | None, ptype: str | None, limit: int,
-           log_url: str | None, as_json: bool) -> None:
+           log_url: str | None, log_key: str | None, as_json: bool) -> None:
     """Find entries by subject digest, kernel name, signer key or predicate type."""
     out = Output(as_json)
 
     def body() -> int:
         from client.api import LogClient
         from client.models import SearchHit
-        from client.session import require_url
+        from client.session import connect, require_url
 
         if not any((digest, name, key, ptype)):
             raise InputError("search needs one of --digest, --name, --key, --type")
+        if name is not None and _GLOB.search(name):
+            raise InputError(f"--name {name!r}: no globs; the log's index matches exact kernel "
+                             "names (to list a vendor's kernels, search by --key with its key)")
         if digest is not None and not _HEX64.match(digest.removeprefix("sha256:")):
             raise InputError("--digest must be a sha256 digest (64 lowercase hex digits)")
         keyid = _keyid_arg(key) if key else None
-        pt = _TYPE_ALIASES.get(ptype, ptype) if ptype else None
+        pt = _search_type(ptype) if ptype else None
+        if log_key:  # the rows are not evidence, but the log must be the one the key names
+            sess = connect(require_url(log_url), TrustedState(), log_key)
+            _key_note(out, sess.key.how, sess.key.describe())
+            sess.close()
         filters = {"digest": digest.removeprefix("sha256:") if digest else None,
                    "name": name, "keyid": keyid, "predicate_type": pt}
         given = {k: v for k, v in filters.items() if v is not None}
@@ -349,7 +374,8 @@ def search(digest: str | None, name: str | None, key: str | None, ptype: str | N
 
         def render(c: Console) -> None:
             c.print(rows_table(
-                f"{len(rows)} entries (unverified index; `ktl get --index N` verifies one)",
+                f"{plural(len(rows), 'entry', 'entries')} (unverified index; "
+                "`ktl get --index N` verifies one)",
                 ["index", "name", "type", "subject sha256", "signers"],
                 [(r["index"], r["subject_name"], r["predicate_type"].rsplit("/", 2)[-2],
                   r["subject_sha256"][:16] + "…", ", ".join(k[:12] for k in r["keyids"]))
@@ -469,7 +495,7 @@ def monitor(since: int | None, policy_path: Path | None, state_path: Path | None
                                          policy=policy, since=since if done == 0 else None,
                                          on_progress=advance, jobs=jobs, quorum=sess.quorum)
                 done += 1
-                _monitor_result(out, report, path, one_line=follow)
+                _monitor_result(out, report, path)
                 if report.violations:
                     return 1
                 if not follow or (passes is not None and done >= passes):
@@ -481,21 +507,26 @@ def monitor(since: int | None, policy_path: Path | None, state_path: Path | None
     run_guarded(out, body)
 
 
-def _monitor_result(out: Output, report: MonitorReport, path: Path, *, one_line: bool) -> None:
+def _monitor_result(out: Output, report: MonitorReport, path: Path) -> None:
+    """One pass: a table for people, one JSON line (as `--help` promises) with --json."""
     data = report.to_json()
     data["state_file"] = str(path)
 
     def render(c: Console) -> None:
-        c.print(f"Checked entries {report.start_index}..{report.tree_size - 1} of "
-                f"{report.origin}: {report.entries_checked} entries, every tile verified "
-                "against the signed checkpoint.")
+        if report.start_index >= report.tree_size:
+            c.print(safe(f"No new entries in {report.origin} since the last pass (tree size "
+                         f"{report.tree_size})."))
+        else:
+            c.print(safe(f"Checked entries {report.start_index}..{report.tree_size - 1} of "
+                         f"{report.origin}: {plural(report.entries_checked, 'entry', 'entries')}"
+                         ", every tile verified against the signed checkpoint."))
         if report.findings:
             c.print(rows_table("Findings", ["index", "kind", "name", "detail"],
                                [(f.index, f.kind.upper() if f.kind == "violation" else f.kind,
                                  f.name, f.detail) for f in report.findings]))
-        c.print(f"{len(report.violations)} violation(s). State saved to {path}.")
+        c.print(safe(f"{plural(len(report.violations), 'violation')}. State saved to {path}."))
 
-    out.result(data, render, one_line=one_line)
+    out.result(data, render, one_line=True)
 
 
 def register(group: click.Group) -> None:

@@ -8,9 +8,10 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.text import Text
 
 from client._errors import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_VERIFICATION, InputError
-from client._output import Output, rows_table, run_guarded
+from client._output import Output, rows_table, run_guarded, safe
 from client.state import TrustedState
 from client.witnesses import load_witness_policy, witness_policy_option
 
@@ -97,14 +98,14 @@ def reproduce(index: int, budget: str, sign_key: Path | None, passphrase_env: st
                   _short(cl.get("measured", {})), cl.get("reason", ""))
                  for cl in result.body["claims"]],
             ))
-            c.print(f"Overall: [bold]{verdict.upper()}[/]")
+            c.print(Text.assemble("Overall: ", safe(verdict.upper(), "bold")))
             if result.search.skipped_total or not result.search.complete:
-                c.print(f"Note: {result.search.summary()}")
+                c.print(safe(f"Note: {result.search.summary()}"))
             att = data.get("attestation")
             if att:
-                c.print(f"Signed reproduction attestation: {att['entry_path']}"
-                        + (f" (logged at index {att['index']}, receipt {att['proof_path']})"
-                           if att.get("index") is not None else ""))
+                c.print(safe(f"Signed reproduction attestation: {att['entry_path']}"
+                             + (f" (logged at index {att['index']}, receipt {att['proof_path']})"
+                                if att.get("index") is not None else "")))
 
         out.result(data, render)
         return _EXIT.get(verdict, EXIT_INCONCLUSIVE)

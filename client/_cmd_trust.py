@@ -6,7 +6,7 @@ import click
 from rich.console import Console
 
 from client._errors import ClientError, InputError
-from client._output import Output, rows_table, run_guarded
+from client._output import Output, rows_table, run_guarded, safe
 from client.state import Pin, TrustedState, normalize_log_url
 from client.trust import load_verifier, open_signed
 
@@ -30,7 +30,7 @@ def trust_list(as_json: bool) -> None:
 
         def render(c: Console) -> None:
             if not rows:
-                c.print(f"no log pinned in {state.home}")
+                c.print(safe(f"no log pinned in {state.home}"))
                 return
             c.print(rows_table(f"Pinned logs ({state.home})",
                                ["url", "origin", "key", "how", "pinned at", "trusted size"],
@@ -66,7 +66,7 @@ def trust_forget(url: str, as_json: bool) -> None:
         data = {"forgotten": pin.to_json(), "checkpoint_dropped": dropped}
 
         def render(c: Console) -> None:
-            c.print(f"forgot the pin for {pin.url}: origin {pin.origin}, key {pin.log_key}")
+            c.print(safe(f"forgot the pin for {pin.url}: origin {pin.origin}, key {pin.log_key}"))
             c.print("its trusted checkpoint was dropped too" if dropped else
                     "its origin's trusted checkpoint was kept" + (
                         " (another URL pins the same origin)" if shared else ""))

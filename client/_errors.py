@@ -23,6 +23,12 @@ class InputError(ClientError):
     exit_code = EXIT_USAGE
 
 
+class NotInLog(InputError):
+    """The log answered that it holds no such entry (HTTP 404): a usage error, exit 2."""
+
+    exit_code = EXIT_USAGE
+
+
 class VerificationFailed(ClientError):
     """Something that must verify did not: a signature, a proof, a digest or a policy."""
 

@@ -10,6 +10,8 @@ documented exit code: 0 ok, 1 verification failed, 2 usage or input error,
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -18,8 +20,49 @@ from typing import Any, NoReturn
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
+from rich.text import Text
 
 from client._errors import EXIT_NETWORK, EXIT_USAGE, ClientError, LogMisbehaviour
+
+#: Terminal escape sequences: CSI (ESC [ ... final), OSC / DCS / SOS / PM / APC strings up to
+#: BEL or ST, and two-byte ESC sequences; then every other C0/C1 control except tab and newline,
+#: DEL, and the bidirectional overrides that reorder what a reader sees.
+_ESCAPES = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]?"
+    r"|[\x1b][\]PX^_][^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
+    r"|[\x9d\x90\x98\x9e\x9f][^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
+    r"|\x9b[0-?]*[ -/]*[@-~]?"
+    r"|\x1b[ -~]?")
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+#: Width of tables when stdout is not a terminal (CI logs, pipes): wide enough not to fold.
+PIPE_WIDTH = 240
+
+
+def clean(value: object) -> str:
+    """`value` as text with every terminal escape sequence and control character removed.
+
+    Logged entries, kernel sources, compiler output and server messages are attacker-written;
+    this is the one place that makes them inert for a terminal (see `safe` for rich).
+    """
+    text = "" if value is None else str(value)
+    return _CONTROLS.sub("", _ESCAPES.sub("", text))
+
+
+def safe(value: object, style: str = "") -> Text:
+    """`clean(value)` as a rich `Text`, which rich never parses as markup."""
+    return Text(clean(value), style=style)
+
+
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """`1 entry`, `2 entries`: a count with its noun in the right number."""
+    return f"{n} {word if n == 1 else (words or word + 's')}"
+
+
+def _console(stderr: bool) -> Console:
+    stream = sys.stderr if stderr else sys.stdout
+    wide = not stream.isatty() and "COLUMNS" not in os.environ
+    return Console(stderr=stderr, soft_wrap=True, width=PIPE_WIDTH if wide else None)
 
 
 class Output:
@@ -28,13 +71,16 @@ class Output:
     def __init__(self, as_json: bool, *, quiet: bool = False) -> None:
         self.as_json = as_json
         self.quiet = quiet
-        self.console = Console(soft_wrap=True)
-        self.err = Console(stderr=True, soft_wrap=True)
+        self.console = _console(stderr=False)
+        self.err = _console(stderr=True)
 
-    def note(self, message: str) -> None:
-        """A human note on stderr (kept off stdout so `--json` output stays parseable)."""
+    def note(self, message: str, style: str = "") -> None:
+        """A human note on stderr (kept off stdout so `--json` output stays parseable).
+
+        `message` is plain text, never markup: it is cleaned with `safe` and shown in `style`.
+        """
         if not self.quiet:
-            self.err.print(message, highlight=False)
+            self.err.print(safe(message, style), highlight=False)
 
     def result(self, data: Any, render: Callable[[Console], None], *, one_line: bool = False) -> None:
         """Print `data` as JSON (`one_line`: a JSON Lines record) or render it for people."""
@@ -75,26 +121,27 @@ class Output:
                 err["error"]["evidence"] = str(exc.evidence_path)
             sys.stdout.write(json.dumps(err, indent=2) + "\n")
         label = {1: "VERIFICATION FAILED", 2: "error", 3: "network error", 4: "inconclusive"}
-        self.err.print(f"[bold red]{label.get(code, 'error')}:[/] {exc}", highlight=False)
+        line = Text.assemble((f"{label.get(code, 'error')}: ", "bold red"), safe(exc))
+        self.err.print(line, highlight=False)
         sys.exit(code)
 
 
 def kv_table(title: str, rows: Sequence[tuple[str, Any]]) -> Table:
     """A two-column key/value table."""
-    table = Table(title=title, show_header=False, title_justify="left")
+    table = Table(title=safe(title), show_header=False, title_justify="left")
     table.add_column("field", style="bold")
     table.add_column("value", overflow="fold")
     for key, value in rows:
-        table.add_row(key, "" if value is None else str(value))
+        table.add_row(safe(key), safe(value))
     return table
 
 
 def rows_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> Table:
-    table = Table(title=title, title_justify="left")
+    table = Table(title=safe(title), title_justify="left")
     for col in columns:
         table.add_column(col, overflow="fold")
     for row in rows:
-        table.add_row(*("" if v is None else str(v) for v in row))
+        table.add_row(*(safe(v) for v in row))
     return table
 
 

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import requests
 
-from client._errors import InputError, NetworkError, ServerError
+from client._errors import InputError, NetworkError, NotInLog, ServerError
 from client.models import (
     MAX_CHECKPOINT_BYTES,
     EntryRecord,
@@ -217,7 +217,13 @@ class LogClient:
     def entry(self, index: int) -> EntryRecord:
         if index < 0:
             raise InputError("an entry index is a non-negative integer")
-        return EntryRecord.from_json(self._json("GET", f"api/v1/entries/{index}"))
+        try:
+            return EntryRecord.from_json(self._json("GET", f"api/v1/entries/{index}"))
+        except ServerError as exc:
+            if exc.status == 404:
+                raise NotInLog(f"entry {index} is not in the log at {self.base_url} "
+                               f"(the log answered: {exc})") from exc
+            raise
 
     def inclusion_proof(self, index: int, tree_size: int) -> tuple[bytes, ...]:
         obj = self._json(

@@ -36,8 +36,10 @@ from typing import Any
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from client._errors import ClientError
+from client._output import safe
 
 #: The factor the inflated claim multiplies a real benchmark's speed-ups by.
 INFLATE = 3.0
@@ -189,9 +191,9 @@ def summary_table(rows: Sequence[SummaryRow]) -> Table:
         ok = r.verdict == r.expected
         shape = r.claim.removeprefix("benchmark.speedup[").removesuffix("]")
         table.add_row(
-            r.kernel + ("" if r.honest else " [red](inflated x3)[/]"), r.op, f"#{r.entry}",
-            shape, _x(r.claimed), _x(r.reproduced),
-            f"[{colour.get(r.verdict, 'white')}]{r.verdict}[/]",
+            Text.assemble(safe(r.kernel), ("" if r.honest else " (inflated x3)", "red")),
+            safe(r.op), f"#{r.entry}", safe(shape), _x(r.claimed), _x(r.reproduced),
+            safe(r.verdict, colour.get(r.verdict, "white")),
             "[green]✓ yes[/]" if ok else f"[red]✗ no, expected {r.expected}[/]",
         )
     return table
@@ -342,9 +344,14 @@ def _statement_of(entry_file: Path) -> dict[str, Any]:
 class Demo:
     """The demo's state: folders, keys, the server, and the rows found so far."""
 
-    def __init__(self, work: Path, console: Console) -> None:
+    def __init__(self, work: Path, console: Console, *, log_stays: bool = True,
+                 folder_stays: bool = True) -> None:
         self.work = work
         self.console = console
+        #: whether the log keeps running (no --exit) and the work folder is kept afterwards:
+        #: the closing hints name only what will still be there
+        self.log_stays = log_stays
+        self.folder_stays = folder_stays
         self.data = work / "log"
         self.home = work / "home"
         self.kernels = work / "kernels"
@@ -404,7 +411,7 @@ class Demo:
         for kernel in example_kernels(examples):
             reason = _runtime_unavailable(kernel)
             if reason:
-                self.console.print(f"  skipping {kernel.name}: {reason}")
+                self.console.print(safe(f"  skipping {kernel.name}: {reason}"))
             else:
                 kernels.append(kernel)
         if not kernels:
@@ -498,7 +505,7 @@ class Demo:
         if problems:
             c.print("[bold red]The outcome is not what the demo expects:[/]")
             for p in problems:
-                c.print(f"  ✗ {p}")
+                c.print(safe(f"  ✗ {p}"))
         else:
             c.print("[bold green]✓ every honest claim confirmed, the inflated claim refuted[/] "
                     f"[dim]({time.monotonic() - self.started:.0f} s)[/]")
@@ -532,9 +539,15 @@ class Demo:
     def _where(self, server: LogServer, reports: Sequence[tuple[dict[str, Any], Path]]) -> None:
         c = self.console
         c.print()
-        c.print(f"[bold]Explorer:[/]    {server.url}/")
-        for report, _ in reports:
-            c.print(f"  kernel page: {server.url}/kernels/{report['subject_sha256']}")
+        if not self.log_stays:
+            c.print("The log stops now (--exit); run `make demo` without DEMO_EXIT to browse it.")
+        if not self.folder_stays:
+            c.print("The work folder is deleted on exit (--keep keeps it).")
+            return
+        if self.log_stays:
+            c.print(f"[bold]Explorer:[/]    {server.url}/")
+            for report, _ in reports:
+                c.print(f"  kernel page: {server.url}/kernels/{report['subject_sha256']}")
         c.print(f"[bold]Data folder:[/] {self.data}  (SQLite + tiles)")
         c.print(f"[bold]Receipts:[/]    {len(self.receipts)} verified offline, e.g.")
         for path in self.receipts[:3]:
@@ -571,7 +584,7 @@ def _interrupt_on_signals() -> None:
     signal.signal(signal.SIGTERM, raise_interrupt)
 
 
-@click.command()
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--exit", "exit_when_done", is_flag=True,
               help="Stop the log when done; exit 0 only if every verdict is as expected.")
 @click.option("--data", "work_dir", type=click.Path(path_type=Path, file_okay=False),
@@ -593,12 +606,13 @@ def main(exit_when_done: bool, work_dir: Path | None, examples: Path, keep: bool
         work.mkdir(parents=True)
     console.print(f"[bold]Kernel Transparency Log demo[/] — work folder {work}")
     _interrupt_on_signals()
-    demo = Demo(work, console)
+    demo = Demo(work, console, log_stays=not exit_when_done,
+                folder_stays=not exit_when_done or keep or work_dir is not None)
     on_ready = (lambda _s: None) if exit_when_done else _wait_for_ctrl_c(console)
     try:
         problems = demo.run(examples, on_ready)
     except DemoError as exc:
-        console.print(f"[bold red]demo failed:[/] {exc}")
+        console.print(Text.assemble(("demo failed: ", "bold red"), safe(exc)))
         problems = [str(exc)]
     except KeyboardInterrupt:
         console.print("\n[yellow]interrupted; the log was stopped[/]")

@@ -294,11 +294,11 @@ def run_publish(
         results = measure(kernel_dir, budget, out.note)
     claims = [kclaim]
     if results.verification is not None and results.verification.get("verdict") != "pass":
-        out.note("[bold yellow]the verification verdict is not 'pass'; publishing it as it is "
-                 "(the log records failures too)[/]")
+        out.note("the verification verdict is not 'pass'; publishing it as it is "
+                 "(the log records failures too)", "bold yellow")
     if results.benchmark is not None and results.benchmark.get("trusted") is False:
-        out.note("[bold yellow]the benchmark marks itself untrusted; publishing it with its "
-                 "notes[/]")
+        out.note("the benchmark marks itself untrusted; publishing it with its notes",
+                 "bold yellow")
     if results.verification is not None:
         claims.append(Claim("verification", VERIFICATION_V1, results.verification))
     if results.benchmark is not None:

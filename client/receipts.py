@@ -1,8 +1,10 @@
 """Receipts: the logged entry plus a `c2sp.org/tlog-proof@v1` file, verified fully offline.
 
-A receipt for entry kind K (kernel, verification, benchmark, reproduction) is two
-files side by side: `K.entry.json` (the entry's canonical RFC 8785 bytes, exactly
-what the log hashed) and `K.tlog-proof` (index, inclusion proof, signed checkpoint).
+A receipt for the entry of kind K (kernel, verification, benchmark, reproduction) logged
+at index N is two files side by side: `K-N.entry.json` (the entry's canonical RFC 8785
+bytes, exactly what the log hashed) and `K-N.tlog-proof` (index, inclusion proof, signed
+checkpoint). They are never overwritten; `K.entry.json` and `K.tlog-proof` link to the
+latest receipt of kind K.
 `verify_receipt` checks, in order and each with its own message: the checkpoint
 signature, the inclusion proof of the entry bytes, the envelope signature and
 statement, the trust policy, and the subject digest against the given source.
@@ -59,11 +61,50 @@ def entry_path_for(proof_path: Path) -> Path:
 
 
 def write_receipt(folder: Path, kind: str, entry_bytes: bytes, proof: TlogProof) -> ReceiptPaths:
-    """Write the entry bytes and the tlog-proof file for `kind` into `folder` (atomically)."""
-    paths = receipt_paths(folder, kind)
-    atomic_write(paths.entry, entry_bytes)
-    atomic_write(paths.proof, proof.to_text().encode("utf-8"))
+    """Write `<kind>-<index>.entry.json` and `.tlog-proof` into `folder`; link `<kind>.*` to them.
+
+    A receipt already there is never replaced: the same entry keeps its first receipt, and
+    other bytes under the same name (a receipt from another log) are an `InputError` that
+    leaves both files as they are. A `<kind>.*` pair written by an older `ktl` as plain files
+    is first renamed to its own `<kind>-<index>.*` names.
+    """
+    latest = receipt_paths(folder, kind)
+    _keep_legacy(latest, kind)
+    paths = receipt_paths(folder, f"{kind}-{proof.index}")
+    if paths.entry.exists():
+        if read_capped(paths.entry, MAX_ENTRY_FILE_BYTES, "receipt entry") != entry_bytes:
+            raise InputError(f"{paths.entry} already holds another entry (a receipt from another "
+                             "log?); it is kept: write these receipts to another folder")
+    else:
+        atomic_write(paths.proof, proof.to_text().encode("utf-8"))
+        atomic_write(paths.entry, entry_bytes)
+    _link(latest.entry, paths.entry)
+    _link(latest.proof, paths.proof)
     return paths
+
+
+def _keep_legacy(latest: ReceiptPaths, kind: str) -> None:
+    """Rename a plain-file `<kind>.*` receipt (no index in its name) to `<kind>-<index>.*`."""
+    if latest.proof.is_symlink() or not latest.proof.is_file():
+        return
+    index = parse_proof(read_capped(latest.proof, MAX_PROOF_FILE_BYTES, "receipt")).index
+    target = receipt_paths(latest.proof.parent, f"{kind}-{index}")
+    for old, new in ((latest.proof, target.proof), (latest.entry, target.entry)):
+        if old.is_file() and not old.is_symlink() and not new.exists():
+            old.rename(new)
+
+
+def _link(link: Path, target: Path) -> None:
+    """Point `link` at `target` (a relative symlink, replaced atomically; a copy where the
+    filesystem has no symlinks)."""
+    tmp = link.with_name(f".{link.name}.tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        tmp.symlink_to(target.name)
+        tmp.replace(link)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        atomic_write(link, target.read_bytes())
 
 
 def parse_proof(data: bytes) -> TlogProof:

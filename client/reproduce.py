@@ -207,6 +207,47 @@ def _search_claims(
     return tuple(claims), ClaimSearch(examined, fetched, tuple(skipped), skipped_total, complete)
 
 
+def judged_rows(rows: list[dict[str, Any]], claims: tuple[FetchedEntry, ...]
+                ) -> list[dict[str, Any]]:
+    """The verifier's verdict rows, each naming the claim entry (index, leaf hash) it judges.
+
+    The verifier answers with each claim entry's rows together, in the order the entries
+    were given (docs/CONTRACTS.md): a verification entry's `verification.check[…]` rows then
+    its `verification.verdict` row; a benchmark entry's one row per result; or a single row
+    labelled with the predicate type when the kernel's runtime is unavailable. Rows that do
+    not follow that layout are refused, never attributed by guess.
+    """
+    out: list[dict[str, Any]] = []
+    for claim in claims:
+        judged = {"index": claim.index, "leaf_hash": claim.summary()["leaf_hash"]}
+        count = _rows_of(claim, rows, len(out))
+        out += [{**row, "entry": judged} for row in rows[len(out):len(out) + count]]
+    if len(out) != len(rows):
+        raise InputError(f"the verifier gave {len(rows)} verdicts for {len(claims)} claim entries "
+                         f"but only {len(out)} belong to them")
+    return out
+
+
+def _rows_of(claim: FetchedEntry, rows: list[dict[str, Any]], at: int) -> int:
+    """How many rows from `at` on judge `claim` (InputError if they do not line up)."""
+    stmt = claim.verified.statement
+    labels = [str(r.get("claim", "")) for r in rows[at:]]
+    if labels and labels[0] == stmt.predicate_type:  # not re-run: one row for the entry
+        return 1
+    if stmt.predicate_type == VERIFICATION_V1:
+        n = 0
+        while n < len(labels) and labels[n].startswith("verification.check["):
+            n += 1
+        if n < len(labels) and labels[n] == "verification.verdict":
+            return n + 1
+    elif stmt.predicate_type == BENCHMARK_V1:
+        n = len(getattr(stmt.predicate, "results", ()))
+        if len(labels) >= n and all(x.startswith("benchmark.speedup[") for x in labels[:n]):
+            return n
+    raise InputError(f"the verifier's verdicts from row {at} do not match claim entry "
+                     f"{claim.index} ({stmt.predicate_type}); refusing to attribute them")
+
+
 def target_json(sess: Session, entry: FetchedEntry) -> dict[str, Any]:
     """The `target` object of a reproduction/v1 predicate for `entry`."""
     stmt = entry.verified.statement
@@ -285,6 +326,7 @@ def reproduce_entry(
                                 progress=note)
     except VerifierError as exc:
         raise InputError(f"the verifier could not reproduce entry {index}: {exc}") from exc
+    body = {**body, "claims": judged_rows(list(body["claims"]), gathered.claims)}
     if sandbox_record is not None:
         body["environment"].setdefault("libraries", {})[SANDBOX_LIBRARY] = sandbox_record
     try:
@@ -314,7 +356,7 @@ def sign_reproduction(
 
     key = load_signing_key(key_path, passphrase_env)
     target = result.body["target"]
-    kind = f"reproduction-{target['index']}"
+    kind = "reproduction"
     try:
         stmt = make_statement(result.name, result.digest,
                               parse_predicate(REPRODUCTION_V1, result.body))
@@ -323,7 +365,7 @@ def sign_reproduction(
         raise InputError(f"cannot sign the reproduction statement: {exc}") from exc
     out: dict[str, Any] = {"leaf_hash": leaf_hash(entry_bytes).hex(), "index": None}
     if not submit:
-        path = receipt_paths(receipt_dir, kind).entry
+        path = receipt_paths(receipt_dir, f"{kind}-of-{target['index']}").entry
         atomic_write(path, entry_bytes)
         out.update(entry_path=str(path), proof_path=None)
         return out

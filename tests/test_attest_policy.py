@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -159,3 +160,49 @@ def test_vendor_glob_matches_exactly_that_vendor(vendor: str, kernel: str) -> No
         f'keys = ["{KA}"]\nthreshold = 1\n').rules[0]
     assert rule.covers_kernel([f"{vendor}/{kernel}"])
     assert not rule.covers_kernel([f"x{vendor}/{kernel}"])
+
+
+ANYONE = f"""
+version = 1
+
+[[rule]]
+name = "acme releases"
+kernel = "acme/*"
+predicate_types = ["kernel", "benchmark", "verification"]
+keys = ["{KA}"]
+threshold = 1
+
+[[rule]]
+name = "anyone may reproduce"
+kernel = "acme/*"
+predicate_types = ["reproduction"]
+keys = ["*"]
+threshold = 1
+"""
+
+
+def test_anyone_may_log_a_reproduction_but_not_a_release() -> None:
+    from attest import REPRODUCTION_V1
+
+    policy = TrustPolicy.from_toml(ANYONE)
+    stranger = generate_private_key()
+    repro = verify_entry(make_entry(make_statement(
+        ex.KERNEL_NAME, ex.SOURCE_SHA256, parse_predicate(REPRODUCTION_V1, ex.reproduction())),
+        [stranger]))
+    result = policy.evaluate(repro)
+    assert result.allowed and result.rule == "anyone may reproduce"
+    # a stranger's benchmark is still refused: '*' never reaches a release
+    assert not policy.evaluate(verified(BENCHMARK_V1, [stranger])).allowed
+    assert policy.evaluate(verified(BENCHMARK_V1, [A])).allowed
+
+
+@pytest.mark.parametrize(("rule", "message"), [
+    ('predicate_types = ["benchmark"]\nkeys = ["*"]\nthreshold = 1',
+     "'*' (any signer) is only for predicate_types = [\"reproduction\"]"),
+    ('predicate_types = ["*"]\nkeys = ["*"]\nthreshold = 1', "is only for predicate_types"),
+    (f'predicate_types = ["reproduction"]\nkeys = ["*", "{KA}"]\nthreshold = 1', "stands alone"),
+    ('predicate_types = ["reproduction"]\nkeys = ["*"]\nthreshold = 2', "must be 1 with keys"),
+])
+def test_any_signer_is_for_reproductions_only(rule: str, message: str) -> None:
+    with pytest.raises(PolicyError, match=re.escape(message)):
+        TrustPolicy.from_toml(f'version = 1\n[[rule]]\nname = "r"\nkernel = "*"\n{rule}\n')

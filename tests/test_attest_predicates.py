@@ -74,6 +74,8 @@ NESTED: list[tuple[type[Any], Callable[[], Any]]] = [
     (p.Check, lambda: ex.verification()["checks"][2]),
     (p.ReproductionTarget, lambda: ex.reproduction()["target"]),
     (p.ClaimResult, lambda: ex.reproduction()["claims"][0]),
+    (p.ClaimResult, lambda: ex.reproduction()["claims"][1]),
+    (p.JudgedEntry, lambda: ex.reproduction()["claims"][0]["entry"]),
     (p.Measurement, lambda: ex.reproduction()["claims"][0]["measured"]),
     (p.Measurement, dict),
 ]
@@ -120,6 +122,22 @@ def swap_ci(doc: dict[str, Any]) -> None:
     doc["results"][2]["speedup_ci95"] = [2.5, 1.5]
 
 
+def claim_3x(doc: dict[str, Any]) -> None:
+    """Issue 16's claim: 3x [2.8, 3.2] while its own medians give 1.054x."""
+    doc["results"][0].update(speedup=3.0, speedup_ci95=[2.8, 3.2], baseline_median_ns=1054.0)
+
+
+def test_speedup_within_rounding_of_its_medians_is_accepted() -> None:
+    doc = ex.benchmark(3)
+    doc["results"][0]["baseline_median_ns"] = 2104.0  # 2.104x, logged rounded as 2.1
+    doc["results"][1]["median_ns"] = doc["results"][1]["p5_ns"] = 0.5  # under 1 ns counts as 1
+    doc["results"][1]["baseline_median_ns"] = 2.1
+    assert parse_predicate(BENCHMARK_V1, doc).to_json() == doc
+    doc["results"][0]["baseline_median_ns"] = 2160.0  # 2.16x is not 2.1x rounded
+    with pytest.raises(ValidationError, match=r"results\[0\]\.speedup: is 2.1 but"):
+        parse_predicate(BENCHMARK_V1, doc)
+
+
 INVALID: list[tuple[str, Edit, str]] = [
     # kernel/v1
     (KERNEL_V1, setp(["name"], "Acme/Matmul"), "predicate.name: must be a kernel name"),
@@ -151,6 +169,11 @@ INVALID: list[tuple[str, Edit, str]] = [
     (BENCHMARK_V1, setp(["results", 0, "speedup"], "2x"), "predicate.results[0].speedup: must be a number"),
     (BENCHMARK_V1, setp(["results", 0, "p95_ns"], 1.0), "predicate.results[0].median_ns: must lie within"),
     (BENCHMARK_V1, setp(["results", 0, "n"], 0), "predicate.results[0].n: must be between 1"),
+    # issue 16: a claimed 3x whose own medians give 1.054x, and intervals missing their point
+    (BENCHMARK_V1, claim_3x, "predicate.results[0].speedup: is 3 but its own medians give baseline_median_ns / median_ns = 1.054"),
+    (BENCHMARK_V1, setp(["results", 0, "speedup"], 2.25), "predicate.results[0].speedup: is 2.25 but its own medians give"),
+    (BENCHMARK_V1, setp(["results", 0, "speedup_ci95"], [2.2, 2.3]), "predicate.results[0].speedup_ci95: [2.2, 2.3] must contain the point estimate speedup = 2.1"),
+    (BENCHMARK_V1, setp(["results", 0, "speedup_ci95"], [1.5, 2.0]), "predicate.results[0].speedup_ci95: [1.5, 2] must contain the point estimate"),
     (BENCHMARK_V1, setp(["results", 0, "shape"], {"M": 1}), "predicate.results[0].shape: is not one of workload.shapes"),
     (BENCHMARK_V1, setp(["results", 0, "shape", "M"], -1), 'predicate.results[0].shape.M: must be between 0'),
     (BENCHMARK_V1, setp(["results", 0, "shape"], {"bad key": 1}), "predicate.results[0].shape['bad key']: must be a dimension name"),

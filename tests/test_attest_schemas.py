@@ -104,7 +104,7 @@ def test_real_shapes_of_examples() -> None:
 CROSS_FIELD = ("must lie within", "is not one of workload.shapes", "duplicate path",
                "cannot be 'pass'", "cannot be 'confirmed'", "cannot be 'refuted'",
                "with low <= high", "claimed.speedup_ci95", "must be a finite number",
-               "metrics.max_rel_err")
+               "metrics.max_rel_err", "must contain the point estimate", "its own medians give")
 
 
 @pytest.mark.parametrize(("ptype", "edit", "expected"),

@@ -62,6 +62,29 @@ def test_receipt_files_round_trip(tmp_path: Path) -> None:
     assert (report.index, report.tree_size, cp.checkpoint.size) == (4, 5, 5)
 
 
+def test_receipts_are_never_overwritten(tmp_path: Path) -> None:
+    from client import InputError
+
+    _, proof, entry = _logged()
+    parsed = TlogProof.from_text(proof)  # index 4
+    # a plain `verification.*` pair left by an older ktl is renamed, not replaced
+    (tmp_path / "verification.entry.json").write_bytes(entry)
+    (tmp_path / "verification.tlog-proof").write_bytes(proof)
+    later = TlogProof(7, parsed.hashes, parsed.checkpoint)
+    paths = write_receipt(tmp_path, "verification", b"other entry", later)
+    assert paths.proof.name == "verification-7.tlog-proof"
+    assert (tmp_path / "verification-4.entry.json").read_bytes() == entry
+    assert (tmp_path / "verification-4.tlog-proof").read_bytes() == proof
+    assert (tmp_path / "verification.entry.json").read_bytes() == b"other entry"  # the latest
+    # the same index with other bytes (another log's receipt): refused, both files kept
+    with pytest.raises(InputError, match="already holds another entry"):
+        write_receipt(tmp_path, "verification", b"third entry", later)
+    assert paths.entry.read_bytes() == b"other entry"
+    # the same entry again (a duplicate submission) keeps its first receipt
+    assert write_receipt(tmp_path, "verification", entry, parsed).proof.read_bytes() == proof
+    assert (tmp_path / "verification.tlog-proof").read_bytes() == proof
+
+
 _LOG, _PROOF, _ENTRY = _logged()
 _V = load_verifier(_LOG.verifier_key)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from client_fakes import MemoryLog
@@ -48,10 +50,14 @@ def test_reproduce_confirms_honest_refutes_flawed_and_logs_verdict(tmp_path: Pat
         assert bad["reproduction"]["verdict"] == "refuted"
         assert any(c["verdict"] == "refuted" for c in bad["reproduction"]["claims"])
         assert bad["attestation"]["index"] == 4
+        judged = auditor.json("get", "--index", "3", "--log", url)  # the claim entry re-run
+        assert {json.dumps(c["entry"], sort_keys=True) for c in bad["reproduction"]["claims"]} \
+            == {json.dumps({"index": 3, "leaf_hash": judged["leaf_hash"]}, sort_keys=True)}
         log_key = auditor.json("log-info", "--log", url)["verifier_key"]
-    got = auditor.json("verify", str(receipts / "reproduction-3.tlog-proof"), "--log-key", log_key,
-                       "--source", str(flawed))
-    assert got["predicate_type"].endswith("/reproduction/v1")
+    for name in ("reproduction-4.tlog-proof", "reproduction.tlog-proof"):  # logged at 4; latest
+        got = auditor.json("verify", str(receipts / name), "--log-key", log_key,
+                           "--source", str(flawed))
+        assert got["predicate_type"].endswith("/reproduction/v1") and got["index"] == 4
 
 
 def test_reproduce_needs_sign_for_submit(tmp_path: Path) -> None:
@@ -94,3 +100,32 @@ def _kernel_claim(tmp: Path) -> Claim:
     from client.publish import kernel_claim
 
     return kernel_claim(kernel_folder(tmp / "k"))[2]
+
+
+def _fake_claim(index: int, ptype: str, n_results: int = 0) -> Any:
+    predicate = SimpleNamespace(results=[None] * n_results)
+    stmt = SimpleNamespace(predicate_type=ptype, predicate=predicate)
+    return SimpleNamespace(index=index, verified=SimpleNamespace(statement=stmt),
+                           summary=lambda: {"leaf_hash": f"{index:064x}"})
+
+
+def test_verdicts_name_the_entry_they_judge_or_are_refused() -> None:
+    from attest.predicates import BENCHMARK_V1, VERIFICATION_V1
+    from client import InputError
+    from client.reproduce import judged_rows
+
+    ver, b2, b1 = (_fake_claim(1, VERIFICATION_V1), _fake_claim(2, BENCHMARK_V1, 2),
+                   _fake_claim(5, BENCHMARK_V1, 1))
+    same = "benchmark.speedup[R=512,C=1024]"  # two claims on one shape: rows alike but for entry
+    rows = [{"claim": "verification.check[build]"}, {"claim": "verification.verdict"},
+            {"claim": same}, {"claim": "benchmark.speedup[R=1,C=1]"}, {"claim": same}]
+    got = judged_rows(rows, (ver, b2, b1))
+    assert [r["entry"]["index"] for r in got] == [1, 1, 2, 2, 5]
+    assert got[4] == {"claim": same, "entry": {"index": 5, "leaf_hash": f"{5:064x}"}}
+    unavailable = [{"claim": BENCHMARK_V1}, {"claim": VERIFICATION_V1}]
+    assert [r["entry"]["index"] for r in judged_rows(unavailable, (b2, ver))] == [2, 1]
+    for bad_rows, claims in ((rows[:4], (ver, b2, b1)),  # a row missing
+                             ([*rows, {"claim": same}], (ver, b2, b1)),  # a row too many
+                             (rows[2:] + rows[:2], (ver, b2, b1))):  # out of order
+        with pytest.raises(InputError, match="verifier"):
+            judged_rows(bad_rows, claims)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -178,3 +179,54 @@ def test_demo_serves_until_stopped_then_stops_the_log(tmp_path: Path) -> None:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def test_demo_help_is_answered() -> None:
+    out = subprocess.run([sys.executable, "-m", "client.demo", "-h"], capture_output=True,
+                         text=True, timeout=60, cwd=REPO, check=False)
+    assert out.returncode == 0 and "--exit" in out.stdout and "--keep" in out.stdout
+
+
+@pytest.mark.parametrize(("log_stays", "folder_stays"), [(True, True), (False, True),
+                                                         (False, False)])
+def test_closing_hints_name_only_what_remains(tmp_path: Path, log_stays: bool,
+                                              folder_stays: bool) -> None:
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from client.demo import Demo
+
+    console = Console(record=True, width=200)
+    demo = Demo(tmp_path, console, log_stays=log_stays, folder_stays=folder_stays)
+    demo.receipts = [str(tmp_path / "kernel.tlog-proof")]
+    server = SimpleNamespace(url="http://127.0.0.1:1234", verifier_key="k+1+AA")
+    demo._where(server, [({"subject_sha256": "ab" * 32}, tmp_path)])  # type: ignore[arg-type]
+    text = console.export_text()
+    assert ("http://127.0.0.1:1234" in text) == log_stays
+    assert ("ktl verify" in text) == folder_stays
+    assert ("The log stops now" in text) != log_stays
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_demo_installs_no_test_extras() -> None:
+    def installs(target: str) -> list[str]:
+        out = subprocess.run(["make", "-n", "-B", target], capture_output=True, text=True,
+                             timeout=60, cwd=REPO, check=True)
+        return [line for line in out.stdout.splitlines() if "pip install" in line]
+
+    assert installs("demo") and not any("[test]" in line for line in installs("demo"))
+    assert any("'.[test]'" in line for line in installs("test"))
+
+
+def test_summary_cells_are_text_not_markup() -> None:
+    from rich.console import Console
+
+    from client.demo import summary_table
+
+    console = Console(record=True, width=250)
+    row = SummaryRow("[reverse]a/b[/reverse]", "sum\x1b]8;;http://evil.example\x07", 3,
+                     "benchmark.speedup[R=512,C=1024]", 1.5, 1.4, "confirmed", True)
+    console.print(summary_table([row]))
+    text = console.export_text()
+    assert "[reverse]a/b[/reverse]" in text and "R=512,C=1024" in text and "\x1b" not in text

@@ -202,3 +202,25 @@ def test_pages_read_without_javascript(browser: Any, served: _Served) -> None:
         assert '"envelope"' in page.inner_text("pre.raw")
     finally:
         ctx.close()
+
+
+def test_a_refuted_claim_shows_its_verdict_first_in_red(browser: Any, served: _Served) -> None:
+    log = served.log
+    page = browser.new_page()
+    try:
+        page.goto(f"{served.url}/entries/{log.claim_refuted}")
+        line = page.locator(".verdicts .verdict-line.verdict-refuted").first
+        assert line.is_visible()
+        assert f"refuted by #{log.first}" in line.inner_text()
+        assert "measured 1.11\u00d7" in line.inner_text()
+        assert line.evaluate("e => getComputedStyle(e).color") == "rgb(179, 38, 30)"  # --bad
+        statement = page.locator("h2", has_text="Statement").bounding_box()
+        box = line.bounding_box()
+        assert box is not None and statement is not None and box["y"] < statement["y"]
+        page.goto(f"{served.url}/")  # the home list carries the verdict beside the entry
+        row = page.locator("tr", has=page.locator(f'a[href="/entries/{log.claim_refuted}"]'))
+        assert row.locator(".verdict-refuted").first.is_visible()
+        page.goto(f"{served.url}/kernels/{log.issue_subject}")
+        assert page.locator("p.bad-card", has_text="1 claim refuted").is_visible()
+    finally:
+        page.close()

@@ -118,6 +118,30 @@ def reproduction_body(target_index: int, leaf_hex: str, subject: str,
     }
 
 
+def named_reproduction(target: tuple[int, str], subject: str,
+                       rows: list[tuple[int, str, float, float]]) -> dict[str, Any]:
+    """A reproduction of kernel entry `target` (index, leaf hex) whose verdicts name the
+    claim entries they judge: rows of (claim index, claim leaf hex, claimed, measured), all
+    on the first shape, as issue 16's two claims on one shape."""
+    label = ",".join(f"{k}={v}" for k, v in SHAPES[0].items())
+    claims = []
+    for index, leaf, c, m in rows:
+        refuted = m * 1.1 < c * 0.7
+        claims.append({
+            "claim": f"benchmark.speedup[{label}]", "verdict": "refuted" if refuted else "confirmed",
+            "claimed": {"speedup": c, "speedup_ci95": [c * 0.9, c * 1.1]},
+            "measured": {"speedup": m, "speedup_ci95": [round(m * 0.96, 2), round(m * 1.04, 2)]},
+            "reason": "below 70% of the claimed lower bound" if refuted else "within the margin",
+            "entry": {"index": index, "leaf_hash": leaf},
+        })
+    return {
+        "target": {"origin": "test.example/log", "index": target[0], "leaf_hash": target[1],
+                   "predicate_type": KERNEL_V1, "subject_sha256": subject},
+        "environment": environment(), "claims": claims,
+        "verdict": "refuted" if any(c["verdict"] == "refuted" for c in claims) else "confirmed",
+    }
+
+
 def signed(name: str, subject: str, predicate_type: str, body: dict[str, Any],
            key: Ed25519PrivateKey | None = None) -> bytes:
     """Canonical bytes of a signed log entry."""
@@ -175,6 +199,13 @@ class Populated:
     hostile_kernel: int = 0
     hostile_benchmark: int = 0
     fillers: list[int] = field(default_factory=list)
+    #: Issue 16: two claims on one shape; reproduction #first confirms `claim_ok` and
+    #: refutes `claim_refuted`, reproduction #second refutes `claim_refuted` again.
+    issue_subject: str = ""
+    claim_ok: int = 0
+    claim_refuted: int = 0
+    first: int = 0
+    second: int = 0
 
 
 def populate(client: FlaskClient, fillers: int = 6) -> Populated:
@@ -194,7 +225,27 @@ def populate(client: FlaskClient, fillers: int = 6) -> Populated:
                                              kernel_body(evil, hostile=True)))
     p.hostile_benchmark = submit(client, signed(evil, hostile_subject, BENCHMARK_V1,
                                                 benchmark_body([1.5], hostile=True)))
+    _two_claims_on_one_shape(client, p, key)
     for i in range(fillers):
         body = benchmark_body([1.0 + i / 10])
         p.fillers.append(submit(client, signed(NAME, subject, BENCHMARK_V1, body, key)))
     return p
+
+
+ISSUE_NAME = "acme/rmsnorm"
+
+
+def _two_claims_on_one_shape(client: FlaskClient, p: Populated, key: Ed25519PrivateKey) -> None:
+    p.issue_subject = subject = digest_of("kernel-rmsnorm")
+    kernel = signed(ISSUE_NAME, subject, KERNEL_V1, kernel_body(ISSUE_NAME), key)
+    k = submit(client, kernel)
+    ok, bad = (signed(ISSUE_NAME, subject, BENCHMARK_V1, benchmark_body([s]), key)
+               for s in (1.1, 3.0))
+    p.claim_ok, p.claim_refuted = submit(client, ok), submit(client, bad)
+    target = (k, leaf_hash(kernel).hex())
+    ok_row = (p.claim_ok, leaf_hash(ok).hex(), 1.1, 1.11)
+    bad_row = (p.claim_refuted, leaf_hash(bad).hex(), 3.0, 1.11)
+    p.first = submit(client, signed(ISSUE_NAME, subject, REPRODUCTION_V1,
+                                    named_reproduction(target, subject, [ok_row, bad_row])))
+    p.second = submit(client, signed(ISSUE_NAME, subject, REPRODUCTION_V1,
+                                     named_reproduction(target, subject, [bad_row])))

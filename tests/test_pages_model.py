@@ -106,3 +106,23 @@ def test_signature_lines_name_each_signer() -> None:
     lines = signature_lines(note)
     assert [(s.name, s.keyid_hex, s.timestamp) for s in lines] == [
         ("log", b"abcd".hex(), None), ("witness.example", "01020304", 5)]
+
+
+def test_a_verdict_counts_only_for_the_leaf_it_names() -> None:
+    from dataclasses import replace
+
+    from test_pages_helpers import named_reproduction
+
+    from ledger.web._verdicts import badge, verdicts_by_claim
+
+    claim_leaf, other_leaf = "aa" * 32, "bb" * 32
+    body = named_reproduction((0, "cc" * 32), SUBJECT, [(2, claim_leaf, 3.0, 1.1),
+                                                        (3, other_leaf, 1.0, 1.0)])
+    d = decode_for_display(signed(NAME, SUBJECT, TYPES["reproduction"], body))
+    got = verdicts_by_claim([(5, d)], {2: claim_leaf, 3: "dd" * 32})  # 3's leaf is not named
+    assert list(got) == [2] and badge(got[2]) == "refuted"
+    assert got[2][0].summary.startswith("benchmark.speedup[M=64,N=64,K=64]: measured 1.1\u00d7")
+    # an entry whose signatures do not verify judges nothing
+    assert verdicts_by_claim([(5, replace(d, signatures_verified=False))], {2: claim_leaf}) == {}
+    # a verdict about an entry that is not a claim on the page is dropped
+    assert verdicts_by_claim([(5, d)], {}) == {}

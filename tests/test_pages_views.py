@@ -11,6 +11,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 from test_pages_helpers import (
+    ISSUE_NAME,
     NAME,
     ORIGIN,
     XSS,
@@ -97,7 +98,7 @@ def test_kernel_page_marks_the_refuted_claim(client: FlaskClient, log: Populated
     assert resp.status_code == 200
     body = resp.get_data(as_text=True)
     text = " ".join(_text(body).split())
-    assert "1 claim(s) refuted" in text
+    assert "1 claim refuted" in text
     assert "<svg" in body and "✗ refuted" in text
     assert body.count('<tr class="refuted">') >= 1
     assert "not reproduced yet" in text  # the filler benchmarks
@@ -208,3 +209,51 @@ def test_tampered_storage_is_shown_as_not_verified(monkeypatch: pytest.MonkeyPat
         assert "✗ not verified" in entry
     finally:
         close_app(app)
+
+
+# -- issue 16: verdicts where customers land --------------------------------------------------
+
+
+def test_a_refuted_claims_own_page_says_so_first(client: FlaskClient, log: Populated) -> None:
+    body = client.get(f"/entries/{log.claim_refuted}").get_data(as_text=True)
+    text = " ".join(_text(body).split())
+    top = text[: text.index("Statement")]  # before the signatures and the predicate
+    assert f"refuted by #{log.first}" in top and f"refuted by #{log.second}" in top
+    assert "measured 1.11\u00d7 [1.07, 1.15] (claimed 3\u00d7)" in top
+    assert "below 70% of the claimed lower bound" in top
+    assert 'class="card verdicts bad-card"' in body
+    ok = " ".join(_text(client.get(f"/entries/{log.claim_ok}").get_data(as_text=True)).split())
+    assert f"confirmed by #{log.first}" in ok and "refuted by" not in ok
+
+
+def test_a_verdict_naming_another_leaf_does_not_count(client: FlaskClient, log: Populated) -> None:
+    # The legacy reproduction judges log.benchmark through its target; the issue-16 ones
+    # name only their claims, so the kernel entry they target gets no verdict.
+    kernel_page = " ".join(_text(client.get(f"/entries/{log.first - 3}").get_data(
+        as_text=True)).split())
+    assert "Independent reproductions" not in kernel_page
+    legacy = " ".join(_text(client.get(f"/entries/{log.benchmark}").get_data(as_text=True)).split())
+    assert f"refuted by #{log.reproduction}" in legacy
+
+
+def test_list_pages_carry_verdict_badges(client: FlaskClient, log: Populated) -> None:
+    def badge_of(body: str, index: int) -> str:
+        row = re.search(rf'href="/entries/{index}">#{index}</a></td>\s*<td>(.*?)</td>', body, re.S)
+        assert row is not None, index
+        found = re.search(r"verdict-(\w+)", row.group(1))
+        return found.group(1) if found else ""
+
+    for page in ("/", f"/search?field=name&q={ISSUE_NAME}", f"/entries/{log.first}"):
+        body = client.get(page).get_data(as_text=True)
+        assert badge_of(body, log.claim_refuted) == "refuted", page
+        assert badge_of(body, log.claim_ok) == "confirmed", page
+
+
+def test_kernel_page_counts_claims_and_heads_reproductions(client: FlaskClient,
+                                                           log: Populated) -> None:
+    text = " ".join(_text(client.get(f"/kernels/{log.issue_subject}").get_data(
+        as_text=True)).split())
+    assert "1 claim refuted" in text  # two refuting verdicts, one refuted claim
+    assert "not reproduced yet" not in text
+    assert f"#{log.first} judging #{log.claim_ok} , #{log.claim_refuted} : refuted" in text
+    assert f"#{log.second} judging #{log.claim_refuted} : refuted" in text

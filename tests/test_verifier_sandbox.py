@@ -91,8 +91,8 @@ def test_missing_entry_symbol_is_a_verdict(tmp_path: Path) -> None:
         'entry = "sum_rows"\n[generator]\nagent = "a"\nagent_version = "1"\nmodel = "m"\n'
         '[target]\nhardware_class = "x86_64"\n')
     report = check(tmp_path, budget="quick", seed=1)
-    assert not report.passed
-    assert "before the first call" in report.get("correctness.random").detail
+    assert not report.passed  # the linker refuses it: the kernel never runs
+    assert "entry symbol 'sum_rows' not found in the built library" in report.get("build").detail
 
 
 def test_filesystem_is_confined_to_the_private_folder(tmp_path: Path) -> None:

@@ -195,7 +195,9 @@ class CRuntime:
         flags = list(spec.flags)
         if variant == "release":
             out = src_dir / "kernel.so"
-            argv = [self.gcc, *flags, "-shared", "-fPIC", "-o", str(out), *c_files, "-lm"]
+            # the linker itself refuses a library without the entry (never dlopen it here)
+            argv = [self.gcc, *flags, "-shared", "-fPIC", f"-Wl,--require-defined={spec.entry}",
+                    "-o", str(out), *c_files, "-lm"]
         else:
             (src_dir / "ktl_driver.c").write_text(_driver_source(OPS[spec.op], spec.entry))
             sanitize = "address,undefined" if variant == "asan" else "thread"
@@ -205,6 +207,9 @@ class CRuntime:
                     f"-fsanitize={sanitize}", "-fno-sanitize-recover=all",
                     "-o", str(out), "ktl_driver.c", *c_files, "-lm"]
         result = run_sandboxed(argv, src_dir, BUILD_LIMITS)
+        if not result.ok and f"required symbol `{spec.entry}' not defined" in result.stderr:
+            raise BuildError(f"entry symbol {spec.entry!r} not found in the built library: "
+                             "kernel.toml's entry must name a non-static function of the sources")
         if not result.ok or not out.is_file():
             why = build_failure(result, BUILD_LIMITS)
             raise BuildError(f"{' '.join(argv[:1] + flags)} failed for {variant}: {why}")

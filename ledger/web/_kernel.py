@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 from ledger.web._decode import DecodedEntry
+from ledger.web._verdicts import verdicts_of
 from ledger.web.chart import ChartError, ChartRow
 
 _CLAIM = re.compile(r"benchmark\.speedup\[([^\]]*)\]")
@@ -34,7 +35,9 @@ class Claim(NamedTuple):
 
 
 class Reproduction(NamedTuple):
-    """One claim verdict of reproduction entry ``entry`` about entry ``target``."""
+    """One claim verdict of reproduction entry ``entry`` about claim entry ``target`` (the
+    entry the verdict names; for verdicts logged before they named one, the reproduction's
+    target)."""
 
     entry: int
     target: int | None
@@ -58,10 +61,14 @@ class KernelSummary(NamedTuple):
     chart_rows: tuple[ChartRow, ...]
     #: Every claim with each reproduction of it (None when not reproduced yet).
     pairs: tuple[tuple[Claim, Reproduction | None], ...]
+    #: Per reproduction entry, the claim entries its verdicts judge.
+    judged: Mapping[int, tuple[int, ...]] = {}
 
     @property
     def refuted_count(self) -> int:
-        return sum(1 for r in self.reproduced if r.verdict == "refuted")
+        """How many claims (not reproductions, not verdicts) at least one verdict refutes."""
+        return len({(c.entry, c.shape_label) for c, r in self.pairs
+                    if r is not None and r.verdict == "refuted"})
 
 
 def _num(value: object) -> float | None:
@@ -125,23 +132,13 @@ def _claims_of(index: int, pred: Mapping[str, Any], signers: tuple[str, ...]) ->
     return claims
 
 
-def _reproductions_of(index: int, pred: Mapping[str, Any]) -> list[Reproduction]:
-    target = _dict(pred.get("target")).get("index")
-    target_index = target if isinstance(target, int) and not isinstance(target, bool) else None
-    out = []
-    for c in _list(pred.get("claims"))[:256]:
-        c = _dict(c)
-        measured = _dict(c.get("measured"))
-        out.append(Reproduction(
-            entry=index,
-            target=target_index,
-            claim=str(c.get("claim", "")),
-            verdict=str(c.get("verdict", "")),
-            measured=_num(measured.get("speedup")),
-            measured_ci=_pair(measured.get("speedup_ci95")),
-            reason=str(c.get("reason", "")),
-        ))
-    return out
+def _reproductions_of(index: int, d: DecodedEntry, leaf_hex: Mapping[int, str | None]
+                      ) -> list[Reproduction]:
+    return [Reproduction(entry=v.reproduction, target=v.judged, claim=v.claim, verdict=v.verdict,
+                         measured=v.measured if v.measured and v.measured > 0 else None,
+                         measured_ci=_pair(list(v.measured_ci)) if v.measured_ci else None,
+                         reason=v.reason)
+            for v in verdicts_of(index, d, leaf_hex)]
 
 
 def _row(label: str, note: str, claim: Claim, rep: Reproduction | None) -> ChartRow | None:
@@ -164,8 +161,13 @@ def _row(label: str, note: str, claim: Claim, rep: Reproduction | None) -> Chart
         return None
 
 
-def summarize_kernel(digest: str, entries: Iterable[tuple[int, DecodedEntry]]) -> KernelSummary:
-    """Sort a kernel's entries by kind and pair each claim with its reproductions."""
+def summarize_kernel(digest: str, entries: Iterable[tuple[int, DecodedEntry]],
+                     leaf_hex: Mapping[int, str] | None = None) -> KernelSummary:
+    """Sort a kernel's entries by kind and pair each claim with its reproductions.
+
+    `leaf_hex` (entry index -> leaf hash hex) lets a verdict count only for the claim entry
+    whose leaf hash it names; without it the index alone decides.
+    """
     groups: dict[str, list[tuple[int, DecodedEntry]]] = {
         "kernel": [], "benchmark": [], "verification": [], "reproduction": [], "other": [],
     }
@@ -178,9 +180,14 @@ def summarize_kernel(digest: str, entries: Iterable[tuple[int, DecodedEntry]]) -
     claims: list[Claim] = []
     for index, d in groups["benchmark"]:
         claims.extend(_claims_of(index, d.predicate or {}, d.signer_keyids))
+    known = leaf_hex or {}
+    claim_leaves = {i: known.get(i) for i, _ in groups["benchmark"] + groups["verification"]}
     reproduced: list[Reproduction] = []
+    judged: dict[int, tuple[int, ...]] = {}
     for index, d in groups["reproduction"]:
-        reproduced.extend(_reproductions_of(index, d.predicate or {}))
+        mine = _reproductions_of(index, d, claim_leaves)
+        reproduced.extend(mine)
+        judged[index] = tuple(sorted({r.target for r in mine if r.target is not None}))
 
     rows: list[ChartRow] = []
     pairs: list[tuple[Claim, Reproduction | None]] = []
@@ -212,4 +219,5 @@ def summarize_kernel(digest: str, entries: Iterable[tuple[int, DecodedEntry]]) -
         reproduced=tuple(reproduced),
         chart_rows=tuple(rows),
         pairs=tuple(pairs),
+        judged=judged,
     )

@@ -28,6 +28,7 @@ from ledger.web._decode import (
 from ledger.web._kernel import summarize_kernel
 from ledger.web._note_lines import signature_lines
 from ledger.web._service import LogServiceView, service
+from ledger.web._verdicts import Verdict, badge, verdicts_by_claim
 from ledger.web.chart import render_speedup_chart
 
 #: Strict policy: no scripts at all, styles and images only from this origin.
@@ -41,6 +42,12 @@ PAGE_MAX = 100
 MAX_QUERY_CHARS = 256
 #: A kernel page reads at most this many entries about one subject.
 KERNEL_MAX_ENTRIES = 2000
+#: Looking for the verdicts a page shows: subject digests searched, index rows read per
+#: digest, and reproduction entries decoded, at most.
+VERDICT_DIGESTS = 25
+VERDICT_ROWS = 500
+VERDICT_ENTRIES = 200
+_CLAIM_KINDS = ("benchmark", "verification")
 _INDEX = re.compile(r"[0-9]{1,18}")
 SEARCH_FIELDS = ("auto", "digest", "name", "keyid", "predicate_type")
 
@@ -134,6 +141,32 @@ def _checkpoint(svc: LogServiceView) -> CheckpointView | None:
     return CheckpointView(stored, verified, problem, cosigs)
 
 
+def _verdicts(svc: LogServiceView, rows: list[EntrySummary]) -> dict[int, list[Verdict]]:
+    """The logged verdicts about the claim entries among `rows` (capped; see VERDICT_*)."""
+    claims = {r.index: r.leaf_hash.hex() for r in rows
+              if predicate_kind(r.predicate_type) in _CLAIM_KINDS}
+    if not claims:
+        return {}
+    size = svc.tree_size()
+    digests = list(dict.fromkeys(r.subject_sha256 for r in rows if r.index in claims))
+    reproductions: dict[int, Any] = {}
+    for digest in digests[:VERDICT_DIGESTS]:
+        page = svc.storage.search("digest", digest, 0, VERDICT_ROWS)
+        for hit in page.results:
+            if (hit.index < size and hit.index not in reproductions
+                    and predicate_kind(hit.predicate_type) == "reproduction"
+                    and len(reproductions) < VERDICT_ENTRIES):
+                stored = svc.storage.get_entry(hit.index)
+                if stored is not None:
+                    reproductions[hit.index] = decode_for_display(stored.data)
+    return verdicts_by_claim(sorted(reproductions.items()), claims)
+
+
+def _badges(svc: LogServiceView, rows: list[EntrySummary]) -> dict[int, str]:
+    """Per claim entry among `rows`: `refuted`, `confirmed` or `inconclusive` (see badge)."""
+    return {index: badge(vs) for index, vs in _verdicts(svc, rows).items()}
+
+
 @bp.get("/")
 def home() -> str:
     svc = service()
@@ -142,7 +175,7 @@ def home() -> str:
     recent = [r for r in svc.storage.recent_entries(RECENT) if r.index < size]
     return render_template(
         "explorer/home.html", origin=svc.origin, verifier_key=svc.verifier_key, cp=cp,
-        recent=recent, kinds=KINDS,
+        recent=recent, kinds=KINDS, badges=_badges(svc, recent),
     )
 
 
@@ -190,9 +223,12 @@ def entry(index_text: str) -> str:
             if r.index not in seen and r.index < size:
                 seen.add(r.index)
                 related.append(r)
+    related.sort(key=lambda r: r.index)
+    verdicts = _verdicts(svc, [stored.summary(), *related])
     return render_template(
         "explorer/entry.html", index=index, stored=stored, d=decoded, proof=proof, cp=cp,
-        related=sorted(related, key=lambda r: r.index), origin=svc.origin,
+        related=related, origin=svc.origin, verdicts=verdicts.get(index, []),
+        badges={i: badge(vs) for i, vs in verdicts.items()},
     )
 
 
@@ -213,11 +249,13 @@ def kernel(digest: str) -> str:
         abort(404, f"No entry in the log names a subject with digest {digest}.")
     truncated = cursor is not None
     decoded = []
+    leaves: dict[int, str] = {}
     for idx in indices[:KERNEL_MAX_ENTRIES]:
         stored = svc.storage.get_entry(idx)
         if stored is not None:
             decoded.append((idx, decode_for_display(stored.data)))
-    summary = summarize_kernel(digest, decoded)
+            leaves[idx] = stored.leaf_hash.hex()
+    summary = summarize_kernel(digest, decoded, leaves)
     chart = Markup(render_speedup_chart(summary.chart_rows))
     return render_template(
         "explorer/kernel.html", digest=digest, s=summary, chart=chart, truncated=truncated,
@@ -293,5 +331,5 @@ def search() -> BaseResponse | str:
         else None
     return render_template(
         "explorer/search.html", query=query, results=results, field=field, value=value,
-        next_cursor=next_cursor, kinds=KINDS,
+        next_cursor=next_cursor, kinds=KINDS, badges=_badges(svc, results),
     )
