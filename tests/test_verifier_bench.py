@@ -35,10 +35,16 @@ def test_honest_sum_is_measured_and_trusted() -> None:
     predicates.parse_predicate(predicates.BENCHMARK_V1, pred)
 
 
-def test_timer_tampering_is_rejected() -> None:
-    report = bench(FLAWED / "timer_tamper", shapes=[{"R": 512, "C": 1024}], seed=1, time_budget_s=3)
-    assert not report.trusted
-    assert any("timer tampering" in n for n in report.notes), report.notes
+def test_timer_tampering_changes_nothing() -> None:
+    """A library patching its process's clock_gettime: the parent never reads that clock.
+
+    The kernel is a naive one-accumulator row sum (slower than NumPy's pairwise
+    SIMD sum); with its time hidden from an in-process timer it would look free.
+    """
+    report = bench(FLAWED / "timer_tamper", shapes=[{"R": 512, "C": 1024}], seed=1, time_budget_s=3,
+                   max_halfwidth=0.5)
+    (res,) = report.results
+    assert res.speedup < 1.0 and res.median_ns > 50_000, (res, report.notes)
 
 
 def test_drift_after_many_calls_is_rejected() -> None:

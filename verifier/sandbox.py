@@ -187,6 +187,7 @@ def run_sandboxed(
     env: Mapping[str, str] | None = None,
     readable: Sequence[Path] = (),
     gpu: bool = False,
+    pass_fds: Sequence[int] = (),
 ) -> ChildResult:
     """Run `argv` (never through a shell) in `workdir` under `limits`.
 
@@ -194,8 +195,11 @@ def run_sandboxed(
     only system paths, the Python installation, this package and `readable`.
     With `gpu`, it may also use the NVIDIA device nodes and read the driver's
     folders, and has no address-space limit (the driver maps GPU memory into it).
+    `pass_fds` stay open in the child under the same numbers (the native worker's
+    command and answer pipes and its arena memfd).
     Returns a ChildResult whatever the child does; raises SandboxError only when
-    the child cannot be started at all.
+    the child cannot be started at all. The parent never reopens a path inside
+    `workdir` after the child started (the child could have swapped it for a FIFO).
     """
     child_env = dict(env if env is not None else base_env())
     child_env.update({"HOME": str(workdir), "TMPDIR": str(workdir),
@@ -212,13 +216,13 @@ def run_sandboxed(
     stderr_path = workdir / ".stderr"
     parent_ns = _own_netns()
     lines: list[tuple[float, str]] = []
-    with open(stderr_path, "wb") as err:
+    with open(stderr_path, "w+b") as err:
         start = time.monotonic()
         try:
             proc = subprocess.Popen(
                 list(argv), cwd=workdir, env=child_env,
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
-                start_new_session=True, close_fds=True,
+                start_new_session=True, close_fds=True, pass_fds=tuple(pass_fds),
                 preexec_fn=lambda: _preexec(limits, read_only, read_write),
             )
         except (OSError, subprocess.SubprocessError) as exc:
@@ -258,9 +262,8 @@ def run_sandboxed(
         proc.returncode = os.waitstatus_to_exitcode(status)
         thread.join(timeout=2.0)
         stdout.close()
-    with open(stderr_path, "rb") as fh:
-        fh.seek(max(0, stderr_path.stat().st_size - STDERR_CAP))
-        stderr = fh.read().decode("utf-8", "replace")
+        err.seek(max(0, os.fstat(err.fileno()).st_size - STDERR_CAP))
+        stderr = err.read(STDERR_CAP).decode("utf-8", "replace")
     code = proc.returncode
     ready = next((line for _, line in lines if line.startswith("READY ")), None)
     return ChildResult(
