@@ -35,12 +35,18 @@ CAUGHT_BY = {
     "crash": ("correctness.edge", "crash: killed by SIGSEGV"),
     "hang": ("correctness.edge", "hang"),
     "unbounded_alloc": ("correctness.edge", "unbounded allocation"),
+    # issue 10: the judge trusts nothing inside the kernel's process
+    "poison_marker": ("correctness.random", "wrong on shape"),
+    "static_scratch": ("concurrency", "not reentrant"),
+    "lazy_output": ("escape", "work escaping the call"),
+    "answer_forger": ("escape", "work escaping the call"),
 }
+BENCH_ONLY = {"timer_tamper", "drift", "content_cache", "forged_baseline", "fifo_swap"}
 
 
 def test_every_flaw_class_has_a_kernel() -> None:
     on_disk = {p.parent.name for p in FLAWED.glob("*/kernel.toml")}
-    assert set(CAUGHT_BY) | {"timer_tamper", "drift", "content_cache"} == on_disk  # bench-only
+    assert set(CAUGHT_BY) | BENCH_ONLY == on_disk
 
 
 @pytest.mark.parametrize("name", sorted(CAUGHT_BY))
@@ -63,7 +69,8 @@ def test_honest_example_passes_full_budget(kernel: Path) -> None:
     names = [c.name for c in report.checks]
     for expected in ("correctness.random", "correctness.edge", "correctness.large",
                      "special_values", "inputs.unchanged", "outputs.poisoned", "guards.canaries",
-                     "determinism", "state.reuse", "sanitizer.asan_ubsan", "sanitizer.tsan"):
+                     "determinism", "state.reuse", "concurrency", "escape",
+                     "sanitizer.asan_ubsan", "sanitizer.tsan"):
         assert expected in names
     if "-fopenmp" in (kernel / "kernel.toml").read_text():
         assert report.get("sanitizer.tsan").outcome == "pass"

@@ -41,6 +41,8 @@ __all__ = [
     "OP_CALL",
     "OP_NOP",
     "OP_PAIR",
+    "QUIET_THREADS",
+    "UNASKED_ANSWER",
     "Activity",
     "BaselineWorker",
     "NativeWorker",
@@ -62,6 +64,8 @@ QUIET_THREADS = {"OMP_WAIT_POLICY": "PASSIVE", "OPENBLAS_THREAD_TIMEOUT": "4"}
 """Idle OpenMP threads sleep instead of spinning, so a spinning pool is never
 mistaken for work escaping a call, and never slows the other side on a small machine."""
 _SOURCE = Path(__file__).with_name("_native_worker.c")
+UNASKED_ANSWER = ("answered before it was asked (something in the kernel's process writes the "
+                  "worker's answers, to stop the parent's clock early)")
 
 
 class WorkerGone(VerifierError):
@@ -238,12 +242,13 @@ def escaped_work(pid: int, before: Activity, after: Activity, pause_ns: int) -> 
     """What kept running after a call returned: busy threads and live processes it started.
 
     An honest OpenMP kernel leaves an idle thread pool behind; idle threads use
-    (almost) no CPU while the worker waits for its next command, so a thread
-    counts as busy only when it used over a fifth of the pause (at least 2 ms).
+    (almost) no CPU while the worker waits for its next command (its main thread
+    included: it is blocked reading the pipe), so a thread counts as busy only
+    when it used over a fifth of the pause (at least 2 ms).
     """
     found: list[str] = []
     busy = [(tid, cpu - before.threads.get(tid, 0)) for tid, cpu in after.threads.items()
-            if tid != pid and cpu - before.threads.get(tid, 0) > max(pause_ns // 5, 2_000_000)]
+            if cpu - before.threads.get(tid, 0) > max(pause_ns // 5, 2_000_000)]
     if busy:
         found.append(f"{len(busy)} thread(s) still running after the call returned "
                      f"(one used {busy[0][1] / 1e6:.0f} ms of CPU in a {pause_ns / 1e6:.0f} ms pause)")
@@ -289,9 +294,15 @@ class _Channel:
         raise NotImplementedError
 
     rss_cap: int | None = None
+    unasked = False
+    """An answer was waiting before a command was sent: something in the child's
+    process writes answers itself (to stop the parent's clock early)."""
 
     def roundtrip(self, command: bytes, timeout_s: float) -> int:
         """Send `command`, wait for its answer; return the elapsed ns on the parent's clock."""
+        ready, _, _ = select.select([self.ans_r], [], [], 0)
+        if ready:
+            self.unasked = True
         t0 = time.perf_counter_ns()
         try:
             os.write(self.cmd_w, command)
@@ -342,6 +353,7 @@ class NativeWorker(_Channel):
         self._child_fds = (cmd_r, ans_w)
         self.rss_cap = rss_cap
         self.killed = False
+        self._closed = False
         self.result: ChildResult | None = None
         self._pid: int | None = None
         self._inode = _pipe_inode(cmd_r)
@@ -402,9 +414,12 @@ class NativeWorker(_Channel):
         """Call the kernel once per arena offset, in order; elapsed ns on the parent's clock."""
         return self.roundtrip(encode(OP_CALL, slots, dims, arenas, lazy), timeout_s)
 
-    def pair(self, a: int, b: int, slots: Sequence[int], dims: Sequence[int], timeout_s: float) -> int:
-        """Call the kernel from two threads at once, on arenas `a` and `b`."""
-        return self.roundtrip(encode(OP_PAIR, slots, dims, [a, b]), timeout_s)
+    def pair(self, first: Sequence[int], second: Sequence[int], slots: Sequence[int],
+             dims: Sequence[int], timeout_s: float) -> int:
+        """Two threads started together call the kernel, one on each of `first`, one on `second`."""
+        if len(first) != len(second) or not first:
+            raise VerifierError("both threads need the same, non-zero number of calls")
+        return self.roundtrip(encode(OP_PAIR, slots, dims, [*first, *second]), timeout_s)
 
     def nop(self, timeout_s: float = 10.0) -> int:
         """An empty command's round trip: the parent's overhead per batch."""
@@ -413,6 +428,9 @@ class NativeWorker(_Channel):
 
     def close(self) -> ChildResult | None:
         """Ask the worker to quit (killing it if it does not), then give its ChildResult."""
+        if self._closed:
+            return self.result
+        self._closed = True
         with contextlib.suppress(OSError):
             os.write(self.cmd_w, encode(OP_QUIT, [], [], []))
         self._thread.join(timeout=2.0)

@@ -317,8 +317,10 @@ def _measure(artifact: Artifact, entry: str, op: OpSpec, plans: list[ShapePlan],
                     **QUIET_THREADS})
     markers = Markers.draw()
     kmem, bmem = SharedArena(side), SharedArena(side)
-    worker = NativeWorker(artifact.path, artifact.entry_symbol or entry, op, kmem, work, limits,
-                          env, gpu=artifact.gpu)
+    run_dir = work / "run"
+    run_dir.mkdir()
+    worker = NativeWorker(artifact.path, artifact.entry_symbol or entry, op, kmem, run_dir, limits,
+                          env, readable=[artifact.path.parent], gpu=artifact.gpu)
     baseline = BaselineWorker(op, bmem, cores)
     out: list[Measured] = []
     try:

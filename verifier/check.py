@@ -17,7 +17,6 @@ compute the float64 reference and judge. Checks:
 
 from __future__ import annotations
 
-import json
 import re
 import secrets
 import tempfile
@@ -29,20 +28,20 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from verifier._arena import GUARD_WORD, POISON_WORD, Layout, guard_pattern, layout
+from verifier._arena import Layout, Markers, guard_pattern, layout
+from verifier._check_run import Case, Prefill, Step, run_cases
 from verifier._errors import BuildError, RuntimeUnavailableError, VerifierError
 from verifier.compare import Comparison, compare_output
 from verifier.environment import environment_fingerprint
 from verifier.kernel import KernelSpec
 from verifier.ops import OPS, OpSpec
-from verifier.runtime import Artifact, get_runtime, write_driver_cases
+from verifier.runtime import get_runtime, write_driver_cases
 from verifier.sandbox import (
     ChildResult,
     Limits,
     base_env,
     filesystem_confinement,
     run_sandboxed,
-    worker_argv,
 )
 
 __all__ = ["BUDGETS", "OUTCOMES", "CheckReport", "CheckResult", "check"]
@@ -63,15 +62,16 @@ class Budget:
     asan_shapes: int
     tsan_shapes: int
     step_wall_s: float
+    concurrency_shapes: int = 1
+    concurrency_pairs: int = 4
 
 
 BUDGETS: Mapping[str, Budget] = {
     "quick": Budget(random=3, edge=7, large=1, special=2, repeats=2, state=1, asan_shapes=4,
-                    tsan_shapes=1, step_wall_s=5.0),
+                    tsan_shapes=1, step_wall_s=5.0, concurrency_shapes=1, concurrency_pairs=8),
     "full": Budget(random=10, edge=None, large=3, special=4, repeats=3, state=2, asan_shapes=12,
-                   tsan_shapes=2, step_wall_s=20.0),
+                   tsan_shapes=2, step_wall_s=20.0, concurrency_shapes=2, concurrency_pairs=16),
 }
-MAX_CHILD_FAILURES = 3
 MAX_DETAIL = 1500
 CHECK_ADDRESS_SPACE = 1024**3
 """Address-space limit of a check child: check shapes are small (the worker needs ~150 MiB)."""
@@ -147,21 +147,6 @@ class CheckReport:
 # -- the cases -----------------------------------------------------------------------
 
 
-@dataclass
-class _Step:
-    inputs: list[F32]
-    arena: int
-
-
-@dataclass
-class _Case:
-    check: str
-    dims: dict[str, int]
-    steps: list[_Step]
-    dumps: list[NDArray[np.uint8]] = field(default_factory=list)
-    failure: str | None = None
-
-
 def _shape_text(dims: Mapping[str, int]) -> str:
     return "{" + ",".join(f"{k}={v}" for k, v in dims.items()) + "}"
 
@@ -176,11 +161,20 @@ def _mid_shape(op: OpSpec) -> dict[str, int]:
     return dict(op.edge_shapes[max(sizes)[1]])
 
 
-def _plan(op: OpSpec, budget: Budget, rng: np.random.Generator) -> list[_Case]:
-    cases: list[_Case] = []
+PREFILLS: tuple[Prefill, ...] = ("poison", "poison", "poison", "zero", "garbage")
+"""How outputs are prefilled before a call, drawn per call: mostly this run's random
+poison (to see unwritten outputs), sometimes zeros or random values, so no prefill
+is a signal that the harness is calling."""
+
+
+def _plan(op: OpSpec, budget: Budget, rng: np.random.Generator) -> list[Case]:
+    cases: list[Case] = []
+
+    def step(arrays: list[F32], arena: int) -> Step:
+        return Step(arrays, arena, PREFILLS[int(rng.integers(0, len(PREFILLS)))])
 
     def single(check: str, dims: Mapping[str, int], arrays: list[F32]) -> None:
-        cases.append(_Case(check, dict(dims), [_Step(arrays, 0)]))
+        cases.append(Case(check, dict(dims), [step(arrays, 0)]))
 
     for dims in [_aligned_shape(op), *op.random_shapes(rng, budget.random)]:
         single("correctness.random", dims, op.random_inputs(dims, rng))
@@ -196,100 +190,17 @@ def _plan(op: OpSpec, budget: Budget, rng: np.random.Generator) -> list[_Case]:
         single("special_values", dims, op.special_inputs(dims, rng))
     mid = _mid_shape(op)
     same = op.random_inputs(mid, rng)
-    cases.append(_Case("determinism", mid, [_Step(same, i) for i in range(budget.repeats)]))
+    cases.append(Case("determinism", mid, [step(same, i) for i in range(budget.repeats)]))
     for dims in [mid, *op.random_shapes(rng, budget.state - 1)]:
         first, second = op.random_inputs(dims, rng), op.random_inputs(dims, rng)
-        cases.append(_Case("state.reuse", dict(dims), [_Step(first, 0), _Step(second, 0)]))
+        cases.append(Case("state.reuse", dict(dims), [step(first, 0), step(second, 0)]))
+    for dims in [dict(op.bench_shapes[0]), mid][: budget.concurrency_shapes]:
+        a, b = op.random_inputs(dims, rng), op.random_inputs(dims, rng)
+        steps = [step(a, 0), step(b, 1)]
+        for k in range(budget.concurrency_pairs):
+            steps += [step(a, 2 + 2 * k), step(b, 3 + 2 * k)]
+        cases.append(Case("concurrency", dict(dims), steps, pair_from=2))
     return cases
-
-
-# -- running ---------------------------------------------------------------------------
-
-
-def _case_markers(lines: Sequence[tuple[float, str]], count: int) -> list[int]:
-    """The `CASE i` progress lines in order; anything else the kernel printed is ignored."""
-    out: list[int] = []
-    for _, line in lines:
-        parts = line.split()
-        if len(parts) == 2 and parts[0] == "CASE" and parts[1].isdigit():
-            index = int(parts[1])
-            if index < count and index == len(out):
-                out.append(index)
-    return out
-
-
-def _read_dumps(op: OpSpec, case: _Case, job_dir: Path, ci: int) -> None:
-    """Read a case's arena dumps; a missing or wrong-sized dump makes the case a failure."""
-    lay = layout(op, case.dims)
-    dumps = []
-    for si in range(len(case.steps)):
-        path = job_dir / f"c{ci}s{si}.bin"
-        try:
-            size = path.stat().st_size
-            data = np.fromfile(path, dtype=np.uint8) if size == lay.total else None
-        except OSError:
-            data = None
-        if data is None:
-            case.failure = (f"the child's memory dump for call {si + 1} is missing or has the "
-                            "wrong size (the kernel tampered with the worker's files?)")
-            return
-        dumps.append(data)
-    case.dumps = dumps
-
-
-def _run_cases(
-    artifact: Artifact, spec: KernelSpec, op: OpSpec, cases: list[_Case], workdir: Path,
-    limits: Limits, progress: Progress,
-) -> tuple[bool, str]:
-    """Run every case in sandboxed children, resuming after a crash; fill dumps/failures."""
-    todo = list(range(len(cases)))
-    failures = 0
-    isolated = False
-    run = 0
-    while todo:
-        run += 1
-        job_dir = workdir / f"run{run}"
-        job_dir.mkdir()
-        job_cases = []
-        for ci in todo:
-            steps = []
-            for si, step in enumerate(cases[ci].steps):
-                files = []
-                for ii, arr in enumerate(step.inputs):
-                    path = job_dir / f"c{ci}s{si}i{ii}.npy"
-                    np.save(path, arr)
-                    files.append(str(path))
-                steps.append({"arena": step.arena, "inputs": files,
-                              "dump": str(job_dir / f"c{ci}s{si}.bin")})
-            job_cases.append({"dims": cases[ci].dims, "steps": steps})
-        job = {"mode": "check", "library": str(artifact.path),
-               "entry": artifact.entry_symbol or spec.entry,
-               "op": op.name, "cases": job_cases}
-        (job_dir / "job.json").write_text(json.dumps(job))
-        progress(f"running {len(todo)} cases in a sandboxed child")
-        result = run_sandboxed([*worker_argv(), str(job_dir)], job_dir, limits, readable=[workdir],
-                               gpu=artifact.gpu)
-        isolated = isolated or result.network_isolated
-        started = _case_markers(result.lines, len(todo))
-        done_upto = len(todo) if result.ok and result.last("DONE") else (started[-1] if started else -1)
-        for ci in todo[: max(done_upto, 0)]:
-            _read_dumps(op, cases[ci], job_dir, ci)
-        if result.ok and result.last("DONE"):
-            return isolated, ""
-        if not started:
-            reason = f"failed before the first call (while loading the library): {result.describe(limits)}"
-            for ci in todo:
-                cases[ci].failure = reason
-            return isolated, reason
-        crashed = todo[done_upto]
-        cases[crashed].failure = result.describe(limits)
-        failures += 1
-        todo = todo[done_upto + 1:]
-        if failures >= MAX_CHILD_FAILURES or "hang" in (cases[crashed].failure or ""):
-            for ci in todo:
-                cases[ci].failure = f"not run: the kernel already failed ({cases[crashed].failure})"
-            return isolated, ""
-    return isolated, ""
 
 
 # -- judging ---------------------------------------------------------------------------
@@ -304,12 +215,12 @@ class _StepEval:
     poisoned: int
 
 
-def _evaluate(op: OpSpec, case: _Case, si: int) -> _StepEval:
+def _evaluate(op: OpSpec, case: Case, si: int, markers: Markers) -> _StepEval:
     lay: Layout = layout(op, case.dims)
     dump = case.dumps[si]
     step = case.steps[si]
     guards = lay.guard_mask()
-    expected_guard = guard_pattern(lay.total)
+    expected_guard = guard_pattern(lay.total, markers.guard)
     damage: list[str] = []
     changed = np.nonzero(guards & (dump != expected_guard))[0]
     if changed.size:
@@ -345,8 +256,10 @@ def _evaluate(op: OpSpec, case: _Case, si: int) -> _StepEval:
     for slot, ref, tol in zip([s for s in lay.slots if s.is_output], refs, tols, strict=True):
         out = dump[slot.offset:slot.offset + slot.nbytes].view(np.float32).reshape(slot.shape)
         outs.append(out)
-        comps.append(compare_output(out, ref, tol))
-        poisoned += int(np.count_nonzero((out.view(np.uint32) == POISON_WORD) & ~np.isnan(ref)))
+        word = markers.poison if step.prefill == "poison" else None
+        comps.append(compare_output(out, ref, tol, word))
+        if word is not None:
+            poisoned += int(np.count_nonzero((out.view(np.uint32) == word) & ~np.isnan(ref)))
     return _StepEval(comps, outs, damage, input_changes, poisoned)
 
 
@@ -383,7 +296,7 @@ def _block_hint(op: OpSpec, good: list[dict[str, int]], bad: list[dict[str, int]
     return ""
 
 
-def _correctness(op: OpSpec, name: str, cases: list[_Case], evals: dict[int, list[_StepEval]],
+def _correctness(op: OpSpec, name: str, cases: list[Case], evals: dict[int, list[_StepEval]],
                  idx: list[int], what: str, normal_ok: bool = False) -> CheckResult:
     shapes = [cases[i].dims for i in idx]
     crashed = [(cases[i].dims, cases[i].failure) for i in idx if cases[i].failure]
@@ -428,10 +341,10 @@ def _correctness(op: OpSpec, name: str, cases: list[_Case], evals: dict[int, lis
         inputs, metrics)
 
 
-def _judge(op: OpSpec, cases: list[_Case], budget: Budget) -> list[CheckResult]:
+def _judge(op: OpSpec, cases: list[Case], budget: Budget, markers: Markers) -> list[CheckResult]:
     evals: dict[int, list[_StepEval]] = {}
     for i, case in enumerate(cases):
-        evals[i] = [_evaluate(op, case, si) for si in range(len(case.dumps))]
+        evals[i] = [_evaluate(op, case, si, markers) for si in range(len(case.dumps))]
     by_check: dict[str, list[int]] = {}
     for i, case in enumerate(cases):
         by_check.setdefault(case.check, []).append(i)
@@ -461,11 +374,11 @@ def _judge(op: OpSpec, cases: list[_Case], budget: Budget) -> list[CheckResult]:
     rows.append(CheckResult(
         "outputs.poisoned",
         "fail" if poisoned else "pass",
-        (f"{poisoned[0][1]} outputs still hold the poison NaN 0x{POISON_WORD:08x} on shape "
+        (f"{poisoned[0][1]} outputs still hold this run's poison NaN on shape "
          f"{_shape_text(poisoned[0][0])}: the kernel relies on zeroed output memory (reads "
          "outputs before writing them) or leaves outputs unwritten") if poisoned else
-        f"outputs prefilled with NaN 0x{POISON_WORD:08x} before each of {len(all_steps)} calls; "
-        "every output written",
+        f"outputs prefilled with a random NaN (or zeros, or random values) before each of "
+        f"{len(all_steps)} calls; every output written",
         shapes_all, {"calls": float(len(all_steps)), "poisoned_calls": float(len(poisoned))}))
     damage = [(d, g) for d, e in all_steps for g in e.guard_damage]
     rows.append(CheckResult(
@@ -473,14 +386,60 @@ def _judge(op: OpSpec, cases: list[_Case], budget: Budget) -> list[CheckResult]:
         "fail" if damage else "pass",
         (f"out-of-bounds write: {damage[0][1]} on shape {_shape_text(damage[0][0])} "
          f"({len(damage)} damaged guards)") if damage else
-        f"256-byte NaN guards (0x{GUARD_WORD:08x}) around every buffer intact after {len(all_steps)} calls",
+        f"256-byte random NaN guards around every buffer intact after {len(all_steps)} calls",
         shapes_all, {"damaged_guards": float(len(damage))}))
     rows.append(_determinism(cases, evals, by_check["determinism"]))
     rows.append(_state(op, cases, evals, by_check["state.reuse"]))
+    rows.append(_concurrency(cases, evals, by_check["concurrency"]))
+    rows.append(_escape(cases))
     return rows
 
 
-def _determinism(cases: list[_Case], evals: dict[int, list[_StepEval]], idx: list[int]) -> CheckResult:
+def _concurrency(cases: list[Case], evals: dict[int, list[_StepEval]], idx: list[int]) -> CheckResult:
+    """Two threads calling at once on different buffers must get the single-threaded answers."""
+    inputs = {"shapes": [cases[i].dims for i in idx], "threads": 2}
+    pairs = 0
+    for i in idx:
+        case = cases[i]
+        if case.failure:
+            return CheckResult("concurrency", "fail", f"{case.failure} while two threads called "
+                               f"the kernel at once on shape {_shape_text(case.dims)}", inputs)
+        alone = evals[i][:2]
+        for k, ev in enumerate(evals[i][2:]):
+            pairs += k % 2
+            ref = alone[k % 2]  # the pair's steps alternate: first thread, second thread
+            for a, b in zip(ref.outputs, ev.outputs, strict=True):
+                differ = int(np.count_nonzero(a.view(np.uint32) != b.view(np.uint32)))
+                if differ:
+                    return CheckResult(
+                        "concurrency", "fail",
+                        f"not reentrant: called from two threads at once on different buffers, "
+                        f"it answered differently from a single-threaded call at {differ} of "
+                        f"{a.size} elements (call {k // 2 + 1} of its thread) on shape {_shape_text(case.dims)}; "
+                        "shared static state? (processes serving several models call kernels "
+                        "concurrently)", inputs, {"differing_elements": float(differ)})
+    return CheckResult("concurrency", "pass",
+                       f"2 threads x {pairs} calls at once matched single-threaded calls "
+                       "bit for bit", inputs, {"pairs": float(pairs)})
+
+
+def _escape(cases: list[Case]) -> CheckResult:
+    """Nothing a call started may outlive it: threads, processes, writes to its buffers."""
+    for case in cases:
+        if case.escaped:
+            return CheckResult(
+                "escape", "fail",
+                f"work escaping the call: {case.escaped[0]} on shape {_shape_text(case.dims)} "
+                f"({case.check})", {"shapes": [case.dims]},
+                {"findings": float(sum(len(c.escaped) for c in cases))})
+    calls = sum(len(c.dumps) for c in cases)
+    return CheckResult("escape", "pass",
+                       f"after each of {calls} calls no thread kept using CPU, no process the "
+                       "kernel started was alive and its buffers did not change during a pause",
+                       {}, {"calls": float(calls)})
+
+
+def _determinism(cases: list[Case], evals: dict[int, list[_StepEval]], idx: list[int]) -> CheckResult:
     for i in idx:
         case = cases[i]
         inputs = {"shapes": [case.dims], "repeats": len(case.steps)}
@@ -502,7 +461,7 @@ def _determinism(cases: list[_Case], evals: dict[int, list[_StepEval]], idx: lis
                        {"shapes": [cases[i].dims for i in idx]})
 
 
-def _state(op: OpSpec, cases: list[_Case], evals: dict[int, list[_StepEval]], idx: list[int]) -> CheckResult:
+def _state(op: OpSpec, cases: list[Case], evals: dict[int, list[_StepEval]], idx: list[int]) -> CheckResult:
     inputs = {"shapes": [cases[i].dims for i in idx]}
     for i in idx:
         case = cases[i]
@@ -705,9 +664,12 @@ def check(
         cases = _plan(op, plan, rng)
         limits = Limits(cpu_s=120, wall_s=300.0, address_space=CHECK_ADDRESS_SPACE,
                         step_wall_s=plan.step_wall_s)
-        isolated, _ = _run_cases(artifact, spec, op, cases, work, limits, say)
+        markers = Markers.draw()
+        isolated = run_cases(artifact.path, artifact.entry_symbol or spec.entry, op, cases, work,
+                             limits, markers, rng, say, readable=[artifact.path.parent],
+                             gpu=artifact.gpu)
         say("comparing with the float64 reference")
-        rows.extend(_judge(op, cases, plan))
+        rows.extend(_judge(op, cases, plan, markers))
         rows.append(CheckResult(
             "sandbox", "pass",
             "each run in a child with CPU, memory, file-size and open-file limits, a wall-clock "
@@ -716,7 +678,7 @@ def check(
             + "; " + filesystem_confinement(),
             {}, {"network_isolated": 1.0 if isolated else 0.0,
                  "filesystem_confined": 1.0 if "NOT" not in filesystem_confinement() else 0.0}))
-        hung = next((c.failure for c in cases if c.failure and c.failure.startswith("hang")), None)
+        hung = next((c.failure for c in cases if c.fault == "hang"), None)
         if hung:
             why = f"not run: the kernel already failed ({hung})"
             rows += [CheckResult("sanitizer.asan_ubsan", "fail", why),

@@ -29,7 +29,7 @@ from pathlib import Path
 from verifier import _gpu, _landlock
 from verifier._errors import SandboxError
 
-__all__ = ["ChildResult", "Limits", "filesystem_confinement", "run_sandboxed", "worker_argv"]
+__all__ = ["ChildResult", "Limits", "filesystem_confinement", "run_sandboxed"]
 
 CLONE_NEWNET = 0x40000000
 PR_SET_PDEATHSIG = 1
@@ -102,11 +102,6 @@ class ChildResult:
         if self.returncode == SETUP_FAILED:
             return "the sandbox could not confine the child's filesystem access (Landlock setup failed)"
         return f"crash: exited with status {self.returncode}{hint}"
-
-
-def worker_argv() -> list[str]:
-    """The argv prefix that starts verifier._worker in a child."""
-    return [sys.executable, "-s", "-B", "-m", "verifier._worker"]
 
 
 def _package_dir() -> Path:
