@@ -66,6 +66,33 @@ def test_pointer_cache_cannot_win() -> None:
     assert any("outputs rechecked" in n for n in report.notes), report.notes
 
 
+def test_forged_baseline_finds_no_interpreter_to_patch() -> None:
+    """Attack 1: the kernel's constructor patches the baseline if it finds Python in its process.
+
+    The kernel is an honest, slow one-accumulator sum done three times; with the
+    baseline in its own process, the speed-up stays what it is.
+    """
+    report = bench(FLAWED / "forged_baseline", shapes=SMALL, seed=1, time_budget_s=2,
+                   max_halfwidth=0.5)
+    (res,) = report.results
+    assert res.speedup < 1.0, (res, report.notes)
+
+
+def test_work_deferred_past_the_call_is_caught() -> None:
+    """A call that returns at once and finishes in a background thread cannot win."""
+    report = bench(FLAWED / "lazy_output", shapes=SMALL, seed=1, time_budget_s=2)
+    assert not report.trusted
+    assert any("work escaping the timed call" in n for n in report.notes), report.notes
+    assert any("outputs rechecked" in n for n in report.notes), report.notes
+
+
+def test_answers_written_by_the_kernel_are_caught() -> None:
+    """The kernel writes the worker's "done" answer itself to stop the parent's clock early."""
+    report = bench(FLAWED / "answer_forger", shapes=SMALL, seed=1, time_budget_s=2)
+    assert not report.trusted
+    assert any("answered before it was asked" in n for n in report.notes), report.notes
+
+
 def test_crashing_kernel_is_a_verdict() -> None:
     report = bench(FLAWED / "crash", shapes=[{"M": 4, "N": 1, "K": 3}], seed=1, time_budget_s=2)
     assert not report.trusted and report.results == ()

@@ -304,12 +304,9 @@ class _Channel:
         if ready:
             self.unasked = True
         t0 = time.perf_counter_ns()
-        try:
-            os.write(self.cmd_w, command)
-        except (BrokenPipeError, OSError):
-            raise self.gone() from None
-        buf = b""
         deadline = time.monotonic() + timeout_s
+        self._send(command, timeout_s, deadline)
+        buf = b""
         while len(buf) < ANSWER.size:
             ready, _, _ = select.select([self.ans_r], [], [], POLL_S)
             if ready:
@@ -326,6 +323,23 @@ class _Channel:
         if status != 0:
             raise SandboxError(f"the worker could not run the command (status {status})")
         return t1 - t0
+
+    def _send(self, command: bytes, timeout_s: float, deadline: float) -> None:
+        """Write without ever blocking: a child that stops reading cannot hang the parent."""
+        os.set_blocking(self.cmd_w, False)
+        view = memoryview(command)
+        while view:
+            try:
+                view = view[os.write(self.cmd_w, view):]
+                continue
+            except BlockingIOError:
+                pass
+            except OSError:
+                raise self.gone() from None
+            select.select([], [self.cmd_w], [], POLL_S)
+            if not self.alive():
+                raise self.gone()
+            self._watch(timeout_s, deadline)
 
     def _watch(self, timeout_s: float, deadline: float) -> None:
         if time.monotonic() > deadline:
