@@ -31,11 +31,12 @@ from numpy.typing import NDArray
 from verifier._arena import Layout, Markers, guard_pattern, layout
 from verifier._check_run import Case, Prefill, Step, run_cases
 from verifier._errors import BuildError, RuntimeUnavailableError, VerifierError
+from verifier._overflow import HUGE_SHAPES, index_overflow
 from verifier.compare import Comparison, compare_output
 from verifier.environment import environment_fingerprint
 from verifier.kernel import KernelSpec
 from verifier.ops import OPS, OpSpec
-from verifier.runtime import get_runtime, write_driver_cases
+from verifier.runtime import Artifact, get_runtime, write_driver_cases
 from verifier.sandbox import (
     ChildResult,
     Limits,
@@ -64,13 +65,15 @@ class Budget:
     step_wall_s: float
     concurrency_shapes: int = 1
     concurrency_pairs: int = 4
+    huge_index: bool = False
 
 
 BUDGETS: Mapping[str, Budget] = {
     "quick": Budget(random=3, edge=7, large=1, special=2, repeats=2, state=1, asan_shapes=4,
                     tsan_shapes=1, step_wall_s=5.0, concurrency_shapes=1, concurrency_pairs=8),
     "full": Budget(random=10, edge=None, large=3, special=4, repeats=3, state=2, asan_shapes=12,
-                   tsan_shapes=2, step_wall_s=20.0, concurrency_shapes=2, concurrency_pairs=16),
+                   tsan_shapes=2, step_wall_s=20.0, concurrency_shapes=2, concurrency_pairs=16,
+                   huge_index=True),
 }
 MAX_DETAIL = 1500
 CHECK_ADDRESS_SPACE = 1024**3
@@ -616,6 +619,19 @@ def _tsan_check(runtime_name: str, spec: KernelSpec, op: OpSpec, workdir: Path,
                        "(OMP_NUM_THREADS=4)", inputs)
 
 
+def _index_overflow_row(artifact: Artifact, spec: KernelSpec, op: OpSpec, plan: Budget,
+                        work: Path, markers: Markers, say: Progress) -> CheckResult:
+    shapes = {"shapes": [dict(s) for s in HUGE_SHAPES.get(op.name, ())]}
+    if not plan.huge_index:
+        return CheckResult("index.overflow", "skip", "run with --budget full (it maps inputs of "
+                           "8-12 GiB lazily and takes seconds to minutes)", shapes)
+    say("32-bit index overflow: shapes past 2^31 elements")
+    outcome, detail, metrics = index_overflow(
+        artifact.path, artifact.entry_symbol or spec.entry, op, work, markers,
+        [artifact.path.parent], artifact.gpu, say)
+    return CheckResult("index.overflow", outcome, detail, shapes, metrics)
+
+
 # -- entry point -----------------------------------------------------------------------
 
 
@@ -681,9 +697,11 @@ def check(
         hung = next((c.failure for c in cases if c.fault == "hang"), None)
         if hung:
             why = f"not run: the kernel already failed ({hung})"
-            rows += [CheckResult("sanitizer.asan_ubsan", "fail", why),
+            rows += [CheckResult("index.overflow", "fail", why),
+                     CheckResult("sanitizer.asan_ubsan", "fail", why),
                      CheckResult("sanitizer.tsan", "fail", why)]
             return report(rows)
+        rows.append(_index_overflow_row(artifact, spec, op, plan, work, markers, say))
         say("AddressSanitizer + UBSan build")
         san_cases = _sanitizer_cases(op, rng, plan.asan_shapes)
         san_wall = 60.0 if budget == "quick" else 150.0
