@@ -40,13 +40,16 @@ CAUGHT_BY = {
     "static_scratch": ("concurrency", "not reentrant"),
     "lazy_output": ("escape", "work escaping the call"),
     "answer_forger": ("escape", "work escaping the call"),
+    "nondeterministic": ("determinism", "nondeterministic"),
+    "nan_skipping": ("special_values", "special values"),
 }
 BENCH_ONLY = {"timer_tamper", "drift", "content_cache", "forged_baseline", "fifo_swap"}
+FULL_ONLY = {"int32_index"}
 
 
 def test_every_flaw_class_has_a_kernel() -> None:
     on_disk = {p.parent.name for p in FLAWED.glob("*/kernel.toml")}
-    assert set(CAUGHT_BY) | BENCH_ONLY == on_disk
+    assert set(CAUGHT_BY) | BENCH_ONLY | FULL_ONLY == on_disk
 
 
 @pytest.mark.parametrize("name", sorted(CAUGHT_BY))
@@ -69,11 +72,46 @@ def test_honest_example_passes_full_budget(kernel: Path) -> None:
     names = [c.name for c in report.checks]
     for expected in ("correctness.random", "correctness.edge", "correctness.large",
                      "special_values", "inputs.unchanged", "outputs.poisoned", "guards.canaries",
-                     "determinism", "state.reuse", "concurrency", "escape",
+                     "determinism", "state.reuse", "concurrency", "escape", "index.overflow",
                      "sanitizer.asan_ubsan", "sanitizer.tsan"):
         assert expected in names
     if "-fopenmp" in (kernel / "kernel.toml").read_text():
         assert report.get("sanitizer.tsan").outcome == "pass"
+
+
+def test_int32_index_passes_quick_and_fails_index_overflow(tmp_path: Path) -> None:
+    """Attack 4: right at every shape a test allocates; only the lazily mapped huge shapes see it."""
+    from verifier._arena import Markers
+    from verifier._overflow import OVERFLOW_REASON, index_overflow
+    from verifier.ops import OPS
+
+    quick = check(FLAWED / "int32_index", budget="quick", seed=1)
+    assert quick.passed, [(c.name, c.detail) for c in quick.failures]
+    assert quick.get("index.overflow").outcome == "skip"
+    spec = KernelSpec.load(FLAWED / "int32_index")
+    art = get_runtime("c").build(spec, "release", tmp_path)
+    outcome, detail, _ = index_overflow(art.path, spec.entry, OPS["matmul"], tmp_path,
+                                        Markers.draw(), [art.path.parent], False, lambda _m: None)
+    assert outcome == "fail" and detail.startswith(OVERFLOW_REASON), detail
+
+
+def _readme_check_rows() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    table = text.split("### What `ktl check` checks", 1)[1].split("\n\n", 2)[1]
+    return [line.split("`")[1] for line in table.splitlines() if line.startswith("| `")]
+
+
+def test_readme_check_table_is_the_report_and_each_row_has_a_kernel() -> None:
+    """Every row of the README's table is a row of the report, caught by a kernel of ours."""
+    rows = _readme_check_rows()
+    report = check(ROOT / "examples" / "sum-rows", budget="quick", seed=6)
+    assert sorted(rows) == sorted(c.name for c in report.checks)
+    tied = {meant for meant, _ in CAUGHT_BY.values()} | {
+        "index.overflow",  # int32_index, test_int32_index_passes_quick_and_fails_index_overflow
+        "build",  # test_verifier_sandbox.py::test_build_failure_is_a_failed_check
+        "sandbox",  # records what confinement was in force; tests in test_verifier_sandbox.py
+    }
+    assert set(rows) <= tied, set(rows) - tied
 
 
 def test_report_round_trip_and_predicate_shape() -> None:
