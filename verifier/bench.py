@@ -31,13 +31,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from verifier._arena import Markers, layout
 from verifier._bench_loop import MAX_BATCH_CALLS, LoopSettings, Measured, ShapePlan, measure_shape
+from verifier._build import Artifact
 from verifier._errors import BuildError, RuntimeUnavailableError, VerifierError
 from verifier._native import (
     QUIET_THREADS,
@@ -53,9 +54,6 @@ from verifier.environment import environment_fingerprint
 from verifier.kernel import KernelSpec
 from verifier.ops import OPS, OpSpec
 from verifier.sandbox import ChildResult, Limits, base_env, filesystem_confinement
-
-if TYPE_CHECKING:
-    from verifier.runtime import Artifact
 
 __all__ = ["BenchReport", "ShapeResult", "bench", "bootstrap_speedup", "machine_peaks"]
 

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from verifier import _landlock
 from verifier._arena import Layout, Markers, guard_pattern, layout
 from verifier._check_run import Case, Prefill, Step, run_cases
 from verifier._errors import BuildError, RuntimeUnavailableError, VerifierError
@@ -693,7 +694,7 @@ def check(
             + ("isolated" if isolated else "NOT isolated (unshare(CLONE_NEWNET) not permitted here)")
             + "; " + filesystem_confinement(),
             {}, {"network_isolated": 1.0 if isolated else 0.0,
-                 "filesystem_confined": 1.0 if "NOT" not in filesystem_confinement() else 0.0}))
+                 "filesystem_confined": 1.0 if _landlock.abi_version() >= 1 else 0.0}))
         hung = next((c.failure for c in cases if c.fault == "hang"), None)
         if hung:
             why = f"not run: the kernel already failed ({hung})"
