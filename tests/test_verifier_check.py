@@ -43,6 +43,28 @@ CAUGHT_BY = {
     "nondeterministic": ("determinism", "nondeterministic"),
     "nan_skipping": ("special_values", "special values"),
 }
+# flawed kernel -> the typed fault kind its failing row records
+FAULT_OF = {
+    "remainder": "unaligned_remainder",
+    "oob_read": "oob_read",
+    "oob_write": "oob_write",
+    "race": "race",
+    "race_pthread": "race",
+    "overflow": "overflow",
+    "loose": "loose",
+    "zeroed_output": "unwritten",
+    "mutates_input": "input_mutated",
+    "stateful": "stateful",
+    "crash": "crash",
+    "hang": "hang",
+    "unbounded_alloc": "unbounded_alloc",
+    "poison_marker": "loose",
+    "static_scratch": "not_reentrant",
+    "lazy_output": "escaped",
+    "answer_forger": "escaped",
+    "nondeterministic": "nondeterministic",
+    "nan_skipping": "special_values",
+}
 BENCH_ONLY = {"timer_tamper", "drift", "content_cache", "forged_baseline", "fifo_swap"}
 FULL_ONLY = {"int32_index"}
 
@@ -59,6 +81,7 @@ def test_flawed_kernel_is_caught_by_its_check(name: str) -> None:
     row = report.get(meant)
     assert row.outcome == "fail", (meant, row.detail)
     assert words in row.detail, row.detail
+    assert row.fault is not None and row.fault.kind == FAULT_OF[name], row
     assert not report.passed and report.to_predicate()["verdict"] == "fail"
 
 

@@ -11,6 +11,7 @@ a new one, up to `MAX_CHILD_FAILURES`.
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -133,10 +134,12 @@ def _describe(exc: Exception, result: ChildResult | None, limits: Limits) -> tup
     if res is None:
         return "crash", "crash: the kernel's process could not be started"
     why = res.describe(limits)
-    if res.timed_out or res.step_timed_out or res.signal == 24:  # SIGXCPU
+    if res.timed_out or res.step_timed_out or res.signal == signal.SIGXCPU:
         return "hang", why
     if isinstance(exc, WorkerGone) and not exc.loaded:
         return "load", f"failed before the first call (while loading the library): {why}"
+    if limits.address_space and res.maxrss_bytes > 0.5 * limits.address_space:
+        return "memory", why
     return "crash", why
 
 

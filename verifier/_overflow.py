@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from attest.predicates import CheckOutcome
 from verifier._arena import GUARD, Markers
 from verifier._native import (
     QUIET_THREADS,
@@ -46,7 +47,7 @@ HUGE_SHAPES: dict[str, tuple[dict[str, int], ...]] = {
 OVERFLOW_REASON = "32-bit index overflow at flat index >= 2^31"
 RSS_CAP = 1024 * 2**20
 CALL_TIMEOUT_S = 60.0
-Outcome = tuple[str, str, dict[str, float]]
+Outcome = tuple[CheckOutcome, str, dict[str, float]]
 """(outcome, detail, metrics) of the row."""
 
 

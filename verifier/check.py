@@ -28,6 +28,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from attest._errors import ValidationError
+from attest.predicates import CHECK_OUTCOMES, CheckOutcome, Fault, FaultKind
 from verifier import _landlock
 from verifier._arena import Layout, Markers, guard_pattern, layout
 from verifier._check_run import Case, Prefill, Step, run_cases
@@ -48,7 +50,9 @@ from verifier.sandbox import (
 
 __all__ = ["BUDGETS", "OUTCOMES", "CheckReport", "CheckResult", "check"]
 
-OUTCOMES = ("pass", "fail", "skip", "error")
+OUTCOMES = CHECK_OUTCOMES
+CASE_FAULTS: Mapping[str, FaultKind] = {"crash": "crash", "hang": "hang", "memory": "unbounded_alloc",
+                                        "load": "load", "not_run": "not_run"}
 F32 = NDArray[np.float32]
 Progress = Callable[[str], None]
 
@@ -86,25 +90,40 @@ class CheckResult:
     """One row of the report: a check, its outcome and its evidence."""
 
     name: str
-    outcome: str
+    outcome: CheckOutcome
     detail: str
     inputs: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
+    fault: Fault | None = None
+    """What a failed check found, typed (decide on this, never on `detail`)."""
 
     def __post_init__(self) -> None:
         clean = "".join(ch if ch.isprintable() else " " for ch in self.detail)
         object.__setattr__(self, "detail", clean[:MAX_DETAIL])
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "outcome": self.outcome, "detail": self.detail,
-                "inputs": self.inputs, "metrics": self.metrics}
+        out = {"name": self.name, "outcome": self.outcome, "detail": self.detail,
+               "inputs": self.inputs, "metrics": self.metrics}
+        if self.fault is not None:
+            out["fault"] = self.fault.to_json()
+        return out
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> CheckResult:
-        if obj.get("outcome") not in OUTCOMES:
+        outcome = obj.get("outcome")
+        if outcome not in OUTCOMES:
             raise VerifierError(f"check outcome must be one of {OUTCOMES}")
-        return cls(str(obj["name"]), str(obj["outcome"]), str(obj["detail"]),
-                   dict(obj.get("inputs", {})), dict(obj.get("metrics", {})))
+        fault = obj.get("fault")
+        try:
+            parsed = None if fault is None else Fault.from_json(fault)
+        except ValidationError as exc:
+            raise VerifierError(f"check {obj.get('name')!r}: bad fault record: {exc}") from exc
+        return cls(str(obj["name"]), outcome, str(obj["detail"]),
+                   dict(obj.get("inputs", {})), dict(obj.get("metrics", {})), parsed)
+
+
+def _fault(kind: FaultKind, dims: Mapping[str, int] | None = None) -> Fault:
+    return Fault(kind, None if dims is None else dict(dims))
 
 
 @dataclass(frozen=True)
@@ -319,25 +338,33 @@ def _correctness(op: OpSpec, name: str, cases: list[Case], evals: dict[int, list
     inputs = {"shapes": shapes}
     if crashed:
         dims, why = crashed[0]
-        return CheckResult(name, "fail", f"{why} on shape {_shape_text(dims)}", inputs, metrics)
+        first = next(cases[i].fault for i in idx if cases[i].failure)
+        return CheckResult(name, "fail", f"{why} on shape {_shape_text(dims)}", inputs, metrics,
+                           _fault(CASE_FAULTS[first or "crash"], dims))
     if bad:
         dims, comp = bad[0]
         out_name = op.outputs[0].name
         detail = _describe_bad(op, dims, comp, out_name)
+        kind: FaultKind = "wrong"
         if len(bad) > 1:
             detail += f"; {len(bad)} of {len(idx)} shapes wrong"
         if name == "correctness.large" and normal_ok:
             detail = (f"overflow or lost range on large inputs ({what}) while correct at normal "
                       f"magnitudes ({comp.nonfinite_mismatches} non-finite outputs); " + detail)
+            kind = "overflow"
         elif name == "special_values" and normal_ok:
             detail = ("special values (NaN/Inf/denormals) not handled as the reference does while "
                       "correct on finite inputs; " + detail)
+            kind = "special_values"
         elif name.startswith("correctness") and comp.poisoned == 0:
-            detail += _block_hint(op, good, [d for d, _ in bad])
+            hint = _block_hint(op, good, [d for d, _ in bad])
+            detail += hint
+            kind = "unaligned_remainder" if hint else "wrong"
             if comp.max_err_over_tol < 1e3 and not comp.nonfinite_mismatches:
                 detail += (f"; error {comp.max_err_over_tol:.3g}x the tolerance: a loose "
                            "approximation or poor accumulation")
-        return CheckResult(name, "fail", detail, inputs, metrics)
+                kind = "loose" if not hint else kind
+        return CheckResult(name, "fail", detail, inputs, metrics, _fault(kind, dims))
     return CheckResult(
         name, "pass",
         f"max rel err {metrics.get('max_rel_err', 0.0):.3g}, max {metrics.get('max_ulp', 0):.0f} ULP, "
@@ -373,7 +400,8 @@ def _judge(op: OpSpec, cases: list[Case], budget: Budget, markers: Markers) -> l
         "fail" if changes else "pass",
         (f"mutates its inputs: {changes[0][1]} on shape {_shape_text(changes[0][0])}"
          f" ({len(changes)} calls)") if changes else f"inputs bit-identical after {len(all_steps)} calls",
-        shapes_all, {"calls": float(len(all_steps)), "mutating_calls": float(len(changes))}))
+        shapes_all, {"calls": float(len(all_steps)), "mutating_calls": float(len(changes))},
+        _fault("input_mutated", changes[0][0]) if changes else None))
     poisoned = [(d, e.poisoned) for d, e in all_steps if e.poisoned]
     rows.append(CheckResult(
         "outputs.poisoned",
@@ -383,7 +411,8 @@ def _judge(op: OpSpec, cases: list[Case], budget: Budget, markers: Markers) -> l
          "outputs before writing them) or leaves outputs unwritten") if poisoned else
         f"outputs prefilled with a random NaN (or zeros, or random values) before each of "
         f"{len(all_steps)} calls; every output written",
-        shapes_all, {"calls": float(len(all_steps)), "poisoned_calls": float(len(poisoned))}))
+        shapes_all, {"calls": float(len(all_steps)), "poisoned_calls": float(len(poisoned))},
+        _fault("unwritten", poisoned[0][0]) if poisoned else None))
     damage = [(d, g) for d, e in all_steps for g in e.guard_damage]
     rows.append(CheckResult(
         "guards.canaries",
@@ -391,7 +420,8 @@ def _judge(op: OpSpec, cases: list[Case], budget: Budget, markers: Markers) -> l
         (f"out-of-bounds write: {damage[0][1]} on shape {_shape_text(damage[0][0])} "
          f"({len(damage)} damaged guards)") if damage else
         f"256-byte random NaN guards around every buffer intact after {len(all_steps)} calls",
-        shapes_all, {"damaged_guards": float(len(damage))}))
+        shapes_all, {"damaged_guards": float(len(damage))},
+        _fault("oob_write", damage[0][0]) if damage else None))
     rows.append(_determinism(cases, evals, by_check["determinism"]))
     rows.append(_state(op, cases, evals, by_check["state.reuse"]))
     rows.append(_concurrency(cases, evals, by_check["concurrency"]))
@@ -407,7 +437,8 @@ def _concurrency(cases: list[Case], evals: dict[int, list[_StepEval]], idx: list
         case = cases[i]
         if case.failure:
             return CheckResult("concurrency", "fail", f"{case.failure} while two threads called "
-                               f"the kernel at once on shape {_shape_text(case.dims)}", inputs)
+                               f"the kernel at once on shape {_shape_text(case.dims)}", inputs, {},
+                               _fault(CASE_FAULTS[case.fault or "crash"], case.dims))
         alone = evals[i][:2]
         for k, ev in enumerate(evals[i][2:]):
             pairs += k % 2
@@ -421,7 +452,8 @@ def _concurrency(cases: list[Case], evals: dict[int, list[_StepEval]], idx: list
                         f"it answered differently from a single-threaded call at {differ} of "
                         f"{a.size} elements (call {k // 2 + 1} of its thread) on shape {_shape_text(case.dims)}; "
                         "shared static state? (processes serving several models call kernels "
-                        "concurrently)", inputs, {"differing_elements": float(differ)})
+                        "concurrently)", inputs, {"differing_elements": float(differ)},
+                        _fault("not_reentrant", case.dims))
     return CheckResult("concurrency", "pass",
                        f"2 threads x {pairs} calls at once matched single-threaded calls "
                        "bit for bit", inputs, {"pairs": float(pairs)})
@@ -435,7 +467,7 @@ def _escape(cases: list[Case]) -> CheckResult:
                 "escape", "fail",
                 f"work escaping the call: {case.escaped[0]} on shape {_shape_text(case.dims)} "
                 f"({case.check})", {"shapes": [case.dims]},
-                {"findings": float(sum(len(c.escaped) for c in cases))})
+                {"findings": float(sum(len(c.escaped) for c in cases))}, _fault("escaped", case.dims))
     calls = sum(len(c.dumps) for c in cases)
     return CheckResult("escape", "pass",
                        f"after each of {calls} calls no thread kept using CPU, no process the "
@@ -448,7 +480,8 @@ def _determinism(cases: list[Case], evals: dict[int, list[_StepEval]], idx: list
         case = cases[i]
         inputs = {"shapes": [case.dims], "repeats": len(case.steps)}
         if case.failure:
-            return CheckResult("determinism", "fail", f"{case.failure}", inputs)
+            return CheckResult("determinism", "fail", f"{case.failure}", inputs, {},
+                               _fault(CASE_FAULTS[case.fault or "crash"], case.dims))
         outs = [e.outputs for e in evals[i]]
         for k in range(1, len(outs)):
             for a, b in zip(outs[0], outs[k], strict=True):
@@ -459,7 +492,8 @@ def _determinism(cases: list[Case], evals: dict[int, list[_StepEval]], idx: list
                         f"nondeterministic: call {k + 1} on identical inputs differs from call 1 at "
                         f"{differ[0].size} of {a.size} elements (a race between threads?) "
                         f"on shape {_shape_text(case.dims)}",
-                        inputs, {"differing_elements": float(differ[0].size)})
+                        inputs, {"differing_elements": float(differ[0].size)},
+                        _fault("nondeterministic", case.dims))
     return CheckResult("determinism", "pass",
                        f"bit-identical outputs over {len(cases[idx[0]].steps)} calls on identical inputs",
                        {"shapes": [cases[i].dims for i in idx]})
@@ -470,7 +504,8 @@ def _state(op: OpSpec, cases: list[Case], evals: dict[int, list[_StepEval]], idx
     for i in idx:
         case = cases[i]
         if case.failure:
-            return CheckResult("state.reuse", "fail", case.failure, inputs)
+            return CheckResult("state.reuse", "fail", case.failure, inputs, {},
+                               _fault(CASE_FAULTS[case.fault or "crash"], case.dims))
         first, second = evals[i]
         bad = [c for c in second.comparisons if not c.ok]
         if bad:
@@ -482,7 +517,7 @@ def _state(op: OpSpec, cases: list[Case], evals: dict[int, list[_StepEval]], idx
                 f"state kept between calls: called again on the same buffers with new contents, "
                 f"it {why} ({bad[0].bad} of {bad[0].elements} elements wrong) on shape "
                 f"{_shape_text(case.dims)}; kernels must not cache by pointer or keep state",
-                inputs, _merge_metrics(second.comparisons))
+                inputs, _merge_metrics(second.comparisons), _fault("stateful", case.dims))
     return CheckResult("state.reuse", "pass",
                        "second call on the same buffers with new contents matched the reference",
                        inputs)
@@ -544,29 +579,33 @@ def _asan_check(runtime_name: str, spec: KernelSpec, op: OpSpec, workdir: Path,
         return CheckResult(name, "skip", f"not run: {exc}"[:500], inputs)
     if "rss limit exhausted" in stderr or "out of memory" in stderr:
         return CheckResult(name, "fail", "unbounded allocation: AddressSanitizer's memory limit "
-                           f"(1536 MiB RSS) exhausted on shape {shape}", inputs)
+                           f"(1536 MiB RSS) exhausted on shape {shape}", inputs, {},
+                           _fault("unbounded_alloc"))
     asan = _ASAN_ERR.search(stderr)
     if asan:
         access = _ACCESS.search(stderr)
         frames = [f"{fn} ({loc.rsplit('/', 1)[-1]})" for fn, loc in _FRAME.findall(stderr)[:2]]
         what = f"{access.group(1)} of size {access.group(2)}" if access else ""
-        kind = "out-of-bounds read" if access and access.group(1) == "READ" else "out-of-bounds write"
+        read = bool(access and access.group(1) == "READ")
+        found: FaultKind = "oob_read" if read else "oob_write"
+        kind = "out-of-bounds read" if read else "out-of-bounds write"
         if "overflow" not in asan.group(1):
-            kind = "memory error"
+            kind, found = "memory error", "memory_error"
         return CheckResult(name, "fail",
                            f"{kind}: AddressSanitizer {asan.group(1)} {what} in "
-                           f"{', '.join(frames) or '?'} on shape {shape}", inputs)
+                           f"{', '.join(frames) or '?'} on shape {shape}", inputs, {}, _fault(found))
     ub = _UBSAN_ERR.search(stderr)
     if ub:
         return CheckResult(name, "fail", f"undefined behaviour: UBSan at {ub.group(1).rsplit('/', 1)[-1]}: "
-                           f"{ub.group(2)[:200]} on shape {shape}", inputs)
+                           f"{ub.group(2)[:200]} on shape {shape}", inputs, {},
+                           _fault("undefined_behaviour"))
     if "KTL-INPUT-MUTATED" in stderr:
         return CheckResult(name, "fail", f"mutates its inputs (seen by the sanitizer driver) on shape {shape}",
-                           inputs)
+                           inputs, {}, _fault("input_mutated"))
     if failed is not None:
         return CheckResult(name, "fail", f"{failed.describe(_sanitizer_limits(wall_s, step_wall_s))} "
                            f"under ASan+UBSan on shape {shape}",
-                           inputs)
+                           inputs, {}, _fault("crash"))
     return CheckResult(name, "pass", f"no AddressSanitizer or UBSan report on {len(cases)} shapes",
                        inputs)
 
@@ -608,13 +647,14 @@ def _tsan_check(runtime_name: str, spec: KernelSpec, op: OpSpec, workdir: Path,
     if races:
         return CheckResult(name, "fail", f"data race between threads: ThreadSanitizer reports "
                            f"{len(races)} race(s) inside {races[0]} on shape {shape}", inputs,
-                           {"races": float(len(races))})
+                           {"races": float(len(races))}, _fault("race"))
     if failed is not None:
         if "unexpected memory mapping" in stderr or "FATAL: ThreadSanitizer" in stderr:
             return CheckResult(name, "skip", "ThreadSanitizer cannot run on this kernel/OS "
                                f"configuration: {stderr.strip().splitlines()[-1][:200]}", inputs)
         why = failed.describe(_sanitizer_limits(wall_s, step_wall_s))
-        return CheckResult(name, "fail", f"{why} under TSan on shape {shape}", inputs)
+        return CheckResult(name, "fail", f"{why} under TSan on shape {shape}", inputs, {},
+                           _fault("crash"))
     where = "inside parallel regions " if "-fopenmp" in spec.flags else ""
     return CheckResult(name, "pass", f"no data race {where}on {len(cases)} shapes "
                        "(OMP_NUM_THREADS=4)", inputs)
@@ -630,7 +670,8 @@ def _index_overflow_row(artifact: Artifact, spec: KernelSpec, op: OpSpec, plan: 
     outcome, detail, metrics = index_overflow(
         artifact.path, artifact.entry_symbol or spec.entry, op, work, markers,
         [artifact.path.parent], artifact.gpu, say)
-    return CheckResult("index.overflow", outcome, detail, shapes, metrics)
+    return CheckResult("index.overflow", outcome, detail, shapes, metrics,
+                       _fault("index_overflow") if outcome == "fail" else None)
 
 
 # -- entry point -----------------------------------------------------------------------
@@ -672,7 +713,7 @@ def check(
         try:
             artifact = runtime.build(spec, "release", work)
         except (BuildError, RuntimeUnavailableError) as exc:
-            return report([CheckResult("build", "fail", str(exc)[:1000])])
+            return report([CheckResult("build", "fail", str(exc)[:1000], {}, {}, _fault("build"))])
         relaxed = " (relaxed floating point recorded: results may differ from IEEE)" if spec.relaxed_math else ""
         rows = [CheckResult("build", "pass",
                             f"{compiler} {version} {' '.join(spec.flags)}{relaxed}".strip(),
@@ -698,9 +739,8 @@ def check(
         hung = next((c.failure for c in cases if c.fault == "hang"), None)
         if hung:
             why = f"not run: the kernel already failed ({hung})"
-            rows += [CheckResult("index.overflow", "fail", why),
-                     CheckResult("sanitizer.asan_ubsan", "fail", why),
-                     CheckResult("sanitizer.tsan", "fail", why)]
+            rows += [CheckResult(row, "fail", why, {}, {}, _fault("not_run"))
+                     for row in ("index.overflow", "sanitizer.asan_ubsan", "sanitizer.tsan")]
             return report(rows)
         rows.append(_index_overflow_row(artifact, spec, op, plan, work, markers, say))
         say("AddressSanitizer + UBSan build")
