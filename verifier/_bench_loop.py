@@ -84,6 +84,10 @@ class LoopSettings:
     budget_s: float
     min_s: float
     target: float
+    threads: int = 1
+    """Threads the kernel and the baseline may use (bounds how much CPU time one call can hide)."""
+    adjust_waits: bool = True
+    """Subtract OS-accounted scheduling latency from round trips (off for GPU kernels)."""
 
 
 @dataclass
@@ -102,7 +106,7 @@ class Measured:
     span_s: float = 0.0
 
 
-def _median_ns(fn: Callable[[], int], count: int) -> float:
+def _median_ns(fn: Callable[[], float], count: int) -> float:
     return float(np.median([fn() for _ in range(count)]))
 
 
@@ -170,6 +174,19 @@ def _write_batch(plan: ShapePlan, lay: Layout, first: int, batch: int, kmem: Sha
         poison(kmem.bytes[j * lay.total:(j + 1) * lay.total], lay, markers.poison)
 
 
+def _busy_ns(side: NativeWorker | BaselineWorker, elapsed: int, threads: int, adjust: bool) -> float:
+    """A round trip's time without the scheduling latency the OS accounted to it.
+
+    Under load most of a round trip can be waiting for a CPU after a wake-up; the run-queue
+    waits of the parent and of the child's main thread are subtracted. The result is never
+    less than the child's CPU time over its allowed threads, so work moved to other threads
+    (whose waits are not subtracted) cannot hide. Off for GPU kernels, whose work is not CPU time.
+    """
+    if not adjust:
+        return float(elapsed)
+    return float(max(elapsed - side.last_waited_ns, side.last_cpu_ns / max(threads, 1)))
+
+
 def _batch_size(worker: NativeWorker, baseline: BaselineWorker, plan: ShapePlan, lay: Layout,
                 kmem: SharedArena, bmem: SharedArena, markers: Markers, settings: LoopSettings,
                 cap: int, timeout_s: float) -> tuple[int, float, float]:
@@ -179,10 +196,13 @@ def _batch_size(worker: NativeWorker, baseline: BaselineWorker, plan: ShapePlan,
     _write_batch(plan, lay, 0, 1, kmem, bmem, markers)
     worker.call([0] * max(settings.warmup, 1), slots, dims, timeout_s)
     baseline.call([0] * max(settings.warmup, 1), slots, dims, timeout_s)
-    nop_k = _median_ns(worker.nop, 9)
-    nop_b = _median_ns(baseline.nop, 9)
-    one = min(min(worker.call([0], slots, dims, timeout_s) for _ in range(3)) - nop_k,
-              min(baseline.call([0], slots, dims, timeout_s) for _ in range(3)) - nop_b)
+    threads, adjust = settings.threads, settings.adjust_waits
+    nop_k = _median_ns(lambda: _busy_ns(worker, worker.nop(), threads, adjust), 9)
+    nop_b = _median_ns(lambda: _busy_ns(baseline, baseline.nop(), threads, adjust), 9)
+    one = min(min(_busy_ns(worker, worker.call([0], slots, dims, timeout_s), threads, adjust)
+                  for _ in range(3)) - nop_k,
+              min(_busy_ns(baseline, baseline.call([0], slots, dims, timeout_s), threads, adjust)
+                  for _ in range(3)) - nop_b)
     want = max(MIN_BATCH_NS, OVERHEAD_FACTOR * max(nop_k, nop_b))
     return max(1, min(cap, math.ceil(want / max(one, 1000.0)))), nop_k, nop_b
 
@@ -215,14 +235,16 @@ def measure_shape(worker: NativeWorker, baseline: BaselineWorker, op: OpSpec, pl
         keep = int(rng.integers(0, batch))
         for side in ((0, 1) if i % 2 == 0 else (1, 0)):
             if side == 0:
-                ns = worker.call(arenas, slots, dims, timeout_s)
+                ns = _busy_ns(worker, worker.call(arenas, slots, dims, timeout_s),
+                              settings.threads, settings.adjust_waits)
                 watch.answered(keep)
                 assert watch.kept is not None
                 latest = (call + keep, watch.kept[1])
                 _reservoir(kept, latest, i, recheck - 1, rng)
                 out.kernel_ns.append(max(ns - nop_k, 0.0) / batch)
             else:
-                ns = baseline.call(arenas, slots, dims, timeout_s)
+                ns = _busy_ns(baseline, baseline.call(arenas, slots, dims, timeout_s),
+                              settings.threads, settings.adjust_waits)
                 out.baseline_ns.append(max(ns - nop_b, 0.0) / batch)
         out.first_call.append(call)
         call += batch

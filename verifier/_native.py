@@ -192,6 +192,16 @@ class Activity:
     children: tuple[int, ...]
 
 
+def _schedstat(path: str) -> tuple[int, int]:
+    """(ns on CPU, ns waiting on a run queue) of one thread, 0s if unreadable."""
+    try:
+        with open(path) as fh:
+            fields = fh.read().split()
+        return int(fields[0]), int(fields[1])
+    except (OSError, ValueError, IndexError):
+        return 0, 0
+
+
 def _thread_cpu_ns(task: Path) -> int:
     try:
         return int((task / "schedstat").read_text().split()[0])
@@ -294,6 +304,11 @@ class _Channel:
         raise NotImplementedError
 
     rss_cap: int | None = None
+    last_waited_ns = 0
+    """Run-queue wait of the parent and of the child's main thread during the last round trip:
+    time the machine was busy with others (scheduling latency), not time the call took."""
+    last_cpu_ns = 0
+    """CPU time all of the child's threads used during the last round trip."""
     unasked = False
     """An answer was waiting before a command was sent: something in the child's
     process writes answers itself (to stop the parent's clock early)."""
@@ -303,6 +318,7 @@ class _Channel:
         ready, _, _ = select.select([self.ans_r], [], [], 0)
         if ready:
             self.unasked = True
+        before = self._clocks()
         t0 = time.perf_counter_ns()
         deadline = time.monotonic() + timeout_s
         self._send(command, timeout_s, deadline)
@@ -319,10 +335,29 @@ class _Channel:
                 raise self.gone()
             self._watch(timeout_s, deadline)
         t1 = time.perf_counter_ns()
+        after = self._clocks()
+        self.last_waited_ns = (after[0] - before[0]) + (after[1] - before[1])
+        self.last_cpu_ns = after[2] - before[2]
         status, _ = ANSWER.unpack(buf)
         if status != 0:
             raise SandboxError(f"the worker could not run the command (status {status})")
         return t1 - t0
+
+    def _clocks(self) -> tuple[int, int, int]:
+        """(this thread's run-queue wait, the child's main thread's run-queue wait, the child's
+        CPU time over all its threads), in ns, as the OS accounts them (the child cannot lower them)."""
+        own = _schedstat(f"/proc/self/task/{threading.get_native_id()}/schedstat")[1]
+        pid = self.pid()
+        if pid is None:
+            return own, 0, 0
+        main_wait = cpu = 0
+        with contextlib.suppress(OSError):
+            for task in os.listdir(f"/proc/{pid}/task"):
+                on_cpu, waited = _schedstat(f"/proc/{pid}/task/{task}/schedstat")
+                cpu += on_cpu
+                if task == str(pid):
+                    main_wait = waited
+        return own, main_wait, cpu
 
     def _send(self, command: bytes, timeout_s: float, deadline: float) -> None:
         """Write without ever blocking: a child that stops reading cannot hang the parent."""

@@ -21,6 +21,7 @@ whose digest is in the body.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -284,6 +285,7 @@ def bench(
             return report([], False)
         plans = [_plan_shape(op, dims, rng, max_reps) for dims in dims_list]
         cores = threads or os.cpu_count() or 1
+        settings = dataclasses.replace(settings, threads=cores, adjust_waits=not artifact.gpu)
         measured = _measure(artifact, spec.entry, op, plans, work, settings, cores, rng, notes, say)
         if measured is None:
             return report([], False)
@@ -341,8 +343,8 @@ def _measure(artifact: Artifact, entry: str, op: OpSpec, plans: list[ShapePlan],
             f"{result.maxrss_bytes / 2**20:.0f} MiB (from wait4); network "
             + ("isolated" if result.network_isolated else "not isolated")
             + f"; {filesystem_confinement()}")
-    notes.append(f"timed by the parent over batches of calls (empty-command round trip "
-                 f"subtracted); baseline: NumPy {np.__version__} float32 in its own process with "
+    notes.append(f"timed by the parent over batches of calls (empty-command round trip and the "
+                 f"OS-accounted run-queue waits subtracted, never below the child's CPU time); baseline: NumPy {np.__version__} float32 in its own process with "
                  f"{cores} BLAS thread(s); kernel OMP_NUM_THREADS={cores}; idle threads sleep "
                  "(OMP_WAIT_POLICY=PASSIVE, OPENBLAS_THREAD_TIMEOUT=4)")
     return out
