@@ -187,6 +187,13 @@ def _busy_ns(side: NativeWorker | BaselineWorker, elapsed: int, threads: int, ad
     return float(max(elapsed - side.last_waited_ns, side.last_cpu_ns / max(threads, 1)))
 
 
+def _baseline_ns(baseline: BaselineWorker, arenas: list[int], slots: list[int], dims: list[int],
+                 timeout_s: float) -> float:
+    """A baseline batch's time as the (trusted) baseline process measured its calls."""
+    baseline.call(arenas, slots, dims, timeout_s)
+    return float(baseline.last_value)
+
+
 def _batch_size(worker: NativeWorker, baseline: BaselineWorker, plan: ShapePlan, lay: Layout,
                 kmem: SharedArena, bmem: SharedArena, markers: Markers, settings: LoopSettings,
                 cap: int, timeout_s: float) -> tuple[int, float, float]:
@@ -198,12 +205,11 @@ def _batch_size(worker: NativeWorker, baseline: BaselineWorker, plan: ShapePlan,
     baseline.call([0] * max(settings.warmup, 1), slots, dims, timeout_s)
     threads, adjust = settings.threads, settings.adjust_waits
     nop_k = _median_ns(lambda: _busy_ns(worker, worker.nop(), threads, adjust), 9)
-    nop_b = _median_ns(lambda: _busy_ns(baseline, baseline.nop(), threads, adjust), 9)
+    nop_b = 0.0  # the baseline process times its own calls (it is trusted)
     one = min(min(_busy_ns(worker, worker.call([0], slots, dims, timeout_s), threads, adjust)
                   for _ in range(3)) - nop_k,
-              min(_busy_ns(baseline, baseline.call([0], slots, dims, timeout_s), threads, adjust)
-                  for _ in range(3)) - nop_b)
-    want = max(MIN_BATCH_NS, OVERHEAD_FACTOR * max(nop_k, nop_b))
+              min(_baseline_ns(baseline, [0], slots, dims, timeout_s) for _ in range(3)))
+    want = max(MIN_BATCH_NS, OVERHEAD_FACTOR * nop_k)
     return max(1, min(cap, math.ceil(want / max(one, 1000.0)))), nop_k, nop_b
 
 
@@ -243,9 +249,7 @@ def measure_shape(worker: NativeWorker, baseline: BaselineWorker, op: OpSpec, pl
                 _reservoir(kept, latest, i, recheck - 1, rng)
                 out.kernel_ns.append(max(ns - nop_k, 0.0) / batch)
             else:
-                ns = _busy_ns(baseline, baseline.call(arenas, slots, dims, timeout_s),
-                              settings.threads, settings.adjust_waits)
-                out.baseline_ns.append(max(ns - nop_b, 0.0) / batch)
+                out.baseline_ns.append(_baseline_ns(baseline, arenas, slots, dims, timeout_s) / batch)
         out.first_call.append(call)
         call += batch
         i += 1

@@ -309,6 +309,9 @@ class _Channel:
     time the machine was busy with others (scheduling latency), not time the call took."""
     last_cpu_ns = 0
     """CPU time all of the child's threads used during the last round trip."""
+    last_value = 0
+    """The last answer's value: a count from the native worker (never a time: the kernel's
+    process is not believed), the baseline's own time of its calls in ns."""
     unasked = False
     """An answer was waiting before a command was sent: something in the child's
     process writes answers itself (to stop the parent's clock early)."""
@@ -338,7 +341,7 @@ class _Channel:
         after = self._clocks()
         self.last_waited_ns = (after[0] - before[0]) + (after[1] - before[1])
         self.last_cpu_ns = after[2] - before[2]
-        status, _ = ANSWER.unpack(buf)
+        status, self.last_value = ANSWER.unpack(buf)
         if status != 0:
             raise SandboxError(f"the worker could not run the command (status {status})")
         return t1 - t0

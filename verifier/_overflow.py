@@ -46,7 +46,8 @@ HUGE_SHAPES: dict[str, tuple[dict[str, int], ...]] = {
 }
 OVERFLOW_REASON = "32-bit index overflow at flat index >= 2^31"
 RSS_CAP = 1024 * 2**20
-CALL_TIMEOUT_S = 60.0
+CALL_TIMEOUT_S = 150.0
+"""Per huge shape: 2^31+ multiply-adds through page tables of 8-16 GiB, on a loaded machine."""
 Outcome = tuple[CheckOutcome, str, dict[str, float]]
 """(outcome, detail, metrics) of the row."""
 
