@@ -52,6 +52,7 @@ __all__ = [
     "activity",
     "encode",
     "escaped_work",
+    "schedstat",
     "worker_binary",
 ]
 
@@ -192,7 +193,7 @@ class Activity:
     children: tuple[int, ...]
 
 
-def _schedstat(path: str) -> tuple[int, int]:
+def schedstat(path: str) -> tuple[int, int]:
     """(ns on CPU, ns waiting on a run queue) of one thread, 0s if unreadable."""
     try:
         with open(path) as fh:
@@ -349,14 +350,14 @@ class _Channel:
     def _clocks(self) -> tuple[int, int, int]:
         """(this thread's run-queue wait, the child's main thread's run-queue wait, the child's
         CPU time over all its threads), in ns, as the OS accounts them (the child cannot lower them)."""
-        own = _schedstat(f"/proc/self/task/{threading.get_native_id()}/schedstat")[1]
+        own = schedstat(f"/proc/self/task/{threading.get_native_id()}/schedstat")[1]
         pid = self.pid()
         if pid is None:
             return own, 0, 0
         main_wait = cpu = 0
         with contextlib.suppress(OSError):
             for task in os.listdir(f"/proc/{pid}/task"):
-                on_cpu, waited = _schedstat(f"/proc/{pid}/task/{task}/schedstat")
+                on_cpu, waited = schedstat(f"/proc/{pid}/task/{task}/schedstat")
                 cpu += on_cpu
                 if task == str(pid):
                     main_wait = waited
