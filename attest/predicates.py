@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Literal, Self, get_args
 
 from attest._errors import ValidationError
 from attest._spec import Bool, Enum, Int, Interval, List, Map, Nullable, Num, Obj, Spec, Str
@@ -462,14 +462,29 @@ CHECK_METRICS = Map(
     Num(), max_items=32,
     doc="metric name -> finite number >= 0; well-known: max_abs_err, max_rel_err, max_ulp, tolerance",
 )
+CheckOutcome = Literal["pass", "fail", "skip", "error"]
+CHECK_OUTCOMES: tuple[CheckOutcome, ...] = get_args(CheckOutcome)
+FaultKind = Literal[
+    "wrong", "unaligned_remainder", "loose", "overflow", "special_values", "crash", "hang",
+    "unbounded_alloc", "load", "not_run", "unwritten", "oob_write", "oob_read", "memory_error",
+    "undefined_behaviour", "input_mutated", "nondeterministic", "stateful", "not_reentrant",
+    "escaped", "index_overflow", "race", "build",
+]
+FAULT_KINDS: tuple[FaultKind, ...] = get_args(FaultKind)
+"""What a failed check found, as a word a program can act on (the detail is for people)."""
+FAULT = Obj({
+    "kind": Enum(*FAULT_KINDS),
+    "shape": SHAPE,
+}, optional=("shape",), doc="a failed check's finding: its kind, and the shape it showed on")
 CHECK = Obj({
     "name": Str(128, pattern=r"[a-z0-9][a-z0-9._-]*",
                 hint="must be a check name such as 'correctness.random'"),
-    "outcome": Enum("pass", "fail", "skip", "error"),
+    "outcome": Enum(*CHECK_OUTCOMES),
     "detail": FREE_TEXT,
     "inputs": CHECK_INPUTS,
     "metrics": CHECK_METRICS,
-})
+    "fault": FAULT,
+}, optional=("fault",))
 VERIFICATION = Obj({
     "environment": ENVIRONMENT,
     "budget": Enum("quick", "full"),
@@ -510,25 +525,53 @@ class CheckInputs(_Node):
 
 
 @dataclass(frozen=True)
+class Fault(_Node):
+    """A failed check's typed finding."""
+
+    kind: FaultKind
+    shape: Mapping[str, int] | None = None
+
+    _SPEC = FAULT
+    _PATH = "fault"
+
+    @classmethod
+    def _build(cls, d: dict[str, Any], path: str) -> Self:
+        shape = d.get("shape")
+        return cls(kind=d["kind"], shape=None if shape is None else dict(shape))
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind}
+        if self.shape is not None:
+            out["shape"] = dict(self.shape)
+        return out
+
+
+@dataclass(frozen=True)
 class Check(_Node):
     name: str
-    outcome: str
+    outcome: CheckOutcome
     detail: str
     inputs: CheckInputs
     metrics: Mapping[str, float]
+    fault: Fault | None = None
 
     _SPEC = CHECK
     _PATH = "check"
 
     @classmethod
     def _build(cls, d: dict[str, Any], path: str) -> Self:
+        fault = d.get("fault")
         return cls(name=d["name"], outcome=d["outcome"], detail=d["detail"],
                    inputs=CheckInputs._build(d["inputs"], f"{path}.inputs"),
-                   metrics=dict(d["metrics"]))
+                   metrics=dict(d["metrics"]),
+                   fault=None if fault is None else Fault._build(fault, f"{path}.fault"))
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "outcome": self.outcome, "detail": self.detail,
-                "inputs": self.inputs.to_json(), "metrics": dict(self.metrics)}
+        out = {"name": self.name, "outcome": self.outcome, "detail": self.detail,
+               "inputs": self.inputs.to_json(), "metrics": dict(self.metrics)}
+        if self.fault is not None:
+            out["fault"] = self.fault.to_json()
+        return out
 
 
 @dataclass(frozen=True)

@@ -35,14 +35,45 @@ CAUGHT_BY = {
     "crash": ("correctness.edge", "crash: killed by SIGSEGV"),
     "hang": ("correctness.edge", "hang"),
     "unbounded_alloc": ("correctness.edge", "unbounded allocation"),
+    # issue 10: the judge trusts nothing inside the kernel's process
+    "poison_marker": ("correctness.random", "wrong on shape"),
+    "static_scratch": ("concurrency", "not reentrant"),
+    "lazy_output": ("escape", "work escaping the call"),
+    "answer_forger": ("escape", "work escaping the call"),
+    "nondeterministic": ("determinism", "nondeterministic"),
+    "nan_skipping": ("special_values", "special values"),
 }
+# flawed kernel -> the typed fault kind its failing row records
+FAULT_OF = {
+    "remainder": "unaligned_remainder",
+    "oob_read": "oob_read",
+    "oob_write": "oob_write",
+    "race": "race",
+    "race_pthread": "race",
+    "overflow": "overflow",
+    "loose": "loose",
+    "zeroed_output": "unwritten",
+    "mutates_input": "input_mutated",
+    "stateful": "stateful",
+    "crash": "crash",
+    "hang": "hang",
+    "unbounded_alloc": "unbounded_alloc",
+    "poison_marker": "loose",
+    "static_scratch": "not_reentrant",
+    "lazy_output": "escaped",
+    "answer_forger": "escaped",
+    "nondeterministic": "nondeterministic",
+    "nan_skipping": "special_values",
+}
+BENCH_ONLY = {"timer_tamper", "drift", "content_cache", "forged_baseline", "fifo_swap"}
+FULL_ONLY = {"int32_index"}
 
 
 def test_every_flaw_class_has_a_kernel() -> None:
     on_disk = {p.parent.name for p in FLAWED.glob("*/kernel.toml")}
     sandbox = {"unix_socket", "prlimit_parent", "ptrace_peek", "long_line", "macro_bomb", "root_device",
                "fork_escape"}  # tests/test_verifier_attacks.py
-    assert set(CAUGHT_BY) | {"timer_tamper", "drift", "content_cache"} | sandbox == on_disk
+    assert set(CAUGHT_BY) | BENCH_ONLY | FULL_ONLY | sandbox == on_disk
 
 
 @pytest.mark.parametrize("name", sorted(CAUGHT_BY))
@@ -52,6 +83,7 @@ def test_flawed_kernel_is_caught_by_its_check(name: str) -> None:
     row = report.get(meant)
     assert row.outcome == "fail", (meant, row.detail)
     assert words in row.detail, row.detail
+    assert row.fault is not None and row.fault.kind == FAULT_OF[name], row
     assert not report.passed and report.to_predicate()["verdict"] == "fail"
 
 
@@ -65,10 +97,46 @@ def test_honest_example_passes_full_budget(kernel: Path) -> None:
     names = [c.name for c in report.checks]
     for expected in ("correctness.random", "correctness.edge", "correctness.large",
                      "special_values", "inputs.unchanged", "outputs.poisoned", "guards.canaries",
-                     "determinism", "state.reuse", "sanitizer.asan_ubsan", "sanitizer.tsan"):
+                     "determinism", "state.reuse", "concurrency", "escape", "index.overflow",
+                     "sanitizer.asan_ubsan", "sanitizer.tsan"):
         assert expected in names
     if "-fopenmp" in (kernel / "kernel.toml").read_text():
         assert report.get("sanitizer.tsan").outcome == "pass"
+
+
+def test_int32_index_passes_quick_and_fails_index_overflow(tmp_path: Path) -> None:
+    """Attack 4: right at every shape a test allocates; only the lazily mapped huge shapes see it."""
+    from verifier._arena import Markers
+    from verifier._overflow import OVERFLOW_REASON, index_overflow
+    from verifier.ops import OPS
+
+    quick = check(FLAWED / "int32_index", budget="quick", seed=1)
+    assert quick.passed, [(c.name, c.detail) for c in quick.failures]
+    assert quick.get("index.overflow").outcome == "skip"
+    spec = KernelSpec.load(FLAWED / "int32_index")
+    art = get_runtime("c").build(spec, "release", tmp_path)
+    outcome, detail, _ = index_overflow(art.path, spec.entry, OPS["matmul"], tmp_path,
+                                        Markers.draw(), [art.path.parent], False, lambda _m: None)
+    assert outcome == "fail" and detail.startswith(OVERFLOW_REASON), detail
+
+
+def _readme_check_rows() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    table = text.split("### What `ktl check` checks", 1)[1].split("\n\n", 2)[1]
+    return [line.split("`")[1] for line in table.splitlines() if line.startswith("| `")]
+
+
+def test_readme_check_table_is_the_report_and_each_row_has_a_kernel() -> None:
+    """Every row of the README's table is a row of the report, caught by a kernel of ours."""
+    rows = _readme_check_rows()
+    report = check(ROOT / "examples" / "sum-rows", budget="quick", seed=6)
+    assert sorted(rows) == sorted(c.name for c in report.checks)
+    tied = {meant for meant, _ in CAUGHT_BY.values()} | {
+        "index.overflow",  # int32_index, test_int32_index_passes_quick_and_fails_index_overflow
+        "build",  # test_verifier_sandbox.py::test_build_failure_is_a_failed_check
+        "sandbox",  # records what confinement was in force; tests in test_verifier_sandbox.py
+    }
+    assert set(rows) <= tied, set(rows) - tied
 
 
 def test_report_round_trip_and_predicate_shape() -> None:

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from verifier.compare import POISON_BITS, compare_output, ulp_distance
+from verifier._arena import Markers
+from verifier.compare import compare_output, ulp_distance
 from verifier.ops import OPS
 
 
@@ -77,10 +78,21 @@ def test_special_values_must_match_in_kind() -> None:
 
 
 def test_poison_counted() -> None:
+    word = Markers.draw().poison
     out = np.zeros(4, dtype=np.float32)
-    out.view(np.uint32)[1] = POISON_BITS
-    comp = compare_output(out, np.zeros(4), np.full(4, 1e-9))
+    out.view(np.uint32)[1] = word
+    comp = compare_output(out, np.zeros(4), np.full(4, 1e-9), poison=word)
     assert comp.poisoned == 1 and comp.bad == 1
+    assert compare_output(out, np.zeros(4), np.full(4, 1e-9)).poisoned == 0
+
+
+def test_markers_are_random_quiet_nans_never_the_published_ones() -> None:
+    seen = {Markers.draw() for _ in range(50)}
+    assert len(seen) > 45
+    for m in seen:
+        assert m.guard != m.poison
+        for word in (m.guard, m.poison):
+            assert word & 0x7FC00000 == 0x7FC00000 and word & 0x7FFFFFFF != 0x7FC0DEAD
 
 
 @settings(max_examples=100, deadline=None)

@@ -29,17 +29,14 @@ import shutil
 import subprocess
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from verifier import _landlock
 from verifier._arena import GUARD, GUARD_WORD
+from verifier._build import BUILD_LIMITS, Artifact, build_failure, driver_source
 from verifier._errors import BuildError, RuntimeUnavailableError
 from verifier._gpu import probe
 from verifier.kernel import KernelSpec
 from verifier.ops import OPS, OpSpec
-
-if TYPE_CHECKING:
-    from verifier.runtime import Artifact
 
 __all__ = ["CudaRuntime", "arch_flags", "find_tool", "wrapper_source"]
 
@@ -259,7 +256,6 @@ class CudaRuntime:
 
     def build(self, spec: KernelSpec, variant: str, workdir: Path) -> Artifact:
         """Compile `spec`; raise RuntimeUnavailableError without nvcc (or a GPU, if required)."""
-        from verifier.runtime import BUILD_LIMITS, Artifact, _driver_source, build_failure
         from verifier.sandbox import run_sandboxed
 
         if variant not in ("release", "asan", "tsan"):
@@ -292,7 +288,7 @@ class CudaRuntime:
             argv = [self.nvcc, *flags, "-shared", "-Xcompiler", "-fPIC", "-o", str(out),
                     "ktl_wrapper.cu", *cu_files]
         else:
-            (src_dir / "ktl_driver.c").write_text(_driver_source(op, f"ktl_host_checked_{spec.entry}"))
+            (src_dir / "ktl_driver.c").write_text(driver_source(op, f"ktl_host_checked_{spec.entry}"))
             kept = [f for f in flags if not f.startswith("-O")]
             out = src_dir / "driver-asan-bin"
             argv = [self.nvcc, *kept, "-O1", "-lineinfo", "-o", str(out), "ktl_driver.c",

@@ -1,27 +1,33 @@
-"""`ktl bench`: kernel vs NumPy float32 baseline, interleaved, in one sandboxed child.
+"""`ktl bench`: kernel vs NumPy float32 baseline, interleaved, timed from outside.
 
-Method: warm-up, then repetitions alternating kernel and baseline (which goes
-first alternates too), each call on freshly copied input contents from a pool of
-random input sets with one element changed per call (no two calls see the same
-contents), until the 95% bootstrap interval of the speed-up (median baseline /
-median kernel) is within the target or the time budget ends. Every kernel output
-of the timed loop is kept; a random sample of them (the last always) is
-re-checked against the float64 reference afterwards, plus one call on inputs
-never seen before, so a kernel that drifts or caches results (by pointer or by
-content) cannot win. The parent distrusts the child's clock: it timestamps the child's start and
-end markers with its own clock and rejects samples that do not add up (a library
-can patch the timer of the process that loads it). Results faster than a
-roofline floor (FLOPs and bytes against measured peak compute and bandwidth) are
-flagged too. Raw samples are kept as a JSON blob whose digest is in the body.
+Method: the kernel runs in ktl's native worker (no interpreter of ours in its
+process), the baseline in its own process that never loads the kernel. After a
+warm-up, the parent times batches of calls on its own clock, alternating kernel
+and baseline batches (which goes first alternates too), and subtracts the round
+trip of an empty command measured in the same run. Every call gets freshly
+written input contents from a pool of random input sets with one element changed
+per call (no two calls see the same contents), until the 95% bootstrap interval
+of the speed-up (median baseline / median kernel, per-call batch means) is within
+the target or the time budget ends. A sample of timed outputs (the last always),
+snapshot by the parent the moment the batch answered, is re-checked against the
+float64 reference afterwards, plus one call on inputs never seen before, so a
+kernel that drifts or caches results (by pointer or by content) cannot win.
+Between batches the parent checks that nothing the kernel started is still
+running, that no answer came unasked and that kept outputs did not change later.
+Results faster than a roofline floor (FLOPs and bytes against measured peak
+compute and bandwidth) are flagged too. Raw samples are kept as a JSON blob
+whose digest is in the body.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
 import secrets
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,19 +38,25 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from verifier._arena import guard_pattern, layout
+from verifier._arena import Markers, layout
+from verifier._bench_loop import MAX_BATCH_CALLS, LoopSettings, Measured, ShapePlan, measure_shape
+from verifier._build import Artifact
 from verifier._errors import BuildError, RuntimeUnavailableError, VerifierError
+from verifier._native import (
+    QUIET_THREADS,
+    BaselineWorker,
+    NativeWorker,
+    SharedArena,
+    WorkerGone,
+    WorkerHung,
+    WorkerOverMemory,
+    schedstat,
+)
 from verifier.compare import compare_output
 from verifier.environment import environment_fingerprint
 from verifier.kernel import KernelSpec
 from verifier.ops import OPS, OpSpec
-from verifier.sandbox import (
-    Limits,
-    base_env,
-    filesystem_confinement,
-    run_sandboxed,
-    worker_argv,
-)
+from verifier.sandbox import ChildResult, Limits, base_env, filesystem_confinement
 
 __all__ = ["BenchReport", "ShapeResult", "bench", "bootstrap_speedup", "machine_peaks"]
 
@@ -53,13 +65,9 @@ MAX_POOL_BYTES = 1024 * 2**20
 RECHECK_CALLS = 64
 """Timed calls whose outputs are rechecked (a random sample, the last one always)."""
 ROOFLINE_MARGIN = 2.0
-SPAN_TOLERANCE = 0.05
-SPAN_SLACK_S = 0.1
+ARENA_BYTES = 64 * 2**20
+"""Shared memory per side for a batch's arenas (a batch is smaller where a shape is big)."""
 Progress = Callable[[str], None]
-QUIET_THREADS = {"OMP_WAIT_POLICY": "PASSIVE", "OPENBLAS_THREAD_TIMEOUT": "4"}
-"""Idle OpenMP and OpenBLAS threads sleep instead of spinning: the kernel's and the
-baseline's thread pools share one process, and a pool spinning while the other
-works halves the other's speed on a small machine."""
 
 
 @dataclass(frozen=True)
@@ -115,7 +123,8 @@ class BenchReport:
     def samples_blob(self) -> bytes:
         """The raw samples as canonical JSON (sorted keys, no spaces)."""
         doc = {"kernel": self.kernel, "op": self.op, "seed": self.seed,
-               "order": "kernel first on even repetitions, baseline first on odd",
+               "order": "batches on the parent's clock, kernel first on even batches, baseline "
+                        "first on odd; a sample is a batch's mean per call",
                "shapes": list(self.samples)}
         return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
 
@@ -154,7 +163,7 @@ class BenchReport:
 
 
 def bootstrap_speedup(
-    kernel_ns: NDArray[np.int64], baseline_ns: NDArray[np.int64], rng: np.random.Generator,
+    kernel_ns: NDArray[Any], baseline_ns: NDArray[Any], rng: np.random.Generator,
     resamples: int = 2000,
 ) -> tuple[float, float, float]:
     """(speed-up, lo, hi): ratio of medians and its 95% percentile bootstrap interval."""
@@ -178,29 +187,41 @@ def bootstrap_speedup(
 def machine_peaks() -> tuple[float, float]:
     """(peak FLOP/s, peak bytes/s) measured once, quickly, in this (trusted) process.
 
-    Compute: best of 3 float32 NumPy matmuls of 768^2 (BLAS is near the machine's
+    Compute: best of 5 float32 NumPy matmuls of 768^2 (BLAS is near the machine's
     peak). Bandwidth: best copy rate of a cache-resident and a DRAM-sized buffer.
+    Each try's time leaves out this thread's OS-accounted wait for a CPU, as the
+    kernel's samples do: on a loaded machine the peaks would otherwise come out low
+    and an honest kernel would look faster than the roofline allows.
     """
     a = np.random.default_rng(0).standard_normal((768, 768)).astype(np.float32)
     best = float("inf")
-    for _ in range(3):
-        t0 = time.perf_counter()
-        np.matmul(a, a)
-        best = min(best, time.perf_counter() - t0)
+    for _ in range(5):
+        best = min(best, _busy_seconds(lambda: np.matmul(a, a)))
     flops = 2 * 768**3 / best
     bw = 0.0
     for n in (64 * 1024, 8 * 1024 * 1024):
         src = np.ones(n, dtype=np.float32)
         dst = np.empty_like(src)
         reps = max(1, (64 * 1024 * 1024) // (8 * n))
-        quickest = float("inf")
-        for _ in range(3):
-            t0 = time.perf_counter()
+
+        def copies(dst: NDArray[np.float32] = dst, src: NDArray[np.float32] = src,
+                   reps: int = reps) -> None:
             for _ in range(reps):
                 np.copyto(dst, src)
-            quickest = min(quickest, (time.perf_counter() - t0) / reps)
+
+        quickest = min(_busy_seconds(copies) for _ in range(3)) / reps
         bw = max(bw, 8 * n / quickest)
     return flops, bw
+
+
+def _busy_seconds(fn: Callable[[], object]) -> float:
+    """Wall time of `fn()` minus this thread's run-queue wait meanwhile (never below 1 us)."""
+    path = f"/proc/self/task/{threading.get_native_id()}/schedstat"
+    w0 = schedstat(path)[1]
+    t0 = time.perf_counter_ns()
+    fn()
+    elapsed = time.perf_counter_ns() - t0
+    return max(elapsed - (schedstat(path)[1] - w0), 1000) / 1e9
 
 
 def _schedule(rng: np.random.Generator, length: int) -> list[int]:
@@ -209,28 +230,6 @@ def _schedule(rng: np.random.Generator, length: int) -> list[int]:
         nxt = int(rng.integers(0, POOL - 1))
         out.append(nxt if nxt < out[-1] else nxt + 1)
     return out
-
-
-@dataclass
-class _ShapeJob:
-    dims: dict[str, int]
-    pool: list[list[NDArray[np.float32]]]
-    result_path: Path
-    schedule: list[int]
-    tweak_idx: NDArray[np.int64]
-    tweak_val: NDArray[np.float32]
-
-    def inputs_of_call(self, call: int) -> list[NDArray[np.float32]]:
-        """The exact inputs of timed call `call`: a pool set with one element changed.
-
-        Changing one element per call makes every call's contents new, so a kernel
-        that caches results by content (not only by pointer) gains nothing.
-        """
-        arrays = [a.copy() for a in self.pool[self.schedule[call % len(self.schedule)]]]
-        if arrays[0].size:
-            flat = arrays[0].reshape(-1)
-            flat[int(self.tweak_idx[call % self.tweak_idx.size])] = self.tweak_val[call % self.tweak_val.size]
-        return arrays
 
 
 def bench(
@@ -288,6 +287,8 @@ def bench(
     from verifier.runtime import get_runtime
 
     runtime = get_runtime(spec.runtime)
+    settings = LoopSettings(warmup, min_reps, max_reps, time_budget_s / len(dims_list),
+                            min(min_time_s, time_budget_s / len(dims_list)), target)
     with tempfile.TemporaryDirectory(prefix="ktl-bench-") as tmp:
         work = Path(tmp)
         say("building the kernel")
@@ -296,218 +297,182 @@ def bench(
         except (BuildError, RuntimeUnavailableError) as exc:
             notes.append(f"build failed: {exc}"[:2000])
             return report([], False)
-        jobs: list[_ShapeJob] = []
-        shape_json = []
-        per_shape = time_budget_s / len(dims_list)
-        pool_bytes = 0
-        for si, dims in enumerate(dims_list):
-            pool = [op.random_inputs(dims, rng) for _ in range(POOL + 1)]
-            files = []
-            for pi, arrays in enumerate(pool):
-                names = []
-                for ii, arr in enumerate(arrays):
-                    path = work / f"s{si}p{pi}i{ii}.npy"
-                    np.save(path, arr)
-                    names.append(str(path))
-                    pool_bytes += arr.nbytes
-                files.append(names)
-            first = max(int(pool[0][0].size), 1)
-            job = _ShapeJob(dims, pool, work / f"result{si}.npz", _schedule(rng, 257),
-                            rng.integers(0, first, size=max_reps, dtype=np.int64),
-                            rng.standard_normal(max_reps).astype(np.float32))
-            jobs.append(job)
-            np.save(work / f"s{si}tweak_idx.npy", job.tweak_idx)
-            np.save(work / f"s{si}tweak_val.npy", job.tweak_val)
-            shape_json.append({
-                "dims": dims, "pool": files, "schedule": job.schedule,
-                "tweak_idx": str(work / f"s{si}tweak_idx.npy"),
-                "tweak_val": str(work / f"s{si}tweak_val.npy"),
-                "warmup": warmup, "min_reps": min_reps, "max_reps": max_reps,
-                "budget_s": per_shape, "min_s": min(min_time_s, per_shape), "target": target,
-                "result": str(job.result_path)})
-        (work / "job.json").write_text(json.dumps({
-            "mode": "bench", "library": str(artifact.path), "entry": artifact.entry_symbol or spec.entry,
-            "op": op.name,
-            "shapes": shape_json}))
+        plans = [_plan_shape(op, dims, rng, max_reps) for dims in dims_list]
         cores = threads or os.cpu_count() or 1
-        limits = Limits(cpu_s=int(time_budget_s * cores * 2 + 120), wall_s=time_budget_s * 2 + 60,
-                        address_space=2 * 1024**3 + 8 * pool_bytes + 512 * 2**20,
-                        file_size=1024**3)
-        env_vars = base_env({"OPENBLAS_NUM_THREADS": str(cores), "OMP_NUM_THREADS": str(cores),
-                             **QUIET_THREADS})
-        say(f"measuring {len(dims_list)} shape(s) for up to {time_budget_s:g} s in a sandboxed child")
-        result = run_sandboxed([*worker_argv(), str(work)], work, limits, env_vars, gpu=artifact.gpu)
-        if not result.ok or not result.last("DONE"):
-            notes.append(f"the benchmark child failed: {result.describe(limits)}")
+        settings = dataclasses.replace(settings, threads=cores, adjust_waits=not artifact.gpu)
+        measured = _measure(artifact, spec.entry, op, plans, work, settings, cores, rng, notes, say)
+        if measured is None:
             return report([], False)
+        say("re-checking the kept outputs")
+        results, samples, trusted, seconds = _analyse(op, plans, measured, rng, max_halfwidth,
+                                                      target, notes)
+        return report(results, trusted, samples, seconds)
+
+
+def _plan_shape(op: OpSpec, dims: dict[str, int], rng: np.random.Generator, max_reps: int) -> ShapePlan:
+    pool = [op.random_inputs(dims, rng) for _ in range(POOL + 1)]
+    first = max(int(pool[0][0].size), 1)
+    calls = max_reps * 4
+    return ShapePlan(dims, pool, _schedule(rng, 257),
+                     rng.integers(0, first, size=min(calls, 1 << 16), dtype=np.int64),
+                     rng.standard_normal(min(calls, 1 << 16)).astype(np.float32))
+
+
+def _measure(artifact: Artifact, entry: str, op: OpSpec, plans: list[ShapePlan], work: Path,
+             settings: LoopSettings, cores: int, rng: np.random.Generator, notes: list[str],
+             say: Progress) -> list[Measured] | None:
+    """Run every shape through one worker and one baseline process; None if the kernel failed."""
+    biggest = max(layout(op, p.dims).total for p in plans)
+    side = max(biggest, min(ARENA_BYTES, biggest * MAX_BATCH_CALLS))
+    limits = Limits(cpu_s=int(settings.budget_s * len(plans) * cores * 4 + 120),
+                    wall_s=settings.budget_s * len(plans) * 3 + 120,
+                    address_space=2 * 1024**3 + side, file_size=64 * 2**20)
+    env = base_env({"OPENBLAS_NUM_THREADS": str(cores), "OMP_NUM_THREADS": str(cores),
+                    **QUIET_THREADS})
+    markers = Markers.draw()
+    kmem, bmem = SharedArena(side), SharedArena(side)
+    run_dir = work / "run"
+    run_dir.mkdir()
+    worker = NativeWorker(artifact.path, artifact.entry_symbol or entry, op, kmem, run_dir, limits,
+                          env, readable=[artifact.path.parent], gpu=artifact.gpu)
+    baseline = BaselineWorker(op, bmem, cores)
+    out: list[Measured] = []
+    try:
+        for plan in plans:
+            say(f"measuring shape {plan.dims} for up to {settings.budget_s:g} s")
+            out.append(measure_shape(worker, baseline, op, plan, kmem, bmem, markers, settings, rng,
+                                     RECHECK_CALLS))
+    except (WorkerGone, WorkerHung, WorkerOverMemory) as exc:
+        result = worker.close()
+        notes.append(f"the benchmark child failed: {_failure_text(exc, result, limits)}")
+        return None
+    finally:
+        baseline.close()
+        result = worker.close()
+        kmem.close()
+        bmem.close()
+    if result is not None:
         notes.append(
             f"child: wall {result.wall_s:.2f} s, CPU {result.cpu_s:.2f} s, peak RSS "
             f"{result.maxrss_bytes / 2**20:.0f} MiB (from wait4); network "
             + ("isolated" if result.network_isolated else "not isolated")
             + f"; {filesystem_confinement()}")
-        notes.append(f"baseline: NumPy {np.__version__} float32 with {cores} BLAS thread(s); "
-                     f"kernel OMP_NUM_THREADS={cores}; idle threads sleep "
-                     "(OMP_WAIT_POLICY=PASSIVE, OPENBLAS_THREAD_TIMEOUT=4)")
-        say("re-checking every timed output and the clocks")
-        results, samples, trusted, measured = _analyse(op, jobs, result.lines, rng, target,
-                                                        max_halfwidth, notes)
-        cpu_ok = _cpu_accounting(result.lines, result.wall_s, result.cpu_s, cores, notes)
-        return report(results, trusted and cpu_ok, samples, measured)
-
-
-def _cpu_accounting(lines: Sequence[tuple[float, str]], wall_s: float, cpu_s: float,
-                    threads: int, notes: list[str]) -> bool:
-    """The OS's CPU time for the child must fit in the time its own clock accounts for.
-
-    Outside the timed loops the parent's clock is the only one that counts; inside,
-    the child's. With T threads the child cannot have used more than
-    T x (its loop time + the parent-observed time outside the loops) of CPU. A
-    library that hides its own run time from the process's clock uses CPU that
-    this budget cannot hold.
-    """
-    t0s, t1s = _markers(lines, "T0"), _markers(lines, "T1")
-    child_loops = sum((t1s[i][1] - t0s[i][1]) / 1e9 for i in t0s if i in t1s)
-    parent_loops = sum(t1s[i][0] - t0s[i][0] for i in t0s if i in t1s)
-    budget = threads * (child_loops + max(wall_s - parent_loops, 0.0))
-    if cpu_s > 1.1 * budget + 0.3:
-        notes.append(f"CPU accounting: the OS charged the child {cpu_s:.2f} s of CPU but its own "
-                     f"clock accounts for at most {budget:.2f} s; its timer was tampered with")
-        return False
-    return True
-
-
-def _markers(lines: Sequence[tuple[float, str]], tag: str) -> dict[int, tuple[float, int]]:
-    out: dict[int, tuple[float, int]] = {}
-    for when, line in lines:
-        parts = line.split()
-        if len(parts) == 3 and parts[0] == tag and parts[1].isdigit() and parts[2].lstrip("-").isdigit():
-            out[int(parts[1])] = (when, int(parts[2]))
+    notes.append(f"timed by the parent over batches of calls (empty-command round trip and the "
+                 f"OS-accounted run-queue waits subtracted, never below the child's CPU time); baseline: NumPy {np.__version__} float32 in its own process with "
+                 f"{cores} BLAS thread(s); kernel OMP_NUM_THREADS={cores}; idle threads sleep "
+                 "(OMP_WAIT_POLICY=PASSIVE, OPENBLAS_THREAD_TIMEOUT=4)")
     return out
 
 
+def _failure_text(exc: Exception, result: ChildResult | None, limits: Limits) -> str:
+    if isinstance(exc, WorkerGone) and exc.result is not None:
+        return exc.result.describe(limits)
+    if isinstance(exc, WorkerGone) and result is not None:
+        return result.describe(limits)
+    return str(exc)
+
+
 def _analyse(
-    op: OpSpec, jobs: list[_ShapeJob], lines: Sequence[tuple[float, str]], rng: np.random.Generator,
-    target: float, max_halfwidth: float, notes: list[str],
+    op: OpSpec, plans: list[ShapePlan], measured: list[Measured], rng: np.random.Generator,
+    max_halfwidth: float, target: float, notes: list[str],
 ) -> tuple[list[ShapeResult], list[dict[str, Any]], bool, float]:
     trusted = True
     results: list[ShapeResult] = []
     samples: list[dict[str, Any]] = []
-    measured = 0.0
-    t0s, t1s = _markers(lines, "T0"), _markers(lines, "T1")
+    seconds = 0.0
     peaks = machine_peaks()
-    for si, job in enumerate(jobs):
-        label = "{" + ",".join(f"{k}={v}" for k, v in job.dims.items()) + "}"
-        try:
-            ok, seconds = _analyse_shape(op, si, job, label, t0s, t1s, rng, target, max_halfwidth,
-                                         peaks, notes, results, samples)
-        except (ValueError, IndexError, TypeError) as exc:
-            notes.append(f"{label}: malformed results from the child: {exc}")
-            return results, samples, False, measured
-        measured += seconds
+    for plan, got in zip(plans, measured, strict=True):
+        label = "{" + ",".join(f"{k}={v}" for k, v in plan.dims.items()) + "}"
+        ok = _judge_shape(op, plan, got, label, rng, target, max_halfwidth, peaks, notes, results,
+                          samples)
+        seconds += got.span_s
         trusted = trusted and ok
-    return results, samples, trusted, measured
+    return results, samples, trusted, seconds
 
 
-def _analyse_shape(
-    op: OpSpec, si: int, job: _ShapeJob, label: str, t0s: Mapping[int, tuple[float, int]],
-    t1s: Mapping[int, tuple[float, int]], rng: np.random.Generator, target: float,
-    max_halfwidth: float, peaks: tuple[float, float], notes: list[str],
-    results: list[ShapeResult], samples: list[dict[str, Any]],
-) -> tuple[bool, float]:
-    """Judge one shape; append its result and notes; return (trusted, seconds measured)."""
-    trusted = True
-    measured = 0.0
-    peak_flops, peak_bw = peaks
-    try:
-        with np.load(job.result_path, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in ("kernel_ns", "baseline_ns", "used", "stored",
-                                           "stored_idx", "final", "arena")}
-    except (OSError, ValueError, KeyError) as exc:
-        notes.append(f"{label}: the child's results are unreadable: {exc}")
-        return False, measured
-    ks, bs, used = arrays["kernel_ns"], arrays["baseline_ns"], arrays["used"]
-    n = int(ks.size)
-    expected = np.asarray([job.schedule[i % len(job.schedule)] for i in range(n)], dtype=np.int64)
-    if n < 2 or bs.size != n or used.size != n or np.any(ks < 0) or np.any(bs < 0) \
-            or not np.array_equal(used, expected):
-        notes.append(f"{label}: malformed samples from the child")
-        return False, measured
-    # -- clocks: the child's span must match the span the parent saw ---------------
-    if si not in t0s or si not in t1s:
-        notes.append(f"{label}: timing markers missing")
-        return False, measured
-    parent_span = t1s[si][0] - t0s[si][0]
-    child_span = (t1s[si][1] - t0s[si][1]) / 1e9
-    total = float(ks.sum() + bs.sum()) / 1e9
-    measured += parent_span
-    if abs(child_span - parent_span) > SPAN_TOLERANCE * parent_span + SPAN_SLACK_S:
-        trusted = False
-        notes.append(
-            f"{label}: timer tampering: the child's clock says the timed loop took "
-            f"{child_span:.3f} s but the parent's clock saw {parent_span:.3f} s; the loaded "
-            "library may have patched the process's timer")
-    if total > child_span * 1.01 + 0.01:
-        trusted = False
-        notes.append(f"{label}: samples add up to {total:.3f} s, more than the loop's "
-                     f"{child_span:.3f} s")
-    # -- outputs rechecked ------------------------------------------------------------
-    stored, stored_idx = arrays["stored"], arrays["stored_idx"]
-    rows = [r for r in range(min(stored.shape[0], stored_idx.size)) if 0 <= int(stored_idx[r]) < n]
-    if len(rows) > RECHECK_CALLS:
-        picked = rng.choice(rows[:-1], size=RECHECK_CALLS - 1, replace=False).tolist()
-        rows = sorted({*(int(x) for x in picked), rows[-1]})
-    checks = [(int(stored_idx[r]), job.inputs_of_call(int(stored_idx[r])), stored[r]) for r in rows]
-    checks.append((n, job.pool[POOL], arrays["final"]))
+def _recheck(op: OpSpec, plan: ShapePlan, got: Measured) -> tuple[list[str], int]:
+    checks = [(call, plan.inputs_of_call(call), outs) for call, outs in got.stored]
+    total_calls = (got.first_call[-1] + got.batch) if got.first_call else 0
+    checks.append((total_calls, plan.pool[POOL], got.final))
     wrong: list[str] = []
-    out_shape = op.outputs[0].dims_of(job.dims)
-    for call, inputs, flat in checks:
+    for call, inputs, outs in checks:
         ins64 = [a.astype(np.float64) for a in inputs]
         with np.errstate(all="ignore"):
-            ref = op.reference(ins64, job.dims)
-            tol = op.tolerance(ins64, ref, job.dims)
-        out = np.asarray(flat, dtype=np.float32).reshape(out_shape)
-        if not compare_output(out, ref[0], tol[0]).ok:
-            wrong.append(f"call {call + 1}" if call < n else "the extra call on unseen inputs")
+            refs = op.reference(ins64, plan.dims)
+            tols = op.tolerance(ins64, refs, plan.dims)
+        if not all(compare_output(o, r, t).ok for o, r, t in zip(outs, refs, tols, strict=True)):
+            wrong.append(f"call {call + 1}" if call < total_calls else "the extra call on unseen inputs")
+    return wrong, len(checks)
+
+
+def _judge_shape(
+    op: OpSpec, plan: ShapePlan, got: Measured, label: str, rng: np.random.Generator,
+    target: float, max_halfwidth: float, peaks: tuple[float, float], notes: list[str],
+    results: list[ShapeResult], samples: list[dict[str, Any]],
+) -> bool:
+    """Judge one shape; append its result and notes; return whether it can be trusted."""
+    trusted = True
+    n = len(got.kernel_ns)
+    if n < 2 or len(got.baseline_ns) != n:
+        notes.append(f"{label}: too few batches measured")
+        return False
+    for finding in got.escaped:
+        trusted = False
+        notes.append(f"{label}: work escaping the timed call: {finding}")
+    wrong, checked = _recheck(op, plan, got)
     if wrong:
         trusted = False
         notes.append(
-            f"{label}: outputs rechecked after timing: {len(wrong)} of {len(checks)} sampled wrong "
-            f"(first: {wrong[0]}); the kernel drifts after repeated calls or caches results")
-    lay = layout(op, job.dims)
-    arena = arrays["arena"].view(np.uint8)
-    if arena.size != lay.total or np.any(lay.guard_mask() & (arena != guard_pattern(lay.total))):
+            f"{label}: outputs rechecked after timing: {len(wrong)} of {checked} sampled wrong "
+            f"(first: {wrong[0]}); the kernel drifts after repeated calls, caches results or "
+            "defers its work")
+    if got.guard_damage:
         trusted = False
         notes.append(f"{label}: guard bytes around the buffers were overwritten during timing")
-    # -- statistics -----------------------------------------------------------------------
+    ks = np.asarray(got.kernel_ns, dtype=np.float64)
+    bs = np.asarray(got.baseline_ns, dtype=np.float64)
     speed, lo, hi = bootstrap_speedup(ks, bs, rng)
     med = float(np.median(ks))
-    flops = op.flops(job.dims)
+    flops = op.flops(plan.dims)
     res = ShapeResult(
-        shape=dict(job.dims), n=n, median_ns=med,
+        shape=dict(plan.dims), n=n, median_ns=med,
         p5_ns=float(np.percentile(ks, 5)), p95_ns=float(np.percentile(ks, 95)),
         baseline_median_ns=float(np.median(bs)), speedup=speed, speedup_ci95=(lo, hi),
         gflops=flops / med if med > 0 else 0.0)
     results.append(res)
-    samples.append({"shape": dict(job.dims), "kernel_ns": [int(x) for x in ks],
-                    "baseline_ns": [int(x) for x in bs], "pool_index": [int(x) for x in used]})
+    samples.append({"shape": dict(plan.dims), "kernel_ns": [float(x) for x in ks],
+                    "baseline_ns": [float(x) for x in bs], "batch": got.batch,
+                    "first_call": list(got.first_call),
+                    "pool_index": [plan.pool_index(c) for c in got.first_call],
+                    "overhead_ns": list(got.overhead_ns)})
+    return _judge_speed(op, plan, res, got, label, peaks, target, max_halfwidth, notes) and trusted
+
+
+def _judge_speed(op: OpSpec, plan: ShapePlan, res: ShapeResult, got: Measured, label: str,
+                 peaks: tuple[float, float], target: float, max_halfwidth: float,
+                 notes: list[str]) -> bool:
+    peak_flops, peak_bw = peaks
+    flops = op.flops(plan.dims)
+    trusted = True
     floor_ns = max(flops / (peak_flops * ROOFLINE_MARGIN),
-                   op.nbytes(job.dims) / (peak_bw * ROOFLINE_MARGIN)) * 1e9
-    if med < floor_ns:
+                   op.nbytes(plan.dims) / (peak_bw * ROOFLINE_MARGIN)) * 1e9
+    if res.median_ns < floor_ns:
         trusted = False
         notes.append(
-            f"{label}: faster than the roofline floor: median {med:.0f} ns < {floor_ns:.0f} ns "
+            f"{label}: faster than the roofline floor: median {res.median_ns:.0f} ns < {floor_ns:.0f} ns "
             f"({flops:.3g} FLOP at {ROOFLINE_MARGIN:g}x the measured {peak_flops / 1e9:.1f} "
-            f"GFLOP/s, {op.nbytes(job.dims)} bytes at {ROOFLINE_MARGIN:g}x "
+            f"GFLOP/s, {op.nbytes(plan.dims)} bytes at {ROOFLINE_MARGIN:g}x "
             f"{peak_bw / 1e9:.1f} GB/s)")
+    n = res.n
     if res.halfwidth > max_halfwidth:
         trusted = False
         notes.append(f"{label}: too unstable: the speed-up interval is +-{100 * res.halfwidth:.1f}% "
-                     f"after {n} repetitions (limit +-{100 * max_halfwidth:.0f}%); "
+                     f"after {n} batches (limit +-{100 * max_halfwidth:.0f}%); "
                      "rerun on a quieter machine or with a longer budget")
     elif res.halfwidth > target:
         notes.append(f"{label}: reached +-{100 * res.halfwidth:.1f}% (target +-{100 * target:.0f}%) "
-                     f"in {n} repetitions before the time budget ended")
+                     f"in {n} batches of {got.batch} call(s) before the time budget ended")
     else:
         notes.append(f"{label}: speed-up interval +-{100 * res.halfwidth:.1f}% after {n} "
-                     f"repetitions in {parent_span:.2f} s")
-    return trusted, measured
+                     f"batches of {got.batch} call(s) in {got.span_s:.2f} s")
+    return trusted

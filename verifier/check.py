@@ -17,7 +17,6 @@ compute the float64 reference and judge. Checks:
 
 from __future__ import annotations
 
-import json
 import re
 import secrets
 import tempfile
@@ -29,28 +28,31 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from verifier._arena import GUARD_WORD, POISON_WORD, Layout, guard_pattern, layout
+from attest._errors import ValidationError
+from attest.predicates import CHECK_OUTCOMES, CheckOutcome, Fault, FaultKind
+from verifier._arena import Layout, Markers, guard_pattern, layout
+from verifier._check_run import Case, Prefill, Step, run_cases
 from verifier._errors import BuildError, RuntimeUnavailableError, VerifierError
+from verifier._overflow import HUGE_SHAPES, index_overflow
 from verifier.compare import Comparison, compare_output
 from verifier.environment import environment_fingerprint
 from verifier.kernel import KernelSpec
 from verifier.ops import OPS, OpSpec
 from verifier.runtime import Artifact, get_runtime, write_driver_cases
 from verifier.sandbox import (
-    NO_LAYERS,
     ChildResult,
     Limits,
-    SandboxLayers,
     base_env,
     run_sandboxed,
     sandbox_detail,
     sandbox_metrics,
-    worker_argv,
 )
 
 __all__ = ["BUDGETS", "OUTCOMES", "CheckReport", "CheckResult", "check"]
 
-OUTCOMES = ("pass", "fail", "skip", "error")
+OUTCOMES = CHECK_OUTCOMES
+CASE_FAULTS: Mapping[str, FaultKind] = {"crash": "crash", "hang": "hang", "memory": "unbounded_alloc",
+                                        "load": "load", "not_run": "not_run"}
 F32 = NDArray[np.float32]
 Progress = Callable[[str], None]
 
@@ -66,15 +68,18 @@ class Budget:
     asan_shapes: int
     tsan_shapes: int
     step_wall_s: float
+    concurrency_shapes: int = 1
+    concurrency_pairs: int = 4
+    huge_index: bool = False
 
 
 BUDGETS: Mapping[str, Budget] = {
     "quick": Budget(random=3, edge=7, large=1, special=2, repeats=2, state=1, asan_shapes=4,
-                    tsan_shapes=1, step_wall_s=5.0),
+                    tsan_shapes=1, step_wall_s=5.0, concurrency_shapes=1, concurrency_pairs=8),
     "full": Budget(random=10, edge=None, large=3, special=4, repeats=3, state=2, asan_shapes=12,
-                   tsan_shapes=2, step_wall_s=20.0),
+                   tsan_shapes=2, step_wall_s=20.0, concurrency_shapes=2, concurrency_pairs=16,
+                   huge_index=True),
 }
-MAX_CHILD_FAILURES = 3
 MAX_DETAIL = 1500
 CHECK_ADDRESS_SPACE = 1024**3
 """Address-space limit of a check child: check shapes are small (the worker needs ~150 MiB)."""
@@ -85,25 +90,40 @@ class CheckResult:
     """One row of the report: a check, its outcome and its evidence."""
 
     name: str
-    outcome: str
+    outcome: CheckOutcome
     detail: str
     inputs: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
+    fault: Fault | None = None
+    """What a failed check found, typed (decide on this, never on `detail`)."""
 
     def __post_init__(self) -> None:
         clean = "".join(ch if ch.isprintable() else " " for ch in self.detail)
         object.__setattr__(self, "detail", clean[:MAX_DETAIL])
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "outcome": self.outcome, "detail": self.detail,
-                "inputs": self.inputs, "metrics": self.metrics}
+        out = {"name": self.name, "outcome": self.outcome, "detail": self.detail,
+               "inputs": self.inputs, "metrics": self.metrics}
+        if self.fault is not None:
+            out["fault"] = self.fault.to_json()
+        return out
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> CheckResult:
-        if obj.get("outcome") not in OUTCOMES:
+        outcome = obj.get("outcome")
+        if outcome not in OUTCOMES:
             raise VerifierError(f"check outcome must be one of {OUTCOMES}")
-        return cls(str(obj["name"]), str(obj["outcome"]), str(obj["detail"]),
-                   dict(obj.get("inputs", {})), dict(obj.get("metrics", {})))
+        fault = obj.get("fault")
+        try:
+            parsed = None if fault is None else Fault.from_json(fault)
+        except ValidationError as exc:
+            raise VerifierError(f"check {obj.get('name')!r}: bad fault record: {exc}") from exc
+        return cls(str(obj["name"]), outcome, str(obj["detail"]),
+                   dict(obj.get("inputs", {})), dict(obj.get("metrics", {})), parsed)
+
+
+def _fault(kind: FaultKind, dims: Mapping[str, int] | None = None) -> Fault:
+    return Fault(kind, None if dims is None else dict(dims))
 
 
 @dataclass(frozen=True)
@@ -150,21 +170,6 @@ class CheckReport:
 # -- the cases -----------------------------------------------------------------------
 
 
-@dataclass
-class _Step:
-    inputs: list[F32]
-    arena: int
-
-
-@dataclass
-class _Case:
-    check: str
-    dims: dict[str, int]
-    steps: list[_Step]
-    dumps: list[NDArray[np.uint8]] = field(default_factory=list)
-    failure: str | None = None
-
-
 def _shape_text(dims: Mapping[str, int]) -> str:
     return "{" + ",".join(f"{k}={v}" for k, v in dims.items()) + "}"
 
@@ -179,11 +184,20 @@ def _mid_shape(op: OpSpec) -> dict[str, int]:
     return dict(op.edge_shapes[max(sizes)[1]])
 
 
-def _plan(op: OpSpec, budget: Budget, rng: np.random.Generator) -> list[_Case]:
-    cases: list[_Case] = []
+PREFILLS: tuple[Prefill, ...] = ("poison", "poison", "poison", "zero", "garbage")
+"""How outputs are prefilled before a call, drawn per call: mostly this run's random
+poison (to see unwritten outputs), sometimes zeros or random values, so no prefill
+is a signal that the harness is calling."""
+
+
+def _plan(op: OpSpec, budget: Budget, rng: np.random.Generator) -> list[Case]:
+    cases: list[Case] = []
+
+    def step(arrays: list[F32], arena: int) -> Step:
+        return Step(arrays, arena, PREFILLS[int(rng.integers(0, len(PREFILLS)))])
 
     def single(check: str, dims: Mapping[str, int], arrays: list[F32]) -> None:
-        cases.append(_Case(check, dict(dims), [_Step(arrays, 0)]))
+        cases.append(Case(check, dict(dims), [step(arrays, 0)]))
 
     for dims in [_aligned_shape(op), *op.random_shapes(rng, budget.random)]:
         single("correctness.random", dims, op.random_inputs(dims, rng))
@@ -199,100 +213,17 @@ def _plan(op: OpSpec, budget: Budget, rng: np.random.Generator) -> list[_Case]:
         single("special_values", dims, op.special_inputs(dims, rng))
     mid = _mid_shape(op)
     same = op.random_inputs(mid, rng)
-    cases.append(_Case("determinism", mid, [_Step(same, i) for i in range(budget.repeats)]))
+    cases.append(Case("determinism", mid, [step(same, i) for i in range(budget.repeats)]))
     for dims in [mid, *op.random_shapes(rng, budget.state - 1)]:
         first, second = op.random_inputs(dims, rng), op.random_inputs(dims, rng)
-        cases.append(_Case("state.reuse", dict(dims), [_Step(first, 0), _Step(second, 0)]))
+        cases.append(Case("state.reuse", dict(dims), [step(first, 0), step(second, 0)]))
+    for dims in [dict(op.bench_shapes[0]), mid][: budget.concurrency_shapes]:
+        a, b = op.random_inputs(dims, rng), op.random_inputs(dims, rng)
+        steps = [step(a, 0), step(b, 1)]
+        for k in range(budget.concurrency_pairs):
+            steps += [step(a, 2 + 2 * k), step(b, 3 + 2 * k)]
+        cases.append(Case("concurrency", dict(dims), steps, pair_from=2))
     return cases
-
-
-# -- running ---------------------------------------------------------------------------
-
-
-def _case_markers(lines: Sequence[tuple[float, str]], count: int) -> list[int]:
-    """The `CASE i` progress lines in order; anything else the kernel printed is ignored."""
-    out: list[int] = []
-    for _, line in lines:
-        parts = line.split()
-        if len(parts) == 2 and parts[0] == "CASE" and parts[1].isdigit():
-            index = int(parts[1])
-            if index < count and index == len(out):
-                out.append(index)
-    return out
-
-
-def _read_dumps(op: OpSpec, case: _Case, job_dir: Path, ci: int) -> None:
-    """Read a case's arena dumps; a missing or wrong-sized dump makes the case a failure."""
-    lay = layout(op, case.dims)
-    dumps = []
-    for si in range(len(case.steps)):
-        path = job_dir / f"c{ci}s{si}.bin"
-        try:
-            size = path.stat().st_size
-            data = np.fromfile(path, dtype=np.uint8) if size == lay.total else None
-        except OSError:
-            data = None
-        if data is None:
-            case.failure = (f"the child's memory dump for call {si + 1} is missing or has the "
-                            "wrong size (the kernel tampered with the worker's files?)")
-            return
-        dumps.append(data)
-    case.dumps = dumps
-
-
-def _run_cases(
-    artifact: Artifact, spec: KernelSpec, op: OpSpec, cases: list[_Case], workdir: Path,
-    limits: Limits, progress: Progress,
-) -> tuple[SandboxLayers, str]:
-    """Run every case in sandboxed children, resuming after a crash; fill dumps/failures."""
-    todo = list(range(len(cases)))
-    failures = 0
-    isolated: SandboxLayers | None = None
-    run = 0
-    while todo:
-        run += 1
-        job_dir = workdir / f"run{run}"
-        job_dir.mkdir()
-        job_cases = []
-        for ci in todo:
-            steps = []
-            for si, step in enumerate(cases[ci].steps):
-                files = []
-                for ii, arr in enumerate(step.inputs):
-                    path = job_dir / f"c{ci}s{si}i{ii}.npy"
-                    np.save(path, arr)
-                    files.append(str(path))
-                steps.append({"arena": step.arena, "inputs": files,
-                              "dump": str(job_dir / f"c{ci}s{si}.bin")})
-            job_cases.append({"dims": cases[ci].dims, "steps": steps})
-        job = {"mode": "check", "library": str(artifact.path),
-               "entry": artifact.entry_symbol or spec.entry,
-               "op": op.name, "cases": job_cases}
-        (job_dir / "job.json").write_text(json.dumps(job))
-        progress(f"running {len(todo)} cases in a sandboxed child")
-        result = run_sandboxed([*worker_argv(), str(job_dir)], job_dir, limits, readable=[workdir],
-                               gpu=artifact.gpu)
-        isolated = result.layers if isolated is None else isolated.weakest(result.layers)
-        started = _case_markers(result.lines, len(todo))
-        done_upto = len(todo) if result.ok and result.last("DONE") else (started[-1] if started else -1)
-        for ci in todo[: max(done_upto, 0)]:
-            _read_dumps(op, cases[ci], job_dir, ci)
-        if result.ok and result.last("DONE"):
-            return isolated or NO_LAYERS, ""
-        if not started:
-            reason = f"failed before the first call (while loading the library): {result.describe(limits)}"
-            for ci in todo:
-                cases[ci].failure = reason
-            return isolated or NO_LAYERS, reason
-        crashed = todo[done_upto]
-        cases[crashed].failure = result.describe(limits)
-        failures += 1
-        todo = todo[done_upto + 1:]
-        if failures >= MAX_CHILD_FAILURES or "hang" in (cases[crashed].failure or ""):
-            for ci in todo:
-                cases[ci].failure = f"not run: the kernel already failed ({cases[crashed].failure})"
-            return isolated or NO_LAYERS, ""
-    return isolated or NO_LAYERS, ""
 
 
 # -- judging ---------------------------------------------------------------------------
@@ -307,12 +238,12 @@ class _StepEval:
     poisoned: int
 
 
-def _evaluate(op: OpSpec, case: _Case, si: int) -> _StepEval:
+def _evaluate(op: OpSpec, case: Case, si: int, markers: Markers) -> _StepEval:
     lay: Layout = layout(op, case.dims)
     dump = case.dumps[si]
     step = case.steps[si]
     guards = lay.guard_mask()
-    expected_guard = guard_pattern(lay.total)
+    expected_guard = guard_pattern(lay.total, markers.guard)
     damage: list[str] = []
     changed = np.nonzero(guards & (dump != expected_guard))[0]
     if changed.size:
@@ -348,8 +279,10 @@ def _evaluate(op: OpSpec, case: _Case, si: int) -> _StepEval:
     for slot, ref, tol in zip([s for s in lay.slots if s.is_output], refs, tols, strict=True):
         out = dump[slot.offset:slot.offset + slot.nbytes].view(np.float32).reshape(slot.shape)
         outs.append(out)
-        comps.append(compare_output(out, ref, tol))
-        poisoned += int(np.count_nonzero((out.view(np.uint32) == POISON_WORD) & ~np.isnan(ref)))
+        word = markers.poison if step.prefill == "poison" else None
+        comps.append(compare_output(out, ref, tol, word))
+        if word is not None:
+            poisoned += int(np.count_nonzero((out.view(np.uint32) == word) & ~np.isnan(ref)))
     return _StepEval(comps, outs, damage, input_changes, poisoned)
 
 
@@ -386,7 +319,7 @@ def _block_hint(op: OpSpec, good: list[dict[str, int]], bad: list[dict[str, int]
     return ""
 
 
-def _correctness(op: OpSpec, name: str, cases: list[_Case], evals: dict[int, list[_StepEval]],
+def _correctness(op: OpSpec, name: str, cases: list[Case], evals: dict[int, list[_StepEval]],
                  idx: list[int], what: str, normal_ok: bool = False) -> CheckResult:
     shapes = [cases[i].dims for i in idx]
     crashed = [(cases[i].dims, cases[i].failure) for i in idx if cases[i].failure]
@@ -405,25 +338,33 @@ def _correctness(op: OpSpec, name: str, cases: list[_Case], evals: dict[int, lis
     inputs = {"shapes": shapes}
     if crashed:
         dims, why = crashed[0]
-        return CheckResult(name, "fail", f"{why} on shape {_shape_text(dims)}", inputs, metrics)
+        first = next(cases[i].fault for i in idx if cases[i].failure)
+        return CheckResult(name, "fail", f"{why} on shape {_shape_text(dims)}", inputs, metrics,
+                           _fault(CASE_FAULTS[first or "crash"], dims))
     if bad:
         dims, comp = bad[0]
         out_name = op.outputs[0].name
         detail = _describe_bad(op, dims, comp, out_name)
+        kind: FaultKind = "wrong"
         if len(bad) > 1:
             detail += f"; {len(bad)} of {len(idx)} shapes wrong"
         if name == "correctness.large" and normal_ok:
             detail = (f"overflow or lost range on large inputs ({what}) while correct at normal "
                       f"magnitudes ({comp.nonfinite_mismatches} non-finite outputs); " + detail)
+            kind = "overflow"
         elif name == "special_values" and normal_ok:
             detail = ("special values (NaN/Inf/denormals) not handled as the reference does while "
                       "correct on finite inputs; " + detail)
+            kind = "special_values"
         elif name.startswith("correctness") and comp.poisoned == 0:
-            detail += _block_hint(op, good, [d for d, _ in bad])
+            hint = _block_hint(op, good, [d for d, _ in bad])
+            detail += hint
+            kind = "unaligned_remainder" if hint else "wrong"
             if comp.max_err_over_tol < 1e3 and not comp.nonfinite_mismatches:
                 detail += (f"; error {comp.max_err_over_tol:.3g}x the tolerance: a loose "
                            "approximation or poor accumulation")
-        return CheckResult(name, "fail", detail, inputs, metrics)
+                kind = "loose" if not hint else kind
+        return CheckResult(name, "fail", detail, inputs, metrics, _fault(kind, dims))
     return CheckResult(
         name, "pass",
         f"max rel err {metrics.get('max_rel_err', 0.0):.3g}, max {metrics.get('max_ulp', 0):.0f} ULP, "
@@ -431,10 +372,10 @@ def _correctness(op: OpSpec, name: str, cases: list[_Case], evals: dict[int, lis
         inputs, metrics)
 
 
-def _judge(op: OpSpec, cases: list[_Case], budget: Budget) -> list[CheckResult]:
+def _judge(op: OpSpec, cases: list[Case], budget: Budget, markers: Markers) -> list[CheckResult]:
     evals: dict[int, list[_StepEval]] = {}
     for i, case in enumerate(cases):
-        evals[i] = [_evaluate(op, case, si) for si in range(len(case.dumps))]
+        evals[i] = [_evaluate(op, case, si, markers) for si in range(len(case.dumps))]
     by_check: dict[str, list[int]] = {}
     for i, case in enumerate(cases):
         by_check.setdefault(case.check, []).append(i)
@@ -459,36 +400,88 @@ def _judge(op: OpSpec, cases: list[_Case], budget: Budget) -> list[CheckResult]:
         "fail" if changes else "pass",
         (f"mutates its inputs: {changes[0][1]} on shape {_shape_text(changes[0][0])}"
          f" ({len(changes)} calls)") if changes else f"inputs bit-identical after {len(all_steps)} calls",
-        shapes_all, {"calls": float(len(all_steps)), "mutating_calls": float(len(changes))}))
+        shapes_all, {"calls": float(len(all_steps)), "mutating_calls": float(len(changes))},
+        _fault("input_mutated", changes[0][0]) if changes else None))
     poisoned = [(d, e.poisoned) for d, e in all_steps if e.poisoned]
     rows.append(CheckResult(
         "outputs.poisoned",
         "fail" if poisoned else "pass",
-        (f"{poisoned[0][1]} outputs still hold the poison NaN 0x{POISON_WORD:08x} on shape "
+        (f"{poisoned[0][1]} outputs still hold this run's poison NaN on shape "
          f"{_shape_text(poisoned[0][0])}: the kernel relies on zeroed output memory (reads "
          "outputs before writing them) or leaves outputs unwritten") if poisoned else
-        f"outputs prefilled with NaN 0x{POISON_WORD:08x} before each of {len(all_steps)} calls; "
-        "every output written",
-        shapes_all, {"calls": float(len(all_steps)), "poisoned_calls": float(len(poisoned))}))
+        f"outputs prefilled with a random NaN (or zeros, or random values) before each of "
+        f"{len(all_steps)} calls; every output written",
+        shapes_all, {"calls": float(len(all_steps)), "poisoned_calls": float(len(poisoned))},
+        _fault("unwritten", poisoned[0][0]) if poisoned else None))
     damage = [(d, g) for d, e in all_steps for g in e.guard_damage]
     rows.append(CheckResult(
         "guards.canaries",
         "fail" if damage else "pass",
         (f"out-of-bounds write: {damage[0][1]} on shape {_shape_text(damage[0][0])} "
          f"({len(damage)} damaged guards)") if damage else
-        f"256-byte NaN guards (0x{GUARD_WORD:08x}) around every buffer intact after {len(all_steps)} calls",
-        shapes_all, {"damaged_guards": float(len(damage))}))
+        f"256-byte random NaN guards around every buffer intact after {len(all_steps)} calls",
+        shapes_all, {"damaged_guards": float(len(damage))},
+        _fault("oob_write", damage[0][0]) if damage else None))
     rows.append(_determinism(cases, evals, by_check["determinism"]))
     rows.append(_state(op, cases, evals, by_check["state.reuse"]))
+    rows.append(_concurrency(cases, evals, by_check["concurrency"]))
+    rows.append(_escape(cases))
     return rows
 
 
-def _determinism(cases: list[_Case], evals: dict[int, list[_StepEval]], idx: list[int]) -> CheckResult:
+def _concurrency(cases: list[Case], evals: dict[int, list[_StepEval]], idx: list[int]) -> CheckResult:
+    """Two threads calling at once on different buffers must get the single-threaded answers."""
+    inputs = {"shapes": [cases[i].dims for i in idx], "threads": 2}
+    pairs = 0
+    for i in idx:
+        case = cases[i]
+        if case.failure:
+            return CheckResult("concurrency", "fail", f"{case.failure} while two threads called "
+                               f"the kernel at once on shape {_shape_text(case.dims)}", inputs, {},
+                               _fault(CASE_FAULTS[case.fault or "crash"], case.dims))
+        alone = evals[i][:2]
+        for k, ev in enumerate(evals[i][2:]):
+            pairs += k % 2
+            ref = alone[k % 2]  # the pair's steps alternate: first thread, second thread
+            for a, b in zip(ref.outputs, ev.outputs, strict=True):
+                differ = int(np.count_nonzero(a.view(np.uint32) != b.view(np.uint32)))
+                if differ:
+                    return CheckResult(
+                        "concurrency", "fail",
+                        f"not reentrant: called from two threads at once on different buffers, "
+                        f"it answered differently from a single-threaded call at {differ} of "
+                        f"{a.size} elements (call {k // 2 + 1} of its thread) on shape {_shape_text(case.dims)}; "
+                        "shared static state? (processes serving several models call kernels "
+                        "concurrently)", inputs, {"differing_elements": float(differ)},
+                        _fault("not_reentrant", case.dims))
+    return CheckResult("concurrency", "pass",
+                       f"2 threads x {pairs} calls at once matched single-threaded calls "
+                       "bit for bit", inputs, {"pairs": float(pairs)})
+
+
+def _escape(cases: list[Case]) -> CheckResult:
+    """Nothing a call started may outlive it: threads, processes, writes to its buffers."""
+    for case in cases:
+        if case.escaped:
+            return CheckResult(
+                "escape", "fail",
+                f"work escaping the call: {case.escaped[0]} on shape {_shape_text(case.dims)} "
+                f"({case.check})", {"shapes": [case.dims]},
+                {"findings": float(sum(len(c.escaped) for c in cases))}, _fault("escaped", case.dims))
+    calls = sum(len(c.dumps) for c in cases)
+    return CheckResult("escape", "pass",
+                       f"after each of {calls} calls no thread kept using CPU, no process the "
+                       "kernel started was alive and its buffers did not change during a pause",
+                       {}, {"calls": float(calls)})
+
+
+def _determinism(cases: list[Case], evals: dict[int, list[_StepEval]], idx: list[int]) -> CheckResult:
     for i in idx:
         case = cases[i]
         inputs = {"shapes": [case.dims], "repeats": len(case.steps)}
         if case.failure:
-            return CheckResult("determinism", "fail", f"{case.failure}", inputs)
+            return CheckResult("determinism", "fail", f"{case.failure}", inputs, {},
+                               _fault(CASE_FAULTS[case.fault or "crash"], case.dims))
         outs = [e.outputs for e in evals[i]]
         for k in range(1, len(outs)):
             for a, b in zip(outs[0], outs[k], strict=True):
@@ -499,18 +492,20 @@ def _determinism(cases: list[_Case], evals: dict[int, list[_StepEval]], idx: lis
                         f"nondeterministic: call {k + 1} on identical inputs differs from call 1 at "
                         f"{differ[0].size} of {a.size} elements (a race between threads?) "
                         f"on shape {_shape_text(case.dims)}",
-                        inputs, {"differing_elements": float(differ[0].size)})
+                        inputs, {"differing_elements": float(differ[0].size)},
+                        _fault("nondeterministic", case.dims))
     return CheckResult("determinism", "pass",
                        f"bit-identical outputs over {len(cases[idx[0]].steps)} calls on identical inputs",
                        {"shapes": [cases[i].dims for i in idx]})
 
 
-def _state(op: OpSpec, cases: list[_Case], evals: dict[int, list[_StepEval]], idx: list[int]) -> CheckResult:
+def _state(op: OpSpec, cases: list[Case], evals: dict[int, list[_StepEval]], idx: list[int]) -> CheckResult:
     inputs = {"shapes": [cases[i].dims for i in idx]}
     for i in idx:
         case = cases[i]
         if case.failure:
-            return CheckResult("state.reuse", "fail", case.failure, inputs)
+            return CheckResult("state.reuse", "fail", case.failure, inputs, {},
+                               _fault(CASE_FAULTS[case.fault or "crash"], case.dims))
         first, second = evals[i]
         bad = [c for c in second.comparisons if not c.ok]
         if bad:
@@ -522,7 +517,7 @@ def _state(op: OpSpec, cases: list[_Case], evals: dict[int, list[_StepEval]], id
                 f"state kept between calls: called again on the same buffers with new contents, "
                 f"it {why} ({bad[0].bad} of {bad[0].elements} elements wrong) on shape "
                 f"{_shape_text(case.dims)}; kernels must not cache by pointer or keep state",
-                inputs, _merge_metrics(second.comparisons))
+                inputs, _merge_metrics(second.comparisons), _fault("stateful", case.dims))
     return CheckResult("state.reuse", "pass",
                        "second call on the same buffers with new contents matched the reference",
                        inputs)
@@ -584,29 +579,33 @@ def _asan_check(runtime_name: str, spec: KernelSpec, op: OpSpec, workdir: Path,
         return CheckResult(name, "skip", f"not run: {exc}"[:500], inputs)
     if "rss limit exhausted" in stderr or "out of memory" in stderr:
         return CheckResult(name, "fail", "unbounded allocation: AddressSanitizer's memory limit "
-                           f"(1536 MiB RSS) exhausted on shape {shape}", inputs)
+                           f"(1536 MiB RSS) exhausted on shape {shape}", inputs, {},
+                           _fault("unbounded_alloc"))
     asan = _ASAN_ERR.search(stderr)
     if asan:
         access = _ACCESS.search(stderr)
         frames = [f"{fn} ({loc.rsplit('/', 1)[-1]})" for fn, loc in _FRAME.findall(stderr)[:2]]
         what = f"{access.group(1)} of size {access.group(2)}" if access else ""
-        kind = "out-of-bounds read" if access and access.group(1) == "READ" else "out-of-bounds write"
+        read = bool(access and access.group(1) == "READ")
+        found: FaultKind = "oob_read" if read else "oob_write"
+        kind = "out-of-bounds read" if read else "out-of-bounds write"
         if "overflow" not in asan.group(1):
-            kind = "memory error"
+            kind, found = "memory error", "memory_error"
         return CheckResult(name, "fail",
                            f"{kind}: AddressSanitizer {asan.group(1)} {what} in "
-                           f"{', '.join(frames) or '?'} on shape {shape}", inputs)
+                           f"{', '.join(frames) or '?'} on shape {shape}", inputs, {}, _fault(found))
     ub = _UBSAN_ERR.search(stderr)
     if ub:
         return CheckResult(name, "fail", f"undefined behaviour: UBSan at {ub.group(1).rsplit('/', 1)[-1]}: "
-                           f"{ub.group(2)[:200]} on shape {shape}", inputs)
+                           f"{ub.group(2)[:200]} on shape {shape}", inputs, {},
+                           _fault("undefined_behaviour"))
     if "KTL-INPUT-MUTATED" in stderr:
         return CheckResult(name, "fail", f"mutates its inputs (seen by the sanitizer driver) on shape {shape}",
-                           inputs)
+                           inputs, {}, _fault("input_mutated"))
     if failed is not None:
         return CheckResult(name, "fail", f"{failed.describe(_sanitizer_limits(wall_s, step_wall_s))} "
                            f"under ASan+UBSan on shape {shape}",
-                           inputs)
+                           inputs, {}, _fault("crash"))
     return CheckResult(name, "pass", f"no AddressSanitizer or UBSan report on {len(cases)} shapes",
                        inputs)
 
@@ -648,16 +647,31 @@ def _tsan_check(runtime_name: str, spec: KernelSpec, op: OpSpec, workdir: Path,
     if races:
         return CheckResult(name, "fail", f"data race between threads: ThreadSanitizer reports "
                            f"{len(races)} race(s) inside {races[0]} on shape {shape}", inputs,
-                           {"races": float(len(races))})
+                           {"races": float(len(races))}, _fault("race"))
     if failed is not None:
         if "unexpected memory mapping" in stderr or "FATAL: ThreadSanitizer" in stderr:
             return CheckResult(name, "skip", "ThreadSanitizer cannot run on this kernel/OS "
                                f"configuration: {stderr.strip().splitlines()[-1][:200]}", inputs)
         why = failed.describe(_sanitizer_limits(wall_s, step_wall_s))
-        return CheckResult(name, "fail", f"{why} under TSan on shape {shape}", inputs)
+        return CheckResult(name, "fail", f"{why} under TSan on shape {shape}", inputs, {},
+                           _fault("crash"))
     where = "inside parallel regions " if "-fopenmp" in spec.flags else ""
     return CheckResult(name, "pass", f"no data race {where}on {len(cases)} shapes "
                        "(OMP_NUM_THREADS=4)", inputs)
+
+
+def _index_overflow_row(artifact: Artifact, spec: KernelSpec, op: OpSpec, plan: Budget,
+                        work: Path, markers: Markers, say: Progress) -> CheckResult:
+    shapes = {"shapes": [dict(s) for s in HUGE_SHAPES.get(op.name, ())]}
+    if not plan.huge_index:
+        return CheckResult("index.overflow", "skip", "run with --budget full (it maps inputs of "
+                           "8-12 GiB lazily and takes seconds to minutes)", shapes)
+    say("32-bit index overflow: shapes past 2^31 elements")
+    outcome, detail, metrics = index_overflow(
+        artifact.path, artifact.entry_symbol or spec.entry, op, work, markers,
+        [artifact.path.parent], artifact.gpu, say)
+    return CheckResult("index.overflow", outcome, detail, shapes, metrics,
+                       _fault("index_overflow") if outcome == "fail" else None)
 
 
 # -- entry point -----------------------------------------------------------------------
@@ -699,7 +713,7 @@ def check(
         try:
             artifact = runtime.build(spec, "release", work)
         except (BuildError, RuntimeUnavailableError) as exc:
-            return report([CheckResult("build", "fail", str(exc)[:1000])])
+            return report([CheckResult("build", "fail", str(exc)[:1000], {}, {}, _fault("build"))])
         relaxed = " (relaxed floating point recorded: results may differ from IEEE)" if spec.relaxed_math else ""
         rows = [CheckResult("build", "pass",
                             f"{compiler} {version} {' '.join(spec.flags)}{relaxed}".strip(),
@@ -708,17 +722,21 @@ def check(
         cases = _plan(op, plan, rng)
         limits = Limits(cpu_s=120, wall_s=300.0, address_space=CHECK_ADDRESS_SPACE,
                         step_wall_s=plan.step_wall_s)
-        layers, _ = _run_cases(artifact, spec, op, cases, work, limits, say)
+        markers = Markers.draw()
+        layers = run_cases(artifact.path, artifact.entry_symbol or spec.entry, op, cases, work,
+                           limits, markers, rng, say, readable=[artifact.path.parent],
+                           gpu=artifact.gpu)
         say("comparing with the float64 reference")
-        rows.extend(_judge(op, cases, plan))
+        rows.extend(_judge(op, cases, plan, markers))
         rows.append(CheckResult("sandbox", "pass", sandbox_detail(layers), {},
                                 sandbox_metrics(layers)))
-        hung = next((c.failure for c in cases if c.failure and c.failure.startswith("hang")), None)
+        hung = next((c.failure for c in cases if c.fault == "hang"), None)
         if hung:
             why = f"not run: the kernel already failed ({hung})"
-            rows += [CheckResult("sanitizer.asan_ubsan", "fail", why),
-                     CheckResult("sanitizer.tsan", "fail", why)]
+            rows += [CheckResult(row, "fail", why, {}, {}, _fault("not_run"))
+                     for row in ("index.overflow", "sanitizer.asan_ubsan", "sanitizer.tsan")]
             return report(rows)
+        rows.append(_index_overflow_row(artifact, spec, op, plan, work, markers, say))
         say("AddressSanitizer + UBSan build")
         san_cases = _sanitizer_cases(op, rng, plan.asan_shapes)
         san_wall = 60.0 if budget == "quick" else 150.0

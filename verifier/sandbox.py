@@ -42,7 +42,7 @@ from verifier._violations import ViolationWatcher
 
 __all__ = ["NO_LAYERS", "SETUP_FAILED", "ChildResult", "Limits", "SandboxLayers",
            "filesystem_confinement", "probe_layers", "run_sandboxed", "sandbox_detail",
-           "sandbox_metrics", "worker_argv"]
+           "sandbox_metrics"]
 
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 STDERR_CAP = 64 * 1024
@@ -141,11 +141,6 @@ class ChildResult:
         if self.returncode == SETUP_FAILED:
             return f"the sandbox could not be set up for the child{hint}"
         return f"crash: exited with status {self.returncode}{hint}"
-
-
-def worker_argv() -> list[str]:
-    """The argv prefix that starts verifier._worker in a child."""
-    return [sys.executable, "-s", "-B", "-m", "verifier._worker"]
 
 
 def _package_dir() -> Path:
@@ -267,7 +262,7 @@ def _receive_layers(ctl: socket.socket) -> tuple[SandboxLayers, int | None]:
 
 def _start(argv: Sequence[str], workdir: Path, env: dict[str, str], limits: Limits,
            read_only: Sequence[str], read_write: Sequence[str], stderr_fd: int,
-           gpu: bool) -> _Run:
+           gpu: bool, pass_fds: Sequence[int] = ()) -> _Run:
     ctl, ctl_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     plan = ChildPlan(cpu_s=limits.cpu_s, address_space=limits.address_space,
                      file_size=limits.file_size, open_files=limits.open_files,
@@ -281,7 +276,7 @@ def _start(argv: Sequence[str], workdir: Path, env: dict[str, str], limits: Limi
                 proc = subprocess.Popen(
                     list(argv), cwd=workdir, env=env, stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE, stderr=stderr_fd, start_new_session=True,
-                    close_fds=True, pass_fds=(ctl_child.fileno(),),
+                    close_fds=True, pass_fds=(ctl_child.fileno(), *pass_fds),
                     preexec_fn=lambda: _confine.preexec(plan))
             finally:
                 ctl_child.close()
@@ -338,6 +333,7 @@ def run_sandboxed(
     env: Mapping[str, str] | None = None,
     readable: Sequence[Path] = (),
     gpu: bool = False,
+    pass_fds: Sequence[int] = (),
 ) -> ChildResult:
     """Run `argv` (never through a shell) in `workdir` under `limits`.
 
@@ -345,9 +341,13 @@ def run_sandboxed(
     only system paths, the Python installation, this package and `readable`.
     With `gpu`, it may also use the NVIDIA device nodes and read the driver's
     folders, and has no address-space limit (the driver maps GPU memory into it);
-    its sockets then fail with EACCES-free ENOSYS-like refusals? no: they are denied
-    like any other run's. Returns a ChildResult whatever the child does; raises
-    SandboxError only when the child cannot be started at all.
+    its `socket` calls then fail with EACCES instead of ending the run (the driver
+    may probe its daemons' sockets; no socket can be created either way).
+    `pass_fds` stay open in the target under the same numbers (the native worker's
+    command and answer pipes and its arena memfd).
+    Returns a ChildResult whatever the child does; raises SandboxError only when the
+    child cannot be started at all. The parent never reopens a path inside `workdir`
+    after the child started (the child could have swapped it for a FIFO).
     """
     child_env = dict(env if env is not None else base_env())
     child_env.update({"HOME": str(workdir), "TMPDIR": str(workdir),
@@ -364,7 +364,8 @@ def run_sandboxed(
     stderr_fd = os.open(workdir / ".stderr", os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
                         | os.O_NOFOLLOW, 0o600)
     try:
-        run = _start(argv, workdir, child_env, limits, read_only, read_write, stderr_fd, gpu)
+        run = _start(argv, workdir, child_env, limits, read_only, read_write, stderr_fd, gpu,
+                     pass_fds)
         try:
             status, usage, timed_out, step_timed_out, stderr_excess = _wait(run, limits)
         finally:

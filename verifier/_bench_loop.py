@@ -1,0 +1,302 @@
+"""One shape's measurement: kernel and baseline batches timed on the parent's clock.
+
+The kernel runs in the native worker, the baseline in its own process; each gets
+the same fresh inputs per call, written by the parent into its own memfd. A
+sample is one batch: the round trip of a command calling the entry `batch` times,
+minus the median round trip of an empty command (the parent's overhead, measured
+in the same run), divided by `batch`. Batches alternate which side goes first.
+
+Between a kernel batch's answer and its next command the parent looks at the
+kernel's process: threads still using CPU or processes still alive mean work
+escaped the timed region; answers that arrive unasked mean it answered for the
+worker; outputs kept for the re-check must not change after the answer.
+"""
+
+from __future__ import annotations
+
+import math
+import select
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from verifier._arena import Layout, Markers, fill_inputs, guard_pattern, layout, outputs_of, poison
+from verifier._native import (
+    UNASKED_ANSWER,
+    Activity,
+    BaselineWorker,
+    NativeWorker,
+    SharedArena,
+    activity,
+    escaped_work,
+)
+from verifier.ops import OpSpec
+
+__all__ = ["LoopSettings", "Measured", "ShapePlan", "measure_shape"]
+
+F32 = NDArray[np.float32]
+MIN_BATCH_NS = 1_000_000
+"""A batch lasts at least this long, so a pipe round trip (tens of microseconds) is noise."""
+OVERHEAD_FACTOR = 20
+MAX_BATCH_CALLS = 512
+BATCH_CACHE_BYTES = 4 * 2**20
+"""A batch's arenas fit in the last-level cache, so every call reads inputs the parent has
+just written from cache, as a kernel fed by a previous layer would (and as the baseline
+does), not from DRAM."""
+FINAL_PAUSE_S = 0.05
+CALL_TIMEOUT_FLOOR_S = 30.0
+
+
+@dataclass
+class ShapePlan:
+    """The inputs of every timed call of one shape (a pool set with one element changed)."""
+
+    dims: dict[str, int]
+    pool: list[list[F32]]
+    schedule: list[int]
+    tweak_idx: NDArray[np.int64]
+    tweak_val: NDArray[np.float32]
+
+    def inputs_of_call(self, call: int) -> list[F32]:
+        """The exact inputs of timed call `call`.
+
+        Changing one element per call makes every call's contents new, so a kernel
+        that caches results by content (not only by pointer) gains nothing.
+        """
+        arrays = [a.copy() for a in self.pool[self.schedule[call % len(self.schedule)]]]
+        if arrays[0].size:
+            flat = arrays[0].reshape(-1)
+            flat[int(self.tweak_idx[call % self.tweak_idx.size])] = self.tweak_val[call % self.tweak_val.size]
+        return arrays
+
+    def pool_index(self, call: int) -> int:
+        return self.schedule[call % len(self.schedule)]
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    warmup: int
+    min_reps: int
+    max_reps: int
+    budget_s: float
+    min_s: float
+    target: float
+    threads: int = 1
+    """Threads the kernel and the baseline may use (bounds how much CPU time one call can hide)."""
+    adjust_waits: bool = True
+    """Subtract OS-accounted scheduling latency from round trips (off for GPU kernels)."""
+
+
+@dataclass
+class Measured:
+    """What the parent saw for one shape."""
+
+    kernel_ns: list[float] = field(default_factory=list)
+    baseline_ns: list[float] = field(default_factory=list)
+    first_call: list[int] = field(default_factory=list)
+    batch: int = 1
+    overhead_ns: tuple[float, float] = (0.0, 0.0)
+    stored: list[tuple[int, list[F32]]] = field(default_factory=list)
+    final: list[F32] = field(default_factory=list)
+    escaped: list[str] = field(default_factory=list)
+    guard_damage: int = 0
+    span_s: float = 0.0
+
+
+def _median_ns(fn: Callable[[], float], count: int) -> float:
+    return float(np.median([fn() for _ in range(count)]))
+
+
+def _halfwidth(ks: list[float], bs: list[float], rng: np.random.Generator) -> float:
+    k = np.asarray(ks, dtype=np.float64)
+    b = np.asarray(bs, dtype=np.float64)
+    idx = rng.integers(0, k.size, size=(400, k.size))
+    ratio = np.median(b[idx], axis=1) / np.maximum(np.median(k[idx], axis=1), 1.0)
+    lo, hi = np.percentile(ratio, [2.5, 97.5])
+    mid = float(np.median(b) / max(float(np.median(k)), 1.0))
+    return float(max(mid - lo, hi - mid) / mid) if mid else 1.0
+
+
+class _Watch:
+    """The kernel's process between a batch's answer and the next command."""
+
+    def __init__(self, worker: NativeWorker, kmem: SharedArena, lay: Layout) -> None:
+        self.worker, self.kmem, self.lay = worker, kmem, lay
+        self.since: tuple[int, Activity] | None = None
+        self.kept: tuple[int, list[F32]] | None = None
+        self.found: list[str] = []
+
+    def answered(self, keep_arena: int | None) -> None:
+        pid = self.worker.pid()
+        if pid is not None:
+            self.since = (time.perf_counter_ns(), activity(pid))
+        self.kept = None
+        if keep_arena is not None:
+            region = self.kmem.bytes[keep_arena * self.lay.total:(keep_arena + 1) * self.lay.total]
+            self.kept = (keep_arena, outputs_of(region, self.lay))
+
+    def before_next(self) -> None:
+        """Judge the pause since the last answer (called before the parent touches the arenas)."""
+        ready, _, _ = select.select([self.worker.ans_r], [], [], 0)
+        if (ready or self.worker.unasked) and UNASKED_ANSWER not in self.found:
+            self.found.append(UNASKED_ANSWER)
+        if self.since is not None:
+            t0, before = self.since
+            pid = self.worker.pid()
+            if pid is not None:
+                pause = time.perf_counter_ns() - t0
+                for finding in escaped_work(pid, before, activity(pid), pause):
+                    if not any(f.split(" (")[0] == finding.split(" (")[0] for f in self.found):
+                        self.found.append(finding)
+        if self.kept is not None:
+            where, outs = self.kept
+            region = self.kmem.bytes[where * self.lay.total:(where + 1) * self.lay.total]
+            now = outputs_of(region, self.lay)
+            if any(not np.array_equal(a.view(np.uint32), b.view(np.uint32))
+                   for a, b in zip(outs, now, strict=True)) and \
+                    not any(f.startswith("outputs changed") for f in self.found):
+                self.found.append("outputs changed after the call returned (work deferred past "
+                                  "the timed region)")
+        self.since = None
+        self.kept = None
+
+
+def _write_batch(plan: ShapePlan, lay: Layout, first: int, batch: int, kmem: SharedArena,
+                 bmem: SharedArena, markers: Markers) -> None:
+    for j in range(batch):
+        inputs = plan.inputs_of_call(first + j)
+        for mem in (kmem, bmem):
+            region = mem.bytes[j * lay.total:(j + 1) * lay.total]
+            fill_inputs(region, lay, inputs)
+        poison(kmem.bytes[j * lay.total:(j + 1) * lay.total], lay, markers.poison)
+
+
+def _busy_ns(side: NativeWorker | BaselineWorker, elapsed: int, threads: int, adjust: bool) -> float:
+    """A round trip's time without the scheduling latency the OS accounted to it.
+
+    Under load most of a round trip can be waiting for a CPU after a wake-up; the run-queue
+    waits of the parent and of the child's main thread are subtracted. The result is never
+    less than the child's CPU time over its allowed threads, so work moved to other threads
+    (whose waits are not subtracted) cannot hide. Off for GPU kernels, whose work is not CPU time.
+    """
+    if not adjust:
+        return float(elapsed)
+    return float(max(elapsed - side.last_waited_ns, side.last_cpu_ns / max(threads, 1)))
+
+
+def _baseline_ns(baseline: BaselineWorker, arenas: list[int], slots: list[int], dims: list[int],
+                 timeout_s: float) -> float:
+    """A baseline batch's time as the (trusted) baseline process measured its calls."""
+    baseline.call(arenas, slots, dims, timeout_s)
+    return float(baseline.last_value)
+
+
+def _batch_size(worker: NativeWorker, baseline: BaselineWorker, plan: ShapePlan, lay: Layout,
+                kmem: SharedArena, bmem: SharedArena, markers: Markers, settings: LoopSettings,
+                cap: int, timeout_s: float) -> tuple[int, float, float]:
+    """Warm both sides up, measure their overheads; the batch size that makes overhead noise."""
+    slots = [s.offset for s in lay.slots]
+    dims = list(plan.dims.values())
+    _write_batch(plan, lay, 0, 1, kmem, bmem, markers)
+    worker.call([0] * max(settings.warmup, 1), slots, dims, timeout_s)
+    baseline.call([0] * max(settings.warmup, 1), slots, dims, timeout_s)
+    threads, adjust = settings.threads, settings.adjust_waits
+    nop_k = _median_ns(lambda: _busy_ns(worker, worker.nop(), threads, adjust), 9)
+    nop_b = 0.0  # the baseline process times its own calls (it is trusted)
+    one = min(min(_busy_ns(worker, worker.call([0], slots, dims, timeout_s), threads, adjust)
+                  for _ in range(3)) - nop_k,
+              min(_baseline_ns(baseline, [0], slots, dims, timeout_s) for _ in range(3)))
+    want = max(MIN_BATCH_NS, OVERHEAD_FACTOR * nop_k)
+    return max(1, min(cap, math.ceil(want / max(one, 1000.0)))), nop_k, nop_b
+
+
+def measure_shape(worker: NativeWorker, baseline: BaselineWorker, op: OpSpec, plan: ShapePlan,
+                  kmem: SharedArena, bmem: SharedArena, markers: Markers, settings: LoopSettings,
+                  rng: np.random.Generator, recheck: int) -> Measured:
+    """Time one shape until the speed-up interval is within target or its budget ends."""
+    lay = layout(op, plan.dims)
+    cap = max(1, min(MAX_BATCH_CALLS, BATCH_CACHE_BYTES // max(lay.total, 1),
+                     kmem.nbytes // max(lay.total, 1), bmem.nbytes // max(lay.total, 1)))
+    for mem in (kmem, bmem):
+        mem.bytes[:cap * lay.total] = guard_pattern(cap * lay.total, markers.guard)
+    timeout_s = max(CALL_TIMEOUT_FLOOR_S, settings.budget_s)
+    batch, nop_k, nop_b = _batch_size(worker, baseline, plan, lay, kmem, bmem, markers, settings,
+                                      cap, timeout_s)
+    out = Measured(batch=batch, overhead_ns=(nop_k, nop_b))
+    slots = [s.offset for s in lay.slots]
+    dims = list(plan.dims.values())
+    arenas = [j * lay.total for j in range(batch)]
+    watch = _Watch(worker, kmem, lay)
+    kept: list[tuple[int, list[F32]]] = []
+    latest: tuple[int, list[F32]] | None = None
+    start = time.perf_counter_ns()
+    call = 0
+    i = 0
+    while i < settings.max_reps:
+        watch.before_next()
+        _write_batch(plan, lay, call, batch, kmem, bmem, markers)
+        keep = int(rng.integers(0, batch))
+        for side in ((0, 1) if i % 2 == 0 else (1, 0)):
+            if side == 0:
+                ns = _busy_ns(worker, worker.call(arenas, slots, dims, timeout_s),
+                              settings.threads, settings.adjust_waits)
+                watch.answered(keep)
+                assert watch.kept is not None
+                latest = (call + keep, watch.kept[1])
+                _reservoir(kept, latest, i, recheck - 1, rng)
+                out.kernel_ns.append(max(ns - nop_k, 0.0) / batch)
+            else:
+                out.baseline_ns.append(_baseline_ns(baseline, arenas, slots, dims, timeout_s) / batch)
+        out.first_call.append(call)
+        call += batch
+        i += 1
+        if worker.unasked and i >= 2:
+            break  # the measurement is void; no need to spend the budget
+        if i >= settings.min_reps and i % 10 == 0:
+            elapsed = time.perf_counter_ns() - start
+            if elapsed > settings.budget_s * 1e9:
+                break
+            if elapsed >= settings.min_s * 1e9 and _halfwidth(out.kernel_ns, out.baseline_ns, rng) <= settings.target:
+                break
+    out.span_s = (time.perf_counter_ns() - start) / 1e9
+    time.sleep(FINAL_PAUSE_S)
+    watch.before_next()
+    chosen = {c: outs for c, outs in kept}
+    if latest is not None:
+        chosen[latest[0]] = latest[1]
+    out.stored = sorted(chosen.items(), key=lambda item: item[0])
+    out.guard_damage = _guard_damage(kmem, lay, batch, markers)
+    last = kmem.bytes[arenas[-1]:arenas[-1] + lay.total]  # the buffers of the latest call
+    fill_inputs(last, lay, plan.pool[-1])
+    poison(last, lay, markers.poison)
+    worker.call(arenas[-1:], slots, dims, timeout_s)
+    watch.answered(batch - 1)
+    time.sleep(FINAL_PAUSE_S)
+    out.final = outputs_of(last, lay)
+    watch.before_next()
+    out.escaped = watch.found
+    return out
+
+
+def _reservoir(sample: list[tuple[int, list[F32]]], item: tuple[int, list[F32]], seen: int,
+               size: int, rng: np.random.Generator) -> None:
+    """Keep a uniform sample of `size` batches' kept outputs (algorithm R)."""
+    if len(sample) < size:
+        sample.append(item)
+        return
+    slot = int(rng.integers(0, seen + 1))
+    if slot < size:
+        sample[slot] = item
+
+
+def _guard_damage(kmem: SharedArena, lay: Layout, batch: int, markers: Markers) -> int:
+    mask = lay.guard_mask()
+    expected = guard_pattern(lay.total, markers.guard)
+    damaged = 0
+    for j in range(batch):
+        region = kmem.bytes[j * lay.total:(j + 1) * lay.total]
+        damaged += int(np.count_nonzero(mask & (region != expected)))
+    return damaged

@@ -1,0 +1,198 @@
+"""Running `check`'s cases in the native worker: fill, call, snapshot, watch.
+
+The parent writes each call's inputs and prefilled outputs (this run's random
+poison, or zeros, or random garbage: a kernel cannot tell the harness by the
+prefill) into the worker's memfd, calls, and copies the whole arena (guards
+included) the moment the call answers. It then pauses briefly and looks again:
+outputs that changed, threads still using CPU or processes still alive mean work
+escaped the call. A crash or hang ends the worker; the remaining cases resume in
+a new one, up to `MAX_CHILD_FAILURES`.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from verifier._arena import Markers, fill_inputs, guard_pattern, layout, poison
+from verifier._native import (
+    QUIET_THREADS,
+    UNASKED_ANSWER,
+    NativeWorker,
+    SharedArena,
+    WorkerGone,
+    WorkerHung,
+    WorkerOverMemory,
+    activity,
+    escaped_work,
+)
+from verifier.ops import OpSpec
+from verifier.sandbox import NO_LAYERS, ChildResult, Limits, SandboxLayers, base_env
+
+__all__ = ["MAX_CHILD_FAILURES", "Case", "FaultKind", "Prefill", "Step", "run_cases"]
+
+F32 = NDArray[np.float32]
+Prefill = Literal["poison", "zero", "garbage"]
+FaultKind = Literal["crash", "hang", "memory", "load", "not_run"]
+MAX_CHILD_FAILURES = 3
+PAUSE_S = 0.01
+Progress = Callable[[str], None]
+
+
+@dataclass
+class Step:
+    """One call: its inputs, which of the case's arenas it uses, how outputs are prefilled."""
+
+    inputs: list[F32]
+    arena: int
+    prefill: Prefill = "poison"
+
+
+@dataclass
+class Case:
+    check: str
+    dims: dict[str, int]
+    steps: list[Step]
+    pair_from: int | None = None
+    """Steps from this index on run in one command from two threads started together:
+    even ones on the first thread, odd ones on the second."""
+    dumps: list[NDArray[np.uint8]] = field(default_factory=list)
+    failure: str | None = None
+    fault: FaultKind | None = None
+    escaped: list[str] = field(default_factory=list)
+
+    def fail(self, kind: FaultKind, why: str) -> None:
+        self.fault, self.failure = kind, why
+
+
+def _prefill(region: NDArray[np.uint8], op: OpSpec, dims: dict[str, int], how: Prefill,
+             markers: Markers, rng: np.random.Generator) -> None:
+    lay = layout(op, dims)
+    if how == "poison":
+        poison(region, lay, markers.poison)
+        return
+    for slot in lay.slots:
+        if slot.is_output:
+            words = region[slot.offset:slot.offset + slot.nbytes].view(np.float32)
+            words[:] = 0.0 if how == "zero" else rng.standard_normal(words.size).astype(np.float32)
+
+
+def _run_case(worker: NativeWorker, op: OpSpec, case: Case, mem: SharedArena, markers: Markers,
+              timeout_s: float, rng: np.random.Generator) -> None:
+    lay = layout(op, case.dims)
+    arenas = 1 + max(s.arena for s in case.steps)
+    mem.bytes[:arenas * lay.total] = guard_pattern(arenas * lay.total, markers.guard)
+    slots = [s.offset for s in lay.slots]
+    dims = list(case.dims.values())
+    dumps: list[NDArray[np.uint8]] = []
+    si = 0
+    while si < len(case.steps):
+        paired = case.pair_from is not None and si >= case.pair_from
+        group = case.steps[si:] if paired else case.steps[si:si + 1]
+        for step in group:
+            region = mem.bytes[step.arena * lay.total:(step.arena + 1) * lay.total]
+            fill_inputs(region, lay, step.inputs)
+            _prefill(region, op, case.dims, step.prefill, markers, rng)
+        offsets = [step.arena * lay.total for step in group]
+        if paired:
+            worker.pair(offsets[0::2], offsets[1::2], slots, dims, timeout_s)
+        else:
+            worker.call(offsets, slots, dims, timeout_s)
+        pid = worker.pid()
+        before = activity(pid) if pid is not None else None
+        t0 = time.perf_counter_ns()
+        snaps = [mem.bytes[o:o + lay.total].copy() for o in offsets]
+        time.sleep(PAUSE_S)
+        if pid is not None and before is not None:
+            found = escaped_work(pid, before, activity(pid), time.perf_counter_ns() - t0)
+            case.escaped += [f for f in found if f not in case.escaped]
+        for o, snap in zip(offsets, snaps, strict=True):
+            if not np.array_equal(mem.bytes[o:o + lay.total], snap):
+                text = "memory changed after the call returned (work deferred past the call)"
+                if text not in case.escaped:
+                    case.escaped.append(text)
+        if worker.unasked and UNASKED_ANSWER not in case.escaped:
+            case.escaped.append(UNASKED_ANSWER)
+        dumps += snaps
+        si += len(group)
+    case.dumps = dumps
+
+
+def _describe(exc: Exception, result: ChildResult | None, limits: Limits) -> tuple[FaultKind, str]:
+    if isinstance(exc, WorkerHung):
+        return "hang", f"hang: no answer within the per-call limit of {exc.limit_s:g} s"
+    if isinstance(exc, WorkerOverMemory):
+        return "memory", f"unbounded allocation: {exc}"
+    res = exc.result if isinstance(exc, WorkerGone) and exc.result is not None else result
+    if res is None:
+        return "crash", "crash: the kernel's process could not be started"
+    why = res.describe(limits)
+    if res.timed_out or res.step_timed_out or res.signal == signal.SIGXCPU:
+        return "hang", why
+    if isinstance(exc, WorkerGone) and not exc.loaded:
+        return "load", f"failed before the first call (while loading the library): {why}"
+    if limits.address_space and res.maxrss_bytes > 0.5 * limits.address_space:
+        return "memory", why
+    return "crash", why
+
+
+def run_cases(library: Path, entry: str, op: OpSpec, cases: list[Case], workdir: Path,
+              limits: Limits, markers: Markers, rng: np.random.Generator, progress: Progress,
+              readable: list[Path], gpu: bool = False) -> SandboxLayers:
+    """Run every case, resuming after a crash; fill dumps/failures.
+
+    Returns the sandbox layers that were in force (the weakest over every child run)."""
+    size = max(layout(op, c.dims).total * (1 + max(s.arena for s in c.steps)) for c in cases)
+    todo = list(range(len(cases)))
+    failures = 0
+    layers: SandboxLayers | None = None
+
+    def seen(result: ChildResult | None) -> SandboxLayers:
+        nonlocal layers
+        if result is not None:
+            layers = result.layers if layers is None else layers.weakest(result.layers)
+        return layers or NO_LAYERS
+
+    timeout_s = (limits.step_wall_s or limits.wall_s) + 2.0
+    env = base_env(QUIET_THREADS)
+    run = 0
+    while todo:
+        run += 1
+        job_dir = workdir / f"run{run}"
+        job_dir.mkdir()
+        mem = SharedArena(size)
+        progress(f"running {len(todo)} cases in a sandboxed child")
+        worker = NativeWorker(library, entry, op, mem, job_dir, limits, env, readable=readable, gpu=gpu)
+        done = 0
+        try:
+            for ci in todo:
+                _run_case(worker, op, cases[ci], mem, markers, timeout_s, rng)
+                done += 1
+        except (WorkerGone, WorkerHung, WorkerOverMemory) as exc:
+            result = worker.close()
+            kind, why = _describe(exc, result, limits)
+            seen(result)
+            if kind == "load":
+                for ci in todo:
+                    cases[ci].fail(kind, why)
+                return seen(None)
+            cases[todo[done]].fail(kind, why)
+            failures += 1
+            todo = todo[done + 1:]
+            if failures >= MAX_CHILD_FAILURES or kind == "hang":
+                for ci in todo:
+                    cases[ci].fail("not_run", f"not run: the kernel already failed ({why})")
+                return seen(None)
+            continue
+        finally:
+            worker.close()
+            mem.close()
+        return seen(worker.result)
+    return seen(None)

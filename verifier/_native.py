@@ -1,0 +1,557 @@
+"""The parent's side of the native worker: build it, share arenas with it, command it.
+
+The kernel's process runs only `_native_worker.c` (no interpreter of ours, no
+numpy) plus the kernel. Arenas live in one sealed memfd mapped by both sides: the
+parent fills inputs and prefills outputs there, sends a command over a pipe, and
+reads a fixed-size answer from another pipe; it times the round trip on its own
+clock and snapshots the outputs itself. Nothing the child writes to a path is
+ever opened. The same command format drives the baseline process
+(`verifier._baseline`), so both are timed the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import mmap
+import os
+import select
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import NDArray
+
+from verifier._errors import BuildError, SandboxError, VerifierError
+from verifier.ops import OpSpec
+from verifier.sandbox import ChildResult, Limits, base_env, run_sandboxed
+
+__all__ = [
+    "OP_CALL",
+    "OP_NOP",
+    "OP_PAIR",
+    "QUIET_THREADS",
+    "UNASKED_ANSWER",
+    "Activity",
+    "BaselineWorker",
+    "NativeWorker",
+    "SharedArena",
+    "WorkerGone",
+    "WorkerHung",
+    "activity",
+    "encode",
+    "escaped_work",
+    "schedstat",
+    "worker_binary",
+]
+
+OP_NOP, OP_CALL, OP_PAIR, OP_QUIT = 0, 1, 2, 9
+MAX_BATCH = 4096
+"""Calls per command: its words must fit in a pipe buffer (64 KiB) so a hung child cannot block a write."""
+ANSWER = struct.Struct("<qq")
+POLL_S = 0.02
+QUIET_THREADS = {"OMP_WAIT_POLICY": "PASSIVE", "OPENBLAS_THREAD_TIMEOUT": "4"}
+"""Idle OpenMP threads sleep instead of spinning, so a spinning pool is never
+mistaken for work escaping a call, and never slows the other side on a small machine."""
+_SOURCE = Path(__file__).with_name("_native_worker.c")
+UNASKED_ANSWER = ("answered before it was asked (something in the kernel's process writes the "
+                  "worker's answers, to stop the parent's clock early)")
+
+
+class WorkerGone(VerifierError):
+    """The child ended (crash, limit, exit) before answering; `result` says how."""
+
+    def __init__(self, result: ChildResult | None, loaded: bool) -> None:
+        super().__init__("the kernel's process ended before answering")
+        self.result = result
+        self.loaded = loaded
+
+
+class WorkerHung(VerifierError):
+    """The child did not answer within the per-command limit and was killed."""
+
+    def __init__(self, limit_s: float) -> None:
+        super().__init__(f"hang: no answer within {limit_s:g} s; killed")
+        self.limit_s = limit_s
+
+
+class WorkerOverMemory(VerifierError):
+    """The child's resident memory passed the parent's watchdog cap and it was killed."""
+
+    def __init__(self, rss: int, cap: int) -> None:
+        super().__init__(f"resident memory {rss >> 20} MiB passed the cap of {cap >> 20} MiB")
+        self.rss, self.cap = rss, cap
+
+
+# -- the worker program ----------------------------------------------------------------
+
+
+def worker_source(op: OpSpec) -> str:
+    """The worker's C source for `op`'s signature."""
+    ni, no, nd = len(op.inputs), len(op.outputs), len(op.dims)
+    proto = ", ".join(["const float*"] * ni + ["float*"] * no + ["int64_t"] * nd)
+    args = ", ".join([f"ptr(arena, slot, {i})" for i in range(ni + no)] + [f"d[{i}]" for i in range(nd)])
+    head = (f"#define KTL_NB {ni + no}\n#define KTL_ND {nd}\n#define KTL_PROTO {proto}\n"
+            f"#define KTL_ARGS {args}\n")
+    return head + _SOURCE.read_text()
+
+
+@lru_cache(maxsize=1)
+def _cache_dir() -> Path:
+    folder = Path(tempfile.mkdtemp(prefix="ktl-native-"))
+    import atexit
+
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
+
+
+_build_lock = threading.Lock()
+
+
+def worker_binary(op: OpSpec) -> Path:
+    """The worker program for `op`, compiled once per process and source hash with the system cc."""
+    source = worker_source(op)
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    folder = _cache_dir() / digest
+    binary = folder / "ktl-worker"
+    with _build_lock:
+        if binary.is_file():
+            return binary
+        folder.mkdir(exist_ok=True)
+        (folder / "worker.c").write_text(source)
+        cc = shutil.which("cc", path="/usr/bin:/bin:/usr/local/bin") or "cc"
+        try:
+            out = subprocess.run([cc, "-O2", "-o", str(binary), str(folder / "worker.c"), "-ldl",
+                                  "-lpthread"], capture_output=True, text=True, timeout=120,
+                                 check=False, env=base_env())
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise BuildError(f"cannot build ktl's native worker with {cc}: {exc}") from exc
+        if out.returncode != 0:
+            raise BuildError(f"cannot build ktl's native worker with {cc}: {out.stderr[-1500:]}")
+    return binary
+
+
+def encode(op: int, slots: Sequence[int], dims: Sequence[int], arenas: Sequence[int],
+           lazy: Sequence[int] | None = None) -> bytes:
+    """One command: {op, count, slot offsets, dims, lazy sizes, arena offsets} as int64."""
+    if len(arenas) > MAX_BATCH:
+        raise VerifierError(f"a batch holds at most {MAX_BATCH} calls")
+    lazy_sizes = list(lazy) if lazy is not None else [0] * len(slots)
+    words = [op, len(arenas), *slots, *dims, *lazy_sizes, *arenas]
+    return np.asarray(words, dtype="<i8").tobytes()
+
+
+# -- shared memory -------------------------------------------------------------------------
+
+
+class SharedArena:
+    """A sealed memfd (it cannot shrink or grow: the child cannot make the parent fault) mapped here."""
+
+    def __init__(self, nbytes: int) -> None:
+        if nbytes < 0:
+            raise VerifierError("arena size must not be negative")
+        self.nbytes = max(int(nbytes), 4096)
+        self.fd = os.memfd_create("ktl-arena", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        try:
+            os.ftruncate(self.fd, self.nbytes)
+            fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS,
+                        fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+            self._map = mmap.mmap(self.fd, self.nbytes, mmap.MAP_SHARED,
+                                  mmap.PROT_READ | mmap.PROT_WRITE)
+        except OSError:
+            os.close(self.fd)
+            raise
+        self.bytes: NDArray[np.uint8] = np.frombuffer(self._map, dtype=np.uint8)
+
+    def close(self) -> None:
+        self.bytes = np.zeros(0, dtype=np.uint8)
+        with contextlib.suppress(BufferError):
+            self._map.close()
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+
+# -- what the child is doing -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Activity:
+    """Threads (tid -> CPU ns) and live child processes of a process at one moment."""
+
+    threads: dict[int, int]
+    children: tuple[int, ...]
+
+
+def schedstat(path: str) -> tuple[int, int]:
+    """(ns on CPU, ns waiting on a run queue) of one thread, 0s if unreadable."""
+    try:
+        with open(path) as fh:
+            fields = fh.read().split()
+        return int(fields[0]), int(fields[1])
+    except (OSError, ValueError, IndexError):
+        return 0, 0
+
+
+def _thread_cpu_ns(task: Path) -> int:
+    try:
+        return int((task / "schedstat").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) * (10**9 // os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _live(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def _children(pid: int) -> list[int]:
+    kids: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError, ValueError):
+                kids += [int(x) for x in (task / "children").read_text().split()]
+    return kids
+
+
+def activity(pid: int) -> Activity:
+    """The threads of `pid` with their CPU time, and its live descendants."""
+    threads: dict[int, int] = {}
+    with contextlib.suppress(OSError):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            if task.name.isdigit():
+                threads[int(task.name)] = _thread_cpu_ns(task)
+    seen: list[int] = []
+    todo = _children(pid)
+    while todo and len(seen) < 4096:
+        kid = todo.pop()
+        if kid not in seen:
+            seen.append(kid)
+            todo += _children(kid)
+    return Activity(threads, tuple(k for k in seen if _live(k)))
+
+
+def escaped_work(pid: int, before: Activity, after: Activity, pause_ns: int) -> list[str]:
+    """What kept running after a call returned: busy threads and live processes it started.
+
+    An honest OpenMP kernel leaves an idle thread pool behind; idle threads use
+    (almost) no CPU while the worker waits for its next command (its main thread
+    included: it is blocked reading the pipe), so a thread counts as busy only
+    when it used over a fifth of the pause (at least 2 ms).
+    """
+    found: list[str] = []
+    busy = [(tid, cpu - before.threads.get(tid, 0)) for tid, cpu in after.threads.items()
+            if cpu - before.threads.get(tid, 0) > max(pause_ns // 5, 2_000_000)]
+    if busy:
+        found.append(f"{len(busy)} thread(s) still running after the call returned "
+                     f"(one used {busy[0][1] / 1e6:.0f} ms of CPU in a {pause_ns / 1e6:.0f} ms pause)")
+    if after.children:
+        found.append(f"{len(after.children)} process(es) started by the kernel still alive after "
+                     "the call returned")
+    return found
+
+
+# -- the session -------------------------------------------------------------------------------
+
+
+def _pipe_inode(fd: int) -> str:
+    return f"pipe:[{os.fstat(fd).st_ino}]"
+
+
+def _rss_bytes(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+class _Channel:
+    """Commands out, fixed-size answers in, on the parent's clock, with a watchdog."""
+
+    def __init__(self, cmd_w: int, ans_r: int) -> None:
+        self.cmd_w, self.ans_r = cmd_w, ans_r
+
+    def alive(self) -> bool:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def pid(self) -> int | None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def kill(self) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def gone(self) -> VerifierError:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    rss_cap: int | None = None
+    last_waited_ns = 0
+    """Run-queue wait of the parent and of the child's main thread during the last round trip:
+    time the machine was busy with others (scheduling latency), not time the call took."""
+    last_cpu_ns = 0
+    """CPU time all of the child's threads used during the last round trip."""
+    last_value = 0
+    """The last answer's value: a count from the native worker (never a time: the kernel's
+    process is not believed), the baseline's own time of its calls in ns."""
+    unasked = False
+    """An answer was waiting before a command was sent: something in the child's
+    process writes answers itself (to stop the parent's clock early)."""
+
+    def roundtrip(self, command: bytes, timeout_s: float) -> int:
+        """Send `command`, wait for its answer; return the elapsed ns on the parent's clock."""
+        ready, _, _ = select.select([self.ans_r], [], [], 0)
+        if ready:
+            self.unasked = True
+        before = self._clocks()
+        t0 = time.perf_counter_ns()
+        deadline = time.monotonic() + timeout_s
+        self._send(command, timeout_s, deadline)
+        buf = b""
+        while len(buf) < ANSWER.size:
+            ready, _, _ = select.select([self.ans_r], [], [], POLL_S)
+            if ready:
+                chunk = os.read(self.ans_r, ANSWER.size - len(buf))
+                if not chunk:
+                    raise self.gone()
+                buf += chunk
+                continue
+            if not self.alive():
+                raise self.gone()
+            self._watch(timeout_s, deadline)
+        t1 = time.perf_counter_ns()
+        after = self._clocks()
+        self.last_waited_ns = (after[0] - before[0]) + (after[1] - before[1])
+        self.last_cpu_ns = after[2] - before[2]
+        status, self.last_value = ANSWER.unpack(buf)
+        if status != 0:
+            raise SandboxError(f"the worker could not run the command (status {status})")
+        return t1 - t0
+
+    def _clocks(self) -> tuple[int, int, int]:
+        """(this thread's run-queue wait, the child's main thread's run-queue wait, the child's
+        CPU time over all its threads), in ns, as the OS accounts them (the child cannot lower them)."""
+        own = schedstat(f"/proc/self/task/{threading.get_native_id()}/schedstat")[1]
+        pid = self.pid()
+        if pid is None:
+            return own, 0, 0
+        main_wait = cpu = 0
+        with contextlib.suppress(OSError):
+            for task in os.listdir(f"/proc/{pid}/task"):
+                on_cpu, waited = schedstat(f"/proc/{pid}/task/{task}/schedstat")
+                cpu += on_cpu
+                if task == str(pid):
+                    main_wait = waited
+        return own, main_wait, cpu
+
+    def _send(self, command: bytes, timeout_s: float, deadline: float) -> None:
+        """Write without ever blocking: a child that stops reading cannot hang the parent."""
+        os.set_blocking(self.cmd_w, False)
+        view = memoryview(command)
+        while view:
+            try:
+                view = view[os.write(self.cmd_w, view):]
+                continue
+            except BlockingIOError:
+                pass
+            except OSError:
+                raise self.gone() from None
+            select.select([], [self.cmd_w], [], POLL_S)
+            if not self.alive():
+                raise self.gone()
+            self._watch(timeout_s, deadline)
+
+    def _watch(self, timeout_s: float, deadline: float) -> None:
+        if time.monotonic() > deadline:
+            self.kill()
+            raise WorkerHung(timeout_s)
+        pid = self.pid()
+        if self.rss_cap is not None and pid is not None:
+            rss = _rss_bytes(pid)
+            if rss > self.rss_cap:
+                self.kill()
+                raise WorkerOverMemory(rss, self.rss_cap)
+
+
+class NativeWorker(_Channel):
+    """One sandboxed kernel process: `start()`, commands, `close()` -> ChildResult."""
+
+    def __init__(self, library: Path, entry: str, op: OpSpec, arena: SharedArena, workdir: Path,
+                 limits: Limits, env: dict[str, str] | None = None, readable: Sequence[Path] = (),
+                 gpu: bool = False, rss_cap: int | None = None) -> None:
+        self.op, self.arena, self.limits = op, arena, limits
+        self.binary = worker_binary(op)
+        cmd_r, cmd_w = os.pipe()
+        ans_r, ans_w = os.pipe()
+        super().__init__(cmd_w, ans_r)
+        self._child_fds = (cmd_r, ans_w)
+        self.rss_cap = rss_cap
+        self.killed = False
+        self._closed = False
+        self.result: ChildResult | None = None
+        self._pid: int | None = None
+        self._inode = _pipe_inode(cmd_r)
+        argv = [str(self.binary), str(Path(library).resolve()), entry, str(cmd_r), str(ans_w),
+                str(arena.fd), str(arena.nbytes)]
+        child_env = env if env is not None else base_env(QUIET_THREADS)
+        self._thread = threading.Thread(target=self._run, daemon=True, args=(
+            argv, workdir, child_env, [*readable, self.binary.parent], gpu))
+        self._thread.start()
+
+    def _run(self, argv: list[str], workdir: Path, env: dict[str, str], readable: list[Path],
+             gpu: bool) -> None:
+        try:
+            self.result = run_sandboxed(argv, workdir, self.limits, env, readable=readable, gpu=gpu,
+                                        pass_fds=(*self._child_fds, self.arena.fd))
+        except SandboxError:
+            self.result = None
+
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def pid(self) -> int | None:
+        """The worker's pid: the descendant of this process holding our command pipe."""
+        if self._pid is not None:
+            return self._pid
+        todo = _children(os.getpid())
+        fd = self._child_fds[0]
+        while todo:
+            kid = todo.pop()
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{kid}/fd/{fd}") == self._inode and \
+                        os.readlink(f"/proc/{kid}/exe") == str(self.binary):
+                    self._pid = kid
+                    return kid
+            todo += _children(kid)
+        return None
+
+    def kill(self) -> None:
+        self.killed = True
+        pid = self.pid()
+        if pid is None:
+            return
+        with contextlib.suppress(OSError):
+            group = os.getpgid(pid)
+            if group != os.getpgrp():
+                os.killpg(group, signal.SIGKILL)
+                return
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+    def gone(self) -> VerifierError:
+        self._thread.join(timeout=self.limits.wall_s + 5)
+        loaded = self.result is not None and self.result.last("LOADED") is not None
+        return WorkerGone(self.result, loaded)
+
+    def call(self, arenas: Sequence[int], slots: Sequence[int], dims: Sequence[int],
+             timeout_s: float, lazy: Sequence[int] | None = None) -> int:
+        """Call the kernel once per arena offset, in order; elapsed ns on the parent's clock."""
+        return self.roundtrip(encode(OP_CALL, slots, dims, arenas, lazy), timeout_s)
+
+    def pair(self, first: Sequence[int], second: Sequence[int], slots: Sequence[int],
+             dims: Sequence[int], timeout_s: float) -> int:
+        """Two threads started together call the kernel, one on each of `first`, one on `second`."""
+        if len(first) != len(second) or not first:
+            raise VerifierError("both threads need the same, non-zero number of calls")
+        return self.roundtrip(encode(OP_PAIR, slots, dims, [*first, *second]), timeout_s)
+
+    def nop(self, timeout_s: float = 10.0) -> int:
+        """An empty command's round trip: the parent's overhead per batch."""
+        return self.roundtrip(encode(OP_NOP, [0] * len(self.op.inputs + self.op.outputs),
+                                     [0] * len(self.op.dims), []), timeout_s)
+
+    def close(self) -> ChildResult | None:
+        """Ask the worker to quit (killing it if it does not), then give its ChildResult."""
+        if self._closed:
+            return self.result
+        self._closed = True
+        with contextlib.suppress(OSError):
+            os.write(self.cmd_w, encode(OP_QUIT, [], [], []))
+        self._thread.join(timeout=2.0)
+        if self._thread.is_alive():
+            self.kill()
+            self._thread.join(timeout=self.limits.wall_s + 5)
+        for fd in (self.cmd_w, self.ans_r, *self._child_fds):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        return self.result
+
+
+class BaselineWorker(_Channel):
+    """The baseline's own process (`verifier._baseline`): it never loads the kernel."""
+
+    def __init__(self, op: OpSpec, arena: SharedArena, threads: int) -> None:
+        self.op = op
+        cmd_r, cmd_w = os.pipe()
+        ans_r, ans_w = os.pipe()
+        super().__init__(cmd_w, ans_r)
+        root = str(Path(__file__).resolve().parent.parent)
+        env = base_env({"OPENBLAS_NUM_THREADS": str(threads), "OMP_NUM_THREADS": str(threads),
+                        "MKL_NUM_THREADS": str(threads), "PYTHONPATH": root, **QUIET_THREADS})
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-s", "-B", "-m", "verifier._baseline", op.name, str(cmd_r),
+                 str(ans_w), str(arena.fd), str(arena.nbytes)],
+                env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE, pass_fds=(cmd_r, ans_w, arena.fd), close_fds=True)
+        except OSError as exc:
+            raise SandboxError(f"cannot start the baseline process: {exc}") from exc
+        finally:
+            os.close(cmd_r)
+            os.close(ans_w)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def pid(self) -> int | None:
+        return self.proc.pid
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            self.proc.kill()
+
+    def gone(self) -> VerifierError:
+        self.kill()
+        _, err = self.proc.communicate(timeout=10)
+        return SandboxError(f"the baseline process failed: {err.decode('utf-8', 'replace')[-500:]}")
+
+    def call(self, arenas: Sequence[int], slots: Sequence[int], dims: Sequence[int],
+             timeout_s: float) -> int:
+        return self.roundtrip(encode(OP_CALL, slots, dims, arenas), timeout_s)
+
+    def nop(self, timeout_s: float = 30.0) -> int:
+        return self.roundtrip(encode(OP_NOP, [0] * len(self.op.inputs + self.op.outputs),
+                                     [0] * len(self.op.dims), []), timeout_s)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self.cmd_w, encode(OP_QUIT, [], [], []))
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            self.proc.wait()
+        if self.proc.stderr is not None:
+            self.proc.stderr.close()
+        for fd in (self.cmd_w, self.ans_r):
+            with contextlib.suppress(OSError):
+                os.close(fd)

@@ -1,0 +1,162 @@
+/* ktl's native worker: the only code of ours in the kernel's process.
+ *
+ * Built once per op signature by verifier._native (which prepends the KTL_NB,
+ * KTL_ND and KTL_PROTO/KTL_ARGS definitions). It dlopens the kernel library,
+ * maps the arena memfd the parent shares with it, and answers commands read from
+ * a pipe. It judges and times nothing: the parent fills the arenas, takes the
+ * time on its own clock, snapshots the outputs and decides.
+ *
+ * argv: library entry cmd_fd ans_fd mem_fd mem_bytes
+ * command: int64 words {op, count, slot[KTL_NB], dims[KTL_ND], lazy[KTL_NB], arena[count]}
+ * answer:  int64 words {status, value}
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define KTL_MAX_BATCH 65536
+enum { OP_NOP = 0, OP_CALL = 1, OP_PAIR = 2, OP_QUIT = 9 };
+
+typedef void (*ktl_fn)(KTL_PROTO);
+static ktl_fn fn;
+static unsigned char *mem;
+static uint64_t mem_bytes;
+static int cmd_fd, ans_fd;
+static float *lazy_ptr[KTL_NB];
+static size_t lazy_len[KTL_NB];
+
+static int read_all(void *dst, size_t n) {
+  unsigned char *p = dst;
+  while (n) {
+    ssize_t r = read(cmd_fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return 0;
+    p += r;
+    n -= (size_t)r;
+  }
+  return 1;
+}
+
+static void answer(int64_t status, int64_t value) {
+  int64_t a[2] = {status, value};
+  const unsigned char *p = (const unsigned char *)a;
+  size_t n = sizeof a;
+  while (n) {
+    ssize_t w = write(ans_fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) _exit(3);
+    p += w;
+    n -= (size_t)w;
+  }
+}
+
+static float *ptr(int64_t arena, const int64_t *slot, int i) {
+  if (lazy_ptr[i]) return lazy_ptr[i];
+  return (float *)(mem + arena + slot[i]);
+}
+
+static void call(int64_t arena, const int64_t *slot, const int64_t *d) { fn(KTL_ARGS); }
+
+struct pair_job {
+  const int64_t *arenas;
+  int64_t count;
+  const int64_t *slot, *dims;
+  int *arrived;
+};
+
+/* Both threads spin until both have arrived, so their calls overlap in time; each
+ * then calls the kernel on each of its own arenas in turn. */
+static void *pair_runner(void *arg) {
+  struct pair_job *j = arg;
+  __atomic_add_fetch(j->arrived, 1, __ATOMIC_SEQ_CST);
+  while (__atomic_load_n(j->arrived, __ATOMIC_SEQ_CST) < 2) {
+  }
+  for (int64_t i = 0; i < j->count; i++) call(j->arenas[i], j->slot, j->dims);
+  return NULL;
+}
+
+static int map_lazy(const int64_t *lazy) {
+  for (int i = 0; i < KTL_NB; i++) {
+    if (lazy_ptr[i]) munmap(lazy_ptr[i], lazy_len[i]);
+    lazy_ptr[i] = NULL;
+    lazy_len[i] = 0;
+    if (lazy[i] <= 0) continue;
+    /* untouched private anonymous pages read as zero and cost no memory */
+    void *p = mmap(NULL, (size_t)lazy[i], PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (p == MAP_FAILED) return 0;
+    madvise(p, (size_t)lazy[i], MADV_HUGEPAGE); /* reads map the huge zero page: fewer faults */
+    lazy_ptr[i] = p;
+    lazy_len[i] = (size_t)lazy[i];
+  }
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 7) return 2;
+  cmd_fd = atoi(argv[3]);
+  ans_fd = atoi(argv[4]);
+  int mem_fd = atoi(argv[5]);
+  mem_bytes = strtoull(argv[6], NULL, 10);
+  mem = mmap(NULL, mem_bytes ? mem_bytes : 1, PROT_READ | PROT_WRITE, MAP_SHARED, mem_fd, 0);
+  if (mem == MAP_FAILED) return 4;
+  char netns[128] = "unknown";
+  ssize_t len = readlink("/proc/self/ns/net", netns, sizeof netns - 1);
+  if (len > 0) netns[len] = 0;
+  printf("READY %s\n", netns);
+  fflush(stdout);
+  void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    fprintf(stderr, "cannot load the kernel library: %s\n", dlerror());
+    return 5;
+  }
+  fn = (ktl_fn)dlsym(lib, argv[2]);
+  if (!fn) {
+    fprintf(stderr, "the library exports no symbol %s\n", argv[2]);
+    return 6;
+  }
+  printf("LOADED\n");
+  fflush(stdout);
+  static int64_t words[2 + 2 * KTL_NB + KTL_ND + KTL_MAX_BATCH];
+  for (int64_t seq = 0;; seq++) {
+    if (!read_all(words, 2 * sizeof(int64_t))) return 0;
+    int64_t op = words[0], count = words[1];
+    if (op == OP_QUIT) _exit(0); /* no destructors of the kernel's library */
+    if (count < 0 || count > KTL_MAX_BATCH) return 7;
+    int64_t *slot = words + 2, *dims = slot + KTL_NB, *lazy = dims + KTL_ND, *arena = lazy + KTL_NB;
+    if (!read_all(slot, (size_t)(2 * KTL_NB + KTL_ND + count) * sizeof(int64_t))) return 0;
+    for (int64_t i = 0; i < count; i++)
+      for (int b = 0; b < KTL_NB; b++)
+        if (arena[i] < 0 || slot[b] < 0 || (uint64_t)(arena[i] + slot[b]) > mem_bytes) return 8;
+    printf("CMD %lld\n", (long long)seq);
+    fflush(stdout);
+    if (!map_lazy(lazy)) {
+      answer(1, errno);
+      continue;
+    }
+    if (op == OP_CALL) {
+      for (int64_t i = 0; i < count; i++) call(arena[i], slot, dims);
+    } else if (op == OP_PAIR && count >= 2 && count % 2 == 0) {
+      int arrived = 0;
+      struct pair_job a = {arena, count / 2, slot, dims, &arrived};
+      struct pair_job b = {arena + count / 2, count / 2, slot, dims, &arrived};
+      pthread_t ta;
+      if (pthread_create(&ta, NULL, pair_runner, &a)) {
+        answer(2, errno);
+        continue;
+      }
+      pair_runner(&b);
+      pthread_join(ta, NULL);
+    } else if (op != OP_NOP) {
+      return 9;
+    }
+    answer(0, count);
+  }
+}
