@@ -36,13 +36,18 @@ def _fail(message: str, code: int) -> None:
               help="How long the integrator waits to fill a batch.")
 @click.option("--rate", default=20000.0, show_default=True, type=click.FloatRange(0.001),
               help="Submissions per second per client address (per worker).")
+@click.option("--reproduce-tolerance", type=click.FloatRange(0.0, 1.0), default=None,
+              help="Suggest this tolerance to `ktl reproduce` clients (0.05 = 5%).")
+@click.option("--reproduce-confidence", type=click.FloatRange(0.5, 1.0, max_open=True),
+              default=None, help="Suggest this confidence to `ktl reproduce` clients.")
 @click.option("--access-log/--no-access-log", default=False, help="Log every request.")
 @click.option("--deep-check", is_flag=True,
               help="Before serving, re-hash every entry and compare every bundle file.")
 def serve(
     data_dir: str, host: str, port: int, origin: str | None, key_file: str | None,
     workers: int, threads: int, token_env: str | None, max_batch: int, batch_size: int,
-    batch_delay_ms: float, rate: float, access_log: bool, deep_check: bool,
+    batch_delay_ms: float, rate: float, reproduce_tolerance: float | None,
+    reproduce_confidence: float | None, access_log: bool, deep_check: bool,
 ) -> None:
     """Run the transparency log in the foreground.
 
@@ -77,7 +82,8 @@ def serve(
         config = ServerConfig(
             data_dir=data_dir, origin=log_origin, max_batch=max_batch, batch_size=batch_size,
             batch_delay_ms=batch_delay_ms, rate_per_second=rate, rate_burst=max(2 * rate, 10.0),
-            write_token=token,
+            write_token=token, reproduce_tolerance=reproduce_tolerance,
+            reproduce_confidence=reproduce_confidence,
         )
     except ValueError as e:
         _fail(str(e), 2)

@@ -10,7 +10,7 @@ verifier's (`verifier.reproduce`); the client signs and logs the result if asked
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from attest.predicates import (
     KERNEL_V1,
     REPRODUCTION_V1,
     VERIFICATION_V1,
+    DecisionPolicy,
     parse_predicate,
 )
 from client._errors import InputError, VerificationFailed
@@ -29,6 +30,33 @@ from client.session import FetchedEntry, Session, fetch_entry
 CLAIM_TYPES = (VERIFICATION_V1, BENCHMARK_V1)
 MAX_CLAIMS = 64
 BENCH_SECONDS = {"quick": 10.0, "full": 30.0}
+"""Most seconds of measuring per run (a run stops sooner once its interval is tight)."""
+
+
+def resolve_policy(log_defaults: Mapping[str, float] | None, tolerance: float | None,
+                   confidence: float | None) -> tuple[DecisionPolicy, str]:
+    """The decision policy and where each part came from: the option, the log's suggestion,
+    or the built-in default (in that order)."""
+    from verifier import VerifierError
+    from verifier.reproduce import DEFAULT_POLICY, make_policy
+
+    suggested = log_defaults or {}
+    picked: dict[str, float] = {}
+    said: list[str] = []
+    for name, given, default in (("tolerance", tolerance, DEFAULT_POLICY.tolerance),
+                                 ("confidence", confidence, DEFAULT_POLICY.confidence)):
+        if given is not None:
+            picked[name], where = given, "--" + name
+        elif name in suggested:
+            picked[name], where = suggested[name], "the log's default"
+        else:
+            picked[name], where = default, "built-in default"
+        said.append(f"{name} {100 * picked[name]:g} % ({where})")
+    try:
+        policy = make_policy(picked["tolerance"], picked["confidence"])
+    except (AttestError, VerifierError) as exc:
+        raise InputError(f"unusable reproduce policy: {exc}") from exc
+    return policy, ", ".join(said)
 
 
 @dataclass(frozen=True)
@@ -124,11 +152,13 @@ class ReproductionResult:
 
 
 def reproduce_entry(
-    sess: Session, index: int, workdir: Path, budget: str, note: Callable[[str], None]
+    sess: Session, index: int, workdir: Path, budget: str, note: Callable[[str], None],
+    runs: int | None = None, policy: DecisionPolicy | None = None,
 ) -> ReproductionResult:
-    """Gather entry `index` and its claims (all verified), then let the verifier re-run them."""
-    from verifier import VerifierError
-    from verifier.reproduce import reproduce_kernel
+    """Gather entry `index` and its claims (all verified), then let the verifier re-run them
+    (`runs` independent benchmark runs; `policy` decides speed-up claims)."""
+    from verifier import DEFAULT_RUNS, VerifierError
+    from verifier.reproduce import make_policy, reproduce_kernel
 
     gathered = gather(sess, index, workdir / "kernel")
     stmt = gathered.target.verified.statement
@@ -140,7 +170,8 @@ def reproduce_entry(
     try:
         body = reproduce_kernel(gathered.kernel_dir, claims, target_json(sess, gathered.target),
                                 budget=budget, time_budget_s=BENCH_SECONDS[budget],
-                                progress=note)
+                                progress=note, runs=runs or DEFAULT_RUNS,
+                                policy=policy or make_policy())
     except VerifierError as exc:
         raise InputError(f"the verifier could not reproduce entry {index}: {exc}") from exc
     try:

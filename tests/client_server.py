@@ -32,9 +32,12 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 @contextmanager
-def running_log(data_dir: Path, origin: str = ORIGIN) -> Iterator[str]:
-    """Serve the log in `data_dir` on 127.0.0.1 (free port); yield its base URL."""
-    app = create_app(ServerConfig(data_dir=str(data_dir), origin=origin, batch_delay_ms=1.0))
+def running_log(data_dir: Path, origin: str = ORIGIN, **config: Any) -> Iterator[str]:
+    """Serve the log in `data_dir` on 127.0.0.1 (free port); yield its base URL.
+
+    `config`: further ServerConfig fields (e.g. reproduce_tolerance)."""
+    app = create_app(ServerConfig(data_dir=str(data_dir), origin=origin, batch_delay_ms=1.0,
+                                  **config))
     srv = make_server("127.0.0.1", 0, app, threaded=True)
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
     thread.start()

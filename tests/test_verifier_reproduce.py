@@ -231,14 +231,15 @@ def test_reproduce_kernel_end_to_end_refutes_an_inflated_claim() -> None:
     kernel = ROOT / "examples" / "sum-rows"
     shapes = [{"R": 128, "C": 512}]
     ver = check(kernel, budget="quick", seed=5).to_predicate()
-    real = bench_runs(kernel, runs=3, shapes=shapes, seed=5, time_budget_s=1).to_predicate()
+    real = bench_runs(kernel, runs=3, shapes=shapes, seed=5, time_budget_s=1,
+                      max_halfwidth=0.5).to_predicate()
     assert real["method"]["runs"] == 3 and len(real["results"][0]["runs"]) == 3
     inflated = copy.deepcopy(real)
     for r in [*inflated["results"], *inflated["results"][0]["runs"]]:
         r["speedup"] *= 1.5
         r["speedup_ci95"] = [x * 1.5 for x in r["speedup_ci95"]]
     body = reproduce_kernel(kernel, [(VERIFICATION_V1, ver), (BENCHMARK_V1, inflated)],
-                            TARGET, time_budget_s=1, runs=3)
+                            TARGET, time_budget_s=3, runs=3)
     assert body["verdict"] == "refuted"
     speed = [c for c in body["claims"] if c["claim"].startswith("benchmark.speedup")]
     assert speed and speed[0]["verdict"] == "refuted", speed[0]["reason"]

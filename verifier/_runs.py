@@ -180,6 +180,7 @@ def bench_runs(
     threads: int | None = 1,
     pin: bool = True,
     warmup: int = 5,
+    max_halfwidth: float = 0.15,
     progress: Progress | None = None,
 ) -> RunSet:
     """`runs` independent `bench` runs of the folder (same shapes and seed, fresh processes).
@@ -196,9 +197,10 @@ def bench_runs(
         say(f"run {k + 1}/{runs}" + (f" (pinned to CPU {cpu})" if cpu is not None else ""))
         with _pinned(cpu):
             report = bench(directory, shapes=shapes, seed=seed, time_budget_s=time_budget_s,
-                           threads=threads, warmup=warmup, progress=say)
+                           threads=threads, warmup=warmup, max_halfwidth=max_halfwidth,
+                           progress=say)
         seed = report.seed
         reports.append(report)
-        if not report.results:  # a build failure or a dead child: more runs will not help
+        if not report.trusted:  # the set is untrusted whatever later runs say: stop here
             break
     return RunSet(tuple(reports), cpu)

@@ -49,6 +49,7 @@ from verifier.ops import OPS
 
 __all__ = [
     "BENCHMARK_V1",
+    "DEFAULT_POLICY",
     "VERIFICATION_V1",
     "compare",
     "compare_benchmark",

@@ -28,6 +28,8 @@ class ServerConfig:
     rate_burst: float = 40000.0
     write_token: str | None = None
     max_search_limit: int = 500
+    reproduce_tolerance: float | None = None
+    reproduce_confidence: float | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_entry_bytes <= MAX_ENTRY_BYTES:
@@ -38,6 +40,19 @@ class ServerConfig:
             raise ValueError("body limits must be positive")
         if self.rate_per_second <= 0 or self.rate_burst < 1:
             raise ValueError("rate_per_second must be > 0 and rate_burst >= 1")
+        if self.reproduce_tolerance is not None and not 0 <= self.reproduce_tolerance <= 1:
+            raise ValueError("reproduce_tolerance must be a fraction between 0 and 1")
+        if self.reproduce_confidence is not None and not 0.5 <= self.reproduce_confidence < 1:
+            raise ValueError("reproduce_confidence must be at least 0.5 and below 1")
+
+    def reproduce_defaults(self) -> dict[str, float]:
+        """The decision defaults this log suggests to `ktl reproduce` (only those set)."""
+        out: dict[str, float] = {}
+        if self.reproduce_tolerance is not None:
+            out["tolerance"] = self.reproduce_tolerance
+        if self.reproduce_confidence is not None:
+            out["confidence"] = self.reproduce_confidence
+        return out
 
     @property
     def max_content_length(self) -> int:
