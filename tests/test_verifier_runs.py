@@ -97,3 +97,20 @@ def test_a_tampering_kernel_stops_the_runs_at_the_first_untrusted_one() -> None:
                     shapes=[{"R": 512, "C": 1024}], time_budget_s=1)
     assert len(rs.runs) == 1 and not rs.trusted
     assert any("timer tampering" in n for n in rs.to_predicate()["notes"])
+
+
+def test_the_verifier_package_imports_without_attest() -> None:
+    """The sandboxed worker imports `verifier` but may not read attest/ (Landlock)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, importlib.abc\n"
+            "class Block(importlib.abc.MetaPathFinder):\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'attest' or name.startswith('attest.'):\n"
+            "            raise ImportError('attest is out of reach here')\n"
+            "sys.meta_path.insert(0, Block())\n"
+            "import verifier, verifier._worker\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                         check=False, timeout=60)
+    assert out.returncode == 0, out.stderr

@@ -24,9 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attest.predicates import BENCHMARK_SCHEMA_VERSION, MAX_RUNS
 from verifier._errors import VerifierError
-from verifier._stats import student_t_quantile
+from verifier._stats import max_runs, student_t_quantile
 from verifier.bench import BenchReport, ShapeResult, bench
 
 __all__ = ["DEFAULT_RUNS", "RunSet", "bench_runs", "pinned_cpu"]
@@ -70,8 +69,8 @@ class RunSet:
     cpu: int | None
 
     def __post_init__(self) -> None:
-        if not 1 <= len(self.runs) <= MAX_RUNS:
-            raise VerifierError(f"a run set holds 1 to {MAX_RUNS} runs, got {len(self.runs)}")
+        if not 1 <= len(self.runs) <= max_runs():
+            raise VerifierError(f"a run set holds 1 to {max_runs()} runs, got {len(self.runs)}")
 
     @property
     def trusted(self) -> bool:
@@ -115,6 +114,9 @@ class RunSet:
         return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
 
     def to_predicate(self) -> dict[str, Any]:
+        # attest only here: the sandboxed worker imports this package and may not read attest/
+        from attest.predicates import BENCHMARK_SCHEMA_VERSION
+
         first = self.runs[0].to_predicate()
         blob = self.samples_blob()
         aggregated = self.aggregate()
@@ -188,8 +190,8 @@ def bench_runs(
     `time_budget_s` is per run. Single-threaded runs are pinned to one CPU unless
     `pin` is False. Raises VerifierError for bad arguments (and what `bench` raises).
     """
-    if not 1 <= runs <= MAX_RUNS:
-        raise VerifierError(f"runs must be between 1 and {MAX_RUNS}, got {runs}")
+    if not 1 <= runs <= max_runs():
+        raise VerifierError(f"runs must be between 1 and {max_runs()}, got {runs}")
     say: Progress = progress or (lambda _msg: None)
     cpu = pinned_cpu() if pin and threads == 1 else None
     reports: list[BenchReport] = []

@@ -35,12 +35,12 @@ from typing import Any, Literal
 __all__ = [
     "DEFAULT_CONFIDENCE",
     "DEFAULT_TOLERANCE",
-    "MAX_RUNS",
     "SIGMA_FLOOR",
     "Decision",
     "InflationTest",
     "StatsError",
     "inflation_test",
+    "max_runs",
     "simulated_rates",
     "student_t_cdf",
     "student_t_quantile",
@@ -54,8 +54,15 @@ DEFAULT_CONFIDENCE = 0.99
 SIGMA_FLOOR = 0.005
 """Smallest between-run spread (log units, ~0.5 %) assumed, so identical runs do not
 give a zero-width interval."""
-MAX_RUNS = 64
-"""Most runs a claim or a measurement may have."""
+
+
+def max_runs() -> int:
+    """Most runs a claim or a measurement may have: attest's limit, imported when needed
+    (the sandboxed worker imports this package and may not read attest/)."""
+    from attest.predicates import MAX_RUNS
+
+    return MAX_RUNS
+
 _MAX_EXTRA = 200
 
 
@@ -212,8 +219,9 @@ def student_t_quantile(p: float, df: float) -> float:
 
 
 def _logs(values: Sequence[float], what: str) -> list[float]:
-    if not 1 <= len(values) <= MAX_RUNS:
-        raise StatsError(f"{what}: need between 1 and {MAX_RUNS} runs, got {len(values)}")
+    limit = max_runs()
+    if not 1 <= len(values) <= limit:
+        raise StatsError(f"{what}: need between 1 and {limit} runs, got {len(values)}")
     out = []
     for v in values:
         if not (isinstance(v, int | float) and math.isfinite(v) and v > 0):
