@@ -114,3 +114,22 @@ def test_the_verifier_package_imports_without_attest() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                          check=False, timeout=60)
     assert out.returncode == 0, out.stderr
+
+
+def test_roofline_peaks_are_measured_with_every_core_not_pinned(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Peaks measured while pinned would halve, and honest kernels would 'beat the roofline'."""
+    import verifier._runs as runs_mod
+    from verifier.bench import machine_peaks
+
+    machine_peaks.cache_clear()
+    seen: list[set[int]] = []
+
+    def recording() -> tuple[float, float]:
+        seen.append(set(os.sched_getaffinity(0)))
+        return machine_peaks()
+
+    monkeypatch.setattr(runs_mod, "machine_peaks", recording)
+    bench_runs(ROOT / "examples" / "sum-rows", runs=1, shapes=[{"R": 16, "C": 256}],
+               time_budget_s=0.5)
+    assert seen == [set(os.sched_getaffinity(0))]
+    assert machine_peaks.cache_info().misses == 1  # bench reused it; it did not re-measure pinned

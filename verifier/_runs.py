@@ -26,7 +26,7 @@ from typing import Any
 
 from verifier._errors import VerifierError
 from verifier._stats import max_runs, student_t_quantile
-from verifier.bench import BenchReport, ShapeResult, bench
+from verifier.bench import BenchReport, ShapeResult, bench, machine_peaks
 
 __all__ = ["DEFAULT_RUNS", "RunSet", "bench_runs", "pinned_cpu"]
 
@@ -194,6 +194,9 @@ def bench_runs(
         raise VerifierError(f"runs must be between 1 and {max_runs()}, got {runs}")
     say: Progress = progress or (lambda _msg: None)
     cpu = pinned_cpu() if pin and threads == 1 else None
+    # The roofline's peaks are measured once, in this process, with every core: measured
+    # while pinned they would halve and make honest kernels look faster than possible.
+    machine_peaks()
     reports: list[BenchReport] = []
     for k in range(runs):
         say(f"run {k + 1}/{runs}" + (f" (pinned to CPU {cpu})" if cpu is not None else ""))
