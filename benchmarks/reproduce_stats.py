@@ -54,13 +54,14 @@ def _speedups(rs: RunSet) -> list[float]:
 
 
 def spread(kernels: Sequence[str], runs: int, shapes: list[dict[str, int]] | None,
-           budget: float, say: Say) -> list[dict[str, Any]]:
-    """Between-run CV per kernel for three settings, measured round-robin (one run each in turn)."""
+           budget: float, say: Say, warmup_variant: bool = True) -> list[dict[str, Any]]:
+    """Between-run CV per kernel per setting, measured round-robin (one run each in turn)."""
     settings: dict[str, dict[str, Any]] = {
         "not pinned (before)": {"pin": False},
         "pinned to one CPU (after)": {"pin": True},
-        "pinned, warm-up 50": {"pin": True, "warmup": 50},
     }
+    if warmup_variant:
+        settings["pinned, warm-up 50"] = {"pin": True, "warmup": 50}
     rows = []
     for name in kernels:
         got: dict[str, list[float]] = {s: [] for s in settings}
@@ -163,7 +164,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     if args.only in (None, "spread"):
         print(f"\n### Between-run spread ({args.spread_runs} runs per setting, one shape per kernel)\n")
-        print(_spread_table(spread(kernels, args.spread_runs, shapes, budget, say)))
+        print(_spread_table(spread(kernels, args.spread_runs, shapes, budget, say,
+                                   warmup_variant=not args.tiny)))
         print(f"\n(load average after: {_load()})")
     if args.only in (None, "cycles"):
         rows, sigmas, times = cycles(kernels, args.cycles, args.runs, shapes, budget, say)
