@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from client.demo import inflate_benchmark
 from verifier._runs import DEFAULT_RUNS, RunSet, bench_runs
 from verifier._stats import simulated_rates
+from verifier.bench import machine_peaks
 from verifier.reproduce import compare_benchmark
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,21 +84,35 @@ def cycles(kernels: Sequence[str], n: int, runs: int, shapes: list[dict[str, int
     sigmas: list[float] = []
     times: list[float] = []
     for name in kernels:
-        counts = {f: {"confirmed": 0, "refuted": 0, "inconclusive": 0} for f in FACTORS}
+        counts = {f: {"confirmed": 0, "refuted": 0, "inconclusive": 0, "faults": 0}
+                  for f in FACTORS}
         for c in range(n):
             say(f"cycles: {name} cycle {c + 1}/{n}: publishing ({runs} runs)")
+            machine_peaks.cache_clear()  # publisher and reproducer are separate processes
             published = bench_runs(ROOT / "examples" / name, runs=runs, shapes=shapes, seed=11 + c,
                                    time_budget_s=budget).to_predicate()
             say(f"cycles: {name} cycle {c + 1}/{n}: reproducing ({runs} fresh runs)")
+            machine_peaks.cache_clear()
             t0 = time.perf_counter()
             fresh = bench_runs(ROOT / "examples" / name, runs=runs, shapes=shapes, seed=11 + c,
                                time_budget_s=budget).to_predicate()
             times.append(time.perf_counter() - t0)
+            if not (published["results"] and fresh["results"]):
+                say(f"cycles: {name} cycle {c + 1}: no results (a run failed): "
+                    f"{(published['notes'] + fresh['notes'])[-1:]}")
+                for f in FACTORS:
+                    counts[f]["faults"] += 1
+                continue
             for f in FACTORS:
                 claim = published if f == 1.0 else inflate_benchmark(published, f)
                 for verdict in compare_benchmark(claim, fresh):
                     counts[f][verdict["verdict"]] += 1
-                    if f == 1.0 and "statistics" in verdict:
+                    if "statistics" not in verdict:  # not decided by the test: a distrusted run
+                        counts[f]["faults"] += 1
+                        if f == 1.0:
+                            say(f"cycles: {name} cycle {c + 1}: {verdict['verdict']} without the "
+                                f"test: {verdict['reason'][:300]}")
+                    elif f == 1.0:
                         sigmas.append(verdict["statistics"]["sigma"])
         rows.append({"kernel": name, "counts": counts})
     return rows, sigmas, times
@@ -123,7 +138,7 @@ def _cycles_table(rows: list[dict[str, Any]], n: int) -> str:
         for f in FACTORS:
             c = r["counts"][f]
             cells.append(f"{c['refuted']}/{n} refuted ({c['confirmed']} conf., "
-                         f"{c['inconclusive']} inc.)")
+                         f"{c['inconclusive']} inc.; {c['faults']} not by the test)")
         out.append(f"| {r['kernel']} | " + " | ".join(cells) + " |")
     return "\n".join(out)
 
