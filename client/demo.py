@@ -157,6 +157,15 @@ def inflate_benchmark(body: Mapping[str, Any], factor: float = INFLATE) -> dict[
     return out
 
 
+def lie_target(names: Sequence[str], rows: Sequence[SummaryRow]) -> int:
+    """Index of the first kernel whose honest speed-up claims all came out confirmed (else 0)."""
+    for i, name in enumerate(names):
+        mine = [r for r in rows if r.honest and r.kernel == name]
+        if mine and all(r.verdict == "confirmed" for r in mine):
+            return i
+    return 0
+
+
 def rows_from_reproduction(
     predicate: Mapping[str, Any], *, kernel: str, op: str, entry: int, honest: bool,
     reproduction_entry: int | None,
@@ -438,8 +447,10 @@ class Demo:
                 with self.step(f"[{i}/{len(reports)}] reproducing {report['name']} "
                                f"benchmark #{e['index']}"):
                     self._reproduced(report, e, reproducer, server, honest=True)
-        # The lie: a real benchmark, speed-ups x3, signed by another key.
-        report, copy = reports[0]
+        # The lie: a real benchmark, every run x1.25, signed by another key, planted on a
+        # kernel whose honest claim reproduced as confirmed (a measurement steady enough
+        # to judge by), else on the first.
+        report, copy = reports[lie_target([r["name"] for r, _ in reports], self.rows)]
         with self.step(f"publishing an inflated claim (x{INFLATE:g}) for {report['name']}"):
             lie = self._publish_inflated(report, copy, cheater, server)
         for e in (x for x in lie["entries"] if x["kind"] == "benchmark"):

@@ -21,6 +21,7 @@ from client.demo import (
     check_summary,
     example_kernels,
     inflate_benchmark,
+    lie_target,
     rows_from_reproduction,
     running_log,
     summary_table,
@@ -88,6 +89,14 @@ def test_inflation_covers_every_run_consistently() -> None:
         assert after["speedup_ci95"] == pytest.approx([1.25 * x for x in before["speedup_ci95"]])
         assert after["baseline_median_ns"] == pytest.approx(1.25 * before["baseline_median_ns"])
         assert after["median_ns"] == before["median_ns"]
+
+
+def test_the_lie_is_planted_where_the_honest_claim_reproduced() -> None:
+    rows = [_row("a/b", "inconclusive"), _row("c/d", "confirmed"), _row("c/d", "confirmed", claim="y"),
+            _row("e/f", "confirmed")]
+    assert lie_target(["a/b", "c/d", "e/f"], rows) == 1
+    assert lie_target(["a/b"], rows) == 0
+    assert lie_target(["x/y", "a/b"], rows) == 0
 
 
 def test_rows_from_reproduction_reads_speedup_claims_only() -> None:
