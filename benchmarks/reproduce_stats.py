@@ -163,8 +163,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=DEFAULT_RUNS, help="runs per claim and reproduction")
     ap.add_argument("--spread-runs", type=int, default=8, help="runs per setting in experiment 1")
     ap.add_argument("--only", choices=("spread", "cycles"), default=None)
+    ap.add_argument("--kernels", default=",".join(KERNELS), help="example kernels, comma-separated")
     args = ap.parse_args(argv)
-    kernels: Sequence[str] = KERNELS
+    kernels: Sequence[str] = [k for k in args.kernels.split(",") if k]
     shapes = None
     budget = 10.0
     trials = 20000
