@@ -6,6 +6,7 @@ Each function returns a fresh JSON dict that validates; callers may mutate it.
 from __future__ import annotations
 
 import hashlib
+import math
 from typing import Any
 
 from attest.predicates import BENCHMARK_V1
@@ -51,6 +52,20 @@ def benchmark(n_results: int = 1) -> dict[str, Any]:
             "trusted": True, "notes": ["pinned to core 1"]}
 
 
+def benchmark_runs(runs: tuple[float, ...] = (2.05, 2.1, 2.2), n_results: int = 1) -> dict[str, Any]:
+    """A schema_version 2 benchmark: every result lists its independent runs."""
+    body = benchmark(n_results)
+    body["schema_version"] = 2
+    body["method"].update(runs=len(runs), cpu_pinned=True)
+    for result in body["results"]:
+        result["runs"] = [{"speedup": s, "speedup_ci95": [0.98 * s, 1.02 * s], "median_ns": 1000.0,
+                           "baseline_median_ns": 1000.0 * s, "n": 50} for s in runs]
+        # the aggregate is the runs' geometric mean, inside its own interval
+        result["speedup"] = math.exp(sum(math.log(s) for s in runs) / len(runs))
+        result["speedup_ci95"] = [0.98 * min(runs), 1.02 * max(runs)]
+    return body
+
+
 def verification() -> dict[str, Any]:
     return {"environment": environment(), "budget": "quick", "seed": 1,
             "checks": [
@@ -83,6 +98,19 @@ def reproduction() -> dict[str, Any]:
                         "claimed": {"verdict": "pass"}, "measured": {"verdict": "pass"},  # as
                         "reason": "same verdict"}],  # logged before verdicts named it
             "verdict": "refuted"}
+
+
+def reproduction_v2() -> dict[str, Any]:
+    """A schema_version 2 reproduction: the policy, typed statistics, the environment diff."""
+    body = reproduction()
+    body["schema_version"] = 2
+    body["policy"] = {"tolerance": 0.05, "confidence": 0.99, "test": "log-speedup-t"}
+    body["claims"][0]["statistics"] = {
+        "claimed_runs": 5, "measured_runs": 5, "inflation": 1.82, "inflation_interval": [1.7, 1.95],
+        "measured_interval": [1.05, 1.15], "sigma": 0.03, "more_runs": None}
+    body["claims"][0]["environment_diff"] = [
+        {"field": "libraries.numpy", "hardware": False, "claimed": "2.1.0", "measured": "2.4.6"}]
+    return body
 
 
 KERNEL_NAME = "acme/matmul-blocked"

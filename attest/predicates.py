@@ -10,7 +10,7 @@ error names the offending field, e.g. `predicate.results[2].speedup_ci95: must b
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Literal, Self, get_args
 
@@ -22,6 +22,11 @@ KERNEL_V1 = PREDICATE_NAMESPACE + "kernel/v1"
 BENCHMARK_V1 = PREDICATE_NAMESPACE + "benchmark/v1"
 VERIFICATION_V1 = PREDICATE_NAMESPACE + "verification/v1"
 REPRODUCTION_V1 = PREDICATE_NAMESPACE + "reproduction/v1"
+
+BENCHMARK_SCHEMA_VERSION = 2
+REPRODUCTION_SCHEMA_VERSION = 2
+MAX_RUNS = 64
+"""Most independent runs one benchmark result (or its re-measurement) may hold."""
 
 KERNEL_NAME_PATTERN = r"[a-z0-9][a-z0-9._-]*/[a-z0-9][a-z0-9._-]*"
 MAX_KERNEL_NAME_CHARS = 128
@@ -273,7 +278,16 @@ METHOD = Obj({
     "baseline": NAME_128,
     "fresh_inputs": Bool(),
     "outputs_rechecked": Bool(),
-})
+    "runs": Int(1, MAX_RUNS, doc="independent runs (fresh processes) per shape; absent: 1"),
+    "cpu_pinned": Bool(doc="kernel and baseline were pinned to one CPU"),
+}, optional=("runs", "cpu_pinned"))
+RUN = Obj({
+    "speedup": Num(),
+    "speedup_ci95": Interval(doc="this run's 95% bootstrap interval"),
+    "median_ns": Num(),
+    "baseline_median_ns": Num(),
+    "n": Int(1, 10_000_000),
+}, doc="one independent run of one shape")
 RESULT = Obj({
     "shape": SHAPE,
     "n": Int(1, 10_000_000),
@@ -284,8 +298,12 @@ RESULT = Obj({
     "speedup": Num(),
     "speedup_ci95": Interval(doc="95% bootstrap interval of the speed-up"),
     "gflops": Num(),
-}, doc=("p5_ns <= median_ns <= p95_ns; speedup_ci95 contains speedup; speedup is within 1% of "
-        "baseline_median_ns / max(median_ns, 1)"))
+    "runs": List(RUN, min_items=1, max_items=MAX_RUNS,
+                 doc="each run's own figures; speedup is then their geometric mean"),
+}, optional=("runs",), doc=(
+    "p5_ns <= median_ns <= p95_ns; speedup_ci95 contains speedup; without runs, speedup is "
+    "within 1% of baseline_median_ns / max(median_ns, 1); with runs, each run obeys that rule "
+    "and speedup is within 1% of the runs' geometric mean"))
 BLOB_REF = Obj({
     "sha256": HEX64,
     "size": Int(0, 2**40),
@@ -293,6 +311,8 @@ BLOB_REF = Obj({
                       hint="must be a media type such as 'application/json'"),
 }, doc="a content-addressed blob stored beside the log")
 BENCHMARK = Obj({
+    "schema_version": Int(2, BENCHMARK_SCHEMA_VERSION,
+                          doc="2: results carry their runs; absent in version 1 entries"),
     "environment": ENVIRONMENT,
     "workload": WORKLOAD,
     "method": METHOD,
@@ -300,7 +320,8 @@ BENCHMARK = Obj({
     "samples": BLOB_REF,
     "trusted": Bool(doc="false when the harness saw something that makes the numbers unreliable"),
     "notes": List(FREE_TEXT, max_items=64),
-}, doc="performance measurements; every results[].shape is one of workload.shapes")
+}, optional=("schema_version",),
+    doc="performance measurements; every results[].shape is one of workload.shapes")
 
 
 @dataclass(frozen=True)
@@ -332,9 +353,39 @@ class Method(_Node):
     baseline: str
     fresh_inputs: bool
     outputs_rechecked: bool
+    runs: int | None = None
+    cpu_pinned: bool | None = None
 
     _SPEC = METHOD
     _PATH = "method"
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if getattr(self, f.name) is not None}
+
+
+@dataclass(frozen=True)
+class BenchmarkRun(_Node):
+    speedup: float
+    speedup_ci95: tuple[float, float]
+    median_ns: float
+    baseline_median_ns: float
+    n: int
+
+    _SPEC = RUN
+    _PATH = "run"
+
+    @classmethod
+    def _build(cls, d: dict[str, Any], path: str) -> Self:
+        check_speedup(d["speedup"], d["speedup_ci95"], d["median_ns"], d["baseline_median_ns"],
+                      path)
+        return cls(speedup=d["speedup"], speedup_ci95=d["speedup_ci95"],
+                   median_ns=d["median_ns"], baseline_median_ns=d["baseline_median_ns"], n=d["n"])
+
+    def to_json(self) -> dict[str, Any]:
+        return {"speedup": self.speedup, "speedup_ci95": list(self.speedup_ci95),
+                "median_ns": self.median_ns, "baseline_median_ns": self.baseline_median_ns,
+                "n": self.n}
 
 
 #: How far a logged speed-up may differ from the one its own medians give (relative): room
@@ -367,6 +418,24 @@ def check_speedup(speedup: float, interval: tuple[float, float], median_ns: floa
             f"{SPEEDUP_REL_TOLERANCE:.0%} apart)")
 
 
+def check_aggregate_speedup(speedup: float, interval: tuple[float, float],
+                            run_speedups: Sequence[float], path: str) -> None:
+    """Refuse an aggregate speed-up its own runs contradict: it must be their geometric
+    mean (within SPEEDUP_REL_TOLERANCE) and lie inside its own interval. Each run's
+    figures are checked by `check_speedup` when the run is parsed."""
+    low, high = interval
+    if not low <= speedup <= high:
+        raise ValidationError(f"{path}.speedup_ci95", f"[{low:.4g}, {high:.4g}] must contain "
+                              f"the point estimate speedup = {speedup:.4g}")
+    if any(x <= 0 for x in run_speedups):
+        raise ValidationError(f"{path}.runs", "every run's speedup must be positive")
+    expected = math.exp(sum(math.log(x) for x in run_speedups) / len(run_speedups))
+    if not math.isclose(speedup, expected, rel_tol=SPEEDUP_REL_TOLERANCE):
+        raise ValidationError(
+            f"{path}.speedup", f"is {speedup:.4g} but the geometric mean of its runs is "
+            f"{expected:.4g} (more than {SPEEDUP_REL_TOLERANCE:.0%} apart)")
+
+
 @dataclass(frozen=True)
 class BenchmarkResult(_Node):
     shape: Mapping[str, int]
@@ -378,6 +447,7 @@ class BenchmarkResult(_Node):
     speedup: float
     speedup_ci95: tuple[float, float]
     gflops: float
+    runs: tuple[BenchmarkRun, ...] | None = None
 
     _SPEC = RESULT
     _PATH = "result"
@@ -386,17 +456,32 @@ class BenchmarkResult(_Node):
     def _build(cls, d: dict[str, Any], path: str) -> Self:
         if not d["p5_ns"] <= d["median_ns"] <= d["p95_ns"]:
             raise ValidationError(f"{path}.median_ns", "must lie within [p5_ns, p95_ns]")
-        check_speedup(d["speedup"], d["speedup_ci95"], d["median_ns"], d["baseline_median_ns"],
-                      path)
+        runs = None if "runs" not in d else tuple(
+            BenchmarkRun._build(r, f"{path}.runs[{i}]") for i, r in enumerate(d["runs"]))
+        if runs is None:
+            check_speedup(d["speedup"], d["speedup_ci95"], d["median_ns"],
+                          d["baseline_median_ns"], path)
+        else:
+            check_aggregate_speedup(d["speedup"], d["speedup_ci95"],
+                                    [r.speedup for r in runs], path)
         return cls(shape=dict(d["shape"]), n=d["n"], median_ns=d["median_ns"], p5_ns=d["p5_ns"],
                    p95_ns=d["p95_ns"], baseline_median_ns=d["baseline_median_ns"],
-                   speedup=d["speedup"], speedup_ci95=d["speedup_ci95"], gflops=d["gflops"])
+                   speedup=d["speedup"], speedup_ci95=d["speedup_ci95"], gflops=d["gflops"],
+                   runs=runs)
+
+    def run_speedups(self) -> tuple[float, ...]:
+        """Each run's speed-up; a version 1 result is one run."""
+        return (self.speedup,) if self.runs is None else tuple(r.speedup for r in self.runs)
 
     def to_json(self) -> dict[str, Any]:
-        return {"shape": dict(self.shape), "n": self.n, "median_ns": self.median_ns,
-                "p5_ns": self.p5_ns, "p95_ns": self.p95_ns,
-                "baseline_median_ns": self.baseline_median_ns, "speedup": self.speedup,
-                "speedup_ci95": list(self.speedup_ci95), "gflops": self.gflops}
+        out: dict[str, Any] = {
+            "shape": dict(self.shape), "n": self.n, "median_ns": self.median_ns,
+            "p5_ns": self.p5_ns, "p95_ns": self.p95_ns,
+            "baseline_median_ns": self.baseline_median_ns, "speedup": self.speedup,
+            "speedup_ci95": list(self.speedup_ci95), "gflops": self.gflops}
+        if self.runs is not None:
+            out["runs"] = [r.to_json() for r in self.runs]
+        return out
 
 
 @dataclass(frozen=True)
@@ -425,6 +510,7 @@ class BenchmarkPredicate(_Node):
     samples: BlobRef
     trusted: bool
     notes: tuple[str, ...]
+    schema_version: int = 1
 
     PREDICATE_TYPE: ClassVar[str] = BENCHMARK_V1
     _SPEC = BENCHMARK
@@ -432,21 +518,42 @@ class BenchmarkPredicate(_Node):
     @classmethod
     def _build(cls, d: dict[str, Any], path: str) -> Self:
         workload = Workload._build(d["workload"], f"{path}.workload")
+        method = Method._build(d["method"], f"{path}.method")
         results = tuple(BenchmarkResult._build(r, f"{path}.results[{i}]")
                         for i, r in enumerate(d["results"]))
+        version = d.get("schema_version", 1)
+        if version >= 2 and method.runs is None:
+            raise ValidationError(f"{path}.method.runs", "is required when schema_version is 2")
         for i, result in enumerate(results):
             if result.shape not in workload.shapes:
                 raise ValidationError(f"{path}.results[{i}].shape", "is not one of workload.shapes")
+            _check_runs(result, method, version, f"{path}.results[{i}]")
         return cls(environment=Environment._build(d["environment"], f"{path}.environment"),
-                   workload=workload, method=Method._build(d["method"], f"{path}.method"),
+                   workload=workload, method=method,
                    results=results, samples=BlobRef._build(d["samples"], f"{path}.samples"),
-                   trusted=d["trusted"], notes=tuple(d["notes"]))
+                   trusted=d["trusted"], notes=tuple(d["notes"]), schema_version=version)
 
     def to_json(self) -> dict[str, Any]:
-        return {"environment": self.environment.to_json(), "workload": self.workload.to_json(),
-                "method": self.method.to_json(), "results": [r.to_json() for r in self.results],
-                "samples": self.samples.to_json(), "trusted": self.trusted,
-                "notes": list(self.notes)}
+        out: dict[str, Any] = {} if self.schema_version == 1 else {
+            "schema_version": self.schema_version}
+        out.update({"environment": self.environment.to_json(), "workload": self.workload.to_json(),
+                    "method": self.method.to_json(), "results": [r.to_json() for r in self.results],
+                    "samples": self.samples.to_json(), "trusted": self.trusted,
+                    "notes": list(self.notes)})
+        return out
+
+
+def _check_runs(result: BenchmarkResult, method: Method, version: int, path: str) -> None:
+    """Version 2 results list exactly method.runs runs; version 1 results list none."""
+    if version < 2:
+        if result.runs is not None:
+            raise ValidationError(f"{path}.runs", "needs schema_version 2")
+        return
+    if result.runs is None:
+        raise ValidationError(f"{path}.runs", "is required when schema_version is 2")
+    if len(result.runs) != method.runs:
+        raise ValidationError(f"{path}.runs", f"must hold method.runs = {method.runs} runs, "
+                              f"got {len(result.runs)}")
 
 
 # ---- verification/v1 ------------------------------------------------------------------------
@@ -628,6 +735,22 @@ JUDGED = Obj({
     "index": Int(0, 2**53 - 1),
     "leaf_hash": HEX64,
 }, doc="the logged claim entry this verdict judges (in the target's log)")
+STATISTICS = Obj({
+    "claimed_runs": Int(1, MAX_RUNS),
+    "measured_runs": Int(1, MAX_RUNS),
+    "inflation": Num(doc="claimed / measured speed-up (geometric means over runs)"),
+    "inflation_interval": Interval(doc="one-sided bounds at the policy's confidence"),
+    "measured_interval": Interval(),
+    "sigma": Num(doc="between-run spread of the log speed-up measured here"),
+    "more_runs": Nullable(Int(1, 1000), doc="further runs here that would decide, if known"),
+}, doc="the speed-up test's typed outcome; the reason text is rendered from it")
+ENV_DIFF = Obj({
+    "field": Str(64, pattern=r"[a-z_]+(\.[A-Za-z0-9._+-]+)?",
+                 hint="must be an environment field such as 'cpu_model' or 'libraries.numpy'"),
+    "hardware": Bool(doc="a hardware field (CPU model, flags, cores, machine, GPU)"),
+    "claimed": Str(512, min_len=0),
+    "measured": Str(512, min_len=0),
+})
 CLAIM = Obj({
     "claim": Str(256, doc="what was claimed, e.g. 'benchmark.speedup[M=256,N=256,K=256]'"),
     "verdict": Enum("confirmed", "refuted", "inconclusive"),
@@ -635,13 +758,25 @@ CLAIM = Obj({
     "measured": MEASUREMENT,
     "reason": FREE_TEXT,
     "entry": JUDGED,
-}, optional=("entry",), doc="one verdict; 'entry' is absent in entries logged before it existed")
+    "statistics": STATISTICS,
+    "environment_diff": List(ENV_DIFF, max_items=32,
+                             doc="how the claim's environment differs from this one"),
+}, optional=("entry", "statistics", "environment_diff"),
+    doc="one verdict; 'entry' is absent in entries logged before it existed")
+POLICY = Obj({
+    "tolerance": Num(doc="how much a claim may overstate the re-measured speed-up (0.05 = 5%)"),
+    "confidence": Num(doc="confidence needed to refute, in [0.5, 1)"),
+    "test": Enum("log-speedup-t", doc="one-sided t test on per-run log speed-ups"),
+}, doc="the decision rule the verdicts were given under")
 REPRODUCTION = Obj({
+    "schema_version": Int(2, REPRODUCTION_SCHEMA_VERSION,
+                          doc="2: policy and per-claim statistics; absent in version 1"),
     "target": REPRO_TARGET,
     "environment": ENVIRONMENT,
+    "policy": POLICY,
     "claims": List(CLAIM, max_items=1024),
     "verdict": Enum("confirmed", "refuted", "inconclusive"),
-}, doc=("a third party's re-run of a logged entry; verdict 'confirmed' needs at least one claim "
+}, optional=("schema_version", "policy"), doc=("a third party's re-run of a logged entry; verdict 'confirmed' needs at least one claim "
         "and every claim confirmed; 'refuted' needs at least one refuted claim"))
 
 
@@ -690,6 +825,37 @@ class JudgedEntry(_Node):
 
 
 @dataclass(frozen=True)
+class SpeedupStatistics(_Node):
+    claimed_runs: int
+    measured_runs: int
+    inflation: float
+    inflation_interval: tuple[float, float]
+    measured_interval: tuple[float, float]
+    sigma: float
+    more_runs: int | None
+
+    _SPEC = STATISTICS
+    _PATH = "statistics"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"claimed_runs": self.claimed_runs, "measured_runs": self.measured_runs,
+                "inflation": self.inflation, "inflation_interval": list(self.inflation_interval),
+                "measured_interval": list(self.measured_interval), "sigma": self.sigma,
+                "more_runs": self.more_runs}
+
+
+@dataclass(frozen=True)
+class EnvironmentDiff(_Node):
+    field: str
+    hardware: bool
+    claimed: str
+    measured: str
+
+    _SPEC = ENV_DIFF
+    _PATH = "environment_diff"
+
+
+@dataclass(frozen=True)
 class ClaimResult(_Node):
     claim: str
     verdict: str
@@ -697,6 +863,8 @@ class ClaimResult(_Node):
     measured: Measurement
     reason: str
     entry: JudgedEntry | None = None
+    statistics: SpeedupStatistics | None = None
+    environment_diff: tuple[EnvironmentDiff, ...] | None = None
 
     _SPEC = CLAIM
     _PATH = "claim"
@@ -704,18 +872,48 @@ class ClaimResult(_Node):
     @classmethod
     def _build(cls, d: dict[str, Any], path: str) -> Self:
         entry = d.get("entry")
+        stats = d.get("statistics")
+        diff = d.get("environment_diff")
         return cls(claim=d["claim"], verdict=d["verdict"],
                    claimed=Measurement._build(d["claimed"], f"{path}.claimed"),
                    measured=Measurement._build(d["measured"], f"{path}.measured"),
                    reason=d["reason"],
-                   entry=None if entry is None else JudgedEntry._build(entry, f"{path}.entry"))
+                   entry=None if entry is None else JudgedEntry._build(entry, f"{path}.entry"),
+                   statistics=None if stats is None else SpeedupStatistics._build(
+                       stats, f"{path}.statistics"),
+                   environment_diff=None if diff is None else tuple(
+                       EnvironmentDiff._build(x, f"{path}.environment_diff[{i}]")
+                       for i, x in enumerate(diff)))
 
     def to_json(self) -> dict[str, Any]:
-        out = {"claim": self.claim, "verdict": self.verdict, "claimed": self.claimed.to_json(),
-               "measured": self.measured.to_json(), "reason": self.reason}
+        out: dict[str, Any] = {"claim": self.claim, "verdict": self.verdict,
+                               "claimed": self.claimed.to_json(),
+                               "measured": self.measured.to_json(), "reason": self.reason}
         if self.entry is not None:
             out["entry"] = self.entry.to_json()
+        if self.statistics is not None:
+            out["statistics"] = self.statistics.to_json()
+        if self.environment_diff is not None:
+            out["environment_diff"] = [x.to_json() for x in self.environment_diff]
         return out
+
+
+@dataclass(frozen=True)
+class DecisionPolicy(_Node):
+    tolerance: float
+    confidence: float
+    test: str
+
+    _SPEC = POLICY
+    _PATH = "policy"
+
+    @classmethod
+    def _build(cls, d: dict[str, Any], path: str) -> Self:
+        if not d["tolerance"] <= 1.0:
+            raise ValidationError(f"{path}.tolerance", "must be a fraction between 0 and 1")
+        if not 0.5 <= d["confidence"] < 1.0:
+            raise ValidationError(f"{path}.confidence", "must be at least 0.5 and below 1")
+        return cls(tolerance=d["tolerance"], confidence=d["confidence"], test=d["test"])
 
 
 @dataclass(frozen=True)
@@ -724,6 +922,8 @@ class ReproductionPredicate(_Node):
     environment: Environment
     claims: tuple[ClaimResult, ...]
     verdict: str
+    policy: DecisionPolicy | None = None
+    schema_version: int = 1
 
     PREDICATE_TYPE: ClassVar[str] = REPRODUCTION_V1
     _SPEC = REPRODUCTION
@@ -738,13 +938,25 @@ class ReproductionPredicate(_Node):
                                   "cannot be 'confirmed' unless there are claims and all are confirmed")
         if d["verdict"] == "refuted" and "refuted" not in verdicts:
             raise ValidationError(f"{path}.verdict", "cannot be 'refuted' when no claim is refuted")
+        version = d.get("schema_version", 1)
+        if (version >= 2) != ("policy" in d):
+            raise ValidationError(f"{path}.policy", "is required with schema_version 2 and only "
+                                  "allowed with it")
         return cls(target=ReproductionTarget._build(d["target"], f"{path}.target"),
                    environment=Environment._build(d["environment"], f"{path}.environment"),
-                   claims=claims, verdict=d["verdict"])
+                   claims=claims, verdict=d["verdict"],
+                   policy=None if "policy" not in d else DecisionPolicy._build(
+                       d["policy"], f"{path}.policy"),
+                   schema_version=version)
 
     def to_json(self) -> dict[str, Any]:
-        return {"target": self.target.to_json(), "environment": self.environment.to_json(),
-                "claims": [c.to_json() for c in self.claims], "verdict": self.verdict}
+        out: dict[str, Any] = {} if self.schema_version == 1 else {
+            "schema_version": self.schema_version}
+        out.update({"target": self.target.to_json(), "environment": self.environment.to_json()})
+        if self.policy is not None:
+            out["policy"] = self.policy.to_json()
+        out.update({"claims": [c.to_json() for c in self.claims], "verdict": self.verdict})
+        return out
 
 
 # ---- dispatch -------------------------------------------------------------------------------

@@ -90,45 +90,55 @@ def check_cmd(kernel_dir: Path, as_json: bool, seed: int | None, budget: str) ->
 @click.option("--shape", "shapes", multiple=True, metavar="D=N,...",
               help="A shape such as M=256,N=256,K=256 (repeatable; default: the op's bench shapes).")
 @click.option("--seed", type=click.IntRange(0, 2**53 - 1), default=None, help="Seed of the inputs.")
-@click.option("--time-budget", type=click.FloatRange(1.0, 3600.0), default=20.0, show_default=True,
-              help="Seconds of measuring, split across the shapes.")
+@click.option("--time-budget", type=click.FloatRange(1.0, 3600.0), default=10.0, show_default=True,
+              help="Seconds of measuring per run, split across the shapes.")
+@click.option("--runs", type=click.IntRange(1, 64), default=None,
+              help="Independent runs (fresh processes) whose spread is part of the claim "
+                   "[default: 5].")
+@click.option("--no-pin", is_flag=True,
+              help="Do not pin single-threaded runs to one CPU.")
 @click.option("--threads", type=click.IntRange(1, 1024), default=1, show_default=True,
               help="Threads for the kernel (OpenMP) and the baseline (BLAS).")
 @click.option("--samples-out", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write the raw samples (the blob whose sha256 is in the body) to FILE.")
 def bench_cmd(kernel_dir: Path, as_json: bool, shapes: tuple[str, ...], seed: int | None,
-              time_budget: float, threads: int, samples_out: Path | None) -> None:
-    """Benchmark KERNEL_DIR against the NumPy float32 baseline; exit 1 if it cannot be trusted."""
+              time_budget: float, runs: int | None, no_pin: bool, threads: int,
+              samples_out: Path | None) -> None:
+    """Benchmark KERNEL_DIR against the NumPy float32 baseline in independent runs;
+    exit 1 if it cannot be trusted."""
     out = Output(as_json)
 
     def body() -> int:
-        from verifier import VerifierError, bench
+        from verifier import DEFAULT_RUNS, VerifierError, bench_runs
 
         parsed = [parse_shape(s) for s in shapes] or None
         try:
-            report = bench(kernel_dir, shapes=parsed, seed=seed, time_budget_s=time_budget,
-                           threads=threads, progress=lambda msg: out.note(f"{msg}…", "dim"))
+            report = bench_runs(kernel_dir, runs=runs or DEFAULT_RUNS, shapes=parsed, seed=seed,
+                                time_budget_s=time_budget, threads=threads, pin=not no_pin,
+                                progress=lambda msg: out.note(f"{msg}…", "dim"))
         except VerifierError as exc:
             raise InputError(f"{kernel_dir}: {exc}") from exc
         if samples_out is not None:
             samples_out.write_bytes(report.samples_blob())
         pred = report.to_predicate()
+        first = report.runs[0]
 
         def render(console: Console) -> None:
-            table = Table(title=safe(f"ktl bench {report.kernel} ({report.op}, seed "
-                                     f"{report.seed})"), title_justify="left")
+            table = Table(title=safe(f"ktl bench {first.kernel} ({first.op}, seed {first.seed}, "
+                                     f"{len(report.runs)} runs)"), title_justify="left")
             for col in ("shape", "n", "kernel median", "p5..p95", "baseline median", "speed-up",
-                        "95% CI", "GFLOP/s"):
+                        "95% CI over runs", "runs", "GFLOP/s"):
                 table.add_column(col)
-            for r in report.results:
+            for r, per_run in zip(report.aggregate(), pred["results"], strict=True):
                 shape = ",".join(f"{k}={v}" for k, v in r.shape.items())
                 table.add_row(shape, str(r.n), f"{r.median_ns / 1e3:.1f} µs",
                               f"{r.p5_ns / 1e3:.1f}..{r.p95_ns / 1e3:.1f} µs",
                               f"{r.baseline_median_ns / 1e3:.1f} µs", f"{r.speedup:.3f}x",
                               f"[{r.speedup_ci95[0]:.3f}, {r.speedup_ci95[1]:.3f}]",
+                              " ".join(f"{x['speedup']:.3f}" for x in per_run["runs"]),
                               f"{r.gflops:.2f}")
             console.print(table)
-            for note in report.notes:
+            for note in pred["notes"]:
                 console.print(safe(f"  • {note}"), highlight=False)
             trusted = "[bold green]yes[/]" if report.trusted else "[bold red]NO[/]"
             console.print(f"trusted: {trusted}")

@@ -418,6 +418,7 @@ def log_info(log_url: str | None, log_key: str | None, witness_policy_path: Path
             "max_entry_bytes": sess.info.max_entry_bytes,
             "max_blob_bytes": sess.info.max_blob_bytes,
             "max_batch": sess.info.max_batch,
+            "reproduce": None if sess.info.reproduce is None else dict(sess.info.reproduce),
             "checkpoint": None,
         }
         try:

@@ -33,6 +33,13 @@ def _short(value: Any) -> str:
               help="The logged kernel, benchmark or verification entry to reproduce.")
 @click.option("--budget", type=click.Choice(["quick", "full"]), default="quick",
               show_default=True, help="How thorough the re-run checks are.")
+@click.option("--runs", type=click.IntRange(1, 64), default=None,
+              help="Independent benchmark runs here [default: 5].")
+@click.option("--tolerance", type=click.FloatRange(0.0, 1.0), default=None,
+              help="How much a speed-up claim may overstate the measurement and stand "
+                   "(0.05 = 5%) [default: the log's, else 0.05].")
+@click.option("--confidence", type=click.FloatRange(0.5, 1.0, max_open=True), default=None,
+              help="Confidence needed to refute a speed-up claim [default: the log's, else 0.99].")
 @click.option("--sign", "sign_key", type=click.Path(path_type=Path, dir_okay=False),
               help="Sign a reproduction/v1 attestation of the verdicts with this key.")
 @click.option("--passphrase-env", metavar="VAR",
@@ -52,7 +59,8 @@ def _short(value: Any) -> str:
               help="Submit even where a sandbox layer is missing (recorded in the statement).")
 @witness_policy_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
-def reproduce(index: int, budget: str, sign_key: Path | None, passphrase_env: str | None,
+def reproduce(index: int, budget: str, runs: int | None, tolerance: float | None,
+              confidence: float | None, sign_key: Path | None, passphrase_env: str | None,
               submit: bool, receipt_dir: Path, log_url: str | None, log_key: str | None,
               policy_path: Path | None, allow_weak_sandbox: bool,
               witness_policy_path: Path | None, as_json: bool) -> None:
@@ -64,7 +72,12 @@ def reproduce(index: int, budget: str, sign_key: Path | None, passphrase_env: st
 
     def body() -> int:
         from client._cmd_log import load_policy
-        from client.reproduce import reproduce_entry, sandbox_gate, sign_reproduction
+        from client.reproduce import (
+            reproduce_entry,
+            resolve_policy,
+            sandbox_gate,
+            sign_reproduction,
+        )
         from client.session import connect, require_url
         from verifier.sandbox import probe_layers
 
@@ -76,9 +89,11 @@ def reproduce(index: int, budget: str, sign_key: Path | None, passphrase_env: st
                        witness_policy=load_witness_policy(witness_policy_path))
         out.note(f"log {sess.origin}: {sess.key.describe()}")
         try:
+            decision, said = resolve_policy(sess.info.reproduce, tolerance, confidence)
+            out.note(f"deciding speed-up claims with {said}")
             with tempfile.TemporaryDirectory(prefix="ktl-reproduce-") as work:
                 result = reproduce_entry(sess, index, Path(work), budget, out.note, policy,
-                                         record)
+                                         record, runs, decision)
             data: dict[str, Any] = {"index": index, "subject_name": result.name,
                                     "subject_sha256": result.digest,
                                     "reproduction": result.body,

@@ -53,6 +53,10 @@ def _fail(message: str, code: int) -> None:
 @click.option("--witness-wait", default=10.0, show_default=True, type=click.FloatRange(0.1, 600),
               metavar="SECONDS",
               help="How long a submission waits for a cosigned checkpoint before a 503.")
+@click.option("--reproduce-tolerance", type=click.FloatRange(0.0, 1.0), default=None,
+              help="Suggest this tolerance to `ktl reproduce` clients (0.05 = 5%).")
+@click.option("--reproduce-confidence", type=click.FloatRange(0.5, 1.0, max_open=True),
+              default=None, help="Suggest this confidence to `ktl reproduce` clients.")
 @click.option("--access-log/--no-access-log", default=False, help="Log every request.")
 @click.option("--deep-check", is_flag=True,
               help="Before serving, re-hash every entry and compare every bundle file.")
@@ -60,7 +64,8 @@ def serve(
     data_dir: str, database: str | None, host: str, port: int, origin: str | None, key_file: str | None,
     workers: int, threads: int, token_env: str | None, max_batch: int, batch_size: int,
     batch_delay_ms: float, rate: float, blob_grace: float, blob_budget: int,
-    witness_policy: str | None, witness_wait: float, access_log: bool, deep_check: bool,
+    witness_policy: str | None, witness_wait: float, reproduce_tolerance: float | None,
+    reproduce_confidence: float | None, access_log: bool, deep_check: bool,
 ) -> None:
     """Run the transparency log in the foreground.
 
@@ -98,6 +103,8 @@ def serve(
             write_token=token, blob_grace_seconds=blob_grace, blob_bytes_per_hour=blob_budget,
             witness_policy=None if witness_policy is None else os.path.abspath(witness_policy),
             witness_wait=witness_wait,
+            reproduce_tolerance=reproduce_tolerance,
+            reproduce_confidence=reproduce_confidence,
         )
         if witness_policy is not None:
             from ledger.server._witnessing import load_log_policy

@@ -102,9 +102,11 @@ class LogInfo:
     max_blob_bytes: int
     max_batch: int
     checkpoint: bytes | None
+    reproduce: Mapping[str, float] | None = None
+    """Decision defaults the log suggests to `ktl reproduce` (tolerance, confidence)."""
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "origin": self.origin,
             "verifier_key": self.verifier_key,
             "tree_size": self.tree_size,
@@ -113,6 +115,9 @@ class LogInfo:
             "max_batch": self.max_batch,
             "checkpoint": self.checkpoint.decode("utf-8") if self.checkpoint is not None else None,
         }
+        if self.reproduce is not None:
+            out["reproduce"] = dict(self.reproduce)
+        return out
 
     @classmethod
     def from_json(cls, value: Any) -> LogInfo:
@@ -126,7 +131,30 @@ class LogInfo:
             max_blob_bytes=_int(obj, "max_blob_bytes", w, minimum=1),
             max_batch=_int(obj, "max_batch", w, minimum=1),
             checkpoint=None if obj.get("checkpoint") is None else _note(obj, "checkpoint", w),
+            reproduce=_reproduce_defaults(obj.get("reproduce")),
         )
+
+
+_REPRODUCE_RANGES = {"tolerance": (0.0, 1.0, True), "confidence": (0.5, 1.0, False)}
+
+
+def _reproduce_defaults(value: Any) -> dict[str, float] | None:
+    """The log's optional `reproduce` object: known keys, numbers in range, nothing else."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not set(value) <= set(_REPRODUCE_RANGES):
+        raise ServerError("log info: 'reproduce' must be an object with only 'tolerance' and "
+                          "'confidence'")
+    out: dict[str, float] = {}
+    for key, item in value.items():
+        lo, hi, closed = _REPRODUCE_RANGES[key]
+        ok = isinstance(item, int | float) and not isinstance(item, bool) and lo <= item and (
+            item <= hi if closed else item < hi)
+        if not ok:
+            raise ServerError(f"log info: reproduce.{key} must be a number in [{lo}, {hi}"
+                              f"{']' if closed else ')'}, got {item!r}")
+        out[key] = float(item)
+    return out
 
 
 @dataclass(frozen=True)

@@ -219,15 +219,14 @@ def kernel_claim(kernel_dir: Path) -> tuple[str, bytes, Claim]:
 
 def measure(kernel_dir: Path, budget: str, on_step: Callable[[str], None]) -> Results:
     """Run the verification suite and the benchmark now (no --results given)."""
-    from verifier import VerifierError
-    from verifier.bench import bench as run_bench
+    from verifier import VerifierError, bench_runs
     from verifier.check import check as run_check
 
     try:
         on_step(f"running `ktl check --budget {budget}` (this can take a while)")
         check = run_check(kernel_dir, budget=budget, seed=1, progress=on_step)
-        on_step("running `ktl bench`")
-        bench = run_bench(kernel_dir, progress=on_step)
+        on_step("running `ktl bench` (independent runs)")
+        bench = bench_runs(kernel_dir, progress=on_step)
     except VerifierError as exc:
         raise InputError(f"{kernel_dir}: the verifier could not run: {exc}") from exc
     return Results(check.to_predicate(), bench.to_predicate(), bench.samples_blob())

@@ -10,7 +10,7 @@ verifier's (`verifier.reproduce`); the client signs and logs the result if asked
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -21,6 +21,7 @@ from attest.predicates import (
     KERNEL_V1,
     REPRODUCTION_V1,
     VERIFICATION_V1,
+    DecisionPolicy,
     parse_predicate,
 )
 from client._errors import InputError, VerificationFailed
@@ -37,6 +38,33 @@ MAX_SEARCH_HITS = 2000  # index rows looked at, at most, per reproduction
 MAX_FETCHED = 256  # candidate entries fetched and verified, at most
 MAX_SKIPS_LISTED = 50
 BENCH_SECONDS = {"quick": 10.0, "full": 30.0}
+"""Most seconds of measuring per run (a run stops sooner once its interval is tight)."""
+
+
+def resolve_policy(log_defaults: Mapping[str, float] | None, tolerance: float | None,
+                   confidence: float | None) -> tuple[DecisionPolicy, str]:
+    """The decision policy and where each part came from: the option, the log's suggestion,
+    or the built-in default (in that order)."""
+    from verifier import VerifierError
+    from verifier.reproduce import DEFAULT_POLICY, make_policy
+
+    suggested = log_defaults or {}
+    picked: dict[str, float] = {}
+    said: list[str] = []
+    for name, given, default in (("tolerance", tolerance, DEFAULT_POLICY.tolerance),
+                                 ("confidence", confidence, DEFAULT_POLICY.confidence)):
+        if given is not None:
+            picked[name], where = given, "--" + name
+        elif name in suggested:
+            picked[name], where = suggested[name], "the log's default"
+        else:
+            picked[name], where = default, "built-in default"
+        said.append(f"{name} {100 * picked[name]:g} % ({where})")
+    try:
+        policy = make_policy(picked["tolerance"], picked["confidence"])
+    except (AttestError, VerifierError) as exc:
+        raise InputError(f"unusable reproduce policy: {exc}") from exc
+    return policy, ", ".join(said)
 
 SkipReason = Literal["not-a-claim", "other-kernel", "untrusted-signer"]
 
@@ -304,12 +332,14 @@ def sandbox_gate(missing: list[str], submit: bool, allow_weak: bool) -> str:
 def reproduce_entry(
     sess: Session, index: int, workdir: Path, budget: str, note: Callable[[str], None],
     policy: TrustPolicy | None = None, sandbox_record: str | None = None,
+    runs: int | None = None, decision: DecisionPolicy | None = None,
 ) -> ReproductionResult:
-    """Gather entry `index` and its claims (all verified), then let the verifier re-run them.
+    """Gather entry `index` and its claims (all verified), then let the verifier re-run them
+    (`runs` independent benchmark runs; `decision` decides speed-up claims).
 
     `sandbox_record` (from `sandbox_gate`) is written into the body's environment."""
-    from verifier import VerifierError
-    from verifier.reproduce import reproduce_kernel
+    from verifier import DEFAULT_RUNS, VerifierError
+    from verifier.reproduce import make_policy, reproduce_kernel
 
     gathered = gather(sess, index, workdir / "kernel", policy)
     stmt = gathered.target.verified.statement
@@ -323,7 +353,8 @@ def reproduce_entry(
     try:
         body = reproduce_kernel(gathered.kernel_dir, claims, target_json(sess, gathered.target),
                                 budget=budget, time_budget_s=BENCH_SECONDS[budget],
-                                progress=note)
+                                progress=note, runs=runs or DEFAULT_RUNS,
+                                policy=decision or make_policy())
     except VerifierError as exc:
         raise InputError(f"the verifier could not reproduce entry {index}: {exc}") from exc
     body = {**body, "claims": judged_rows(list(body["claims"]), gathered.claims)}

@@ -14,12 +14,15 @@ import requests
 from test_pages_helpers import benchmark_body
 
 from attest import BENCHMARK_V1, parse_predicate
+from attest import examples as ex
 from client.demo import (
+    INFLATE,
     DemoError,
     SummaryRow,
     check_summary,
     example_kernels,
     inflate_benchmark,
+    lie_target,
     rows_from_reproduction,
     running_log,
     summary_table,
@@ -67,13 +70,34 @@ def test_unexpected_outcomes_are_named(rows: list[SummaryRow], says: str) -> Non
 def test_inflated_benchmark_is_still_a_valid_predicate() -> None:
     body = benchmark_body([1.5, 0.5])
     lie = inflate_benchmark(body)
+    assert INFLATE == 1.25  # the "20 % throughput increase", a little worse; not 3x
     parse_predicate(BENCHMARK_V1, lie)  # a lie that validates: only reproduction catches it
     for before, after in zip(body["results"], lie["results"], strict=True):
-        assert after["speedup"] == pytest.approx(3 * before["speedup"])
-        assert after["speedup_ci95"] == pytest.approx([3 * x for x in before["speedup_ci95"]])
+        assert after["speedup"] == pytest.approx(1.25 * before["speedup"])
+        assert after["speedup_ci95"] == pytest.approx([1.25 * x for x in before["speedup_ci95"]])
+        assert after["baseline_median_ns"] == pytest.approx(1.25 * before["baseline_median_ns"])
     assert body["results"][0]["speedup"] == 1.5  # the original is untouched
     with pytest.raises(DemoError):
         inflate_benchmark({"results": []})
+
+
+def test_inflation_covers_every_run_consistently() -> None:
+    body = ex.benchmark_runs((1.0, 1.1, 0.9))
+    lie = inflate_benchmark(body)
+    parse_predicate(BENCHMARK_V1, lie)
+    for before, after in zip(body["results"][0]["runs"], lie["results"][0]["runs"], strict=True):
+        assert after["speedup"] == pytest.approx(1.25 * before["speedup"])
+        assert after["speedup_ci95"] == pytest.approx([1.25 * x for x in before["speedup_ci95"]])
+        assert after["baseline_median_ns"] == pytest.approx(1.25 * before["baseline_median_ns"])
+        assert after["median_ns"] == before["median_ns"]
+
+
+def test_the_lie_is_planted_where_the_honest_claim_reproduced() -> None:
+    rows = [_row("a/b", "inconclusive"), _row("c/d", "confirmed"), _row("c/d", "confirmed", claim="y"),
+            _row("e/f", "confirmed")]
+    assert lie_target(["a/b", "c/d", "e/f"], rows) == 1
+    assert lie_target(["a/b"], rows) == 0
+    assert lie_target(["x/y", "a/b"], rows) == 0
 
 
 def test_rows_from_reproduction_reads_speedup_claims_only() -> None:

@@ -79,7 +79,20 @@ def test_the_two_commands_exist() -> None:
     assert "make demo" in README and "make test" in README
 
 
-def test_reproduce_margin_in_the_readme_is_the_code_s() -> None:
-    from verifier.reproduce import RUN_TO_RUN_MARGIN
+def test_how_reproduce_decides_in_the_readme_is_the_code_s() -> None:
+    from verifier._runs import DEFAULT_RUNS
+    from verifier._stats import DEFAULT_CONFIDENCE, DEFAULT_TOLERANCE, simulated_rates
+    from verifier._verdict import speedup_verdict
 
-    assert f"above {1 - RUN_TO_RUN_MARGIN:.0%} of the claimed" in README.replace("\n", " ")
+    text = " ".join(README.split())
+    assert f"a speed-up claim is **{DEFAULT_RUNS} independent runs**" in text
+    assert f"`ktl bench` makes {DEFAULT_RUNS} independent runs" in text
+    assert f"(`--tolerance`, default **{100 * DEFAULT_TOLERANCE:g} %**)" in text
+    assert f"(`--confidence`, default **{100 * DEFAULT_CONFIDENCE:g} %**)" in text
+    here = (0.43, 0.44, 0.425, 0.435, 0.43)  # the example reason's runs
+    reason = speedup_verdict([1.25 * x for x in here], here, True, "", []).reason
+    assert f"e.g. `{reason}`" in text
+    assert simulated_rates(1.0, 0.01, 5, 20000, seed=5)["refuted"] == 0.0
+    assert simulated_rates(1.0, 0.03, 5, 20000, seed=5)["refuted"] == 0.0
+    rate = simulated_rates(1.0, 0.08, 5, 20000, seed=5)["refuted"]
+    assert f"and in {100 * rate:.3g} % of them at 8 %" in text

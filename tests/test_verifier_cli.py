@@ -43,12 +43,16 @@ def test_check_bad_folder_exits_2() -> None:
 
 def test_bench_json_and_samples(tmp_path: Path) -> None:
     samples = tmp_path / "samples.json"
-    out = _ktl("bench", "examples/sum-rows", "--json", "--shape", "R=64,C=256", "--time-budget", "2",
-               "--seed", "9", "--samples-out", str(samples))
+    out = _ktl("bench", "examples/sum-rows", "--json", "--shape", "R=64,C=256", "--time-budget", "1",
+               "--seed", "9", "--samples-out", str(samples), "--runs", "2")
     assert out.returncode in (0, 1), out.stderr
     body = json.loads(out.stdout)
     assert body["workload"]["shapes"] == [{"R": 64, "C": 256}] and body["workload"]["seed"] == 9
     assert body["samples"]["size"] == len(samples.read_bytes())
+    assert json.loads(samples.read_bytes())["runs"][1]["seed"] == 9
+    if body["trusted"]:
+        assert body["schema_version"] == 2 and body["method"]["runs"] == 2
+        assert len(body["results"][0]["runs"]) == 2 and body["method"]["cpu_pinned"] is True
     assert out.returncode == (0 if body["trusted"] else 1)
 
 

@@ -1,7 +1,8 @@
 """verifier: runs kernels in a sandbox and checks their claims.
 
 Public API (see docs/CONTRACTS.md "verifier"): the op catalogue `OPS`, kernel
-folders (`KernelSpec`, `pack_kernel`, `unpack_kernel`), `check`, `bench`,
+folders (`KernelSpec`, `pack_kernel`, `unpack_kernel`), `check`, `bench` (one run),
+`bench_runs` (a claim: independent runs), `inflation_test` (is a speed-up overstated?),
 `environment_fingerprint`, and `verifier.reproduce` for comparing claims.
 """
 
@@ -16,6 +17,8 @@ from verifier._errors import (
     SandboxError,
     VerifierError,
 )
+from verifier._runs import DEFAULT_RUNS, RunSet, bench_runs
+from verifier._stats import InflationTest, StatsError, inflation_test
 from verifier.bench import BenchReport, ShapeResult, bench
 from verifier.check import BUDGETS, CheckReport, CheckResult, check
 from verifier.environment import environment_fingerprint
@@ -25,6 +28,7 @@ from verifier.runtime import Runtime, get_runtime
 
 __all__ = [
     "BUDGETS",
+    "DEFAULT_RUNS",
     "FLAG_ALLOWLIST",
     "OPS",
     "ArchiveError",
@@ -33,19 +37,24 @@ __all__ = [
     "CheckReport",
     "CheckResult",
     "GeneratorInfo",
+    "InflationTest",
     "KernelSpec",
     "KernelSpecError",
     "OpSpec",
     "ReproduceError",
+    "RunSet",
     "Runtime",
     "RuntimeUnavailableError",
     "SandboxError",
     "ShapeResult",
+    "StatsError",
     "VerifierError",
     "bench",
+    "bench_runs",
     "check",
     "environment_fingerprint",
     "get_runtime",
+    "inflation_test",
     "pack_kernel",
     "unpack_kernel",
 ]

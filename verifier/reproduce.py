@@ -9,12 +9,15 @@ Verdict per claim:
 - verification: each claimed check outcome and the overall verdict. A claimed
   pass that fails here is refuted (with the failing check's evidence); a claimed
   failure that does not recur is inconclusive (failures can depend on inputs).
-- benchmark, per shape: speed-up ratios are compared, never absolute times. On
-  the same hardware: confirmed when either interval contains the other's
-  estimate or the measurement is faster; refuted when the intervals are
-  disjoint and the measurement is slower; inconclusive when they merely overlap.
-  On different hardware a slower measurement is inconclusive, and the reason
-  says so. A measurement that the bench itself distrusts because of the kernel
+- benchmark, per shape: speed-up ratios are compared, never absolute times, run
+  by run: the claim's per-run speed-ups against `runs` fresh runs here, with the
+  test in `verifier._stats` under a `DecisionPolicy` (tolerance, confidence;
+  recorded in the body): refuted when the claim overstates by more than the
+  tolerance with that confidence, confirmed when the estimated overstatement is
+  within the tolerance, inconclusive otherwise (saying how many more runs would
+  decide). On different hardware a refutation is inconclusive, and the reason
+  names every environment difference (also a typed list in the claim). A
+  measurement that the bench itself distrusts because of the kernel
   (timer tampering, faster than the roofline, wrong outputs after timing) refutes
   the claim; one distrusted for noise is inconclusive.
 - overall: refuted if any claim is refuted, confirmed if there is at least one
@@ -28,24 +31,34 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from attest import AttestError
+from attest.predicates import (
+    BENCHMARK_V1,
+    REPRODUCTION_SCHEMA_VERSION,
+    VERIFICATION_V1,
+    BenchmarkPredicate,
+    BenchmarkResult,
+    DecisionPolicy,
+    parse_predicate,
+)
 from verifier._errors import ReproduceError
+from verifier._runs import DEFAULT_RUNS
+from verifier._stats import Decision
+from verifier._verdict import DEFAULT_POLICY, environment_diff, make_policy, speedup_verdict
 from verifier.ops import OPS
 
 __all__ = [
     "BENCHMARK_V1",
+    "DEFAULT_POLICY",
     "VERIFICATION_V1",
     "compare",
     "compare_benchmark",
     "compare_verification",
+    "make_policy",
     "overall_verdict",
     "reproduce_kernel",
-    "same_hardware",
 ]
 
-NAMESPACE = "https://kerneltransparency.dev/attestation/"
-BENCHMARK_V1 = NAMESPACE + "benchmark/v1"
-VERIFICATION_V1 = NAMESPACE + "verification/v1"
-HARDWARE_KEYS = ("cpu_model", "cores", "machine", "gpu")
 KERNEL_FAULTS = ("timer tampering", "roofline", "outputs rechecked", "guard bytes",
                  "benchmark child failed", "build failed")
 MAX_REASON = 1500
@@ -62,15 +75,16 @@ def _shape_key(shape: Mapping[str, Any], order: Sequence[str] = ()) -> str:
     return ",".join(f"{k}={shape[k]}" for k in keys)
 
 
-def same_hardware(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    """Same CPU model, core count, machine and GPU."""
-    return all(a.get(k) == b.get(k) for k in HARDWARE_KEYS)
-
-
-def _claim(claim: str, verdict: str, claimed: dict[str, Any], measured: dict[str, Any],
-           reason: str) -> dict[str, Any]:
-    return {"claim": claim, "verdict": verdict, "claimed": claimed, "measured": measured,
-            "reason": reason[:MAX_REASON]}
+def _claim(claim: str, verdict: Decision, claimed: dict[str, Any], measured: dict[str, Any],
+           reason: str, statistics: dict[str, Any] | None = None,
+           diff: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"claim": claim, "verdict": verdict, "claimed": claimed,
+                           "measured": measured, "reason": reason[:MAX_REASON]}
+    if statistics is not None:
+        out["statistics"] = statistics
+    if diff:
+        out["environment_diff"] = [dict(d) for d in diff]
+    return out
 
 
 def _pass_fail(outcome: str) -> str:
@@ -121,96 +135,58 @@ def compare_verification(claimed: Mapping[str, Any], measured: Mapping[str, Any]
     return out
 
 
-def _num(result: Mapping[str, Any]) -> dict[str, Any]:
-    return {"speedup": float(result["speedup"]),
-            "speedup_ci95": [float(result["speedup_ci95"][0]), float(result["speedup_ci95"][1])],
-            "median_ns": float(result["median_ns"]),
-            "baseline_median_ns": float(result["baseline_median_ns"])}
+def _measurement(result: BenchmarkResult) -> dict[str, Any]:
+    return {"speedup": result.speedup, "speedup_ci95": list(result.speedup_ci95)}
 
 
-def compare_benchmark(claimed: Mapping[str, Any], measured: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Claims of a benchmark/v1 body (one per shape) against a fresh one."""
+def _parse_bench(body: Mapping[str, Any], who: str) -> BenchmarkPredicate:
     try:
-        theirs = list(claimed["results"])
-        op = OPS.get(str(claimed["workload"]["op"]))
-        order = op.dims if op is not None else ()
-        mine = {_shape_key(r["shape"], order): r for r in measured["results"]}
-        same_hw = same_hardware(claimed["environment"], measured["environment"])
-        notes = [str(n) for n in measured.get("notes", [])]
-        trusted = bool(measured["trusted"])
-    except (KeyError, TypeError) as exc:
-        raise ReproduceError(f"malformed benchmark body: missing {exc}") from exc
+        parsed = parse_predicate(BENCHMARK_V1, dict(body), f"{who} benchmark")
+    except AttestError as exc:
+        raise ReproduceError(f"malformed {who} benchmark body: {exc}") from exc
+    assert isinstance(parsed, BenchmarkPredicate)
+    return parsed
+
+
+def compare_benchmark(claimed: Mapping[str, Any], measured: Mapping[str, Any],
+                      policy: DecisionPolicy = DEFAULT_POLICY) -> list[dict[str, Any]]:
+    """Claims of a benchmark/v1 body (one per shape) against a fresh one, run by run."""
+    theirs, mine_body = _parse_bench(claimed, "claimed"), _parse_bench(measured, "measured")
+    op = OPS.get(theirs.workload.op)
+    order = op.dims if op is not None else ()
+    mine = {_shape_key(r.shape, order): r for r in mine_body.results}
+    diff = environment_diff(theirs.environment.to_json(), mine_body.environment.to_json())
+    notes = list(mine_body.notes)
     faults = [n for n in notes if any(f in n for f in KERNEL_FAULTS)]
-    hw = ("same hardware" if same_hw else
-          f"different hardware (claimed on {claimed['environment'].get('cpu_model')!r} x"
-          f"{claimed['environment'].get('cores')}, measured on "
-          f"{measured['environment'].get('cpu_model')!r} x{measured['environment'].get('cores')}): "
-          "compared speed-up ratios, not absolute times")
     out: list[dict[str, Any]] = []
-    for r in theirs:
-        key = _shape_key(r["shape"], order)
+    for r in theirs.results:
+        key = _shape_key(r.shape, order)
         label = f"benchmark.speedup[{key}]"
-        want = _num(r)
-        claimed_m = {"speedup": want["speedup"], "speedup_ci95": want["speedup_ci95"]}
+        claimed_m = _measurement(r)
         got = mine.get(key)
         if got is None:
             shape_faults = [n for n in faults if "{" + key + "}" in n or "{" not in n]
             if shape_faults:
                 out.append(_claim(label, "refuted", claimed_m, {},
-                                  f"the kernel could not be measured honestly: {shape_faults[0]}"))
+                                  f"the kernel could not be measured honestly: {shape_faults[0]}",
+                                  diff=diff))
             else:
                 out.append(_claim(label, "inconclusive", claimed_m, {},
-                                  f"shape {key} was not measured here"))
+                                  f"shape {key} was not measured here", diff=diff))
             continue
-        have = _num(got)
-        measured_m = {"speedup": have["speedup"], "speedup_ci95": have["speedup_ci95"]}
+        measured_m = _measurement(got)
         own = [n for n in faults if "{" + key + "}" in n]
         if own:
             out.append(_claim(label, "refuted", claimed_m, measured_m,
-                              f"the measurement here exposes the kernel: {own[0]}"))
+                              f"the measurement here exposes the kernel: {own[0]}", diff=diff))
             continue
-        out.append(_speedup_verdict(label, claimed_m, measured_m, same_hw, hw,
-                                    trusted, [n for n in notes if "{" + key + "}" in n]))
+        why = "; ".join(n for n in notes if "{" + key + "}" in n) or \
+            "the measurement here was not stable enough"
+        v = speedup_verdict(r.run_speedups(), got.run_speedups(), mine_body.trusted, why, diff,
+                            policy)
+        out.append(_claim(label, v.decision, claimed_m, measured_m, v.reason,
+                          statistics=v.statistics_json(), diff=diff))
     return out
-
-
-RUN_TO_RUN_MARGIN = 0.30
-"""How far below the claimed interval a re-measured speed-up may fall and still
-confirm the claim. A 95% interval from one run only covers that run's noise; between
-runs on the same class of machine the figures move by about ±30% (DESIGN.md,
-"Measured limits"). Seen here: honest claims re-measured 2-12% below their own
-intervals, and matmul-blocked's ratio moved between 0.33x and 0.44x from one
-process to the next (buffer placement). A claim inflated by more than this
-margin is still refuted (the demo plants one inflated 3x)."""
-
-
-def _speedup_verdict(label: str, want: dict[str, Any], have: dict[str, Any], same_hw: bool,
-                     hw: str, trusted: bool, notes: Sequence[str]) -> dict[str, Any]:
-    s_c, (lo_c, hi_c) = want["speedup"], want["speedup_ci95"]
-    s_m, (lo_m, hi_m) = have["speedup"], have["speedup_ci95"]
-    floor = lo_c * (1.0 - RUN_TO_RUN_MARGIN)
-    margin = f"{RUN_TO_RUN_MARGIN:.0%} run-to-run margin, floor {floor:.3f}x"
-    nums = (f"claimed {s_c:.3f}x [{lo_c:.3f}, {hi_c:.3f}], measured {s_m:.3f}x "
-            f"[{lo_m:.3f}, {hi_m:.3f}]; {hw}")
-    if not trusted:
-        why = "; ".join(notes) or "the measurement here was not stable enough"
-        return _claim(label, "inconclusive", want, have, f"{nums}; measurement not trusted: {why}")
-    if lo_m <= s_c <= hi_m or lo_c <= s_m <= hi_c:
-        return _claim(label, "confirmed", want, have, f"{nums}; the intervals agree")
-    if lo_m > hi_c:
-        return _claim(label, "confirmed", want, have, f"{nums}; measured faster than claimed")
-    if lo_m >= floor:
-        return _claim(label, "confirmed", want, have,
-                      f"{nums}; slightly below the claimed interval but within the {margin}")
-    if hi_m < floor:
-        if same_hw:
-            return _claim(label, "refuted", want, have,
-                          f"{nums}; measured speed-up is below the claimed interval by more "
-                          f"than the {margin}")
-        return _claim(label, "inconclusive", want, have,
-                      f"{nums}; slower here, which the hardware difference may explain")
-    return _claim(label, "inconclusive", want, have,
-                  f"{nums}; the measured interval straddles the {margin}")
 
 
 def overall_verdict(claims: Sequence[Mapping[str, Any]]) -> str:
@@ -228,11 +204,13 @@ def compare(
     environment: Mapping[str, Any],
     verification: Mapping[str, Any] | None = None,
     benchmark: Mapping[str, Any] | None = None,
+    policy: DecisionPolicy = DEFAULT_POLICY,
 ) -> dict[str, Any]:
     """The reproduction/v1 body for `claimed` (predicate type, body) pairs vs fresh bodies.
 
     `verification` / `benchmark` are the fresh bodies (None if not run); `target`
-    names the logged entry; `environment` is this machine's fingerprint.
+    names the logged entry; `environment` is this machine's fingerprint; `policy`
+    (tolerance, confidence) decides speed-up claims and is recorded in the body.
     """
     claims: list[dict[str, Any]] = []
     for ptype, body in claimed:
@@ -243,11 +221,17 @@ def compare(
         elif ptype == BENCHMARK_V1:
             if benchmark is None:
                 raise ReproduceError("a benchmark claim needs a fresh benchmark body")
-            claims += compare_benchmark(body, benchmark)
+            claims += compare_benchmark(body, benchmark, policy)
         else:
             raise ReproduceError(f"cannot reproduce predicate type {ptype!r}; only verification/v1 "
                                  "and benchmark/v1 claims can be re-run")
-    return {"target": dict(target), "environment": dict(environment), "claims": claims,
+    return _body(target, environment, claims, policy)
+
+
+def _body(target: Mapping[str, Any], environment: Mapping[str, Any],
+          claims: list[dict[str, Any]], policy: DecisionPolicy) -> dict[str, Any]:
+    return {"schema_version": REPRODUCTION_SCHEMA_VERSION, "target": dict(target),
+            "environment": dict(environment), "policy": policy.to_json(), "claims": claims,
             "verdict": overall_verdict(claims)}
 
 
@@ -265,15 +249,18 @@ def reproduce_kernel(
     claimed: Sequence[tuple[str, Mapping[str, Any]]],
     target: Mapping[str, Any],
     budget: str | None = None,
-    time_budget_s: float = 20.0,
+    time_budget_s: float = 10.0,
     progress: Callable[[str], None] | None = None,
+    runs: int = DEFAULT_RUNS,
+    policy: DecisionPolicy = DEFAULT_POLICY,
 ) -> dict[str, Any]:
     """Re-run what `claimed` claims on the unpacked kernel and compare.
 
     The check reuses the claimed seed and budget (unless `budget` is given), so the
-    same inputs are replayed; the benchmark uses the claimed shapes, seed and threads.
+    same inputs are replayed; the benchmark uses the claimed shapes, seed and threads,
+    `runs` independent runs of up to `time_budget_s` each.
     """
-    from verifier.bench import bench
+    from verifier._runs import bench_runs
     from verifier.check import check
     from verifier.environment import environment_fingerprint
     from verifier.kernel import KernelSpec
@@ -285,8 +272,7 @@ def reproduce_kernel(
         claims = [_claim(ptype, "inconclusive", {}, {},
                          f"not re-run: runtime {runtime!r} unavailable here: {unavailable}")
                   for ptype, _ in claimed]
-        return {"target": dict(target), "environment": environment_fingerprint(runtime),
-                "claims": claims, "verdict": overall_verdict(claims)}
+        return _body(target, environment_fingerprint(runtime), claims, policy)
     verification = benchmark = None
     for ptype, body in claimed:
         if ptype == VERIFICATION_V1 and verification is None:
@@ -295,7 +281,8 @@ def reproduce_kernel(
         elif ptype == BENCHMARK_V1 and benchmark is None:
             workload = body.get("workload", {})
             shapes = [dict(s) for s in workload.get("shapes", [])] or None
-            benchmark = bench(kernel_dir, shapes=shapes, seed=int(workload.get("seed", 1)),
-                              time_budget_s=time_budget_s, threads=claimed_threads(body),
-                              progress=progress).to_predicate()
-    return compare(claimed, target, environment_fingerprint(runtime), verification, benchmark)
+            benchmark = bench_runs(kernel_dir, runs=runs, shapes=shapes,
+                                   seed=int(workload.get("seed", 1)), time_budget_s=time_budget_s,
+                                   threads=claimed_threads(body), progress=progress).to_predicate()
+    return compare(claimed, target, environment_fingerprint(runtime), verification, benchmark,
+                   policy)

@@ -123,7 +123,7 @@ def _failure(e: BaseException) -> ApiError:
 def log_info() -> Response:
     svc = _service()
     cp = svc.latest_checkpoint()
-    return _json({
+    body: dict[str, Any] = {
         "origin": svc.origin,
         "verifier_key": svc.verifier_key,
         "tree_size": 0 if cp is None else cp.size,
@@ -131,7 +131,11 @@ def log_info() -> Response:
         "max_blob_bytes": svc.max_blob_bytes,
         "max_batch": svc.max_batch,
         "checkpoint": None if cp is None else cp.note.decode("utf-8"),
-    })
+    }
+    defaults = svc.config.reproduce_defaults()
+    if defaults:
+        body["reproduce"] = defaults
+    return _json(body)
 
 
 @bp.post("/entries")

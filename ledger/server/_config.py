@@ -39,6 +39,8 @@ class ServerConfig:
     witness_wait: float = 10.0
     """Seconds a submission waits for a cosigned checkpoint before it gets a 503."""
     witness_request_timeout: float = 5.0
+    reproduce_tolerance: float | None = None
+    reproduce_confidence: float | None = None
 
     def __post_init__(self) -> None:
         if self.database is not None:
@@ -63,6 +65,10 @@ class ServerConfig:
         if self.blob_bytes_per_hour < self.max_blob_bytes:
             raise ValueError(f"blob_bytes_per_hour ({self.blob_bytes_per_hour}) must be at least "
                              f"max_blob_bytes ({self.max_blob_bytes}), or no blob could be uploaded")
+        if self.reproduce_tolerance is not None and not 0 <= self.reproduce_tolerance <= 1:
+            raise ValueError("reproduce_tolerance must be a fraction between 0 and 1")
+        if self.reproduce_confidence is not None and not 0.5 <= self.reproduce_confidence < 1:
+            raise ValueError("reproduce_confidence must be at least 0.5 and below 1")
 
     @property
     def blob_gc_interval(self) -> float:
@@ -85,6 +91,15 @@ class ServerConfig:
                                 f"submissions wait up to {self.witness_wait:g} s, then 503"
                                 if self.witness_policy else "none (no --witness-policy)"),
         ]
+
+    def reproduce_defaults(self) -> dict[str, float]:
+        """The decision defaults this log suggests to `ktl reproduce` (only those set)."""
+        out: dict[str, float] = {}
+        if self.reproduce_tolerance is not None:
+            out["tolerance"] = self.reproduce_tolerance
+        if self.reproduce_confidence is not None:
+            out["confidence"] = self.reproduce_confidence
+        return out
 
     @property
     def max_content_length(self) -> int:

@@ -1,0 +1,205 @@
+"""Can `ktl reproduce` tell an inflated speed-up from noise? Two experiments on this machine.
+
+1. spread: the between-run coefficient of variation of the speed-up per example kernel,
+   with runs as before (not pinned) and after (pinned to one CPU), interleaved so both
+   see the same machine load; plus one variant with a longer warm-up.
+2. cycles: per kernel, N publish -> reproduce cycles. Each cycle measures twice,
+   independently (k runs to publish, k fresh runs to reproduce); the honest claim is
+   the published body, and inflated claims multiply it (every run's speed-up and
+   interval and the baseline medians) by 1.10, 1.25 and 1.5. Each claim is judged by
+   the real `verifier.reproduce.compare_benchmark` under the default policy. Also the
+   simulated false-refutation and detection rates of the test at the measured spread.
+
+    .venv/bin/python benchmarks/bench_reproduce_stats.py            # the full run (~15-25 min)
+    .venv/bin/python benchmarks/bench_reproduce_stats.py --tiny     # a smoke run in seconds
+
+Prints markdown tables (the BENCHMARKS.md section) and the machine's load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from client.demo import inflate_benchmark
+from verifier._runs import DEFAULT_RUNS, RunSet, bench_runs
+from verifier._stats import simulated_rates
+from verifier.bench import machine_peaks
+from verifier.reproduce import compare_benchmark
+
+ROOT = Path(__file__).resolve().parent.parent
+KERNELS = ("sum-rows", "matmul-blocked", "softmax-rows")
+FACTORS = (1.0, 1.10, 1.25, 1.5)
+Say = Callable[[str], None]
+
+
+def _load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f} / {five:.2f} / {fifteen:.2f}"
+
+
+def _cv(xs: Sequence[float]) -> float:
+    return statistics.stdev(xs) / statistics.fmean(xs) if len(xs) > 1 else 0.0
+
+
+def _speedups(rs: RunSet) -> list[float]:
+    return rs.speedups()[0]
+
+
+def spread(kernels: Sequence[str], runs: int, shapes: list[dict[str, int]] | None,
+           budget: float, say: Say, warmup_variant: bool = True) -> list[dict[str, Any]]:
+    """Between-run CV per kernel per setting, measured round-robin (one run each in turn)."""
+    settings: dict[str, dict[str, Any]] = {
+        "not pinned (before)": {"pin": False},
+        "pinned to one CPU (after)": {"pin": True},
+    }
+    if warmup_variant:
+        settings["pinned, warm-up 50"] = {"pin": True, "warmup": 50}
+    rows = []
+    for name in kernels:
+        got: dict[str, list[float]] = {s: [] for s in settings}
+        for k in range(runs):
+            for label, opts in settings.items():
+                say(f"spread: {name} run {k + 1}/{runs}, {label}")
+                rs = bench_runs(ROOT / "examples" / name, runs=1, shapes=shapes, seed=7,
+                                time_budget_s=budget, **opts)
+                got[label] += _speedups(rs)
+        rows.append({"kernel": name, **{label: (statistics.fmean(v), _cv(v), min(v), max(v))
+                                        for label, v in got.items()}})
+    return rows
+
+
+def cycles(kernels: Sequence[str], n: int, runs: int, shapes: list[dict[str, int]] | None,
+           budget: float, say: Say) -> tuple[list[dict[str, Any]], list[float], list[float]]:
+    """Verdict counts per kernel and factor; the measured spreads; reproduction times."""
+    rows: list[dict[str, Any]] = []
+    sigmas: list[float] = []
+    times: list[float] = []
+    for name in kernels:
+        counts = {f: {"confirmed": 0, "refuted": 0, "inconclusive": 0, "faults": 0}
+                  for f in FACTORS}
+        for c in range(n):
+            say(f"cycles: {name} cycle {c + 1}/{n}: publishing ({runs} runs)")
+            machine_peaks.cache_clear()  # publisher and reproducer are separate processes
+            published = bench_runs(ROOT / "examples" / name, runs=runs, shapes=shapes, seed=11 + c,
+                                   time_budget_s=budget).to_predicate()
+            say(f"cycles: {name} cycle {c + 1}/{n}: reproducing ({runs} fresh runs)")
+            machine_peaks.cache_clear()
+            t0 = time.perf_counter()
+            fresh = bench_runs(ROOT / "examples" / name, runs=runs, shapes=shapes, seed=11 + c,
+                               time_budget_s=budget).to_predicate()
+            times.append(time.perf_counter() - t0)
+            if not (published["results"] and fresh["results"]):
+                say(f"cycles: {name} cycle {c + 1}: no results (a run failed): "
+                    f"{(published['notes'] + fresh['notes'])[-1:]}")
+                for f in FACTORS:
+                    counts[f]["faults"] += 1
+                continue
+            for f in FACTORS:
+                claim = published if f == 1.0 else inflate_benchmark(published, f)
+                for verdict in compare_benchmark(claim, fresh):
+                    counts[f][verdict["verdict"]] += 1
+                    if "statistics" not in verdict:  # not decided by the test: a distrusted run
+                        counts[f]["faults"] += 1
+                        if f == 1.0:
+                            say(f"cycles: {name} cycle {c + 1}: {verdict['verdict']} without the "
+                                f"test: {verdict['reason'][:300]}")
+                    elif f == 1.0:
+                        sigmas.append(verdict["statistics"]["sigma"])
+        rows.append({"kernel": name, "counts": counts})
+    return rows, sigmas, times
+
+
+def _spread_table(rows: list[dict[str, Any]]) -> str:
+    labels = [k for k in rows[0] if k != "kernel"]
+    head = "| kernel | " + " | ".join(f"{lab}: mean speed-up, CV [min, max]" for lab in labels) + " |"
+    out = [head, "|---|" + "---|" * len(labels)]
+    for r in rows:
+        cells = [f"{m:.3f}x, **{100 * cv:.1f} %** [{lo:.3f}, {hi:.3f}]" for m, cv, lo, hi in
+                 (r[lab] for lab in labels)]
+        out.append(f"| {r['kernel']} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def _cycles_table(rows: list[dict[str, Any]], n: int) -> str:
+    out = ["| kernel | " + " | ".join(
+        "honest" if f == 1.0 else f"inflated {f:g}x" for f in FACTORS) + " |",
+        "|---|" + "---|" * len(FACTORS)]
+    for r in rows:
+        cells = []
+        for f in FACTORS:
+            c = r["counts"][f]
+            cells.append(f"{c['refuted']}/{n} refuted ({c['confirmed']} conf., "
+                         f"{c['inconclusive']} inc.; {c['faults']} not by the test)")
+        out.append(f"| {r['kernel']} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def _simulated(sigmas: Sequence[float], runs: int, trials: int) -> str:
+    levels = sorted({round(s, 3) for s in (0.01, 0.03, statistics.median(sigmas) if sigmas else 0.03,
+                                           max(sigmas) if sigmas else 0.05, 0.08)})
+    out = ["| between-run spread | " + " | ".join(
+        "honest: refuted" if f == 1.0 else f"{f:g}x: refuted" for f in FACTORS) + " |",
+        "|---|" + "---|" * len(FACTORS)]
+    for s in levels:
+        cells = [f"{100 * simulated_rates(f, s, runs, trials, seed=5)['refuted']:.1f} %"
+                 for f in FACTORS]
+        out.append(f"| {100 * s:.1f} % | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tiny", action="store_true", help="one kernel, one tiny shape, 1 cycle")
+    ap.add_argument("--cycles", type=int, default=10)
+    ap.add_argument("--runs", type=int, default=DEFAULT_RUNS, help="runs per claim and reproduction")
+    ap.add_argument("--spread-runs", type=int, default=8, help="runs per setting in experiment 1")
+    ap.add_argument("--only", choices=("spread", "cycles"), default=None)
+    ap.add_argument("--kernels", default=",".join(KERNELS), help="example kernels, comma-separated")
+    args = ap.parse_args(argv)
+    kernels: Sequence[str] = [k for k in args.kernels.split(",") if k]
+    shapes = None
+    budget = 10.0
+    trials = 20000
+    if args.tiny:
+        kernels, shapes, budget, trials = ("sum-rows",), [{"R": 16, "C": 256}], 0.3, 200
+        args.cycles, args.runs, args.spread_runs = 1, 2, 2
+
+    def say(msg: str) -> None:
+        print(f"  [{time.strftime('%H:%M:%S')} load {_load()}] {msg}", file=sys.stderr, flush=True)
+
+    print(f"machine: {os.cpu_count()} cores, load average (1/5/15 min) at start {_load()}")
+    started = time.perf_counter()
+    if args.only in (None, "spread"):
+        print(f"\n### Between-run spread ({args.spread_runs} runs per setting, one shape per kernel)\n")
+        print(_spread_table(spread(kernels, args.spread_runs, shapes, budget, say,
+                                   warmup_variant=not args.tiny)))
+        print(f"\n(load average after: {_load()})")
+    if args.only in (None, "cycles"):
+        rows, sigmas, times = cycles(kernels, args.cycles, args.runs, shapes, budget, say)
+        print(f"\n### Publish -> reproduce cycles ({args.cycles} per kernel, {args.runs} runs a side)\n")
+        print(_cycles_table(rows, args.cycles))
+        if sigmas:
+            print(f"\nbetween-run spread measured in the reproductions: median "
+                  f"{100 * statistics.median(sigmas):.1f} %, max {100 * max(sigmas):.1f} %")
+        if times:
+            print(f"reproduction bench time per kernel ({args.runs} runs): median "
+                  f"{statistics.median(times):.1f} s, max {max(times):.1f} s")
+        print(f"\n### Simulated rates of the test ({args.runs} runs a side, {trials} trials, "
+              "default policy)\n")
+        print(_simulated(sigmas, args.runs, trials))
+        print(f"\n(load average after: {_load()})")
+    print(f"\ntotal {time.perf_counter() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,323 @@
+"""Is a claimed speed-up overstated? A t test on log speed-ups over independent runs.
+
+Pure: numbers in, an `InflationTest` out. Each run (fresh processes, interleaved
+kernel and baseline) gives one speed-up; the between-run spread is the noise
+that matters, so the test works on the runs, not on one run's bootstrap interval.
+
+With claimed per-run speed-ups c_1..c_m and re-measured ones r_1..r_n:
+
+    d      = mean(log c) - mean(log r)        (log of the estimated inflation)
+    s      = max(sd(log r), SIGMA_FLOOR)      (between-run spread, measured HERE)
+    se     = s * sqrt(1/m + 1/n),  df = n - 1
+    bounds = d -/+ t(confidence, df) * se     (one-sided bounds at `confidence`)
+
+Refuted when the lower bound exceeds log(1 + tolerance): the claim overstates by more
+than the tolerance with that confidence. Confirmed when the measurement is consistent
+with the claim: the estimated overstatement d is within the tolerance (the interval,
+always reported, says how precisely). Inconclusive otherwise (the estimate is beyond
+the tolerance but not significantly), with the number of further runs here that would
+refute if the estimate and spread stayed as they are.
+
+Only the reproducer's own spread is used: the claimant chooses its runs, and a
+claim reporting wildly spread runs must not widen the interval until nothing can
+be refuted. Claiming more runs only narrows the interval around the claim.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Literal
+
+__all__ = [
+    "DEFAULT_CONFIDENCE",
+    "DEFAULT_TOLERANCE",
+    "SIGMA_FLOOR",
+    "Decision",
+    "InflationTest",
+    "StatsError",
+    "inflation_test",
+    "max_runs",
+    "simulated_rates",
+    "student_t_cdf",
+    "student_t_quantile",
+]
+
+Decision = Literal["confirmed", "refuted", "inconclusive"]
+DEFAULT_TOLERANCE = 0.05
+"""A claim may overstate the re-measured speed-up by this much (5 %) and stand."""
+DEFAULT_CONFIDENCE = 0.99
+"""How sure the test must be before it refutes (or confirms)."""
+SIGMA_FLOOR = 0.005
+"""Smallest between-run spread (log units, ~0.5 %) assumed, so identical runs do not
+give a zero-width interval."""
+
+
+def max_runs() -> int:
+    """Most runs a claim or a measurement may have: attest's limit, imported when needed
+    (the sandboxed worker imports this package and may not read attest/)."""
+    from attest.predicates import MAX_RUNS
+
+    return MAX_RUNS
+
+_MAX_EXTRA = 200
+
+
+class StatsError(ValueError):
+    """Inputs the test cannot use (no runs, a speed-up <= 0, an option out of range)."""
+
+
+@dataclass(frozen=True)
+class InflationTest:
+    """The test's typed outcome; `describe()` renders it, nothing parses it back."""
+
+    claimed: float
+    measured: float
+    claimed_runs: int
+    measured_runs: int
+    inflation: float
+    inflation_interval: tuple[float, float]
+    measured_interval: tuple[float, float]
+    sigma: float
+    tolerance: float
+    confidence: float
+    decision: Decision
+    more_runs: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"claimed": self.claimed, "measured": self.measured,
+                "claimed_runs": self.claimed_runs, "measured_runs": self.measured_runs,
+                "inflation": self.inflation, "inflation_interval": list(self.inflation_interval),
+                "measured_interval": list(self.measured_interval), "sigma": self.sigma,
+                "tolerance": self.tolerance, "confidence": self.confidence,
+                "decision": self.decision, "more_runs": self.more_runs}
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> InflationTest:
+        decision = obj["decision"]
+        if decision not in ("confirmed", "refuted", "inconclusive"):
+            raise StatsError(f"unknown decision {decision!r}")
+        lo, hi = obj["inflation_interval"]
+        mlo, mhi = obj["measured_interval"]
+        more = obj["more_runs"]
+        return cls(float(obj["claimed"]), float(obj["measured"]), int(obj["claimed_runs"]),
+                   int(obj["measured_runs"]), float(obj["inflation"]), (float(lo), float(hi)),
+                   (float(mlo), float(mhi)), float(obj["sigma"]), float(obj["tolerance"]),
+                   float(obj["confidence"]), decision, None if more is None else int(more))
+
+    def describe(self) -> str:
+        """`claimed 1.25x, measured 1.02x [0.98, 1.06]: overstated by 23 % [18 %, 27 %]; ...`"""
+        lo, hi = self.inflation_interval
+        mlo, mhi = self.measured_interval
+        head = (f"claimed {self.claimed:.3f}x ({_runs(self.claimed_runs)}), measured "
+                f"{self.measured:.3f}x [{mlo:.3f}, {mhi:.3f}] ({_runs(self.measured_runs)}, "
+                f"between-run spread {100 * self.sigma:.1f} %): {_pct_phrase(self.inflation)} "
+                f"[{_signed(lo)}, {_signed(hi)}]")
+        tol = f"{100 * self.tolerance:g} %"
+        conf = f"{100 * self.confidence:g} %"
+        if self.decision == "refuted":
+            return f"{head}; overstated by more than the {tol} tolerance with {conf} confidence"
+        if self.decision == "confirmed":
+            return f"{head}; consistent with the claim: the estimate is within the {tol} tolerance"
+        if self.more_runs is None:
+            return (f"{head}; beyond the {tol} tolerance but not with {conf} confidence, and more "
+                    "runs here would not decide (the claim's own runs limit the precision)")
+        return (f"{head}; beyond the {tol} tolerance but not with {conf} confidence; about "
+                f"{self.more_runs} more run(s) here would decide")
+
+
+def _runs(n: int) -> str:
+    return f"{n} run" if n == 1 else f"{n} runs"
+
+
+def _signed(ratio: float) -> str:
+    return f"{100 * (ratio - 1):+.0f} %"
+
+
+def _pct_phrase(ratio: float) -> str:
+    if ratio >= 1:
+        return f"overstated by {100 * (ratio - 1):.0f} %"
+    return f"understated by {100 * (1 - ratio):.0f} %"
+
+
+# ---- Student's t ---------------------------------------------------------------------------
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the incomplete beta function (modified Lentz)."""
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 400):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        step = d * c
+        h *= step
+        if abs(step - 1.0) < 1e-15:
+            break
+    return h
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """Regularized incomplete beta I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+                     + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def student_t_cdf(t: float, df: float) -> float:
+    """P(T <= t) for Student's t with `df` > 0 degrees of freedom."""
+    if not df > 0 or math.isnan(t):
+        raise StatsError("student_t_cdf needs df > 0 and a number t")
+    if math.isinf(t):
+        return 1.0 if t > 0 else 0.0
+    tail = 0.5 * _betainc(df / 2.0, 0.5, df / (df + t * t))
+    return 1.0 - tail if t > 0 else tail
+
+
+@lru_cache(maxsize=4096)
+def student_t_quantile(p: float, df: float) -> float:
+    """The t with P(T <= t) = p (bisection on the CDF; |t| <= 1e6)."""
+    if not 0.0 < p < 1.0:
+        raise StatsError("student_t_quantile needs 0 < p < 1")
+    if p == 0.5:
+        return 0.0
+    lo, hi = -1e6, 1e6
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if student_t_cdf(mid, df) < p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-12 * max(1.0, abs(mid)):
+            break
+    return 0.5 * (lo + hi)
+
+
+# ---- the test -------------------------------------------------------------------------------
+
+
+def _logs(values: Sequence[float], what: str) -> list[float]:
+    limit = max_runs()
+    if not 1 <= len(values) <= limit:
+        raise StatsError(f"{what}: need between 1 and {limit} runs, got {len(values)}")
+    out = []
+    for v in values:
+        if not (isinstance(v, int | float) and math.isfinite(v) and v > 0):
+            raise StatsError(f"{what}: every speed-up must be a finite number > 0, got {v!r}")
+        out.append(math.log(v))
+    return out
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return math.fsum(xs) / len(xs)
+
+
+def _sd(xs: Sequence[float]) -> float:
+    if len(xs) < 2:
+        return 0.0
+    mu = _mean(xs)
+    return math.sqrt(math.fsum((x - mu) ** 2 for x in xs) / (len(xs) - 1))
+
+
+def _decide(d: float, half: float, limit: float) -> Decision:
+    if d - half > limit:
+        return "refuted"
+    if d <= limit:
+        return "confirmed"
+    return "inconclusive"
+
+
+def _more_runs(d: float, sigma: float, m: int, n: int, confidence: float, limit: float) -> int | None:
+    """Fewest further runs here that would refute, if `d` and `sigma` stayed as they are."""
+    for extra in range(1, _MAX_EXTRA + 1):
+        total = n + extra
+        half = student_t_quantile(confidence, total - 1) * sigma * math.sqrt(1 / m + 1 / total)
+        if _decide(d, half, limit) != "inconclusive":
+            return extra
+    return None
+
+
+def inflation_test(
+    claimed: Sequence[float], measured: Sequence[float],
+    tolerance: float = DEFAULT_TOLERANCE, confidence: float = DEFAULT_CONFIDENCE,
+) -> InflationTest:
+    """Compare claimed and re-measured per-run speed-ups (see the module docstring).
+
+    One measured run cannot estimate the spread: the decision is then inconclusive.
+    Raises StatsError for unusable inputs.
+    """
+    if not (isinstance(tolerance, int | float) and 0.0 <= tolerance <= 1.0):
+        raise StatsError(f"tolerance must be between 0 and 1 (a fraction), got {tolerance!r}")
+    if not (isinstance(confidence, int | float) and 0.5 <= confidence < 1.0):
+        raise StatsError(f"confidence must be at least 0.5 and below 1, got {confidence!r}")
+    lc, lm = _logs(claimed, "claimed"), _logs(measured, "measured")
+    m, n = len(lc), len(lm)
+    d = _mean(lc) - _mean(lm)
+    sigma = max(_sd(lm), SIGMA_FLOOR)
+    limit = math.log1p(tolerance)
+    if n < 2:
+        half = math.inf
+        m_half = math.inf
+        decision: Decision = "inconclusive"
+        more: int | None = 1
+    else:
+        t = student_t_quantile(confidence, n - 1)
+        half = t * sigma * math.sqrt(1 / m + 1 / n)
+        m_half = t * sigma / math.sqrt(n)
+        decision = _decide(d, half, limit)
+        more = _more_runs(d, sigma, m, n, confidence, limit) if decision == "inconclusive" else None
+    mu = _mean(lm)
+    return InflationTest(
+        claimed=math.exp(_mean(lc)), measured=math.exp(mu), claimed_runs=m, measured_runs=n,
+        inflation=math.exp(d), inflation_interval=(_exp(d - half), _exp(d + half)),
+        measured_interval=(_exp(mu - m_half), _exp(mu + m_half)), sigma=sigma,
+        tolerance=float(tolerance), confidence=float(confidence), decision=decision,
+        more_runs=more)
+
+
+def _exp(x: float) -> float:
+    if x == -math.inf:
+        return 0.0
+    return math.exp(min(x, 700.0)) if math.isfinite(x) else 1e300
+
+
+def simulated_rates(
+    inflation: float, sigma: float, runs: int, trials: int, seed: int = 0,
+    tolerance: float = DEFAULT_TOLERANCE, confidence: float = DEFAULT_CONFIDENCE,
+) -> dict[Decision, float]:
+    """Share of each decision when claims inflated by `inflation` meet honest re-measurements.
+
+    Both sides draw `runs` log-normal speed-ups with between-run spread `sigma`; the
+    claim's are multiplied by `inflation` (1.0: honest). Deterministic for a seed.
+    """
+    if not 1 <= trials <= 1_000_000:
+        raise StatsError("trials must be between 1 and 1,000,000")
+    rng = random.Random(seed)
+    counts: dict[Decision, int] = {"confirmed": 0, "refuted": 0, "inconclusive": 0}
+    for _ in range(trials):
+        claim = [inflation * math.exp(rng.gauss(0.0, sigma)) for _ in range(runs)]
+        here = [math.exp(rng.gauss(0.0, sigma)) for _ in range(runs)]
+        counts[inflation_test(claim, here, tolerance, confidence).decision] += 1
+    return {k: v / trials for k, v in counts.items()}
