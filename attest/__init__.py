@@ -38,12 +38,14 @@ from attest.keys import (
 )
 from attest.policy import PolicyResult, PolicyRule, TrustPolicy
 from attest.predicates import (
+    BENCH_FAULT_KINDS,
     BENCHMARK_V1,
     KERNEL_V1,
     PREDICATE_NAMESPACE,
     PREDICATE_TYPES,
     REPRODUCTION_V1,
     VERIFICATION_V1,
+    BenchFault,
     BenchmarkPredicate,
     KernelPredicate,
     Predicate,
@@ -63,6 +65,7 @@ from attest.statement import (
 
 __all__ = [
     "BENCHMARK_V1",
+    "BENCH_FAULT_KINDS",
     "KERNEL_V1",
     "MAX_ENTRY_BYTES",
     "PAYLOAD_TYPE",
@@ -72,6 +75,7 @@ __all__ = [
     "STATEMENT_TYPE",
     "VERIFICATION_V1",
     "AttestError",
+    "BenchFault",
     "BenchmarkPredicate",
     "EntryError",
     "EntryTooLargeError",

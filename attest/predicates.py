@@ -310,6 +310,17 @@ BLOB_REF = Obj({
     "media_type": Str(128, pattern=r"[a-z0-9][a-z0-9.+-]*/[a-z0-9][a-z0-9.+-]*",
                       hint="must be a media type such as 'application/json'"),
 }, doc="a content-addressed blob stored beside the log")
+BenchFaultKind = Literal["build_failed", "child_failed", "escaped_work", "outputs_wrong",
+                        "guard_damage", "roofline"]
+BENCH_FAULT_KINDS: tuple[BenchFaultKind, ...] = get_args(BenchFaultKind)
+BENCH_FAULT = Obj({
+    "kind": Enum(*BENCH_FAULT_KINDS,
+                 doc="build_failed / child_failed (crash, hang, memory), escaped_work (a thread, "
+                     "process or answer outliving the timed call), outputs_wrong (rechecked "
+                     "after timing), guard_damage, roofline (faster than the machine can be)"),
+    "shape": Nullable(SHAPE, doc="the shape measured when it showed; null: the whole run"),
+    "detail": FREE_TEXT,
+}, doc="a fault of the kernel the measurement exposed (typed; a note repeats it in prose)")
 BENCHMARK = Obj({
     "schema_version": Int(2, BENCHMARK_SCHEMA_VERSION,
                           doc="2: results carry their runs; absent in version 1 entries"),
@@ -320,8 +331,10 @@ BENCHMARK = Obj({
     "samples": BLOB_REF,
     "trusted": Bool(doc="false when the harness saw something that makes the numbers unreliable"),
     "notes": List(FREE_TEXT, max_items=64),
-}, optional=("schema_version",),
-    doc="performance measurements; every results[].shape is one of workload.shapes")
+    "faults": List(BENCH_FAULT, max_items=64),
+}, optional=("schema_version", "faults"),
+    doc="performance measurements; every results[].shape is one of workload.shapes; a body "
+        "with faults is not trusted")
 
 
 @dataclass(frozen=True)
@@ -511,6 +524,7 @@ class BenchmarkPredicate(_Node):
     trusted: bool
     notes: tuple[str, ...]
     schema_version: int = 1
+    faults: tuple[BenchFault, ...] = ()
 
     PREDICATE_TYPE: ClassVar[str] = BENCHMARK_V1
     _SPEC = BENCHMARK
@@ -528,10 +542,15 @@ class BenchmarkPredicate(_Node):
             if result.shape not in workload.shapes:
                 raise ValidationError(f"{path}.results[{i}].shape", "is not one of workload.shapes")
             _check_runs(result, method, version, f"{path}.results[{i}]")
+        faults = tuple(BenchFault._build(f, f"{path}.faults[{i}]")
+                       for i, f in enumerate(d.get("faults", ())))
+        if faults and d["trusted"]:
+            raise ValidationError(f"{path}.trusted", "must be false when the body lists faults")
         return cls(environment=Environment._build(d["environment"], f"{path}.environment"),
                    workload=workload, method=method,
                    results=results, samples=BlobRef._build(d["samples"], f"{path}.samples"),
-                   trusted=d["trusted"], notes=tuple(d["notes"]), schema_version=version)
+                   trusted=d["trusted"], notes=tuple(d["notes"]), schema_version=version,
+                   faults=faults)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {} if self.schema_version == 1 else {
@@ -540,7 +559,31 @@ class BenchmarkPredicate(_Node):
                     "method": self.method.to_json(), "results": [r.to_json() for r in self.results],
                     "samples": self.samples.to_json(), "trusted": self.trusted,
                     "notes": list(self.notes)})
+        if self.faults:
+            out["faults"] = [f.to_json() for f in self.faults]
         return out
+
+
+@dataclass(frozen=True)
+class BenchFault(_Node):
+    """A kernel fault a benchmark exposed: its kind, the shape it showed on (None: the run)."""
+
+    kind: BenchFaultKind
+    shape: Mapping[str, int] | None
+    detail: str
+
+    _SPEC = BENCH_FAULT
+    _PATH = "fault"
+
+    @classmethod
+    def _build(cls, d: dict[str, Any], path: str) -> Self:
+        shape = d["shape"]
+        return cls(kind=d["kind"], shape=None if shape is None else dict(shape),
+                   detail=d["detail"])
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "shape": None if self.shape is None else dict(self.shape),
+                "detail": self.detail}
 
 
 def _check_runs(result: BenchmarkResult, method: Method, version: int, path: str) -> None:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from attest import ValidationError
 from attest.entry import decode_entry, verify_entry
-from attest.predicates import DecisionPolicy
+from attest.predicates import DecisionPolicy, parse_predicate
 from verifier import ReproduceError
 from verifier.reproduce import (
     BENCHMARK_V1,
@@ -34,7 +34,8 @@ TARGET = {"origin": "example.test/log", "index": 3, "leaf_hash": "ab" * 32,
 
 
 def _bench(runs: tuple[float, ...], env: dict[str, Any] | None = None, trusted: bool = True,
-           notes: list[str] | None = None) -> dict[str, Any]:
+           notes: list[str] | None = None,
+           faults: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """A schema_version 2 benchmark body of one matmul shape with these per-run speed-ups."""
     shape = {"M": 256, "N": 256, "K": 256}
     geo = math.exp(sum(math.log(x) for x in runs) / len(runs))
@@ -50,7 +51,7 @@ def _bench(runs: tuple[float, ...], env: dict[str, Any] | None = None, trusted: 
                                    "median_ns": 1000.0, "baseline_median_ns": 1000.0 * x, "n": 50}
                                   for x in runs]}],
             "samples": {"sha256": "ef" * 32, "size": 1, "media_type": "application/json"},
-            "trusted": trusted, "notes": notes or []}
+            "trusted": trusted, "notes": notes or [], **({"faults": faults} if faults else {})}
 
 
 def _v1(speedup: float, lo: float, hi: float) -> dict[str, Any]:
@@ -160,10 +161,39 @@ def test_untrusted_measurement() -> None:
                    notes=["{M=256,N=256,K=256}: too unstable: the speed-up interval is +-60%"])
     verdict, reason = _verdict(_bench(HERE), noisy)
     assert verdict == "inconclusive" and "not trusted" in reason
+    shape = {"M": 256, "N": 256, "K": 256}
     cheat = _bench(_times(100.0), trusted=False,
-                   notes=["{M=256,N=256,K=256}: timer tampering: the child's clock says ..."])
+                   notes=["{M=256,N=256,K=256}: work escaping the timed call: a thread ..."],
+                   faults=[{"kind": "escaped_work", "shape": shape,
+                            "detail": "{M=256,N=256,K=256}: work escaping the timed call"}])
     verdict, reason = _verdict(_bench(_times(100.0)), cheat)
-    assert verdict == "refuted" and "timer tampering" in reason
+    assert verdict == "refuted" and "(escaped_work)" in reason
+    # the verdict comes from the typed fault, never from a note's words: the same note text
+    # without its fault (text a kernel or compiler could have written) refutes nothing
+    words = _bench(_times(100.0), trusted=False,
+                   notes=["{M=256,N=256,K=256}: faster than the roofline floor: outputs "
+                          "rechecked after timing: guard bytes ... timer tampering"])
+    verdict, reason = _verdict(_bench(_times(100.0)), words)
+    assert verdict == "inconclusive", reason
+    # a fault of the whole run (the child crashed) refutes a shape it left unmeasured
+    crashed = _bench(_times(100.0), trusted=False, faults=[
+        {"kind": "child_failed", "shape": None, "detail": "the benchmark child failed: crash"}])
+    crashed["results"] = []
+    verdict, reason = _verdict(_bench(_times(100.0)), crashed)
+    assert verdict == "refuted" and "(child_failed)" in reason
+
+
+def test_a_benchmark_body_with_faults_cannot_call_itself_trusted() -> None:
+    body = _bench(_times(1.0), trusted=True, faults=[
+        {"kind": "roofline", "shape": {"M": 256, "N": 256, "K": 256}, "detail": "too fast"}])
+    with pytest.raises(ValidationError, match="trusted"):
+        parse_predicate(BENCHMARK_V1, body)
+    body["trusted"] = False
+    parsed = parse_predicate(BENCHMARK_V1, body)
+    assert parsed.to_json()["faults"] == body["faults"]
+    body["faults"][0]["kind"] = "timer_tampering"  # not a kind the schema knows
+    with pytest.raises(ValidationError):
+        parse_predicate(BENCHMARK_V1, body)
 
 
 def test_a_claim_with_unusable_numbers_is_refused_as_malformed_not_a_crash() -> None:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from attest.predicates import BenchFault
 from verifier._errors import VerifierError
 from verifier._stats import max_runs, student_t_quantile
 from verifier.bench import BenchReport, ShapeResult, bench, machine_peaks
@@ -139,7 +140,20 @@ class RunSet:
                         "media_type": "application/json"},
             "trusted": self.trusted,
             "notes": [n[:2000] for n in self.notes()],
+            **({"faults": [f.to_json() for f in self.faults()]} if self.faults() else {}),
         }
+
+    def faults(self) -> list[BenchFault]:
+        """Every run's typed kernel faults, each (kind, shape) once; capped like the notes."""
+        out: list[BenchFault] = []
+        seen: set[tuple[str, str]] = set()
+        for report in self.runs:
+            for f in report.faults:
+                key = (f.kind, json.dumps(f.shape, sort_keys=True))
+                if key not in seen:
+                    seen.add(key)
+                    out.append(f)
+        return out[:MAX_NOTES]
 
 
 def _run_json(r: ShapeResult) -> dict[str, Any]:

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from attest.predicates import BenchFault, BenchFaultKind
 from verifier._arena import Markers, layout
 from verifier._bench_loop import MAX_BATCH_CALLS, LoopSettings, Measured, ShapePlan, measure_shape
 from verifier._build import Artifact
@@ -102,6 +103,24 @@ class ShapeResult:
         return max(self.speedup - lo, hi - self.speedup) / self.speedup if self.speedup else 1.0
 
 
+class Findings:
+    """What a benchmark run noticed: prose notes, and the kernel faults among them, typed.
+
+    `append` adds a note; `fault` adds a typed fault and its note. Verdicts are taken from
+    `faults`, never from the notes' text."""
+
+    def __init__(self) -> None:
+        self.notes: list[str] = []
+        self.faults: list[BenchFault] = []
+
+    def append(self, note: str) -> None:
+        self.notes.append(note)
+
+    def fault(self, kind: BenchFaultKind, shape: Mapping[str, int] | None, note: str) -> None:
+        self.faults.append(BenchFault(kind, None if shape is None else dict(shape), note[:2000]))
+        self.notes.append(note)
+
+
 @dataclass(frozen=True)
 class BenchReport:
     """The outcome of `bench`; `to_predicate()` is the benchmark/v1 body."""
@@ -117,6 +136,7 @@ class BenchReport:
     notes: tuple[str, ...]
     samples: tuple[dict[str, Any], ...] = field(default=(), repr=False)
     measured_s: float = 0.0
+    faults: tuple[BenchFault, ...] = ()
 
     def samples_blob(self) -> bytes:
         """The raw samples as canonical JSON (sorted keys, no spaces)."""
@@ -142,6 +162,7 @@ class BenchReport:
                         "media_type": "application/json"},
             "trusted": self.trusted,
             "notes": [n[:2000] for n in self.notes],
+            **({"faults": [f.to_json() for f in self.faults]} if self.faults else {}),
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -149,7 +170,8 @@ class BenchReport:
                 "environment": self.environment, "shapes": [dict(s) for s in self.shapes],
                 "warmup": self.warmup, "results": [r.to_json() for r in self.results],
                 "trusted": self.trusted, "notes": list(self.notes),
-                "samples": list(self.samples), "measured_s": self.measured_s}
+                "samples": list(self.samples), "measured_s": self.measured_s,
+                "faults": [f.to_json() for f in self.faults]}
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> BenchReport:
@@ -157,7 +179,8 @@ class BenchReport:
                    tuple(dict(s) for s in obj["shapes"]), int(obj["warmup"]),
                    tuple(ShapeResult.from_json(r) for r in obj["results"]), bool(obj["trusted"]),
                    tuple(str(n) for n in obj["notes"]), tuple(dict(s) for s in obj["samples"]),
-                   float(obj["measured_s"]))
+                   float(obj["measured_s"]),
+                   tuple(BenchFault.from_json(f) for f in obj.get("faults", ())))
 
 
 def bootstrap_speedup(
@@ -267,12 +290,13 @@ def bench(
     seed = secrets.randbelow(2**31) if seed is None else int(seed)
     rng = np.random.default_rng(seed)
     env = environment_fingerprint(spec.runtime)
-    notes: list[str] = []
+    notes = Findings()
 
     def report(results: Sequence[ShapeResult], trusted: bool, samples: Sequence[dict[str, Any]] = (),
                measured: float = 0.0) -> BenchReport:
         return BenchReport(spec.name, spec.op, seed, env, tuple(dims_list), warmup, tuple(results),
-                           trusted, tuple(notes), tuple(samples), measured)
+                           trusted and not notes.faults, tuple(notes.notes), tuple(samples),
+                           measured, tuple(notes.faults))
 
     from verifier.runtime import get_runtime
 
@@ -285,7 +309,7 @@ def bench(
         try:
             artifact = runtime.build(spec, "release", work)
         except (BuildError, RuntimeUnavailableError) as exc:
-            notes.append(f"build failed: {exc}"[:2000])
+            notes.fault("build_failed", None, f"build failed: {exc}"[:2000])
             return report([], False)
         plans = [_plan_shape(op, dims, rng, max_reps) for dims in dims_list]
         cores = threads or os.cpu_count() or 1
@@ -309,7 +333,7 @@ def _plan_shape(op: OpSpec, dims: dict[str, int], rng: np.random.Generator, max_
 
 
 def _measure(artifact: Artifact, entry: str, op: OpSpec, plans: list[ShapePlan], work: Path,
-             settings: LoopSettings, cores: int, rng: np.random.Generator, notes: list[str],
+             settings: LoopSettings, cores: int, rng: np.random.Generator, notes: Findings,
              say: Progress) -> list[Measured] | None:
     """Run every shape through one worker and one baseline process; None if the kernel failed."""
     biggest = max(layout(op, p.dims).total for p in plans)
@@ -334,7 +358,8 @@ def _measure(artifact: Artifact, entry: str, op: OpSpec, plans: list[ShapePlan],
                                      RECHECK_CALLS))
     except (WorkerGone, WorkerHung, WorkerOverMemory) as exc:
         result = worker.close()
-        notes.append(f"the benchmark child failed: {_failure_text(exc, result, limits)}")
+        notes.fault("child_failed", None,
+                    f"the benchmark child failed: {_failure_text(exc, result, limits)}")
         return None
     finally:
         baseline.close()
@@ -364,7 +389,7 @@ def _failure_text(exc: Exception, result: ChildResult | None, limits: Limits) ->
 
 def _analyse(
     op: OpSpec, plans: list[ShapePlan], measured: list[Measured], rng: np.random.Generator,
-    max_halfwidth: float, target: float, notes: list[str],
+    max_halfwidth: float, target: float, notes: Findings,
 ) -> tuple[list[ShapeResult], list[dict[str, Any]], bool, float]:
     trusted = True
     results: list[ShapeResult] = []
@@ -397,7 +422,7 @@ def _recheck(op: OpSpec, plan: ShapePlan, got: Measured) -> tuple[list[str], int
 
 def _judge_shape(
     op: OpSpec, plan: ShapePlan, got: Measured, label: str, rng: np.random.Generator,
-    target: float, max_halfwidth: float, peaks: tuple[float, float], notes: list[str],
+    target: float, max_halfwidth: float, peaks: tuple[float, float], notes: Findings,
     results: list[ShapeResult], samples: list[dict[str, Any]],
 ) -> bool:
     """Judge one shape; append its result and notes; return whether it can be trusted."""
@@ -408,17 +433,18 @@ def _judge_shape(
         return False
     for finding in got.escaped:
         trusted = False
-        notes.append(f"{label}: work escaping the timed call: {finding}")
+        notes.fault("escaped_work", plan.dims, f"{label}: work escaping the timed call: {finding}")
     wrong, checked = _recheck(op, plan, got)
     if wrong:
         trusted = False
-        notes.append(
-            f"{label}: outputs rechecked after timing: {len(wrong)} of {checked} sampled wrong "
+        notes.fault(
+            "outputs_wrong", plan.dims, f"{label}: outputs rechecked after timing: {len(wrong)} of {checked} sampled wrong "
             f"(first: {wrong[0]}); the kernel drifts after repeated calls, caches results or "
             "defers its work")
     if got.guard_damage:
         trusted = False
-        notes.append(f"{label}: guard bytes around the buffers were overwritten during timing")
+        notes.fault("guard_damage", plan.dims,
+                    f"{label}: guard bytes around the buffers were overwritten during timing")
     ks = np.asarray(got.kernel_ns, dtype=np.float64)
     bs = np.asarray(got.baseline_ns, dtype=np.float64)
     speed, lo, hi = bootstrap_speedup(ks, bs, rng)
@@ -440,7 +466,7 @@ def _judge_shape(
 
 def _judge_speed(op: OpSpec, plan: ShapePlan, res: ShapeResult, got: Measured, label: str,
                  peaks: tuple[float, float], target: float, max_halfwidth: float,
-                 notes: list[str]) -> bool:
+                 notes: Findings) -> bool:
     peak_flops, peak_bw = peaks
     flops = op.flops(plan.dims)
     trusted = True
@@ -448,8 +474,8 @@ def _judge_speed(op: OpSpec, plan: ShapePlan, res: ShapeResult, got: Measured, l
                    op.nbytes(plan.dims) / (peak_bw * ROOFLINE_MARGIN)) * 1e9
     if res.median_ns < floor_ns:
         trusted = False
-        notes.append(
-            f"{label}: faster than the roofline floor: median {res.median_ns:.0f} ns < {floor_ns:.0f} ns "
+        notes.fault(
+            "roofline", plan.dims, f"{label}: faster than the roofline floor: median {res.median_ns:.0f} ns < {floor_ns:.0f} ns "
             f"({flops:.3g} FLOP at {ROOFLINE_MARGIN:g}x the measured {peak_flops / 1e9:.1f} "
             f"GFLOP/s, {op.nbytes(plan.dims)} bytes at {ROOFLINE_MARGIN:g}x "
             f"{peak_bw / 1e9:.1f} GB/s)")

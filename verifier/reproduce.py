@@ -59,8 +59,6 @@ __all__ = [
     "reproduce_kernel",
 ]
 
-KERNEL_FAULTS = ("timer tampering", "roofline", "outputs rechecked", "guard bytes",
-                 "benchmark child failed", "build failed")
 MAX_REASON = 1500
 _THREADS = re.compile(r"kernel OMP_NUM_THREADS=([0-9]{1,4})")
 
@@ -157,29 +155,27 @@ def compare_benchmark(claimed: Mapping[str, Any], measured: Mapping[str, Any],
     mine = {_shape_key(r.shape, order): r for r in mine_body.results}
     diff = environment_diff(theirs.environment.to_json(), mine_body.environment.to_json())
     notes = list(mine_body.notes)
-    faults = [n for n in notes if any(f in n for f in KERNEL_FAULTS)]
     out: list[dict[str, Any]] = []
     for r in theirs.results:
         key = _shape_key(r.shape, order)
         label = f"benchmark.speedup[{key}]"
         claimed_m = _measurement(r)
         got = mine.get(key)
+        # typed faults only (never the notes' text): those of this shape, and when the shape
+        # has no result, also those of the whole run (a build or child failure)
+        own = [f for f in mine_body.faults
+               if (f.shape is not None and _shape_key(f.shape, order) == key)
+               or (got is None and f.shape is None)]
+        if own:
+            out.append(_claim(label, "refuted", claimed_m, {} if got is None else _measurement(got),
+                              f"the measurement here exposes the kernel ({own[0].kind}): "
+                              f"{own[0].detail}", diff=diff))
+            continue
         if got is None:
-            shape_faults = [n for n in faults if "{" + key + "}" in n or "{" not in n]
-            if shape_faults:
-                out.append(_claim(label, "refuted", claimed_m, {},
-                                  f"the kernel could not be measured honestly: {shape_faults[0]}",
-                                  diff=diff))
-            else:
-                out.append(_claim(label, "inconclusive", claimed_m, {},
-                                  f"shape {key} was not measured here", diff=diff))
+            out.append(_claim(label, "inconclusive", claimed_m, {},
+                              f"shape {key} was not measured here", diff=diff))
             continue
         measured_m = _measurement(got)
-        own = [n for n in faults if "{" + key + "}" in n]
-        if own:
-            out.append(_claim(label, "refuted", claimed_m, measured_m,
-                              f"the measurement here exposes the kernel: {own[0]}", diff=diff))
-            continue
         why = "; ".join(n for n in notes if "{" + key + "}" in n) or \
             "the measurement here was not stable enough"
         v = speedup_verdict(r.run_speedups(), got.run_speedups(), mine_body.trusted, why, diff,
