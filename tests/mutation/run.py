@@ -17,6 +17,7 @@ printed at the end.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import importlib.abc
 import importlib.machinery
@@ -164,19 +165,15 @@ def _fork(spec: ModuleSpec, code: CodeType | None) -> int:
     pid = os.fork()
     if pid == 0:
         _child(spec, code)
-    try:
-        os.setpgid(pid, pid)
-    except (PermissionError, ProcessLookupError):
-        pass  # the child already did it, or is gone
+    with contextlib.suppress(PermissionError, ProcessLookupError):
+        os.setpgid(pid, pid)  # unless the child already did it, or is gone
     return pid
 
 
 def _reap(pid: int) -> int:
     """Kill whatever the child left in its process group, then collect its exit code."""
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
     _, status = os.waitpid(pid, 0)
     return os.waitstatus_to_exitcode(status)
 
@@ -200,10 +197,9 @@ def _prepare(spec: ModuleSpec) -> None:
         sys.path.insert(0, tests_dir)
     importlib.import_module(spec.name)
     for t in spec.tests:
-        try:
+        # only warming the cache here; pytest reports any real problem in the child
+        with contextlib.suppress(Exception):
             importlib.import_module(Path(t).stem)
-        except Exception:  # only warming the cache; pytest will report real problems
-            pass
 
 
 def baseline(spec: ModuleSpec) -> float:
