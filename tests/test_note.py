@@ -228,3 +228,44 @@ def test_note_signature_json_round_trip() -> None:
     for bad in [{}, {**sig.to_json(), "key_id": "xyz"}, {**sig.to_json(), "signature": "!"}]:
         with pytest.raises(NoteError):
             NoteSignature.from_json(bad)
+
+
+def _line(name: str, kid: bytes, sig: bytes) -> str:
+    return f"\u2014 {name} {base64.b64encode(kid + sig).decode()}\n"
+
+
+@pytest.mark.parametrize("length", [1, 63, 65])
+def test_attack_short_or_long_signature_under_a_trusted_key_is_refused(length: int) -> None:
+    """A 'signature' of the wrong length under the trusted name and key ID fails the note."""
+    text = NOTE["signed_checkpoint"]["text"]
+    forged = (text + "\n" + _line(LOG.name, LOG.key_id, b"\x00" * length)).encode()
+    with pytest.raises(NoteError, match=f"invalid signature for key {LOG.name}\\+27045d62"):
+        open_note(forged, [LOG_V])
+    assert LOG_V.verify(text.encode(), b"\x00" * length) is False
+
+
+def test_attack_one_bad_known_signature_fails_the_note_despite_a_good_one() -> None:
+    """Every known signature must verify: a bad witness signature is not outvoted by the log's."""
+    text = NOTE["signed_checkpoint"]["text"]
+    good = sign_note(text, [LOG]).decode()
+    wit_sig = WIT.sign(text.encode())
+    bad = bytes([wit_sig[0] ^ 1]) + wit_sig[1:]
+    for data in (good + _line(WIT.name, WIT.key_id, bad), _insert(good, WIT, bad)):
+        with pytest.raises(NoteError, match=f"invalid signature for key {WIT.name}"):
+            open_note(data.encode(), [LOG_V, WIT.verifier()])
+        assert open_note(data.encode(), [LOG_V]).unverified_signatures[0].name == WIT.name
+
+
+def _insert(signed: str, signer: NoteSigner, sig: bytes) -> str:
+    """``signed`` with a signature line by ``signer`` put before the existing ones."""
+    text, _, sigs = signed.rpartition("\n\n")
+    return text + "\n\n" + _line(signer.name, signer.key_id, sig) + sigs
+
+
+def test_text_line_limit_is_1024() -> None:
+    assert open_note(sign_note("l\n" * 1024, [LOG]), [LOG_V]).text == "l\n" * 1024
+    with pytest.raises(NoteError, match="more than 1024 lines"):
+        sign_note("l\n" * 1025, [LOG])
+    data = ("l\n" * 1025 + "\n" + _line(LOG.name, LOG.key_id, b"\x00" * 64)).encode()
+    with pytest.raises(NoteError, match="more than 1024 lines"):
+        open_note(data, [LOG_V])

@@ -181,6 +181,10 @@ class _Walker:
             if not is_none:
                 new = ast.Return(value=ast.Constant(value=None))
                 yield _Point("return", scope, line, _text(stmt), "return None", replace(new))
+        elif isinstance(stmt, ast.AugAssign) and type(stmt.op) in _BINOP:
+            aug = copy.copy(stmt)
+            aug.op = _BINOP[type(stmt.op)]()
+            yield _Point("binop", scope, line, _text(stmt), _text(aug), replace(aug))
         elif isinstance(stmt, ast.Break):
             yield _Point("loop", scope, line, "break", "continue", replace(ast.Continue()))
         elif isinstance(stmt, ast.Continue):
