@@ -6,7 +6,6 @@ import ast
 from pathlib import Path
 
 import pytest
-
 from mutation import run
 from mutation.mutants import enumerate_mutants, mutated_tree
 
