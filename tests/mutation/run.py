@@ -253,7 +253,17 @@ def run_module(spec: ModuleSpec, jobs: int, limit: float | None) -> ModuleResult
                 rc = _reap(p)
                 result.statuses[m.key] = "timeout" if over and p != pid else _status(rc)
                 progress.advance(task)
+                _log_progress(spec, result, len(mutants))
     return result
+
+
+def _log_progress(spec: ModuleSpec, result: ModuleResult, total: int) -> None:
+    """Without a terminal the progress bar is silent: print a line every 25 mutants."""
+    done = len(result.statuses)
+    if sys.stderr.isatty() or (done % 25 and done != total):
+        return
+    survived = sum(s == "survived" for s in result.statuses.values())
+    print(f"{spec.path}: {done}/{total} mutants run, {survived} survived", flush=True)
 
 
 def save(result: ModuleResult) -> None:
