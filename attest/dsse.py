@@ -184,6 +184,8 @@ def _unb64(value: object, path: str, max_bytes: int) -> bytes:
         raise EnvelopeError(f"{path}: not valid standard base64") from None
     if _b64(data) != value:
         raise EnvelopeError(f"{path}: not canonical standard base64 (padding or trailing bits)")
+    if len(data) > max_bytes:  # the length check above lets up to 2 more bytes through
+        raise EnvelopeError(f"{path}: decodes to more than {max_bytes} bytes")
     return data
 
 

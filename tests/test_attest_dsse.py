@@ -195,3 +195,73 @@ def test_we_verify_a_securesystemslib_envelope() -> None:
     their_kid = default_signer.public_key.keyid
     both = {ours_kid: K1.public_key(), their_kid: K2.public_key()}
     assert verify_envelope(env, both, threshold=2) == sorted(both)
+
+
+MIB = 1 << 20  # the payload limit, written out
+
+
+def _b64s(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+@pytest.mark.parametrize("size", [MIB + 1, MIB + 2, MIB + 3])
+def test_attack_payload_just_over_1_mib_is_refused(size: int) -> None:
+    """Base64 comes in 3-byte groups: a payload 1 or 2 bytes over must not slip through."""
+    with pytest.raises(EnvelopeError, match=f"envelope.payload: decodes to more than {MIB} bytes"):
+        Envelope.from_json(mutate(["payload"], _b64s(b"p" * size)))
+    with pytest.raises(EnvelopeError, match=f"payload is {size} bytes; the limit is {MIB}"):
+        sign_envelope(b"p" * size, TYPE, [K1])
+
+
+def test_payload_of_exactly_1_mib_is_accepted() -> None:
+    env = sign_envelope(bytearray(b"p" * MIB), TYPE, [K1])
+    assert isinstance(env.payload, bytes) and Envelope.from_json(env.to_json()) == env
+    verify_envelope(env, trusted(K1))
+    with pytest.raises(EnvelopeError, match="payload must be bytes"):
+        sign_envelope("text", TYPE, [K1])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("size", "sig_ok"), [(1024, True), (1025, False), (1026, False)])
+def test_signature_size_limit_is_1024_bytes(size: int, sig_ok: bool) -> None:
+    doc = mutate(["signatures", 0, "sig"], _b64s(b"s" * size))
+    if sig_ok:
+        assert len(Envelope.from_json(doc).signatures[0].sig) == size
+    else:
+        with pytest.raises(EnvelopeError, match="sig: decodes to more than 1024 bytes"):
+            Envelope.from_json(doc)
+
+
+def test_payload_type_is_1_to_256_characters() -> None:
+    for bad in ("", "t" * 257):
+        with pytest.raises(EnvelopeError, match="payloadType: must be a non-empty string of at most 256"):
+            Envelope.from_json(mutate(["payloadType"], bad))
+        with pytest.raises(EnvelopeError, match="payload type must be 1 to 256 characters"):
+            sign_envelope(b"x", bad, [K1])
+    env = sign_envelope(b"x", "t" * 256, [K1])
+    assert Envelope.from_json(env.to_json()).payload_type == "t" * 256
+    assert Envelope.from_json(mutate(["signatures", 0, "keyid"], "k" * 256)).signatures[0].keyid == "k" * 256
+
+
+def test_at_most_16_keys_sign_and_16_signatures_parse() -> None:
+    keys = [generate_private_key() for _ in range(17)]
+    env = sign_envelope(b"x", TYPE, keys[:16])
+    assert len(Envelope.from_json(env.to_json()).signatures) == 16
+    assert len(verify_envelope(env, trusted(*keys[:16]), threshold=16)) == 16
+    with pytest.raises(EnvelopeError, match="at most 16 signatures per envelope"):
+        sign_envelope(b"x", TYPE, keys)
+
+
+def test_attack_only_ed25519_keys_sign() -> None:
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    with pytest.raises(EnvelopeError, match="only Ed25519 private keys can sign"):
+        sign_envelope(b"x", TYPE, [K1, ec.generate_private_key(ec.SECP256R1())])  # type: ignore[list-item]
+
+
+def test_missing_fields_are_named_in_order() -> None:
+    with pytest.raises(EnvelopeError, match=r"envelope\.payloadType: required field is missing"):
+        Envelope.from_json({"payload": GOOD["payload"]})
+    with pytest.raises(EnvelopeError, match=r"x\.signatures\[0\]\.keyid: required field is missing"):
+        Envelope.from_json(mutate(["signatures", 0], {"sig": "AAAA"}), path="x")
+    with pytest.raises(EnvelopeError, match=r"envelope\.a: unknown field \(allowed: payload, payloadType, signatures\)"):
+        Envelope.from_json({**GOOD, "b": 1, "a": 2})
