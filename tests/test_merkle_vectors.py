@@ -257,3 +257,78 @@ def test_subtree_coords_refuses_empty_and_unaligned_ranges() -> None:
             merkle.subtree_coords(lo, hi)
     with pytest.raises(ProofError, match=r"\[1, 3\) is not aligned"):
         merkle.subtree_coords(1, 3)
+
+
+_H = EMPTY_ROOT
+_SIZE_CHECKS: list[tuple[str, Any]] = [
+    ("tree size", lambda s: tree_root(s, MemoryHashStore())),
+    ("tree size", lambda s: merkle.inclusion_ranges(0, s)),
+    ("tree size", lambda s: merkle.inclusion_proof_length(0, s)),
+    ("tree size", lambda s: merkle.right_edge_coords(s)),
+    ("tree size", lambda s: merkle.CompactRange(s)),
+    ("tree size", lambda s: verify_inclusion(_H, 0, s, [], _H)),
+    ("old size", lambda s: merkle.consistency_ranges(s, 4)),
+    ("new size", lambda s: merkle.consistency_ranges(1, s)),
+    ("old size", lambda s: merkle.consistency_proof_length(s, 4)),
+    ("new size", lambda s: merkle.consistency_proof_length(1, s)),
+    ("old size", lambda s: verify_consistency(s, 4, _H, _H, [])),
+    ("new size", lambda s: verify_consistency(1, s, _H, _H, [])),
+]
+
+
+@pytest.mark.parametrize("size", ["4", 4.0, True, -1, MAX + 1, None])
+@pytest.mark.parametrize(("what", "call"), _SIZE_CHECKS, ids=lambda x: x if isinstance(x, str) else "")
+def test_attack_every_entry_point_refuses_a_bad_size_by_name(what: str, call: Any, size: Any) -> None:
+    """Each public function checks its own sizes first, naming the one that is wrong."""
+    with pytest.raises(ProofError, match=f"^{what} must be an integer in"):
+        call(size)
+
+
+@pytest.mark.parametrize(
+    ("what", "call"),
+    [
+        ("leaf hash", lambda h: verify_inclusion(h, 0, 1, [], _H)),
+        ("root", lambda h: verify_inclusion(_H, 0, 1, [], h)),
+        ("old root", lambda h: verify_consistency(1, 2, h, _H, [_H])),
+        ("new root", lambda h: verify_consistency(1, 2, _H, h, [_H])),
+        ("right-edge hash", lambda h: merkle.CompactRange(1, [h])),
+        ("leaf hash", lambda h: merkle.CompactRange().append(h)),
+        ("leaf hash", lambda h: root_of([h])),
+    ],
+)
+@pytest.mark.parametrize("bad", [_H[:31], bytearray(_H), _H.hex()])
+def test_attack_every_entry_point_refuses_a_bad_hash_by_name(what: str, call: Any, bad: Any) -> None:
+    with pytest.raises(ProofError, match=f"^{what} must be 32 bytes, got"):
+        call(bad)
+
+
+def test_index_checked_where_proof_lengths_are_computed() -> None:
+    for index in (4, -1, "0", True):
+        with pytest.raises(ProofError, match="is not below tree size 4"):
+            merkle.inclusion_proof_length(index, 4)
+        with pytest.raises(ProofError, match="is not below tree size 4"):
+            merkle.inclusion_ranges(index, 4)
+    with pytest.raises(ProofError, match="old size 5 is larger than new size 4"):
+        merkle.consistency_proof_length(5, 4)
+    with pytest.raises(ProofError, match="old size 5 is larger than new size 4"):
+        verify_consistency(5, 4, _H, _H, [])
+
+
+def test_root_mismatch_names_both_roots() -> None:
+    other = leaf_hash(b"x")
+    with pytest.raises(RootMismatchError) as info:
+        verify_inclusion(other, 0, 1, [], _H)
+    assert str(info.value) == (
+        f"inclusion proof does not lead to the root: expected root {_H.hex()}, computed {other.hex()}"
+    )
+    assert (info.value.expected_root, info.value.computed_root) == (_H, other)
+
+
+def test_memory_store_answers_only_for_hashes_it_holds(store: MemoryHashStore) -> None:
+    fresh = MemoryHashStore()
+    assert [fresh.append(leaf_hash(b"%d" % i)) for i in range(3)] == [0, 1, 2]
+    levels = 10  # 1000 leaves: complete subtrees up to level 9
+    assert len(store.read_hashes([(levels - 1, 0)])) == 1
+    for coords in ((levels, 0), (-1, 0), (0, 1000), (0, -1), (9, 1)):
+        with pytest.raises(merkle.MissingHashError, match="no stored hash at level"):
+            store.read_hashes([coords])

@@ -337,11 +337,13 @@ def _table(scores: Sequence[Score], markdown: bool) -> str:
     return "\n".join(fmt.format(*r) for r in [head, *rows])
 
 
-def report(specs: Sequence[ModuleSpec], threshold: float, markdown: bool) -> int:
-    """Print the score table and every survivor; 1 if any module falls short."""
+def report(
+    specs: Sequence[ModuleSpec], chosen: Sequence[ModuleSpec], threshold: float, markdown: bool
+) -> int:
+    """Print the score table and every survivor of ``chosen``; 1 if any falls short."""
     equivalents = load_equivalents(specs)
     scores, failed = [], False
-    for spec in specs:
+    for spec in chosen:
         result = load(spec)
         if result is None:
             print(f"{spec.path}: no results yet; run `make mutation MODULE={spec.path}`")
@@ -377,7 +379,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             load_equivalents(specs)  # a broken list should fail before hours of work
             for spec in chosen:
                 save(run_module(spec, max(1, args.jobs), args.timeout))
-        return report(chosen if args.module else specs, threshold, args.markdown)
+        return report(specs, chosen, threshold, args.markdown)
     except MutationError as e:
         print(f"mutation: {e}", file=sys.stderr)
         return 2
