@@ -169,7 +169,7 @@ def test_parser_only_raises_checkpoint_error(text: str | bytes) -> None:
 def test_line_length_limit_is_1024_characters() -> None:
     Checkpoint("o" * 1024, 1, ROOT, ("e" * 1024,))
     Checkpoint.from_text(f"{'o' * 1024}\n1\n{R64}\n{'e' * 1024}\n")
-    with pytest.raises(CheckpointError, match="checkpoint origin is longer than 1024 characters"):
+    with pytest.raises(CheckpointError, match=r"^checkpoint origin is longer than 1024 characters"):
         Checkpoint.from_text(f"{'o' * 1025}\n1\n{R64}\n")
     with pytest.raises(CheckpointError, match="extension line 2 is longer than 1024"):
         Checkpoint("o", 1, ROOT, ("e", "e" * 1025))
@@ -194,11 +194,11 @@ def test_overall_text_limit_is_checked_before_splitting() -> None:
 def test_constructor_and_parser_name_the_bad_field() -> None:
     with pytest.raises(CheckpointError, match="extensions must be a tuple"):
         Checkpoint("o", 1, ROOT, ["e"])  # type: ignore[arg-type]
-    with pytest.raises(CheckpointError, match="checkpoint origin must be a non-empty"):
+    with pytest.raises(CheckpointError, match=r"^checkpoint origin must be a non-empty"):
         Checkpoint.from_text(f"\n1\n{R64}\n")
     with pytest.raises(CheckpointError, match="text must be a string"):
         Checkpoint.from_text(1000)  # type: ignore[arg-type]
-    with pytest.raises(CheckpointError, match="checkpoint root hash is not valid base64"):
+    with pytest.raises(CheckpointError, match=r"^checkpoint root hash is not valid base64"):
         Checkpoint.from_text("o\n1\n!!!!\n")
     with pytest.raises(CheckpointError, match="32 bytes, got 3"):
         Checkpoint.from_text("o\n1\nAAAA\n")
@@ -209,8 +209,8 @@ def test_constructor_and_parser_name_the_bad_field() -> None:
     [
         ({"origin": "o", "size": 1, "root_hash": 1}, "root_hash must be base64"),
         ({"origin": "o", "size": 1, "root_hash": R64, "extensions": "abc"}, "extensions a list"),
-        ({"origin": "o", "size": 1, "root_hash": "!!!!"}, "checkpoint root hash is not valid"),
-        ({"origin": "o", "size": 1, "root_hash": R64[:-1]}, "checkpoint root hash is not valid"),
+        ({"origin": "o", "size": 1, "root_hash": "!!!!"}, "^checkpoint root hash is not valid"),
+        ({"origin": "o", "size": 1, "root_hash": R64[:-1]}, "^checkpoint root hash is not valid"),
     ],
 )
 def test_bad_checkpoint_json(obj: dict[str, Any], message: str) -> None:

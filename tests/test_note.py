@@ -305,14 +305,14 @@ def test_key_names_are_at_most_256_characters() -> None:
 @pytest.mark.parametrize(
     ("vkey", "message"),
     [
-        (5, "verifier key must be a string of reasonable length"),
-        ("n" * 1025, "verifier key must be a string of reasonable length"),
-        ("n" * 1024, "verifier key must look like <name>"),
+        (5, "^verifier key must be a string of reasonable length"),
+        ("n" * 1025, "^verifier key must be a string of reasonable length"),
+        ("n" * 1024, "^verifier key must look like <name>"),
         ("a b+zz+AAAA", "key name"),
-        (KEY["verifier_key"].replace("+27045d62", "+27045D62"), "verifier key key ID must be 8 lowercase hex"),
-        (KEY["verifier_key"].replace("+27045d62", "+27045d6"), "verifier key key ID must be 8 lowercase hex"),
-        (KEY["verifier_key"][:-4] + "AA!A", "verifier key key is not valid base64"),
-        (KEY["verifier_key"].replace("+27045d62", "+27045d63"), "verifier key key ID 27045d63 does not match"),
+        (KEY["verifier_key"].replace("+27045d62", "+27045D62"), "^verifier key key ID must be 8 lowercase hex"),
+        (KEY["verifier_key"].replace("+27045d62", "+27045d6"), "^verifier key key ID must be 8 lowercase hex"),
+        (KEY["verifier_key"][:-4] + "AA!A", "^verifier key key is not valid base64"),
+        (KEY["verifier_key"].replace("+27045d62", "+27045d63"), "^verifier key key ID 27045d63 does not match"),
     ],
 )
 def test_bad_verifier_keys_say_what_is_wrong(vkey: object, message: str) -> None:
@@ -321,7 +321,7 @@ def test_bad_verifier_keys_say_what_is_wrong(vkey: object, message: str) -> None
 
 
 def test_bad_signer_keys_say_what_is_wrong() -> None:
-    with pytest.raises(NoteError, match="signer key key ID must be 8 lowercase hex"):
+    with pytest.raises(NoteError, match=r"^signer key key ID must be 8 lowercase hex"):
         NoteSigner.from_key_string(KEY["signer_key"].replace("+27045d62+", "+27045D62+"))
     from cryptography.hazmat.primitives.asymmetric import ec
 
@@ -371,5 +371,5 @@ def test_verifiers_are_distinct_and_named_when_none_signed() -> None:
 
 def test_signature_json_names_the_bad_field() -> None:
     sig = open_note(GOOD.encode(), [LOG_V]).verified_signatures[0].to_json()
-    with pytest.raises(NoteError, match="signature is not valid base64"):
+    with pytest.raises(NoteError, match=r"^signature is not valid base64"):
         NoteSignature.from_json({**sig, "signature": "!!!!"})

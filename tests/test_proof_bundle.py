@@ -181,8 +181,8 @@ GOOD_JSON: dict[str, Any] = {"index": 1, "hashes": [H], "checkpoint": CP, "extra
         ({**GOOD_JSON, "hashes": [H, 1]}, "hashes must be a list of base64 strings"),
         ({**GOOD_JSON, "checkpoint": SIGNED.hex().encode()}, "checkpoint must be text"),
         ({**GOOD_JSON, "extra": 5}, "extra base64 or null"),
-        ({**GOOD_JSON, "hashes": [H, "!!"]}, "proof hash is not valid base64"),
-        ({**GOOD_JSON, "extra": "AAA"}, "extra data is not valid base64"),
+        ({**GOOD_JSON, "hashes": [H, "!!"]}, "^proof hash is not valid base64"),
+        ({**GOOD_JSON, "extra": "AAA"}, "^extra data is not valid base64"),
         ({**GOOD_JSON, "hashes": ["AAAA"]}, "proof hash 0 must be 32 bytes"),
         ({**GOOD_JSON, "index": "1"}, "index must be an integer"),
     ],
@@ -207,7 +207,13 @@ def test_size_limits_of_the_text() -> None:
             TlogProof.from_text(at_limit)
     with pytest.raises(TlogProofError, match="must be text"):
         TlogProof.from_text(7)  # type: ignore[arg-type]
-    with pytest.raises(TlogProofError, match="extra data is not valid base64"):
+    with pytest.raises(TlogProofError, match=r"^extra data is not valid base64"):
         TlogProof.from_text(f"{HEADER}\nextra !!\nindex 1\n\n{CP}")
+    with pytest.raises(TlogProofError, match=f"^tlog-proof is larger than {limit} bytes"):
+        TlogProof.from_text(b"\xff" * (limit + 1))  # refused before decoding
+    sixty_four = TlogProof(1, (H32,) * 64, SIGNED)
+    assert TlogProof.from_text(sixty_four.to_text()) == sixty_four
+    with pytest.raises(TlogProofError, match=r"^proof hash 1 must be 32 bytes, got 3$"):
+        TlogProof.from_text(f"{HEADER}\nindex 1\n{H}\nAAAA\n\n{CP}")
     with pytest.raises(TlogProofError, match="needs an 'index <n>' line"):
         TlogProof.from_text(f"{HEADER}\nextra AAAA\n\n{CP}")
