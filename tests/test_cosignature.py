@@ -106,8 +106,8 @@ def test_signer_refuses_non_checkpoints_and_bad_times() -> None:
     with pytest.raises(CosignatureError, match="out of range"):
         cosigned_message(TEXT, 1 << 63)
     v = _witness().verifier()
-    assert not v.verify(TEXT.encode(), b"\xff" * 72)  # timestamp above 2^63 - 1
-    assert not v.verify(TEXT.encode(), b"\x00" * 71)
+    assert v.verify(TEXT.encode(), b"\xff" * 72) is False  # timestamp above 2^63 - 1
+    assert v.verify(TEXT.encode(), b"\x00" * 71) is False
 
 
 @settings(max_examples=40, deadline=None)
@@ -154,7 +154,7 @@ def test_attack_a_validly_signed_timestamp_of_2_to_the_63_is_refused() -> None:
     w = _witness()
     msg = f"cosignature/v1\ntime {1 << 63}\n".encode() + TEXT.encode()
     blob = (1 << 63).to_bytes(8, "big") + W_PRIV.sign(msg)
-    assert not w.verifier().verify(TEXT.encode(), blob)
+    assert w.verifier().verify(TEXT.encode(), blob) is False
     with pytest.raises(NoteError, match=f"invalid signature for key {WKEY['name']}"):
         verify_cosignatures(SIGNED + _cosig_line(w.name, w.key_id, blob), LOG_V, [w.verifier()])
 
@@ -164,11 +164,11 @@ def test_attack_a_cosignature_of_the_wrong_length_is_refused(length: int) -> Non
     w = _witness()
     good = w.sign(TEXT.encode())
     blob = (good + good)[:length]
-    assert not w.verifier().verify(TEXT.encode(), blob)
+    assert w.verifier().verify(TEXT.encode(), blob) is False
     with pytest.raises(NoteError, match=f"invalid signature for key {WKEY['name']}"):
         verify_cosignatures(SIGNED + _cosig_line(w.name, w.key_id, blob), LOG_V, [w.verifier()])
     assert w.verifier().verify(TEXT.encode(), good)
-    assert not w.verifier().verify(b"\xff" + TEXT.encode(), good)
+    assert w.verifier().verify(b"\xff" + TEXT.encode(), good) is False
 
 
 def test_cosignature_timestamp_needs_the_v1_length() -> None:
@@ -230,3 +230,9 @@ def test_bad_cosignature_json(change: dict[str, Any], message: str) -> None:
     with pytest.raises(CosignatureError, match=message):
         Cosignature.from_json(doc)
     assert Cosignature.from_json(Cosignature("w", b"\x00" * 4, MAX_TS).to_json()).timestamp == MAX_TS
+
+
+def test_witness_keys_and_zero_timestamps() -> None:
+    with pytest.raises(NoteError, match=r"^witness key must look like <name>"):
+        CosignatureVerifier.from_key_string("w.example")
+    assert Cosignature.from_json({"name": "w", "key_id": "00000000", "timestamp": 0}).timestamp == 0
