@@ -236,3 +236,6 @@ def test_witness_keys_and_zero_timestamps() -> None:
     with pytest.raises(NoteError, match=r"^witness key must look like <name>"):
         CosignatureVerifier.from_key_string("w.example")
     assert Cosignature.from_json({"name": "w", "key_id": "00000000", "timestamp": 0}).timestamp == 0
+    w = _witness()
+    good = w.sign(TEXT.encode())
+    assert w.verifier().verify(TEXT.encode(), good[:-1] + bytes([good[-1] ^ 1])) is False
