@@ -248,3 +248,26 @@ def test_entry_of_exactly_the_limit_passes_the_size_cap() -> None:
     with pytest.raises(EntryError, match="not valid JSON") as info:
         decode_entry(b" " * 65535)  # the cap, written out: one tlog-tiles entry bundle record
     assert not isinstance(info.value, EntryTooLargeError)
+
+
+def test_attack_an_entry_with_no_signatures_is_refused() -> None:
+    """Built directly (not parsed), an unsigned entry must not verify as signed by nobody."""
+    unsigned = LogEntry(type(ENTRY.envelope)(ENTRY.envelope.payload, PAYLOAD_TYPE, ()), {})
+    with pytest.raises(EntryError, match="at least one signature is required"):
+        verify_entry(unsigned)
+
+
+def test_an_entry_of_exactly_65535_bytes_encodes_and_one_more_does_not() -> None:
+    from attest import Envelope, Signature
+
+    sig = ENTRY.envelope.signatures[0]
+
+    def entry(keyid_len: int) -> LogEntry:
+        env = Envelope(b"p" * 48000, PAYLOAD_TYPE, (Signature("k" * keyid_len, sig.sig),))
+        return LogEntry(env, dict(ENTRY.keys))
+
+    base = len(rfc8785.dumps(entry(1).to_json()))
+    exact = entry(1 + 65535 - base)
+    assert len(encode_entry(exact)) == 65535
+    with pytest.raises(EntryTooLargeError, match="65536 bytes; the limit is 65535"):
+        encode_entry(entry(2 + 65535 - base))
