@@ -72,6 +72,8 @@ class ModuleResult:
     baseline_s: float
     statuses: dict[str, str] = field(default_factory=dict)
     lines: dict[str, int] = field(default_factory=dict)
+    source_sha256: str = ""
+    rechecked: bool = False
 
 
 def load_config(path: Path = HERE / "config.toml") -> tuple[float, list[ModuleSpec]]:
@@ -110,6 +112,10 @@ def fingerprint(spec: ModuleSpec) -> str:
     for p in (spec.path, *spec.tests, "tests/mutation/mutants.py"):
         h.update(p.encode() + b"\0" + (ROOT / p).read_bytes() + b"\0")
     return h.hexdigest()
+
+
+def _source_hash(spec: ModuleSpec) -> str:
+    return hashlib.sha256((ROOT / spec.path).read_bytes()).hexdigest()
 
 
 class _MutantFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -223,8 +229,15 @@ def _wait_any(pids: set[int], timeout: float | None = None) -> int:
         time.sleep(0.02)
 
 
-def run_module(spec: ModuleSpec, jobs: int, limit: float | None) -> ModuleResult:
-    """Every mutant of ``spec`` against its tests, ``jobs`` at a time, with progress."""
+def run_module(
+    spec: ModuleSpec, jobs: int, limit: float | None, previous: ModuleResult | None = None
+) -> ModuleResult:
+    """Every mutant of ``spec`` against its tests, ``jobs`` at a time, with progress.
+
+    With ``previous`` (kept results for the same module source), mutants it records
+    as killed or timed out keep that status and only the others run: valid when
+    tests were only added since, never when the module changed.
+    """
     from rich.progress import Progress
 
     _prepare(spec)
@@ -233,8 +246,16 @@ def run_module(spec: ModuleSpec, jobs: int, limit: float | None) -> ModuleResult
     base = baseline(spec)
     timeout = limit if limit is not None else max(20.0, 4 * base + 10)
     result = ModuleResult(spec.path, fingerprint(spec), round(base, 2))
+    result.source_sha256 = _source_hash(spec)
     result.lines = {m.key: m.line for m in mutants}
     pending = list(mutants)
+    if previous is not None:
+        if previous.source_sha256 != _source_hash(spec):
+            raise MutationError(f"{spec.path} changed since its kept results; run it in full")
+        kept = {k: s for k, s in previous.statuses.items() if s in _CAUGHT}
+        result.statuses.update({m.key: kept[m.key] for m in mutants if m.key in kept})
+        pending = [m for m in mutants if m.key not in kept]
+        result.rechecked = True
     running: dict[int, tuple[Mutant, float]] = {}
     with Progress(transient=False) as progress:
         task = progress.add_task(f"{spec.path} ({timeout:.0f} s per mutant)", total=len(mutants))
@@ -252,6 +273,8 @@ def run_module(spec: ModuleSpec, jobs: int, limit: float | None) -> ModuleResult
                 over = now - t0 > timeout
                 rc = _reap(p)
                 result.statuses[m.key] = "timeout" if over and p != pid else _status(rc)
+                if result.statuses[m.key] == "survived" and not sys.stderr.isatty():
+                    print(f"survivor  {spec.path}:{m.line}  {m.key}", flush=True)
                 progress.advance(task)
                 _log_progress(spec, result, len(mutants))
     return result
@@ -368,6 +391,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=1, help="mutants run at once (default 1)")
     ap.add_argument("--timeout", type=float, help="seconds per mutant (default 4x baseline + 10)")
     ap.add_argument("--report", action="store_true", help="only print the table of kept results")
+    ap.add_argument(
+        "--survivors",
+        action="store_true",
+        help="keep caught mutants from kept results of the same source; rerun the rest",
+    )
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     args = ap.parse_args(argv)
     try:
@@ -378,7 +406,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.report:
             load_equivalents(specs)  # a broken list should fail before hours of work
             for spec in chosen:
-                save(run_module(spec, max(1, args.jobs), args.timeout))
+                previous = load(spec) if args.survivors else None
+                if args.survivors and previous is None:
+                    raise MutationError(f"{spec.path} has no kept results to recheck")
+                save(run_module(spec, max(1, args.jobs), args.timeout, previous))
         return report(specs, chosen, threshold, args.markdown)
     except MutationError as e:
         print(f"mutation: {e}", file=sys.stderr)
