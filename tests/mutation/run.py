@@ -240,6 +240,8 @@ def run_module(
     """
     from rich.progress import Progress
 
+    if previous is not None and previous.source_sha256 != _source_hash(spec):
+        raise MutationError(f"{spec.path} changed since its kept results; run it in full")
     _prepare(spec)
     source = (ROOT / spec.path).read_text()
     mutants = enumerate_mutants(source)
@@ -250,8 +252,6 @@ def run_module(
     result.lines = {m.key: m.line for m in mutants}
     pending = list(mutants)
     if previous is not None:
-        if previous.source_sha256 != _source_hash(spec):
-            raise MutationError(f"{spec.path} changed since its kept results; run it in full")
         kept = {k: s for k, s in previous.statuses.items() if s in _CAUGHT}
         result.statuses.update({m.key: kept[m.key] for m in mutants if m.key in kept})
         pending = [m for m in mutants if m.key not in kept]
@@ -344,14 +344,20 @@ def score(spec: ModuleSpec, result: ModuleResult, equivalents: Sequence[Equivale
     )
 
 
-def _table(scores: Sequence[Score], markdown: bool) -> str:
+def _table(scores: Sequence[Score | ModuleSpec], markdown: bool) -> str:
+    """One row per module; a module without results says so."""
     head = ["module (tests)", "mutants", "equivalent", "caught", "of which timed out", "score"]
     rows = []
     for s in scores:
-        tests = ", ".join(Path(t).stem for t in s.spec.tests)
-        pct = f"{s.percent:.1f} %" + (f" ({s.spec.pending})" if s.spec.pending else "")
-        rows.append([f"`{s.spec.path}` ({tests})", str(s.mutants), str(s.equivalent),
-                     str(s.caught), str(s.timeout), pct])
+        spec = s if isinstance(s, ModuleSpec) else s.spec
+        name = f"`{spec.path}` ({', '.join(Path(t).stem for t in spec.tests)})"
+        if isinstance(s, ModuleSpec):
+            rows.append([name, "", "", "", "", "not measured yet"])
+            continue
+        pct = f"{s.percent:.1f} %" + (f" ({spec.pending})" if spec.pending else "")
+        if any(p.startswith("results are stale") for p in s.problems):
+            pct += " (stale: tests changed since)"
+        rows.append([name, str(s.mutants), str(s.equivalent), str(s.caught), str(s.timeout), pct])
     if markdown:
         lines = ["| " + " | ".join(head) + " |", "|---|---:|---:|---:|---:|---:|"]
         return "\n".join([*lines, *("| " + " | ".join(r) + " |" for r in rows)])
@@ -365,11 +371,13 @@ def report(
 ) -> int:
     """Print the score table and every survivor of ``chosen``; 1 if any falls short."""
     equivalents = load_equivalents(specs)
-    scores, failed = [], False
+    scores: list[Score | ModuleSpec] = []
+    failed = False
     for spec in chosen:
         result = load(spec)
         if result is None:
             print(f"{spec.path}: no results yet; run `make mutation MODULE={spec.path}`")
+            scores.append(spec)
             failed = True
             continue
         s = score(spec, result, equivalents)
