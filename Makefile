@@ -8,7 +8,7 @@ TEST_STAMP := $(VENV)/.installed-test-stamp
 LINTED := attest ledger client verifier
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint typecheck unit browser-deps postgresql-deps bench clean
+.PHONY: demo test lint typecheck unit browser-deps postgresql-deps bench clean mutation
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -50,8 +50,13 @@ unit: $(TEST_STAMP)
 
 test: $(TEST_STAMP) browser-deps postgresql-deps lint typecheck unit
 
+# Mutation testing of the verification core (slow; not part of `make test`).
+# One module at a time: `make mutation MODULE=ledger/note.py`; JOBS=2 runs two mutants at once.
+mutation: $(TEST_STAMP)
+	PYTHONPATH=tests $(BIN)/python -m mutation.run $(if $(MODULE),--module $(MODULE),) $(if $(JOBS),--jobs $(JOBS),)
+
 demo: $(STAMP)
 	$(BIN)/python -m client.demo $(if $(DEMO_EXIT),--exit,)
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis demo-data screenshots tests/screenshots
+	rm -rf $(VENV) .mutation .mypy_cache .ruff_cache .pytest_cache .hypothesis demo-data screenshots tests/screenshots

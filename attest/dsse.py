@@ -176,7 +176,10 @@ def _unb64(value: object, path: str, max_bytes: int) -> bytes:
     """Strict standard base64 with padding; rejects anything that does not re-encode identically."""
     if not isinstance(value, str):
         raise EnvelopeError(f"{path}: must be a base64 string")
-    if len(value) > 4 * ((max_bytes + 2) // 3):
+    # Padded base64 decodes to exactly 3 bytes per 4 characters less its padding: check
+    # the decoded length before decoding anything.
+    padding = 2 if value.endswith("==") else 1 if value.endswith("=") else 0
+    if len(value) // 4 * 3 - padding > max_bytes:
         raise EnvelopeError(f"{path}: decodes to more than {max_bytes} bytes")
     try:
         data = base64.b64decode(value.encode("ascii"), validate=True)

@@ -98,7 +98,6 @@ class Checkpoint:
         if len(lines) < 3:
             raise CheckpointError("checkpoint needs an origin, a size and a root hash line")
         origin, size_line, root_line, *exts = lines
-        _check_line(origin, "checkpoint origin")
         if not _SIZE.fullmatch(size_line):
             raise CheckpointError(
                 f"checkpoint size {size_line[:40]!r} must be a decimal number without leading zeros"

@@ -195,3 +195,127 @@ def test_we_verify_a_securesystemslib_envelope() -> None:
     their_kid = default_signer.public_key.keyid
     both = {ours_kid: K1.public_key(), their_kid: K2.public_key()}
     assert verify_envelope(env, both, threshold=2) == sorted(both)
+
+
+MIB = 1 << 20  # the payload limit, written out
+
+
+def _b64s(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+@pytest.mark.parametrize("size", [MIB + 1, MIB + 2, MIB + 3])
+def test_attack_payload_just_over_1_mib_is_refused(size: int) -> None:
+    """Base64 comes in 3-byte groups: a payload 1 or 2 bytes over must not slip through."""
+    with pytest.raises(EnvelopeError, match=rf"^envelope\.payload: decodes to more than {MIB} bytes"):
+        Envelope.from_json(mutate(["payload"], _b64s(b"p" * size)))
+    with pytest.raises(EnvelopeError, match=f"payload is {size} bytes; the limit is {MIB}"):
+        sign_envelope(b"p" * size, TYPE, [K1])
+
+
+def test_payload_of_exactly_1_mib_is_accepted() -> None:
+    env = sign_envelope(bytearray(b"p" * MIB), TYPE, [K1])
+    assert isinstance(env.payload, bytes) and Envelope.from_json(env.to_json()) == env
+    verify_envelope(env, trusted(K1))
+    with pytest.raises(EnvelopeError, match="payload must be bytes"):
+        sign_envelope("text", TYPE, [K1])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("size", "sig_ok"), [(1024, True), (1025, False), (1026, False)])
+def test_signature_size_limit_is_1024_bytes(size: int, sig_ok: bool) -> None:
+    doc = mutate(["signatures", 0, "sig"], _b64s(b"s" * size))
+    if sig_ok:
+        assert len(Envelope.from_json(doc).signatures[0].sig) == size
+    else:
+        with pytest.raises(EnvelopeError, match="sig: decodes to more than 1024 bytes"):
+            Envelope.from_json(doc)
+
+
+def test_payload_type_is_1_to_256_characters() -> None:
+    for bad in ("", "t" * 257):
+        with pytest.raises(EnvelopeError, match="payloadType: must be a non-empty string of at most 256"):
+            Envelope.from_json(mutate(["payloadType"], bad))
+        with pytest.raises(EnvelopeError, match="payload type must be 1 to 256 characters"):
+            sign_envelope(b"x", bad, [K1])
+    env = sign_envelope(b"x", "t" * 256, [K1])
+    assert Envelope.from_json(env.to_json()).payload_type == "t" * 256
+    assert Envelope.from_json(mutate(["signatures", 0, "keyid"], "k" * 256)).signatures[0].keyid == "k" * 256
+
+
+def test_at_most_16_keys_sign_and_16_signatures_parse() -> None:
+    keys = [generate_private_key() for _ in range(17)]
+    env = sign_envelope(b"x", TYPE, keys[:16])
+    assert len(Envelope.from_json(env.to_json()).signatures) == 16
+    assert len(verify_envelope(env, trusted(*keys[:16]), threshold=16)) == 16
+    with pytest.raises(EnvelopeError, match="at most 16 signatures per envelope"):
+        sign_envelope(b"x", TYPE, keys)
+
+
+def test_attack_only_ed25519_keys_sign() -> None:
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    with pytest.raises(EnvelopeError, match="only Ed25519 private keys can sign"):
+        sign_envelope(b"x", TYPE, [K1, ec.generate_private_key(ec.SECP256R1())])  # type: ignore[list-item]
+
+
+def test_missing_fields_are_named_in_order() -> None:
+    with pytest.raises(EnvelopeError, match=r"^envelope\.payloadType: required field is missing"):
+        Envelope.from_json({"payload": GOOD["payload"]})
+    with pytest.raises(EnvelopeError, match=r"x\.signatures\[0\]\.keyid: required field is missing"):
+        Envelope.from_json(mutate(["signatures", 0], {"sig": "AAAA"}), path="x")
+    with pytest.raises(EnvelopeError, match=r"envelope\.a: unknown field \(allowed: payload, payloadType, signatures\)"):
+        Envelope.from_json({**GOOD, "b": 1, "a": 2})
+
+
+@pytest.mark.parametrize(
+    ("limit", "fits", "too_long"),
+    [(3, "AAAA", "AAAAAA=="), (4, "AAAAAA==", "AAAAAAA="), (5, "AAAAAAA=", "AAAAAAAA"), (0, "", "AA==")],
+)
+def test_decoded_length_is_checked_exactly_before_decoding(limit: int, fits: str, too_long: str) -> None:
+    from attest.dsse import _unb64
+
+    assert len(_unb64(fits, "f", limit)) == limit
+    with pytest.raises(EnvelopeError, match=f"^f: decodes to more than {limit} bytes$"):
+        _unb64(too_long, "f", limit)
+
+
+def test_base64_outside_the_alphabet_is_invalid_not_skipped() -> None:
+    with pytest.raises(EnvelopeError, match=r"^envelope\.payload: not valid standard base64$"):
+        Envelope.from_json(mutate(["payload"], "AAAA!AAAA"))
+
+
+def test_keyid_of_257_characters_and_empty_type_names_the_field() -> None:
+    with pytest.raises(EnvelopeError, match=r"^envelope\.signatures\[0\]\.keyid: must be a string of at most 256"):
+        Envelope.from_json(mutate(["signatures", 0, "keyid"], "k" * 257))
+    with pytest.raises(EnvelopeError, match=r"^signature: must be an object with keyid and sig$"):
+        Signature.from_json([])
+    assert Envelope.from_json(mutate(["payloadType"], "t")).payload_type == "t"
+
+
+def test_a_repeated_key_in_the_middle_still_lets_later_keys_sign() -> None:
+    env = sign_envelope(b"x", TYPE, [K1, K1, K2])
+    assert [s.keyid for s in env.signatures] == [keyid(K1.public_key()), keyid(K2.public_key())]
+
+
+def test_attack_an_unknown_a_repeated_or_a_bad_signature_first_does_not_hide_good_ones() -> None:
+    env = sign_envelope(b"x", TYPE, [K1, K2, K3])
+    s1, s2, s3 = env.signatures
+    bad = Signature(s1.keyid, s2.sig)
+    for sigs in ((s3, s1, s2), (s1, s1, s2), (bad, s2, s1)):
+        again = Envelope(env.payload, env.payload_type, sigs)
+        assert verify_envelope(again, trusted(K1, K2), threshold=2) == sorted(trusted(K1, K2))
+
+
+def test_a_failure_lists_every_problem() -> None:
+    env = sign_envelope(b"x", TYPE, [K3, K1])
+    bad = Envelope(env.payload, env.payload_type, (env.signatures[0], Signature(env.signatures[1].keyid, env.signatures[0].sig)))
+    k3 = env.signatures[0].keyid[:16]
+    k1 = env.signatures[1].keyid[:16]
+    with pytest.raises(SignatureError) as info:
+        verify_envelope(bad, trusted(K1))
+    assert str(info.value) == (
+        f"0 of the required 1 trusted signature(s) verified (signatures[0]: keyid '{k3}' is "
+        f"not a trusted key; signatures[1]: invalid signature for keyid {k1})"
+    )
+    with pytest.raises(SignatureError, match=r"^0 of the required 1 trusted signature\(s\) verified \(no signatures\)$"):
+        verify_envelope(Envelope(b"x", TYPE, ()), trusted(K1))

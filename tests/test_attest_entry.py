@@ -200,3 +200,74 @@ def test_attest_imports_no_web_database_or_http_code() -> None:
             "print(sorted(bad))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def _doc_with_keys(keys: Any) -> dict[str, Any]:
+    return {"envelope": ENTRY.envelope.to_json(), "keys": keys}
+
+
+def test_an_entry_carries_1_to_16_keys() -> None:
+    sixteen = [generate_private_key() for _ in range(16)]
+    entry = make_entry(STATEMENT, sixteen)
+    assert len(decode_entry(encode_entry(entry)).keys) == 16
+    assert len(verify_entry(entry).signer_keyids) == 16
+    seventeen = {**entry.keys, "f" * 64: ENTRY.keys[keyid(K1.public_key())]}
+    for keys in ({}, seventeen, [], "keys"):
+        with pytest.raises(EntryError, match="keys: must be an object of 1 to 16 keyid"):
+            LogEntry.from_json(_doc_with_keys(keys))
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        ({"F" * 64: "AAAA"}, "keyid must be 64 lowercase hex characters"),
+        ({"f" * 63: "AAAA"}, "keyid must be 64 lowercase hex"),
+        ({"f" * 65: "AAAA"}, "keyid must be 64 lowercase hex"),
+        ({"f" * 64: 5}, "must be a base64 string"),
+    ],
+)
+def test_bad_keys_in_an_entry(keys: dict[str, Any], message: str) -> None:
+    with pytest.raises(EntryError, match=message):
+        LogEntry.from_json(_doc_with_keys(keys))
+
+
+def test_entry_envelope_and_bytes_are_checked() -> None:
+    bad_env = {**ENTRY.envelope.to_json(), "payloadType": ""}
+    with pytest.raises(EntryError, match=r"envelope\.payloadType: must be a non-empty string"):
+        LogEntry.from_json({"envelope": bad_env, "keys": dict(ENTRY.keys)})
+    with pytest.raises(EntryError, match="envelope: required field is missing"):
+        LogEntry.from_json({"keys": dict(ENTRY.keys)})
+    with pytest.raises(EntryError, match="log entry must be bytes"):
+        decode_entry(DATA.decode())  # type: ignore[arg-type]
+    assert decode_entry(bytearray(DATA)) == decode_entry(memoryview(DATA)) == ENTRY
+    with pytest.raises(EntryError, match="cannot be canonicalized"):
+        decode_entry(b'{"envelope":{},"keys":{},"n":1e400}')
+
+
+def test_entry_of_exactly_the_limit_passes_the_size_cap() -> None:
+    with pytest.raises(EntryError, match="not valid JSON") as info:
+        decode_entry(b" " * 65535)  # the cap, written out: one tlog-tiles entry bundle record
+    assert not isinstance(info.value, EntryTooLargeError)
+
+
+def test_attack_an_entry_with_no_signatures_is_refused() -> None:
+    """Built directly (not parsed), an unsigned entry must not verify as signed by nobody."""
+    unsigned = LogEntry(type(ENTRY.envelope)(ENTRY.envelope.payload, PAYLOAD_TYPE, ()), {})
+    with pytest.raises(EntryError, match="at least one signature is required"):
+        verify_entry(unsigned)
+
+
+def test_an_entry_of_exactly_65535_bytes_encodes_and_one_more_does_not() -> None:
+    from attest import Envelope, Signature
+
+    sig = ENTRY.envelope.signatures[0]
+
+    def entry(keyid_len: int) -> LogEntry:
+        env = Envelope(b"p" * 48000, PAYLOAD_TYPE, (Signature("k" * keyid_len, sig.sig),))
+        return LogEntry(env, dict(ENTRY.keys))
+
+    base = len(rfc8785.dumps(entry(1).to_json()))
+    exact = entry(1 + 65535 - base)
+    assert len(encode_entry(exact)) == 65535
+    with pytest.raises(EntryTooLargeError, match="65536 bytes; the limit is 65535"):
+        encode_entry(entry(2 + 65535 - base))

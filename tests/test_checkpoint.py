@@ -163,3 +163,65 @@ def test_parser_only_raises_checkpoint_error(text: str | bytes) -> None:
         return
     as_str = text if isinstance(text, str) else text.decode()
     assert cp.to_text() == as_str
+
+
+# The limits, written out as numbers so that a changed constant is noticed.
+def test_line_length_limit_is_1024_characters() -> None:
+    Checkpoint("o" * 1024, 1, ROOT, ("e" * 1024,))
+    Checkpoint.from_text(f"{'o' * 1024}\n1\n{R64}\n{'e' * 1024}\n")
+    with pytest.raises(CheckpointError, match=r"^checkpoint origin is longer than 1024 characters"):
+        Checkpoint.from_text(f"{'o' * 1025}\n1\n{R64}\n")
+    with pytest.raises(CheckpointError, match="extension line 2 is longer than 1024"):
+        Checkpoint("o", 1, ROOT, ("e", "e" * 1025))
+
+
+def test_extension_count_limit_is_16() -> None:
+    sixteen = tuple(f"e{i}" for i in range(16))
+    assert Checkpoint.from_text(Checkpoint("o", 1, ROOT, sixteen).to_text()).extensions == sixteen
+    with pytest.raises(CheckpointError, match="more than 16 extension lines"):
+        Checkpoint("o", 1, ROOT, (*sixteen, "e16"))
+
+
+def test_overall_text_limit_is_checked_before_splitting() -> None:
+    limit = (3 + 16) * (1024 + 1)  # every line at its longest, newlines included
+    with pytest.raises(CheckpointError, match=f"checkpoint text is longer than {limit} characters"):
+        Checkpoint.from_text("o" * (limit + 1))
+    with pytest.raises(CheckpointError) as exact:  # exactly at the limit: other checks decide
+        Checkpoint.from_text("o" * (limit - 1) + "\n")
+    assert "text is longer" not in str(exact.value)
+
+
+def test_constructor_and_parser_name_the_bad_field() -> None:
+    with pytest.raises(CheckpointError, match="extensions must be a tuple"):
+        Checkpoint("o", 1, ROOT, ["e"])  # type: ignore[arg-type]
+    with pytest.raises(CheckpointError, match=r"^checkpoint origin must be a non-empty"):
+        Checkpoint.from_text(f"\n1\n{R64}\n")
+    with pytest.raises(CheckpointError, match="text must be a string"):
+        Checkpoint.from_text(1000)  # type: ignore[arg-type]
+    with pytest.raises(CheckpointError, match=r"^checkpoint root hash is not valid base64"):
+        Checkpoint.from_text("o\n1\n!!!!\n")
+    with pytest.raises(CheckpointError, match="32 bytes, got 3"):
+        Checkpoint.from_text("o\n1\nAAAA\n")
+
+
+@pytest.mark.parametrize(
+    ("obj", "message"),
+    [
+        ({"origin": "o", "size": 1, "root_hash": 1}, "root_hash must be base64"),
+        ({"origin": "o", "size": 1, "root_hash": R64, "extensions": "abc"}, "extensions a list"),
+        ({"origin": "o", "size": 1, "root_hash": "!!!!"}, "^checkpoint root hash is not valid"),
+        ({"origin": "o", "size": 1, "root_hash": R64[:-1]}, "^checkpoint root hash is not valid"),
+    ],
+)
+def test_bad_checkpoint_json(obj: dict[str, Any], message: str) -> None:
+    with pytest.raises(CheckpointError, match=message):
+        Checkpoint.from_json(obj)
+
+
+def test_attack_another_key_under_the_log_s_name_is_not_the_log() -> None:
+    """A key that takes the log's name but not its key ID must not pass for the log."""
+    impostor = NoteSigner(KEY["name"], Ed25519PrivateKey.from_private_bytes(b"\x09" * 32))
+    assert impostor.key_id != LOG.key_id
+    forged = sign_checkpoint(Checkpoint(KEY["name"], 1000, ROOT), impostor)
+    with pytest.raises(CheckpointError, match="not signed by the log key"):
+        open_checkpoint(forged, LOG_V, others=[impostor.verifier()])

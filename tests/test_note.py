@@ -228,3 +228,148 @@ def test_note_signature_json_round_trip() -> None:
     for bad in [{}, {**sig.to_json(), "key_id": "xyz"}, {**sig.to_json(), "signature": "!"}]:
         with pytest.raises(NoteError):
             NoteSignature.from_json(bad)
+
+
+def _line(name: str, kid: bytes, sig: bytes) -> str:
+    return f"\u2014 {name} {base64.b64encode(kid + sig).decode()}\n"
+
+
+@pytest.mark.parametrize("length", [1, 63, 65])
+def test_attack_short_or_long_signature_under_a_trusted_key_is_refused(length: int) -> None:
+    """A 'signature' of the wrong length under the trusted name and key ID fails the note."""
+    text = NOTE["signed_checkpoint"]["text"]
+    forged = (text + "\n" + _line(LOG.name, LOG.key_id, b"\x00" * length)).encode()
+    with pytest.raises(NoteError, match=f"invalid signature for key {LOG.name}\\+27045d62"):
+        open_note(forged, [LOG_V])
+    assert LOG_V.verify(text.encode(), b"\x00" * length) is False
+
+
+def test_attack_one_bad_known_signature_fails_the_note_despite_a_good_one() -> None:
+    """Every known signature must verify: a bad witness signature is not outvoted by the log's."""
+    text = NOTE["signed_checkpoint"]["text"]
+    good = sign_note(text, [LOG]).decode()
+    wit_sig = WIT.sign(text.encode())
+    bad = bytes([wit_sig[0] ^ 1]) + wit_sig[1:]
+    for data in (good + _line(WIT.name, WIT.key_id, bad), _insert(good, WIT, bad)):
+        with pytest.raises(NoteError, match=f"invalid signature for key {WIT.name}"):
+            open_note(data.encode(), [LOG_V, WIT.verifier()])
+        assert open_note(data.encode(), [LOG_V]).unverified_signatures[0].name == WIT.name
+
+
+def _insert(signed: str, signer: NoteSigner, sig: bytes) -> str:
+    """``signed`` with a signature line by ``signer`` put before the existing ones."""
+    text, _, sigs = signed.rpartition("\n\n")
+    return text + "\n\n" + _line(signer.name, signer.key_id, sig) + sigs
+
+
+def test_text_line_limit_is_1024() -> None:
+    assert open_note(sign_note("l\n" * 1024, [LOG]), [LOG_V]).text == "l\n" * 1024
+    with pytest.raises(NoteError, match="more than 1024 lines"):
+        sign_note("l\n" * 1025, [LOG])
+    data = ("l\n" * 1025 + "\n" + _line(LOG.name, LOG.key_id, b"\x00" * 64)).encode()
+    with pytest.raises(NoteError, match="more than 1024 lines"):
+        open_note(data, [LOG_V])
+
+
+# The limits, written out as numbers so that a changed constant is noticed.
+def test_note_size_limit_is_256_kib() -> None:
+    from ledger.note import check_text
+
+    limit = 256 * 1024
+    at_limit = "x" * (limit - 1) + "\n"
+    assert check_text(at_limit) == at_limit
+    with pytest.raises(NoteError, match=f"note text is larger than {limit} bytes"):
+        check_text("x" * limit + "\n")
+    with pytest.raises(NoteError, match=f"signed note is larger than {limit} bytes"):
+        split_note(b"x" * (limit + 1))
+    with pytest.raises(NoteError, match="end with a newline"):
+        split_note(b"x" * limit)
+
+
+def test_signature_count_limit_is_64() -> None:
+    signers = [NoteSigner(f"k{i}", Ed25519PrivateKey.from_private_bytes(bytes([i]) * 32)) for i in range(65)]
+    assert len(split_note(sign_note("t\n", signers[:64]))[1]) == 64
+    with pytest.raises(NoteError, match="more than 64 signatures"):
+        split_note(sign_note("t\n", signers))
+
+
+def test_key_names_are_at_most_256_characters() -> None:
+    key = Ed25519PrivateKey.from_private_bytes(b"\x01" * 32)
+    assert NoteSigner("n" * 256, key).name == "n" * 256
+    with pytest.raises(NoteError, match="key name is longer than 256 characters"):
+        NoteSigner("n" * 257, key)
+    with pytest.raises(NoteError, match="key name"):
+        key_id("a b", b"\x00" * 32)
+
+
+@pytest.mark.parametrize(
+    ("vkey", "message"),
+    [
+        (5, "^verifier key must be a string of reasonable length"),
+        ("n" * 1025, "^verifier key must be a string of reasonable length"),
+        ("n" * 1024, "^verifier key must look like <name>"),
+        ("a b+zz+AAAA", "key name"),
+        (KEY["verifier_key"].replace("+27045d62", "+27045D62"), "^verifier key key ID must be 8 lowercase hex"),
+        (KEY["verifier_key"].replace("+27045d62", "+27045d6"), "^verifier key key ID must be 8 lowercase hex"),
+        (KEY["verifier_key"][:-4] + "AA!A", "^verifier key key is not valid base64"),
+        (KEY["verifier_key"].replace("+27045d62", "+27045d63"), "^verifier key key ID 27045d63 does not match"),
+    ],
+)
+def test_bad_verifier_keys_say_what_is_wrong(vkey: object, message: str) -> None:
+    with pytest.raises(NoteError, match=message):
+        NoteVerifier.from_key_string(vkey)  # type: ignore[arg-type]
+
+
+def test_bad_signer_keys_say_what_is_wrong() -> None:
+    with pytest.raises(NoteError, match=r"^signer key key ID must be 8 lowercase hex"):
+        NoteSigner.from_key_string(KEY["signer_key"].replace("+27045d62+", "+27045D62+"))
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    ec_key = ec.generate_private_key(ec.SECP256R1())
+    with pytest.raises(NoteError, match="note signer needs an Ed25519 private key"):
+        NoteSigner("n", ec_key)  # type: ignore[arg-type]
+    with pytest.raises(NoteError, match="note verifier needs an Ed25519 public key"):
+        NoteVerifier("n", ec_key.public_key())  # type: ignore[arg-type]
+
+
+def test_verify_returns_false_for_a_bad_64_byte_signature() -> None:
+    text = NOTE["signed_checkpoint"]["text"].encode()
+    good = LOG.sign(text)
+    assert LOG_V.verify(text, good) is True
+    assert LOG_V.verify(text + b"x", good) is False
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ("a\n\n\u2014 x AAAAAAAA\n", "signed note must be bytes"),
+        (GOOD.replace("\u2014 example.test/ktl ", "\u2014 example.test/ktl\t").encode(), "signed note contains control characters"),
+        (b"a\n\nx y AAAAAAAA\n", "signature line 1 must start with an em dash"),
+        (GOOD.encode() + "\u2014 example.test/ktl\n".encode(), "signature line 2 must be '\u2014 <name> <base64>'"),
+        ("a\n\n\u2014 x AA!AAAAA\n".encode(), "signature line 1 is not valid base64"),
+    ],
+)
+def test_split_note_says_what_is_wrong(data: object, message: str) -> None:
+    with pytest.raises(NoteError, match=message):
+        split_note(data)  # type: ignore[arg-type]
+
+
+def test_sign_note_checks_its_text() -> None:
+    with pytest.raises(NoteError, match="note text must be a string"):
+        sign_note(b"x\n", [LOG])  # type: ignore[arg-type]
+    with pytest.raises(NoteError, match="note text must not contain control characters"):
+        sign_note("a\tb\n", [LOG])
+
+
+def test_verifiers_are_distinct_and_named_when_none_signed() -> None:
+    with pytest.raises(NoteError, match=r"verifier example\.test/ktl\+27045d62 given twice"):
+        open_note(GOOD.encode(), [LOG_V, LOG_V])
+    other = NoteSigner("z.example", Ed25519PrivateKey.from_private_bytes(b"\x03" * 32))
+    with pytest.raises(NoteError, match=f"trusted: example.test/ktl\\+27045d62, z.example\\+{other.key_id.hex()}\\)"):
+        open_note(sign_note("t\n", [WIT]), [other.verifier(), LOG_V])
+
+
+def test_signature_json_names_the_bad_field() -> None:
+    sig = open_note(GOOD.encode(), [LOG_V]).verified_signatures[0].to_json()
+    with pytest.raises(NoteError, match=r"^signature is not valid base64"):
+        NoteSignature.from_json({**sig, "signature": "!!!!"})

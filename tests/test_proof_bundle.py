@@ -133,3 +133,87 @@ def test_parser_only_raises_typed_errors(text: str | bytes) -> None:
     except TlogProofError:
         return
     assert TlogProof.from_text(p.to_text()) == p
+
+
+H32 = b"\x01" * 32
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("1", (), SIGNED), "index must be an integer"),
+        ((True, (), SIGNED), "index must be an integer"),
+        ((-1, (), SIGNED), "index -1 is out of range"),
+        ((2**63 - 1, (), SIGNED), "out of range"),
+        ((1, [H32], SIGNED), "must be a tuple"),
+        ((1, (H32,) * 65, SIGNED), "at most 64"),
+        ((1, (H32, H32[:31]), SIGNED), "proof hash 1 must be 32 bytes"),
+        ((1, (H32, H32 + b"\x00"), SIGNED), "proof hash 1 must be 32 bytes"),
+        ((1, (H32.hex(),), SIGNED), "proof hash 0 must be 32 bytes"),
+        ((1, (), SIGNED, "extra"), "extra data must be bytes"),
+        ((1, (), SIGNED, b"x" * (64 * 1024 + 1)), "at most 65536"),
+        ((1, (), SIGNED.decode()), "checkpoint must be the signed note bytes"),
+        ((1, (), "a\n\n\u2014 x AAAAAA==\n".encode()), "proof checkpoint is malformed"),
+        ((1, (), SIGNED.replace(b"\n1000\n", b"\n01000\n")), "proof checkpoint is malformed"),
+    ],
+)
+def test_attack_constructor_refuses_what_the_parser_would(args: tuple[Any, ...], message: str) -> None:
+    """Built directly (not parsed), a proof is still checked field by field."""
+    with pytest.raises(TlogProofError, match=message):
+        TlogProof(*args)
+
+
+def test_constructor_limits_are_inclusive() -> None:
+    assert TlogProof(2**63 - 2, (H32,) * 64, SIGNED, b"x" * (64 * 1024)).index == 2**63 - 2
+    assert TlogProof(0, (), SIGNED, b"").extra == b""
+
+
+GOOD_JSON: dict[str, Any] = {"index": 1, "hashes": [H], "checkpoint": CP, "extra": None}
+
+
+@pytest.mark.parametrize(
+    ("obj", "message"),
+    [
+        ([], "needs exactly index, hashes, checkpoint, extra"),
+        ({**GOOD_JSON, "more": 1}, "needs exactly"),
+        ({k: v for k, v in GOOD_JSON.items() if k != "extra"}, "needs exactly"),
+        ({**GOOD_JSON, "hashes": H}, "hashes must be a list of base64 strings"),
+        ({**GOOD_JSON, "hashes": [H, 1]}, "hashes must be a list of base64 strings"),
+        ({**GOOD_JSON, "checkpoint": SIGNED.hex().encode()}, "checkpoint must be text"),
+        ({**GOOD_JSON, "extra": 5}, "extra base64 or null"),
+        ({**GOOD_JSON, "hashes": [H, "!!"]}, "^proof hash is not valid base64"),
+        ({**GOOD_JSON, "extra": "AAA"}, "^extra data is not valid base64"),
+        ({**GOOD_JSON, "hashes": ["AAAA"]}, "proof hash 0 must be 32 bytes"),
+        ({**GOOD_JSON, "index": "1"}, "index must be an integer"),
+    ],
+)
+def test_bad_proof_json(obj: object, message: str) -> None:
+    with pytest.raises(TlogProofError, match=message):
+        TlogProof.from_json(obj)
+
+
+def test_json_with_extra_data_round_trips() -> None:
+    p = TlogProof.from_json({**GOOD_JSON, "extra": "AAAA"})
+    assert p.extra == b"\x00\x00\x00" and TlogProof.from_json(p.to_json()) == p
+
+
+def test_size_limits_of_the_text() -> None:
+    limit = 256 * 1024 + 2 * 64 * 1024
+    for too_big in ("x" * (limit + 1), b"x" * (limit + 1)):
+        with pytest.raises(TlogProofError, match=f"larger than {limit} bytes"):
+            TlogProof.from_text(too_big)
+    for at_limit in ("x" * limit, b"x" * limit):
+        with pytest.raises(TlogProofError, match="no empty line"):
+            TlogProof.from_text(at_limit)
+    with pytest.raises(TlogProofError, match="must be text"):
+        TlogProof.from_text(7)  # type: ignore[arg-type]
+    with pytest.raises(TlogProofError, match=r"^extra data is not valid base64"):
+        TlogProof.from_text(f"{HEADER}\nextra !!\nindex 1\n\n{CP}")
+    with pytest.raises(TlogProofError, match=f"^tlog-proof is larger than {limit} bytes"):
+        TlogProof.from_text(b"\xff" * (limit + 1))  # refused before decoding
+    sixty_four = TlogProof(1, (H32,) * 64, SIGNED)
+    assert TlogProof.from_text(sixty_four.to_text()) == sixty_four
+    with pytest.raises(TlogProofError, match=r"^proof hash 1 must be 32 bytes, got 3$"):
+        TlogProof.from_text(f"{HEADER}\nindex 1\n{H}\nAAAA\n\n{CP}")
+    with pytest.raises(TlogProofError, match="needs an 'index <n>' line"):
+        TlogProof.from_text(f"{HEADER}\nextra AAAA\n\n{CP}")

@@ -350,3 +350,154 @@ def test_tile_ref_json_round_trip(level: int, index: int, width: int) -> None:
         TileRef.from_json({"level": level, "index": index, "width": 0, "entries": False})
     with pytest.raises(TileError):
         TileRef.from_json({"level": level, "index": index, "width": width, "entries": 1})
+
+
+# ---------------------------------------------------------------------------
+# Limits at their boundaries, with the numbers written out, and named errors
+
+MAX = (1 << 63) - 1
+
+
+def test_tile_ref_limits() -> None:
+    assert TileRef(63, 0, 1).start == 0 and TileRef(0, 0, 256).end == 256
+    assert TileRef(1, 2, 3).start == 2 << 16 and TileRef(1, 2, 3).end == (2 << 16) + (3 << 8)
+    last = (MAX - 1) >> 8  # the tile holding leaf 2^63 - 2
+    assert TileRef(0, last, 256).start == last << 8
+    for args, message in [
+        ((64, 0, 1), "tile level 64 out of range"),
+        ((-1, 0, 1), "tile level -1 out of range"),
+        ((1, 0, 1, True), "tile level 1 out of range"),
+        ((0, 0, 0), "tile width 0 out of range 1..256"),
+        ((0, 0, 257), "tile width 257 out of range"),
+        ((0, -1, 1), "tile index -1 out of range"),
+        ((0, last + 1, 1), f"tile index {last + 1} out of range"),
+        ((0, True, 1), "tile index must be an integer"),
+        ((0, 0, 1.0), "tile width must be an integer"),
+        (("0", 0, 1), "tile level must be an integer"),
+    ]:
+        with pytest.raises(TileError, match=f"^{message}"):
+            TileRef(*args)
+    assert TileRef(0, 0, 255).is_partial and not TileRef(0, 0, 256).is_partial
+
+
+def test_tile_ref_json_is_exact() -> None:
+    with pytest.raises(TileError, match="needs exactly level, index, width, entries"):
+        TileRef.from_json({"level": 0, "index": 0, "width": 1, "entries": False, "x": 1})
+    with pytest.raises(TileError, match="entries must be true or false"):
+        TileRef.from_json({"level": 0, "index": 0, "width": 1, "entries": 0})
+
+
+def test_index_and_path_encoding_limits() -> None:
+    assert encode_index(0) == "000" and encode_index(999) == "999"
+    assert encode_index(1000) == "x001/000" and encode_index(1234067) == "x001/x234/067"
+    for bad in (-1, True, 1.0):
+        with pytest.raises(TileError, match="tile index must be a non-negative integer"):
+            encode_index(bad)  # type: ignore[arg-type]
+    assert tile_path(63, 0) == "tile/63/000" and tile_path(0, 0, 255) == "tile/0/000.p/255"
+    assert entries_path(5, 1) == "tile/entries/005.p/1" and entries_path(5) == "tile/entries/005"
+    for level in (64, -1, True):
+        with pytest.raises(TileError, match=r"tile level must be 0\.\.63"):
+            tile_path(level, 0)
+    for width in (0, 257, True):
+        with pytest.raises(TileError, match=r"tile width must be 1\.\.256"):
+            tile_path(0, 0, width)
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("tile/0/" + "x001/" * 18 + "000", "short ASCII string"),
+        ("tile/0/\u00e9", "short ASCII string"),
+        ("tile/0", "must start with tile/<L>/"),
+        ("tile/64/000", "tile level 64 out of range"),
+        ("tile/100/000", "tile level '100' must be a decimal 0..63"),
+        ("tile/00/000", "without leading zeros"),
+        ("tile/0/000.p/256", "partial tile width '256' must be a decimal 1..255"),
+        ("tile/0/000.p/0", "partial tile width '0'"),
+        ("tile/0/000.p/1000", "partial tile width '1000'"),
+        ("tile/0/001/000", "tile index element '001' is malformed"),
+        ("tile/0/x01/000", "tile index element 'x01' is malformed"),
+        ("tile/0/x001/0000", "tile index element '0000' is malformed"),
+        ("tile/0/x000/001", "not in canonical form"),
+    ],
+)
+def test_parse_tile_path_says_what_is_wrong(path: str, message: str) -> None:
+    with pytest.raises(TileError, match=message):
+        parse_tile_path(path)
+
+
+def test_parse_tile_path_accepts_the_edges() -> None:
+    assert parse_tile_path("tile/63/000.p/1") == TileRef(63, 0, 1)
+    assert parse_tile_path("tile/0/000.p/255") == TileRef(0, 0, 255)
+    assert parse_tile_path("tile/entries/x001/000.p/9") == TileRef(0, 1000, 9, entries=True)
+    long_ok = "tile/0/" + "x001/" * 5 + "000"
+    assert parse_tile_path(long_ok).index == 1001001001001000
+
+
+def test_size_checks_name_the_bad_size() -> None:
+    for size in (-1, MAX + 1, True, "1"):
+        for fn in (tiles_for_size, right_edge_tiles):
+            with pytest.raises(TileError, match=r"^tree size must be an integer in \[0, 2\^63\)"):
+                fn(size)  # type: ignore[operator]
+        with pytest.raises(TileError, match=r"^tree size must be an integer"):
+            new_tiles(0, size)  # type: ignore[arg-type]
+        with pytest.raises(TileError, match=r"^tree size must be an integer"):
+            new_tiles(size, 5)  # type: ignore[arg-type]
+    with pytest.raises(TileError, match="old size 6 is larger than new size 5"):
+        new_tiles(6, 5)
+    assert new_tiles(5, 5) == [] and tiles_for_size(0) == [] and right_edge_tiles(256) == [TileRef(1, 0, 1)]
+    assert [t.path() for t in right_edge_tiles(MAX)][-1] == "tile/7/000.p/127"
+
+
+def test_bundle_limits_at_the_edges() -> None:
+    assert decode_bundle(encode_bundle([b"x"] * 256), 256) == [b"x"] * 256
+    with pytest.raises(TileError, match=r"an entry bundle holds 1\.\.256 entries, got 257"):
+        encode_bundle([b""] * 257)
+    with pytest.raises(TileError, match="bundle entry 1 is 65536 bytes; the limit is 65535"):
+        encode_bundle([b"", b"x" * 65536])
+    with pytest.raises(TileError, match="bundle entry 1 must be bytes"):
+        encode_bundle([b"", "x"])  # type: ignore[list-item]
+    for count in (0, 257):
+        with pytest.raises(TileError, match=f"expected entry count must be 1..256, got {count}"):
+            decode_bundle(b"", count)
+    with pytest.raises(TileError, match="entry bundle must be bytes"):
+        decode_bundle(bytearray(b"\x00\x00"), 1)  # type: ignore[arg-type]
+    with pytest.raises(TileError, match="truncated: 1 of 2 entries present"):
+        decode_bundle(b"\x00\x00\x00", 2)
+    with pytest.raises(TileError, match="truncated inside entry 0"):
+        decode_bundle(b"\x00\x02a", 1)
+    with pytest.raises(TileError, match="has 1 bytes after its 1 entries"):
+        decode_bundle(b"\x00\x01ab", 1)
+
+
+def test_tile_bytes_and_split_tile() -> None:
+    from ledger.tiles import split_tile
+
+    full = MemoryHashStore.from_entries(b"%d" % i for i in range(3))
+    data = tile_bytes(TileRef(0, 0, 3), full)
+    assert len(data) == 96 and split_tile(data, 3) == full.read_hashes([(0, 0), (0, 1), (0, 2)])
+    with pytest.raises(TileError, match="entry bundles are not built from hashes"):
+        tile_bytes(TileRef(0, 0, 3, entries=True), full)
+    with pytest.raises(TileVerificationError, match="tile must be 96 bytes, got 95"):
+        split_tile(data[:-1], 3)
+    with pytest.raises(TileVerificationError, match="tile must be 96 bytes, got str"):
+        split_tile("x" * 96, 3)  # type: ignore[arg-type]
+
+
+def test_tile_reader_checks_its_trust_anchor_and_coordinates() -> None:
+    full = MemoryHashStore.from_entries(b"%d" % i for i in range(300))
+    tiles = {t.path(): tile_bytes(t, full) for t in tiles_for_size(300)}
+    with pytest.raises(TileError, match="trusted root must be 32 bytes"):
+        TileHashReader(300, full.root()[:31], tiles.__getitem__)
+    with pytest.raises(TileError, match=r"^tree size must be an integer"):
+        TileHashReader(-1, full.root(), tiles.__getitem__)
+    reader = TileHashReader(300, full.root(), tiles.__getitem__)
+    assert reader.size == 300
+    assert reader.read_hashes([(8, 0), (0, 299), (5, 8)]) == full.read_hashes([(8, 0), (0, 299), (5, 8)])
+    for coords in ((64, 0), (-1, 0), (0, -1), (8, 1), (1, 150)):
+        with pytest.raises(TileError, match=f"hash \\({coords[0]}, {coords[1]}\\) is not a complete subtree of size 300"):
+            reader.read_hashes([coords])
+    short = dict(tiles)
+    short["tile/0/000"] = tiles["tile/0/000"][:-1]
+    with pytest.raises(TileVerificationError, match=r"^tile/0/000: tile must be 8192 bytes, got 8191"):
+        TileHashReader(300, full.root(), short.__getitem__).read_hashes([(0, 3)])

@@ -273,7 +273,8 @@ def test_reproduce_kernel_end_to_end_refutes_an_inflated_claim() -> None:
         r["baseline_median_ns"] *= 1.5  # consistently: attest refuses a claim its medians contradict
     body = reproduce_kernel(kernel, [(VERIFICATION_V1, ver), (BENCHMARK_V1, inflated)],
                             TARGET, time_budget_s=3, runs=3)
-    assert body["verdict"] == "refuted"
+    assert body["verdict"] == "refuted", [c["reason"] for c in body["claims"]
+                                          if c["claim"].startswith("benchmark")]
     speed = [c for c in body["claims"] if c["claim"].startswith("benchmark.speedup")]
     assert speed and speed[0]["verdict"] == "refuted", speed[0]["reason"]
     assert speed[0]["statistics"]["measured_runs"] == 3
