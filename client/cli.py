@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import click
 
-from client import _cmd_kernel, _cmd_keys, _cmd_log, _cmd_reproduce, _cmd_serve, _cmd_trust
+from client import (
+    _cmd_kernel,
+    _cmd_keys,
+    _cmd_log,
+    _cmd_repair,
+    _cmd_reproduce,
+    _cmd_serve,
+    _cmd_trust,
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -13,5 +21,6 @@ def main() -> None:
     """Kernel Transparency Log: publish, prove and reproduce claims about compute kernels."""
 
 
-for _module in (_cmd_keys, _cmd_serve, _cmd_log, _cmd_kernel, _cmd_reproduce, _cmd_trust):
+for _module in (_cmd_keys, _cmd_serve, _cmd_repair, _cmd_log, _cmd_kernel, _cmd_reproduce,
+                _cmd_trust):
     _module.register(main)

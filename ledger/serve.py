@@ -20,7 +20,7 @@ from flask import Flask
 from gunicorn.app.base import BaseApplication
 
 from ledger.server import ServerConfig, create_app, load_or_create_signer
-from ledger.storage import SqliteStorage, check_log
+from ledger.storage import LogAudit, SqliteStorage, StorageError, audit_log, check_log
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,19 @@ class _Gunicorn(BaseApplication):  # type: ignore[misc]
         return self._factory()
 
 
+def refuse_damaged(audit: LogAudit) -> None:
+    """Raise `StorageError` naming every lost or damaged object the audit found."""
+    bad = [p for p in audit.problems if p.kind != "incomplete"]
+    if not bad and not audit.more:
+        return
+    lines = "\n".join(f"  {p}" for p in bad)
+    more = f"\n  ... and {audit.more} more" if audit.more else ""
+    hint = ("" if audit.lost else
+            "\nevery one is derivable: `ktl repair --data DIR` rewrites them from the verified log")
+    raise StorageError(f"refusing to serve: the deep check found {len(bad) + audit.more} "
+                       f"damaged objects:\n{lines}{more}{hint}")
+
+
 def prepare(
     config: ServerConfig, key_file: str | None = None, deep: bool = False
 ) -> tuple[str, int]:
@@ -69,6 +82,8 @@ def prepare(
     storage = SqliteStorage(config.data_dir)
     try:
         with storage.integration_lock():
+            if deep:
+                refuse_damaged(audit_log(storage, signer.verifier(), signer.name))
             result = check_log(storage, signer.verifier(), signer.name, deep=deep)
     finally:
         storage.close()

@@ -6,11 +6,12 @@ the fake for tests. A PostgreSQL backend would implement the same protocol.
 
 from __future__ import annotations
 
+from ledger.storage._audit import LogAudit, Problem, ProblemKind, audit_log, repair_log
 from ledger.storage._check import LogCheck, check_log
 from ledger.storage._hashes import StoredHashReader, TileCache, expand_tile, tile_nodes
 from ledger.storage._memory import MemoryStorage
 from ledger.storage._schema import SCHEMA_VERSION
-from ledger.storage._sqlite import SqliteStorage
+from ledger.storage._sqlite import DB_NAME, SqliteStorage
 from ledger.storage._types import (
     MAX_PAGE,
     MAX_RANGE,
@@ -26,6 +27,7 @@ from ledger.storage._types import (
 )
 
 __all__ = [
+    "DB_NAME",
     "MAX_PAGE",
     "MAX_RANGE",
     "SCHEMA_VERSION",
@@ -33,9 +35,12 @@ __all__ = [
     "EntryFacts",
     "EntrySummary",
     "IntegratedBatch",
+    "LogAudit",
     "LogCheck",
     "LogStorage",
     "MemoryStorage",
+    "Problem",
+    "ProblemKind",
     "SearchPage",
     "SqliteStorage",
     "StorageError",
@@ -43,7 +48,9 @@ __all__ = [
     "StoredEntry",
     "StoredHashReader",
     "TileCache",
+    "audit_log",
     "check_log",
     "expand_tile",
+    "repair_log",
     "tile_nodes",
 ]
