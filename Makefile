@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed-stamp
 LINTED := attest ledger client verifier
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint typecheck unit browser-deps bench clean
+.PHONY: demo test lint typecheck unit faults browser-deps bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -34,6 +34,10 @@ unit: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 $(PYTEST_ARGS)
 
 test: $(STAMP) browser-deps lint typecheck unit
+
+# Fault injection with real processes (disk full, strace-injected I/O errors, 100 SIGKILLs).
+faults: $(STAMP)
+	KTL_FAULT_KILLS=$${KTL_FAULT_KILLS:-100} $(BIN)/python -m pytest -q -m faults --timeout 3600 tests/test_faults.py
 
 demo: $(STAMP)
 	$(BIN)/python -m client.demo $(if $(DEMO_EXIT),--exit,)

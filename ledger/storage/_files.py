@@ -41,12 +41,16 @@ class TileFiles:
             target.parent.mkdir(parents=True, exist_ok=True)
             self._counter += 1
             tmp = target.parent / f".{target.name}.{os.getpid()}.{self._counter}.tmp"
-            with open(tmp, "wb") as fh:
-                fh.write(data)
-                if self.fsync:
-                    fh.flush()
-                    os.fsync(fh.fileno())
-            os.replace(tmp, target)
+            try:
+                with open(tmp, "wb") as fh:
+                    fh.write(data)
+                    if self.fsync:
+                        fh.flush()
+                        os.fsync(fh.fileno())
+                os.replace(tmp, target)
+            except BaseException:
+                tmp.unlink(missing_ok=True)  # a full disk must not leave half-written files
+                raise
         for path in files:
             if path.startswith("tile/") and ".p/" not in path:
                 # The full tile exists now; tlog-tiles lets partial ones go.
