@@ -89,7 +89,7 @@ def test_the_document_states_the_limits_the_code_enforces() -> None:
     assert limit["schema"]["maximum"] == ServerConfig().max_search_limit
 
 
-def test_every_answered_status_is_documented(tmp_path: Path) -> None:
+def test_every_answered_status_is_documented() -> None:
     """The statuses the issue found undocumented are documented now."""
     blob_get = _schema("/api/v1/blobs/sha256:{digest}", "get")["responses"]
     assert {"200", "400", "404", "405"} <= set(blob_get)
