@@ -85,6 +85,7 @@ def prepare(
             if deep:
                 refuse_damaged(audit_log(storage, signer.verifier(), signer.name))
             result = check_log(storage, signer.verifier(), signer.name, deep=deep)
+            storage.files.remove_temporaries()  # a killed writer's; no worker runs yet
     finally:
         storage.close()
     return signer.verifier_key_string(), result.size

@@ -231,4 +231,7 @@ def test_random_sigkills_under_load_lose_nothing_acknowledged(tmp_path: Path) ->
     assert led is not None and led.acked
     with ktl_serve(data) as (_proc, base, _vkey):
         led.check(base)
-    _audit_clean(data)  # (a kill between a temp file's write and its rename may leave it)
+        os.killpg(_proc.pid, signal.SIGTERM)
+        assert _proc.wait(30) == 0
+    _no_temp_files(data)  # a killed writer's temporary files are gone after a start
+    _audit_clean(data)

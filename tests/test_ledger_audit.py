@@ -185,3 +185,13 @@ def test_ktl_repair_lists_then_repairs(log: Path) -> None:
 def test_ktl_repair_refuses_a_folder_without_a_log(tmp_path: Path) -> None:
     res = CliRunner().invoke(main, ["repair", "--data", str(tmp_path)])
     assert res.exit_code != 0 and "no log database" in res.output
+
+
+def test_start_up_removes_a_killed_writers_temporary_files(log: Path) -> None:
+    leftover = log / TILE / "0" / ".000.4242.7.tmp"
+    leftover.write_bytes(b"half a tile")
+    other = log / TILE / "0" / ".keep"  # not a temporary file of ours: left alone
+    other.write_bytes(b"x")
+    assert _prepare(log) == 300
+    assert not leftover.exists() and other.exists()
+    assert _audit(log).problems == ()
