@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -63,8 +64,7 @@ def test_schemathesis_finds_nothing_against_a_seeded_server(tmp_path: Path) -> N
                              cwd=tmp_path, env=env)
     out = res.stdout + res.stderr
     assert res.returncode == 0, out[-6000:]
-    assert "failures" not in out.split("SUMMARY")[-1].lower() or " 0 failures" in out, out[-3000:]
-    assert "12 selected" in out, out[-3000:]  # every operation was tested
+    assert re.search(r"Operations: +(\d+) selected / \1 total", out), out[-3000:]  # none left out
 
 
 def _schema(path: str, method: str) -> dict[str, Any]:
