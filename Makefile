@@ -8,7 +8,7 @@ TEST_STAMP := $(VENV)/.installed-test-stamp
 LINTED := attest ledger client verifier
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint typecheck unit browser-deps postgresql-deps bench clean mutation
+.PHONY: demo test lint typecheck unit faults browser-deps postgresql-deps bench clean mutation
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -54,6 +54,10 @@ test: $(TEST_STAMP) browser-deps postgresql-deps lint typecheck unit
 # One module at a time: `make mutation MODULE=ledger/note.py`; JOBS=2 runs two mutants at once.
 mutation: $(TEST_STAMP)
 	PYTHONPATH=tests $(BIN)/python -m mutation.run $(if $(MODULE),--module $(MODULE),) $(if $(JOBS),--jobs $(JOBS),)
+
+# Fault injection with real processes (disk full, strace-injected I/O errors, 100 SIGKILLs).
+faults: $(TEST_STAMP)
+	KTL_FAULT_KILLS=$${KTL_FAULT_KILLS:-100} $(BIN)/python -m pytest -q -m faults --timeout 3600 tests/test_faults.py
 
 demo: $(STAMP)
 	$(BIN)/python -m client.demo $(if $(DEMO_EXIT),--exit,)

@@ -9,6 +9,7 @@ from client import (
     _cmd_keys,
     _cmd_log,
     _cmd_ops,
+    _cmd_repair,
     _cmd_reproduce,
     _cmd_serve,
     _cmd_trust,
@@ -22,6 +23,6 @@ def main() -> None:
     """Kernel Transparency Log: publish, prove and reproduce claims about compute kernels."""
 
 
-for _module in (_cmd_keys, _cmd_serve, _cmd_log, _cmd_kernel, _cmd_ops, _cmd_reproduce,
-                _cmd_trust, _cmd_witness):
+for _module in (_cmd_keys, _cmd_serve, _cmd_repair, _cmd_log, _cmd_kernel, _cmd_ops,
+                _cmd_reproduce, _cmd_trust, _cmd_witness):
     _module.register(main)

@@ -21,7 +21,15 @@ from flask import Flask
 from gunicorn.app.base import BaseApplication
 
 from ledger.server import ServerConfig, create_app, load_or_create_signer
-from ledger.storage import check_log, open_storage, redact_url
+from ledger.storage import (
+    LogAudit,
+    SqliteStorage,
+    StorageError,
+    audit_log,
+    check_log,
+    open_storage,
+    redact_url,
+)
 
 
 @dataclass(frozen=True)
@@ -58,6 +66,19 @@ class _Gunicorn(BaseApplication):  # type: ignore[misc]
         return self._factory()
 
 
+def refuse_damaged(audit: LogAudit) -> None:
+    """Raise `StorageError` naming every lost or damaged object the audit found."""
+    bad = [p for p in audit.problems if p.kind != "incomplete"]
+    if not bad and not audit.more:
+        return
+    lines = "\n".join(f"  {p}" for p in bad)
+    more = f"\n  ... and {audit.more} more" if audit.more else ""
+    hint = ("" if audit.lost else
+            "\nevery one is derivable: `ktl repair --data DIR` rewrites them from the verified log")
+    raise StorageError(f"refusing to serve: the deep check found {len(bad) + audit.more} "
+                       f"damaged objects:\n{lines}{more}{hint}")
+
+
 def prepare(
     config: ServerConfig, key_file: str | None = None, deep: bool = False
 ) -> tuple[str, int]:
@@ -70,7 +91,11 @@ def prepare(
     storage = open_storage(config.data_dir, config.database)
     try:
         with storage.integration_lock():
+            if deep:
+                refuse_damaged(audit_log(storage, signer.verifier(), signer.name))
             result = check_log(storage, signer.verifier(), signer.name, deep=deep)
+            if isinstance(storage, SqliteStorage):  # PostgreSQL keeps no files of its own
+                storage.files.remove_temporaries()  # a killed writer's; no worker runs yet
     finally:
         storage.close()
     return signer.verifier_key_string(), result.size

@@ -16,7 +16,7 @@ from ledger.sequencer import Receipt, SequencerClosed, SequencerTimeout, Submiss
 from ledger.server._admit import admit, admit_body, parse_json
 from ledger.server._config import check_body_size
 from ledger.server._errors import ApiError
-from ledger.server._params import hex64, int_arg, parse_int
+from ledger.server._params import hex64, int_arg, only_args, parse_int
 from ledger.server._service import LogService
 from ledger.storage import SEARCH_FIELDS
 
@@ -213,6 +213,7 @@ def get_entry(raw_index: str) -> Response:
 @bp.get("/proof/inclusion")
 def proof_inclusion() -> Response:
     svc = _service()
+    only_args("index", "leaf_hash", "tree_size")
     fixed = "tree_size" in request.args
     tree_size = int_arg("tree_size", svc.tree_size(), lo=1)
     leaf = request.args.get("leaf_hash")
@@ -249,6 +250,7 @@ def proof_consistency() -> Response:
 @bp.get("/search")
 def search() -> Response:
     svc = _service()
+    only_args(*SEARCH_FIELDS, "cursor", "limit")
     given = [f for f in SEARCH_FIELDS if f in request.args]
     if len(given) != 1:
         raise ApiError(

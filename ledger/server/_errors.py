@@ -61,7 +61,9 @@ def install_error_handlers(app: Flask) -> None:
         message = err.description or err.name
         if status == 413:
             message = "request body too large for this endpoint"
-        return error_response(ApiError(status, code, message))
+        # RFC 9110 15.5.6: a 405 names the methods the resource allows (werkzeug sets Allow).
+        kept = {k: v for k, v in err.get_headers() if k.lower() == "allow"}
+        return error_response(ApiError(status, code, message, kept))
 
     @app.errorhandler(Exception)
     def _other(err: Exception) -> Response:

@@ -38,3 +38,13 @@ def hex64(text: str, name: str) -> str:
     if not _HEX64.fullmatch(text):
         raise ApiError(400, "invalid_parameter", f"{name} must be 64 lowercase hex characters")
     return text
+
+
+def only_args(*names: str) -> None:
+    """Refuse query parameters the endpoint does not take (the OpenAPI document says which)."""
+    unknown = sorted(set(request.args) - set(names))
+    if unknown:
+        raise ApiError(
+            400, "invalid_parameter",
+            f"unknown query parameter {unknown[0][:40]!r}; this endpoint takes {', '.join(names)}",
+        )

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import os
 
+from ledger.storage._audit import LogAudit, Problem, ProblemKind, audit_log, repair_log
 from ledger.storage._check import LogCheck, check_log
 from ledger.storage._copy import CopyResult, copy_log
 from ledger.storage._hashes import StoredHashReader, TileCache, expand_tile, tile_nodes
 from ledger.storage._memory import MemoryStorage
 from ledger.storage._schema import SCHEMA_VERSION
-from ledger.storage._sqlite import SqliteStorage
+from ledger.storage._sqlite import DB_NAME, SqliteStorage
 from ledger.storage._types import (
     MAX_PAGE,
     MAX_RANGE,
@@ -48,6 +49,7 @@ def open_storage(data_dir: str | os.PathLike[str] | None, database: str | None =
 
 
 __all__ = [
+    "DB_NAME",
     "MAX_PAGE",
     "MAX_RANGE",
     "SCHEMA_VERSION",
@@ -56,9 +58,12 @@ __all__ = [
     "EntryFacts",
     "EntrySummary",
     "IntegratedBatch",
+    "LogAudit",
     "LogCheck",
     "LogStorage",
     "MemoryStorage",
+    "Problem",
+    "ProblemKind",
     "SearchPage",
     "SqliteStorage",
     "StorageError",
@@ -66,11 +71,13 @@ __all__ = [
     "StoredEntry",
     "StoredHashReader",
     "TileCache",
+    "audit_log",
     "check_database_url",
     "check_log",
     "copy_log",
     "expand_tile",
     "open_storage",
     "redact_url",
+    "repair_log",
     "tile_nodes",
 ]

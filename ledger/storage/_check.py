@@ -17,9 +17,10 @@ from ledger.checkpoint import open_checkpoint
 from ledger.merkle import HASH_SIZE, MissingHashError, leaf_hash, tree_root
 from ledger.note import NoteVerifier
 from ledger.storage._hashes import StoredHashReader, tile_nodes
-from ledger.storage._types import LogStorage, StorageError
+from ledger.storage._types import LogStorage, StorageError, StoredCheckpoint
 from ledger.tiles import (
     TILE_WIDTH,
+    TileRef,
     encode_bundle,
     entries_path,
     entry_bundles_for_size,
@@ -84,6 +85,9 @@ def check_log(
             break
         for old in page:
             seen += 1
+            problem = checkpoint_row_problem(old, verifier, origin)
+            if problem is not None:
+                raise _refuse(f"the stored checkpoint at size {old.size} {problem}")
             if old.size and tree_root(old.size, reader) != old.root_hash:
                 raise _refuse(f"the stored checkpoint at size {old.size} is not a prefix of the tree")
         before = page[-1].size
@@ -104,11 +108,35 @@ def check_log(
     return LogCheck(size, seen, tuple(rewritten))
 
 
+def checkpoint_row_problem(
+    row: StoredCheckpoint, verifier: NoteVerifier, origin: str | None
+) -> str | None:
+    """Why a stored checkpoint row is not a signed note for its own size and root, or None."""
+    try:
+        signed = open_checkpoint(row.note, verifier, origin)
+    except LedgerError as e:
+        return f"does not verify with the log key: {e}"
+    if signed.checkpoint.size != row.size or signed.checkpoint.root_hash != row.root_hash:
+        return "has a note for another size or root than its row"
+    return None
+
+
+def tile_file_bytes(storage: LogStorage, ref: TileRef) -> bytes:
+    """The bytes the tile file for ``ref`` must hold: derived from the stored hashes."""
+    return storage.read_tile(ref.level, ref.index)[: ref.width * HASH_SIZE]
+
+
+def bundle_file_bytes(storage: LogStorage, ref: TileRef) -> bytes:
+    """The bytes the entry bundle file for ``ref`` must hold: derived from the stored entries."""
+    first = ref.index * TILE_WIDTH
+    return encode_bundle([e.data for e in storage.get_entries(first, first + ref.width)])
+
+
 def _check_files(storage: LogStorage, size: int, tail: int, repair: bool, deep: bool) -> list[str]:
     missing: dict[str, bytes] = {}
     for ref in tiles_for_size(size):
         path = tile_path(ref.level, ref.index, ref.width)
-        want = storage.read_tile(ref.level, ref.index)[: ref.width * HASH_SIZE]
+        want = tile_file_bytes(storage, ref)
         have = storage.read_file(path)
         if have is None or len(have) != len(want):
             missing[path] = want
@@ -124,7 +152,7 @@ def _check_files(storage: LogStorage, size: int, tail: int, repair: bool, deep: 
         have = storage.read_file(path)
         if have is not None and not deep and first + ref.width <= tail:
             continue
-        want = encode_bundle([e.data for e in storage.get_entries(first, first + ref.width)])
+        want = bundle_file_bytes(storage, ref)
         if have is None or len(have) != len(want):
             missing[path] = want
         elif have != want:

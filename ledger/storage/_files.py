@@ -13,6 +13,8 @@ from ledger.storage._types import StorageError
 # Only what ledger.tiles produces, plus the published checkpoint.
 _SAFE_PATH = re.compile(r"^(checkpoint|tile/(entries|[0-9]{1,2})(/x[0-9]{3})*/[0-9]{3}(\.p/[0-9]{1,3})?)$")
 
+_TEMP = re.compile(r"\.[^/]+\.[0-9]+\.[0-9]+\.tmp")  # what `write` names its temporary files
+
 
 def check_file_path(path: str) -> str:
     """Reject anything that is not a tile, entry bundle or checkpoint path."""
@@ -40,13 +42,17 @@ class TileFiles:
             target = self.root / check_file_path(path)
             target.parent.mkdir(parents=True, exist_ok=True)
             self._counter += 1
-            tmp = target.parent / f".{target.name}.{os.getpid()}.{self._counter}.tmp"
-            with open(tmp, "wb") as fh:
-                fh.write(data)
-                if self.fsync:
-                    fh.flush()
-                    os.fsync(fh.fileno())
-            os.replace(tmp, target)
+            tmp = target.parent / f".{target.name}.{os.getpid()}.{self._counter}.tmp"  # _TEMP
+            try:
+                with open(tmp, "wb") as fh:
+                    fh.write(data)
+                    if self.fsync:
+                        fh.flush()
+                        os.fsync(fh.fileno())
+                os.replace(tmp, target)
+            except BaseException:
+                tmp.unlink(missing_ok=True)  # a full disk must not leave half-written files
+                raise
         for path in files:
             if path.startswith("tile/") and ".p/" not in path:
                 # The full tile exists now; tlog-tiles lets partial ones go.
@@ -58,6 +64,16 @@ class TileFiles:
             return target.read_bytes()
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             return None
+
+    def remove_temporaries(self) -> list[str]:
+        """Delete temporary files a killed writer left (call only while no one writes)."""
+        gone: list[str] = []
+        for dirpath, _dirs, names in os.walk(self.root):
+            for name in names:
+                if _TEMP.fullmatch(name):
+                    os.unlink(os.path.join(dirpath, name))
+                    gone.append(os.path.relpath(os.path.join(dirpath, name), self.root))
+        return sorted(gone)
 
     def list(self) -> Iterator[str]:
         for dirpath, _dirs, names in os.walk(self.root):

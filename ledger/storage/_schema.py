@@ -112,6 +112,7 @@ def migrate(conn: sqlite3.Connection) -> int:
         conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:  # SQLite may have rolled back already (a full disk)
+            conn.execute("ROLLBACK")
         raise
     return SCHEMA_VERSION

@@ -408,7 +408,10 @@ class SqliteStorage:
             )
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            # SQLite rolls back by itself on some errors (a full disk during COMMIT): a
+            # second ROLLBACK would raise and hide the real error.
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
             raise
 
     # ---- tile files
