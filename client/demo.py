@@ -113,8 +113,11 @@ class SummaryRow:
 def check_summary(rows: Sequence[SummaryRow], honest_kernels: Sequence[str]) -> list[str]:
     """What is wrong with the demo's outcome; empty when it is as expected.
 
-    Expected: every honest kernel has reproduced claims and all are confirmed; the
-    inflated entry has reproduced claims, at least one refuted and none confirmed.
+    Expected: every honest kernel has reproduced claims, none refuted and at least one
+    honest claim confirmed; the inflated entry has reproduced claims, at least one refuted
+    and none confirmed. An honest claim that comes out inconclusive (the measurement here
+    was too unstable to decide, e.g. on a loaded machine) is shown with its reason but is
+    not a failure: only a false refutation or a missed lie would be.
     """
     problems: list[str] = []
     for name in honest_kernels:
@@ -122,9 +125,12 @@ def check_summary(rows: Sequence[SummaryRow], honest_kernels: Sequence[str]) -> 
         if not mine:
             problems.append(f"{name}: no benchmark claim was reproduced")
         for r in mine:
-            if r.verdict != "confirmed":
+            if r.verdict == "refuted":
                 problems.append(f"{name} {r.claim}: honest claim came out {r.verdict}"
                                 + (f" ({r.reason})" if r.reason else ""))
+    if honest_kernels and not any(r.honest and r.verdict == "confirmed" for r in rows):
+        problems.append("no honest claim was confirmed (every one came out inconclusive or "
+                        "refuted)")
     inflated = [r for r in rows if not r.honest]
     if not inflated:
         problems.append("the inflated claim was not reproduced")
@@ -521,8 +527,12 @@ class Demo:
             for p in problems:
                 c.print(safe(f"  ✗ {p}"))
         else:
-            c.print("[bold green]✓ every honest claim confirmed, the inflated claim refuted[/] "
+            undecided = sum(1 for r in self.rows if r.honest and r.verdict == "inconclusive")
+            c.print("[bold green]✓ no honest claim refuted, the inflated claim refuted[/] "
                     f"[dim]({time.monotonic() - self.started:.0f} s)[/]")
+            if undecided:
+                c.print(f"[yellow]  {undecided} honest claim(s) inconclusive here: the "
+                        "measurement was too unstable to decide (see the reasons above)[/]")
 
     def _reproduced(self, report: Mapping[str, Any], entry: Mapping[str, Any], key: Path,
                     server: LogServer, *, honest: bool) -> None:

@@ -43,6 +43,12 @@ def test_row_round_trip() -> None:
         SummaryRow.from_json({"kernel": "a/b"})
 
 
+def test_an_inconclusive_honest_claim_is_shown_not_failed() -> None:
+    rows = [_row("a/b", "confirmed"), _row("c/d", "inconclusive"),
+            _row("a/b", "refuted", honest=False)]
+    assert check_summary(rows, ["a/b", "c/d"]) == []
+
+
 def test_expected_outcome_passes() -> None:
     rows = [_row("a/b", "confirmed"), _row("c/d", "confirmed"),
             _row("a/b", "refuted", honest=False), _row("a/b", "inconclusive", honest=False, claim="x")]
@@ -53,7 +59,8 @@ def test_expected_outcome_passes() -> None:
     ("rows", "says"),
     [
         ([_row("a/b", "refuted"), _row("a/b", "refuted", honest=False)], "honest claim came out refuted"),
-        ([_row("a/b", "inconclusive"), _row("a/b", "refuted", honest=False)], "came out inconclusive"),
+        ([_row("a/b", "inconclusive"), _row("a/b", "refuted", honest=False)],
+         "no honest claim was confirmed"),
         ([_row("a/b", "confirmed")], "the inflated claim was not reproduced"),
         ([_row("a/b", "confirmed"), _row("a/b", "inconclusive", honest=False)], "was not refuted"),
         ([_row("a/b", "confirmed"), _row("a/b", "refuted", honest=False),
@@ -140,7 +147,7 @@ def test_full_demo_end_to_end(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=900, cwd=REPO, check=False,
     )
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
-    assert "every honest claim confirmed, the inflated claim refuted" in out.stdout
+    assert "no honest claim refuted, the inflated claim refuted" in out.stdout
 
 
 def test_demo_without_examples_fails_clearly(tmp_path: Path) -> None:
