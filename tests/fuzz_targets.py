@@ -25,6 +25,8 @@ from ledger.checkpoint import Checkpoint
 from ledger.cosignature import cosignature_timestamp
 from ledger.note import split_note
 from ledger.proof_bundle import TlogProof
+from ledger.witness import AddCheckpoint
+from ledger.witness_policy import WitnessPolicy
 from ledger.tiles import (
     TILE_WIDTH,
     decode_bundle,
@@ -128,6 +130,20 @@ def _trust_policy(data: bytes) -> None:
     assert len(policy.rules) >= 0
 
 
+def _add_checkpoint(data: bytes) -> None:
+    """A tlog-witness add-checkpoint body, as a log (or anyone) POSTs it to a witness."""
+    req = AddCheckpoint.parse(data)
+    assert req.encode() == data
+    assert AddCheckpoint.parse(req.encode()) == req
+
+
+def _witness_policy(data: bytes) -> None:
+    """A witness policy file (Sigsum grammar): parsed, its canonical text parses the same."""
+    policy = WitnessPolicy.parse(data)
+    assert WitnessPolicy.parse(policy.to_text()) == policy
+    assert WitnessPolicy.from_json(json.loads(json.dumps(policy.to_json()))) == policy
+
+
 TARGETS: dict[str, Callable[[bytes], None]] = {
     "note": _note,
     "cosignature": _cosignature,
@@ -139,6 +155,8 @@ TARGETS: dict[str, Callable[[bytes], None]] = {
     "tile_body": _tile_body,
     "kernel_toml": _kernel_toml,
     "trust_policy": _trust_policy,
+    "add_checkpoint": _add_checkpoint,
+    "witness_policy": _witness_policy,
 }
 
 
