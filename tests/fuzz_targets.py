@@ -25,8 +25,6 @@ from ledger.checkpoint import Checkpoint
 from ledger.cosignature import cosignature_timestamp
 from ledger.note import split_note
 from ledger.proof_bundle import TlogProof
-from ledger.witness import AddCheckpoint
-from ledger.witness_policy import WitnessPolicy
 from ledger.tiles import (
     TILE_WIDTH,
     decode_bundle,
@@ -36,6 +34,8 @@ from ledger.tiles import (
     split_tile,
     tile_path,
 )
+from ledger.witness import AddCheckpoint
+from ledger.witness_policy import WitnessPolicy
 from verifier import VerifierError
 from verifier.kernel import KernelSpec
 
