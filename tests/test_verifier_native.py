@@ -94,9 +94,10 @@ def test_idle_threads_are_not_escaped_work_but_busy_ones_are() -> None:
     before = activity(pid)
     assert escaped_work(pid, before, activity(pid), 50_000_000) == []
     busy = type(before)({**before.threads, pid: before.threads[pid] + 40_000_000}, ())
-    assert escaped_work(pid, before, busy, 50_000_000)
+    assert [e.key for e in escaped_work(pid, before, busy, 50_000_000)] == [("threads", 1)]
     spawned = type(before)(before.threads, (123456,))
-    assert "process" in escaped_work(pid, before, spawned, 50_000_000)[0]
+    found = escaped_work(pid, before, spawned, 50_000_000)
+    assert [e.key for e in found] == [("processes", 1)] and "process" in str(found[0])
 
 
 def test_commands_are_fixed_width_words() -> None:
