@@ -32,11 +32,12 @@ from attest._errors import (
 from attest._json import JSONRejected, strict_loads
 from attest.dsse import Envelope, sign_envelope
 from attest.keys import keyid, public_key_b64, public_key_from_b64
+from attest.predicates import HEX64_PATTERN
 from attest.statement import PAYLOAD_TYPE, Statement, parse_statement_payload, statement_payload
 
 MAX_ENTRY_BYTES = 65535
 MAX_KEYS = 16
-_KEYID = re.compile(r"[0-9a-f]{64}")
+_KEYID = re.compile(HEX64_PATTERN)
 
 
 @dataclass(frozen=True)

@@ -48,12 +48,12 @@ from typing import Any
 from attest._errors import KeyFileError, PolicyError
 from attest.entry import VerifiedEntry
 from attest.keys import keyid, load_public_key
-from attest.predicates import PREDICATE_TYPES, SHORT_NAMES
+from attest.predicates import HEX64_PATTERN, PREDICATE_TYPES, SHORT_NAMES
 
 MAX_POLICY_BYTES = 1 << 20
 MAX_RULES = 256
 MAX_KEYS_PER_RULE = 64
-_KEYID = re.compile(r"[0-9a-f]{64}")
+_KEYID = re.compile(HEX64_PATTERN)
 _GLOB = re.compile(r"[a-z0-9._/*?\[\]!-]{1,128}")
 _RULE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._ -]{0,63}")
 _RULE_FIELDS = ("name", "kernel", "predicate_types", "keys", "key_files", "threshold")

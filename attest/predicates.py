@@ -29,11 +29,16 @@ MAX_RUNS = 64
 """Most independent runs one benchmark result (or its re-measurement) may hold."""
 
 KERNEL_NAME_PATTERN = r"[a-z0-9][a-z0-9._-]*/[a-z0-9][a-z0-9._-]*"
+"""A kernel's name, 'vendor/kernel-name': the one pattern attest, verifier, client and ledger use."""
 MAX_KERNEL_NAME_CHARS = 128
+HEX64_PATTERN = r"[0-9a-f]{64}"
+"""A sha256 digest or key id: 64 lowercase hex characters (match with `re.fullmatch`)."""
+RUNTIMES = ("c", "cuda", "triton")
+"""The runtimes a kernel may name."""
 
 # ---- shared rules ---------------------------------------------------------------------------
 
-HEX64 = Str(64, min_len=64, pattern="[0-9a-f]{64}",
+HEX64 = Str(64, min_len=64, pattern=HEX64_PATTERN,
             hint="must be 64 lowercase hex characters (a sha256 digest)")
 KERNEL_NAME = Str(
     MAX_KERNEL_NAME_CHARS, pattern=KERNEL_NAME_PATTERN,
@@ -141,7 +146,7 @@ KERNEL = Obj({
     "name": KERNEL_NAME,
     "version": Str(64, pattern=_TOKEN, hint="must be a version token such as '1.0.0'"),
     "op": OP_NAME,
-    "runtime": Enum("c", "cuda", "triton"),
+    "runtime": Enum(*RUNTIMES),
     "entry": Str(128, pattern=_IDENT, hint="must be a C identifier"),
     "abi_version": Int(1, 65535),
     "sources": List(SOURCE, min_items=1, max_items=256),

@@ -55,7 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from attest.dsse import pae
 from attest.entry import encode_entry, make_entry
-from attest.predicates import KernelPredicate
+from attest.predicates import KERNEL_V1, KernelPredicate
 from attest.statement import PAYLOAD_TYPE, make_statement
 from ledger.merkle import consistency_proof, inclusion_proof
 from ledger.note import NoteSigner
@@ -66,7 +66,7 @@ from ledger.tiles import encode_index
 
 ROOT = Path(__file__).resolve().parent.parent
 console = Console()
-PTYPE = "https://kerneltransparency.dev/attestation/kernel/v1"
+PTYPE = KERNEL_V1
 KEYID = "cd" * 32
 
 

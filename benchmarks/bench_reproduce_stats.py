@@ -30,9 +30,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from client.demo import inflate_benchmark
+from verifier._bench import machine_peaks
 from verifier._runs import DEFAULT_RUNS, RunSet, bench_runs
 from verifier._stats import simulated_rates
-from verifier.bench import machine_peaks
 from verifier.reproduce import compare_benchmark
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 from rich.console import Console
 
-from attest.predicates import PREDICATE_TYPES
+from attest.predicates import HEX64_PATTERN, PREDICATE_TYPES
 from client._errors import InputError, NetworkError
 from client._output import Output, kv_table, plural, rows_table, run_guarded, safe
 from client.state import TrustedState, read_capped
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from client.monitor import MonitorReport
 
 F = TypeVar("F", bound=Callable[..., Any])
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_HEX64 = re.compile(HEX64_PATTERN)
 
 
 def log_option(fn: F) -> F:
@@ -283,7 +283,7 @@ def get(index: int, out_path: Path | None, log_url: str | None, log_key: str | N
 
 
 def _keyid_arg(value: str) -> str:
-    if _HEX64.match(value):
+    if _HEX64.fullmatch(value):
         return value
     path = Path(value)
     if not path.exists():
@@ -336,7 +336,7 @@ def search(digest: str | None, name: str | None, key: str | None, ptype: str | N
         if name is not None and _GLOB.search(name):
             raise InputError(f"--name {name!r}: no globs; the log's index matches exact kernel "
                              "names (to list a vendor's kernels, search by --key with its key)")
-        if digest is not None and not _HEX64.match(digest.removeprefix("sha256:")):
+        if digest is not None and not _HEX64.fullmatch(digest.removeprefix("sha256:")):
             raise InputError("--digest must be a sha256 digest (64 lowercase hex digits)")
         keyid = _keyid_arg(key) if key else None
         pt = _search_type(ptype) if ptype else None

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 import requests
 
+from attest import HEX64_PATTERN
 from client._errors import InputError, NetworkError, NotInLog, ServerError
 from client.models import (
     MAX_CHECKPOINT_BYTES,
@@ -36,7 +37,7 @@ DEFAULT_TIMEOUT = (5.0, 60.0)  # connect, read (a submission waits for its batch
 DEFAULT_RETRIES = 3
 MAX_BATCH = 1000
 _RETRY_STATUS = frozenset({429, 502, 503, 504})
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_HEX64 = re.compile(HEX64_PATTERN)
 _TILE_PATH = re.compile(r"^tile/(?:[0-9]{1,2}|entries)/(?:x[0-9]{3}/)*[0-9]{3}(?:\.p/[0-9]{1,3})?$")
 
 
@@ -65,7 +66,7 @@ class LogAPI(Protocol):
 
 
 def _check_digest(sha256_hex: str) -> str:
-    if not _HEX64.match(sha256_hex):
+    if not _HEX64.fullmatch(sha256_hex):
         raise InputError(f"{sha256_hex!r} is not a sha256 digest (64 lowercase hex digits)")
     return sha256_hex
 

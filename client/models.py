@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from attest import HEX64_PATTERN
 from client._errors import ServerError
 
 HASH_SIZE = 32
@@ -21,7 +22,7 @@ MAX_PROOF_HASHES = 64  # a proof for a tree of 2**63 leaves has at most 63 hashe
 MAX_CHECKPOINT_BYTES = 16 * 1024
 MAX_SEARCH_RESULTS = 1000
 MAX_ENTRY_BYTES = 65535
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_HEX64 = re.compile(HEX64_PATTERN)
 
 
 def _need(obj: Mapping[str, Any], key: str, what: str) -> Any:
@@ -46,7 +47,7 @@ def _str(obj: Mapping[str, Any], key: str, what: str, *, max_len: int = 4096) ->
 
 def _hex_hash(obj: Mapping[str, Any], key: str, what: str) -> bytes:
     value = _str(obj, key, what, max_len=64)
-    if not _HEX64.match(value):
+    if not _HEX64.fullmatch(value):
         raise ServerError(f"log answer for {what}: {key!r} must be 64 lowercase hex digits")
     return bytes.fromhex(value)
 
@@ -259,10 +260,10 @@ class SearchHit:
         if not isinstance(keyids, list) or len(keyids) > 64:
             raise ServerError(f"log answer for {w}: 'keyids' must be a list of <= 64 strings")
         for k in keyids:
-            if not isinstance(k, str) or not _HEX64.match(k):
+            if not isinstance(k, str) or not _HEX64.fullmatch(k):
                 raise ServerError(f"log answer for {w}: keyid {k!r} is not 64 hex digits")
         digest = _str(obj, "subject_sha256", w, max_len=64)
-        if not _HEX64.match(digest):
+        if not _HEX64.fullmatch(digest):
             raise ServerError(f"log answer for {w}: subject_sha256 is not 64 hex digits")
         return cls(
             index=_int(obj, "index", w),

@@ -220,7 +220,7 @@ def kernel_claim(kernel_dir: Path) -> tuple[str, bytes, Claim]:
 def measure(kernel_dir: Path, budget: str, on_step: Callable[[str], None]) -> Results:
     """Run the verification suite and the benchmark now (no --results given)."""
     from verifier import VerifierError, bench_runs
-    from verifier.check import check as run_check
+    from verifier import check as run_check
 
     try:
         on_step(f"running `ktl check --budget {budget}` (this can take a while)")

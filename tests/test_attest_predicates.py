@@ -322,3 +322,29 @@ def test_published_schema_matches_the_code(kind: str) -> None:
     assert published["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     assert published["additionalProperties"] is False
     assert set(published["required"]) == set(BODIES[p.SHORT_NAMES[kind]]())
+
+
+def test_wire_constants_have_one_home_in_attest() -> None:
+    """The kernel-name and digest patterns, the runtimes and the predicate URIs are written
+    once, in attest.predicates; ledger, verifier, client and benchmarks import them."""
+    import re
+    from pathlib import Path
+
+    import attest
+
+    root = Path(__file__).resolve().parent.parent
+    copies = {
+        attest.PREDICATE_NAMESPACE, attest.HEX64_PATTERN, attest.KERNEL_NAME_PATTERN,
+        '"c", "cuda", "triton"', "^[0-9a-f]{64}$",
+    }
+    home = root / "attest" / "predicates.py"
+    found = []
+    for pkg in ("attest", "ledger", "client", "verifier", "benchmarks"):
+        for path in (root / pkg).rglob("*.py"):
+            text = path.read_text(encoding="utf-8")
+            found += [f"{path.relative_to(root)}: {c}" for c in copies
+                      if path != home and c in text]
+    assert not found, found
+    assert re.fullmatch(attest.KERNEL_NAME_PATTERN, "acme/sum-rows")
+    assert attest.SHORT_NAMES["benchmark"] == attest.BENCHMARK_V1
+    assert attest.RUNTIMES == ("c", "cuda", "triton")

@@ -131,6 +131,8 @@ def test_blob_digest_is_checked() -> None:
         c.get_blob(want)
     with pytest.raises(InputError):
         c.get_blob("not-a-digest")
+    with pytest.raises(InputError, match="not a sha256 digest"):  # `$` once let a newline by
+        c.get_blob(want + "\n")
 
 
 def test_rejects_bad_urls_and_paths() -> None:

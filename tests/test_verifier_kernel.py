@@ -178,3 +178,19 @@ def test_unpack_bit_flips_never_crash(tmp_path_factory: pytest.TempPathFactory, 
     flipped[where % len(flipped)] ^= value
     with tempfile.TemporaryDirectory() as tmp, contextlib.suppress(ArchiveError):
         unpack_kernel(bytes(flipped), Path(tmp) / "out")
+
+
+def test_no_verifier_module_is_shadowed_by_a_public_name() -> None:
+    """`import verifier.check` once gave the function `check`, not its module: every public
+    name of `verifier` must name one thing only, never also a submodule file."""
+    import importlib
+    import pkgutil
+
+    import verifier
+
+    modules = {m.name for m in pkgutil.iter_modules(verifier.__path__)}
+    assert not modules & set(verifier.__all__), modules & set(verifier.__all__)
+    for name in ("check", "bench"):
+        assert callable(getattr(verifier, name))
+        with pytest.raises(ModuleNotFoundError):
+            importlib.import_module(f"verifier.{name}")

@@ -90,13 +90,25 @@ def test_a_hung_kernel_is_killed_at_the_parents_deadline(tmp_path: Path) -> None
 
 
 def test_idle_threads_are_not_escaped_work_but_busy_ones_are() -> None:
-    pid = os.getpid()
-    before = activity(pid)
-    assert escaped_work(pid, before, activity(pid), 50_000_000) == []
+    # a process of our own with no children: the test worker's pid would also show the
+    # processes other tests in the same worker left running (a server, a pool)
+    import subprocess
+    import sys
+
+    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        pid = idle.pid
+        time.sleep(0.2)
+        before = activity(pid)
+        assert escaped_work(pid, before, activity(pid), 50_000_000) == []
+    finally:
+        idle.kill()
+        idle.wait()
     busy = type(before)({**before.threads, pid: before.threads[pid] + 40_000_000}, ())
-    assert escaped_work(pid, before, busy, 50_000_000)
+    assert [e.key for e in escaped_work(pid, before, busy, 50_000_000)] == [("threads", 1)]
     spawned = type(before)(before.threads, (123456,))
-    assert "process" in escaped_work(pid, before, spawned, 50_000_000)[0]
+    found = escaped_work(pid, before, spawned, 50_000_000)
+    assert [e.key for e in found] == [("processes", 1)] and "process" in str(found[0])
 
 
 def test_commands_are_fixed_width_words() -> None:

@@ -8,6 +8,8 @@ folders (`KernelSpec`, `pack_kernel`, `unpack_kernel`), `check`, `bench` (one ru
 
 from __future__ import annotations
 
+from verifier._bench import BenchReport, ShapeResult, bench
+from verifier._check import BUDGETS, CheckReport, CheckResult, check
 from verifier._errors import (
     ArchiveError,
     BuildError,
@@ -19,8 +21,6 @@ from verifier._errors import (
 )
 from verifier._runs import DEFAULT_RUNS, RunSet, bench_runs
 from verifier._stats import InflationTest, StatsError, inflation_test
-from verifier.bench import BenchReport, ShapeResult, bench
-from verifier.check import BUDGETS, CheckReport, CheckResult, check
 from verifier.environment import environment_fingerprint
 from verifier.kernel import FLAG_ALLOWLIST, GeneratorInfo, KernelSpec, pack_kernel, unpack_kernel
 from verifier.ops import OPS, OpSpec

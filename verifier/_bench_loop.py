@@ -28,6 +28,7 @@ from verifier._native import (
     UNASKED_ANSWER,
     Activity,
     BaselineWorker,
+    Escape,
     NativeWorker,
     SharedArena,
     activity,
@@ -101,7 +102,7 @@ class Measured:
     overhead_ns: tuple[float, float] = (0.0, 0.0)
     stored: list[tuple[int, list[F32]]] = field(default_factory=list)
     final: list[F32] = field(default_factory=list)
-    escaped: list[str] = field(default_factory=list)
+    escaped: list[Escape] = field(default_factory=list)
     guard_damage: int = 0
     span_s: float = 0.0
 
@@ -127,7 +128,7 @@ class _Watch:
         self.worker, self.kmem, self.lay = worker, kmem, lay
         self.since: tuple[int, Activity] | None = None
         self.kept: tuple[int, list[F32]] | None = None
-        self.found: list[str] = []
+        self.found: list[Escape] = []
 
     def answered(self, keep_arena: int | None) -> None:
         pid = self.worker.pid()
@@ -149,7 +150,7 @@ class _Watch:
             if pid is not None:
                 pause = time.perf_counter_ns() - t0
                 for finding in escaped_work(pid, before, activity(pid), pause):
-                    if not any(f.split(" (")[0] == finding.split(" (")[0] for f in self.found):
+                    if finding.key not in {f.key for f in self.found}:
                         self.found.append(finding)
         if self.kept is not None:
             where, outs = self.kept
@@ -157,9 +158,9 @@ class _Watch:
             now = outputs_of(region, self.lay)
             if any(not np.array_equal(a.view(np.uint32), b.view(np.uint32))
                    for a, b in zip(outs, now, strict=True)) and \
-                    not any(f.startswith("outputs changed") for f in self.found):
-                self.found.append("outputs changed after the call returned (work deferred past "
-                                  "the timed region)")
+                    not any(f.kind == "outputs_changed" for f in self.found):
+                self.found.append(Escape("outputs_changed", 0, "outputs changed after the call "
+                                         "returned (work deferred past the timed region)"))
         self.since = None
         self.kept = None
 

@@ -25,6 +25,7 @@ from verifier._arena import Markers, fill_inputs, guard_pattern, layout, poison
 from verifier._native import (
     QUIET_THREADS,
     UNASKED_ANSWER,
+    Escape,
     NativeWorker,
     SharedArena,
     WorkerGone,
@@ -66,7 +67,7 @@ class Case:
     dumps: list[NDArray[np.uint8]] = field(default_factory=list)
     failure: str | None = None
     fault: FaultKind | None = None
-    escaped: list[str] = field(default_factory=list)
+    escaped: list[Escape] = field(default_factory=list)
 
     def fail(self, kind: FaultKind, why: str) -> None:
         self.fault, self.failure = kind, why
@@ -115,9 +116,10 @@ def _run_case(worker: NativeWorker, op: OpSpec, case: Case, mem: SharedArena, ma
             case.escaped += [f for f in found if f not in case.escaped]
         for o, snap in zip(offsets, snaps, strict=True):
             if not np.array_equal(mem.bytes[o:o + lay.total], snap):
-                text = "memory changed after the call returned (work deferred past the call)"
-                if text not in case.escaped:
-                    case.escaped.append(text)
+                changed = Escape("outputs_changed", 0, "memory changed after the call returned "
+                                 "(work deferred past the call)")
+                if changed not in case.escaped:
+                    case.escaped.append(changed)
         if worker.unasked and UNASKED_ANSWER not in case.escaped:
             case.escaped.append(UNASKED_ANSWER)
         dumps += snaps

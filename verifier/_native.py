@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -45,6 +46,8 @@ __all__ = [
     "UNASKED_ANSWER",
     "Activity",
     "BaselineWorker",
+    "Escape",
+    "EscapeKind",
     "NativeWorker",
     "SharedArena",
     "WorkerGone",
@@ -65,8 +68,30 @@ QUIET_THREADS = {"OMP_WAIT_POLICY": "PASSIVE", "OPENBLAS_THREAD_TIMEOUT": "4"}
 """Idle OpenMP threads sleep instead of spinning, so a spinning pool is never
 mistaken for work escaping a call, and never slows the other side on a small machine."""
 _SOURCE = Path(__file__).with_name("_native_worker.c")
-UNASKED_ANSWER = ("answered before it was asked (something in the kernel's process writes the "
-                  "worker's answers, to stop the parent's clock early)")
+EscapeKind = Literal["threads", "processes", "outputs_changed", "unasked_answer"]
+
+
+@dataclass(frozen=True)
+class Escape:
+    """One sign of work outliving a call: its kind, how many threads or processes showed it
+    (0 where no count applies) and the words for a note. Findings are told apart by
+    (kind, count), never by their words."""
+
+    kind: EscapeKind
+    count: int
+    detail: str
+
+    @property
+    def key(self) -> tuple[EscapeKind, int]:
+        return self.kind, self.count
+
+    def __str__(self) -> str:
+        return self.detail
+
+
+UNASKED_ANSWER = Escape("unasked_answer", 0,
+                        "answered before it was asked (something in the kernel's process writes "
+                        "the worker's answers, to stop the parent's clock early)")
 
 
 class WorkerGone(VerifierError):
@@ -249,7 +274,7 @@ def activity(pid: int) -> Activity:
     return Activity(threads, tuple(k for k in seen if _live(k)))
 
 
-def escaped_work(pid: int, before: Activity, after: Activity, pause_ns: int) -> list[str]:
+def escaped_work(pid: int, before: Activity, after: Activity, pause_ns: int) -> list[Escape]:
     """What kept running after a call returned: busy threads and live processes it started.
 
     An honest OpenMP kernel leaves an idle thread pool behind; idle threads use
@@ -257,15 +282,17 @@ def escaped_work(pid: int, before: Activity, after: Activity, pause_ns: int) -> 
     included: it is blocked reading the pipe), so a thread counts as busy only
     when it used over a fifth of the pause (at least 2 ms).
     """
-    found: list[str] = []
+    found: list[Escape] = []
     busy = [(tid, cpu - before.threads.get(tid, 0)) for tid, cpu in after.threads.items()
             if cpu - before.threads.get(tid, 0) > max(pause_ns // 5, 2_000_000)]
     if busy:
-        found.append(f"{len(busy)} thread(s) still running after the call returned "
-                     f"(one used {busy[0][1] / 1e6:.0f} ms of CPU in a {pause_ns / 1e6:.0f} ms pause)")
+        found.append(Escape(
+            "threads", len(busy), f"{len(busy)} thread(s) still running after the call returned "
+            f"(one used {busy[0][1] / 1e6:.0f} ms of CPU in a {pause_ns / 1e6:.0f} ms pause)"))
     if after.children:
-        found.append(f"{len(after.children)} process(es) started by the kernel still alive after "
-                     "the call returned")
+        found.append(Escape(
+            "processes", len(after.children), f"{len(after.children)} process(es) started by the "
+            "kernel still alive after the call returned"))
     return found
 
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from attest import HEX64_PATTERN, KERNEL_NAME_PATTERN, RUNTIMES
 from verifier._errors import ArchiveError, KernelSpecError
 from verifier.ops import OPS
 
@@ -54,7 +55,6 @@ __all__ = [
 
 MANIFEST = "kernel.toml"
 ABI_VERSION = 1
-RUNTIMES = ("c", "cuda", "triton")
 MAX_MANIFEST_BYTES = 64 * 1024
 MAX_SOURCES = 32
 MAX_SOURCE_BYTES = 1024 * 1024
@@ -79,11 +79,11 @@ CUDA_FLAG_ALLOWLIST = frozenset({
 CUDA_ARCH_RE = re.compile(r"-arch=sm_[0-9]{2,3}[af]?")
 RELAXED_MATH_FLAGS = frozenset({"-ffast-math", "-ffp-contract=fast", "--use_fast_math"})
 
-NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]*/[a-z0-9][a-z0-9._-]*")
+NAME_RE = re.compile(KERNEL_NAME_PATTERN)
 VERSION_RE = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+-]*")
 IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 TEXT_RE = re.compile(r"[\x20-\x7e]+")
-HEX64_RE = re.compile(r"[0-9a-f]{64}")
+HEX64_RE = re.compile(HEX64_PATTERN)
 PART_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 SOURCE_EXT = {"c": (".c", ".h"), "cuda": (".cu", ".cuh", ".h"), "triton": (".py",)}
 

@@ -256,8 +256,8 @@ def reproduce_kernel(
     same inputs are replayed; the benchmark uses the claimed shapes, seed and threads,
     `runs` independent runs of up to `time_budget_s` each.
     """
+    from verifier._check import check
     from verifier._runs import bench_runs
-    from verifier.check import check
     from verifier.environment import environment_fingerprint
     from verifier.kernel import KernelSpec
     from verifier.runtime import get_runtime

@@ -6,10 +6,11 @@ import re
 
 from flask import request
 
+from attest import HEX64_PATTERN
 from ledger.server._errors import ApiError
 
 _DIGITS = re.compile(r"0|[1-9][0-9]{0,18}")
-_HEX64 = re.compile(r"[0-9a-f]{64}")
+_HEX64 = re.compile(HEX64_PATTERN)
 MAX_INT = (1 << 63) - 1
 
 

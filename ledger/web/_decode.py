@@ -16,26 +16,25 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from attest import AttestError
+from attest import HEX64_PATTERN, SHORT_NAMES, AttestError
 from attest.entry import decode_entry, verify_entry
 
-NAMESPACE = "https://kerneltransparency.dev/attestation/"
-KINDS = ("kernel", "benchmark", "verification", "reproduction")
+KINDS = tuple(SHORT_NAMES)
 MAX_DISPLAY_BYTES = 1 << 17
-_HEX64 = re.compile(r"[0-9a-f]{64}")
+_HEX64 = re.compile(HEX64_PATTERN)
 
 
 def predicate_kind(predicate_type: str) -> str:
     """Short name of a predicate type (``benchmark``), or ``other``."""
-    for kind in KINDS:
-        if predicate_type == f"{NAMESPACE}{kind}/v1":
+    for kind, uri in SHORT_NAMES.items():
+        if predicate_type == uri:
             return kind
     return "other"
 
 
 def predicate_type_of(kind: str) -> str | None:
     """The predicate type URI of a short kind name, None for an unknown one."""
-    return f"{NAMESPACE}{kind}/v1" if kind in KINDS else None
+    return SHORT_NAMES.get(kind)
 
 
 def is_hex64(value: str) -> bool:

@@ -314,12 +314,12 @@ def bench(
         plans = [_plan_shape(op, dims, rng, max_reps) for dims in dims_list]
         cores = threads or os.cpu_count() or 1
         settings = dataclasses.replace(settings, threads=cores, adjust_waits=not artifact.gpu)
-        measured = _measure(artifact, spec.entry, op, plans, work, settings, cores, rng, notes, say)
+        measured = _measure(artifact, spec.entry, op, plans, work, settings, rng, notes, say)
         if measured is None:
             return report([], False)
         say("re-checking the kept outputs")
-        results, samples, trusted, seconds = _analyse(op, plans, measured, rng, max_halfwidth,
-                                                      target, notes)
+        judging = _Judging(op, rng, target, max_halfwidth, machine_peaks(), notes)
+        results, samples, trusted, seconds = _analyse(judging, plans, measured)
         return report(results, trusted, samples, seconds)
 
 
@@ -333,9 +333,12 @@ def _plan_shape(op: OpSpec, dims: dict[str, int], rng: np.random.Generator, max_
 
 
 def _measure(artifact: Artifact, entry: str, op: OpSpec, plans: list[ShapePlan], work: Path,
-             settings: LoopSettings, cores: int, rng: np.random.Generator, notes: Findings,
+             settings: LoopSettings, rng: np.random.Generator, notes: Findings,
              say: Progress) -> list[Measured] | None:
-    """Run every shape through one worker and one baseline process; None if the kernel failed."""
+    """Run every shape through one worker and one baseline process; None if the kernel failed.
+
+    Both get `settings.threads` threads (OpenMP and BLAS)."""
+    cores = settings.threads
     biggest = max(layout(op, p.dims).total for p in plans)
     side = max(biggest, min(ARENA_BYTES, biggest * MAX_BATCH_CALLS))
     limits = Limits(cpu_s=int(settings.budget_s * len(plans) * cores * 4 + 120),
@@ -387,19 +390,29 @@ def _failure_text(exc: Exception, result: ChildResult | None, limits: Limits) ->
     return str(exc)
 
 
+@dataclass(frozen=True)
+class _Judging:
+    """What every shape's judgement shares: the op, the bootstrap's generator, the interval
+    target and limit, the machine's peaks (FLOP/s, bytes/s) and the run's findings."""
+
+    op: OpSpec
+    rng: np.random.Generator
+    target: float
+    max_halfwidth: float
+    peaks: tuple[float, float]
+    notes: Findings
+
+
 def _analyse(
-    op: OpSpec, plans: list[ShapePlan], measured: list[Measured], rng: np.random.Generator,
-    max_halfwidth: float, target: float, notes: Findings,
+    judging: _Judging, plans: list[ShapePlan], measured: list[Measured],
 ) -> tuple[list[ShapeResult], list[dict[str, Any]], bool, float]:
     trusted = True
     results: list[ShapeResult] = []
     samples: list[dict[str, Any]] = []
     seconds = 0.0
-    peaks = machine_peaks()
     for plan, got in zip(plans, measured, strict=True):
         label = "{" + ",".join(f"{k}={v}" for k, v in plan.dims.items()) + "}"
-        ok = _judge_shape(op, plan, got, label, rng, target, max_halfwidth, peaks, notes, results,
-                          samples)
+        ok = _judge_shape(judging, plan, got, label, results, samples)
         seconds += got.span_s
         trusted = trusted and ok
     return results, samples, trusted, seconds
@@ -421,11 +434,11 @@ def _recheck(op: OpSpec, plan: ShapePlan, got: Measured) -> tuple[list[str], int
 
 
 def _judge_shape(
-    op: OpSpec, plan: ShapePlan, got: Measured, label: str, rng: np.random.Generator,
-    target: float, max_halfwidth: float, peaks: tuple[float, float], notes: Findings,
+    judging: _Judging, plan: ShapePlan, got: Measured, label: str,
     results: list[ShapeResult], samples: list[dict[str, Any]],
 ) -> bool:
     """Judge one shape; append its result and notes; return whether it can be trusted."""
+    op, notes = judging.op, judging.notes
     trusted = True
     n = len(got.kernel_ns)
     if n < 2 or len(got.baseline_ns) != n:
@@ -447,7 +460,7 @@ def _judge_shape(
                     f"{label}: guard bytes around the buffers were overwritten during timing")
     ks = np.asarray(got.kernel_ns, dtype=np.float64)
     bs = np.asarray(got.baseline_ns, dtype=np.float64)
-    speed, lo, hi = bootstrap_speedup(ks, bs, rng)
+    speed, lo, hi = bootstrap_speedup(ks, bs, judging.rng)
     med = float(np.median(ks))
     flops = op.flops(plan.dims)
     res = ShapeResult(
@@ -461,13 +474,14 @@ def _judge_shape(
                     "first_call": list(got.first_call),
                     "pool_index": [plan.pool_index(c) for c in got.first_call],
                     "overhead_ns": list(got.overhead_ns)})
-    return _judge_speed(op, plan, res, got, label, peaks, target, max_halfwidth, notes) and trusted
+    return _judge_speed(judging, plan, res, got, label) and trusted
 
 
-def _judge_speed(op: OpSpec, plan: ShapePlan, res: ShapeResult, got: Measured, label: str,
-                 peaks: tuple[float, float], target: float, max_halfwidth: float,
-                 notes: Findings) -> bool:
-    peak_flops, peak_bw = peaks
+def _judge_speed(judging: _Judging, plan: ShapePlan, res: ShapeResult, got: Measured,
+                 label: str) -> bool:
+    op, notes = judging.op, judging.notes
+    target, max_halfwidth = judging.target, judging.max_halfwidth
+    peak_flops, peak_bw = judging.peaks
     flops = op.flops(plan.dims)
     trusted = True
     floor_ns = max(flops / (peak_flops * ROOFLINE_MARGIN),

@@ -1,0 +1,136 @@
+"""`ktl check`: the verification suite, producing a `verification/v1` body.
+
+The kernel runs first, in its own sandboxed child, on inputs the parent wrote;
+the child dumps whole arenas (guard regions included); only then does the parent
+compute the float64 reference and judge. Checks:
+
+- build: the release build with the manifest's flags (relaxed math is recorded);
+- correctness.random / correctness.edge / correctness.large: fresh random inputs
+  (seed recorded), edge shapes (1, primes, non-multiples of 8/16/32/64, empty),
+  large magnitudes; within the op's tolerance;
+- special_values: NaN, +-Inf, denormals and +-0 handled as the reference does;
+- inputs.unchanged, outputs.poisoned, guards.canaries: over every call;
+- determinism: bitwise identical outputs for identical inputs;
+- state.reuse: the same buffers called again with new contents;
+- sanitizer.asan_ubsan and sanitizer.tsan (when the kernel uses threads).
+"""
+
+from __future__ import annotations
+
+import secrets
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from verifier._arena import Markers
+from verifier._check_judge import judge
+from verifier._check_plan import plan_cases
+from verifier._check_report import (
+    BUDGETS,
+    CHECK_ADDRESS_SPACE,
+    OUTCOMES,
+    Budget,
+    CheckReport,
+    CheckResult,
+    Progress,
+    make_fault,
+)
+from verifier._check_run import run_cases
+from verifier._errors import BuildError, RuntimeUnavailableError, VerifierError
+from verifier._overflow import HUGE_SHAPES, index_overflow
+from verifier._sanitizers import sanitizer_rows
+from verifier.environment import environment_fingerprint
+from verifier.kernel import KernelSpec
+from verifier.ops import OPS, OpSpec
+from verifier.runtime import Artifact, get_runtime
+from verifier.sandbox import (
+    Limits,
+    sandbox_detail,
+    sandbox_metrics,
+)
+
+__all__ = ["BUDGETS", "OUTCOMES", "CheckReport", "CheckResult", "check"]
+
+
+def _index_overflow_row(artifact: Artifact, spec: KernelSpec, op: OpSpec, plan: Budget,
+                        work: Path, markers: Markers, say: Progress) -> CheckResult:
+    shapes = {"shapes": [dict(s) for s in HUGE_SHAPES.get(op.name, ())]}
+    if not plan.huge_index:
+        return CheckResult("index.overflow", "skip", "run with --budget full (it maps inputs of "
+                           "8-12 GiB lazily and takes seconds to minutes)", shapes)
+    say("32-bit index overflow: shapes past 2^31 elements")
+    outcome, detail, metrics = index_overflow(
+        artifact.path, artifact.entry_symbol or spec.entry, op, work, markers,
+        [artifact.path.parent], artifact.gpu, say)
+    return CheckResult("index.overflow", outcome, detail, shapes, metrics,
+                       make_fault("index_overflow") if outcome == "fail" else None)
+
+
+# -- entry point -----------------------------------------------------------------------
+
+
+def check(
+    directory: str | Path,
+    budget: str = "quick",
+    seed: int | None = None,
+    progress: Progress | None = None,
+) -> CheckReport:
+    """Run the verification suite on the kernel folder; never raises for kernel faults.
+
+    Raises KernelSpecError for a malformed folder and VerifierError for a bad budget.
+    """
+    if budget not in BUDGETS:
+        raise VerifierError(f"budget must be one of {sorted(BUDGETS)}, got {budget!r}")
+    say: Progress = progress or (lambda _msg: None)
+    spec = KernelSpec.load(directory)
+    op = OPS[spec.op]
+    plan = BUDGETS[budget]
+    seed = secrets.randbelow(2**31) if seed is None else int(seed)
+    if not 0 <= seed < 2**63:
+        raise VerifierError("seed must be between 0 and 2**63 - 1")
+    rng = np.random.default_rng(seed)
+    env = environment_fingerprint(spec.runtime)
+
+    def report(rows: Sequence[CheckResult]) -> CheckReport:
+        return CheckReport(spec.name, spec.op, budget, seed, env, tuple(rows))
+
+    runtime = get_runtime(spec.runtime)
+    reason = runtime.unavailable_reason()
+    if reason:
+        return report([CheckResult("build", "error", f"runtime {spec.runtime!r} unavailable: {reason}")])
+    compiler, version = runtime.compiler()
+    with tempfile.TemporaryDirectory(prefix="ktl-check-") as tmp:
+        work = Path(tmp)
+        say("building the kernel")
+        try:
+            artifact = runtime.build(spec, "release", work)
+        except (BuildError, RuntimeUnavailableError) as exc:
+            return report([CheckResult("build", "fail", str(exc)[:1000], {}, {}, make_fault("build"))])
+        relaxed = " (relaxed floating point recorded: results may differ from IEEE)" if spec.relaxed_math else ""
+        rows = [CheckResult("build", "pass",
+                            f"{compiler} {version} {' '.join(spec.flags)}{relaxed}".strip(),
+                            {"flags": list(spec.flags)},
+                            {"relaxed_math": 1.0 if spec.relaxed_math else 0.0})]
+        cases = plan_cases(op, plan, rng)
+        limits = Limits(cpu_s=120, wall_s=300.0, address_space=CHECK_ADDRESS_SPACE,
+                        step_wall_s=plan.step_wall_s)
+        markers = Markers.draw()
+        layers = run_cases(artifact.path, artifact.entry_symbol or spec.entry, op, cases, work,
+                           limits, markers, rng, say, readable=[artifact.path.parent],
+                           gpu=artifact.gpu)
+        say("comparing with the float64 reference")
+        rows.extend(judge(op, cases, plan, markers))
+        rows.append(CheckResult("sandbox", "pass", sandbox_detail(layers), {},
+                                sandbox_metrics(layers)))
+        hung = next((c.failure for c in cases if c.fault == "hang"), None)
+        if hung:
+            why = f"not run: the kernel already failed ({hung})"
+            rows += [CheckResult(row, "fail", why, {}, {}, make_fault("not_run"))
+                     for row in ("index.overflow", "sanitizer.asan_ubsan", "sanitizer.tsan")]
+            return report(rows)
+        rows.append(_index_overflow_row(artifact, spec, op, plan, work, markers, say))
+        rows += sanitizer_rows(spec, op, plan, 60.0 if budget == "quick" else 150.0, work, rng,
+                               say)
+    return report(rows)

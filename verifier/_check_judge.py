@@ -1,0 +1,314 @@
+"""`ktl check`'s judging: the parent compares the dumped arenas with the float64 reference
+and turns what it saw into typed rows (correctness, inputs, outputs, guards, concurrency,
+escape, determinism, state)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from attest.predicates import FaultKind
+from verifier._arena import Layout, Markers, guard_pattern, layout
+from verifier._check_report import CASE_FAULTS, F32, Budget, CheckResult, make_fault, shape_text
+from verifier._check_run import Case
+from verifier.compare import Comparison, compare_output
+from verifier.ops import OpSpec
+
+__all__ = ["judge"]
+
+
+@dataclass
+class _StepEval:
+    comparisons: list[Comparison]
+    outputs: list[F32]
+    guard_damage: list[str]
+    input_changes: list[str]
+    poisoned: int
+
+
+def _evaluate(op: OpSpec, case: Case, si: int, markers: Markers) -> _StepEval:
+    lay: Layout = layout(op, case.dims)
+    dump = case.dumps[si]
+    step = case.steps[si]
+    guards = lay.guard_mask()
+    expected_guard = guard_pattern(lay.total, markers.guard)
+    damage: list[str] = []
+    changed = np.nonzero(guards & (dump != expected_guard))[0]
+    if changed.size:
+        for slot in lay.slots:
+            before = changed[(changed < slot.offset) & (changed >= slot.offset - 256)]
+            after = changed[(changed >= slot.offset + slot.nbytes) & (changed < slot.offset + slot.nbytes + 256)]
+            kind = "output" if slot.is_output else "input"
+            if before.size:
+                damage.append(f"{before.size} guard bytes before {kind} {slot.name} "
+                              f"(offsets -{slot.offset - int(before.min())}..-{slot.offset - int(before.max())})")
+            if after.size:
+                end = slot.offset + slot.nbytes
+                damage.append(f"{after.size} guard bytes after {kind} {slot.name} "
+                              f"(offsets +{int(after.min()) - end}..+{int(after.max()) - end})")
+    input_changes: list[str] = []
+    ins64: list[NDArray[np.float64]] = []
+    for slot, given in zip([s for s in lay.slots if not s.is_output], step.inputs, strict=True):
+        now = dump[slot.offset:slot.offset + slot.nbytes].view(np.float32).reshape(slot.shape)
+        diff = np.nonzero(now.view(np.uint32).reshape(-1) != given.view(np.uint32).reshape(-1))[0]
+        if diff.size:
+            first = int(diff[0])
+            input_changes.append(
+                f"input {slot.name} changed at {diff.size} of {given.size} elements "
+                f"(first flat index {first}: {float(given.reshape(-1)[first])!r} -> "
+                f"{float(now.reshape(-1)[first])!r})")
+        ins64.append(given.astype(np.float64))
+    with np.errstate(all="ignore"):
+        refs = op.reference(ins64, case.dims)
+        tols = op.tolerance(ins64, refs, case.dims)
+    comps: list[Comparison] = []
+    outs: list[F32] = []
+    poisoned = 0
+    for slot, ref, tol in zip([s for s in lay.slots if s.is_output], refs, tols, strict=True):
+        out = dump[slot.offset:slot.offset + slot.nbytes].view(np.float32).reshape(slot.shape)
+        outs.append(out)
+        word = markers.poison if step.prefill == "poison" else None
+        comps.append(compare_output(out, ref, tol, word))
+        if word is not None:
+            poisoned += int(np.count_nonzero((out.view(np.uint32) == word) & ~np.isnan(ref)))
+    return _StepEval(comps, outs, damage, input_changes, poisoned)
+
+
+def _merge_metrics(comps: Sequence[Comparison]) -> dict[str, float]:
+    if not comps:
+        return {}
+    return {
+        "max_abs_err": max(c.max_abs_err for c in comps),
+        "max_rel_err": max(c.max_rel_err for c in comps),
+        "max_ulp": float(max(c.max_ulp for c in comps)),
+        "tolerance": max((c.tolerance for c in comps), default=0.0),
+        "max_err_over_tol": max(c.max_err_over_tol for c in comps),
+    }
+
+
+def _describe_bad(op: OpSpec, dims: Mapping[str, int], comp: Comparison, name: str) -> str:
+    where = f"{name}{list(comp.worst_index or ())}"
+    return (f"wrong on shape {shape_text(dims)}: {comp.bad} of {comp.elements} elements out of "
+            f"tolerance (worst {where} = {comp.worst_value!r}, expected {comp.worst_expected!r}, "
+            f"tol {comp.tolerance:.3g})")
+
+
+def _aligned(shape: Mapping[str, int], block: int) -> bool:
+    return all(v % block == 0 for v in shape.values())
+
+
+def _block_hint(op: OpSpec, good: list[dict[str, int]], bad: list[dict[str, int]]) -> str:
+    if not bad or not good:
+        return ""
+    for b in (4, 8, 16, 32, 64):
+        if all(_aligned(s, b) for s in good if op.nbytes(s)) and not any(_aligned(s, b) for s in bad):
+            return (f"; wrong only on shapes that are not multiples of {b} "
+                    "(a missing remainder loop after a block of that size?)")
+    return ""
+
+
+def _correctness(op: OpSpec, name: str, cases: list[Case], evals: dict[int, list[_StepEval]],
+                 idx: list[int], what: str, normal_ok: bool = False) -> CheckResult:
+    shapes = [cases[i].dims for i in idx]
+    crashed = [(cases[i].dims, cases[i].failure) for i in idx if cases[i].failure]
+    comps = [c for i in idx for e in evals.get(i, []) for c in e.comparisons]
+    bad: list[tuple[dict[str, int], Comparison]] = []
+    good: list[dict[str, int]] = []
+    for i in idx:
+        if cases[i].failure:
+            continue
+        worst = [c for e in evals[i] for c in e.comparisons if not c.ok]
+        if worst:
+            bad.append((cases[i].dims, worst[0]))
+        else:
+            good.append(cases[i].dims)
+    metrics = _merge_metrics(comps)
+    inputs = {"shapes": shapes}
+    if crashed:
+        dims, why = crashed[0]
+        first = next(cases[i].fault for i in idx if cases[i].failure)
+        return CheckResult(name, "fail", f"{why} on shape {shape_text(dims)}", inputs, metrics,
+                           make_fault(CASE_FAULTS[first or "crash"], dims))
+    if bad:
+        dims, comp = bad[0]
+        out_name = op.outputs[0].name
+        detail = _describe_bad(op, dims, comp, out_name)
+        kind: FaultKind = "wrong"
+        if len(bad) > 1:
+            detail += f"; {len(bad)} of {len(idx)} shapes wrong"
+        if name == "correctness.large" and normal_ok:
+            detail = (f"overflow or lost range on large inputs ({what}) while correct at normal "
+                      f"magnitudes ({comp.nonfinite_mismatches} non-finite outputs); " + detail)
+            kind = "overflow"
+        elif name == "special_values" and normal_ok:
+            detail = ("special values (NaN/Inf/denormals) not handled as the reference does while "
+                      "correct on finite inputs; " + detail)
+            kind = "special_values"
+        elif name.startswith("correctness") and comp.poisoned == 0:
+            hint = _block_hint(op, good, [d for d, _ in bad])
+            detail += hint
+            kind = "unaligned_remainder" if hint else "wrong"
+            if comp.max_err_over_tol < 1e3 and not comp.nonfinite_mismatches:
+                detail += (f"; error {comp.max_err_over_tol:.3g}x the tolerance: a loose "
+                           "approximation or poor accumulation")
+                kind = "loose" if not hint else kind
+        return CheckResult(name, "fail", detail, inputs, metrics, make_fault(kind, dims))
+    return CheckResult(
+        name, "pass",
+        f"max rel err {metrics.get('max_rel_err', 0.0):.3g}, max {metrics.get('max_ulp', 0):.0f} ULP, "
+        f"worst err/tol {metrics.get('max_err_over_tol', 0.0):.3g} on {len(idx)} shapes ({what})",
+        inputs, metrics)
+
+
+def judge(op: OpSpec, cases: list[Case], budget: Budget, markers: Markers) -> list[CheckResult]:
+    evals: dict[int, list[_StepEval]] = {}
+    for i, case in enumerate(cases):
+        evals[i] = [_evaluate(op, case, si, markers) for si in range(len(case.dumps))]
+    by_check: dict[str, list[int]] = {}
+    for i, case in enumerate(cases):
+        by_check.setdefault(case.check, []).append(i)
+    rows = [
+        _correctness(op, "correctness.random", cases, evals, by_check["correctness.random"],
+                     "random normal inputs"),
+        _correctness(op, "correctness.edge", cases, evals, by_check["correctness.edge"],
+                     "1, primes, non-multiples of 8/16/32/64, empty"),
+    ]
+    normal_ok = all(r.outcome == "pass" for r in rows)
+    rows += [
+        _correctness(op, "correctness.large", cases, evals, by_check["correctness.large"],
+                     f"magnitude {op.large_scale:g}", normal_ok),
+        _correctness(op, "special_values", cases, evals, by_check["special_values"],
+                     "NaN, +-Inf, denormals, +-0 planted in the first input", normal_ok),
+    ]
+    all_steps = [(cases[i].dims, e) for i in evals for e in evals[i]]
+    shapes_all = {"shapes": [c.dims for c in cases]}
+    changes = [(d, c) for d, e in all_steps for c in e.input_changes]
+    rows.append(CheckResult(
+        "inputs.unchanged",
+        "fail" if changes else "pass",
+        (f"mutates its inputs: {changes[0][1]} on shape {shape_text(changes[0][0])}"
+         f" ({len(changes)} calls)") if changes else f"inputs bit-identical after {len(all_steps)} calls",
+        shapes_all, {"calls": float(len(all_steps)), "mutating_calls": float(len(changes))},
+        make_fault("input_mutated", changes[0][0]) if changes else None))
+    poisoned = [(d, e.poisoned) for d, e in all_steps if e.poisoned]
+    rows.append(CheckResult(
+        "outputs.poisoned",
+        "fail" if poisoned else "pass",
+        (f"{poisoned[0][1]} outputs still hold this run's poison NaN on shape "
+         f"{shape_text(poisoned[0][0])}: the kernel relies on zeroed output memory (reads "
+         "outputs before writing them) or leaves outputs unwritten") if poisoned else
+        f"outputs prefilled with a random NaN (or zeros, or random values) before each of "
+        f"{len(all_steps)} calls; every output written",
+        shapes_all, {"calls": float(len(all_steps)), "poisoned_calls": float(len(poisoned))},
+        make_fault("unwritten", poisoned[0][0]) if poisoned else None))
+    damage = [(d, g) for d, e in all_steps for g in e.guard_damage]
+    rows.append(CheckResult(
+        "guards.canaries",
+        "fail" if damage else "pass",
+        (f"out-of-bounds write: {damage[0][1]} on shape {shape_text(damage[0][0])} "
+         f"({len(damage)} damaged guards)") if damage else
+        f"256-byte random NaN guards around every buffer intact after {len(all_steps)} calls",
+        shapes_all, {"damaged_guards": float(len(damage))},
+        make_fault("oob_write", damage[0][0]) if damage else None))
+    rows.append(_determinism(cases, evals, by_check["determinism"]))
+    rows.append(_state(op, cases, evals, by_check["state.reuse"]))
+    rows.append(_concurrency(cases, evals, by_check["concurrency"]))
+    rows.append(_escape(cases))
+    return rows
+
+
+def _concurrency(cases: list[Case], evals: dict[int, list[_StepEval]], idx: list[int]) -> CheckResult:
+    """Two threads calling at once on different buffers must get the single-threaded answers."""
+    inputs = {"shapes": [cases[i].dims for i in idx], "threads": 2}
+    pairs = 0
+    for i in idx:
+        case = cases[i]
+        if case.failure:
+            return CheckResult("concurrency", "fail", f"{case.failure} while two threads called "
+                               f"the kernel at once on shape {shape_text(case.dims)}", inputs, {},
+                               make_fault(CASE_FAULTS[case.fault or "crash"], case.dims))
+        alone = evals[i][:2]
+        for k, ev in enumerate(evals[i][2:]):
+            pairs += k % 2
+            ref = alone[k % 2]  # the pair's steps alternate: first thread, second thread
+            for a, b in zip(ref.outputs, ev.outputs, strict=True):
+                differ = int(np.count_nonzero(a.view(np.uint32) != b.view(np.uint32)))
+                if differ:
+                    return CheckResult(
+                        "concurrency", "fail",
+                        f"not reentrant: called from two threads at once on different buffers, "
+                        f"it answered differently from a single-threaded call at {differ} of "
+                        f"{a.size} elements (call {k // 2 + 1} of its thread) on shape {shape_text(case.dims)}; "
+                        "shared static state? (processes serving several models call kernels "
+                        "concurrently)", inputs, {"differing_elements": float(differ)},
+                        make_fault("not_reentrant", case.dims))
+    return CheckResult("concurrency", "pass",
+                       f"2 threads x {pairs} calls at once matched single-threaded calls "
+                       "bit for bit", inputs, {"pairs": float(pairs)})
+
+
+def _escape(cases: list[Case]) -> CheckResult:
+    """Nothing a call started may outlive it: threads, processes, writes to its buffers."""
+    for case in cases:
+        if case.escaped:
+            return CheckResult(
+                "escape", "fail",
+                f"work escaping the call: {case.escaped[0]} on shape {shape_text(case.dims)} "
+                f"({case.check})", {"shapes": [case.dims]},
+                {"findings": float(sum(len(c.escaped) for c in cases))}, make_fault("escaped", case.dims))
+    calls = sum(len(c.dumps) for c in cases)
+    return CheckResult("escape", "pass",
+                       f"after each of {calls} calls no thread kept using CPU, no process the "
+                       "kernel started was alive and its buffers did not change during a pause",
+                       {}, {"calls": float(calls)})
+
+
+def _determinism(cases: list[Case], evals: dict[int, list[_StepEval]], idx: list[int]) -> CheckResult:
+    for i in idx:
+        case = cases[i]
+        inputs = {"shapes": [case.dims], "repeats": len(case.steps)}
+        if case.failure:
+            return CheckResult("determinism", "fail", f"{case.failure}", inputs, {},
+                               make_fault(CASE_FAULTS[case.fault or "crash"], case.dims))
+        outs = [e.outputs for e in evals[i]]
+        for k in range(1, len(outs)):
+            for a, b in zip(outs[0], outs[k], strict=True):
+                differ = np.nonzero(a.view(np.uint32) != b.view(np.uint32))
+                if differ[0].size:
+                    return CheckResult(
+                        "determinism", "fail",
+                        f"nondeterministic: call {k + 1} on identical inputs differs from call 1 at "
+                        f"{differ[0].size} of {a.size} elements (a race between threads?) "
+                        f"on shape {shape_text(case.dims)}",
+                        inputs, {"differing_elements": float(differ[0].size)},
+                        make_fault("nondeterministic", case.dims))
+    return CheckResult("determinism", "pass",
+                       f"bit-identical outputs over {len(cases[idx[0]].steps)} calls on identical inputs",
+                       {"shapes": [cases[i].dims for i in idx]})
+
+
+def _state(op: OpSpec, cases: list[Case], evals: dict[int, list[_StepEval]], idx: list[int]) -> CheckResult:
+    inputs = {"shapes": [cases[i].dims for i in idx]}
+    for i in idx:
+        case = cases[i]
+        if case.failure:
+            return CheckResult("state.reuse", "fail", case.failure, inputs, {},
+                               make_fault(CASE_FAULTS[case.fault or "crash"], case.dims))
+        first, second = evals[i]
+        bad = [c for c in second.comparisons if not c.ok]
+        if bad:
+            stale = all(np.array_equal(a.view(np.uint32), b.view(np.uint32))
+                        for a, b in zip(first.outputs, second.outputs, strict=True))
+            why = ("returned the previous call's answer" if stale else "answered wrong")
+            return CheckResult(
+                "state.reuse", "fail",
+                f"state kept between calls: called again on the same buffers with new contents, "
+                f"it {why} ({bad[0].bad} of {bad[0].elements} elements wrong) on shape "
+                f"{shape_text(case.dims)}; kernels must not cache by pointer or keep state",
+                inputs, _merge_metrics(second.comparisons), make_fault("stateful", case.dims))
+    return CheckResult("state.reuse", "pass",
+                       "second call on the same buffers with new contents matched the reference",
+                       inputs)

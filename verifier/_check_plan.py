@@ -1,0 +1,65 @@
+"""`ktl check`'s plan: which cases run, on which shapes and inputs, with which prefill."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from verifier._check_report import F32, Budget
+from verifier._check_run import Case, Prefill, Step
+from verifier.ops import OpSpec
+
+__all__ = ["PREFILLS", "aligned_shape", "mid_shape", "plan_cases"]
+
+
+def aligned_shape(op: OpSpec) -> dict[str, int]:
+    base = {"M": 64, "N": 64, "K": 128, "R": 16, "C": 256, "B": 1, "H": 2, "S": 64, "D": 32}
+    return {d: base[d] for d in op.dims}
+
+
+def mid_shape(op: OpSpec) -> dict[str, int]:
+    sizes = [(op.nbytes(s), i) for i, s in enumerate(op.edge_shapes) if op.nbytes(s)]
+    return dict(op.edge_shapes[max(sizes)[1]])
+
+
+PREFILLS: tuple[Prefill, ...] = ("poison", "poison", "poison", "zero", "garbage")
+"""How outputs are prefilled before a call, drawn per call: mostly this run's random
+poison (to see unwritten outputs), sometimes zeros or random values, so no prefill
+is a signal that the harness is calling."""
+
+
+def plan_cases(op: OpSpec, budget: Budget, rng: np.random.Generator) -> list[Case]:
+    cases: list[Case] = []
+
+    def step(arrays: list[F32], arena: int) -> Step:
+        return Step(arrays, arena, PREFILLS[int(rng.integers(0, len(PREFILLS)))])
+
+    def single(check: str, dims: Mapping[str, int], arrays: list[F32]) -> None:
+        cases.append(Case(check, dict(dims), [step(arrays, 0)]))
+
+    for dims in [aligned_shape(op), *op.random_shapes(rng, budget.random)]:
+        single("correctness.random", dims, op.random_inputs(dims, rng))
+    edges = list(op.edge_shapes)
+    if budget.edge is not None:
+        empties = [s for s in edges if 0 in s.values()]
+        edges = [s for s in edges if s not in empties][: budget.edge - 1] + empties[:1]
+    for dims in edges:
+        single("correctness.edge", dims, op.random_inputs(dims, rng))
+    for dims in op.random_shapes(rng, budget.large):
+        single("correctness.large", dims, op.random_inputs(dims, rng, scale=op.large_scale))
+    for dims in op.random_shapes(rng, budget.special):
+        single("special_values", dims, op.special_inputs(dims, rng))
+    mid = mid_shape(op)
+    same = op.random_inputs(mid, rng)
+    cases.append(Case("determinism", mid, [step(same, i) for i in range(budget.repeats)]))
+    for dims in [mid, *op.random_shapes(rng, budget.state - 1)]:
+        first, second = op.random_inputs(dims, rng), op.random_inputs(dims, rng)
+        cases.append(Case("state.reuse", dict(dims), [step(first, 0), step(second, 0)]))
+    for dims in [dict(op.bench_shapes[0]), mid][: budget.concurrency_shapes]:
+        a, b = op.random_inputs(dims, rng), op.random_inputs(dims, rng)
+        steps = [step(a, 0), step(b, 1)]
+        for k in range(budget.concurrency_pairs):
+            steps += [step(a, 2 + 2 * k), step(b, 3 + 2 * k)]
+        cases.append(Case("concurrency", dict(dims), steps, pair_from=2))
+    return cases

@@ -1,0 +1,174 @@
+"""`ktl check`'s sanitizer rows: ASan+UBSan and TSan builds of the kernel, run on driver
+cases in the sandbox; their reports become typed rows."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+
+from attest.predicates import FaultKind
+from verifier._check_plan import aligned_shape, mid_shape
+from verifier._check_report import F32, Budget, CheckResult, Progress, make_fault, shape_text
+from verifier._errors import BuildError, RuntimeUnavailableError
+from verifier.kernel import KernelSpec
+from verifier.ops import OpSpec
+from verifier.runtime import get_runtime, write_driver_cases
+from verifier.sandbox import (
+    ChildResult,
+    Limits,
+    base_env,
+    run_sandboxed,
+)
+
+__all__ = ["asan_check", "sanitizer_cases", "sanitizer_rows", "tsan_check"]
+
+
+_ASAN_ERR = re.compile(r"ERROR: AddressSanitizer: ([\w-]+)")
+_ACCESS = re.compile(r"^(READ|WRITE) of size (\d+)", re.M)
+_UBSAN_ERR = re.compile(r"([\w./-]+:\d+:\d+): runtime error: (.*)")
+_FRAME = re.compile(r"#\d+ 0x[0-9a-f]+ in (\S+) (\S+)")
+_TSAN_FRAME0 = re.compile(r"#0 (\S+) ")
+
+
+def sanitizer_cases(op: OpSpec, rng: np.random.Generator, count: int) -> list[tuple[dict[str, int], list[F32]]]:
+    shapes = [*[dict(s) for s in op.edge_shapes][: max(count - 1, 1)], aligned_shape(op)]
+    return [(s, op.random_inputs(s, rng)) for s in shapes[:count]]
+
+
+def _sanitizer_limits(wall_s: float, step_wall_s: float) -> Limits:
+    return Limits(cpu_s=int(wall_s), wall_s=wall_s, address_space=None, file_size=64 * 2**20,
+                  open_files=64, step_wall_s=step_wall_s)
+
+
+def _run_sanitizer(
+    runtime_name: str, spec: KernelSpec, op: OpSpec, variant: str, workdir: Path,
+    cases: list[tuple[dict[str, int], list[F32]]], wall_s: float, step_wall_s: float,
+) -> tuple[str, str, ChildResult | None]:
+    art = get_runtime(runtime_name).build(spec, variant, workdir)
+    data = workdir / f"{variant}-cases.bin"
+    write_driver_cases(data, op, cases)
+    env = base_env({
+        "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=0:exitcode=66:allocator_may_return_null=1:"
+                        "hard_rss_limit_mb=1536:detect_stack_use_after_return=0",
+        "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1:exitcode=67",
+        "TSAN_OPTIONS": "halt_on_error=0:exitcode=0:report_signal_unsafe=0:history_size=2",
+        "OMP_NUM_THREADS": "4",
+    })
+    limits = _sanitizer_limits(wall_s, step_wall_s)
+    result = run_sandboxed([str(art.path), str(data)], art.path.parent, limits, env,
+                           readable=[workdir], gpu=art.gpu)
+    shown = [line for _, line in result.lines if line.startswith("KTL-CASE ")]
+    case_no = int(shown[-1].split()[1]) if shown else 0
+    shape = shape_text(cases[min(case_no, len(cases) - 1)][0])
+    return shape, result.stderr, result if not result.ok else None
+
+
+def asan_check(runtime_name: str, spec: KernelSpec, op: OpSpec, workdir: Path,
+                cases: list[tuple[dict[str, int], list[F32]]], wall_s: float,
+                step_wall_s: float) -> CheckResult:
+    inputs = {"shapes": [c[0] for c in cases]}
+    name = "sanitizer.asan_ubsan"
+    try:
+        shape, stderr, failed = _run_sanitizer(runtime_name, spec, op, "asan", workdir, cases, wall_s,
+                                               step_wall_s)
+    except BuildError as exc:
+        return CheckResult(name, "error", f"sanitizer build failed: {exc}"[:500], inputs)
+    except RuntimeUnavailableError as exc:
+        return CheckResult(name, "skip", f"not run: {exc}"[:500], inputs)
+    if "rss limit exhausted" in stderr or "out of memory" in stderr:
+        return CheckResult(name, "fail", "unbounded allocation: AddressSanitizer's memory limit "
+                           f"(1536 MiB RSS) exhausted on shape {shape}", inputs, {},
+                           make_fault("unbounded_alloc"))
+    asan = _ASAN_ERR.search(stderr)
+    if asan:
+        access = _ACCESS.search(stderr)
+        frames = [f"{fn} ({loc.rsplit('/', 1)[-1]})" for fn, loc in _FRAME.findall(stderr)[:2]]
+        what = f"{access.group(1)} of size {access.group(2)}" if access else ""
+        read = bool(access and access.group(1) == "READ")
+        found: FaultKind = "oob_read" if read else "oob_write"
+        kind = "out-of-bounds read" if read else "out-of-bounds write"
+        if "overflow" not in asan.group(1):
+            kind, found = "memory error", "memory_error"
+        return CheckResult(name, "fail",
+                           f"{kind}: AddressSanitizer {asan.group(1)} {what} in "
+                           f"{', '.join(frames) or '?'} on shape {shape}", inputs, {}, make_fault(found))
+    ub = _UBSAN_ERR.search(stderr)
+    if ub:
+        return CheckResult(name, "fail", f"undefined behaviour: UBSan at {ub.group(1).rsplit('/', 1)[-1]}: "
+                           f"{ub.group(2)[:200]} on shape {shape}", inputs, {},
+                           make_fault("undefined_behaviour"))
+    if "KTL-INPUT-MUTATED" in stderr:
+        return CheckResult(name, "fail", f"mutates its inputs (seen by the sanitizer driver) on shape {shape}",
+                           inputs, {}, make_fault("input_mutated"))
+    if failed is not None:
+        return CheckResult(name, "fail", f"{failed.describe(_sanitizer_limits(wall_s, step_wall_s))} "
+                           f"under ASan+UBSan on shape {shape}",
+                           inputs, {}, make_fault("crash"))
+    return CheckResult(name, "pass", f"no AddressSanitizer or UBSan report on {len(cases)} shapes",
+                       inputs)
+
+
+def _tsan_races(stderr: str, openmp: bool) -> list[str]:
+    """The functions of the races ThreadSanitizer reports that are real.
+
+    Without OpenMP every report counts (TSan sees pthread create/join). With OpenMP
+    only races both of whose accesses are in the same region body count: libgomp is
+    not built with ThreadSanitizer, so its barriers are invisible to it and every
+    write in a parallel region that the main thread reads after the region is
+    reported. Those reports always have one side outside the region body; a real
+    race inside a region has both sides in the same `*._omp_fn.N`.
+    """
+    races = []
+    for block in stderr.split("WARNING: ThreadSanitizer: data race")[1:]:
+        block = block.split("SUMMARY:")[0]
+        tops = _TSAN_FRAME0.findall(block)
+        same_region = len(tops) >= 2 and tops[0] == tops[1] and "._omp_fn." in tops[0]
+        if tops and (not openmp or same_region):
+            races.append(tops[0])
+    return races
+
+
+def tsan_check(runtime_name: str, spec: KernelSpec, op: OpSpec, workdir: Path,
+                cases: list[tuple[dict[str, int], list[F32]]], wall_s: float,
+                step_wall_s: float) -> CheckResult:
+    name = "sanitizer.tsan"
+    if not spec.uses_threads:
+        return CheckResult(name, "skip", "the kernel does not use threads (no -fopenmp, no "
+                           "pthread_create/thrd_create in its sources)")
+    inputs = {"shapes": [c[0] for c in cases], "threads": 4}
+    try:
+        shape, stderr, failed = _run_sanitizer(runtime_name, spec, op, "tsan", workdir, cases, wall_s,
+                                               step_wall_s)
+    except BuildError as exc:
+        return CheckResult(name, "error", f"sanitizer build failed: {exc}"[:500], inputs)
+    races = _tsan_races(stderr, "-fopenmp" in spec.flags)
+    if races:
+        return CheckResult(name, "fail", f"data race between threads: ThreadSanitizer reports "
+                           f"{len(races)} race(s) inside {races[0]} on shape {shape}", inputs,
+                           {"races": float(len(races))}, make_fault("race"))
+    if failed is not None:
+        if "unexpected memory mapping" in stderr or "FATAL: ThreadSanitizer" in stderr:
+            return CheckResult(name, "skip", "ThreadSanitizer cannot run on this kernel/OS "
+                               f"configuration: {stderr.strip().splitlines()[-1][:200]}", inputs)
+        why = failed.describe(_sanitizer_limits(wall_s, step_wall_s))
+        return CheckResult(name, "fail", f"{why} under TSan on shape {shape}", inputs, {},
+                           make_fault("crash"))
+    where = "inside parallel regions " if "-fopenmp" in spec.flags else ""
+    return CheckResult(name, "pass", f"no data race {where}on {len(cases)} shapes "
+                       "(OMP_NUM_THREADS=4)", inputs)
+
+
+def sanitizer_rows(spec: KernelSpec, op: OpSpec, plan: Budget, wall_s: float, workdir: Path,
+                   rng: np.random.Generator, say: Progress) -> list[CheckResult]:
+    """The ASan+UBSan row, then the TSan row, on the budget's driver cases."""
+    say("AddressSanitizer + UBSan build")
+    san_cases = sanitizer_cases(op, rng, plan.asan_shapes)
+    asan = asan_check(spec.runtime, spec, op, workdir, san_cases, wall_s, 3 * plan.step_wall_s)
+    say("ThreadSanitizer build")
+    tsan_cases = [(mid_shape(op), op.random_inputs(mid_shape(op), rng))]
+    if plan.tsan_shapes > 1:
+        tsan_cases.append((aligned_shape(op), op.random_inputs(aligned_shape(op), rng)))
+    tsan = tsan_check(spec.runtime, spec, op, workdir, tsan_cases, wall_s, 3 * plan.step_wall_s)
+    return [asan, tsan]
