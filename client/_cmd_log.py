@@ -12,8 +12,9 @@ import click
 from rich.console import Console
 
 from attest.predicates import HEX64_PATTERN, PREDICATE_TYPES
+from attest.text import plural
 from client._errors import InputError, NetworkError
-from client._output import Output, kv_table, plural, rows_table, run_guarded, safe
+from client._output import Output, kv_table, rows_table, run_guarded, safe
 from client.state import TrustedState, read_capped
 from client.witnesses import cosigners, load_witness_policy, witness_policy_option
 

@@ -54,11 +54,6 @@ def safe(value: object, style: str = "") -> Text:
     return Text(clean(value), style=style)
 
 
-def plural(n: int, word: str, words: str | None = None) -> str:
-    """`1 entry`, `2 entries`: a count with its noun in the right number."""
-    return f"{n} {word if n == 1 else (words or word + 's')}"
-
-
 def _console(stderr: bool) -> Console:
     stream = sys.stderr if stderr else sys.stdout
     wide = not stream.isatty() and "COLUMNS" not in os.environ

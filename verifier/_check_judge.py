@@ -11,6 +11,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from attest.predicates import FaultKind
+from attest.text import plural
 from verifier._arena import Layout, Markers, guard_pattern, layout
 from verifier._check_report import CASE_FAULTS, F32, Budget, CheckResult, make_fault, shape_text
 from verifier._check_run import Case
@@ -138,7 +139,7 @@ def _correctness(op: OpSpec, name: str, cases: list[Case], evals: dict[int, list
         detail = _describe_bad(op, dims, comp, out_name)
         kind: FaultKind = "wrong"
         if len(bad) > 1:
-            detail += f"; {len(bad)} of {len(idx)} shapes wrong"
+            detail += f"; {len(bad)} of {plural(len(idx), 'shape')} wrong"
         if name == "correctness.large" and normal_ok:
             detail = (f"overflow or lost range on large inputs ({what}) while correct at normal "
                       f"magnitudes ({comp.nonfinite_mismatches} non-finite outputs); " + detail)
@@ -159,7 +160,7 @@ def _correctness(op: OpSpec, name: str, cases: list[Case], evals: dict[int, list
     return CheckResult(
         name, "pass",
         f"max rel err {metrics.get('max_rel_err', 0.0):.3g}, max {metrics.get('max_ulp', 0):.0f} ULP, "
-        f"worst err/tol {metrics.get('max_err_over_tol', 0.0):.3g} on {len(idx)} shapes ({what})",
+        f"worst err/tol {metrics.get('max_err_over_tol', 0.0):.3g} on {plural(len(idx), 'shape')} ({what})",
         inputs, metrics)
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from attest.predicates import FaultKind
+from attest.text import plural
 from verifier._check_plan import aligned_shape, mid_shape
 from verifier._check_report import F32, Budget, CheckResult, Progress, make_fault, shape_text
 from verifier._errors import BuildError, RuntimeUnavailableError
@@ -106,7 +107,7 @@ def asan_check(runtime_name: str, spec: KernelSpec, op: OpSpec, workdir: Path,
         return CheckResult(name, "fail", f"{failed.describe(_sanitizer_limits(wall_s, step_wall_s))} "
                            f"under ASan+UBSan on shape {shape}",
                            inputs, {}, make_fault("crash"))
-    return CheckResult(name, "pass", f"no AddressSanitizer or UBSan report on {len(cases)} shapes",
+    return CheckResult(name, "pass", f"no AddressSanitizer or UBSan report on {plural(len(cases), 'shape')}",
                        inputs)
 
 
@@ -156,7 +157,7 @@ def tsan_check(runtime_name: str, spec: KernelSpec, op: OpSpec, workdir: Path,
         return CheckResult(name, "fail", f"{why} under TSan on shape {shape}", inputs, {},
                            make_fault("crash"))
     where = "inside parallel regions " if "-fopenmp" in spec.flags else ""
-    return CheckResult(name, "pass", f"no data race {where}on {len(cases)} shapes "
+    return CheckResult(name, "pass", f"no data race {where}on {plural(len(cases), 'shape')} "
                        "(OMP_NUM_THREADS=4)", inputs)
 
 
