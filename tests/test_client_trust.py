@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -15,13 +17,19 @@ from client.state import Pin, TrustedState, atomic_write, origin_slug
 from client.trust import (
     Accepted,
     Announced,
+    KeyChoice,
     Refused,
     choose_log_key,
     extend_trust,
     judge,
     load_verifier,
     open_signed,
+    proof_needed,
+    refuse,
+    verifier_name,
 )
+from ledger import LedgerError
+from ledger.checkpoint import SignedCheckpoint
 from ledger.note import NoteSigner
 
 
@@ -264,3 +272,186 @@ def test_honest_growth_always_accepted_and_any_fork_refused(
     assert twin.entries[: len(log.entries)] != log.entries
     with pytest.raises(LogMisbehaviour):
         extend_trust(st_, v, log.origin, open_signed(twin.checkpoint(), v), twin.consistency_proof)
+
+
+def _cps(log: MemoryLog, *sizes: int) -> list[SignedCheckpoint]:
+    v = load_verifier(log.verifier_key)
+    return [open_signed(log.note_at(n), v, log.origin) for n in sizes]
+
+
+def test_key_choice_words_the_cli_prints(tmp_path: Path) -> None:
+    """`ktl` prints describe(); each way a key came to be trusted has its own words."""
+    assert KeyChoice("k", "given").describe() == "log key given with --log-key"
+    assert KeyChoice("k", "pinned").describe() == (
+        "log key pinned earlier for this URL in the trusted-state store")
+    assert KeyChoice("k", "tofu").describe() == (
+        "log key trusted on FIRST USE (TOFU) and pinned for this URL; pass --log-key to pin it "
+        "yourself")
+
+
+def test_tofu_never_pins_an_unusable_announced_key(tmp_path: Path) -> None:
+    """Attack: a log announces a garbage key on first use; it must not become the pin."""
+    st_ = TrustedState(tmp_path)
+    with pytest.raises(InputError, match="not a valid verifier key"):
+        choose_log_key(st_, URL, Announced("o.example/log", "o.example/log+garbage", None), None)
+    assert st_.pin(URL) is None
+    with pytest.raises(InputError, match="not a valid verifier key"):
+        choose_log_key(st_, URL, Announced("o.example/log", None, None), "garbage")
+    assert st_.pin(URL) is None
+
+
+def test_pin_records_when_it_was_made_and_a_silent_log_keeps_the_pin(tmp_path: Path) -> None:
+    st_ = TrustedState(tmp_path)
+    log = MemoryLog()
+    choose_log_key(st_, URL, Announced(log.origin, log.verifier_key, None), None)
+    pin = st_.pin(URL)
+    assert pin is not None
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", pin.pinned_at), pin.pinned_at
+    # a log that announces no key at a pinned URL is checked against the pin, not refused
+    c = choose_log_key(st_, URL, Announced(log.origin, None, None), None)
+    assert (c.key, c.how) == (log.verifier_key, "pinned")
+
+
+def test_proof_needed_boundaries() -> None:
+    log = MemoryLog()
+    _grow(log, 7, "x")
+    empty, one, four, seven = _cps(log, 0, 1, 4, 7)
+    assert proof_needed(None, seven) is None and proof_needed(four, None) is None
+    assert proof_needed(empty, seven) is None  # nothing to be consistent with
+    assert proof_needed(one, seven) == (1, 7)
+    assert proof_needed(four, seven) == (4, 7)
+    assert proof_needed(seven, seven) is None and proof_needed(seven, four) is None
+
+
+def test_judge_every_edge_exactly() -> None:
+    """`judge` of the empty tree, of the same checkpoint, of a vanished log, word for word."""
+    log = MemoryLog()
+    _grow(log, 7, "x")
+    empty, one, four, seven = _cps(log, 0, 1, 4, 7)
+    assert judge(None, None, None) == Accepted("first", 0, 0)
+    assert judge(None, seven, None) == Accepted("first", 0, 7)
+    assert judge(empty, None, None) == Accepted("same", 0, 0)
+    assert judge(one, None, None) == Refused(
+        "rollback", "the log now shows no checkpoint at all, but size 1 was verified earlier")
+    assert judge(seven, seven, None) == Accepted("same", 7, 7)
+    assert judge(empty, seven, None) == Accepted("grew", 0, 7)  # no proof needed from 0
+    assert judge(seven, four, None) == Refused(
+        "rollback", "the log now shows tree size 4, but size 7 was verified earlier")
+    assert judge(seven, four, None, "the receipt's size") == Refused(
+        "rollback", "the log now shows tree size 4, but the receipt's size 7 was verified earlier")
+    assert judge(one, seven, None) == Refused(
+        "fork", "consistency: no proof that tree 7 extends tree 1")
+    assert judge(one, seven, log.consistency_proof(1, 7)) == Accepted("grew", 1, 7)
+
+
+def _refusal(exc: pytest.ExceptionInfo[LogMisbehaviour]) -> tuple[str, bytes]:
+    assert exc.value.evidence_path is not None
+    return str(exc.value), exc.value.evidence_path.read_bytes()
+
+
+def test_refusal_message_and_evidence_file_exactly(tmp_path: Path) -> None:
+    """The evidence file holds both notes in their sections; a missing one is an empty section."""
+    st_ = TrustedState(tmp_path)
+    log = MemoryLog()
+    v = load_verifier(log.verifier_key)
+    _grow(log, 3, "x")
+    extend_trust(st_, v, log.origin, open_signed(log.checkpoint(), v), log.consistency_proof)
+    with pytest.raises(LogMisbehaviour) as ei:
+        extend_trust(st_, v, log.origin, None, log.consistency_proof)
+    msg, text = _refusal(ei)
+    detail = "the log now shows no checkpoint at all, but size 3 was verified earlier"
+    assert msg.startswith(f"ROLLBACK of log {log.origin!r}: {detail}. Evidence: ")
+    assert text.startswith(f"ktl evidence: rollback\norigin: {log.origin}\n".encode())
+    assert text.endswith(
+        b"-----BEGIN TRUSTED CHECKPOINT-----\n" + log.note_at(3) + b"-----END TRUSTED CHECKPOINT-----\n"
+        b"-----BEGIN CONFLICTING CHECKPOINT-----\n-----END CONFLICTING CHECKPOINT-----\n")
+    # refuse() with nothing stored for the origin: an empty trusted section
+    err = refuse(TrustedState(tmp_path / "fresh"), log.origin, "pin-mismatch", None, "why")
+    assert str(err).startswith(f"PIN MISMATCH of log {log.origin!r}: why. Evidence: ")
+    assert err.evidence_path is not None
+    assert err.evidence_path.read_bytes().endswith(
+        b"-----BEGIN TRUSTED CHECKPOINT-----\n-----END TRUSTED CHECKPOINT-----\n"
+        b"-----BEGIN CONFLICTING CHECKPOINT-----\n-----END CONFLICTING CHECKPOINT-----\n")
+
+
+def test_fork_label_and_a_log_that_cannot_prove_growth(tmp_path: Path) -> None:
+    """Attack: a log that grew but fails to serve a consistency proof is refused as a fork."""
+    st_ = TrustedState(tmp_path)
+    log = MemoryLog()
+    v = load_verifier(log.verifier_key)
+    _grow(log, 3, "x")
+    extend_trust(st_, v, log.origin, open_signed(log.checkpoint(), v), log.consistency_proof)
+    _grow(log, 2, "y")
+
+    def no_proof(old: int, new: int) -> Sequence[bytes]:
+        raise LedgerError(f"no proof {old}->{new} here")
+
+    with pytest.raises(LogMisbehaviour) as ei:
+        extend_trust(st_, v, log.origin, open_signed(log.checkpoint(), v), no_proof)
+    msg, text = _refusal(ei)
+    assert msg.startswith(f"FORK of log {log.origin!r}: consistency: no valid proof that tree 5 "
+                          "extends tree 3: no proof 3->5 here. Evidence: ")
+    assert text.startswith(b"ktl evidence: fork\n")
+    assert st_.checkpoint(log.origin) == log.note_at(3)
+
+
+def test_rollback_below_a_receipt_is_refused_and_never_stored(tmp_path: Path) -> None:
+    """Attack: a receipt showed size 6; the log now serves size 4 (still above the stored 3).
+
+    With the check against `also` skipped, size 4 would be stored as trusted.
+    """
+    st_ = TrustedState(tmp_path)
+    log = MemoryLog()
+    v = load_verifier(log.verifier_key)
+    _grow(log, 6, "x")
+    three, four, six = _cps(log, 3, 4, 6)
+    extend_trust(st_, v, log.origin, three, log.consistency_proof)
+    with pytest.raises(LogMisbehaviour) as ei:
+        extend_trust(st_, v, log.origin, four, log.consistency_proof,
+                     also=[(six, "the receipt's size")])
+    msg, text = _refusal(ei)
+    assert msg.startswith(f"ROLLBACK of log {log.origin!r}: the log now shows tree size 4, but "
+                          "the receipt's size 6 was verified earlier. Evidence: ")
+    # the evidence holds the receipt's checkpoint it contradicts, not the stored one
+    assert (b"-----BEGIN TRUSTED CHECKPOINT-----\n" + log.note_at(6)) in text
+    assert (b"-----BEGIN CONFLICTING CHECKPOINT-----\n" + log.note_at(4)) in text
+    assert st_.checkpoint(log.origin) == log.note_at(3)
+
+
+def test_rollback_message_names_the_stored_size(tmp_path: Path) -> None:
+    st_ = TrustedState(tmp_path)
+    log = MemoryLog()
+    v = load_verifier(log.verifier_key)
+    _grow(log, 6, "x")
+    four, six = _cps(log, 4, 6)
+    extend_trust(st_, v, log.origin, six, log.consistency_proof)
+    with pytest.raises(LogMisbehaviour) as ei:
+        extend_trust(st_, v, log.origin, four, log.consistency_proof)
+    assert str(ei.value).startswith(
+        f"ROLLBACK of log {log.origin!r}: the log now shows tree size 4, but size 6 was "
+        "verified earlier. Evidence: ")
+
+
+def test_store_false_checks_but_stores_nothing(tmp_path: Path) -> None:
+    st_ = TrustedState(tmp_path)
+    log = MemoryLog()
+    v = load_verifier(log.verifier_key)
+    _grow(log, 5, "x")
+    three, five = _cps(log, 3, 5)
+    assert extend_trust(st_, v, log.origin, three, log.consistency_proof, store=False) == (
+        Accepted("first", 0, 3))
+    assert st_.checkpoint(log.origin) is None
+    extend_trust(st_, v, log.origin, three, log.consistency_proof)
+    assert extend_trust(st_, v, log.origin, five, log.consistency_proof, store=False) == (
+        Accepted("grew", 3, 5))
+    assert st_.checkpoint(log.origin) == log.note_at(3)
+
+
+def test_open_signed_names_the_key_it_expected() -> None:
+    log = MemoryLog()
+    _grow(log, 2, "x")
+    imposter = NoteSigner("imposter.example/key", generate_private_key())
+    v = load_verifier(imposter.verifier_key_string())
+    assert verifier_name(v) == "imposter.example/key"
+    with pytest.raises(VerificationFailed, match=r"by the log key 'imposter\.example/key'"):
+        open_signed(log.checkpoint(), v)
