@@ -94,7 +94,12 @@ def current_version(conn: sqlite3.Connection) -> int:
 
 
 def migrate(conn: sqlite3.Connection) -> int:
-    """Bring the schema up to date in one transaction; returns the version reached."""
+    """Bring the schema up to date in one transaction; returns the version reached.
+
+    A database already at this version is only read: opening a log (every worker does, and
+    gunicorn starts a new one whenever one dies) must work while its disk is full."""
+    if current_version(conn) == SCHEMA_VERSION:
+        return SCHEMA_VERSION
     conn.execute("BEGIN IMMEDIATE")
     try:
         conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
