@@ -57,10 +57,16 @@ def test_bench_json_and_samples(tmp_path: Path) -> None:
 
 
 def test_bench_escaping_work_exits_1() -> None:
+    """The lazy kernel is never trusted. Which note says why depends on timing: on a quiet
+    machine the escape (or the recheck) is seen; on a loaded one the parent can look only
+    after the background thread finished, and the run is then distrusted as unstable
+    (tests/test_verifier_bench.py pins the detection itself)."""
     out = _ktl("bench", "tests/flawed_kernels/lazy_output", "--shape", "R=128,C=512",
                "--time-budget", "2")
     assert out.returncode == 1
-    assert "work escaping the timed call" in out.stdout
+    assert "trusted: NO" in out.stdout
+    assert any(why in out.stdout for why in ("work escaping the timed call", "outputs rechecked",
+                                             "too unstable")), out.stdout
 
 
 def _ktl_measured(*args: str) -> tuple[subprocess.CompletedProcess[str], float, int]:
