@@ -25,6 +25,7 @@ import sys
 import tempfile
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -313,23 +314,26 @@ def _rss_bytes(pid: int) -> int:
     return 0
 
 
-class _Channel:
-    """Commands out, fixed-size answers in, on the parent's clock, with a watchdog."""
+class _Channel(ABC):
+    """Commands out, fixed-size answers in, on the parent's clock, with a watchdog.
+
+    The worker and the baseline process each say how to tell they are alive, their pid,
+    how to kill them and what error their loss is."""
 
     def __init__(self, cmd_w: int, ans_r: int) -> None:
         self.cmd_w, self.ans_r = cmd_w, ans_r
 
-    def alive(self) -> bool:  # pragma: no cover - overridden
-        raise NotImplementedError
+    @abstractmethod
+    def alive(self) -> bool: ...
 
-    def pid(self) -> int | None:  # pragma: no cover - overridden
-        raise NotImplementedError
+    @abstractmethod
+    def pid(self) -> int | None: ...
 
-    def kill(self) -> None:  # pragma: no cover - overridden
-        raise NotImplementedError
+    @abstractmethod
+    def kill(self) -> None: ...
 
-    def gone(self) -> VerifierError:  # pragma: no cover - overridden
-        raise NotImplementedError
+    @abstractmethod
+    def gone(self) -> VerifierError: ...
 
     rss_cap: int | None = None
     last_waited_ns = 0
