@@ -27,6 +27,7 @@ from verifier import check
 from verifier._layers import NO_LAYERS, SandboxLayers
 from verifier._output import CappedReader
 from verifier._seccomp import (
+    ADDRESS_TABLES,
     AUDIT_ARCH_AARCH64,
     AUDIT_ARCH_X86_64,
     CLONE_NAMESPACES,
@@ -35,6 +36,7 @@ from verifier._seccomp import (
     RET_KILL_PROCESS,
     RET_USER_NOTIF,
     TABLES,
+    build_address_filter,
     build_filter,
     parse_notification,
 )
@@ -220,11 +222,85 @@ def test_filter_denies_listed_calls_and_checks_arguments(arch: int, deny: int) -
 
 
 @pytest.mark.parametrize("arch", [AUDIT_ARCH_X86_64, AUDIT_ARCH_AARCH64])
-def test_gpu_runs_get_eacces_for_sockets_and_the_rest_unchanged(arch: int) -> None:
-    prog, table = build_filter(RET_USER_NOTIF, refuse_sockets=True), TABLES[arch]
+def test_gpu_runs_get_local_unix_sockets_only_and_the_rest_unchanged(arch: int) -> None:
+    prog, table = build_filter(RET_USER_NOTIF, local_unix_sockets=True), TABLES[arch]
     for name in DENIED:
         want = 0x5000D if name in ("socket", "socketpair") else RET_USER_NOTIF  # EACCES
-        assert _run_bpf(prog, table[name], arch) == want, name
+        assert _run_bpf(prog, table[name], arch, (2, 1, 0, 0, 0, 0)) == want, name  # AF_INET
+    for name in ("socket", "socketpair"):
+        assert _run_bpf(prog, table[name], arch, (1, 1, 0, 0, 0, 0)) == RET_ALLOW  # AF_UNIX
+        assert _run_bpf(prog, table[name], arch, (16, 3, 0, 0, 0, 0)) == 0x5000D  # netlink
+        assert _run_bpf(prog, table[name], arch, (1 | 1 << 32, 1, 0, 0, 0, 0)) == RET_ALLOW
+
+
+@pytest.mark.parametrize("arch", [AUDIT_ARCH_X86_64, AUDIT_ARCH_AARCH64])
+def test_address_filter_refuses_every_addressed_send(arch: int) -> None:
+    prog, table = build_address_filter(), ADDRESS_TABLES[arch]
+    for name in ("connect", "sendmsg", "sendmmsg"):
+        assert _run_bpf(prog, table[name], arch, (3, 0x7FFF0000, 16, 0, 0, 0)) == 0x5000D
+    assert _run_bpf(prog, table["sendto"], arch, (3, 1, 1, 0, 0x7FFF0000, 16)) == 0x5000D
+    assert _run_bpf(prog, table["sendto"], arch, (3, 1, 1, 0, 1 << 40, 16)) == 0x5000D
+    assert _run_bpf(prog, table["sendto"], arch, (3, 1, 1, 0, 0, 0)) == RET_ALLOW  # connected
+    assert _run_bpf(prog, TABLES[arch]["socket"], arch) == RET_ALLOW  # left to the main filter
+    other = AUDIT_ARCH_AARCH64 if arch == AUDIT_ARCH_X86_64 else AUDIT_ARCH_X86_64
+    assert _run_bpf(prog, table["connect"], other, (3, 1, 16, 0, 0, 0)) in (RET_ALLOW, 0x5000D)
+
+
+_REACH_OUT = r"""
+import errno, os, socket, sys
+out, dgram = sys.argv[1], sys.argv[2]
+def tried(what, fn):
+    try:
+        fn(); print(what, "ok")
+    except OSError as exc:
+        print(what, errno.errorcode.get(exc.errno, exc.errno))
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); print("unix socket ok")
+tried("connect", lambda: s.connect(out))
+d = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+tried("sendto", lambda: d.sendto(b"secret", dgram))
+tried("sendmsg", lambda: d.sendmsg([b"secret"], [], 0, dgram))
+tried("inet", lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+a, b = socket.socketpair(); a.sendall(b"x"); print("pair", b.recv(1).decode())
+tried("pair sendmsg", lambda: a.sendmsg([b"y"]))  # even unaddressed: BPF cannot tell
+"""
+
+
+def test_gpu_sandbox_unix_sockets_reach_no_daemon_outside(tmp_path: Path) -> None:
+    """A GPU run may create AF_UNIX sockets (the driver needs one), but a kernel that
+    knocks on a daemon's stream or datagram socket outside reaches nothing."""
+    where = Path(tempfile.mkdtemp(prefix="ktl-daemon-"))
+    daemon = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    journal = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        daemon.bind(str(where / "daemon.sock"))
+        daemon.listen(4)
+        daemon.settimeout(0.2)
+        journal.bind(str(where / "journal.sock"))
+        journal.settimeout(0.2)
+        os.chmod(where, 0o777)
+        for path in where.iterdir():
+            os.chmod(path, 0o777)
+        work = tmp_path / "work"
+        work.mkdir()
+        result = run_sandboxed([sys.executable, "-I", "-S", "-c", _REACH_OUT,
+                                str(where / "daemon.sock"), str(where / "journal.sock")],
+                               work, Limits(wall_s=30.0), gpu=True)
+        said = [line for _, line in result.lines]
+        if result.layers.seccomp == "none":
+            pytest.skip("this kernel offers no seccomp filter")
+        assert result.returncode == 0 and result.denied_syscall is None, (said, result.stderr)
+        assert said == ["unix socket ok", "connect EACCES", "sendto EACCES", "sendmsg EACCES",
+                        "inet EACCES", "pair x", "pair sendmsg EACCES"], said
+        with pytest.raises(TimeoutError):
+            daemon.accept()
+        with pytest.raises(TimeoutError):
+            journal.recv(64)
+    finally:
+        daemon.close()
+        journal.close()
+        for path in where.iterdir():
+            path.unlink()
+        where.rmdir()
 
 
 @given(st.integers(0, 2**32 - 1), st.integers(0, 1023))

@@ -374,7 +374,7 @@ def _measure(artifact: Artifact, entry: str, op: OpSpec, plans: list[ShapePlan],
             f"child: wall {result.wall_s:.2f} s, CPU {result.cpu_s:.2f} s, peak RSS "
             f"{result.maxrss_bytes / 2**20:.0f} MiB (from wait4); network "
             + ("isolated" if result.network_isolated else "not isolated")
-            + f"; {filesystem_confinement()}")
+            + f"; {filesystem_confinement(artifact.gpu)}")
     notes.append(f"timed by the parent over batches of calls (empty-command round trip and the "
                  f"OS-accounted run-queue waits subtracted, never below the child's CPU time); baseline: NumPy {np.__version__} float32 in its own process with "
                  f"{cores} BLAS thread(s); kernel OMP_NUM_THREADS={cores}; idle threads sleep "

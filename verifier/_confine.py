@@ -55,8 +55,8 @@ class ChildPlan:
     read_write: tuple[str, ...]
     control_fd: int
     listen: bool
-    refuse_sockets: bool = False
-    """GPU runs: sockets fail with EACCES instead of killing the run (see _seccomp)."""
+    local_unix_sockets: bool = False
+    """GPU runs: AF_UNIX sockets that reach nothing outside (see _seccomp)."""
 
 
 def _die_with_parent() -> None:
@@ -141,7 +141,7 @@ def _target(plan: ChildPlan, layers: dict[str, object]) -> None:
     layers["landlock_abi"] = abi if abi >= 1 else 0
     layers["dev_restricted"] = abi >= 1
     try:
-        listener = _seccomp.install(plan.listen, plan.refuse_sockets)
+        listener = _seccomp.install(plan.listen, plan.local_unix_sockets)
     except OSError as exc:
         _fail(f"cannot load the seccomp filter: {exc}")
     layers["seccomp"] = "notify" if listener is not None else "kill"
@@ -163,6 +163,11 @@ def _target(plan: ChildPlan, layers: dict[str, object]) -> None:
     os.close(plan.control_fd)
     if listener is not None:
         os.close(listener)
+    if plan.local_unix_sockets:  # now that the report is sent: no socket reaches an address
+        try:
+            _seccomp.install_address_filter()
+        except OSError as exc:
+            _fail(f"cannot load the seccomp address filter: {exc}")
 
 
 def preexec(plan: ChildPlan) -> None:

@@ -18,7 +18,17 @@ of the child and its descendants. It
   the calling process (anything else gets EPERM: runtimes may try them on their
   own threads and carry on);
 - answers `clone3` with ENOSYS (its flags sit in memory BPF cannot read; the C
-  library then falls back to `clone`, whose flags are checked).
+  library then falls back to `clone`, whose flags are checked);
+
+GPU runs (`local_unix_sockets`): NVIDIA's `cuInit` fails (CUDA_ERROR_OPERATING_SYSTEM)
+unless it can create a UNIX socket (seen on an H200, driver 580). There `socket` and
+`socketpair` are allowed for AF_UNIX and fail with EACCES for every other family, and a
+second filter (`build_address_filter`, stacked once the child has reported to the
+parent over its control socket) answers EACCES to every way a socket reaches a peer by
+address: `connect`, `sendmsg`, `sendmmsg` (their addresses sit in memory BPF cannot
+read) and `sendto` with a destination address. Such a socket reaches nothing outside
+the sandbox (abstract names are also scoped by the network namespace and Landlock),
+and no descriptor from outside is ever passed in.
 
 `deny` is `SECCOMP_RET_USER_NOTIF` when the parent listens (it then learns which
 call was attempted and kills the run; the call never executes), else
@@ -39,8 +49,10 @@ __all__ = [
     "RET_KILL_PROCESS",
     "RET_USER_NOTIF",
     "Notification",
+    "build_address_filter",
     "build_filter",
     "install",
+    "install_address_filter",
     "parse_notification",
     "syscall_name",
 ]
@@ -77,6 +89,7 @@ DENIED = (
 """Killed (or reported and killed) whatever their arguments."""
 
 SOCKET_CALLS = ("socket", "socketpair")
+AF_UNIX = 1
 SELF_ONLY_KILL = {"prlimit64": 0}
 """Allowed only when the argument at this index (a pid) is 0, the caller; else denied."""
 SELF_ONLY_EPERM = {"sched_setaffinity": 0, "sched_setscheduler": 0, "sched_setparam": 0,
@@ -114,6 +127,11 @@ _AARCH64 = {
     "clone3": 435, "seccomp": 277,
 }
 TABLES = {AUDIT_ARCH_X86_64: _X86_64, AUDIT_ARCH_AARCH64: _AARCH64}
+ADDRESS_TABLES = {
+    AUDIT_ARCH_X86_64: {"connect": 42, "sendto": 44, "sendmsg": 46, "sendmmsg": 307},
+    AUDIT_ARCH_AARCH64: {"connect": 203, "sendto": 206, "sendmsg": 211, "sendmmsg": 269},
+}
+"""The address filter's calls (every other architecture is killed by the main filter)."""
 """Syscall numbers per audit architecture (from the kernel's syscall tables)."""
 
 
@@ -129,11 +147,12 @@ def _arg_is_zero(index: int, deny_len: int) -> list[tuple[int, int, int, int]]:
             _ins(_LD_W_ABS, lo + 4), _ins(_JEQ, 0, deny_len, 0)]
 
 
-def _rule(name: str, deny: int, refuse_sockets: bool) -> list[tuple[int, int, int, int]]:
+def _rule(name: str, deny: int, local_unix_sockets: bool) -> list[tuple[int, int, int, int]]:
     """The body run when the syscall number is `name`'s; every path ends in a RET."""
-    eperm = RET_ERRNO | EPERM
-    if refuse_sockets and name in SOCKET_CALLS:
-        return [_ins(_RET, RET_ERRNO | EACCES)]
+    eperm, eacces = RET_ERRNO | EPERM, RET_ERRNO | EACCES
+    if local_unix_sockets and name in SOCKET_CALLS:  # the domain is argument 0
+        return [_ins(_LD_W_ABS, _OFF_ARGS), _ins(_JEQ, AF_UNIX, 0, 1), _ins(_RET, RET_ALLOW),
+                _ins(_RET, eacces)]
     if name in DENIED:
         return [_ins(_RET, deny)]
     if name in SELF_ONLY_KILL or name in SELF_ONLY_EPERM:
@@ -155,12 +174,12 @@ def _rule(name: str, deny: int, refuse_sockets: bool) -> list[tuple[int, int, in
 
 
 def _arch_block(table: dict[str, int], deny: int, x86: bool,
-                refuse_sockets: bool) -> list[tuple[int, int, int, int]]:
+                local_unix_sockets: bool) -> list[tuple[int, int, int, int]]:
     out = [_ins(_LD_W_ABS, _OFF_NR)]
     if x86:
         out += [_ins(_JSET, X32_SYSCALL_BIT, 0, 1), _ins(_RET, RET_KILL_PROCESS)]
     for name, nr in table.items():
-        body = _rule(name, deny, refuse_sockets)
+        body = _rule(name, deny, local_unix_sockets)
         if len(body) > 255:
             raise ValueError("rule too long for a BPF jump")
         out += [_ins(_JEQ, nr, 0, len(body)), *body]
@@ -168,16 +187,16 @@ def _arch_block(table: dict[str, int], deny: int, x86: bool,
     return out
 
 
-def build_filter(deny: int = RET_KILL_PROCESS, refuse_sockets: bool = False) -> bytes:
+def build_filter(deny: int = RET_KILL_PROCESS, local_unix_sockets: bool = False) -> bytes:
     """The whole program as `struct sock_filter[]` bytes (pure).
 
-    With `refuse_sockets` (GPU runs: the driver may probe its daemons' UNIX sockets and
-    must carry on without them) `socket` and `socketpair` fail with EACCES instead of
-    being denied; no socket can be created either way."""
+    With `local_unix_sockets` (GPU runs, see the module's text) `socket` and
+    `socketpair` are allowed for AF_UNIX and fail with EACCES for other families,
+    instead of being denied."""
     if deny not in (RET_KILL_PROCESS, RET_USER_NOTIF):
         raise ValueError("deny must be RET_KILL_PROCESS or RET_USER_NOTIF")
-    x86 = _arch_block(_X86_64, deny, x86=True, refuse_sockets=refuse_sockets)
-    arm = _arch_block(_AARCH64, deny, x86=False, refuse_sockets=refuse_sockets)
+    x86 = _arch_block(_X86_64, deny, x86=True, local_unix_sockets=local_unix_sockets)
+    arm = _arch_block(_AARCH64, deny, x86=False, local_unix_sockets=local_unix_sockets)
     head = [
         _ins(_LD_W_ABS, _OFF_ARCH),
         _ins(_JEQ, AUDIT_ARCH_X86_64, 0, 1),
@@ -187,6 +206,23 @@ def build_filter(deny: int = RET_KILL_PROCESS, refuse_sockets: bool = False) -> 
         _ins(_RET, RET_KILL_PROCESS),  # unknown architecture (i386, x32 via another audit arch, ...)
     ]
     return b"".join(struct.pack("=HBBI", *ins) for ins in (*head, *x86, *arm))
+
+
+def build_address_filter() -> bytes:
+    """The GPU runs' second program (pure): EACCES for `connect`, `sendmsg`, `sendmmsg`
+    and `sendto` with a destination address; everything else passes to the main filter."""
+    eacces = RET_ERRNO | EACCES
+    out: list[tuple[int, int, int, int]] = []
+    for arch, table in ADDRESS_TABLES.items():
+        block = [_ins(_LD_W_ABS, _OFF_NR)]
+        for name, nr in table.items():
+            body = ([*_arg_is_zero(4, 1), _ins(_RET, eacces), _ins(_RET, RET_ALLOW)]
+                    if name == "sendto" else [_ins(_RET, eacces)])
+            block += [_ins(_JEQ, nr, 0, len(body)), *body]
+        block.append(_ins(_RET, RET_ALLOW))
+        out += [_ins(_LD_W_ABS, _OFF_ARCH), _ins(_JEQ, arch, 0, len(block)), *block]
+    out.append(_ins(_RET, RET_ALLOW))  # another architecture: the main filter kills it
+    return b"".join(struct.pack("=HBBI", *ins) for ins in out)
 
 
 def syscall_name(arch: int, nr: int) -> str:
@@ -230,7 +266,14 @@ PR_SET_NO_NEW_PRIVS = 38
 _SYS_SECCOMP = {"x86_64": 317, "aarch64": 277}
 
 
-def install(listen: bool, refuse_sockets: bool = False) -> int | None:
+def _load(libc: ctypes.CDLL, program: bytes, flags: int) -> int:
+    buf = ctypes.create_string_buffer(program, len(program))
+    prog = _SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    return int(libc.syscall(_SYS_SECCOMP[platform.machine()], SECCOMP_SET_MODE_FILTER, flags,
+                            ctypes.byref(prog)))
+
+
+def install(listen: bool, local_unix_sockets: bool = False) -> int | None:
     """Load the filter into this process (after no_new_privs).
 
     With `listen`, denied calls are sent to a listener (its fd is returned; None if
@@ -246,11 +289,14 @@ def install(listen: bool, refuse_sockets: bool = False) -> int | None:
     attempts = ([(RET_USER_NOTIF, SECCOMP_FILTER_FLAG_NEW_LISTENER)] if listen else []) + [
         (RET_KILL_PROCESS, 0)]
     for deny, flags in attempts:
-        program = build_filter(deny, refuse_sockets)
-        buf = ctypes.create_string_buffer(program, len(program))
-        prog = _SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
-        rc = int(libc.syscall(_SYS_SECCOMP[machine], SECCOMP_SET_MODE_FILTER, flags,
-                              ctypes.byref(prog)))
+        rc = _load(libc, build_filter(deny, local_unix_sockets), flags)
         if rc >= 0:
             return rc if flags else None
     raise OSError(ctypes.get_errno(), "seccomp(SECCOMP_SET_MODE_FILTER) failed")
+
+
+def install_address_filter() -> None:
+    """Stack `build_address_filter` on this process (after `install`); OSError if it fails."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if _load(libc, build_address_filter(), 0) < 0:
+        raise OSError(ctypes.get_errno(), "seccomp: the address filter could not be loaded")

@@ -178,13 +178,14 @@ SYSTEM_READ_ONLY = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/l
 DEV_READ_WRITE = ("/dev/null",)
 
 
-def filesystem_confinement() -> str:
+def filesystem_confinement(gpu: bool = False) -> str:
     """How children's filesystem access is confined here, in words."""
     abi = _landlock.abi_version()
     if abi < 1:
         return "filesystem NOT confined (no Landlock in this kernel)"
+    dev = "null, zero, urandom" + (" and the NVIDIA device nodes" if gpu else "")
     return (f"filesystem confined by Landlock ABI v{abi} (read-only system, Python and package "
-            "paths; /dev only null, zero, urandom; read-write only its private folder)")
+            f"paths; /dev only {dev}; read-write only its private folder)")
 
 
 SECCOMP_LEVEL = {"none": 0.0, "kill": 1.0, "notify": 2.0}
@@ -268,7 +269,7 @@ def _start(argv: Sequence[str], workdir: Path, env: dict[str, str], limits: Limi
                      file_size=limits.file_size, open_files=limits.open_files,
                      processes=limits.processes, read_only=tuple(read_only),
                      read_write=tuple(read_write), control_fd=ctl_child.fileno(), listen=True,
-                     refuse_sockets=gpu)
+                     local_unix_sockets=gpu)
     try:
         with ctl, ctl_child:
             start = time.monotonic()  # wall time includes the set-up, as the child's CPU does
@@ -341,8 +342,9 @@ def run_sandboxed(
     only system paths, the Python installation, this package and `readable`.
     With `gpu`, it may also use the NVIDIA device nodes and read the driver's
     folders, and has no address-space limit (the driver maps GPU memory into it);
-    its `socket` calls then fail with EACCES instead of ending the run (the driver
-    may probe its daemons' sockets; no socket can be created either way).
+    it may create AF_UNIX sockets (NVIDIA's cuInit needs one) that can reach no
+    address (`connect` and addressed sends fail with EACCES); other socket families
+    fail with EACCES instead of ending the run.
     `pass_fds` stay open in the target under the same numbers (the native worker's
     command and answer pipes and its arena memfd).
     Returns a ChildResult whatever the child does; raises SandboxError only when the
