@@ -8,13 +8,21 @@ from dataclasses import replace
 
 from ledger.merkle import MissingHashError, ProofError, consistency_proof, inclusion_proof
 from ledger.note import NoteSigner
-from ledger.sequencer import Receipt, Sequencer, Submission
+from ledger.queued import QueuedSequencer
+from ledger.sequencer import Receipt, Sequencer, SequencerBusy, SequencerClosed, Submission
+from ledger.server._admit import admit_bytes
 from ledger.server._blobgc import BlobCollector, CollectorThread
 from ledger.server._config import ServerConfig
 from ledger.server._errors import ApiError
 from ledger.server._ratelimit import RateLimiter
 from ledger.server._witnessing import Witnessing, WitnessingSettings, load_log_policy
-from ledger.storage import LogStorage, StoredCheckpoint, StoredHashReader, TileCache
+from ledger.storage import (
+    LogStorage,
+    StoredCheckpoint,
+    StoredHashReader,
+    TileCache,
+    open_queue,
+)
 
 
 class LogService:
@@ -45,20 +53,34 @@ class LogService:
             max_delay=config.batch_delay_ms / 1000.0, cache=self.cache,
             on_checkpoint=None if self.witnessing is None else self.witnessing.offer,
         )
-        latest = self.sequencer.ensure_checkpoint()
+        queue = open_queue(storage)
+        #: In process on SQLite/memory; on PostgreSQL through the shared queue, whichever
+        #: frontend integrates (`ledger.queued`).
+        self.integrator: Sequencer | QueuedSequencer = self.sequencer
+        if queue is not None:
+            self.integrator = QueuedSequencer(self.sequencer, queue, self._vet)
+        latest = self.integrator.ensure_checkpoint()
         if self.witnessing is not None:
             self.witnessing.offer(latest)  # a checkpoint left unwitnessed before a restart
             self.witnessing.start()
-        self.sequencer.start()
+        self.integrator.start()
         self._gc.start()
 
     def close(self) -> None:
         """Integrate what is queued, then release the storage."""
         self._gc.stop()
-        self.sequencer.close()
+        self.integrator.close()
         if self.witnessing is not None:
             self.witnessing.close()
         self.storage.close()
+
+    def _vet(self, data: bytes) -> Submission:
+        """What the integrator checks of a queued row: the size limit, then the full
+        verification a frontend did (the queue is storage, not evidence)."""
+        if len(data) > self.max_entry_bytes:
+            raise ApiError(413, "entry_too_large", f"queued entry is {len(data)} bytes; the "
+                           f"limit is {self.max_entry_bytes}")
+        return admit_bytes(data)
 
     # ---- reads
     def latest_checkpoint(self) -> StoredCheckpoint | None:
@@ -111,7 +133,10 @@ class LogService:
 
     # ---- writes
     def submit(self, submissions: Sequence[Submission]) -> list[Receipt | BaseException]:
-        results = self.sequencer.submit(submissions, self.config.submit_timeout)
+        try:
+            results = self.integrator.submit(submissions, self.config.submit_timeout)
+        except (SequencerBusy, SequencerClosed) as e:
+            return [e for _ in submissions]
         if self.witnessing is None:
             return results
         return self._witnessed(results)

@@ -1,0 +1,245 @@
+"""The shared queue on PostgreSQL: its contract, and frontends answered whoever integrates.
+
+Frontends here are `LogService`s in this process, each with its own `PostgresStorage`
+(connections, lock session, listener) on one database, as separate processes would be.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from ledger_support import entry_bytes, signed_payload_entry
+
+from attest import encode_entry
+from ledger.merkle import leaf_hash, verify_inclusion
+from ledger.note import NoteSigner
+from ledger.queued import QueuedSequencer
+from ledger.sequencer import Receipt, Sequencer, SequencerBusy
+from ledger.server import LogService, ServerConfig
+from ledger.server._admit import admit_bytes
+from ledger.server._api import _failure
+from ledger.storage import (
+    Outcome,
+    QueueFull,
+    StorageError,
+    StoredHashReader,
+    open_queue,
+)
+from ledger.storage._pg_queue import PgQueue
+from ledger.storage._postgres import PostgresStorage
+
+pytestmark = pytest.mark.postgresql
+
+SIGNER = NoteSigner("queue.example/log", Ed25519PrivateKey.from_private_bytes(bytes(range(32))))
+
+
+def _frontend(url: str, tmp: Path, **over: object) -> LogService:
+    config = ServerConfig(data_dir=str(tmp), database=url, **over)  # type: ignore[arg-type]
+    return LogService(PostgresStorage(url, pool_size=4), SIGNER, config)
+
+
+def _queued(svc: LogService) -> QueuedSequencer:
+    assert isinstance(svc.integrator, QueuedSequencer)
+    return svc.integrator
+
+
+@pytest.fixture
+def two(pg_url: str, tmp_path: Path) -> Iterator[tuple[LogService, LogService]]:
+    """Frontend a holds the integration lock; frontend b never gets it while a runs."""
+    with ExitStack() as stack:
+        a = _frontend(pg_url, tmp_path)
+        stack.callback(a.close)
+        deadline = time.monotonic() + 10
+        while not _queued(a).is_integrator:
+            assert time.monotonic() < deadline, "the first frontend never became integrator"
+            time.sleep(0.01)
+        b = _frontend(pg_url, tmp_path)
+        stack.callback(b.close)
+        yield a, b
+
+
+def _check(svc: LogService, r: Receipt | BaseException, data: bytes) -> Receipt:
+    assert isinstance(r, Receipt), r
+    assert r.leaf_hash == leaf_hash(data)
+    proof = svc.receipt_proof(r)
+    verify_inclusion(r.leaf_hash, r.index, r.checkpoint.size, proof, r.checkpoint.root_hash)
+    entry = svc.storage.get_entry(r.index)
+    assert entry is not None and entry.data == data
+    return r
+
+
+def test_outcome_round_trips_and_refuses_nonsense() -> None:
+    for o in (Outcome(1, 0, False, 1), Outcome(7, 3, True, 9), Outcome(2, None, False, 0, "bad")):
+        assert Outcome.from_json(o.to_json()) == o
+    for bad in (dict(index=None, error=None), dict(index=1, error="x"), dict(index=5, size=5),
+                dict(ticket=0), dict(size=-1, index=None, error="x")):
+        args: dict[str, object] = {"ticket": 1, "index": 0, "duplicate": False, "size": 1,
+                                   "error": None, **bad}
+        with pytest.raises(StorageError):
+            Outcome(**args)  # type: ignore[arg-type]
+    assert len(Outcome(1, None, False, 0, "x" * 10_000).error or "") == 500
+
+
+def test_queue_contract_enqueue_take_settle_collect_sweep_limits(pg_url: str) -> None:
+    storage = PostgresStorage(pg_url, pool_size=2)
+    q = PgQueue(storage, max_queued=5)
+    other = PgQueue(PostgresStorage(pg_url, pool_size=1))
+    try:
+        assert isinstance(open_queue(storage), PgQueue)
+        with pytest.raises(StorageError, match="max_queued"):
+            PgQueue(storage, max_queued=0)
+        with pytest.raises(StorageError, match="enqueue takes 1 to"):
+            q.enqueue([])
+        with pytest.raises(StorageError, match="only the integrator"):
+            q.take(1)
+        first = q.enqueue([b"a", b"b", b"c"])
+        assert first == sorted(first) and len(set(first)) == 3
+        assert q.depth() == 3
+        with pytest.raises(QueueFull, match=r"holds 3 submissions \(at most 5\)"):
+            q.enqueue([b"d", b"e", b"f"])
+        more = q.enqueue([b"d", b"e"])
+        with q.hold() as held, other.hold() as other_held:
+            assert held and not other_held, "one integrator at a time"
+            with pytest.raises(StorageError, match="take limit"):
+                q.take(0)
+            got = q.take(4)
+            assert [g.ticket for g in got] == first + more[:1]
+            assert [g.data for g in got] == [b"a", b"b", b"c", b"d"]
+            q.settle(None, [Outcome(first[0], None, False, 0, "refused: test"),
+                            Outcome(first[1], None, False, 0, "refused: test 2")])
+            assert [g.ticket for g in q.take(10)] == [first[2], *more]
+        assert q.collect([first[1], 999_999]) == [Outcome(first[1], None, False, 0, "refused: test 2")]
+        assert q.collect([first[1]]) == [], "an outcome is handed out once"
+        with q.hold() as held:
+            assert held
+            assert q.sweep(time.time() - 60) == 0, "recent outcomes stay"
+            assert q.sweep(time.time() + 1) == 1, "an uncollected outcome is swept"
+        assert q.collect([first[0]]) == []
+    finally:
+        for x in (q, other):
+            x.close()
+            x.storage.close()
+
+
+def test_queue_full_is_a_busy_answer(pg_url: str) -> None:
+    storage = PostgresStorage(pg_url, pool_size=2)
+    blocker = PgQueue(PostgresStorage(pg_url, pool_size=1))
+    qs = QueuedSequencer(Sequencer(storage, SIGNER, SIGNER.name), PgQueue(storage, max_queued=2),
+                         admit_bytes, lock_poll=0.05)
+    try:
+        with blocker.hold() as held:
+            assert held, "the blocker integrates (and does nothing): the queue fills"
+            qs.start()
+            blocker.enqueue([b"1", b"2"])
+            with pytest.raises(SequencerBusy, match=r"holds 2 submissions \(at most 2\)"):
+                qs.submit([admit_bytes(entry_bytes(1))], 5)
+            assert not qs.is_integrator
+            qs.close(0)
+    finally:
+        blocker.close()
+        blocker.storage.close()
+        storage.close()
+    err = _failure(SequencerBusy("the log's queue is full"))
+    assert (err.status, err.code, err.headers) == (503, "busy", {"Retry-After": "1"})
+
+
+def test_a_frontend_that_never_integrates_is_answered_by_the_one_that_does(
+    two: tuple[LogService, LogService],
+) -> None:
+    a, b = two
+    datas = [entry_bytes(i) for i in range(12)]
+    results: list[list[Receipt | BaseException]] = []
+
+    def post(lo: int, hi: int) -> None:
+        results.append(b.submit([admit_bytes(d) for d in datas[lo:hi]]))
+
+    threads = [threading.Thread(target=post, args=(i, i + 1)) for i in range(8)]
+    threads.append(threading.Thread(target=post, args=(8, 12)))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    got = sorted((r for rs in results for r in rs), key=lambda r: getattr(r, "index", -1))
+    assert len(got) == 12
+    by_leaf = {leaf_hash(d): d for d in datas}
+    for r in got:
+        assert isinstance(r, Receipt) and not r.duplicate
+        _check(b, r, by_leaf[r.leaf_hash])
+    assert sorted(r.index for r in got if isinstance(r, Receipt)) == list(range(12))
+    qa, qb = _queued(a), _queued(b)
+    assert qa.is_integrator and qa.settled >= 12
+    assert not qb.is_integrator and qb.batches == 0, "b never integrated: a answered it"
+
+
+def test_duplicates_through_two_frontends_at_once_end_at_one_index(
+    two: tuple[LogService, LogService],
+) -> None:
+    a, b = two
+    data = entry_bytes(777)
+    out: list[Receipt | BaseException] = []
+    barrier = threading.Barrier(6)
+
+    def post(svc: LogService) -> None:
+        barrier.wait()
+        out.extend(svc.submit([admit_bytes(data), admit_bytes(data)]))
+
+    threads = [threading.Thread(target=post, args=(svc,)) for svc in (a, b, a, b, a, b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(out) == 12
+    receipts = [_check(a, r, data) for r in out]
+    assert {r.index for r in receipts} == {0}
+    assert sum(not r.duplicate for r in receipts) == 1
+    assert a.storage.entry_count() == 1
+
+
+def test_queued_rows_that_do_not_verify_are_refused_not_logged(
+    two: tuple[LogService, LogService], pg_url: str,
+) -> None:
+    """Someone with write access to the queue (or a bug) queues bytes no frontend verified."""
+    a, b = two
+    good = entry_bytes(1)
+    forged = signed_payload_entry(b"not a statement")
+    bad_sig = bytearray(good)
+    at = bad_sig.index(b'"sig":"') + 8
+    bad_sig[at] = ord("A") if bad_sig[at] != ord("A") else ord("B")
+    rows = [b"\xff not json", b"{}", encode_entry_bytes(forged), bytes(bad_sig),
+            b"x" * (a.max_entry_bytes + 1)]
+    qb = _queued(b).queue
+    tickets = qb.enqueue(rows)
+    with b.integrator._lock:  # type: ignore[union-attr]
+        waiting = {t: _wait_ticket(b, t) for t in tickets}
+    (ok,) = b.submit([admit_bytes(good)])
+    _check(b, ok, good)
+    for t, w in waiting.items():
+        assert w.event.wait(10), f"ticket {t} was never settled"
+        assert w.receipt is None
+        assert "the integrator refused the queued entry" in str(w.error)
+    assert a.storage.entry_count() == 1, "nothing but the verified entry was logged"
+    (again,) = a.submit([admit_bytes(entry_bytes(2))])
+    assert isinstance(again, Receipt) and again.index == 1, "the integrator goes on"
+    reader = StoredHashReader(a.storage, 2)
+    assert reader.read_hashes([(0, 0)]) == [leaf_hash(good)]
+
+
+def encode_entry_bytes(obj: dict[str, object]) -> bytes:
+    """A decodable log entry whose statement is not a valid in-toto statement."""
+    from attest import LogEntry
+
+    return encode_entry(LogEntry.from_json(obj))
+
+
+def _wait_ticket(svc: LogService, ticket: int) -> object:
+    from ledger.queued import _Ticket
+
+    w = _Ticket(b"")
+    _queued(svc)._pending[ticket] = w
+    return w
