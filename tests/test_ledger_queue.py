@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 
+import psycopg
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from ledger_support import entry_bytes, signed_payload_entry
@@ -19,7 +20,7 @@ from ledger_support import entry_bytes, signed_payload_entry
 from attest import encode_entry
 from ledger.merkle import leaf_hash, verify_inclusion
 from ledger.note import NoteSigner
-from ledger.queued import QueuedSequencer
+from ledger.queued import QueuedSequencer, _Ticket
 from ledger.sequencer import Receipt, Sequencer, SequencerBusy
 from ledger.server import LogService, ServerConfig
 from ledger.server._admit import admit_bytes
@@ -213,10 +214,8 @@ def test_queued_rows_that_do_not_verify_are_refused_not_logged(
     bad_sig[at] = ord("A") if bad_sig[at] != ord("A") else ord("B")
     rows = [b"\xff not json", b"{}", encode_entry_bytes(forged), bytes(bad_sig),
             b"x" * (a.max_entry_bytes + 1)]
-    qb = _queued(b).queue
-    tickets = qb.enqueue(rows)
-    with b.integrator._lock:  # type: ignore[union-attr]
-        waiting = {t: _wait_ticket(b, t) for t in tickets}
+    tickets = _queued(b).queue.enqueue(rows)
+    waiting = {t: _wait_ticket_on(_queued(b), t) for t in tickets}
     (ok,) = b.submit([admit_bytes(good)])
     _check(b, ok, good)
     for t, w in waiting.items():
@@ -237,9 +236,55 @@ def encode_entry_bytes(obj: dict[str, object]) -> bytes:
     return encode_entry(LogEntry.from_json(obj))
 
 
-def _wait_ticket(svc: LogService, ticket: int) -> object:
-    from ledger.queued import _Ticket
+def test_lost_notifications_fall_back_to_polling_and_old_outcomes_are_swept(pg_url: str) -> None:
+    storage = PostgresStorage(pg_url, pool_size=3)
+    seq = Sequencer(storage, SIGNER, SIGNER.name)
+    seq.ensure_checkpoint()
+    qs = QueuedSequencer(seq, PgQueue(storage), admit_bytes, poll=0.1, sweep_after=2)
+    qs.start()
+    try:
+        w = _wait_ticket_on(qs, 10**9)
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            # Settled without a NOTIFY (as if the notification was lost with a connection),
+            # and an outcome nobody will collect (its frontend died long ago).
+            conn.execute("INSERT INTO outcomes VALUES (%s, NULL, false, 0, 'refused', %s)",
+                         (10**9, time.time()))
+            conn.execute("INSERT INTO outcomes VALUES (%s, NULL, false, 0, 'old', %s)",
+                         (10**9 + 1, time.time() - 60))
+            assert w.event.wait(5), "the collector never polled"
+            assert "refused" in str(w.error)
+            deadline = time.monotonic() + 10
+            while conn.execute("SELECT count(*) FROM outcomes").fetchone() != (0,):
+                assert time.monotonic() < deadline, "the old outcome was never swept"
+                time.sleep(0.05)
+    finally:
+        qs.close(0)
+        storage.close()
 
+
+def test_the_integrator_hands_the_lock_to_a_waiting_startup_check(
+    two: tuple[LogService, LogService], pg_url: str,
+) -> None:
+    a, _b = two
+    check = PostgresStorage(pg_url, pool_size=1)
+    try:
+        start = time.monotonic()
+        with check.integration_lock():  # what `ktl serve` start-up and `ktl repair` take
+            took = time.monotonic() - start
+            assert took < 5, f"a start-up check waited {took:.1f} s for the lock"
+            deadline = time.monotonic() + 2
+            while _queued(a).is_integrator:
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+        data = entry_bytes(5)
+        (r,) = a.submit([admit_bytes(data)])  # an integrator takes the lock back
+        _check(a, r, data)
+    finally:
+        check.close()
+
+
+def _wait_ticket_on(qs: QueuedSequencer, ticket: int) -> _Ticket:
     w = _Ticket(b"")
-    _queued(svc)._pending[ticket] = w
+    with qs._lock:
+        qs._pending[ticket] = w
     return w
