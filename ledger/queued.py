@@ -4,10 +4,10 @@ Every frontend process runs a `QueuedSequencer` (the same ``ensure_checkpoint`` 
 ``start`` / ``submit`` / ``close`` as `ledger.sequencer.Sequencer`) with two threads:
 
 * the **integrator** polls for the integration lock; the process that holds it loops:
-  take the oldest queued rows (a bounded batch), re-verify each row's bytes (a row that
-  does not verify is refused with an error for its ticket, never logged), integrate the
-  rest with the `Sequencer` (dedup, tiles, signed checkpoint, witness hook) and, in the
-  transaction that commits them, record every ticket's outcome. It keeps the lock until
+  take the oldest queued rows (a bounded batch), check each row's MAC and facts (a row
+  that does not verify or decode is refused with an error for its ticket, never
+  logged), integrate the rest with the `Sequencer` (dedup, tiles, signed checkpoint,
+  witness hook) and, in the transaction that commits them, record every ticket's outcome. It keeps the lock until
   its frontend stops, its session dies, or a start-up check or tool waits for the lock.
 * the **collector** waits for the integrator's notification (or a bounded poll) and
   answers this process's waiting submitters from their outcomes, whoever integrated.
@@ -16,16 +16,27 @@ If the integrator's process dies, its session ends, the lock is free and another
 frontend's integrator takes it within ``lock_poll`` seconds, reloads the right edge and
 goes on with the queue; a submitter whose own frontend died is not answered (its entry
 may still be logged; submitting it again answers 200 duplicate).
+
+The queue is storage, not evidence. A frontend queues an entry only after verifying it,
+with its facts and an HMAC over both under a key derived from the log key (which every
+frontend holds and the database never sees); the integrator logs only rows whose MAC
+verifies, so a row written by anyone else with access to the database is refused. The
+integrator does not verify signatures a second time: one integrator for every frontend
+must not cost what verification costs.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
+from ledger.note import NoteSigner
 from ledger.sequencer import (
     Receipt,
     Sequencer,
@@ -35,13 +46,46 @@ from ledger.sequencer import (
     SequencerTimeout,
     Submission,
 )
-from ledger.storage import IntegratedBatch, StorageError, StoredCheckpoint
-from ledger.storage._queue import MAX_TAKE, Outcome, Queued, QueueFull, SharedQueue
+from ledger.storage import EntryFacts, IntegratedBatch, StorageError, StoredCheckpoint
+from ledger.storage._queue import MAX_TAKE, Outcome, Queued, QueueFull, QueueRow, SharedQueue
 
 _log = logging.getLogger("ktl.integrator")
+_MAC_CONTEXT = b"ktl shared queue row v1\n"
 
-#: Re-derives a `Submission` from queued bytes, raising on bytes that do not verify.
-Vet = Callable[[bytes], Submission]
+
+class QueueRowError(SequencerError):
+    """A queued row that no frontend of this log verified (its MAC or facts are wrong)."""
+
+
+def queue_key(signer: NoteSigner) -> bytes:
+    """The key that authenticates queued rows, derived from the log's signing key."""
+    return hashlib.sha256(b"ktl shared queue key v1\n" + signer.to_key_string().encode()).digest()
+
+
+def _mac(key: bytes, data: bytes, facts: str) -> bytes:
+    h = hmac.new(key, _MAC_CONTEXT, hashlib.sha256)
+    h.update(len(data).to_bytes(8, "big"))
+    h.update(data)
+    h.update(facts.encode("utf-8"))
+    return h.digest()
+
+
+def seal(key: bytes, sub: Submission) -> QueueRow:
+    """The queue row of a verified submission."""
+    facts = json.dumps(sub.facts.to_json(), separators=(",", ":"))
+    return QueueRow(sub.data, facts, _mac(key, sub.data, facts))
+
+
+def unseal(key: bytes, row: QueueRow) -> Submission:
+    """The submission a frontend queued, or `QueueRowError` if no frontend queued it so."""
+    if not hmac.compare_digest(row.mac, _mac(key, row.data, row.facts)):
+        raise QueueRowError("its MAC does not verify: no frontend of this log queued these "
+                            "bytes and facts")
+    try:
+        facts = EntryFacts.from_json(json.loads(row.facts))
+    except (ValueError, RecursionError, StorageError) as e:
+        raise QueueRowError(f"its facts do not decode: {e}") from None
+    return Submission(row.data, facts)
 
 
 class _Ticket:
@@ -61,7 +105,7 @@ class QueuedSequencer:
         self,
         sequencer: Sequencer,
         queue: SharedQueue,
-        vet: Vet,
+        key: bytes,
         *,
         poll: float = 0.2,
         lock_poll: float = 0.5,
@@ -72,7 +116,9 @@ class QueuedSequencer:
                                  "sweep_after at least 1 s")
         self.sequencer = sequencer
         self.queue = queue
-        self.vet = vet
+        if len(key) < 32:
+            raise SequencerError("the queue key must be at least 32 bytes")
+        self._key = key
         self.poll = poll
         self.lock_poll = lock_poll
         self.sweep_after = sweep_after
@@ -125,7 +171,7 @@ class QueuedSequencer:
             if not self._threads:
                 raise SequencerError("the sequencer is not running")
         try:
-            tickets = self.queue.enqueue([s.data for s in submissions])
+            tickets = self.queue.enqueue([seal(self._key, s) for s in submissions])
         except QueueFull as e:
             raise SequencerBusy(str(e)) from None
         except StorageError as e:
@@ -227,10 +273,10 @@ class QueuedSequencer:
         refused: list[Outcome] = []
         for q in rows:
             try:
-                subs.append(self.vet(q.data))
+                subs.append(unseal(self._key, q.row))
                 tickets.append(q.ticket)
-            except Exception as e:  # the queued bytes are checked, never believed
-                refused.append(Outcome(q.ticket, None, False, 0, f"{type(e).__name__}: {e}"))
+            except QueueRowError as e:  # the queue is storage, not evidence
+                refused.append(Outcome(q.ticket, None, False, 0, str(e)))
                 _log.error("refused queued ticket %d: %s", q.ticket, e)
 
         def commit(batch: IntegratedBatch | None, receipts: Sequence[Receipt]) -> None:
@@ -246,4 +292,4 @@ class QueuedSequencer:
         self.settled += len(rows)
 
 
-__all__ = ["QueuedSequencer", "Vet"]
+__all__ = ["QueueRowError", "QueuedSequencer", "queue_key", "seal", "unseal"]

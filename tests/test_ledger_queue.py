@@ -6,6 +6,7 @@ Frontends here are `LogService`s in this process, each with its own `PostgresSto
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -15,12 +16,19 @@ from pathlib import Path
 import psycopg
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from ledger_support import entry_bytes, signed_payload_entry
+from ledger_support import entry_bytes
 
-from attest import encode_entry
 from ledger.merkle import leaf_hash, verify_inclusion
 from ledger.note import NoteSigner
-from ledger.queued import QueuedSequencer, _Ticket
+from ledger.queued import (
+    QueuedSequencer,
+    QueueRowError,
+    _mac,
+    _Ticket,
+    queue_key,
+    seal,
+    unseal,
+)
 from ledger.sequencer import Receipt, Sequencer, SequencerBusy
 from ledger.server import LogService, ServerConfig
 from ledger.server._admit import admit_bytes
@@ -28,6 +36,7 @@ from ledger.server._api import _failure
 from ledger.storage import (
     Outcome,
     QueueFull,
+    QueueRow,
     StorageError,
     StoredHashReader,
     open_queue,
@@ -38,6 +47,11 @@ from ledger.storage._postgres import PostgresStorage
 pytestmark = pytest.mark.postgresql
 
 SIGNER = NoteSigner("queue.example/log", Ed25519PrivateKey.from_private_bytes(bytes(range(32))))
+KEY = queue_key(SIGNER)
+
+
+def _rows(*data: bytes) -> list[QueueRow]:
+    return [QueueRow(d, "{}", b"") for d in data]
 
 
 def _frontend(url: str, tmp: Path, **over: object) -> LogService:
@@ -75,18 +89,6 @@ def _check(svc: LogService, r: Receipt | BaseException, data: bytes) -> Receipt:
     return r
 
 
-def test_outcome_round_trips_and_refuses_nonsense() -> None:
-    for o in (Outcome(1, 0, False, 1), Outcome(7, 3, True, 9), Outcome(2, None, False, 0, "bad")):
-        assert Outcome.from_json(o.to_json()) == o
-    for bad in (dict(index=None, error=None), dict(index=1, error="x"), dict(index=5, size=5),
-                dict(ticket=0), dict(size=-1, index=None, error="x")):
-        args: dict[str, object] = {"ticket": 1, "index": 0, "duplicate": False, "size": 1,
-                                   "error": None, **bad}
-        with pytest.raises(StorageError):
-            Outcome(**args)  # type: ignore[arg-type]
-    assert len(Outcome(1, None, False, 0, "x" * 10_000).error or "") == 500
-
-
 def test_queue_contract_enqueue_take_settle_collect_sweep_limits(pg_url: str) -> None:
     storage = PostgresStorage(pg_url, pool_size=2)
     q = PgQueue(storage, max_queued=5)
@@ -99,19 +101,19 @@ def test_queue_contract_enqueue_take_settle_collect_sweep_limits(pg_url: str) ->
             q.enqueue([])
         with pytest.raises(StorageError, match="only the integrator"):
             q.take(1)
-        first = q.enqueue([b"a", b"b", b"c"])
+        first = q.enqueue(_rows(b"a", b"b", b"c"))
         assert first == sorted(first) and len(set(first)) == 3
         assert q.depth() == 3
         with pytest.raises(QueueFull, match=r"holds 3 submissions \(at most 5\)"):
-            q.enqueue([b"d", b"e", b"f"])
-        more = q.enqueue([b"d", b"e"])
+            q.enqueue(_rows(b"d", b"e", b"f"))
+        more = q.enqueue(_rows(b"d", b"e"))
         with q.hold() as held, other.hold() as other_held:
             assert held and not other_held, "one integrator at a time"
             with pytest.raises(StorageError, match="take limit"):
                 q.take(0)
             got = q.take(4)
             assert [g.ticket for g in got] == first + more[:1]
-            assert [g.data for g in got] == [b"a", b"b", b"c", b"d"]
+            assert [g.row for g in got] == _rows(b"a", b"b", b"c", b"d")
             q.settle(None, [Outcome(first[0], None, False, 0, "refused: test"),
                             Outcome(first[1], None, False, 0, "refused: test 2")])
             assert [g.ticket for g in q.take(10)] == [first[2], *more]
@@ -132,12 +134,12 @@ def test_queue_full_is_a_busy_answer(pg_url: str) -> None:
     storage = PostgresStorage(pg_url, pool_size=2)
     blocker = PgQueue(PostgresStorage(pg_url, pool_size=1))
     qs = QueuedSequencer(Sequencer(storage, SIGNER, SIGNER.name), PgQueue(storage, max_queued=2),
-                         admit_bytes, lock_poll=0.05)
+                         KEY, lock_poll=0.05)
     try:
         with blocker.hold() as held:
             assert held, "the blocker integrates (and does nothing): the queue fills"
             qs.start()
-            blocker.enqueue([b"1", b"2"])
+            blocker.enqueue(_rows(b"1", b"2"))
             with pytest.raises(SequencerBusy, match=r"holds 2 submissions \(at most 2\)"):
                 qs.submit([admit_bytes(entry_bytes(1))], 5)
             assert not qs.is_integrator
@@ -203,44 +205,50 @@ def test_duplicates_through_two_frontends_at_once_end_at_one_index(
 
 
 def test_queued_rows_that_do_not_verify_are_refused_not_logged(
-    two: tuple[LogService, LogService], pg_url: str,
+    two: tuple[LogService, LogService],
 ) -> None:
-    """Someone with write access to the queue (or a bug) queues bytes no frontend verified."""
+    """Someone with write access to the database (or a bug) queues rows no frontend sealed."""
     a, b = two
-    good = entry_bytes(1)
-    forged = signed_payload_entry(b"not a statement")
-    bad_sig = bytearray(good)
-    at = bad_sig.index(b'"sig":"') + 8
-    bad_sig[at] = ord("A") if bad_sig[at] != ord("A") else ord("B")
-    rows = [b"\xff not json", b"{}", encode_entry_bytes(forged), bytes(bad_sig),
-            b"x" * (a.max_entry_bytes + 1)]
+    good = admit_bytes(entry_bytes(1))
+    sealed = seal(KEY, good)
+    other = seal(queue_key(NoteSigner("queue.example/log", Ed25519PrivateKey.generate())), good)
+    lying = json.dumps({**good.facts.to_json(), "subjects": [["evil/k", "00" * 32]]})
+    bad_facts = ["not json", "{}", json.dumps({**good.facts.to_json(), "subjects": []}),
+                 json.dumps({**good.facts.to_json(), "keyids": [1]}), "[" * 100_000]
+    rows = [
+        QueueRow(good.data, sealed.facts, b""),  # no MAC
+        QueueRow(good.data, sealed.facts, b"\0" * 32),  # a made-up MAC
+        other,  # sealed with another log's key
+        QueueRow(good.data + b" ", sealed.facts, sealed.mac),  # bytes changed after sealing
+        QueueRow(good.data, lying, sealed.mac),  # facts changed after sealing
+        # Sealed with the right key but facts that do not decode (a frontend bug):
+        *(QueueRow(good.data, f, _mac(KEY, good.data, f)) for f in bad_facts),
+    ]
+    for row in rows:
+        with pytest.raises(QueueRowError, match=r"MAC does not verify|facts do not decode"):
+            unseal(KEY, row)
+    assert unseal(KEY, sealed) == good
     tickets = _queued(b).queue.enqueue(rows)
     waiting = {t: _wait_ticket_on(_queued(b), t) for t in tickets}
-    (ok,) = b.submit([admit_bytes(good)])
-    _check(b, ok, good)
+    (ok,) = b.submit([good])
+    _check(b, ok, good.data)
     for t, w in waiting.items():
         assert w.event.wait(10), f"ticket {t} was never settled"
         assert w.receipt is None
         assert "the integrator refused the queued entry" in str(w.error)
-    assert a.storage.entry_count() == 1, "nothing but the verified entry was logged"
+    assert a.storage.entry_count() == 1, "nothing but the sealed entry was logged"
+    assert not a.storage.search("name", "evil/k", 0, 10).results
     (again,) = a.submit([admit_bytes(entry_bytes(2))])
     assert isinstance(again, Receipt) and again.index == 1, "the integrator goes on"
     reader = StoredHashReader(a.storage, 2)
-    assert reader.read_hashes([(0, 0)]) == [leaf_hash(good)]
-
-
-def encode_entry_bytes(obj: dict[str, object]) -> bytes:
-    """A decodable log entry whose statement is not a valid in-toto statement."""
-    from attest import LogEntry
-
-    return encode_entry(LogEntry.from_json(obj))
+    assert reader.read_hashes([(0, 0)]) == [leaf_hash(good.data)]
 
 
 def test_lost_notifications_fall_back_to_polling_and_old_outcomes_are_swept(pg_url: str) -> None:
     storage = PostgresStorage(pg_url, pool_size=3)
     seq = Sequencer(storage, SIGNER, SIGNER.name)
     seq.ensure_checkpoint()
-    qs = QueuedSequencer(seq, PgQueue(storage), admit_bytes, poll=0.1, sweep_after=2)
+    qs = QueuedSequencer(seq, PgQueue(storage), KEY, poll=0.1, sweep_after=2)
     qs.start()
     try:
         w = _wait_ticket_on(qs, 10**9)

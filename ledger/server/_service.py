@@ -8,9 +8,8 @@ from dataclasses import replace
 
 from ledger.merkle import MissingHashError, ProofError, consistency_proof, inclusion_proof
 from ledger.note import NoteSigner
-from ledger.queued import QueuedSequencer
+from ledger.queued import QueuedSequencer, queue_key
 from ledger.sequencer import Receipt, Sequencer, SequencerBusy, SequencerClosed, Submission
-from ledger.server._admit import admit_bytes
 from ledger.server._blobgc import BlobCollector, CollectorThread
 from ledger.server._config import ServerConfig
 from ledger.server._errors import ApiError
@@ -58,7 +57,7 @@ class LogService:
         #: frontend integrates (`ledger.queued`).
         self.integrator: Sequencer | QueuedSequencer = self.sequencer
         if queue is not None:
-            self.integrator = QueuedSequencer(self.sequencer, queue, self._vet)
+            self.integrator = QueuedSequencer(self.sequencer, queue, queue_key(signer))
         latest = self.integrator.ensure_checkpoint()
         if self.witnessing is not None:
             self.witnessing.offer(latest)  # a checkpoint left unwitnessed before a restart
@@ -73,14 +72,6 @@ class LogService:
         if self.witnessing is not None:
             self.witnessing.close()
         self.storage.close()
-
-    def _vet(self, data: bytes) -> Submission:
-        """What the integrator checks of a queued row: the size limit, then the full
-        verification a frontend did (the queue is storage, not evidence)."""
-        if len(data) > self.max_entry_bytes:
-            raise ApiError(413, "entry_too_large", f"queued entry is {len(data)} bytes; the "
-                           f"limit is {self.max_entry_bytes}")
-        return admit_bytes(data)
 
     # ---- reads
     def latest_checkpoint(self) -> StoredCheckpoint | None:

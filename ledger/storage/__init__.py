@@ -14,7 +14,7 @@ from ledger.storage._check import LogCheck, check_log
 from ledger.storage._copy import CopyResult, copy_log
 from ledger.storage._hashes import StoredHashReader, TileCache, expand_tile, tile_nodes
 from ledger.storage._memory import MemoryStorage
-from ledger.storage._queue import MAX_QUEUED, Outcome, Queued, QueueFull, SharedQueue
+from ledger.storage._queue import MAX_QUEUED, Outcome, Queued, QueueFull, QueueRow, SharedQueue
 from ledger.storage._schema import SCHEMA_VERSION
 from ledger.storage._sqlite import DB_NAME, SqliteStorage
 from ledger.storage._types import (
@@ -81,6 +81,7 @@ __all__ = [
     "Problem",
     "ProblemKind",
     "QueueFull",
+    "QueueRow",
     "Queued",
     "SearchPage",
     "SharedQueue",

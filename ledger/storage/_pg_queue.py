@@ -22,7 +22,15 @@ from typing import Any
 import psycopg
 
 from ledger.storage._postgres import PostgresStorage, commit_batch_rows
-from ledger.storage._queue import MAX_ERROR, MAX_QUEUED, MAX_TAKE, Outcome, Queued, QueueFull
+from ledger.storage._queue import (
+    MAX_ERROR,
+    MAX_QUEUED,
+    MAX_TAKE,
+    Outcome,
+    Queued,
+    QueueFull,
+    QueueRow,
+)
 from ledger.storage._types import IntegratedBatch, StorageError
 
 #: NOTIFY channels: rows were queued (for the integrator), outcomes are ready (frontends).
@@ -49,27 +57,29 @@ class PgQueue:
         self._listen_lock = threading.Lock()
 
     # ---- frontends
-    def enqueue(self, data: Sequence[bytes]) -> list[int]:
-        """Queue verified submissions in one transaction; their tickets, in order.
+    def enqueue(self, rows: Sequence[QueueRow]) -> list[int]:
+        """Queue rows in one transaction; their tickets, in order.
 
         Raises `QueueFull` when the queue would exceed ``max_queued`` rows (checked
         from the ticket span, so concurrent frontends may overshoot by one request each).
         """
-        if not 1 <= len(data) <= MAX_TAKE:
-            raise StorageError(f"enqueue takes 1 to {MAX_TAKE} submissions, got {len(data)}")
+        if not 1 <= len(rows) <= MAX_TAKE:
+            raise StorageError(f"enqueue takes 1 to {MAX_TAKE} submissions, got {len(rows)}")
         with self.storage._conn() as conn, conn.transaction():
             conn.execute("SET LOCAL synchronous_commit = off")
             depth = self._depth(conn)
-            if depth + len(data) > self.max_queued:
+            if depth + len(rows) > self.max_queued:
                 raise QueueFull(f"the log's queue holds {depth} submissions (at most "
                                 f"{self.max_queued}); retry shortly")
-            rows = conn.execute(
-                "INSERT INTO queue (data, queued_at) SELECT d, %s FROM "
-                "unnest(%s::bytea[]) WITH ORDINALITY AS u(d, n) ORDER BY n RETURNING ticket",
-                (time.time(), [bytes(d) for d in data]),
+            got = conn.execute(
+                "INSERT INTO queue (data, facts, mac, queued_at) SELECT d, f, m, %s FROM "
+                "unnest(%s::bytea[], %s::text[], %s::bytea[]) WITH ORDINALITY AS u(d, f, m, n) "
+                "ORDER BY n RETURNING ticket",
+                (time.time(), [bytes(r.data) for r in rows], [r.facts for r in rows],
+                 [bytes(r.mac) for r in rows]),
             ).fetchall()
             conn.execute("SELECT pg_notify(%s, '')", (QUEUED_CHANNEL,))
-        return sorted(int(r[0]) for r in rows)  # tickets follow the rows' order
+        return sorted(int(r[0]) for r in got)  # tickets follow the rows' order
 
     def depth(self) -> int:
         """About how many rows are queued (the span of tickets, never less)."""
@@ -164,10 +174,11 @@ class PgQueue:
             raise StorageError(f"take limit must be 1 to {MAX_TAKE}")
         try:
             rows = self._conn_held().execute(
-                "SELECT ticket, data FROM queue ORDER BY ticket LIMIT %s", (limit,)).fetchall()
+                "SELECT ticket, data, facts, mac FROM queue ORDER BY ticket LIMIT %s",
+                (limit,)).fetchall()
         except psycopg.Error as e:
             raise StorageError(f"lost the database while taking submissions: {e}") from None
-        return [Queued(int(t), bytes(d)) for t, d in rows]
+        return [Queued(int(t), QueueRow(bytes(d), str(f), bytes(m))) for t, d, f, m in rows]
 
     def settle(self, batch: IntegratedBatch | None, outcomes: Sequence[Outcome]) -> None:
         """One durable transaction: the batch's rows, each ticket's outcome, the queue

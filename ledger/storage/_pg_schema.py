@@ -77,7 +77,8 @@ MIGRATIONS: tuple[str, ...] = (
         created DOUBLE PRECISION NOT NULL
     )
     """,
-    # v3: the shared queue. Frontends queue verified submissions; the one integrator
+    # v3: the shared queue. Frontends queue verified submissions (bytes, facts, and a MAC
+    # under a key derived from the log key, which the database never sees); the one integrator
     # takes them in ticket order and, in the transaction that commits them, records each
     # ticket's outcome (index, duplicate, covering size, or why it was refused) for the
     # waiting frontend to collect.
@@ -85,6 +86,8 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TABLE queue (
         ticket BIGSERIAL PRIMARY KEY,
         data BYTEA NOT NULL,
+        facts TEXT NOT NULL,
+        mac BYTEA NOT NULL,
         queued_at DOUBLE PRECISION NOT NULL
     );
     CREATE TABLE outcomes (

@@ -26,11 +26,22 @@ class QueueFull(StorageError):
 
 
 @dataclass(frozen=True)
+class QueueRow:
+    """What a frontend queues: canonical entry bytes, their facts (JSON text) and a MAC
+    over both under the log's queue key (`ledger.queued`), so that the integrator
+    believes no row that a frontend did not verify."""
+
+    data: bytes
+    facts: str
+    mac: bytes
+
+
+@dataclass(frozen=True)
 class Queued:
-    """One queued submission as the integrator takes it (its bytes are not yet trusted)."""
+    """One queued row as the integrator takes it (not trusted until its MAC verifies)."""
 
     ticket: int
-    data: bytes
+    row: QueueRow
 
 
 @dataclass(frozen=True)
@@ -69,9 +80,8 @@ class SharedQueue(Protocol):
     """Submissions queued by every frontend of one log, settled by its one integrator."""
 
     # frontends
-    def enqueue(self, data: Sequence[bytes]) -> list[int]:
-        """Queue canonical entry bytes in one transaction; their tickets in order, or
-        `QueueFull`."""
+    def enqueue(self, rows: Sequence[QueueRow]) -> list[int]:
+        """Queue rows in one transaction; their tickets in order, or `QueueFull`."""
         ...
 
     def wait_done(self, timeout: float) -> None:
