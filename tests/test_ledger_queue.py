@@ -277,7 +277,7 @@ def test_the_integrator_hands_the_lock_to_a_waiting_startup_check(
     check = PostgresStorage(pg_url, pool_size=1)
     try:
         start = time.monotonic()
-        with check.integration_lock():  # what `ktl serve` start-up and `ktl repair` take
+        with check.integration_lock():  # what a starting `ktl serve` takes for its check
             took = time.monotonic() - start
             assert took < 5, f"a start-up check waited {took:.1f} s for the lock"
             deadline = time.monotonic() + 2
