@@ -38,6 +38,24 @@ QUEUED_CHANNEL = "ktl_queued"
 DONE_CHANNEL = "ktl_done"
 
 
+# One round trip: the bound, the rows, the integrator's wake-up. Not flushed to disk
+# before it returns (no submitter was answered yet; the settling commit is durable).
+_ENQUEUE = """
+WITH depth AS (SELECT coalesce(max(ticket) - min(ticket) + 1, 0) AS n FROM queue),
+ins AS (
+    INSERT INTO queue (data, facts, mac, queued_at)
+    SELECT u.d, u.f, u.m, %s
+    FROM unnest(%s::bytea[], %s::text[], %s::bytea[]) WITH ORDINALITY AS u(d, f, m, o)
+    WHERE (SELECT n FROM depth) + %s <= %s
+    ORDER BY u.o
+    RETURNING ticket
+)
+SELECT (SELECT n FROM depth), array(SELECT ticket FROM ins ORDER BY ticket),
+       (SELECT count(pg_notify(%s, '')) FROM ins),
+       set_config('synchronous_commit', 'off', true)
+"""
+
+
 def _outcome(row: Sequence[Any]) -> Outcome:
     ticket, idx, dup, size, error = row
     return Outcome(int(ticket), None if idx is None else int(idx), bool(dup), int(size),
@@ -65,21 +83,17 @@ class PgQueue:
         """
         if not 1 <= len(rows) <= MAX_TAKE:
             raise StorageError(f"enqueue takes 1 to {MAX_TAKE} submissions, got {len(rows)}")
-        with self.storage._conn() as conn, conn.transaction():
-            conn.execute("SET LOCAL synchronous_commit = off")
-            depth = self._depth(conn)
-            if depth + len(rows) > self.max_queued:
-                raise QueueFull(f"the log's queue holds {depth} submissions (at most "
-                                f"{self.max_queued}); retry shortly")
-            got = conn.execute(
-                "INSERT INTO queue (data, facts, mac, queued_at) SELECT d, f, m, %s FROM "
-                "unnest(%s::bytea[], %s::text[], %s::bytea[]) WITH ORDINALITY AS u(d, f, m, n) "
-                "ORDER BY n RETURNING ticket",
-                (time.time(), [bytes(r.data) for r in rows], [r.facts for r in rows],
-                 [bytes(r.mac) for r in rows]),
-            ).fetchall()
-            conn.execute("SELECT pg_notify(%s, '')", (QUEUED_CHANNEL,))
-        return sorted(int(r[0]) for r in got)  # tickets follow the rows' order
+        with self.storage._conn() as conn:
+            row = conn.execute(_ENQUEUE, (
+                time.time(), [bytes(r.data) for r in rows], [r.facts for r in rows],
+                [bytes(r.mac) for r in rows], len(rows), self.max_queued, QUEUED_CHANNEL,
+            )).fetchone()
+        assert row is not None
+        depth, tickets = int(row[0]), [int(t) for t in row[1]]
+        if not tickets:
+            raise QueueFull(f"the log's queue holds {depth} submissions (at most "
+                            f"{self.max_queued}); retry shortly")
+        return tickets  # in the rows' order: each row's ticket is drawn in that order
 
     def depth(self) -> int:
         """About how many rows are queued (the span of tickets, never less)."""
