@@ -9,7 +9,7 @@ from dataclasses import replace
 from ledger.merkle import MissingHashError, ProofError, consistency_proof, inclusion_proof
 from ledger.note import NoteSigner
 from ledger.queued import QueuedSequencer, queue_key
-from ledger.sequencer import Receipt, Sequencer, SequencerBusy, SequencerClosed, Submission
+from ledger.sequencer import Receipt, Sequencer, SequencerError, Submission
 from ledger.server._blobgc import BlobCollector, CollectorThread
 from ledger.server._config import ServerConfig
 from ledger.server._errors import ApiError
@@ -126,7 +126,7 @@ class LogService:
     def submit(self, submissions: Sequence[Submission]) -> list[Receipt | BaseException]:
         try:
             results = self.integrator.submit(submissions, self.config.submit_timeout)
-        except (SequencerBusy, SequencerClosed) as e:
+        except SequencerError as e:  # busy, closing, or the queue unreachable: none queued
             return [e for _ in submissions]
         if self.witnessing is None:
             return results
