@@ -253,7 +253,7 @@ class QueuedSequencer:
         while not self._stop.is_set():
             rows = self.queue.take(self.max_batch)
             if rows:
-                self._settle(rows)
+                self._settle_or_split(rows)
             now = time.monotonic()
             if now - checked >= 1.0:
                 checked = now
@@ -265,6 +265,23 @@ class QueuedSequencer:
                     return
             if not rows:
                 self.queue.wait_queued(self.poll)
+
+    def _settle_or_split(self, rows: Sequence[Queued]) -> None:
+        """Settle a batch; if storing it fails, one row at a time, refusing a row that
+        fails alone (one unstorable row must not stall the queue). If the database is
+        gone, recording the refusal fails too, and the lock is given up."""
+        try:
+            self._settle(rows)
+            return
+        except StorageError as e:
+            _log.error("integrating %d queued rows failed: %s; trying one at a time", len(rows), e)
+        for q in rows:
+            try:
+                self._settle([q])
+            except StorageError as e:
+                _log.error("refused queued ticket %d: %s", q.ticket, e)
+                self.queue.settle(None, [Outcome(q.ticket, None, False, 0,
+                                                 f"the log could not store it: {e}")])
 
     def _settle(self, rows: Sequence[Queued]) -> None:
         """Integrate one batch of queued rows and record every ticket's outcome with it."""

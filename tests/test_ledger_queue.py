@@ -296,3 +296,28 @@ def _wait_ticket_on(qs: QueuedSequencer, ticket: int) -> _Ticket:
     with qs._lock:
         qs._pending[ticket] = w
     return w
+
+
+def test_a_row_the_database_cannot_store_is_refused_and_the_queue_goes_on(
+    two: tuple[LogService, LogService],
+) -> None:
+    """A sealed row (a frontend bug) whose facts PostgreSQL refuses (a NUL in a text column)
+    must not stall the queue: its batch is retried one row at a time, and only it is refused."""
+    a, b = two
+    subs = [admit_bytes(entry_bytes(i)) for i in (10, 11, 12)]
+    poison = json.dumps({**subs[1].facts.to_json(), "subjects": [["acme/\u0000k", "ab" * 32]]})
+    rows = [seal(KEY, subs[0]), QueueRow(subs[1].data, poison, _mac(KEY, subs[1].data, poison)),
+            seal(KEY, subs[2])]
+    qb = _queued(b)
+    with qb._lock:  # registered together (an outcome that comes first waits for the poll)
+        tickets = qb.queue.enqueue(rows)
+        waiting = [_Ticket(s.leaf_hash) for s in subs]
+        qb._pending.update(zip(tickets, waiting, strict=True))
+    for w in waiting:
+        assert w.event.wait(10), "a ticket was never settled"
+    first, bad, last = waiting
+    assert "the log could not store it" in str(bad.error) and bad.receipt is None
+    assert first.receipt is not None and last.receipt is not None
+    _check(a, first.receipt, subs[0].data)
+    _check(a, last.receipt, subs[2].data)
+    assert a.storage.entry_count() == 2
