@@ -42,6 +42,7 @@ from ledger.storage import (
     open_queue,
 )
 from ledger.storage._pg_queue import PgQueue
+from ledger.storage._pg_schema import INTEGRATE_LOCK
 from ledger.storage._postgres import PostgresStorage
 
 pytestmark = pytest.mark.postgresql
@@ -321,3 +322,21 @@ def test_a_row_the_database_cannot_store_is_refused_and_the_queue_goes_on(
     _check(a, first.receipt, subs[0].data)
     _check(a, last.receipt, subs[2].data)
     assert a.storage.entry_count() == 2
+
+
+def test_an_integrator_whose_session_is_killed_is_replaced(
+    two: tuple[LogService, LogService], pg_url: str,
+) -> None:
+    a, b = two
+    first = admit_bytes(entry_bytes(20))
+    _check(b, b.submit([first])[0], first.data)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        (holder,) = conn.execute(
+            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objid = %s",
+            (INTEGRATE_LOCK,)).fetchall()
+        conn.execute("SELECT pg_terminate_backend(%s)", holder)  # a lost connection
+    subs = [admit_bytes(entry_bytes(i)) for i in range(21, 26)]
+    got = b.submit(subs)
+    assert sorted(_check(b, r, s.data).index for r, s in zip(got, subs, strict=True)) == [1, 2, 3, 4, 5]
+    sizes = [cp.size for cp in a.storage.checkpoints(100)]
+    assert sizes == sorted(sizes, reverse=True) and len(set(sizes)) == len(sizes)
