@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -63,3 +64,20 @@ def test_a_sealed_row_unseals_to_the_same_submission() -> None:
                 seal(other, sub)):
         with pytest.raises(QueueRowError, match="MAC does not verify"):
             unseal(KEY, bad)
+
+
+def test_queued_sequencer_refuses_bad_settings() -> None:
+    from ledger.queued import QueuedSequencer
+    from ledger.sequencer import Sequencer, SequencerError
+    from ledger.storage import MemoryStorage
+
+    seq = Sequencer(MemoryStorage(), SIGNER, SIGNER.name)
+    queue: Any = object()  # never reached: the settings are refused first
+    for kwargs, key in (({}, b"short"), ({"poll": 0}, KEY), ({"lock_poll": 11}, KEY),
+                        ({"sweep_after": 0.5}, KEY)):
+        with pytest.raises(SequencerError):
+            QueuedSequencer(seq, queue, key, **kwargs)
+    qs = QueuedSequencer(seq, queue, KEY)
+    with pytest.raises(SequencerError, match="not running"):
+        qs.submit([Submission(b"x", FACTS)])
+    assert qs.submit([]) == []
