@@ -55,6 +55,10 @@ class SequencerClosed(SequencerError):
     """The sequencer is shutting down and takes no more submissions."""
 
 
+class SequencerBusy(SequencerError):
+    """Too many submissions are queued already; the submitter should retry shortly."""
+
+
 class SequencerTimeout(SequencerError):
     """A submission waited too long; it may still be logged by a later batch."""
 
@@ -80,6 +84,10 @@ class Receipt:
     leaf_hash: bytes
     duplicate: bool
     checkpoint: StoredCheckpoint
+
+
+#: ``commit(batch, receipts)``: store a prepared batch (None: all duplicates) durably.
+CommitHook = Callable[[IntegratedBatch | None, Sequence[Receipt]], None]
 
 
 class _Waiter:
@@ -204,6 +212,9 @@ class Sequencer:
 
         As Tessera does: clients can pin the empty log and witnesses start from 0.
         """
+        latest = self.storage.latest_checkpoint()
+        if latest is not None:  # checkpoints are never removed: no lock needed to see one
+            return latest
         with self.storage.integration_lock():
             latest = self.storage.latest_checkpoint()
             if latest is not None:
@@ -306,16 +317,45 @@ class Sequencer:
         with self.storage.integration_lock():
             return self._integrate_guarded(submissions)
 
-    def _integrate_guarded(self, submissions: Sequence[Submission]) -> list[Receipt]:
+    def integrate_held(self, submissions: Sequence[Submission], commit: CommitHook) -> list[Receipt]:
+        """Integrate one batch; the caller holds the integration lock and commits it.
+
+        ``commit(batch, receipts)`` must store ``batch`` (None when every submission was a
+        duplicate) in one durable transaction, together with whatever the caller records
+        about the receipts (the shared queue's outcomes); files and the checkpoint hook
+        follow only once it returned.
+        """
+        if not submissions:
+            return []
+        return self._integrate_guarded(submissions, commit)
+
+    def _integrate_guarded(
+        self, submissions: Sequence[Submission], commit: CommitHook | None = None
+    ) -> list[Receipt]:
         if not submissions:
             return []
         try:
-            return self._integrate_locked(submissions)
+            return self._integrate_locked(submissions, commit)
         except BaseException:
             self._state = None  # reload the right edge from storage next time
             raise
 
-    def _integrate_locked(self, submissions: Sequence[Submission]) -> list[Receipt]:
+    def _integrate_locked(
+        self, submissions: Sequence[Submission], commit: CommitHook | None
+    ) -> list[Receipt]:
+        batch, files, receipts = self._prepare(submissions)
+        if commit is not None:
+            commit(batch, receipts)
+        elif batch is not None:
+            self.storage.commit_batch(batch)
+        if batch is not None:
+            self._publish(batch.checkpoint, files)
+        return receipts
+
+    def _prepare(
+        self, submissions: Sequence[Submission]
+    ) -> tuple[IntegratedBatch | None, dict[str, bytes], list[Receipt]]:
+        """The batch to commit (None if nothing is new), its derived files, the receipts."""
         storage = self.storage
         latest = storage.latest_checkpoint()
         size = 0 if latest is None else latest.size
@@ -343,7 +383,8 @@ class Sequencer:
                 fresh.append(s)
         if not fresh:
             assert latest is not None
-            return [Receipt(i, s.leaf_hash, dup, latest) for s, (i, dup) in zip(submissions, slots, strict=True)]
+            return None, {}, [Receipt(i, s.leaf_hash, dup, latest)
+                              for s, (i, dup) in zip(submissions, slots, strict=True)]
         now = time.time()
         entries: list[StoredEntry] = []
         tiles: dict[tuple[int, int], bytes] = {}
@@ -367,20 +408,22 @@ class Sequencer:
         }
         self._bundles(state, entries, files)
         nodes = {k: tile_nodes(v) for k, v in tiles.items() if len(v) == _FULL}
-        storage.commit_batch(IntegratedBatch(tuple(entries), tiles, checkpoint, nodes))
-        files["checkpoint"] = note
+        receipts = [Receipt(i, s.leaf_hash, dup, checkpoint)
+                    for s, (i, dup) in zip(submissions, slots, strict=True)]
+        return IntegratedBatch(tuple(entries), tiles, checkpoint, nodes), files, receipts
+
+    def _publish(self, checkpoint: StoredCheckpoint, files: dict[str, bytes]) -> None:
+        """After the commit: the derived files, then the checkpoint hook."""
+        files["checkpoint"] = checkpoint.note
         try:
-            storage.write_files(files)
+            self.storage.write_files(files)
         except OSError as e:
             # The batch is durable and its checkpoint published; the files are derived
             # data (the read path falls back to the database, start-up rewrites them).
-            _log.error("integrated up to %d but could not write tile files: %s", new_size, e)
+            _log.error("integrated up to %d but could not write tile files: %s",
+                       checkpoint.size, e)
         if self._on_checkpoint is not None:
             self._on_checkpoint(checkpoint)
-        return [
-            Receipt(i, s.leaf_hash, dup, checkpoint)
-            for s, (i, dup) in zip(submissions, slots, strict=True)
-        ]
 
     @staticmethod
     def _bundles(state: _TreeState, entries: list[StoredEntry], files: dict[str, bytes]) -> None:

@@ -119,7 +119,7 @@ def ktl_serve(data: Path, *extra: str, lines: list[str] | None = None,
               ) -> Iterator[tuple[subprocess.Popen[str], str, str]]:
     """Run `ktl serve` on a free port; yields (process, base URL, verifier key).
 
-    The lines printed before it served are appended to `lines` when given."""
+    Everything it prints is appended to `lines` when given (the rest as it comes)."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env_extra or {})}
     proc = subprocess.Popen(
         [*KTL, "serve", "--data", str(data), "--port", "0", "--workers", str(SERVE_WORKERS), "--threads", "8",
@@ -142,7 +142,8 @@ def ktl_serve(data: Path, *extra: str, lines: list[str] | None = None,
             if line.startswith("serving on "):
                 base = line.split()[-1]
         assert base, "".join(lines)
-        threading.Thread(target=proc.stdout.read, daemon=True).start()  # keep the pipe drained
+        out = proc.stdout
+        threading.Thread(target=lambda: lines.extend(out), daemon=True).start()  # keep draining
         yield proc, base, vkey
     finally:
         if proc.poll() is None:

@@ -107,6 +107,11 @@ def _wait(what: str, cond: Any, timeout: float) -> float:
     return time.monotonic() - start
 
 
+def _became(lines: list[str]) -> int:
+    """How often a frontend logged that one of its processes became the integrator."""
+    return sum("is now the log's integrator" in line for line in list(lines))
+
+
 def _integrator_pid(url: str, timeout: float = 20) -> int:
     """The process holding the integration lock (it names itself in application_name)."""
     deadline = time.monotonic() + timeout
@@ -144,10 +149,12 @@ def test_integrator_sigkilled_under_load_loses_nothing_and_never_forks(
     extra = ("--database", pg_url, "--workers", "1", "--threads", "16")
     a_dir, b_dir = tmp_path / "a", tmp_path / "b"
     with ExitStack() as stack:
+        out: dict[str, list[str]] = {"a": [], "b": []}
         a_proc, a_base, vkey = stack.enter_context(
-            ktl_serve(a_dir, "--origin", "failover.example/log", *extra))
+            ktl_serve(a_dir, "--origin", "failover.example/log", *extra, lines=out["a"]))
         key = str(a_dir / "log.key")
-        b_proc, b_base, b_vkey = stack.enter_context(ktl_serve(b_dir, "--key", key, *extra))
+        b_proc, b_base, b_vkey = stack.enter_context(
+            ktl_serve(b_dir, "--key", key, *extra, lines=out["b"]))
         assert b_vkey == vkey, "the second frontend shares the first one's key"
         verifier = NoteVerifier.from_key_string(vkey)
         frontends = {a_proc.pid: ("a", a_base, a_dir), b_proc.pid: ("b", b_base, b_dir)}
@@ -158,13 +165,18 @@ def test_integrator_sigkilled_under_load_loses_nothing_and_never_forks(
             pid = _integrator_pid(pg_url)
             dead_pgid = os.getpgid(pid)
             assert dead_pgid in frontends, "the lock holder is one of our frontends"
+            dead_name, dead_base, dead_dir = frontends[dead_pgid]
+            (alive_name,) = [n for n, _, _ in frontends.values() if n != dead_name]
+            alive_base = frontends[a_proc.pid if alive_name == "a" else b_proc.pid][1]
+            assert _became(out[dead_name]) >= 1, "the integrator says so in its log"
+            became = _became(out[alive_name])
+            before_alive = subs[alive_base].count()
             os.killpg(dead_pgid, signal.SIGKILL)  # the whole frontend, mid-batch
-            _name, dead_base, dead_dir = frontends[dead_pgid]
-            (alive_base,) = [b for _, b, _ in frontends.values() if b != dead_base]
-            before = subs[alive_base].count()
             took = _wait("the other frontend to take over",
-                         lambda: subs[alive_base].count() >= before + 20, 30)
+                         lambda: subs[alive_base].count() >= before_alive + 20, 30)
             assert took < 10, f"take-over took {took:.1f} s"
+            _wait("the survivor to log that it integrates",
+                  lambda: _became(out[alive_name]) > became, 10)
         finally:
             for s in subs.values():
                 s.join()

@@ -12,7 +12,7 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
-from ledger.sequencer import Receipt, SequencerClosed, SequencerTimeout, Submission
+from ledger.sequencer import Receipt, SequencerBusy, SequencerClosed, SequencerTimeout, Submission
 from ledger.server._admit import admit, admit_body, parse_json
 from ledger.server._config import check_body_size
 from ledger.server._errors import ApiError
@@ -108,6 +108,8 @@ def _failure(e: BaseException) -> ApiError:
         return e
     if isinstance(e, SequencerClosed):
         return ApiError(503, "unavailable", str(e), {"Retry-After": "1"})
+    if isinstance(e, SequencerBusy):
+        return ApiError(503, "busy", str(e), {"Retry-After": "1"})
     if isinstance(e, SequencerTimeout):
         return ApiError(
             503, "timeout",

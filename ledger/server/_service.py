@@ -8,13 +8,20 @@ from dataclasses import replace
 
 from ledger.merkle import MissingHashError, ProofError, consistency_proof, inclusion_proof
 from ledger.note import NoteSigner
-from ledger.sequencer import Receipt, Sequencer, Submission
+from ledger.queued import QueuedSequencer, queue_key
+from ledger.sequencer import Receipt, Sequencer, SequencerError, Submission
 from ledger.server._blobgc import BlobCollector, CollectorThread
 from ledger.server._config import ServerConfig
 from ledger.server._errors import ApiError
 from ledger.server._ratelimit import RateLimiter
 from ledger.server._witnessing import Witnessing, WitnessingSettings, load_log_policy
-from ledger.storage import LogStorage, StoredCheckpoint, StoredHashReader, TileCache
+from ledger.storage import (
+    LogStorage,
+    StoredCheckpoint,
+    StoredHashReader,
+    TileCache,
+    open_queue,
+)
 
 
 class LogService:
@@ -45,17 +52,23 @@ class LogService:
             max_delay=config.batch_delay_ms / 1000.0, cache=self.cache,
             on_checkpoint=None if self.witnessing is None else self.witnessing.offer,
         )
-        latest = self.sequencer.ensure_checkpoint()
+        queue = open_queue(storage)
+        #: In process on SQLite/memory; on PostgreSQL through the shared queue, whichever
+        #: frontend integrates (`ledger.queued`).
+        self.integrator: Sequencer | QueuedSequencer = self.sequencer
+        if queue is not None:
+            self.integrator = QueuedSequencer(self.sequencer, queue, queue_key(signer))
+        latest = self.integrator.ensure_checkpoint()
         if self.witnessing is not None:
             self.witnessing.offer(latest)  # a checkpoint left unwitnessed before a restart
             self.witnessing.start()
-        self.sequencer.start()
+        self.integrator.start()
         self._gc.start()
 
     def close(self) -> None:
         """Integrate what is queued, then release the storage."""
         self._gc.stop()
-        self.sequencer.close()
+        self.integrator.close()
         if self.witnessing is not None:
             self.witnessing.close()
         self.storage.close()
@@ -111,7 +124,10 @@ class LogService:
 
     # ---- writes
     def submit(self, submissions: Sequence[Submission]) -> list[Receipt | BaseException]:
-        results = self.sequencer.submit(submissions, self.config.submit_timeout)
+        try:
+            results = self.integrator.submit(submissions, self.config.submit_timeout)
+        except SequencerError as e:  # busy, closing, or the queue unreachable: none queued
+            return [e for _ in submissions]
         if self.witnessing is None:
             return results
         return self._witnessed(results)

@@ -14,6 +14,7 @@ from ledger.storage._check import LogCheck, check_log
 from ledger.storage._copy import CopyResult, copy_log
 from ledger.storage._hashes import StoredHashReader, TileCache, expand_tile, tile_nodes
 from ledger.storage._memory import MemoryStorage
+from ledger.storage._queue import MAX_QUEUED, Outcome, Queued, QueueFull, QueueRow, SharedQueue
 from ledger.storage._schema import SCHEMA_VERSION
 from ledger.storage._sqlite import DB_NAME, SqliteStorage
 from ledger.storage._types import (
@@ -48,9 +49,23 @@ def open_storage(data_dir: str | os.PathLike[str] | None, database: str | None =
     return SqliteStorage(data_dir)
 
 
+def open_queue(storage: LogStorage, max_queued: int = MAX_QUEUED) -> SharedQueue | None:
+    """The shared queue of a PostgreSQL log (several frontends, one integrator); None for
+    the embedded backends, which integrate in process."""
+    try:
+        from ledger.storage._pg_queue import PgQueue
+        from ledger.storage._postgres import PostgresStorage
+    except ImportError:
+        return None
+    if not isinstance(storage, PostgresStorage):
+        return None
+    return PgQueue(storage, max_queued=max_queued)
+
+
 __all__ = [
     "DB_NAME",
     "MAX_PAGE",
+    "MAX_QUEUED",
     "MAX_RANGE",
     "SCHEMA_VERSION",
     "SEARCH_FIELDS",
@@ -62,9 +77,14 @@ __all__ = [
     "LogCheck",
     "LogStorage",
     "MemoryStorage",
+    "Outcome",
     "Problem",
     "ProblemKind",
+    "QueueFull",
+    "QueueRow",
+    "Queued",
     "SearchPage",
+    "SharedQueue",
     "SqliteStorage",
     "StorageError",
     "StoredCheckpoint",
@@ -76,6 +96,7 @@ __all__ = [
     "check_log",
     "copy_log",
     "expand_tile",
+    "open_queue",
     "open_storage",
     "redact_url",
     "repair_log",

@@ -77,6 +77,29 @@ MIGRATIONS: tuple[str, ...] = (
         created DOUBLE PRECISION NOT NULL
     )
     """,
+    # v3: the shared queue. Frontends queue verified submissions (bytes, facts, and a MAC
+    # under a key derived from the log key, which the database never sees); the one integrator
+    # takes them in ticket order and, in the transaction that commits them, records each
+    # ticket's outcome (index, duplicate, covering size, or why it was refused) for the
+    # waiting frontend to collect.
+    """
+    CREATE TABLE queue (
+        ticket BIGSERIAL PRIMARY KEY,
+        data BYTEA NOT NULL,
+        facts TEXT NOT NULL,
+        mac BYTEA NOT NULL,
+        queued_at DOUBLE PRECISION NOT NULL
+    );
+    CREATE TABLE outcomes (
+        ticket BIGINT PRIMARY KEY,
+        idx BIGINT,
+        duplicate BOOLEAN NOT NULL,
+        size BIGINT NOT NULL,
+        error TEXT,
+        done_at DOUBLE PRECISION NOT NULL
+    );
+    CREATE INDEX outcomes_done_at ON outcomes (done_at)
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -75,6 +75,47 @@ def _checkpoint(row: Sequence[Any]) -> StoredCheckpoint:
     return StoredCheckpoint(int(row[0]), bytes(row[1]), bytes(row[2]), float(row[3]))
 
 
+def commit_batch_rows(conn: psycopg.Connection[Any], batch: IntegratedBatch) -> None:
+    """Write a batch's rows in the caller's transaction on ``conn``, which holds the
+    integration lock; refuses a batch that does not extend the stored log exactly."""
+    first, size = check_batch_shape(batch)
+    row = conn.execute("SELECT MAX(idx) FROM entries").fetchone()
+    have = 0 if row is None or row[0] is None else int(row[0]) + 1
+    if have != first:
+        raise StorageError(f"batch starts at {first} but the log holds {have} entries")
+    row = conn.execute("SELECT MAX(size) FROM checkpoints").fetchone()
+    if row is not None and row[0] is not None and int(row[0]) >= size:
+        raise StorageError(f"refusing a checkpoint for size {size} after size {row[0]}")
+    with conn.cursor() as cur:
+        with cur.copy(
+            "COPY entries (idx, leaf_hash, data, predicate_type, subject_name, "
+            "subject_sha256, keyids, integrated_at) FROM STDIN"
+        ) as copy:
+            for e in batch.entries:
+                copy.write_row((e.index, e.leaf_hash, e.data, e.predicate_type,
+                                e.subjects[0][0], e.subjects[0][1], ",".join(e.keyids),
+                                e.integrated_at))
+        with cur.copy("COPY subjects (idx, pos, name, sha256) FROM STDIN") as copy:
+            for e in batch.entries:
+                for pos, (name, digest) in enumerate(e.subjects):
+                    copy.write_row((e.index, pos, name, digest))
+        with cur.copy("COPY signers (idx, keyid) FROM STDIN") as copy:
+            for e in batch.entries:
+                for k in dict.fromkeys(e.keyids):
+                    copy.write_row((e.index, k))
+        cur.executemany(
+            "INSERT INTO tiles (level, idx, hashes, nodes) VALUES (%s, %s, %s, %s) "
+            "ON CONFLICT (level, idx) DO UPDATE SET hashes = EXCLUDED.hashes, "
+            "nodes = EXCLUDED.nodes",
+            [(lv, ix, h, batch.nodes.get((lv, ix))) for (lv, ix), h in batch.tiles.items()],
+        )
+        cp = batch.checkpoint
+        cur.execute(
+            "INSERT INTO checkpoints (size, root_hash, note, created) VALUES (%s, %s, %s, %s)",
+            (cp.size, cp.root_hash, cp.note, cp.created),
+        )
+
+
 class PostgresStorage:
     """`LogStorage` in the PostgreSQL database at ``url`` (schema migrated on open)."""
 
@@ -309,25 +350,57 @@ class PostgresStorage:
     @contextmanager
     def integration_lock(self) -> Iterator[None]:
         """A session advisory lock: one integrator across every frontend on this database."""
-        with self._thread_lock:
-            conn = self._lock_connection()
+        with self._thread_lock, self._advisory(wait=True):
+            yield
+
+    @contextmanager
+    def try_integration_lock(self) -> Iterator[psycopg.Connection[Any] | None]:
+        """`integration_lock` if it is free now: yields the lock's connection, else None.
+
+        The long-lived integrator (`ledger.queued`) polls with this, so it never blocks
+        in a call it cannot leave when its frontend shuts down.
+        """
+        if not self._thread_lock.acquire(blocking=False):
+            yield None
+            return
+        try:
+            with self._advisory(wait=False) as conn:
+                yield conn
+        finally:
+            self._thread_lock.release()
+
+    def lock_waiters(self) -> int:
+        """How many sessions wait, blocked, for the integration lock (start-up checks, tools)."""
+        row = self._one(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+            "AND classid = 0 AND objid = %s AND objsubid = 1", (INTEGRATE_LOCK,))
+        return int(row[0])
+
+    @contextmanager
+    def _advisory(self, wait: bool) -> Iterator[psycopg.Connection[Any] | None]:
+        """Hold the advisory lock on the lock connection (caller holds ``_thread_lock``)."""
+        conn = self._lock_connection()
+        sql = "SELECT pg_advisory_lock(%s)" if wait else "SELECT pg_try_advisory_lock(%s)"
+        try:
+            row = conn.execute(sql, (INTEGRATE_LOCK,)).fetchone()
+        except psycopg.Error as e:
+            self._lock_conn = None
+            conn.close()
+            raise StorageError(f"lost the database while waiting to integrate: {e}") from None
+        if not wait and not (row is not None and row[0] is True):
+            yield None
+            return
+        self._holder.conn = conn
+        try:
+            yield conn
+        finally:
+            self._holder.conn = None
             try:
-                conn.execute("SELECT pg_advisory_lock(%s)", (INTEGRATE_LOCK,))
-            except psycopg.Error as e:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (INTEGRATE_LOCK,))
+            except psycopg.Error:
+                # The session is gone, and the lock with it.
                 self._lock_conn = None
                 conn.close()
-                raise StorageError(f"lost the database while waiting to integrate: {e}") from None
-            self._holder.conn = conn
-            try:
-                yield
-            finally:
-                self._holder.conn = None
-                try:
-                    conn.execute("SELECT pg_advisory_unlock(%s)", (INTEGRATE_LOCK,))
-                except psycopg.Error:
-                    # The session is gone, and the lock with it.
-                    self._lock_conn = None
-                    conn.close()
 
     def commit_empty_checkpoint(self, checkpoint: StoredCheckpoint) -> None:
         check_empty_checkpoint(checkpoint)
@@ -381,62 +454,22 @@ class PostgresStorage:
             return True
 
     def commit_batch(self, batch: IntegratedBatch) -> None:
-        first, size = check_batch_shape(batch)
+        check_batch_shape(batch)
         conn: psycopg.Connection[Any] | None = getattr(self._holder, "conn", None)
         try:
             if conn is not None:
                 with conn.transaction():
-                    self._commit_locked(conn, batch, first, size)
+                    commit_batch_rows(conn, batch)
                 return
             # Not under `integration_lock` (tools, tests): hold the same lock for the
             # length of the transaction, so no integrator can interleave.
             with self._conn() as pooled, pooled.transaction():
                 pooled.execute("SELECT pg_advisory_xact_lock(%s)", (INTEGRATE_LOCK,))
-                self._commit_locked(pooled, batch, first, size)
+                commit_batch_rows(pooled, batch)
         except pg_errors.UniqueViolation as e:
             raise StorageError(f"the database refused a duplicate: {e}") from None
         except psycopg.OperationalError as e:
             raise StorageError(f"database unavailable while committing: {e}") from None
-
-    @staticmethod
-    def _commit_locked(
-        conn: psycopg.Connection[Any], batch: IntegratedBatch, first: int, size: int
-    ) -> None:
-        row = conn.execute("SELECT MAX(idx) FROM entries").fetchone()
-        have = 0 if row is None or row[0] is None else int(row[0]) + 1
-        if have != first:
-            raise StorageError(f"batch starts at {first} but the log holds {have} entries")
-        row = conn.execute("SELECT MAX(size) FROM checkpoints").fetchone()
-        if row is not None and row[0] is not None and int(row[0]) >= size:
-            raise StorageError(f"refusing a checkpoint for size {size} after size {row[0]}")
-        with conn.cursor() as cur:
-            with cur.copy(
-                "COPY entries (idx, leaf_hash, data, predicate_type, subject_name, "
-                "subject_sha256, keyids, integrated_at) FROM STDIN"
-            ) as copy:
-                for e in batch.entries:
-                    copy.write_row((e.index, e.leaf_hash, e.data, e.predicate_type,
-                                    e.subjects[0][0], e.subjects[0][1], ",".join(e.keyids),
-                                    e.integrated_at))
-            with cur.copy("COPY subjects (idx, pos, name, sha256) FROM STDIN") as copy:
-                for e in batch.entries:
-                    for pos, (name, digest) in enumerate(e.subjects):
-                        copy.write_row((e.index, pos, name, digest))
-            with cur.copy("COPY signers (idx, keyid) FROM STDIN") as copy:
-                for e in batch.entries:
-                    for k in dict.fromkeys(e.keyids):
-                        copy.write_row((e.index, k))
-            cur.executemany(
-                "INSERT INTO tiles (level, idx, hashes, nodes) VALUES (%s, %s, %s, %s) "
-                "ON CONFLICT (level, idx) DO UPDATE SET hashes = EXCLUDED.hashes, "
-                "nodes = EXCLUDED.nodes",
-                [(lv, ix, h, batch.nodes.get((lv, ix))) for (lv, ix), h in batch.tiles.items()],
-            )
-            cp = batch.checkpoint
-            cur.execute(
-                "INSERT INTO checkpoints (size, root_hash, note, created) VALUES (%s, %s, %s, %s)",
-                (cp.size, cp.root_hash, cp.note, cp.created),
-            )
 
     # ---- the static read path's files, as rows
     def write_files(self, files: Mapping[str, bytes]) -> None:

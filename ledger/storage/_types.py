@@ -107,6 +107,24 @@ class EntryFacts:
         if not self.subjects:
             raise StorageError("an entry needs at least one subject")
 
+    def to_json(self) -> dict[str, Any]:
+        return {"predicate_type": self.predicate_type,
+                "subjects": [list(s) for s in self.subjects], "keyids": list(self.keyids)}
+
+    @classmethod
+    def from_json(cls, obj: object) -> EntryFacts:
+        """Strict: exactly these fields, every name, digest and key id a string."""
+        if not isinstance(obj, dict) or set(obj) != {"predicate_type", "subjects", "keyids"}:
+            raise StorageError("entry facts are {predicate_type, subjects, keyids}")
+        ptype, subjects, keyids = obj["predicate_type"], obj["subjects"], obj["keyids"]
+        if not (isinstance(ptype, str) and isinstance(subjects, list) and isinstance(keyids, list)
+                and all(isinstance(s, list) and len(s) == 2 and all(isinstance(x, str) for x in s)
+                        for s in subjects)
+                and all(isinstance(k, str) for k in keyids)):
+            raise StorageError("entry facts: predicate_type a string, subjects [name, sha256] "
+                               "string pairs, keyids strings")
+        return cls(ptype, tuple((s[0], s[1]) for s in subjects), tuple(keyids))
+
 
 @dataclass(frozen=True)
 class StoredEntry:
