@@ -368,6 +368,10 @@ class Sequencer:
         self._bundles(state, entries, files)
         nodes = {k: tile_nodes(v) for k, v in tiles.items() if len(v) == _FULL}
         storage.commit_batch(IntegratedBatch(tuple(entries), tiles, checkpoint, nodes))
+        # Durable now: cache the tiles as of the new size, so the receipts' inclusion
+        # proofs (built by every waiting request at once) read nothing from storage.
+        for (tl, ti), data in tiles.items():
+            self.cache.put_tile(tl, ti, data, nodes.get((tl, ti), b""))
         files["checkpoint"] = note
         try:
             storage.write_files(files)
