@@ -5,6 +5,7 @@ Pure code: no web framework, database or HTTP client is imported here.
 
 from __future__ import annotations
 
+from attest._canonical import canonical_json
 from attest._errors import (
     AttestError,
     EntryError,
@@ -15,6 +16,7 @@ from attest._errors import (
     SignatureError,
     ValidationError,
 )
+from attest._json import JSONRejected, strict_loads
 from attest.dsse import Envelope, Signature, pae, sign_envelope, verify_envelope
 from attest.entry import (
     MAX_ENTRY_BYTES,
@@ -91,6 +93,7 @@ __all__ = [
     "EntryTooLargeError",
     "Envelope",
     "EnvelopeError",
+    "JSONRejected",
     "KernelPredicate",
     "KeyFileError",
     "LogEntry",
@@ -107,6 +110,7 @@ __all__ = [
     "ValidationError",
     "VerificationPredicate",
     "VerifiedEntry",
+    "canonical_json",
     "decode_entry",
     "encode_entry",
     "generate_private_key",
@@ -125,6 +129,7 @@ __all__ = [
     "save_public_key",
     "sign_envelope",
     "statement_payload",
+    "strict_loads",
     "verify_entry",
     "verify_envelope",
 ]

@@ -13,6 +13,7 @@ or predicate is malformed). All are AttestError.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ import rfc8785
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from attest._canonical import canonical_json
 from attest._errors import (
     EntryError,
     EntryTooLargeError,
@@ -86,7 +88,7 @@ class VerifiedEntry:
 
 def encode_entry(entry: LogEntry) -> bytes:
     """The entry's RFC 8785 canonical bytes; EntryTooLargeError above MAX_ENTRY_BYTES."""
-    data = rfc8785.dumps(entry.to_json())
+    data = canonical_json(entry.to_json())
     if len(data) > MAX_ENTRY_BYTES:
         raise EntryTooLargeError(len(data), MAX_ENTRY_BYTES)
     return data
@@ -99,20 +101,45 @@ def decode_entry(data: bytes) -> LogEntry:
     data = bytes(data)
     if len(data) > MAX_ENTRY_BYTES:
         raise EntryTooLargeError(len(data), MAX_ENTRY_BYTES)
+    obj = _canonical_or_none(data)
+    if obj is None:
+        obj = _strictly_canonical(data)
+    return LogEntry.from_json(obj)
+
+
+_REJECTED = (UnicodeError, ValueError, TypeError, RecursionError)  # rfc8785's are ValueErrors
+
+
+def _canonical_or_none(data: bytes) -> Any:
+    """What canonical bytes decode to, or None for any other bytes.
+
+    Parsed with the plain (C) decoder: bytes that equal the canonical encoding of what
+    they parse to hold no duplicate key (that encoding has one member per key) and no
+    NaN or Infinity (they have none), so the strict decoder would find nothing more.
+    """
+    try:
+        obj = json.loads(data.decode("utf-8"))
+        return obj if canonical_json(obj) == data else None
+    except _REJECTED:
+        return None
+
+
+def _strictly_canonical(data: bytes) -> Any:
+    """Decode strictly and compare with the canonical form, naming what is wrong."""
     try:
         obj = strict_loads(data)
     except JSONRejected as exc:
         raise EntryError(f"log entry {exc}") from None
     try:
         canonical = rfc8785.dumps(obj)
-    except rfc8785.CanonicalizationError as exc:
+    except ValueError as exc:  # CanonicalizationError; UnicodeEncodeError for a lone surrogate key
         raise EntryError(f"log entry cannot be canonicalized (RFC 8785): {exc}") from None
     if canonical != data:
         raise EntryError(
             "log entry is not RFC 8785 canonical JSON (sorted keys, no whitespace, "
             "canonical numbers and escapes); re-encode it with encode_entry"
         )
-    return LogEntry.from_json(obj)
+    return obj
 
 
 def verify_entry(entry: LogEntry) -> VerifiedEntry:

@@ -77,15 +77,17 @@ class Statement:
             if key not in (*_HEAD, "predicate"):
                 raise ValidationError(str(key), "unknown statement field "
                                       "(allowed: _type, subject, predicateType, predicate)")
+        head: dict[str, Any] = {}
         for key, rule in _HEAD.items():
             if key not in obj:
                 raise ValidationError(key, "required field is missing")
-            rule.check(obj[key], key)
+            head[key] = rule.check(obj[key], key)
         if obj["_type"] != STATEMENT_TYPE:
             raise ValidationError("_type", f"must be {STATEMENT_TYPE!r}, got {obj['_type']!r}")
         if "predicate" not in obj:
             raise ValidationError("predicate", "required field is missing")
-        subjects = tuple(Subject.from_json(s, f"subject[{i}]") for i, s in enumerate(obj["subject"]))
+        # The subjects were checked with _SUBJECT just above: build them, once.
+        subjects = tuple(Subject(name=d["name"], sha256=d["digest"]["sha256"]) for d in head["subject"])
         predicate = parse_predicate(obj["predicateType"], obj["predicate"])
         stmt = cls(subjects=subjects, predicate_type=obj["predicateType"], predicate=predicate)
         stmt.check()

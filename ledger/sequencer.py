@@ -349,7 +349,7 @@ class Sequencer:
         elif batch is not None:
             self.storage.commit_batch(batch)
         if batch is not None:
-            self._publish(batch.checkpoint, files)
+            self._publish(batch, files)
         return receipts
 
     def _prepare(
@@ -412,8 +412,13 @@ class Sequencer:
                     for s, (i, dup) in zip(submissions, slots, strict=True)]
         return IntegratedBatch(tuple(entries), tiles, checkpoint, nodes), files, receipts
 
-    def _publish(self, checkpoint: StoredCheckpoint, files: dict[str, bytes]) -> None:
-        """After the commit: the derived files, then the checkpoint hook."""
+    def _publish(self, batch: IntegratedBatch, files: dict[str, bytes]) -> None:
+        """After the commit: cache the new tiles, write the derived files, then the hook."""
+        checkpoint = batch.checkpoint
+        # Durable now: cache the tiles as of the new size, so the receipts' inclusion
+        # proofs (built by every waiting request at once) read nothing from storage.
+        for (tl, ti), data in batch.tiles.items():
+            self.cache.put_tile(tl, ti, data, batch.nodes.get((tl, ti), b""))
         files["checkpoint"] = checkpoint.note
         try:
             self.storage.write_files(files)

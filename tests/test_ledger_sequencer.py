@@ -259,3 +259,49 @@ def test_catch_up_that_disagrees_with_the_checkpoint_reloads() -> None:
     assert a.reloads == 2, "the catch-up was refused and the right edge reloaded from tiles"
     assert r.index == 2 and r.checkpoint.root_hash == root_of(
         [leaf_hash(x) for x in (b"first", b"second", b"third")])
+
+
+class _NoTileReads:
+    """A tile source that fails the test if a proof has to read a tile from storage."""
+
+    def read_tile(self, level: int, index: int) -> bytes:
+        raise AssertionError(f"tile {level}/{index} was read from storage")
+
+    def read_tile_nodes(self, level: int, index: int) -> bytes:
+        raise AssertionError(f"tile nodes {level}/{index} were read from storage")
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.integers(1, 300), min_size=1, max_size=6))
+def test_receipt_proofs_come_from_the_tiles_the_batch_cached(batches: list[int]) -> None:
+    """After a batch, every receipt's inclusion proof is built from the cache alone, and
+    the cached tiles are the stored ones (a proof from the cache verifies)."""
+    from ledger.merkle import inclusion_proof, verify_inclusion
+    from ledger.storage import StoredHashReader, TileCache, expand_tile
+
+    storage = MemoryStorage()
+    cache = TileCache(4096)
+    seq = Sequencer(storage, SIGNER, SIGNER.name, cache=cache)
+    done = 0
+    for n in batches:
+        receipts = seq.integrate([sub(done + k) for k in range(n)])
+        done += n
+        cp = receipts[-1].checkpoint
+        for r in receipts:
+            proof = inclusion_proof(r.index, cp.size, StoredHashReader(_NoTileReads(), cp.size, cache))
+            verify_inclusion(r.leaf_hash, r.index, cp.size, proof, cp.root_hash)
+    for (tl, ti, width), levels in list(cache._items.items()):
+        want = expand_tile(storage.read_tile(tl, ti)[: width * 32])
+        # A full tile keeps sub-levels 0..7 (its root is a hash of the tile above).
+        assert levels == want[: max(len(levels), min(len(want), 8))], (tl, ti, width)
+
+
+def test_put_tile_refuses_what_is_not_a_tile() -> None:
+    from ledger.merkle import MissingHashError
+    from ledger.storage import TileCache
+
+    cache = TileCache()
+    for bad in (b"", b"\x00" * 31, b"\x00" * 33, b"\x00" * (257 * 32)):
+        with pytest.raises(MissingHashError, match="is not 1 to 256 hashes"):
+            cache.put_tile(0, 0, bad)
+    assert cache.get((0, 0, 1)) is None

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
-
-import rfc8785
 
 from attest import (
     AttestError,
     EntryError,
     EntryTooLargeError,
+    JSONRejected,
     LogEntry,
     SignatureError,
     ValidationError,
+    canonical_json,
     decode_entry,
+    strict_loads,
     verify_entry,
 )
 from ledger.sequencer import Submission
@@ -22,31 +22,12 @@ from ledger.server._errors import ApiError
 from ledger.storage import EntryFacts
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ApiError(400, "malformed_json", f"duplicate JSON object key {key[:80]!r}")
-        out[key] = value
-    return out
-
-
-def _no_constants(name: str) -> Any:
-    raise ApiError(400, "malformed_json", f"{name} is not allowed in JSON")
-
-
 def parse_json(body: bytes) -> Any:
-    """Strict JSON: UTF-8, no duplicate keys, no NaN/Infinity."""
+    """Strict JSON: UTF-8, no duplicate keys, no NaN/Infinity (`attest.strict_loads`)."""
     try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ApiError(400, "malformed_json", "request body is not UTF-8") from None
-    try:
-        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
-    except RecursionError:
-        raise ApiError(400, "malformed_json", "request body is nested too deeply") from None
-    except ValueError as e:
-        raise ApiError(400, "malformed_json", f"request body is not valid JSON: {e}") from None
+        return strict_loads(body)
+    except JSONRejected as e:
+        raise ApiError(400, "malformed_json", f"request body {e}") from None
 
 
 def canonical_entry_bytes(obj: Any, max_entry_bytes: int) -> bytes:
@@ -54,8 +35,8 @@ def canonical_entry_bytes(obj: Any, max_entry_bytes: int) -> bytes:
     if not isinstance(obj, dict):
         raise ApiError(400, "invalid_entry", "a log entry must be a JSON object with envelope and keys")
     try:
-        data: bytes = rfc8785.dumps(obj)
-    except (rfc8785.CanonicalizationError, ValueError, TypeError) as e:
+        data = canonical_json(obj)
+    except (ValueError, TypeError) as e:  # rfc8785.CanonicalizationError is a ValueError
         raise ApiError(400, "non_canonical", f"log entry cannot be canonicalized (RFC 8785): {e}") from None
     if len(data) > max_entry_bytes:
         raise ApiError(

@@ -83,6 +83,23 @@ class TileCache:
             while len(self._items) > self.capacity:
                 self._items.popitem(last=False)
 
+    def put_tile(self, tlevel: int, tindex: int, data: bytes, nodes: bytes = b"") -> list[list[bytes]]:
+        """Expand the first ``len(data) // 32`` hashes of tile ``tlevel/tindex`` (with its
+        stored interior ``nodes`` when it is full), cache them and return the levels.
+
+        Only hashes that are durable in storage may be put here: every reader of this
+        cache takes them as the stored tile at that width.
+        """
+        if not data or len(data) % HASH_SIZE or len(data) > _TILE_WIDTH * HASH_SIZE:
+            raise MissingHashError(f"tile {tlevel}/{tindex}: {len(data)} bytes is not 1 to "
+                                   f"{_TILE_WIDTH} hashes")
+        if len(nodes) == NODES_BYTES and len(data) == _TILE_WIDTH * HASH_SIZE:
+            levels = _levels_from_nodes(data, nodes)
+        else:
+            levels = expand_tile(data)
+        self.put((tlevel, tindex, len(data) // HASH_SIZE), levels)
+        return levels
+
 
 class StoredHashReader:
     """A `ledger.merkle.HashReader` over the tiles of a tree of ``size`` leaves."""
@@ -109,11 +126,7 @@ class StoredHashReader:
                     f"a tree of size {self.size} needs {width}"
                 )
             nodes = self.source.read_tile_nodes(tlevel, tindex) if width == _TILE_WIDTH else b""
-            if len(nodes) == NODES_BYTES:
-                got = _levels_from_nodes(data[: width * HASH_SIZE], nodes)
-            else:
-                got = expand_tile(data[: width * HASH_SIZE])
-            self.cache.put(key, got)
+            got = self.cache.put_tile(tlevel, tindex, data[: width * HASH_SIZE], nodes)
         return got
 
     def read_hashes(self, coords: Sequence[tuple[int, int]]) -> list[bytes]:
