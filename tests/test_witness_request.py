@@ -59,7 +59,7 @@ def test_each_framing_error_says_what_is_wrong(body: bytes, message: str) -> Non
 
 
 def test_a_body_that_is_not_bytes_is_refused() -> None:
-    with pytest.raises(RequestError, match="^request body must be bytes$"):
+    with pytest.raises(RequestError, match=r"^request body must be bytes$"):
         AddCheckpoint.parse("old 0\n\n")  # type: ignore[arg-type]
 
 
@@ -75,7 +75,7 @@ def test_the_body_limit_is_exact() -> None:
     at_limit = b"old 0\n" + b"A" * (65536 - 6)
     with pytest.raises(RequestError, match="no blank line"):
         AddCheckpoint.parse(at_limit)
-    with pytest.raises(RequestError, match="^request body is larger than 65536 bytes$"):
+    with pytest.raises(RequestError, match=r"^request body is larger than 65536 bytes$"):
         AddCheckpoint.parse(at_limit + b"A")
 
 
@@ -83,7 +83,7 @@ def test_sixty_three_proof_lines_are_read_and_sixty_four_refused() -> None:
     log = FakeLog().grow(3)
     ok = AddCheckpoint.parse(b"old 1\n" + (HASH_LINE + b"\n") * 63 + b"\n" + log.note())
     assert len(ok.proof) == 63 and ok.old_size == 1
-    with pytest.raises(RequestError, match="^more than 63 consistency proof lines$"):
+    with pytest.raises(RequestError, match=r"^more than 63 consistency proof lines$"):
         AddCheckpoint.parse(b"old 1\n" + (HASH_LINE + b"\n") * 64 + b"\n" + log.note())
 
 
@@ -96,17 +96,17 @@ def test_the_first_bad_proof_line_is_named_by_its_number() -> None:
 def test_an_old_size_beyond_the_checkpoint_is_refused() -> None:
     log = FakeLog().grow(3)
     with pytest.raises(RequestError,
-                       match="^old size 4 is larger than the checkpoint size 3$"):
+                       match=r"^old size 4 is larger than the checkpoint size 3$"):
         AddCheckpoint.parse(b"old 4\n\n" + log.note())
 
 
 def test_encoding_refuses_what_no_witness_could_parse() -> None:
     note = FakeLog().grow(1).note()
     for bad in (-1, True, 1.0, "1"):
-        with pytest.raises(RequestError, match="^old size must be a non-negative integer$"):
+        with pytest.raises(RequestError, match=r"^old size must be a non-negative integer$"):
             encode_add_checkpoint(bad, [], note)  # type: ignore[arg-type]
     assert encode_add_checkpoint(0, [b"\x00" * 32] * 63, note).count(b"\n") >= 64
-    with pytest.raises(RequestError, match="^more than 63 consistency proof lines$"):
+    with pytest.raises(RequestError, match=r"^more than 63 consistency proof lines$"):
         encode_add_checkpoint(0, [b"\x00" * 32] * 64, note)
 
 
