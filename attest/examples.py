@@ -39,7 +39,8 @@ def benchmark(n_results: int = 1) -> dict[str, Any]:
     results = [
         {"shape": dict(shape), "n": 50, "median_ns": 1000.0 * (i + 1), "p5_ns": 900.0 * (i + 1),
          "p95_ns": 1200.0 * (i + 1), "baseline_median_ns": 2100.0 * (i + 1), "speedup": 2.1,
-         "speedup_ci95": [1.95, 2.3], "gflops": 12.5 + i}
+         "speedup_ci95": [1.95, 2.3],
+         "gflops": 2 * (64 * (i + 1)) ** 3 / (1000.0 * (i + 1))}  # matmul FLOPs / median_ns
         for i, shape in enumerate(shapes)
     ]
     return {"environment": environment(),

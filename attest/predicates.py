@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Literal, Self, get_args
 
 from attest._errors import ValidationError
 from attest._spec import Bool, Enum, Int, Interval, List, Map, Nullable, Num, Obj, Spec, Str
+from attest.ops import OP_DIMS, op_flops
 
 PREDICATE_NAMESPACE = "https://kerneltransparency.dev/attestation/"
 KERNEL_V1 = PREDICATE_NAMESPACE + "kernel/v1"
@@ -308,7 +309,9 @@ RESULT = Obj({
 }, optional=("runs",), doc=(
     "p5_ns <= median_ns <= p95_ns; speedup_ci95 contains speedup; without runs, speedup is "
     "within 1% of baseline_median_ns / max(median_ns, 1); with runs, each run obeys that rule "
-    "and speedup is within 1% of the runs' geometric mean"))
+    "and speedup is within 1% of the runs' geometric mean; for an op of the catalogue the "
+    "shape has exactly its dimensions and gflops is within 1% of the op's FLOPs at that "
+    "shape / median_ns (0 when median_ns is 0)"))
 BLOB_REF = Obj({
     "sha256": HEX64,
     "size": Int(0, 2**40),
@@ -436,6 +439,35 @@ def check_speedup(speedup: float, interval: tuple[float, float], median_ns: floa
             f"{SPEEDUP_REL_TOLERANCE:.0%} apart)")
 
 
+#: How far a logged GFLOP/s may differ from the shape's FLOPs over the median time
+#: (relative): room for rounding, far below any inflation worth claiming.
+GFLOPS_REL_TOLERANCE = 0.01
+
+
+def derived_gflops(flops: float, median_ns: float) -> float:
+    """GFLOP/s of one call of ``flops`` FLOPs taking ``median_ns``, as `ktl bench` computes
+    it (FLOP per ns; 0 for a median of 0 ns)."""
+    return flops / median_ns if median_ns > 0 else 0.0
+
+
+def check_gflops(op: str, shape: Mapping[str, int], median_ns: float, gflops: float,
+                 path: str) -> None:
+    """Refuse a GFLOP/s figure that the op's FLOPs at ``shape`` and the median contradict,
+    and a shape that is not the op's (ops outside the catalogue have no FLOP count here)."""
+    if op not in OP_DIMS:
+        return
+    flops = op_flops(op, shape)
+    if flops is None:
+        raise ValidationError(f"{path}.shape", f"op {op} takes dimensions "
+                              f"{', '.join(OP_DIMS[op])}, got {', '.join(shape)}")
+    expected = derived_gflops(flops, median_ns)
+    if not math.isclose(gflops, expected, rel_tol=GFLOPS_REL_TOLERANCE):
+        raise ValidationError(
+            f"{path}.gflops", f"is {gflops:.4g} but {op} at this shape is {flops:.4g} FLOP in "
+            f"median_ns = {median_ns:.4g}, i.e. {expected:.4g} GFLOP/s (more than "
+            f"{GFLOPS_REL_TOLERANCE:.0%} apart)")
+
+
 def check_aggregate_speedup(speedup: float, interval: tuple[float, float],
                             run_speedups: Sequence[float], path: str) -> None:
     """Refuse an aggregate speed-up its own runs contradict: it must be their geometric
@@ -546,6 +578,8 @@ class BenchmarkPredicate(_Node):
         for i, result in enumerate(results):
             if result.shape not in workload.shapes:
                 raise ValidationError(f"{path}.results[{i}].shape", "is not one of workload.shapes")
+            check_gflops(workload.op, result.shape, result.median_ns, result.gflops,
+                         f"{path}.results[{i}]")
             _check_runs(result, method, version, f"{path}.results[{i}]")
         faults = tuple(BenchFault._build(f, f"{path}.faults[{i}]")
                        for i, f in enumerate(d.get("faults", ())))

@@ -132,10 +132,76 @@ def test_speedup_within_rounding_of_its_medians_is_accepted() -> None:
     doc["results"][0]["baseline_median_ns"] = 2104.0  # 2.104x, logged rounded as 2.1
     doc["results"][1]["median_ns"] = doc["results"][1]["p5_ns"] = 0.5  # under 1 ns counts as 1
     doc["results"][1]["baseline_median_ns"] = 2.1
+    doc["results"][1]["gflops"] = 2 * 128**3 / 0.5  # GFLOP/s follow the real median
     assert parse_predicate(BENCHMARK_V1, doc).to_json() == doc
     doc["results"][0]["baseline_median_ns"] = 2160.0  # 2.16x is not 2.1x rounded
     with pytest.raises(ValidationError, match=r"results\[0\]\.speedup: is 2.1 but"):
         parse_predicate(BENCHMARK_V1, doc)
+
+
+def test_inflated_gflops_are_refused() -> None:
+    """Attack: a signed claim of 10x the GFLOP/s its own shape and median time give.
+    matmul at 64^3 is 524,288 FLOP; in a median of 1,000 ns that is 524.288 GFLOP/s."""
+    doc = ex.benchmark(1)
+    assert doc["results"][0]["gflops"] == 524.288
+    doc["results"][0]["gflops"] = 5242.88
+    with pytest.raises(ValidationError) as info:
+        parse_predicate(BENCHMARK_V1, doc)
+    assert info.value.path == "predicate.results[0].gflops"
+    assert str(info.value) == (
+        "predicate.results[0].gflops: is 5243 but matmul at this shape is 5.243e+05 FLOP in "
+        "median_ns = 1000, i.e. 524.3 GFLOP/s (more than 1% apart)")
+    # understated figures are as wrong as inflated ones: the log keeps what was measured
+    doc["results"][0]["gflops"] = 52.4288
+    with pytest.raises(ValidationError, match=r"results\[0\]\.gflops: is 52.43 but"):
+        parse_predicate(BENCHMARK_V1, doc)
+
+
+def test_gflops_within_rounding_are_accepted_and_just_beyond_refused() -> None:
+    doc = ex.benchmark(1)
+    for ok in (524.288 * 1.0099, 524.288 / 1.0099, 524.0):  # logged to a few digits
+        doc["results"][0]["gflops"] = ok
+        assert parse_predicate(BENCHMARK_V1, doc).results[0].gflops == ok  # type: ignore[attr-defined]
+    for bad in (524.288 * 1.0102, 524.288 * 0.9898):
+        doc["results"][0]["gflops"] = bad
+        with pytest.raises(ValidationError, match="more than 1% apart"):
+            parse_predicate(BENCHMARK_V1, doc)
+
+
+def test_gflops_of_a_zero_median_or_an_empty_shape_are_zero() -> None:
+    doc = ex.benchmark(1)
+    r = doc["results"][0]
+    r["median_ns"] = r["p5_ns"] = 0.0
+    r["baseline_median_ns"], r["gflops"] = 2.1, 0.0  # under 1 ns counts as 1 for the speed-up
+    parse_predicate(BENCHMARK_V1, doc)
+    r["gflops"] = 1.0
+    with pytest.raises(ValidationError, match=r"i\.e\. 0 GFLOP/s"):
+        parse_predicate(BENCHMARK_V1, doc)
+    doc = ex.benchmark(1)
+    doc["workload"]["shapes"] = [{"M": 0, "N": 64, "K": 64}]
+    doc["results"][0]["shape"] = {"M": 0, "N": 64, "K": 64}
+    with pytest.raises(ValidationError, match=r"is 524\.3 but matmul at this shape is 0 FLOP"):
+        parse_predicate(BENCHMARK_V1, doc)
+    doc["results"][0]["gflops"] = 0.0
+    parse_predicate(BENCHMARK_V1, doc)
+
+
+def test_a_catalogue_op_needs_its_own_dimensions() -> None:
+    """Attack: dodge the FLOP count by naming the dimensions differently."""
+    doc = ex.benchmark(1)
+    doc["workload"]["shapes"] = [{"M": 64, "N": 64}]
+    doc["results"][0]["shape"] = {"M": 64, "N": 64}
+    with pytest.raises(ValidationError) as info:
+        parse_predicate(BENCHMARK_V1, doc)
+    assert str(info.value) == (
+        "predicate.results[0].shape: op matmul takes dimensions M, N, K, got M, N")
+
+
+def test_an_op_outside_the_catalogue_has_no_flop_count_to_check() -> None:
+    doc = ex.benchmark(1)
+    doc["workload"]["op"] = "conv2d"
+    doc["results"][0]["gflops"] = 9999.0
+    assert parse_predicate(BENCHMARK_V1, doc).workload.op == "conv2d"  # type: ignore[attr-defined]
 
 
 INVALID: list[tuple[str, Edit, str]] = [

@@ -22,6 +22,7 @@ from ledger_support import (
     signed_payload_entry,
 )
 
+from attest import BENCHMARK_V1, examples
 from ledger.checkpoint import open_checkpoint
 from ledger.merkle import EMPTY_ROOT, leaf_hash, verify_inclusion
 from ledger.note import NoteVerifier
@@ -221,6 +222,15 @@ def _unknown_predicate() -> dict[str, Any]:
     return signed_payload_entry(json.dumps(stmt).encode())
 
 
+def _inflated_gflops() -> dict[str, Any]:
+    """A correctly signed benchmark claiming 10x the GFLOP/s its shape and median give."""
+    stmt = json.loads(base64.b64decode(entry_json(9)["envelope"]["payload"]))
+    body = examples.benchmark()
+    body["results"][0]["gflops"] *= 10
+    stmt["predicateType"], stmt["predicate"] = BENCHMARK_V1, body
+    return signed_payload_entry(json.dumps(stmt).encode())
+
+
 def _noncanonical_b64() -> dict[str, Any]:
     obj = entry_json(8)
     obj["envelope"]["payload"] = obj["envelope"]["payload"].rstrip("=") + "%"
@@ -239,6 +249,7 @@ BAD_POSTS: list[tuple[str, bytes, dict[str, str], int, str]] = [
     ("invalid signature", json.dumps(_tamper_sig(entry_json(3))).encode(), JSON, 400, "invalid_signature"),
     ("unknown predicate", json.dumps(_unknown_predicate()).encode(), JSON, 422, "unknown_predicate"),
     ("bad base64", json.dumps(_noncanonical_b64()).encode(), JSON, 400, "invalid_entry"),
+    ("inflated GFLOP/s", json.dumps(_inflated_gflops()).encode(), JSON, 422, "invalid_statement"),
     ("truncated", entry_bytes(4)[:-7], JSON, 400, "malformed_json"),
     ("huge number", b'{"envelope": 1e999999, "keys": {}}', JSON, 400, "non_canonical"),
     ("oversized", b'{"envelope": "' + b"a" * 300_000 + b'"}', JSON, 413, "payload_too_large"),

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from weak_keys import SMALL_ORDER
 
 from ledger import LedgerError
 from ledger.note import (
@@ -24,6 +25,9 @@ from ledger.note import (
     NoteVerifier,
     key_id,
     open_note,
+    parse_ed25519_key_string,
+    parse_key_string,
+    parse_private_key_string,
     sign_note,
     split_note,
     verifier_key_string,
@@ -373,3 +377,30 @@ def test_signature_json_names_the_bad_field() -> None:
     sig = open_note(GOOD.encode(), [LOG_V]).verified_signatures[0].to_json()
     with pytest.raises(NoteError, match=r"^signature is not valid base64"):
         NoteSignature.from_json({**sig, "signature": "!!!!"})
+
+
+def test_key_string_errors_name_the_kind_of_key_by_default() -> None:
+    with pytest.raises(NoteError, match=r"^verifier key must look like"):
+        parse_key_string("a+b", 0x01)
+    with pytest.raises(NoteError, match=r"^verifier key must look like"):
+        parse_ed25519_key_string("a+b", 0x01)
+    with pytest.raises(NoteError, match=r"^signer key must start with PRIVATE\+KEY\+$"):
+        parse_private_key_string("a+b+c", 0x01)
+    with pytest.raises(NoteError, match=r"^witness key must look like"):
+        parse_key_string("a+b", 0x04, "witness key")
+
+
+@pytest.mark.parametrize("raw", list(SMALL_ORDER.values()), ids=list(SMALL_ORDER))
+def test_small_order_keys_are_refused_as_key_strings_and_as_keys(raw: bytes) -> None:
+    """Attack: a small-order key accepts one forged signature on every note. Refused
+    whether it arrives as a vkey string or as a key object given to a verifier."""
+    name = "example.org/log"
+    material = base64.b64encode(bytes([0x01]) + raw).decode()
+    vkey = f"{name}+{key_id(name, raw, 0x01).hex()}+{material}"
+    assert parse_key_string(vkey, 0x01) == (name, raw)  # well-formed, and
+    with pytest.raises(NoteError, match=r"^verifier key is not a usable Ed25519 public key: "):
+        parse_ed25519_key_string(vkey, 0x01)
+    public = Ed25519PublicKey.from_public_bytes(raw)  # cryptography itself accepts it
+    with pytest.raises(NoteError,
+                       match=r"^key 'example\.org/log' is not a usable Ed25519 public key: "):
+        NoteVerifier(name, public)

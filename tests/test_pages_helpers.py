@@ -29,6 +29,7 @@ from attest import (
     parse_predicate,
     verify_entry,
 )
+from attest.ops import op_flops
 from ledger.merkle import leaf_hash
 from ledger.note import NoteSigner
 from ledger.server import ServerConfig, create_app
@@ -63,18 +64,19 @@ def kernel_body(name: str = NAME, hostile: bool = False) -> dict[str, Any]:
     }
 
 
-def benchmark_body(speedups: list[float], hostile: bool = False) -> dict[str, Any]:
+def benchmark_body(speedups: list[float], hostile: bool = False, op: str = "matmul",
+                   shapes: list[dict[str, int]] = SHAPES) -> dict[str, Any]:
     results = []
-    for shape, s in zip(SHAPES, speedups, strict=False):
+    for shape, s in zip(shapes, speedups, strict=False):
         results.append({
             "shape": shape, "n": 50, "median_ns": 1000.0, "p5_ns": 900.0, "p95_ns": 1100.0,
             "baseline_median_ns": 1000.0 * s, "speedup": s,
-            "speedup_ci95": [s * 0.9, s * 1.1], "gflops": 10.0,
+            "speedup_ci95": [s * 0.9, s * 1.1], "gflops": (op_flops(op, shape) or 0) / 1000.0,
         })
     return {
         "environment": environment(hostile),
-        "workload": {"op": "matmul", "dtype": "float32", "seed": 1,
-                     "shapes": SHAPES[: len(speedups)]},
+        "workload": {"op": op, "dtype": "float32", "seed": 1,
+                     "shapes": shapes[: len(speedups)]},
         "method": {"warmup": 5, "repetitions": 50, "timer": "perf_counter_ns",
                    "interleaved": True, "baseline": "numpy-reference", "fresh_inputs": True,
                    "outputs_rechecked": True},

@@ -85,10 +85,10 @@ def test_summary_pairs_claims_with_reproductions_and_marks_refuted() -> None:
     assert [i for i, _ in s.verifications] == [2]
     assert len(s.claims) == 2 and s.refuted_count == 1
     verdicts = {c.shape_label: r.verdict for c, r in s.pairs if r is not None}
-    # canonical JSON sorts the shape keys
-    assert verdicts == {"K=64,M=64,N=64": "confirmed", "K=128,M=128,N=128": "refuted"}
+    # canonical JSON sorts the shape keys; they are shown in the catalogue's order
+    assert verdicts == {"M=64,N=64,K=64": "confirmed", "M=128,N=128,K=128": "refuted"}
     rows = {(r.label, r.note): r for r in s.chart_rows}
-    refuted = rows["#1 K=128,M=128,N=128", "repro #3"]
+    refuted = rows["#1 M=128,N=128,K=128", "repro #3"]
     assert refuted.verdict == "refuted" and refuted.claimed == 6.0 and refuted.reproduced == 2.0
 
 
@@ -126,3 +126,20 @@ def test_a_verdict_counts_only_for_the_leaf_it_names() -> None:
     assert verdicts_by_claim([(5, replace(d, signatures_verified=False))], {2: claim_leaf}) == {}
     # a verdict about an entry that is not a claim on the page is dropped
     assert verdicts_by_claim([(5, d)], {}) == {}
+
+
+def test_claims_show_their_dimensions_in_the_ops_order() -> None:
+    """Canonical JSON logs softmax's shape as {"C":..., "R":...}; the page says R, then C.
+    A claim still pairs with a reproduction naming the dimensions in either order."""
+    shapes = [{"R": 512, "C": 1024}]
+    bench = signed(NAME, SUBJECT, TYPES["benchmark"],
+                   benchmark_body([2.0], op="softmax", shapes=shapes))
+    d = decode_for_display(bench)
+    assert d.predicate is not None and list(d.predicate["results"][0]["shape"]) == ["C", "R"]
+    s = summarize_kernel(SUBJECT, [(4, d)])
+    assert [c.shape_label for c in s.claims] == ["R=512,C=1024"]
+    assert s.chart_rows[0].label == "#4 R=512,C=1024"
+    unknown = benchmark_body([2.0], op="conv2d", shapes=[{"W": 3, "A": 2}])
+    s = summarize_kernel(SUBJECT, [(5, decode_for_display(
+        signed(NAME, SUBJECT, TYPES["benchmark"], unknown)))])
+    assert [c.shape_label for c in s.claims] == ["A=2,W=3"]  # no catalogue order: as logged

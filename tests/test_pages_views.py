@@ -16,9 +16,13 @@ from test_pages_helpers import (
     ORIGIN,
     XSS,
     Populated,
+    benchmark_body,
     close_app,
+    digest_of,
     make_app,
     populate,
+    signed,
+    submit,
 )
 
 from attest import BENCHMARK_V1
@@ -168,6 +172,22 @@ def test_empty_log_home() -> None:
     try:
         body = app.test_client().get("/").get_data(as_text=True)
         assert "The log is empty" in body or "Tree size" in body
+    finally:
+        close_app(app)
+
+
+def test_shapes_are_shown_in_the_ops_dimension_order() -> None:
+    """Canonical JSON sorts softmax's dimensions C, R; both pages show R, then C."""
+    app = make_app()
+    try:
+        client = app.test_client()
+        subject = digest_of("kernel-softmax")
+        body = benchmark_body([2.0], op="softmax", shapes=[{"R": 512, "C": 1024}])
+        index = submit(client, signed("acme/softmax", subject, BENCHMARK_V1, body))
+        entry = " ".join(_text(client.get(f"/entries/{index}").get_data(as_text=True)).split())
+        assert "R=512, C=1024" in entry and "C=1024, R=512" not in entry
+        kernel = " ".join(_text(client.get(f"/kernels/{subject}").get_data(as_text=True)).split())
+        assert "R=512,C=1024" in kernel and "C=1024,R=512" not in kernel
     finally:
         close_app(app)
 

@@ -130,3 +130,14 @@ def test_compare_rounding_passes_and_outside_tolerance_fails(values: list[float]
     if abs(float(bad[i]) - ref[i]) > tol[i]:
         comp = compare_output(bad, ref, tol)
         assert not comp.ok and comp.worst_index == (i,)
+
+
+def test_the_catalogue_takes_dims_and_flops_from_attest() -> None:
+    """One copy: the explorer orders shapes and attest checks GFLOP/s with what bench uses."""
+    from attest.ops import OP_DIMS, OP_FLOPS
+
+    assert set(OPS) == set(OP_DIMS)
+    for name, op in OPS.items():
+        assert op.dims == OP_DIMS[name] and op.flops is OP_FLOPS[name], name
+        # every operand's dimensions are ones the op declares
+        assert {d for o in (*op.inputs, *op.outputs) for d in o.shape} == set(op.dims), name

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from attest import ValidationError
 from attest.entry import decode_entry, verify_entry
+from attest.ops import op_flops
 from attest.predicates import DecisionPolicy, parse_predicate
 from verifier import ReproduceError
 from verifier.reproduce import (
@@ -46,7 +47,8 @@ def _bench(runs: tuple[float, ...], env: dict[str, Any] | None = None, trusted: 
                        "outputs_rechecked": True, "runs": len(runs), "cpu_pinned": True},
             "results": [{"shape": shape, "n": 50 * len(runs), "median_ns": 1000.0, "p5_ns": 900.0,
                          "p95_ns": 1100.0, "baseline_median_ns": 1000.0 * geo,
-                         "speedup": geo, "speedup_ci95": [min(runs), max(runs)], "gflops": 1.0,
+                         "speedup": geo, "speedup_ci95": [min(runs), max(runs)],
+                         "gflops": 2 * 256**3 / 1000.0,
                          "runs": [{"speedup": x, "speedup_ci95": [0.99 * x, 1.01 * x],
                                    "median_ns": 1000.0, "baseline_median_ns": 1000.0 * x, "n": 50}
                                   for x in runs]}],
@@ -125,6 +127,7 @@ def test_a_stored_pre_runs_entry_is_reproducible() -> None:
     measured = _bench(_times(claimed_speed / 0.432))
     measured["workload"] = body["workload"]
     measured["results"][0]["shape"] = shape
+    measured["results"][0]["gflops"] = (op_flops(body["workload"]["op"], shape) or 0.0) / 1000.0
     (c,) = compare_benchmark(body, measured)
     assert c["verdict"] == "confirmed" and c["statistics"]["claimed_runs"] == 1
 

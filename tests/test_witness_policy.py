@@ -149,3 +149,95 @@ def test_small_order_keys_are_refused_as_witnesses_and_as_logs(raw: bytes) -> No
         WitnessPolicy.parse(f"witness W {vkey('evil/witness', 0x04)}\nquorum W\n")
     with pytest.raises(WitnessStoreError, match="Ed25519"):
         make_log("example.org/log", [vkey("example.org/log", 0x01)])
+
+
+def _keys(n: int) -> list[str]:
+    return [_w(10 + i, f"w.example/{i}").verifier_key_string() for i in range(n)]
+
+
+def test_the_result_says_who_signed_and_serialises_all_of_it() -> None:
+    log, note = _cosigned(A, C)
+    result = check_quorum(open_checkpoint(note, log.signer.verifier()), log.signer.verifier(),
+                          _policy("either"))
+    assert result.signed == ("A",) and result.missing == ("B",)  # C is outside the policy
+    assert result.describe() == "quorum 'either' met: signed by A; missing B"
+    assert result.to_json() == {
+        "met": True, "quorum": "either", "signed": ["A"], "missing": ["B"],
+        "cosignatures": [{"name": "w.example/a", "key_id": A.verifier().key_id.hex(),
+                          "timestamp": 1_700_000_000}]}
+    log, note = _cosigned()
+    with pytest.raises(PolicyError) as info:
+        check_quorum(open_checkpoint(note, log.signer.verifier()), log.signer.verifier(),
+                     _policy("both"))
+    assert str(info.value) == ("witness quorum 'both' NOT met: signed by no witness; "
+                               "missing A, B")
+
+
+def test_the_size_limit_is_exact_for_text_and_bytes() -> None:
+    body = "quorum none\n"
+    at_limit = body + "#" * (65536 - len(body))
+    assert WitnessPolicy.parse(at_limit).quorum == "none"
+    assert WitnessPolicy.parse(at_limit.encode()).quorum == "none"
+    with pytest.raises(PolicyError, match=r"^witness policy is larger than 65536 bytes$"):
+        WitnessPolicy.parse(at_limit + "#")
+    # a multi-byte character counts as its UTF-8 bytes
+    with pytest.raises(PolicyError, match=r"^witness policy is larger than 65536 bytes$"):
+        WitnessPolicy.parse(body + "\u00e9" * (65536 // 2))
+    # oversized bytes are refused before decoding: the size, not the encoding, is named
+    with pytest.raises(PolicyError, match=r"^witness policy is larger than 65536 bytes$"):
+        WitnessPolicy.parse(b"\xff" * 65537)
+
+
+def test_sixty_four_witnesses_and_groups_and_not_one_more() -> None:
+    keys = _keys(65)
+    lines = [f"witness w{i} {k}" for i, k in enumerate(keys[:64])]
+    groups = [f"group g{i} any w{i}" for i in range(64)]
+    policy = WitnessPolicy.parse("\n".join([*lines, *groups, "quorum g0"]))
+    assert len(policy.witnesses) == 64 and len(policy.groups) == 64
+    with pytest.raises(PolicyError, match=r"^witness policy line 65: more than 64 witnesses$"):
+        WitnessPolicy.parse("\n".join([*lines, f"witness w64 {keys[64]}", "quorum w0"]))
+    with pytest.raises(PolicyError, match=r"^witness policy line 129: more than 64 groups$"):
+        WitnessPolicy.parse("\n".join([*lines, *groups, "group g64 any w0", "quorum g0"]))
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    (f"\nwitness A {A.verifier_key_string()}\nquorum A B\n",
+     "witness policy line 3: expected 'quorum NAME'"),
+    ("witness A\nquorum none\n", "witness policy line 1: expected 'witness NAME VKEY [URL]'"),
+    (f"witness a$b {A.verifier_key_string()}\nquorum none\n",
+     "witness policy line 1: name 'a$b' must be letters, digits and ._:/@- (at most 128)"),
+    (f"witness A {A.verifier_key_string()}\ngroup g any\nquorum g\n",
+     "witness policy line 2: expected 'group NAME K|all|any MEMBER...'"),
+    (f"witness A {A.verifier_key_string()}\ngroup g any A none\nquorum g\n",
+     "witness policy line 2: group g: member 'none' is not a witness or group defined above"),
+    ("# a # comment # with # hashes\nquorum none # trailing\n", ""),
+])
+def test_each_statement_error_is_exact(text: str, message: str) -> None:
+    if not message:
+        assert WitnessPolicy.parse(text).quorum == "none"
+        return
+    with pytest.raises(PolicyError) as info:
+        WitnessPolicy.parse(text)
+    assert str(info.value) == message
+
+
+def test_a_trailing_slash_is_dropped_from_urls_and_nothing_else() -> None:
+    p = WitnessPolicy.parse(f"witness A {A.verifier_key_string()} https://w.example/aX//\n"
+                            "quorum A\n")
+    assert p.witnesses[0].url == "https://w.example/aX"
+
+
+@pytest.mark.parametrize(("obj", "message"), [
+    ([], "policy JSON needs exactly witnesses, groups, quorum"),
+    ({"witnesses": [], "groups": []}, "policy JSON needs exactly witnesses, groups, quorum"),
+    ({"witnesses": [], "groups": [], "quorum": "none", "log": "x"},
+     "policy JSON needs exactly witnesses, groups, quorum"),
+    ({"witnesses": [{"name": "A"}], "groups": [], "quorum": "A"},
+     "policy JSON has the wrong shape"),
+    ({"witnesses": [], "groups": [{"name": "g", "k": 1, "members": 3}], "quorum": "g"},
+     "policy JSON has the wrong shape"),
+])
+def test_policy_json_is_checked(obj: object, message: str) -> None:
+    with pytest.raises(PolicyError) as info:
+        WitnessPolicy.from_json(obj)
+    assert str(info.value) == message

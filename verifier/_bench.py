@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from attest.predicates import BenchFault, BenchFaultKind
+from attest.predicates import BenchFault, BenchFaultKind, derived_gflops
 from verifier._arena import Markers, layout
 from verifier._bench_loop import MAX_BATCH_CALLS, LoopSettings, Measured, ShapePlan, measure_shape
 from verifier._build import Artifact
@@ -467,7 +467,7 @@ def _judge_shape(
         shape=dict(plan.dims), n=n, median_ns=med,
         p5_ns=float(np.percentile(ks, 5)), p95_ns=float(np.percentile(ks, 95)),
         baseline_median_ns=float(np.median(bs)), speedup=speed, speedup_ci95=(lo, hi),
-        gflops=flops / med if med > 0 else 0.0)
+        gflops=derived_gflops(flops, med))
     results.append(res)
     samples.append({"shape": dict(plan.dims), "kernel_ns": [float(x) for x in ks],
                     "baseline_ns": [float(x) for x in bs], "batch": got.batch,

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attest.predicates import BenchFault
+from attest.predicates import BenchFault, derived_gflops
 from verifier._bench import BenchReport, ShapeResult, bench, machine_peaks
 from verifier._errors import VerifierError
 from verifier._stats import max_runs, student_t_quantile
@@ -186,7 +186,7 @@ def _combine(per_run: Sequence[ShapeResult]) -> ShapeResult:
         p5_ns=min(min(r.p5_ns for r in per_run), med), p95_ns=max(max(r.p95_ns for r in per_run), med),
         baseline_median_ns=_median([r.baseline_median_ns for r in per_run]),
         speedup=speed, speedup_ci95=(min(lo, speed), max(hi, speed)),
-        gflops=flops_per_ns / med if med > 0 else 0.0)
+        gflops=derived_gflops(flops_per_ns, med))
 
 
 def bench_runs(

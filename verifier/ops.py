@@ -27,6 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from attest.ops import OP_DIMS, OP_FLOPS
+
 U = 2.0**-24
 """float32 unit roundoff."""
 ABS_FLOOR = 2.0**-122
@@ -344,10 +346,6 @@ def _attention_shapes(rng: np.random.Generator, n: int) -> list[dict[str, int]]:
     ]
 
 
-def _attention_flops(d: Dims) -> float:
-    return float(4 * d["B"] * d["H"] * d["S"] * d["S"] * d["D"] + 5 * d["B"] * d["H"] * d["S"] * d["S"])
-
-
 _ROW_EDGES: tuple[dict[str, int], ...] = (
     {"R": 1, "C": 1},
     {"R": 1, "C": 7},
@@ -381,11 +379,11 @@ def _attention_op(name: str, causal: bool) -> OpSpec:
         inputs=(Operand("Q", ("B", "H", "S", "D")), Operand("K", ("B", "H", "S", "D")),
                 Operand("V", ("B", "H", "S", "D"))),
         outputs=(Operand("O", ("B", "H", "S", "D")),),
-        dims=("B", "H", "S", "D"),
+        dims=OP_DIMS[name],
         reference=_attention_ref(causal),
         tolerance=_attention_tol(causal),
         baseline=_attention_base(causal),
-        flops=_attention_flops,
+        flops=OP_FLOPS[name],
         random_shapes=_attention_shapes,
         edge_shapes=_ATT_EDGES,
         bench_shapes=({"B": 1, "H": 4, "S": 128, "D": 64},),
@@ -398,11 +396,11 @@ OPS: Mapping[str, OpSpec] = {
         name="matmul",
         inputs=(Operand("A", ("M", "K")), Operand("B", ("K", "N"))),
         outputs=(Operand("C", ("M", "N")),),
-        dims=("M", "N", "K"),
+        dims=OP_DIMS["matmul"],
         reference=_matmul_ref,
         tolerance=_matmul_tol,
         baseline=_matmul_base,
-        flops=lambda d: float(2 * d["M"] * d["N"] * d["K"]),
+        flops=OP_FLOPS["matmul"],
         random_shapes=_matmul_shapes,
         edge_shapes=(
             {"M": 1, "N": 1, "K": 1},
@@ -425,11 +423,11 @@ OPS: Mapping[str, OpSpec] = {
         name="softmax",
         inputs=(Operand("X", ("R", "C")),),
         outputs=(Operand("Y", ("R", "C")),),
-        dims=("R", "C"),
+        dims=OP_DIMS["softmax"],
         reference=_softmax_ref,
         tolerance=_softmax_tol,
         baseline=_softmax_base,
-        flops=lambda d: float(5 * d["R"] * d["C"]),
+        flops=OP_FLOPS["softmax"],
         random_shapes=_rows_shapes,
         edge_shapes=(*_ROW_EDGES, {"R": 3, "C": 0}),
         bench_shapes=({"R": 512, "C": 1024},),
@@ -439,11 +437,11 @@ OPS: Mapping[str, OpSpec] = {
         name="sum",
         inputs=(Operand("X", ("R", "C")),),
         outputs=(Operand("Y", ("R",)),),
-        dims=("R", "C"),
+        dims=OP_DIMS["sum"],
         reference=_sum_ref,
         tolerance=_sum_tol,
         baseline=_sum_base,
-        flops=lambda d: float(d["R"] * d["C"]),
+        flops=OP_FLOPS["sum"],
         random_shapes=_rows_shapes,
         edge_shapes=(*_ROW_EDGES, {"R": 3, "C": 0}),
         bench_shapes=({"R": 1024, "C": 1024},),
@@ -453,11 +451,11 @@ OPS: Mapping[str, OpSpec] = {
         name="rmsnorm",
         inputs=(Operand("X", ("R", "C")), Operand("W", ("C",))),
         outputs=(Operand("Y", ("R", "C")),),
-        dims=("R", "C"),
+        dims=OP_DIMS["rmsnorm"],
         reference=_rmsnorm_ref,
         tolerance=_rmsnorm_tol,
         baseline=_rmsnorm_base,
-        flops=lambda d: float(4 * d["R"] * d["C"]),
+        flops=OP_FLOPS["rmsnorm"],
         random_shapes=_rows_shapes,
         edge_shapes=_ROW_EDGES,
         bench_shapes=({"R": 512, "C": 1024},),

@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
+from attest.ops import ordered_shape
 from ledger.web._decode import DecodedEntry
 from ledger.web._verdicts import verdicts_of
 from ledger.web.chart import ChartError, ChartRow
@@ -96,7 +97,7 @@ def _list(value: object) -> list[Any]:
 
 
 def shape_label(shape: Mapping[str, Any]) -> str:
-    """``M=256,N=256,K=256`` (keys in their given order)."""
+    """``M=256,N=256,K=256`` (keys in their given order: see `ordered_shape`)."""
     return ",".join(f"{k}={v}" for k, v in shape.items())
 
 
@@ -116,9 +117,11 @@ def parse_claim_shape(claim: str) -> Mapping[str, str] | None:
 
 def _claims_of(index: int, pred: Mapping[str, Any], signers: tuple[str, ...]) -> list[Claim]:
     claims = []
+    op = _dict(pred.get("workload")).get("op")
     for res in _list(pred.get("results"))[:256]:
         res = _dict(res)
-        shape = _dict(res.get("shape"))
+        # canonical JSON sorts the keys; show them in the op's ABI order (C after R)
+        shape = ordered_shape(op if isinstance(op, str) else "", _dict(res.get("shape")))
         claims.append(Claim(
             entry=index,
             shape_label=shape_label(shape),

@@ -13,6 +13,7 @@ from markupsafe import Markup
 from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Response as BaseResponse
 
+from attest.ops import ordered_shape
 from ledger._errors import LedgerError
 from ledger.checkpoint import open_checkpoint
 from ledger.merkle import leaf_hash, verify_inclusion
@@ -101,6 +102,15 @@ def _utc(ts: float | None) -> str:
 @bp.app_template_filter("kind")
 def _kind(predicate_type: str) -> str:
     return predicate_kind(predicate_type)
+
+
+@bp.app_template_filter("in_op_order")
+def _in_op_order(shape: object, op: object) -> object:
+    """A result's shape with the op's dimensions in catalogue order (canonical JSON sorts
+    them); anything that is not a shape of a named op is shown as it is."""
+    if not isinstance(shape, Mapping) or not isinstance(op, str):
+        return shape
+    return ordered_shape(op, shape)
 
 
 @bp.app_template_filter("num")
