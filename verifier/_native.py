@@ -30,12 +30,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
 
 from verifier._errors import BuildError, SandboxError, VerifierError
+from verifier._escape import UNASKED_ANSWER, Escape, EscapeKind, ThreadStarts, running_threads
+from verifier._overlap import TIME_WORDS, overlapping_pairs
 from verifier.ops import OpSpec
 from verifier.sandbox import ChildResult, Limits, base_env, run_sandboxed
 
@@ -69,32 +70,6 @@ QUIET_THREADS = {"OMP_WAIT_POLICY": "PASSIVE", "OPENBLAS_THREAD_TIMEOUT": "4"}
 """Idle OpenMP threads sleep instead of spinning, so a spinning pool is never
 mistaken for work escaping a call, and never slows the other side on a small machine."""
 _SOURCE = Path(__file__).with_name("_native_worker.c")
-EscapeKind = Literal["threads", "processes", "outputs_changed", "unasked_answer"]
-
-
-@dataclass(frozen=True)
-class Escape:
-    """One sign of work outliving a call: its kind, how many threads or processes showed it
-    (0 where no count applies) and the words for a note. Findings are told apart by
-    (kind, count), never by their words."""
-
-    kind: EscapeKind
-    count: int
-    detail: str
-
-    @property
-    def key(self) -> tuple[EscapeKind, int]:
-        return self.kind, self.count
-
-    def __str__(self) -> str:
-        return self.detail
-
-
-UNASKED_ANSWER = Escape("unasked_answer", 0,
-                        "answered before it was asked (something in the kernel's process writes "
-                        "the worker's answers, to stop the parent's clock early)")
-
-
 class WorkerGone(VerifierError):
     """The child ended (crash, limit, exit) before answering; `result` says how."""
 
@@ -344,6 +319,11 @@ class _Channel(ABC):
     last_value = 0
     """The last answer's value: a count from the native worker (never a time: the kernel's
     process is not believed), the baseline's own time of its calls in ns."""
+    last_started: frozenset[int] = frozenset()
+    """Threads of the child absent before the last command and running right at its answer,
+    as listed in /proc (looked at first thing after the answer)."""
+    last_window: tuple[int, int] = (0, 0)
+    """CLOCK_MONOTONIC ns just before the last command was sent and just after its answer."""
     unasked = False
     """An answer was waiting before a command was sent: something in the child's
     process writes answers itself (to stop the parent's clock early)."""
@@ -355,6 +335,7 @@ class _Channel(ABC):
             self.unasked = True
         before = self._clocks()
         t0 = time.perf_counter_ns()
+        self.last_window = (time.monotonic_ns(), 0)
         deadline = time.monotonic() + timeout_s
         self._send(command, timeout_s, deadline)
         buf = b""
@@ -371,6 +352,11 @@ class _Channel(ABC):
             self._watch(timeout_s, deadline)
         t1 = time.perf_counter_ns()
         after = self._clocks()
+        self.last_window = (self.last_window[0], time.monotonic_ns())
+        pid = self.pid()
+        # a process not yet found before the command has no threads to compare with
+        self.last_started = (frozenset() if pid is None or not before[3] else
+                             running_threads(pid, after[3] - before[3] - {pid}))
         self.last_waited_ns = (after[0] - before[0]) + (after[1] - before[1])
         self.last_cpu_ns = after[2] - before[2]
         status, self.last_value = ANSWER.unpack(buf)
@@ -378,21 +364,25 @@ class _Channel(ABC):
             raise SandboxError(f"the worker could not run the command (status {status})")
         return t1 - t0
 
-    def _clocks(self) -> tuple[int, int, int]:
+    def _clocks(self) -> tuple[int, int, int, frozenset[int]]:
         """(this thread's run-queue wait, the child's main thread's run-queue wait, the child's
-        CPU time over all its threads), in ns, as the OS accounts them (the child cannot lower them)."""
+        CPU time over all its threads), in ns, as the OS accounts them (the child cannot lower
+        them), and the child's thread ids."""
         own = schedstat(f"/proc/self/task/{threading.get_native_id()}/schedstat")[1]
         pid = self.pid()
         if pid is None:
-            return own, 0, 0
+            return own, 0, 0, frozenset()
         main_wait = cpu = 0
+        tids: set[int] = set()
         with contextlib.suppress(OSError):
             for task in os.listdir(f"/proc/{pid}/task"):
                 on_cpu, waited = schedstat(f"/proc/{pid}/task/{task}/schedstat")
                 cpu += on_cpu
+                if task.isdigit():
+                    tids.add(int(task))
                 if task == str(pid):
                     main_wait = waited
-        return own, main_wait, cpu
+        return own, main_wait, cpu, frozenset(tids)
 
     def _send(self, command: bytes, timeout_s: float, deadline: float) -> None:
         """Write without ever blocking: a child that stops reading cannot hang the parent."""
@@ -437,6 +427,7 @@ class NativeWorker(_Channel):
         self._child_fds = (cmd_r, ans_w)
         self.rss_cap = rss_cap
         self.killed = False
+        self.starts = ThreadStarts()
         self._closed = False
         self.result: ChildResult | None = None
         self._pid: int | None = None
@@ -495,20 +486,46 @@ class NativeWorker(_Channel):
 
     def call(self, arenas: Sequence[int], slots: Sequence[int], dims: Sequence[int],
              timeout_s: float, lazy: Sequence[int] | None = None) -> int:
-        """Call the kernel once per arena offset, in order; elapsed ns on the parent's clock."""
-        return self.roundtrip(encode(OP_CALL, slots, dims, arenas, lazy), timeout_s)
+        """Call the kernel once per arena offset, in order; elapsed ns on the parent's clock.
+
+        Threads the calls left running at the answer are judged by `self.starts`."""
+        self._look()
+        ns = self.roundtrip(encode(OP_CALL, slots, dims, arenas, lazy), timeout_s)
+        self.starts.answered(self.last_started)
+        return ns
 
     def pair(self, first: Sequence[int], second: Sequence[int], slots: Sequence[int],
-             dims: Sequence[int], timeout_s: float) -> int:
-        """Two threads started together call the kernel, one on each of `first`, one on `second`."""
+             dims: Sequence[int], timeout_s: float, times_at: int) -> int:
+        """Two threads started from a barrier call the kernel, one on each of `first` in turn,
+        the other on each of `second`; how many pairs of their calls overlapped in time
+        (`verifier._overlap`). The worker writes the calls' times at byte `times_at` of the
+        arena, `TIME_WORDS * len(first)` int64 words that the parent zeroes first."""
         if len(first) != len(second) or not first:
             raise VerifierError("both threads need the same, non-zero number of calls")
-        return self.roundtrip(encode(OP_PAIR, slots, dims, [*first, *second]), timeout_s)
+        words = TIME_WORDS * len(first)
+        if times_at < 0 or times_at % 8 or times_at + 8 * words > self.arena.nbytes:
+            raise VerifierError("the timing words must lie inside the arena, 8-byte aligned")
+        times = self.arena.bytes[times_at:times_at + 8 * words].view(np.int64)
+        times[:] = 0
+        self._look()
+        self.roundtrip(encode(OP_PAIR, slots, dims, [*first, *second, times_at]), timeout_s)
+        return overlapping_pairs(times.copy(), len(first), self.last_window)
 
     def nop(self, timeout_s: float = 10.0) -> int:
         """An empty command's round trip: the parent's overhead per batch."""
+        self._look()
         return self.roundtrip(encode(OP_NOP, [0] * len(self.op.inputs + self.op.outputs),
                                      [0] * len(self.op.dims), []), timeout_s)
+
+    def _look(self) -> None:
+        pid = self.pid()
+        if pid is not None:
+            self.starts.look(pid)
+
+    def look(self) -> list[Escape]:
+        """Look at the threads now (after a pause), and give the thread findings so far."""
+        self._look()
+        return self.starts.take()
 
     def close(self) -> ChildResult | None:
         """Ask the worker to quit (killing it if it does not), then give its ChildResult."""
