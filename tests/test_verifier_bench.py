@@ -87,6 +87,13 @@ def test_work_deferred_past_the_call_is_caught() -> None:
     assert "escaped_work" in {f.kind for f in report.faults}, report.notes
 
 
+def test_work_deferred_to_a_forked_process_is_caught() -> None:
+    """The same by fork: the process sharing the outputs is alive at each batch's answer."""
+    report = bench(FLAWED / "lazy_fork", shapes=SMALL, seed=1, time_budget_s=1)
+    assert not report.trusted
+    assert "escaped_work" in {f.kind for f in report.faults}, report.notes
+
+
 def test_answers_written_by_the_kernel_are_caught() -> None:
     """The kernel writes the worker's "done" answer itself to stop the parent's clock early."""
     report = bench(FLAWED / "answer_forger", shapes=SMALL, seed=1, time_budget_s=2)

@@ -219,3 +219,12 @@ def test_lazy_output_is_caught_by_the_threads_it_starts() -> None:
     row = report.get("escape")
     assert row.outcome == "fail" and row.fault is not None and row.fault.kind == "escaped"
     assert row.metrics.get("escaped_threads_started", 0) >= 1, row
+
+
+def test_lazy_fork_is_caught_by_the_processes_alive_at_the_answer() -> None:
+    """The same deferral by a forked process that shares the outputs: no thread outlives
+    the call, but the process is alive at the answer."""
+    report = check(FLAWED / "lazy_fork", budget="quick", seed=1)
+    row = report.get("escape")
+    assert row.outcome == "fail" and row.fault is not None and row.fault.kind == "escaped"
+    assert row.metrics.get("escaped_processes", 0) >= 1, row

@@ -57,7 +57,7 @@ def running_threads(pid: int, tids: Iterable[int]) -> frozenset[int]:
 
 
 class ThreadStarts:
-    """Threads a call started that were still running at its answer.
+    """Threads a call started that were still running at its answer (and processes).
 
     A kernel that defers its work to a thread it starts and does not join leaves that
     thread alive when the call answers. An honest thread pool (OpenMP's) is also started
@@ -86,8 +86,14 @@ class ThreadStarts:
                 f"{len(gone)} thread(s) started during a call were running at its answer and "
                 "ended soon after (work deferred to a thread that outlived the call)"))
 
-    def answered(self, started: frozenset[int]) -> None:
-        """`started`: threads absent before the command and running at its answer."""
+    def answered(self, started: frozenset[int], processes: int = 0) -> None:
+        """`started`: threads absent before the command and running at its answer;
+        `processes`: how many processes below the kernel's were alive then (always escaped
+        work: no honest kernel keeps a process)."""
+        if processes:
+            self.found.append(Escape(
+                "processes", processes, f"{processes} process(es) started by the kernel alive "
+                "at the call's answer"))
         if not started:
             return
         if self.pool is None:

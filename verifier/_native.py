@@ -57,6 +57,7 @@ __all__ = [
     "activity",
     "encode",
     "escaped_work",
+    "live_descendants",
     "schedstat",
     "worker_binary",
 ]
@@ -240,6 +241,11 @@ def activity(pid: int) -> Activity:
         for task in Path(f"/proc/{pid}/task").iterdir():
             if task.name.isdigit():
                 threads[int(task.name)] = _thread_cpu_ns(task)
+    return Activity(threads, live_descendants(pid))
+
+
+def live_descendants(pid: int) -> tuple[int, ...]:
+    """The live (not zombie) processes below `pid`, up to 4096 of them."""
     seen: list[int] = []
     todo = _children(pid)
     while todo and len(seen) < 4096:
@@ -247,7 +253,7 @@ def activity(pid: int) -> Activity:
         if kid not in seen:
             seen.append(kid)
             todo += _children(kid)
-    return Activity(threads, tuple(k for k in seen if _live(k)))
+    return tuple(k for k in seen if _live(k))
 
 
 def escaped_work(pid: int, before: Activity, after: Activity, pause_ns: int) -> list[Escape]:
@@ -322,6 +328,8 @@ class _Channel(ABC):
     last_started: frozenset[int] = frozenset()
     """Threads of the child absent before the last command and running right at its answer,
     as listed in /proc (looked at first thing after the answer)."""
+    last_processes: tuple[int, ...] = ()
+    """Live processes below the child right at the last answer."""
     last_window: tuple[int, int] = (0, 0)
     """CLOCK_MONOTONIC ns just before the last command was sent and just after its answer."""
     unasked = False
@@ -357,6 +365,7 @@ class _Channel(ABC):
         # a process not yet found before the command has no threads to compare with
         self.last_started = (frozenset() if pid is None or not before[3] else
                              running_threads(pid, after[3] - before[3] - {pid}))
+        self.last_processes = () if pid is None else live_descendants(pid)
         self.last_waited_ns = (after[0] - before[0]) + (after[1] - before[1])
         self.last_cpu_ns = after[2] - before[2]
         status, self.last_value = ANSWER.unpack(buf)
@@ -491,7 +500,7 @@ class NativeWorker(_Channel):
         Threads the calls left running at the answer are judged by `self.starts`."""
         self._look()
         ns = self.roundtrip(encode(OP_CALL, slots, dims, arenas, lazy), timeout_s)
-        self.starts.answered(self.last_started)
+        self.starts.answered(self.last_started, len(self.last_processes))
         return ns
 
     def pair(self, first: Sequence[int], second: Sequence[int], slots: Sequence[int],
