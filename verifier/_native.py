@@ -518,6 +518,7 @@ class NativeWorker(_Channel):
         times[:] = 0
         self._look()
         self.roundtrip(encode(OP_PAIR, slots, dims, [*first, *second, times_at]), timeout_s)
+        self.starts.answered(frozenset(), len(self.last_processes))  # its threads: see ThreadStarts
         return overlapping_pairs(times.copy(), len(first), self.last_window)
 
     def nop(self, timeout_s: float = 10.0) -> int:
