@@ -59,6 +59,7 @@ __all__ = [
     "escaped_work",
     "live_descendants",
     "schedstat",
+    "stray_processes",
     "worker_binary",
 ]
 
@@ -256,6 +257,26 @@ def live_descendants(pid: int) -> tuple[int, ...]:
     return tuple(k for k in seen if _live(k))
 
 
+def _ppid(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def stray_processes(pid: int) -> tuple[int, ...]:
+    """The live processes the kernel's process `pid` started: its descendants, and those
+    orphaned to the sandbox's reaper (its parent, when that is a sandbox of this process:
+    reaper, keeper, this process). A `setsid` double fork leaves the second child with the
+    reaper, not below `pid`."""
+    found = list(live_descendants(pid))
+    reaper = _ppid(pid)
+    keeper = _ppid(reaper) if reaper is not None else None
+    if keeper is not None and _ppid(keeper) == os.getpid():
+        found += [k for k in live_descendants(reaper or 0) if k != pid and k not in found]
+    return tuple(found)
+
+
 def escaped_work(pid: int, before: Activity, after: Activity, pause_ns: int) -> list[Escape]:
     """What kept running after a call returned: busy threads and live processes it started.
 
@@ -329,7 +350,7 @@ class _Channel(ABC):
     """Threads of the child absent before the last command and running right at its answer,
     as listed in /proc (looked at first thing after the answer)."""
     last_processes: tuple[int, ...] = ()
-    """Live processes below the child right at the last answer."""
+    """Live processes the child started (`stray_processes`), right at the last answer."""
     last_window: tuple[int, int] = (0, 0)
     """CLOCK_MONOTONIC ns just before the last command was sent and just after its answer."""
     unasked = False
@@ -365,7 +386,7 @@ class _Channel(ABC):
         # a process not yet found before the command has no threads to compare with
         self.last_started = (frozenset() if pid is None or not before[3] else
                              running_threads(pid, after[3] - before[3] - {pid}))
-        self.last_processes = () if pid is None else live_descendants(pid)
+        self.last_processes = () if pid is None else stray_processes(pid)
         self.last_waited_ns = (after[0] - before[0]) + (after[1] - before[1])
         self.last_cpu_ns = after[2] - before[2]
         status, self.last_value = ANSWER.unpack(buf)
