@@ -82,10 +82,16 @@ def test_work_deferred_past_the_call_is_caught() -> None:
     """A call that returns at once and finishes in a background thread cannot win."""
     report = bench(FLAWED / "lazy_output", shapes=SMALL, seed=1, time_budget_s=2)
     assert not report.trusted
-    # snapshots taken at the answer are wrong, and the threads still burn CPU afterwards;
-    # on a loaded machine either one may be what shows first
-    assert any("work escaping the timed call" in n or "outputs rechecked" in n
-               for n in report.notes), report.notes
+    # every batch after the first leaves a thread it started running at its answer: the
+    # typed escaped_work fault, on a loaded machine too (not "too unstable")
+    assert "escaped_work" in {f.kind for f in report.faults}, report.notes
+
+
+def test_work_deferred_to_a_forked_process_is_caught() -> None:
+    """The same by fork: the process sharing the outputs is alive at each batch's answer."""
+    report = bench(FLAWED / "lazy_fork", shapes=SMALL, seed=1, time_budget_s=1)
+    assert not report.trusted
+    assert "escaped_work" in {f.kind for f in report.faults}, report.notes
 
 
 def test_answers_written_by_the_kernel_are_caught() -> None:

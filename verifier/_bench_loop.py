@@ -144,14 +144,15 @@ class _Watch:
         ready, _, _ = select.select([self.worker.ans_r], [], [], 0)
         if (ready or self.worker.unasked) and UNASKED_ANSWER not in self.found:
             self.found.append(UNASKED_ANSWER)
+        findings = self.worker.look()  # threads the calls started, still running at the answer
         if self.since is not None:
             t0, before = self.since
             pid = self.worker.pid()
             if pid is not None:
-                pause = time.perf_counter_ns() - t0
-                for finding in escaped_work(pid, before, activity(pid), pause):
-                    if finding.key not in {f.key for f in self.found}:
-                        self.found.append(finding)
+                findings += escaped_work(pid, before, activity(pid), time.perf_counter_ns() - t0)
+        for finding in findings:
+            if finding.key not in {f.key for f in self.found}:
+                self.found.append(finding)
         if self.kept is not None:
             where, outs = self.kept
             region = self.kmem.bytes[where * self.lay.total:(where + 1) * self.lay.total]

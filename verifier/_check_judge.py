@@ -216,25 +216,28 @@ def judge(op: OpSpec, cases: list[Case], budget: Budget, markers: Markers) -> li
         make_fault("oob_write", damage[0][0]) if damage else None))
     rows.append(_determinism(cases, evals, by_check["determinism"]))
     rows.append(_state(op, cases, evals, by_check["state.reuse"]))
-    rows.append(_concurrency(cases, evals, by_check["concurrency"]))
+    rows.append(_concurrency(cases, evals, by_check["concurrency"], budget.concurrency_pairs))
     rows.append(_escape(cases))
     return rows
 
 
-def _concurrency(cases: list[Case], evals: dict[int, list[_StepEval]], idx: list[int]) -> CheckResult:
-    """Two threads calling at once on different buffers must get the single-threaded answers."""
+def _concurrency(cases: list[Case], evals: dict[int, list[_StepEval]], idx: list[int],
+                 needed: int) -> CheckResult:
+    """Two threads calling at once on different buffers must get the single-threaded answers,
+    with at least `needed` pairs of calls seen overlapping in time (`verifier._overlap`)."""
     inputs = {"shapes": [cases[i].dims for i in idx], "threads": 2}
-    pairs = 0
+    calls = sum(cases[i].paired_calls for i in idx)
+    overlapping = sum(cases[i].overlaps for i in idx)
+    metrics = {"calls": float(calls), "overlapping_pairs": float(overlapping)}
     for i in idx:
         case = cases[i]
         if case.failure:
             return CheckResult("concurrency", "fail", f"{case.failure} while two threads called "
-                               f"the kernel at once on shape {shape_text(case.dims)}", inputs, {},
+                               f"the kernel at once on shape {shape_text(case.dims)}", inputs, metrics,
                                make_fault(CASE_FAULTS[case.fault or "crash"], case.dims))
         alone = evals[i][:2]
         for k, ev in enumerate(evals[i][2:]):
-            pairs += k % 2
-            ref = alone[k % 2]  # the pair's steps alternate: first thread, second thread
+            ref = alone[k % 2]  # the paired steps alternate: first thread, second thread
             for a, b in zip(ref.outputs, ev.outputs, strict=True):
                 differ = int(np.count_nonzero(a.view(np.uint32) != b.view(np.uint32)))
                 if differ:
@@ -244,26 +247,41 @@ def _concurrency(cases: list[Case], evals: dict[int, list[_StepEval]], idx: list
                         f"it answered differently from a single-threaded call at {differ} of "
                         f"{a.size} elements (call {k // 2 + 1} of its thread) on shape {shape_text(case.dims)}; "
                         "shared static state? (processes serving several models call kernels "
-                        "concurrently)", inputs, {"differing_elements": float(differ)},
+                        "concurrently)", inputs, {**metrics, "differing_elements": float(differ)},
                         make_fault("not_reentrant", case.dims))
+    if overlapping < needed:
+        return CheckResult("concurrency", "error",
+                           f"not established: of {calls} calls from 2 threads started together, "
+                           f"only {overlapping} pairs overlapped in time (at least {needed} "
+                           "needed); the machine was too busy to run them at once, or the "
+                           "worker's timing words were not credible", inputs, metrics)
     return CheckResult("concurrency", "pass",
-                       f"2 threads x {pairs} calls at once matched single-threaded calls "
-                       "bit for bit", inputs, {"pairs": float(pairs)})
+                       f"{overlapping} pairs of calls overlapping in time (of {calls} calls from "
+                       "2 threads started together) matched single-threaded calls bit for bit",
+                       inputs, metrics)
 
 
 def _escape(cases: list[Case]) -> CheckResult:
-    """Nothing a call started may outlive it: threads, processes, writes to its buffers."""
+    """Nothing a call started may outlive it: threads, processes, writes to its buffers.
+
+    A failing row counts its findings per kind in `escaped_<EscapeKind>` metrics."""
+    kinds: dict[str, float] = {}
+    for found in (e for c in cases for e in c.escaped):
+        kinds[f"escaped_{found.kind}"] = kinds.get(f"escaped_{found.kind}", 0.0) + 1.0
     for case in cases:
         if case.escaped:
             return CheckResult(
                 "escape", "fail",
                 f"work escaping the call: {case.escaped[0]} on shape {shape_text(case.dims)} "
                 f"({case.check})", {"shapes": [case.dims]},
-                {"findings": float(sum(len(c.escaped) for c in cases))}, make_fault("escaped", case.dims))
+                {"findings": float(sum(len(c.escaped) for c in cases)), **kinds},
+                make_fault("escaped", case.dims))
     calls = sum(len(c.dumps) for c in cases)
     return CheckResult("escape", "pass",
-                       f"after each of {calls} calls no thread kept using CPU, no process the "
-                       "kernel started was alive and its buffers did not change during a pause",
+                       f"after each of {calls} calls no thread kept using CPU, no thread a "
+                       "call started was still running at its answer (beyond one thread pool), "
+                       "no process the kernel started was alive and its buffers did not change "
+                       "during a pause",
                        {}, {"calls": float(calls)})
 
 

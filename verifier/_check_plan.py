@@ -61,5 +61,7 @@ def plan_cases(op: OpSpec, budget: Budget, rng: np.random.Generator) -> list[Cas
         steps = [step(a, 0), step(b, 1)]
         for k in range(budget.concurrency_pairs):
             steps += [step(a, 2 + 2 * k), step(b, 3 + 2 * k)]
-        cases.append(Case("concurrency", dict(dims), steps, pair_from=2))
+        cases.append(Case("concurrency", dict(dims), steps, pair_from=2,
+                          overlaps_needed=budget.concurrency_pairs,
+                          pair_commands=budget.concurrency_commands))
     return cases

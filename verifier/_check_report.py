@@ -39,6 +39,9 @@ class Budget:
     step_wall_s: float
     concurrency_shapes: int = 1
     concurrency_pairs: int = 4
+    """Rounds whose two calls must have overlapped in time for the concurrency row to pass."""
+    concurrency_commands: int = 4
+    """Two-thread commands (of `concurrency_pairs` rounds each) tried per shape to see them."""
     huge_index: bool = False
 
 
@@ -47,6 +50,7 @@ BUDGETS: Mapping[str, Budget] = {
                     tsan_shapes=1, step_wall_s=5.0, concurrency_shapes=1, concurrency_pairs=8),
     "full": Budget(random=10, edge=None, large=3, special=4, repeats=3, state=2, asan_shapes=12,
                    tsan_shapes=2, step_wall_s=20.0, concurrency_shapes=2, concurrency_pairs=16,
+                   concurrency_commands=6,
                    huge_index=True),
 }
 MAX_DETAIL = 1500

@@ -34,6 +34,7 @@ from verifier._native import (
     activity,
     escaped_work,
 )
+from verifier._overlap import TIME_WORDS
 from verifier.ops import OpSpec
 from verifier.sandbox import NO_LAYERS, ChildResult, Limits, SandboxLayers, base_env
 
@@ -64,6 +65,13 @@ class Case:
     pair_from: int | None = None
     """Steps from this index on run in one command from two threads started together:
     even ones on the first thread, odd ones on the second."""
+    overlaps_needed: int = 0
+    """The paired command is repeated (same inputs, its steps appended) until this many
+    pairs of calls overlapped in time, or `pair_commands` commands ran."""
+    pair_commands: int = 1
+    overlaps: int = 0
+    """Pairs of calls (one per thread) seen overlapping in time, over every paired command."""
+    paired_calls: int = 0
     dumps: list[NDArray[np.uint8]] = field(default_factory=list)
     failure: str | None = None
     fault: FaultKind | None = None
@@ -85,6 +93,37 @@ def _prefill(region: NDArray[np.uint8], op: OpSpec, dims: dict[str, int], how: P
             words[:] = 0.0 if how == "zero" else rng.standard_normal(words.size).astype(np.float32)
 
 
+def _timing_bytes(case: Case) -> int:
+    """Room after a paired case's arenas for the worker to write its calls' times."""
+    if case.pair_from is None:
+        return 0
+    return 8 * TIME_WORDS * ((len(case.steps) - case.pair_from) // 2)
+
+
+def _arena_bytes(op: OpSpec, case: Case) -> int:
+    return layout(op, case.dims).total * (1 + max(s.arena for s in case.steps)) + _timing_bytes(case)
+
+
+def _watch(worker: NativeWorker, case: Case, mem: SharedArena, offsets: list[int], total: int) -> list[NDArray[np.uint8]]:
+    """Snapshot the arenas at the answer, pause, and record what kept working meanwhile."""
+    pid = worker.pid()
+    before = activity(pid) if pid is not None else None
+    t0 = time.perf_counter_ns()
+    snaps = [mem.bytes[o:o + total].copy() for o in offsets]
+    time.sleep(PAUSE_S)
+    found = worker.look()
+    if pid is not None and before is not None:
+        found += escaped_work(pid, before, activity(pid), time.perf_counter_ns() - t0)
+    for o, snap in zip(offsets, snaps, strict=True):
+        if not np.array_equal(mem.bytes[o:o + total], snap):
+            found.append(Escape("outputs_changed", 0, "memory changed after the call returned "
+                                "(work deferred past the call)"))
+    if worker.unasked:
+        found.append(UNASKED_ANSWER)
+    case.escaped += [f for i, f in enumerate(found) if f not in case.escaped and f not in found[:i]]
+    return snaps
+
+
 def _run_case(worker: NativeWorker, op: OpSpec, case: Case, mem: SharedArena, markers: Markers,
               timeout_s: float, rng: np.random.Generator) -> None:
     lay = layout(op, case.dims)
@@ -92,7 +131,9 @@ def _run_case(worker: NativeWorker, op: OpSpec, case: Case, mem: SharedArena, ma
     mem.bytes[:arenas * lay.total] = guard_pattern(arenas * lay.total, markers.guard)
     slots = [s.offset for s in lay.slots]
     dims = list(case.dims.values())
+    template = case.steps[case.pair_from:] if case.pair_from is not None else []
     dumps: list[NDArray[np.uint8]] = []
+    commands = 0
     si = 0
     while si < len(case.steps):
         paired = case.pair_from is not None and si >= case.pair_from
@@ -103,27 +144,16 @@ def _run_case(worker: NativeWorker, op: OpSpec, case: Case, mem: SharedArena, ma
             _prefill(region, op, case.dims, step.prefill, markers, rng)
         offsets = [step.arena * lay.total for step in group]
         if paired:
-            worker.pair(offsets[0::2], offsets[1::2], slots, dims, timeout_s)
+            case.overlaps += worker.pair(offsets[0::2], offsets[1::2], slots, dims, timeout_s,
+                                         arenas * lay.total)
+            case.paired_calls += len(offsets)
+            commands += 1
         else:
             worker.call(offsets, slots, dims, timeout_s)
-        pid = worker.pid()
-        before = activity(pid) if pid is not None else None
-        t0 = time.perf_counter_ns()
-        snaps = [mem.bytes[o:o + lay.total].copy() for o in offsets]
-        time.sleep(PAUSE_S)
-        if pid is not None and before is not None:
-            found = escaped_work(pid, before, activity(pid), time.perf_counter_ns() - t0)
-            case.escaped += [f for f in found if f not in case.escaped]
-        for o, snap in zip(offsets, snaps, strict=True):
-            if not np.array_equal(mem.bytes[o:o + lay.total], snap):
-                changed = Escape("outputs_changed", 0, "memory changed after the call returned "
-                                 "(work deferred past the call)")
-                if changed not in case.escaped:
-                    case.escaped.append(changed)
-        if worker.unasked and UNASKED_ANSWER not in case.escaped:
-            case.escaped.append(UNASKED_ANSWER)
-        dumps += snaps
+        dumps += _watch(worker, case, mem, offsets, lay.total)
         si += len(group)
+        if paired and case.overlaps < case.overlaps_needed and commands < case.pair_commands:
+            case.steps += [Step(s.inputs, s.arena, s.prefill) for s in template]
     case.dumps = dumps
 
 
@@ -151,7 +181,7 @@ def run_cases(library: Path, entry: str, op: OpSpec, cases: list[Case], workdir:
     """Run every case, resuming after a crash; fill dumps/failures.
 
     Returns the sandbox layers that were in force (the weakest over every child run)."""
-    size = max(layout(op, c.dims).total * (1 + max(s.arena for s in c.steps)) for c in cases)
+    size = max(_arena_bytes(op, c) for c in cases)
     todo = list(range(len(cases)))
     failures = 0
     layers: SandboxLayers | None = None

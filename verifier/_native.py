@@ -30,12 +30,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
 
 from verifier._errors import BuildError, SandboxError, VerifierError
+from verifier._escape import UNASKED_ANSWER, Escape, EscapeKind, ThreadStarts, running_threads
+from verifier._overlap import TIME_WORDS, overlapping_pairs
 from verifier.ops import OpSpec
 from verifier.sandbox import ChildResult, Limits, base_env, run_sandboxed
 
@@ -56,7 +57,9 @@ __all__ = [
     "activity",
     "encode",
     "escaped_work",
+    "live_descendants",
     "schedstat",
+    "stray_processes",
     "worker_binary",
 ]
 
@@ -69,32 +72,6 @@ QUIET_THREADS = {"OMP_WAIT_POLICY": "PASSIVE", "OPENBLAS_THREAD_TIMEOUT": "4"}
 """Idle OpenMP threads sleep instead of spinning, so a spinning pool is never
 mistaken for work escaping a call, and never slows the other side on a small machine."""
 _SOURCE = Path(__file__).with_name("_native_worker.c")
-EscapeKind = Literal["threads", "processes", "outputs_changed", "unasked_answer"]
-
-
-@dataclass(frozen=True)
-class Escape:
-    """One sign of work outliving a call: its kind, how many threads or processes showed it
-    (0 where no count applies) and the words for a note. Findings are told apart by
-    (kind, count), never by their words."""
-
-    kind: EscapeKind
-    count: int
-    detail: str
-
-    @property
-    def key(self) -> tuple[EscapeKind, int]:
-        return self.kind, self.count
-
-    def __str__(self) -> str:
-        return self.detail
-
-
-UNASKED_ANSWER = Escape("unasked_answer", 0,
-                        "answered before it was asked (something in the kernel's process writes "
-                        "the worker's answers, to stop the parent's clock early)")
-
-
 class WorkerGone(VerifierError):
     """The child ended (crash, limit, exit) before answering; `result` says how."""
 
@@ -265,6 +242,11 @@ def activity(pid: int) -> Activity:
         for task in Path(f"/proc/{pid}/task").iterdir():
             if task.name.isdigit():
                 threads[int(task.name)] = _thread_cpu_ns(task)
+    return Activity(threads, live_descendants(pid))
+
+
+def live_descendants(pid: int) -> tuple[int, ...]:
+    """The live (not zombie) processes below `pid`, up to 4096 of them."""
     seen: list[int] = []
     todo = _children(pid)
     while todo and len(seen) < 4096:
@@ -272,7 +254,27 @@ def activity(pid: int) -> Activity:
         if kid not in seen:
             seen.append(kid)
             todo += _children(kid)
-    return Activity(threads, tuple(k for k in seen if _live(k)))
+    return tuple(k for k in seen if _live(k))
+
+
+def _ppid(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def stray_processes(pid: int) -> tuple[int, ...]:
+    """The live processes the kernel's process `pid` started: its descendants, and those
+    orphaned to the sandbox's reaper (its parent, when that is a sandbox of this process:
+    reaper, keeper, this process). A `setsid` double fork leaves the second child with the
+    reaper, not below `pid`."""
+    found = list(live_descendants(pid))
+    reaper = _ppid(pid)
+    keeper = _ppid(reaper) if reaper is not None else None
+    if keeper is not None and _ppid(keeper) == os.getpid():
+        found += [k for k in live_descendants(reaper or 0) if k != pid and k not in found]
+    return tuple(found)
 
 
 def escaped_work(pid: int, before: Activity, after: Activity, pause_ns: int) -> list[Escape]:
@@ -344,6 +346,13 @@ class _Channel(ABC):
     last_value = 0
     """The last answer's value: a count from the native worker (never a time: the kernel's
     process is not believed), the baseline's own time of its calls in ns."""
+    last_started: frozenset[int] = frozenset()
+    """Threads of the child absent before the last command and running right at its answer,
+    as listed in /proc (looked at first thing after the answer)."""
+    last_processes: tuple[int, ...] = ()
+    """Live processes the child started (`stray_processes`), right at the last answer."""
+    last_window: tuple[int, int] = (0, 0)
+    """CLOCK_MONOTONIC ns just before the last command was sent and just after its answer."""
     unasked = False
     """An answer was waiting before a command was sent: something in the child's
     process writes answers itself (to stop the parent's clock early)."""
@@ -355,6 +364,7 @@ class _Channel(ABC):
             self.unasked = True
         before = self._clocks()
         t0 = time.perf_counter_ns()
+        self.last_window = (time.monotonic_ns(), 0)
         deadline = time.monotonic() + timeout_s
         self._send(command, timeout_s, deadline)
         buf = b""
@@ -371,6 +381,12 @@ class _Channel(ABC):
             self._watch(timeout_s, deadline)
         t1 = time.perf_counter_ns()
         after = self._clocks()
+        self.last_window = (self.last_window[0], time.monotonic_ns())
+        pid = self.pid()
+        # a process not yet found before the command has no threads to compare with
+        self.last_started = (frozenset() if pid is None or not before[3] else
+                             running_threads(pid, after[3] - before[3] - {pid}))
+        self.last_processes = () if pid is None else stray_processes(pid)
         self.last_waited_ns = (after[0] - before[0]) + (after[1] - before[1])
         self.last_cpu_ns = after[2] - before[2]
         status, self.last_value = ANSWER.unpack(buf)
@@ -378,21 +394,25 @@ class _Channel(ABC):
             raise SandboxError(f"the worker could not run the command (status {status})")
         return t1 - t0
 
-    def _clocks(self) -> tuple[int, int, int]:
+    def _clocks(self) -> tuple[int, int, int, frozenset[int]]:
         """(this thread's run-queue wait, the child's main thread's run-queue wait, the child's
-        CPU time over all its threads), in ns, as the OS accounts them (the child cannot lower them)."""
+        CPU time over all its threads), in ns, as the OS accounts them (the child cannot lower
+        them), and the child's thread ids."""
         own = schedstat(f"/proc/self/task/{threading.get_native_id()}/schedstat")[1]
         pid = self.pid()
         if pid is None:
-            return own, 0, 0
+            return own, 0, 0, frozenset()
         main_wait = cpu = 0
+        tids: set[int] = set()
         with contextlib.suppress(OSError):
             for task in os.listdir(f"/proc/{pid}/task"):
                 on_cpu, waited = schedstat(f"/proc/{pid}/task/{task}/schedstat")
                 cpu += on_cpu
+                if task.isdigit():
+                    tids.add(int(task))
                 if task == str(pid):
                     main_wait = waited
-        return own, main_wait, cpu
+        return own, main_wait, cpu, frozenset(tids)
 
     def _send(self, command: bytes, timeout_s: float, deadline: float) -> None:
         """Write without ever blocking: a child that stops reading cannot hang the parent."""
@@ -437,6 +457,7 @@ class NativeWorker(_Channel):
         self._child_fds = (cmd_r, ans_w)
         self.rss_cap = rss_cap
         self.killed = False
+        self.starts = ThreadStarts()
         self._closed = False
         self.result: ChildResult | None = None
         self._pid: int | None = None
@@ -495,20 +516,47 @@ class NativeWorker(_Channel):
 
     def call(self, arenas: Sequence[int], slots: Sequence[int], dims: Sequence[int],
              timeout_s: float, lazy: Sequence[int] | None = None) -> int:
-        """Call the kernel once per arena offset, in order; elapsed ns on the parent's clock."""
-        return self.roundtrip(encode(OP_CALL, slots, dims, arenas, lazy), timeout_s)
+        """Call the kernel once per arena offset, in order; elapsed ns on the parent's clock.
+
+        Threads the calls left running at the answer are judged by `self.starts`."""
+        self._look()
+        ns = self.roundtrip(encode(OP_CALL, slots, dims, arenas, lazy), timeout_s)
+        self.starts.answered(self.last_started, len(self.last_processes))
+        return ns
 
     def pair(self, first: Sequence[int], second: Sequence[int], slots: Sequence[int],
-             dims: Sequence[int], timeout_s: float) -> int:
-        """Two threads started together call the kernel, one on each of `first`, one on `second`."""
+             dims: Sequence[int], timeout_s: float, times_at: int) -> int:
+        """Two threads started from a barrier call the kernel, one on each of `first` in turn,
+        the other on each of `second`; how many pairs of their calls overlapped in time
+        (`verifier._overlap`). The worker writes the calls' times at byte `times_at` of the
+        arena, `TIME_WORDS * len(first)` int64 words that the parent zeroes first."""
         if len(first) != len(second) or not first:
             raise VerifierError("both threads need the same, non-zero number of calls")
-        return self.roundtrip(encode(OP_PAIR, slots, dims, [*first, *second]), timeout_s)
+        words = TIME_WORDS * len(first)
+        if times_at < 0 or times_at % 8 or times_at + 8 * words > self.arena.nbytes:
+            raise VerifierError("the timing words must lie inside the arena, 8-byte aligned")
+        times = self.arena.bytes[times_at:times_at + 8 * words].view(np.int64)
+        times[:] = 0
+        self._look()
+        self.roundtrip(encode(OP_PAIR, slots, dims, [*first, *second, times_at]), timeout_s)
+        self.starts.answered(frozenset(), len(self.last_processes))  # its threads: see ThreadStarts
+        return overlapping_pairs(times.copy(), len(first), self.last_window)
 
     def nop(self, timeout_s: float = 10.0) -> int:
         """An empty command's round trip: the parent's overhead per batch."""
+        self._look()
         return self.roundtrip(encode(OP_NOP, [0] * len(self.op.inputs + self.op.outputs),
                                      [0] * len(self.op.dims), []), timeout_s)
+
+    def _look(self) -> None:
+        pid = self.pid()
+        if pid is not None:
+            self.starts.look(pid)
+
+    def look(self) -> list[Escape]:
+        """Look at the threads now (after a pause), and give the thread findings so far."""
+        self._look()
+        return self.starts.take()
 
     def close(self) -> ChildResult | None:
         """Ask the worker to quit (killing it if it does not), then give its ChildResult."""

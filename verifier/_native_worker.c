@@ -8,6 +8,10 @@
  *
  * argv: library entry cmd_fd ans_fd mem_fd mem_bytes
  * command: int64 words {op, count, slot[KTL_NB], dims[KTL_ND], lazy[KTL_NB], arena[count]}
+ *   OP_PAIR: count = 2n + 1; arena[0..n) for the first thread, arena[n..2n) for the
+ *   second, arena[2n] the byte offset of 4n int64 words where each call's start and end
+ *   (CLOCK_MONOTONIC ns) are written: the first thread's at [2i, 2i+1], the second's at
+ *   [2n + 2i, 2n + 2i + 1]. The parent reads them only to see whether calls overlapped.
  * answer:  int64 words {status, value}
  */
 #define _GNU_SOURCE
@@ -18,7 +22,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #define KTL_MAX_BATCH 65536
@@ -66,20 +72,47 @@ static void call(int64_t arena, const int64_t *slot, const int64_t *d) { fn(KTL_
 
 struct pair_job {
   const int64_t *arenas;
-  int64_t count;
+  int64_t rounds; /* calls of this thread */
   const int64_t *slot, *dims;
+  int64_t *times;
   int *arrived;
 };
 
-/* Both threads spin until both have arrived, so their calls overlap in time; each
- * then calls the kernel on each of its own arenas in turn. */
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Both threads spin (yielding now and then, so a partner waiting for a CPU gets one)
+ * until both have arrived, so their calls start together; each then calls the kernel on
+ * each of its own arenas in turn and writes when each call started and ended. */
 static void *pair_runner(void *arg) {
   struct pair_job *j = arg;
   __atomic_add_fetch(j->arrived, 1, __ATOMIC_SEQ_CST);
-  while (__atomic_load_n(j->arrived, __ATOMIC_SEQ_CST) < 2) {
+  for (unsigned spin = 1; __atomic_load_n(j->arrived, __ATOMIC_SEQ_CST) < 2; spin++)
+    if (spin % 4096 == 0) sched_yield();
+  for (int64_t i = 0; i < j->rounds; i++) {
+    int64_t t0 = now_ns();
+    call(j->arenas[i], j->slot, j->dims);
+    int64_t t1 = now_ns();
+    j->times[2 * i] = t0;
+    j->times[2 * i + 1] = t1;
   }
-  for (int64_t i = 0; i < j->count; i++) call(j->arenas[i], j->slot, j->dims);
   return NULL;
+}
+
+static int run_pair(const int64_t *arena, int64_t count, const int64_t *slot, const int64_t *dims) {
+  int64_t n = (count - 1) / 2, at = arena[2 * n];
+  int64_t *times = (int64_t *)(mem + at);
+  int arrived = 0;
+  struct pair_job a = {arena, n, slot, dims, times, &arrived};
+  struct pair_job b = {arena + n, n, slot, dims, times + 2 * n, &arrived};
+  pthread_t ta;
+  if (pthread_create(&ta, NULL, pair_runner, &a)) return 0;
+  pair_runner(&b);
+  pthread_join(ta, NULL);
+  return 1;
 }
 
 static int map_lazy(const int64_t *lazy) {
@@ -132,9 +165,14 @@ int main(int argc, char **argv) {
     if (count < 0 || count > KTL_MAX_BATCH) return 7;
     int64_t *slot = words + 2, *dims = slot + KTL_NB, *lazy = dims + KTL_ND, *arena = lazy + KTL_NB;
     if (!read_all(slot, (size_t)(2 * KTL_NB + KTL_ND + count) * sizeof(int64_t))) return 0;
-    for (int64_t i = 0; i < count; i++)
+    int64_t calls = op == OP_PAIR ? count - 1 : count;
+    if (op == OP_PAIR && (count < 3 || calls % 2 != 0)) return 9;
+    for (int64_t i = 0; i < calls; i++)
       for (int b = 0; b < KTL_NB; b++)
         if (arena[i] < 0 || slot[b] < 0 || (uint64_t)(arena[i] + slot[b]) > mem_bytes) return 8;
+    if (op == OP_PAIR && (arena[calls] < 0 || arena[calls] % 8 != 0 ||
+                          (uint64_t)arena[calls] + (uint64_t)calls * 16 > mem_bytes))
+      return 8;
     printf("CMD %lld\n", (long long)seq);
     fflush(stdout);
     if (!map_lazy(lazy)) {
@@ -143,17 +181,11 @@ int main(int argc, char **argv) {
     }
     if (op == OP_CALL) {
       for (int64_t i = 0; i < count; i++) call(arena[i], slot, dims);
-    } else if (op == OP_PAIR && count >= 2 && count % 2 == 0) {
-      int arrived = 0;
-      struct pair_job a = {arena, count / 2, slot, dims, &arrived};
-      struct pair_job b = {arena + count / 2, count / 2, slot, dims, &arrived};
-      pthread_t ta;
-      if (pthread_create(&ta, NULL, pair_runner, &a)) {
+    } else if (op == OP_PAIR) {
+      if (!run_pair(arena, count, slot, dims)) {
         answer(2, errno);
         continue;
       }
-      pair_runner(&b);
-      pthread_join(ta, NULL);
     } else if (op != OP_NOP) {
       return 9;
     }
