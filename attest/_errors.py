@@ -32,6 +32,10 @@ class EntryError(AttestError):
     """A log entry is malformed, not canonical, or inconsistent with its keys."""
 
 
+class NonCanonicalEntryError(EntryError):
+    """Log entry bytes are valid JSON but not its RFC 8785 canonical form (or have none)."""
+
+
 class EntryTooLargeError(EntryError):
     """A log entry exceeds MAX_ENTRY_BYTES (the tlog-tiles entry bundle limit)."""
 

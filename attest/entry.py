@@ -29,6 +29,7 @@ from attest._errors import (
     EntryTooLargeError,
     EnvelopeError,
     KeyFileError,
+    NonCanonicalEntryError,
     SignatureError,
 )
 from attest._json import JSONRejected, strict_loads
@@ -133,9 +134,10 @@ def _strictly_canonical(data: bytes) -> Any:
     try:
         canonical = rfc8785.dumps(obj)
     except ValueError as exc:  # CanonicalizationError; UnicodeEncodeError for a lone surrogate key
-        raise EntryError(f"log entry cannot be canonicalized (RFC 8785): {exc}") from None
+        raise NonCanonicalEntryError(
+            f"log entry cannot be canonicalized (RFC 8785): {exc}") from None
     if canonical != data:
-        raise EntryError(
+        raise NonCanonicalEntryError(
             "log entry is not RFC 8785 canonical JSON (sorted keys, no whitespace, "
             "canonical numbers and escapes); re-encode it with encode_entry"
         )

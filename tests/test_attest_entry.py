@@ -19,6 +19,7 @@ from attest import (
     EntryError,
     EntryTooLargeError,
     LogEntry,
+    NonCanonicalEntryError,
     SignatureError,
     ValidationError,
     decode_entry,
@@ -56,10 +57,12 @@ def test_round_trip_and_verify() -> None:
 
 def test_non_canonical_bytes_are_rejected() -> None:
     pretty = json.dumps(json.loads(DATA), indent=1).encode()
-    with pytest.raises(EntryError, match="not RFC 8785 canonical"):
+    with pytest.raises(NonCanonicalEntryError, match="not RFC 8785 canonical"):
         decode_entry(pretty)
-    with pytest.raises(EntryError, match="not RFC 8785 canonical"):
+    with pytest.raises(NonCanonicalEntryError, match="not RFC 8785 canonical"):
         decode_entry(DATA + b"\n")
+    with pytest.raises(NonCanonicalEntryError, match="cannot be canonicalized"):
+        decode_entry(b'{"envelope":1e999999,"keys":{}}')
     reordered = json.dumps({"keys": json.loads(DATA)["keys"], "envelope": json.loads(DATA)["envelope"]},
                            separators=(",", ":")).encode()
     with pytest.raises(EntryError, match="not RFC 8785 canonical"):
@@ -271,3 +274,4 @@ def test_an_entry_of_exactly_65535_bytes_encodes_and_one_more_does_not() -> None
     assert len(encode_entry(exact)) == 65535
     with pytest.raises(EntryTooLargeError, match="65536 bytes; the limit is 65535"):
         encode_entry(entry(2 + 65535 - base))
+

@@ -22,11 +22,12 @@ from ledger_support import (
     signed_payload_entry,
 )
 
-from attest import BENCHMARK_V1, examples
+from attest import BENCHMARK_V1, EntryError, NonCanonicalEntryError, examples
 from ledger.checkpoint import open_checkpoint
 from ledger.merkle import EMPTY_ROOT, leaf_hash, verify_inclusion
 from ledger.note import NoteVerifier
 from ledger.server import ServerConfig, create_app
+from ledger.server._admit import _api_error
 from ledger.tiles import TILE_WIDTH, decode_bundle
 
 JSON = {"Content-Type": "application/json"}
@@ -366,3 +367,10 @@ def test_a_bare_envelope_with_keys_is_logged_as_a_log_entry(log: Log) -> None:
     r = log.post(json.dumps({**bare, "note": "x"}).encode())
     assert r.status_code == 400 and "unexpected: note" in r.json()["error"]["message"]
     assert log.size_root() == size
+
+
+def test_server_error_codes_follow_the_error_type_not_its_text() -> None:
+    """`non_canonical` comes from the typed error; an entry error whose text merely says
+    "canonical" (a kernel name can) is an ordinary `invalid_entry`."""
+    assert _api_error(NonCanonicalEntryError("x")).code == "non_canonical"
+    assert _api_error(EntryError("key 'canonical' is not in keys")).code == "invalid_entry"

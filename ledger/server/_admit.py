@@ -6,10 +6,10 @@ from typing import Any
 
 from attest import (
     AttestError,
-    EntryError,
     EntryTooLargeError,
     JSONRejected,
     LogEntry,
+    NonCanonicalEntryError,
     SignatureError,
     ValidationError,
     canonical_json,
@@ -133,6 +133,6 @@ def _api_error(err: AttestError) -> ApiError:
     if isinstance(err, ValidationError):
         code = "unknown_predicate" if err.path.endswith("predicateType") else "invalid_statement"
         return ApiError(422, code, msg)
-    if isinstance(err, EntryError) and "canonical" in msg:
+    if isinstance(err, NonCanonicalEntryError):
         return ApiError(400, "non_canonical", msg)
     return ApiError(400, "invalid_entry", msg)
