@@ -113,6 +113,25 @@ JSON = {"Content-Type": "application/json"}
 SERVE_WORKERS = 2  # gunicorn workers that `ktl_serve` starts
 
 
+def read_serve_banner(proc: subprocess.Popen[str], lines: list[str],
+                      timeout: float) -> tuple[str, str]:
+    """Read `ktl serve`'s lines (kept in `lines`) until it serves: (base URL, verifier key)."""
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    base = vkey = ""
+    while time.monotonic() < deadline and not base:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if line.startswith("verifier key:"):
+            vkey = line.split(":", 1)[1].strip()
+        if line.startswith("serving on "):
+            base = line.split()[-1]
+    assert base, "".join(lines)
+    return base, vkey
+
+
 @contextmanager
 def ktl_serve(data: Path, *extra: str, lines: list[str] | None = None,
               env_extra: dict[str, str] | None = None,
@@ -129,20 +148,9 @@ def ktl_serve(data: Path, *extra: str, lines: list[str] | None = None,
     )
     try:
         lines = [] if lines is None else lines
-        deadline = time.monotonic() + 30
-        base = vkey = ""
-        assert proc.stdout is not None
-        while time.monotonic() < deadline and not base:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-            if line.startswith("verifier key:"):
-                vkey = line.split(":", 1)[1].strip()
-            if line.startswith("serving on "):
-                base = line.split()[-1]
-        assert base, "".join(lines)
+        base, vkey = read_serve_banner(proc, lines, 30.0)
         out = proc.stdout
+        assert out is not None
         threading.Thread(target=lambda: lines.extend(out), daemon=True).start()  # keep draining
         yield proc, base, vkey
     finally:

@@ -12,13 +12,12 @@ import shlex
 import signal
 import subprocess
 import threading
-import time
 from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 import requests
-from ledger_support import JSON, KTL, check_receipt, entry_bytes
+from ledger_support import JSON, KTL, check_receipt, entry_bytes, read_serve_banner
 
 from ledger.note import NoteVerifier
 from ledger.sequencer import Sequencer, Submission
@@ -56,20 +55,8 @@ def _start(stack: ExitStack, argv: list[str], cwd: Path) -> tuple[str, str]:
                             text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
                             start_new_session=True)
     stack.callback(lambda: (os.killpg(proc.pid, signal.SIGKILL), proc.wait(10)))
+    base, vkey = read_serve_banner(proc, [], 60.0)
     assert proc.stdout is not None
-    base = vkey = ""
-    lines = []
-    deadline = time.monotonic() + 60
-    while not base and time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        lines.append(line)
-        if line.startswith("verifier key:"):
-            vkey = line.split(":", 1)[1].strip()
-        if line.startswith("serving on "):
-            base = line.split()[-1]
-    assert base, "".join(lines)
     threading.Thread(target=proc.stdout.read, daemon=True).start()
     return base, vkey
 
