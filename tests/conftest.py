@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from pg_support import PgCluster, PgUnavailable
+
+from ledger.storage import LogStorage, MemoryStorage, SqliteStorage
 
 
 @pytest.fixture(scope="session")
@@ -23,3 +26,19 @@ def pg_cluster() -> Iterator[PgCluster]:
 def pg_url(pg_cluster: PgCluster) -> str:
     """The URL of a fresh, empty database on the throwaway cluster."""
     return pg_cluster.new_database()
+
+
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)])
+def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LogStorage]:
+    """One log storage per backend: the storage contract tests run against each of them."""
+    s: LogStorage
+    if request.param == "memory":
+        s = MemoryStorage()
+    elif request.param == "sqlite":
+        s = SqliteStorage(tmp_path)
+    else:
+        from ledger.storage._postgres import PostgresStorage
+
+        s = PostgresStorage(request.getfixturevalue("pg_url"), pool_size=2)
+    yield s
+    s.close()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,6 @@ from ledger.storage import (
     EntrySummary,
     IntegratedBatch,
     LogStorage,
-    MemoryStorage,
     SearchPage,
     SqliteStorage,
     StorageError,
@@ -54,21 +52,6 @@ def test_records_round_trip(e: StoredEntry) -> None:
     cp = StoredCheckpoint(3, e.leaf_hash, b"note\n\n\xe2\x80\x94 sig\n", 1.5)
     assert StoredCheckpoint.from_json(cp.to_json()) == cp
 
-
-@pytest.fixture(params=["memory", "sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)])
-def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LogStorage]:
-    """The same contract, run against every backend."""
-    s: LogStorage
-    if request.param == "memory":
-        s = MemoryStorage()
-    elif request.param == "sqlite":
-        s = SqliteStorage(tmp_path)
-    else:
-        from ledger.storage._postgres import PostgresStorage
-
-        s = PostgresStorage(request.getfixturevalue("pg_url"), pool_size=2)
-    yield s
-    s.close()
 
 
 def _entry(i: int, name: str = "acme/k", keyids: tuple[str, ...] = ("aa" * 32,)) -> StoredEntry:

@@ -5,7 +5,6 @@ witnesses that lie, lag behind or refuse."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,6 @@ from ledger.storage import (
     EntryFacts,
     LogStorage,
     MemoryStorage,
-    SqliteStorage,
     StorageError,
     StoredCheckpoint,
     TileCache,
@@ -34,20 +32,6 @@ from ledger.witness_store import WitnessStore, make_log
 
 SIGNER = NoteSigner("example.org/log", Ed25519PrivateKey.from_private_bytes(b"\x03" * 32))
 
-
-@pytest.fixture(params=["memory", "sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)])
-def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LogStorage]:
-    s: LogStorage
-    if request.param == "memory":
-        s = MemoryStorage()
-    elif request.param == "sqlite":
-        s = SqliteStorage(tmp_path)
-    else:
-        from ledger.storage._postgres import PostgresStorage
-
-        s = PostgresStorage(request.getfixturevalue("pg_url"), pool_size=2)
-    yield s
-    s.close()
 
 
 def _empty(signer: NoteSigner = SIGNER) -> StoredCheckpoint:
