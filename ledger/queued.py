@@ -45,6 +45,7 @@ from ledger.sequencer import (
     SequencerError,
     SequencerTimeout,
     Submission,
+    _Waiter,
 )
 from ledger.storage import EntryFacts, IntegratedBatch, StorageError, StoredCheckpoint
 from ledger.storage._queue import MAX_TAKE, Outcome, Queued, QueueFull, QueueRow, SharedQueue
@@ -88,16 +89,6 @@ def unseal(key: bytes, row: QueueRow) -> Submission:
     return Submission(row.data, facts)
 
 
-class _Ticket:
-    __slots__ = ("error", "event", "leaf_hash", "receipt")
-
-    def __init__(self, leaf_hash: bytes) -> None:
-        self.leaf_hash = leaf_hash
-        self.event = threading.Event()
-        self.receipt: Receipt | None = None
-        self.error: BaseException | None = None
-
-
 class QueuedSequencer:
     """The `Sequencer` interface over a `SharedQueue` (see the module doc)."""
 
@@ -127,7 +118,7 @@ class QueuedSequencer:
         self.is_integrator = False
         self.batches = 0
         self.settled = 0
-        self._pending: dict[int, _Ticket] = {}
+        self._pending: dict[int, _Waiter] = {}
         self._lock = threading.Lock()
         self._closed = False
         self._stop = threading.Event()
@@ -176,7 +167,7 @@ class QueuedSequencer:
             raise SequencerBusy(str(e)) from None
         except StorageError as e:
             raise SequencerError(f"could not queue the submission: {e}") from None
-        waiting = [_Ticket(s.leaf_hash) for s in submissions]
+        waiting = [_Waiter(s) for s in submissions]
         with self._lock:
             self._pending.update(zip(tickets, waiting, strict=True))
         deadline = time.monotonic() + timeout
@@ -219,7 +210,7 @@ class QueuedSequencer:
                     w.error = e
                 else:
                     checkpoints[o.size] = cp
-                    w.receipt = Receipt(o.index, w.leaf_hash, o.duplicate, cp)
+                    w.receipt = Receipt(o.index, w.submission.leaf_hash, o.duplicate, cp)
             w.event.set()
 
     def _checkpoint(self, size: int) -> StoredCheckpoint:

@@ -91,6 +91,8 @@ CommitHook = Callable[[IntegratedBatch | None, Sequence[Receipt]], None]
 
 
 class _Waiter:
+    """One submitter waiting for its receipt (in-process sequencer and shared queue alike)."""
+
     __slots__ = ("error", "event", "receipt", "submission")
 
     def __init__(self, submission: Submission) -> None:

@@ -24,12 +24,11 @@ from ledger.queued import (
     QueuedSequencer,
     QueueRowError,
     _mac,
-    _Ticket,
     queue_key,
     seal,
     unseal,
 )
-from ledger.sequencer import Receipt, Sequencer, SequencerBusy
+from ledger.sequencer import Receipt, Sequencer, SequencerBusy, _Waiter
 from ledger.server import LogService, ServerConfig
 from ledger.server._admit import admit_bytes
 from ledger.server._api import _failure
@@ -292,8 +291,10 @@ def test_the_integrator_hands_the_lock_to_a_waiting_startup_check(
         check.close()
 
 
-def _wait_ticket_on(qs: QueuedSequencer, ticket: int) -> _Ticket:
-    w = _Ticket(b"")
+def _wait_ticket_on(qs: QueuedSequencer, ticket: int) -> _Waiter:
+    """Wait on a ticket whose row is not ours (forged or never queued): a stand-in
+    submission, since no receipt is ever built for it."""
+    w = _Waiter(admit_bytes(entry_bytes(999)))
     with qs._lock:
         qs._pending[ticket] = w
     return w
@@ -312,7 +313,7 @@ def test_a_row_the_database_cannot_store_is_refused_and_the_queue_goes_on(
     qb = _queued(b)
     with qb._lock:  # registered together (an outcome that comes first waits for the poll)
         tickets = qb.queue.enqueue(rows)
-        waiting = [_Ticket(s.leaf_hash) for s in subs]
+        waiting = [_Waiter(s) for s in subs]
         qb._pending.update(zip(tickets, waiting, strict=True))
     for w in waiting:
         assert w.event.wait(10), "a ticket was never settled"
