@@ -30,10 +30,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from client.demo import inflate_benchmark
-from verifier._bench import machine_peaks
-from verifier._runs import DEFAULT_RUNS, RunSet, bench_runs
-from verifier._stats import simulated_rates
+from verifier.benchmark._bench import machine_peaks
+from verifier.benchmark._runs import DEFAULT_RUNS, RunSet, bench_runs
 from verifier.reproduce import compare_benchmark
+from verifier.stats import simulated_rates
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = ("sum-rows", "matmul-blocked", "softmax-rows")

@@ -75,7 +75,7 @@ import subprocess, tempfile
 from pathlib import Path
 import numpy as np
 from verifier import OPS, KernelSpec
-from verifier.runtime import get_runtime, write_driver_cases
+from verifier.runtimes import get_runtime, write_driver_cases
 spec = KernelSpec.load("examples/cuda-softmax")
 work = Path(tempfile.mkdtemp(prefix="ktl-memcheck-"))
 art = get_runtime("cuda").build(spec, "asan", work)

@@ -205,7 +205,7 @@ def kernel_claim(kernel_dir: Path) -> tuple[str, bytes, Claim]:
     """(kernel name, canonical source archive, kernel/v1 claim) for a kernel folder."""
     from verifier import VerifierError
     from verifier.kernel import KernelSpec, pack_kernel
-    from verifier.runtime import get_runtime
+    from verifier.runtimes import get_runtime
 
     try:
         spec = KernelSpec.load(kernel_dir)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from client_server import Ktl
 
-from client._cmd_ops import markdown_table
+from client.cli.ops import markdown_table
 from verifier.ops import OPS, RMSNORM_EPS
 
 README = Path(__file__).resolve().parent.parent / "README.md"

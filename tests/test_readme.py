@@ -80,9 +80,9 @@ def test_the_two_commands_exist() -> None:
 
 
 def test_how_reproduce_decides_in_the_readme_is_the_code_s() -> None:
-    from verifier._runs import DEFAULT_RUNS
-    from verifier._stats import DEFAULT_CONFIDENCE, DEFAULT_TOLERANCE, simulated_rates
-    from verifier._verdict import speedup_verdict
+    from verifier.benchmark._runs import DEFAULT_RUNS
+    from verifier.reproduce._verdict import speedup_verdict
+    from verifier.stats import DEFAULT_CONFIDENCE, DEFAULT_TOLERANCE, simulated_rates
 
     text = " ".join(README.split())
     assert f"a speed-up claim is **{DEFAULT_RUNS} independent runs**" in text

@@ -24,9 +24,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from verifier import check
-from verifier._layers import NO_LAYERS, SandboxLayers
-from verifier._output import CappedReader
-from verifier._seccomp import (
+from verifier.sandbox import Limits, probe_layers, run_sandboxed
+from verifier.sandbox._layers import NO_LAYERS, SandboxLayers
+from verifier.sandbox._output import CappedReader
+from verifier.sandbox._seccomp import (
     ADDRESS_TABLES,
     AUDIT_ARCH_AARCH64,
     AUDIT_ARCH_X86_64,
@@ -40,7 +41,6 @@ from verifier._seccomp import (
     build_filter,
     parse_notification,
 )
-from verifier.sandbox import Limits, probe_layers, run_sandboxed
 
 ROOT = Path(__file__).resolve().parent.parent
 FLAWED = ROOT / "tests" / "flawed_kernels"
@@ -382,8 +382,9 @@ def test_readme_sandbox_table_ties_each_layer_to_a_kernel() -> None:
     assert Limits().processes == 256
 
 
-SANDBOX_MODULES = ("sandbox", "_confine", "_namespaces", "_seccomp", "_landlock", "_layers",
-                   "_output", "_violations", "_gpu", "_errors")
+SANDBOX_MODULES = ("sandbox/__init__", "sandbox/_process", "sandbox/_confine",
+                   "sandbox/_namespaces", "sandbox/_seccomp", "sandbox/_landlock",
+                   "sandbox/_layers", "sandbox/_output", "sandbox/_violations", "_gpu", "errors")
 AS_USER = """
 import json, sys, tempfile
 from pathlib import Path
@@ -411,6 +412,7 @@ def _run_as_nobody(python: Path, tmp_path: Path) -> None:
     pkg = tmp_path / "verifier"  # the sandbox's modules only: the system python has no numpy
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
+    (pkg / "sandbox").mkdir()
     for name in SANDBOX_MODULES:
         (pkg / f"{name}.py").write_text((ROOT / "verifier" / f"{name}.py").read_text())
     tmp_path.chmod(0o755)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from verifier import BenchReport, VerifierError, bench
-from verifier._bench import bootstrap_speedup
+from verifier.benchmark._bench import bootstrap_speedup
 
 ROOT = Path(__file__).resolve().parent.parent
 FLAWED = ROOT / "tests" / "flawed_kernels"

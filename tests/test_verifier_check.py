@@ -109,9 +109,9 @@ def test_honest_example_passes_full_budget(kernel: Path) -> None:
 
 def test_int32_index_passes_quick_and_fails_index_overflow(tmp_path: Path) -> None:
     """Attack 4: right at every shape a test allocates; only the lazily mapped huge shapes see it."""
-    from verifier._arena import Markers
-    from verifier._overflow import OVERFLOW_REASON, index_overflow
+    from verifier.checks._overflow import OVERFLOW_REASON, index_overflow
     from verifier.ops import OPS
+    from verifier.worker._arena import Markers
 
     quick = check(FLAWED / "int32_index", budget="quick", seed=1)
     assert quick.passed, [(c.name, c.detail) for c in quick.failures]

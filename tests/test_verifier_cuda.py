@@ -27,17 +27,24 @@ from verifier import (
     KernelSpec,
     KernelSpecError,
     RuntimeUnavailableError,
-    _cuda,
     _gpu,
     check,
 )
-from verifier._arena import GUARD, POISON_WORD, guard_pattern, layout, new_arena, poison, view
-from verifier._cuda import CudaRuntime, arch_flags, find_tool, wrapper_source
 from verifier._gpu import GpuInfo, parse_probe_output, probe
 from verifier.kernel import CUDA_FLAG_ALLOWLIST
 from verifier.ops import OPS
-from verifier.runtime import get_runtime, write_driver_cases
+from verifier.runtimes import _cuda, get_runtime, write_driver_cases
+from verifier.runtimes._cuda import CudaRuntime, arch_flags, find_tool, wrapper_source
 from verifier.sandbox import Limits, run_sandboxed
+from verifier.worker._arena import (
+    GUARD,
+    POISON_WORD,
+    guard_pattern,
+    layout,
+    new_arena,
+    poison,
+    view,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "cuda-softmax"

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from verifier import OPS, KernelSpec, get_runtime
-from verifier._arena import layout, view
-from verifier._native import (
+from verifier.sandbox import Limits
+from verifier.worker._arena import layout, view
+from verifier.worker._native import (
     NativeWorker,
     SharedArena,
     WorkerGone,
@@ -20,7 +21,6 @@ from verifier._native import (
     encode,
     escaped_work,
 )
-from verifier.sandbox import Limits
 
 ROOT = Path(__file__).resolve().parent.parent
 FLAWED = ROOT / "tests" / "flawed_kernels"

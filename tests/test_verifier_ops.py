@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from verifier._arena import Markers
-from verifier.compare import compare_output, ulp_distance
+from verifier.compare_outputs import compare_output, ulp_distance
 from verifier.ops import OPS
+from verifier.worker._arena import Markers
 
 
 @pytest.mark.parametrize("name", sorted(OPS))

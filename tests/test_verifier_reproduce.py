@@ -151,7 +151,7 @@ def test_different_hardware_compares_ratios_and_says_so() -> None:
 
 
 def test_cpu_flags_are_compared_as_sets() -> None:
-    from verifier._verdict import environment_diff
+    from verifier.reproduce._verdict import environment_diff
 
     (d,) = environment_diff(dict(ENV, cpu_flags=["avx2", "fma"]),
                             dict(ENV, cpu_flags=["avx512f", "avx2"]))
@@ -261,7 +261,7 @@ def test_predicate_types_match_attest() -> None:
 def test_reproduce_kernel_end_to_end_refutes_an_inflated_claim() -> None:
     """A real run: 3 runs claimed, each x1.5, against 3 fresh runs here: refuted."""
     from verifier import check, environment_fingerprint
-    from verifier._runs import bench_runs
+    from verifier.benchmark._runs import bench_runs
 
     kernel = ROOT / "examples" / "sum-rows"
     shapes = [{"R": 128, "C": 512}]

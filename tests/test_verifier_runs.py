@@ -1,4 +1,4 @@
-"""verifier._runs: k independent runs, their aggregate and the benchmark/v1 (version 2) body."""
+"""verifier.benchmark._runs: k independent runs, their aggregate and the benchmark/v1 (version 2) body."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 
 from attest import BENCHMARK_V1, BenchmarkPredicate, parse_predicate
 from verifier import VerifierError
-from verifier._bench import BenchReport, ShapeResult
-from verifier._runs import MAX_NOTES, RunSet, bench_runs, pinned_cpu
-from verifier._stats import student_t_quantile
+from verifier.benchmark._bench import BenchReport, ShapeResult
+from verifier.benchmark._runs import MAX_NOTES, RunSet, bench_runs, pinned_cpu
+from verifier.stats import student_t_quantile
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {"cpu_model": "x", "cpu_flags": [], "cores": 2, "machine": "x86_64", "gpu": None,
@@ -101,8 +101,8 @@ def test_a_tampering_kernel_stops_the_runs_at_the_first_untrusted_one() -> None:
 
 def test_roofline_peaks_are_measured_with_every_core_not_pinned(monkeypatch: pytest.MonkeyPatch) -> None:
     """Peaks measured while pinned would halve, and honest kernels would 'beat the roofline'."""
-    import verifier._runs as runs_mod
-    from verifier._bench import machine_peaks
+    import verifier.benchmark._runs as runs_mod
+    from verifier.benchmark._bench import machine_peaks
 
     machine_peaks.cache_clear()
     seen: list[set[int]] = []
@@ -125,7 +125,7 @@ def test_roofline_peaks_ignore_time_other_processes_held_the_cores(
     import itertools
     import time
 
-    import verifier._bench as bench_mod
+    import verifier.benchmark._bench as bench_mod
 
     bench_mod.machine_peaks.cache_clear()
     honest = bench_mod.machine_peaks()

@@ -96,7 +96,7 @@ def test_missing_entry_symbol_is_a_verdict(tmp_path: Path) -> None:
 
 
 def test_filesystem_is_confined_to_the_private_folder(tmp_path: Path) -> None:
-    from verifier import _landlock
+    from verifier.sandbox import _landlock
 
     if _landlock.abi_version() < 1:
         pytest.skip("no Landlock in this kernel")
@@ -126,7 +126,7 @@ def test_filesystem_is_confined_to_the_private_folder(tmp_path: Path) -> None:
 
 
 def test_child_cannot_signal_its_parent_and_dies_opening_tcp(tmp_path: Path) -> None:
-    from verifier import _landlock
+    from verifier.sandbox import _landlock
 
     if _landlock.abi_version() < 6:
         pytest.skip("Landlock signal scoping needs ABI 6")

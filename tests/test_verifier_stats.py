@@ -1,4 +1,4 @@
-"""verifier._stats: Student's t, the inflation test against a naive reference, its error rates."""
+"""verifier.stats: Student's t, the inflation test against a naive reference, its error rates."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from verifier._stats import (
+from verifier.stats import (
     SIGMA_FLOOR,
     InflationTest,
     StatsError,

@@ -8,9 +8,10 @@ folders (`KernelSpec`, `pack_kernel`, `unpack_kernel`), `check`, `bench` (one ru
 
 from __future__ import annotations
 
-from verifier._bench import BenchReport, ShapeResult, bench
-from verifier._check import BUDGETS, CheckReport, CheckResult, check
-from verifier._errors import (
+from verifier.benchmark import DEFAULT_RUNS, BenchReport, RunSet, ShapeResult, bench, bench_runs
+from verifier.checks import BUDGETS, CheckReport, CheckResult, check
+from verifier.environment import environment_fingerprint
+from verifier.errors import (
     ArchiveError,
     BuildError,
     KernelSpecError,
@@ -19,12 +20,10 @@ from verifier._errors import (
     SandboxError,
     VerifierError,
 )
-from verifier._runs import DEFAULT_RUNS, RunSet, bench_runs
-from verifier._stats import InflationTest, StatsError, inflation_test
-from verifier.environment import environment_fingerprint
 from verifier.kernel import FLAG_ALLOWLIST, GeneratorInfo, KernelSpec, pack_kernel, unpack_kernel
 from verifier.ops import OPS, OpSpec
-from verifier.runtime import Runtime, get_runtime
+from verifier.runtimes import Runtime, get_runtime
+from verifier.stats import InflationTest, StatsError, inflation_test
 
 __all__ = [
     "BUDGETS",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
+import subprocess
 from functools import lru_cache
 from typing import Any
 
@@ -11,7 +13,28 @@ import numpy as np
 
 from verifier import _gpu
 
-__all__ = ["INTERESTING_FLAGS", "environment_fingerprint", "gpu_fingerprint"]
+__all__ = ["INTERESTING_FLAGS", "environment_fingerprint", "find_gcc", "gcc_version",
+           "gpu_fingerprint"]
+
+TOOL_PATH = "/usr/bin:/bin:/usr/local/bin"
+"""Where the C compiler is looked up: system folders only, never the caller's PATH."""
+
+
+def find_gcc() -> str:
+    """The system gcc's path ("gcc" if none is found, so a build fails with its name)."""
+    return shutil.which("gcc", path=TOOL_PATH) or "gcc"
+
+
+@lru_cache(maxsize=4)
+def gcc_version(gcc: str) -> str:
+    """`gcc -dumpfullversion`, run with a scrubbed environment; "unknown" if it says nothing."""
+    try:
+        out = subprocess.run([gcc, "-dumpfullversion"], capture_output=True, text=True,
+                             timeout=30, check=False,
+                             env={"PATH": TOOL_PATH, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"})
+    except OSError:
+        return "unknown"
+    return out.stdout.strip() or "unknown"
 
 INTERESTING_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl",
                      "avx512_bf16", "avx512_vnni", "amx_tile", "neon", "asimd", "sve")
@@ -37,10 +60,7 @@ def _cpuinfo() -> tuple[str, list[str]]:
 
 @lru_cache(maxsize=1)
 def _fingerprint() -> tuple[tuple[str, Any], ...]:
-    from verifier.runtime import get_runtime
-
     model, flags = _cpuinfo()
-    compiler, version = get_runtime("c").compiler()
     env: dict[str, Any] = {
         "cpu_model": model,
         "cpu_flags": flags,
@@ -48,7 +68,7 @@ def _fingerprint() -> tuple[tuple[str, Any], ...]:
         "machine": platform.machine() or "unknown",
         "gpu": None,
         "gpu_driver": None,
-        "compiler": f"{compiler} {version}",
+        "compiler": f"gcc {gcc_version(find_gcc())}",
         "libraries": {"numpy": np.__version__},
         "os": f"{platform.system()} {platform.release()}",
         "python": platform.python_version(),

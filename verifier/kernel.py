@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from attest import HEX64_PATTERN, KERNEL_NAME_PATTERN, RUNTIMES
-from verifier._errors import ArchiveError, KernelSpecError
+from verifier.errors import ArchiveError, KernelSpecError
 from verifier.ops import OPS
 
 __all__ = [

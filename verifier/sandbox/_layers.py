@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
-from verifier._errors import SandboxError
+from verifier.errors import SandboxError
 
 __all__ = ["NO_LAYERS", "SandboxLayers", "SeccompMode"]
 

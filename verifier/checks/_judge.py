@@ -12,11 +12,11 @@ from numpy.typing import NDArray
 
 from attest.predicates import FaultKind
 from attest.text import plural
-from verifier._arena import Layout, Markers, guard_pattern, layout
-from verifier._check_report import CASE_FAULTS, F32, Budget, CheckResult, make_fault, shape_text
-from verifier._check_run import Case
-from verifier.compare import Comparison, compare_output
+from verifier.checks._plan import Case
+from verifier.checks._report import CASE_FAULTS, F32, Budget, CheckResult, make_fault, shape_text
+from verifier.compare_outputs import Comparison, compare_output
 from verifier.ops import OpSpec
+from verifier.worker import Layout, Markers, guard_pattern, layout
 
 __all__ = ["judge"]
 
@@ -224,7 +224,7 @@ def judge(op: OpSpec, cases: list[Case], budget: Budget, markers: Markers) -> li
 def _concurrency(cases: list[Case], evals: dict[int, list[_StepEval]], idx: list[int],
                  needed: int) -> CheckResult:
     """Two threads calling at once on different buffers must get the single-threaded answers,
-    with at least `needed` pairs of calls seen overlapping in time (`verifier._overlap`)."""
+    with at least `needed` pairs of calls seen overlapping in time (`verifier.worker._overlap`)."""
     inputs = {"shapes": [cases[i].dims for i in idx], "threads": 2}
     calls = sum(cases[i].paired_calls for i in idx)
     overlapping = sum(cases[i].overlaps for i in idx)

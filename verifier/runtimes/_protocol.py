@@ -7,7 +7,7 @@ A `Runtime` builds a kernel for a variant:
   driver program that reads cases from a file and calls the entry, so no
   sanitizer runtime has to be preloaded into Python.
 
-Runtime `c` is implemented with the system gcc, `cuda` with nvcc (verifier._cuda);
+Runtime `c` is implemented with the system gcc, `cuda` with nvcc (verifier.runtimes._cuda);
 `triton` plugs in by implementing the same protocol; until then it reports itself
 unavailable.
 """
@@ -15,12 +15,14 @@ unavailable.
 from __future__ import annotations
 
 import shutil
-import subprocess
-from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
 
-from verifier._build import (
+from verifier.environment import find_gcc, gcc_version
+from verifier.errors import BuildError, RuntimeUnavailableError
+from verifier.kernel import KernelSpec
+from verifier.ops import OPS
+from verifier.runtimes._build import (
     BUILD_LIMITS,
     VARIANTS,
     Artifact,
@@ -28,11 +30,8 @@ from verifier._build import (
     driver_source,
     write_driver_cases,
 )
-from verifier._cuda import CudaRuntime
-from verifier._errors import BuildError, RuntimeUnavailableError
-from verifier.kernel import KernelSpec
-from verifier.ops import OPS
-from verifier.sandbox import base_env, run_sandboxed
+from verifier.runtimes._cuda import CudaRuntime
+from verifier.sandbox import run_sandboxed
 
 __all__ = ["BUILD_LIMITS", "RUNTIME_IMPLS", "VARIANTS", "Artifact", "CRuntime", "Runtime",
            "build_failure", "get_runtime", "write_driver_cases"]
@@ -55,20 +54,13 @@ class Runtime(Protocol):
         ...
 
 
-@lru_cache(maxsize=4)
-def _gcc_version(gcc: str) -> str:
-    out = subprocess.run([gcc, "-dumpfullversion"], capture_output=True, text=True, timeout=30,
-                         check=False, env=base_env())
-    return out.stdout.strip() or "unknown"
-
-
 class CRuntime:
     """Runtime `c`: gcc into a shared library (release) or a sanitizer driver program."""
 
     name = "c"
 
     def __init__(self, gcc: str | None = None) -> None:
-        self.gcc = gcc or shutil.which("gcc", path="/usr/bin:/bin:/usr/local/bin") or "gcc"
+        self.gcc = gcc or find_gcc()
 
     def unavailable_reason(self) -> str | None:
         if shutil.which(self.gcc) is None:
@@ -76,7 +68,7 @@ class CRuntime:
         return None
 
     def compiler(self) -> tuple[str, str]:
-        return "gcc", _gcc_version(self.gcc)
+        return "gcc", gcc_version(self.gcc)
 
     def build(self, spec: KernelSpec, variant: str, workdir: Path) -> Artifact:
         if variant not in VARIANTS:

@@ -1,6 +1,6 @@
 """A benchmark claim is k independent runs: `bench_runs` and the benchmark/v1 body (version 2).
 
-One run is `verifier._bench.bench(...)`: fresh sandboxed processes, fresh inputs and
+One run is `verifier.benchmark._bench.bench(...)`: fresh sandboxed processes, fresh inputs and
 allocations, kernel and baseline interleaved. Runs differ from each other far more
 than one run's bootstrap interval says (buffer placement, CPU placement, the state
 of a shared machine), so a claim records every run's speed-up and interval, and the
@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from attest.predicates import BenchFault, derived_gflops
-from verifier._bench import BenchReport, ShapeResult, bench, machine_peaks
-from verifier._errors import VerifierError
-from verifier._stats import max_runs, student_t_quantile
+from verifier.benchmark._bench import BenchReport, ShapeResult, bench, machine_peaks
+from verifier.errors import VerifierError
+from verifier.stats import max_runs, student_t_quantile
 
 __all__ = ["DEFAULT_RUNS", "RunSet", "bench_runs", "pinned_cpu"]
 

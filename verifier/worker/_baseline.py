@@ -1,9 +1,9 @@
 """The baseline's own process: NumPy float32 calls on a memfd, commanded like the native worker.
 
-Run as `python -m verifier._baseline OP CMD_FD ANS_FD MEM_FD MEM_BYTES` by
+Run as `python -m verifier.worker._baseline OP CMD_FD ANS_FD MEM_FD MEM_BYTES` by
 `BaselineWorker`. It never loads a kernel library, so nothing a kernel does in its
 own process can speed up or slow down the baseline it is compared with. It reads
-the same commands as `_native_worker.c` (see `verifier._native.encode`) and
+the same commands as `_native_worker.c` (see `verifier.worker._native.encode`) and
 answers {status, ns}: being trusted, it times its own calls.
 """
 
@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from verifier._arena import Layout, layout, view
-from verifier._native import ANSWER, MAX_BATCH, OP_CALL, OP_NOP, OP_QUIT
 from verifier.ops import OPS, OpSpec
+from verifier.worker._arena import Layout, layout, view
+from verifier.worker._native import ANSWER, MAX_BATCH, OP_CALL, OP_NOP, OP_QUIT
 
 
 def _read(fd: int, n: int) -> bytes:

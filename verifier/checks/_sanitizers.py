@@ -10,12 +10,12 @@ import numpy as np
 
 from attest.predicates import FaultKind
 from attest.text import plural
-from verifier._check_plan import aligned_shape, mid_shape
-from verifier._check_report import F32, Budget, CheckResult, Progress, make_fault, shape_text
-from verifier._errors import BuildError, RuntimeUnavailableError
+from verifier.checks._plan import aligned_shape, mid_shape
+from verifier.checks._report import F32, Budget, CheckResult, Progress, make_fault, shape_text
+from verifier.errors import BuildError, RuntimeUnavailableError
 from verifier.kernel import KernelSpec
 from verifier.ops import OpSpec
-from verifier.runtime import get_runtime, write_driver_cases
+from verifier.runtimes import get_runtime, write_driver_cases
 from verifier.sandbox import (
     ChildResult,
     Limits,

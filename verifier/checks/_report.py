@@ -11,7 +11,7 @@ from numpy.typing import NDArray
 
 from attest._errors import ValidationError
 from attest.predicates import CHECK_OUTCOMES, CheckOutcome, Fault, FaultKind
-from verifier._errors import VerifierError
+from verifier.errors import VerifierError
 
 __all__ = [
     "BUDGETS", "CASE_FAULTS", "CHECK_ADDRESS_SPACE", "F32", "MAX_DETAIL", "OUTCOMES", "Budget",

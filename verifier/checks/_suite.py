@@ -24,10 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-from verifier._arena import Markers
-from verifier._check_judge import judge
-from verifier._check_plan import plan_cases
-from verifier._check_report import (
+from verifier.checks._judge import judge
+from verifier.checks._overflow import HUGE_SHAPES, index_overflow
+from verifier.checks._plan import plan_cases
+from verifier.checks._report import (
     BUDGETS,
     CHECK_ADDRESS_SPACE,
     OUTCOMES,
@@ -37,19 +37,19 @@ from verifier._check_report import (
     Progress,
     make_fault,
 )
-from verifier._check_run import run_cases
-from verifier._errors import BuildError, RuntimeUnavailableError, VerifierError
-from verifier._overflow import HUGE_SHAPES, index_overflow
-from verifier._sanitizers import sanitizer_rows
+from verifier.checks._run import run_cases
+from verifier.checks._sanitizers import sanitizer_rows
 from verifier.environment import environment_fingerprint
+from verifier.errors import BuildError, RuntimeUnavailableError, VerifierError
 from verifier.kernel import KernelSpec
 from verifier.ops import OPS, OpSpec
-from verifier.runtime import Artifact, get_runtime
+from verifier.runtimes import Artifact, get_runtime
 from verifier.sandbox import (
     Limits,
     sandbox_detail,
     sandbox_metrics,
 )
+from verifier.worker import Markers
 
 __all__ = ["BUDGETS", "OUTCOMES", "CheckReport", "CheckResult", "check"]
 

@@ -23,18 +23,24 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-from verifier._arena import Layout, Markers, fill_inputs, guard_pattern, layout, outputs_of, poison
-from verifier._native import (
+from verifier.ops import OpSpec
+from verifier.worker import (
     UNASKED_ANSWER,
     Activity,
     BaselineWorker,
     Escape,
+    Layout,
+    Markers,
     NativeWorker,
     SharedArena,
     activity,
     escaped_work,
+    fill_inputs,
+    guard_pattern,
+    layout,
+    outputs_of,
+    poison,
 )
-from verifier.ops import OpSpec
 
 __all__ = ["LoopSettings", "Measured", "ShapePlan", "measure_shape"]
 

@@ -1,6 +1,6 @@
 /* ktl's native worker: the only code of ours in the kernel's process.
  *
- * Built once per op signature by verifier._native (which prepends the KTL_NB,
+ * Built once per op signature by verifier.worker._native (which prepends the KTL_NB,
  * KTL_ND and KTL_PROTO/KTL_ARGS definitions). It dlopens the kernel library,
  * maps the arena memfd the parent shares with it, and answers commands read from
  * a pipe. It judges and times nothing: the parent fills the arenas, takes the

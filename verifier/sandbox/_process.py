@@ -1,16 +1,16 @@
 """Run untrusted code in a child process with limits; never let it crash the caller.
 
-The child (see `verifier._confine`) runs in new user, PID and network namespaces
+The child (see `verifier.sandbox._confine`) runs in new user, PID and network namespaces
 where the OS allows: no capabilities even when `ktl` runs as root, no other
 process visible, every descendant killed with the run. It gets RLIMIT_CPU,
 RLIMIT_AS (optional: sanitizers reserve terabytes of virtual memory and use their
 own RSS cap instead), RLIMIT_FSIZE, RLIMIT_NOFILE, RLIMIT_NPROC, RLIMIT_CORE 0
 (soft = hard, so it cannot raise them back); Landlock filesystem confinement with
-/dev reduced to null, zero and urandom; a seccomp filter (`verifier._seccomp`)
+/dev reduced to null, zero and urandom; a seccomp filter (`verifier.sandbox._seccomp`)
 whose denied calls are reported to the parent, which kills the run and names the
 call; an environment built from scratch; a private working folder; death when the
 parent dies. The parent enforces a wall-clock timeout, reads stdout with caps on
-bytes per line and in total (`verifier._output`), caps stderr's size, kills the
+bytes per line and in total (`verifier.sandbox._output`), caps stderr's size, kills the
 whole sandbox on any excess, and collects CPU time and peak RSS from `wait4`.
 What was in force comes back as `ChildResult.layers`, never assumed.
 """
@@ -33,12 +33,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from verifier import _confine, _gpu, _landlock
-from verifier._confine import SETUP_FAILED, ChildPlan
-from verifier._errors import SandboxError
-from verifier._layers import NO_LAYERS, SandboxLayers
-from verifier._output import CappedReader
-from verifier._violations import ViolationWatcher
+from verifier import _gpu
+from verifier.errors import SandboxError
+from verifier.sandbox import _confine, _landlock
+from verifier.sandbox._confine import SETUP_FAILED, ChildPlan
+from verifier.sandbox._layers import NO_LAYERS, SandboxLayers
+from verifier.sandbox._output import CappedReader
+from verifier.sandbox._violations import ViolationWatcher
 
 __all__ = ["NO_LAYERS", "SETUP_FAILED", "ChildResult", "Limits", "SandboxLayers",
            "filesystem_confinement", "probe_layers", "run_sandboxed", "sandbox_detail",

@@ -16,7 +16,7 @@ import select
 import threading
 from collections.abc import Callable
 
-from verifier._seccomp import NOTIF_SIZE, Notification, parse_notification
+from verifier.sandbox._seccomp import NOTIF_SIZE, Notification, parse_notification
 
 __all__ = ["ViolationWatcher"]
 

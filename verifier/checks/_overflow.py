@@ -25,17 +25,18 @@ from pathlib import Path
 import numpy as np
 
 from attest.predicates import CheckOutcome
-from verifier._arena import GUARD, Markers
-from verifier._native import (
+from verifier.ops import OpSpec
+from verifier.sandbox import Limits, base_env
+from verifier.worker import (
+    GUARD,
     QUIET_THREADS,
+    Markers,
     NativeWorker,
     SharedArena,
     WorkerGone,
     WorkerHung,
     WorkerOverMemory,
 )
-from verifier.ops import OpSpec
-from verifier.sandbox import Limits, base_env
 
 __all__ = ["HUGE_SHAPES", "OVERFLOW_REASON", "index_overflow"]
 

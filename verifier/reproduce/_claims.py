@@ -11,7 +11,7 @@ Verdict per claim:
   failure that does not recur is inconclusive (failures can depend on inputs).
 - benchmark, per shape: speed-up ratios are compared, never absolute times, run
   by run: the claim's per-run speed-ups against `runs` fresh runs here, with the
-  test in `verifier._stats` under a `DecisionPolicy` (tolerance, confidence;
+  test in `verifier.stats` under a `DecisionPolicy` (tolerance, confidence;
   recorded in the body): refuted when the claim overstates by more than the
   tolerance with that confidence, confirmed when the estimated overstatement is
   within the tolerance, inconclusive otherwise (saying how many more runs would
@@ -41,11 +41,16 @@ from attest.predicates import (
     DecisionPolicy,
     parse_predicate,
 )
-from verifier._errors import ReproduceError
-from verifier._runs import DEFAULT_RUNS
-from verifier._stats import Decision
-from verifier._verdict import DEFAULT_POLICY, environment_diff, make_policy, speedup_verdict
+from verifier.benchmark import DEFAULT_RUNS
+from verifier.errors import ReproduceError
 from verifier.ops import OPS
+from verifier.reproduce._verdict import (
+    DEFAULT_POLICY,
+    environment_diff,
+    make_policy,
+    speedup_verdict,
+)
+from verifier.stats import Decision
 
 __all__ = [
     "BENCHMARK_V1",
@@ -256,11 +261,11 @@ def reproduce_kernel(
     same inputs are replayed; the benchmark uses the claimed shapes, seed and threads,
     `runs` independent runs of up to `time_budget_s` each.
     """
-    from verifier._check import check
-    from verifier._runs import bench_runs
+    from verifier.benchmark import bench_runs
+    from verifier.checks import check
     from verifier.environment import environment_fingerprint
     from verifier.kernel import KernelSpec
-    from verifier.runtime import get_runtime
+    from verifier.runtimes import get_runtime
 
     runtime = KernelSpec.load(kernel_dir).runtime
     unavailable = get_runtime(runtime).unavailable_reason()

@@ -6,7 +6,7 @@ parent fills inputs and prefills outputs there, sends a command over a pipe, and
 reads a fixed-size answer from another pipe; it times the round trip on its own
 clock and snapshots the outputs itself. Nothing the child writes to a path is
 ever opened. The same command format drives the baseline process
-(`verifier._baseline`), so both are timed the same way.
+(`verifier.worker._baseline`), so both are timed the same way.
 """
 
 from __future__ import annotations
@@ -34,11 +34,17 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from verifier._errors import BuildError, SandboxError, VerifierError
-from verifier._escape import UNASKED_ANSWER, Escape, EscapeKind, ThreadStarts, running_threads
-from verifier._overlap import TIME_WORDS, overlapping_pairs
+from verifier.errors import BuildError, SandboxError, VerifierError
 from verifier.ops import OpSpec
 from verifier.sandbox import ChildResult, Limits, base_env, run_sandboxed
+from verifier.worker._escape import (
+    UNASKED_ANSWER,
+    Escape,
+    EscapeKind,
+    ThreadStarts,
+    running_threads,
+)
+from verifier.worker._overlap import TIME_WORDS, overlapping_pairs
 
 __all__ = [
     "OP_CALL",
@@ -528,7 +534,7 @@ class NativeWorker(_Channel):
              dims: Sequence[int], timeout_s: float, times_at: int) -> int:
         """Two threads started from a barrier call the kernel, one on each of `first` in turn,
         the other on each of `second`; how many pairs of their calls overlapped in time
-        (`verifier._overlap`). The worker writes the calls' times at byte `times_at` of the
+        (`verifier.worker._overlap`). The worker writes the calls' times at byte `times_at` of the
         arena, `TIME_WORDS * len(first)` int64 words that the parent zeroes first."""
         if len(first) != len(second) or not first:
             raise VerifierError("both threads need the same, non-zero number of calls")
@@ -576,7 +582,7 @@ class NativeWorker(_Channel):
 
 
 class BaselineWorker(_Channel):
-    """The baseline's own process (`verifier._baseline`): it never loads the kernel."""
+    """The baseline's own process (`verifier.worker._baseline`): it never loads the kernel."""
 
     def __init__(self, op: OpSpec, arena: SharedArena, threads: int) -> None:
         self.op = op
@@ -588,7 +594,7 @@ class BaselineWorker(_Channel):
                         "MKL_NUM_THREADS": str(threads), "PYTHONPATH": root, **QUIET_THREADS})
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-s", "-B", "-m", "verifier._baseline", op.name, str(cmd_r),
+                [sys.executable, "-s", "-B", "-m", "verifier.worker._baseline", op.name, str(cmd_r),
                  str(ans_w), str(arena.fd), str(arena.nbytes)],
                 env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE, pass_fds=(cmd_r, ans_w, arena.fd), close_fds=True)

@@ -2,7 +2,7 @@
 
 The process `subprocess` forks (the *keeper*) never executes the command itself:
 
-1. it enters new user, PID and network namespaces (`verifier._namespaces`), then
+1. it enters new user, PID and network namespaces (`verifier.sandbox._namespaces`), then
    forks the PID namespace's init (the *reaper*) and waits for it;
 2. the reaper mounts a private /proc, forks the *target* and reaps every process
    of the namespace until the target ends; when the reaper exits the kernel kills
@@ -31,8 +31,8 @@ import socket
 import struct
 from dataclasses import dataclass
 
-from verifier import _landlock, _namespaces, _seccomp
-from verifier._layers import SandboxLayers
+from verifier.sandbox import _landlock, _namespaces, _seccomp
+from verifier.sandbox._layers import SandboxLayers
 
 __all__ = ["SETUP_FAILED", "ChildPlan", "preexec"]
 

@@ -38,24 +38,31 @@ import numpy as np
 from numpy.typing import NDArray
 
 from attest.predicates import BenchFault, BenchFaultKind, derived_gflops
-from verifier._arena import Markers, layout
-from verifier._bench_loop import MAX_BATCH_CALLS, LoopSettings, Measured, ShapePlan, measure_shape
-from verifier._build import Artifact
-from verifier._errors import BuildError, RuntimeUnavailableError, VerifierError
-from verifier._native import (
+from verifier.benchmark._loop import (
+    MAX_BATCH_CALLS,
+    LoopSettings,
+    Measured,
+    ShapePlan,
+    measure_shape,
+)
+from verifier.compare_outputs import compare_output
+from verifier.environment import environment_fingerprint
+from verifier.errors import BuildError, RuntimeUnavailableError, VerifierError
+from verifier.kernel import KernelSpec
+from verifier.ops import OPS, OpSpec
+from verifier.runtimes import Artifact
+from verifier.sandbox import ChildResult, Limits, base_env, filesystem_confinement
+from verifier.worker import (
     QUIET_THREADS,
     BaselineWorker,
+    Markers,
     NativeWorker,
     SharedArena,
     WorkerGone,
     WorkerHung,
     WorkerOverMemory,
+    layout,
 )
-from verifier.compare import compare_output
-from verifier.environment import environment_fingerprint
-from verifier.kernel import KernelSpec
-from verifier.ops import OPS, OpSpec
-from verifier.sandbox import ChildResult, Limits, base_env, filesystem_confinement
 
 __all__ = ["BenchReport", "ShapeResult", "bench", "bootstrap_speedup", "machine_peaks"]
 
@@ -298,7 +305,7 @@ def bench(
                            trusted and not notes.faults, tuple(notes.notes), tuple(samples),
                            measured, tuple(notes.faults))
 
-    from verifier.runtime import get_runtime
+    from verifier.runtimes import get_runtime
 
     runtime = get_runtime(spec.runtime)
     settings = LoopSettings(warmup, min_reps, max_reps, time_budget_s / len(dims_list),

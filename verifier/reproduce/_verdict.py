@@ -1,6 +1,6 @@
 """One benchmark shape's verdict from typed values: the policy, the runs, the environments.
 
-Pure. The verdict comes from `verifier._stats.inflation_test` (and from whether the
+Pure. The verdict comes from `verifier.stats.inflation_test` (and from whether the
 measurement here could be trusted); the reason text is rendered from the same typed
 values afterwards, never read back.
 """
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from attest.predicates import DecisionPolicy
-from verifier._stats import (
+from verifier.stats import (
     DEFAULT_CONFIDENCE,
     DEFAULT_TOLERANCE,
     Decision,

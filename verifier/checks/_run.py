@@ -14,18 +14,20 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
 
-from verifier._arena import Markers, fill_inputs, guard_pattern, layout, poison
-from verifier._native import (
+from verifier.checks._plan import Case, FaultKind, Prefill, Step
+from verifier.ops import OpSpec
+from verifier.sandbox import NO_LAYERS, ChildResult, Limits, SandboxLayers, base_env
+from verifier.worker import (
     QUIET_THREADS,
+    TIME_WORDS,
     UNASKED_ANSWER,
     Escape,
+    Markers,
     NativeWorker,
     SharedArena,
     WorkerGone,
@@ -33,52 +35,17 @@ from verifier._native import (
     WorkerOverMemory,
     activity,
     escaped_work,
+    fill_inputs,
+    guard_pattern,
+    layout,
+    poison,
 )
-from verifier._overlap import TIME_WORDS
-from verifier.ops import OpSpec
-from verifier.sandbox import NO_LAYERS, ChildResult, Limits, SandboxLayers, base_env
 
-__all__ = ["MAX_CHILD_FAILURES", "Case", "FaultKind", "Prefill", "Step", "run_cases"]
+__all__ = ["MAX_CHILD_FAILURES", "run_cases"]
 
-F32 = NDArray[np.float32]
-Prefill = Literal["poison", "zero", "garbage"]
-FaultKind = Literal["crash", "hang", "memory", "load", "not_run"]
 MAX_CHILD_FAILURES = 3
 PAUSE_S = 0.01
 Progress = Callable[[str], None]
-
-
-@dataclass
-class Step:
-    """One call: its inputs, which of the case's arenas it uses, how outputs are prefilled."""
-
-    inputs: list[F32]
-    arena: int
-    prefill: Prefill = "poison"
-
-
-@dataclass
-class Case:
-    check: str
-    dims: dict[str, int]
-    steps: list[Step]
-    pair_from: int | None = None
-    """Steps from this index on run in one command from two threads started together:
-    even ones on the first thread, odd ones on the second."""
-    overlaps_needed: int = 0
-    """The paired command is repeated (same inputs, its steps appended) until this many
-    pairs of calls overlapped in time, or `pair_commands` commands ran."""
-    pair_commands: int = 1
-    overlaps: int = 0
-    """Pairs of calls (one per thread) seen overlapping in time, over every paired command."""
-    paired_calls: int = 0
-    dumps: list[NDArray[np.uint8]] = field(default_factory=list)
-    failure: str | None = None
-    fault: FaultKind | None = None
-    escaped: list[Escape] = field(default_factory=list)
-
-    def fail(self, kind: FaultKind, why: str) -> None:
-        self.fault, self.failure = kind, why
 
 
 def _prefill(region: NDArray[np.uint8], op: OpSpec, dims: dict[str, int], how: Prefill,

@@ -71,7 +71,7 @@ def reproduce(index: int, budget: str, runs: int | None, tolerance: float | None
     out = Output(as_json)
 
     def body() -> int:
-        from client._cmd_log import load_policy
+        from client.cli.log import load_policy
         from client.reproduce import (
             reproduce_entry,
             resolve_policy,

@@ -65,7 +65,7 @@ class ThreadStarts:
     threads behind they are taken as the process's pool, provided they are still there
     at the next look (a pool that ends right after the call was not a pool). Any later
     call that leaves a new thread running is flagged. A pool thread busy after a call is
-    the CPU rule's business (`verifier._native.escaped_work`). Only single-thread calls
+    the CPU rule's business (`verifier.worker._native.escaped_work`). Only single-thread calls
     are judged: a two-thread command's own thread takes a fresh OpenMP pool with it.
     """
 

@@ -3,14 +3,56 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
+from numpy.typing import NDArray
 
-from verifier._check_report import F32, Budget
-from verifier._check_run import Case, Prefill, Step
+from verifier.checks._report import F32, Budget
 from verifier.ops import OpSpec
+from verifier.worker import Escape
 
-__all__ = ["PREFILLS", "aligned_shape", "mid_shape", "plan_cases"]
+__all__ = ["PREFILLS", "Case", "FaultKind", "Prefill", "Step", "aligned_shape", "mid_shape",
+           "plan_cases"]
+
+Prefill = Literal["poison", "zero", "garbage"]
+FaultKind = Literal["crash", "hang", "memory", "load", "not_run"]
+
+
+@dataclass
+class Step:
+    """One call: its inputs, which of the case's arenas it uses, how outputs are prefilled."""
+
+    inputs: list[F32]
+    arena: int
+    prefill: Prefill = "poison"
+
+
+@dataclass
+class Case:
+    check: str
+    dims: dict[str, int]
+    steps: list[Step]
+    pair_from: int | None = None
+    """Steps from this index on run in one command from two threads started together:
+    even ones on the first thread, odd ones on the second."""
+    overlaps_needed: int = 0
+    """The paired command is repeated (same inputs, its steps appended) until this many
+    pairs of calls overlapped in time, or `pair_commands` commands ran."""
+    pair_commands: int = 1
+    overlaps: int = 0
+    """Pairs of calls (one per thread) seen overlapping in time, over every paired command."""
+    paired_calls: int = 0
+    dumps: list[NDArray[np.uint8]] = field(default_factory=list)
+    failure: str | None = None
+    fault: FaultKind | None = None
+    escaped: list[Escape] = field(default_factory=list)
+
+    def fail(self, kind: FaultKind, why: str) -> None:
+        self.fault, self.failure = kind, why
+
+
 
 
 def aligned_shape(op: OpSpec) -> dict[str, int]:

@@ -1,0 +1,30 @@
+"""sandbox: one confined child process per run, and what was in force.
+
+Holds the child's set-up (`_confine`: namespaces, Landlock, seccomp-bpf, rlimits),
+the watch on denied system calls (`_violations`), byte-capped output pipes
+(`_output`), the record of the layers in force (`_layers`) and the runner
+(`_process`: limits, timeouts, the private folder, the child's result).
+
+May import: the pure model (`verifier.errors`, `verifier.ops`, `verifier.kernel`,
+`verifier._gpu`) and `attest`. Nothing above it (worker, runtimes, checks,
+benchmark, reproduce).
+"""
+
+from __future__ import annotations
+
+from verifier.sandbox._layers import NO_LAYERS, SandboxLayers
+from verifier.sandbox._process import (
+    SETUP_FAILED,
+    ChildResult,
+    Limits,
+    base_env,
+    filesystem_confinement,
+    probe_layers,
+    run_sandboxed,
+    sandbox_detail,
+    sandbox_metrics,
+)
+
+__all__ = ["NO_LAYERS", "SETUP_FAILED", "ChildResult", "Limits", "SandboxLayers", "base_env",
+           "filesystem_confinement", "probe_layers", "run_sandboxed", "sandbox_detail",
+           "sandbox_metrics"]
