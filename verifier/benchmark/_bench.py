@@ -124,7 +124,8 @@ class Findings:
         self.notes.append(note)
 
     def fault(self, kind: BenchFaultKind, shape: Mapping[str, int] | None, note: str) -> None:
-        self.faults.append(BenchFault(kind, None if shape is None else dict(shape), note[:2000]))
+        self.faults.append(BenchFault(kind=kind, shape=None if shape is None else dict(shape),
+                                      detail=note[:2000]))
         self.notes.append(note)
 
 
