@@ -34,7 +34,7 @@ KERNEL_NAME_PATTERN = r"[a-z0-9][a-z0-9._-]*/[a-z0-9][a-z0-9._-]*"
 MAX_KERNEL_NAME_CHARS = 128
 HEX64_PATTERN = r"[0-9a-f]{64}"
 """A sha256 digest or key id: 64 lowercase hex characters (match with `re.fullmatch`)."""
-RUNTIMES = ("c", "cuda", "triton")
+RUNTIMES = ("c", "cuda", "triton", "torch")
 """The runtimes a kernel may name."""
 
 # ---- shared rules ---------------------------------------------------------------------------

@@ -209,7 +209,7 @@ INVALID: list[tuple[str, Edit, str]] = [
     (KERNEL_V1, setp(["name"], "Acme/Matmul"), "predicate.name: must be a kernel name"),
     (KERNEL_V1, setp(["name"], "acme"), "predicate.name: must be a kernel name"),
     (KERNEL_V1, setp(["name"], "acme/" + "x" * 200), "predicate.name: must be at most 128"),
-    (KERNEL_V1, setp(["runtime"], "fortran"), "predicate.runtime: must be one of 'c', 'cuda', 'triton'"),
+    (KERNEL_V1, setp(["runtime"], "fortran"), "predicate.runtime: must be one of 'c', 'cuda', 'triton', 'torch'"),
     (KERNEL_V1, setp(["abi_version"], 0), "predicate.abi_version: must be between 1"),
     (KERNEL_V1, setp(["abi_version"], True), "predicate.abi_version: must be an integer"),
     (KERNEL_V1, setp(["abi_version"], 1.0), "predicate.abi_version: must be an integer"),
@@ -401,7 +401,7 @@ def test_wire_constants_have_one_home_in_attest() -> None:
     root = Path(__file__).resolve().parent.parent
     copies = {
         attest.PREDICATE_NAMESPACE, attest.HEX64_PATTERN, attest.KERNEL_NAME_PATTERN,
-        '"c", "cuda", "triton"', "^[0-9a-f]{64}$",
+        '"c", "cuda", "triton", "torch"', "^[0-9a-f]{64}$",
     }
     home = root / "attest" / "predicates.py"
     found = []
@@ -413,4 +413,4 @@ def test_wire_constants_have_one_home_in_attest() -> None:
     assert not found, found
     assert re.fullmatch(attest.KERNEL_NAME_PATTERN, "acme/sum-rows")
     assert attest.SHORT_NAMES["benchmark"] == attest.BENCHMARK_V1
-    assert attest.RUNTIMES == ("c", "cuda", "triton")
+    assert attest.RUNTIMES == ("c", "cuda", "triton", "torch")

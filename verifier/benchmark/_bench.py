@@ -278,6 +278,11 @@ def bench(
     """
     say: Progress = progress or (lambda _msg: None)
     spec = KernelSpec.load(directory)
+    if spec.is_torch:
+        from verifier.runtimes import get_runtime
+
+        reason = get_runtime(spec.runtime).unavailable_reason()
+        raise RuntimeUnavailableError(f"runtime {spec.runtime!r} unavailable: {reason}")
     op = OPS[spec.op]
     try:
         dims_list = [op.check_dims(s) for s in (shapes or op.bench_shapes)]
