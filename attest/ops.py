@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
-__all__ = ["OP_DIMS", "OP_FLOPS", "op_flops", "ordered_shape"]
+__all__ = ["OP_DIMS", "OP_FLOPS", "op_flops", "ordered_shape", "shape_key", "shape_label"]
 
 Dims = Mapping[str, int]
 V = TypeVar("V")
@@ -66,3 +66,15 @@ def ordered_shape(op: str, shape: Mapping[str, V]) -> dict[str, V]:
     order = OP_DIMS.get(op, ())
     first = {d: shape[d] for d in order if d in shape}
     return {**first, **{k: v for k, v in shape.items() if k not in first}}
+
+
+def shape_key(op: str, shape: Mapping[str, int]) -> str:
+    """``M=256,N=256,K=256``: the op's dimensions in catalogue order, then any others sorted,
+    whatever the mapping's order (a logged body's canonical JSON sorts its keys, a fresh
+    result keeps the catalogue's), so a claimed and a measured shape compare as text."""
+    return ",".join(f"{k}={v}" for k, v in ordered_shape(op, dict(sorted(shape.items()))).items())
+
+
+def shape_label(op: str, shape: Mapping[str, int]) -> str:
+    """``{M=256,N=256,K=256}``: `shape_key` in braces, as notes and details name a shape."""
+    return "{" + shape_key(op, shape) + "}"

@@ -53,6 +53,8 @@ BENCHMARK_SCHEMA_VERSION = 2
 REPRODUCTION_SCHEMA_VERSION = 2
 MAX_RUNS = 64
 """Most independent runs one benchmark result (or its re-measurement) may hold."""
+MAX_THREADS = 1024
+"""Most threads a benchmark may give the kernel and its baseline."""
 
 KERNEL_NAME_PATTERN = r"[a-z0-9][a-z0-9._-]*/[a-z0-9][a-z0-9._-]*"
 """A kernel's name, 'vendor/kernel-name': the one pattern attest, verifier, client and ledger use."""
@@ -180,6 +182,10 @@ class Method(Node, path="method"):
         default=None)
     cpu_pinned: bool | None = json_field(
         Bool(doc="kernel and baseline were pinned to one CPU"), default=None)
+    threads: int | None = json_field(
+        Int(1, MAX_THREADS, doc="threads given to the kernel (OpenMP) and to the baseline "
+                                "(BLAS); absent in entries logged before it existed"),
+        default=None)
 
 
 #: How far a logged speed-up may differ from the one its own medians give (relative): room
@@ -302,6 +308,12 @@ class BenchmarkResult(Node, path="result", doc=(
         else:
             check_aggregate_speedup(self.speedup, self.speedup_ci95,
                                     [r.speedup for r in self.runs], path)
+
+    @property
+    def halfwidth(self) -> float:
+        """Relative half-width of the speed-up interval (1 when the speed-up is 0)."""
+        lo, hi = self.speedup_ci95
+        return max(self.speedup - lo, hi - self.speedup) / self.speedup if self.speedup else 1.0
 
     def run_speedups(self) -> tuple[float, ...]:
         """Each run's speed-up; a version 1 result is one run."""

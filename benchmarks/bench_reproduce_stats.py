@@ -29,6 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from attest.predicates import BenchmarkPredicate
 from client.demo import inflate_benchmark
 from verifier.benchmark._bench import machine_peaks
 from verifier.benchmark._runs import DEFAULT_RUNS, RunSet, bench_runs
@@ -90,22 +91,23 @@ def cycles(kernels: Sequence[str], n: int, runs: int, shapes: list[dict[str, int
             say(f"cycles: {name} cycle {c + 1}/{n}: publishing ({runs} runs)")
             machine_peaks.cache_clear()  # publisher and reproducer are separate processes
             published = bench_runs(ROOT / "examples" / name, runs=runs, shapes=shapes, seed=11 + c,
-                                   time_budget_s=budget).to_predicate()
+                                   time_budget_s=budget).to_predicate().to_json()
             say(f"cycles: {name} cycle {c + 1}/{n}: reproducing ({runs} fresh runs)")
             machine_peaks.cache_clear()
             t0 = time.perf_counter()
             fresh = bench_runs(ROOT / "examples" / name, runs=runs, shapes=shapes, seed=11 + c,
                                time_budget_s=budget).to_predicate()
             times.append(time.perf_counter() - t0)
-            if not (published["results"] and fresh["results"]):
+            if not (published["results"] and fresh.results):
                 say(f"cycles: {name} cycle {c + 1}: no results (a run failed): "
-                    f"{(published['notes'] + fresh['notes'])[-1:]}")
+                    f"{(published['notes'] + list(fresh.notes))[-1:]}")
                 for f in FACTORS:
                     counts[f]["faults"] += 1
                 continue
             for f in FACTORS:
                 claim = published if f == 1.0 else inflate_benchmark(published, f)
-                for verdict in compare_benchmark(claim, fresh):
+                for row in compare_benchmark(BenchmarkPredicate.from_json(claim), fresh):
+                    verdict = row.to_json()
                     counts[f][verdict["verdict"]] += 1
                     if "statistics" not in verdict:  # not decided by the test: a distrusted run
                         counts[f]["faults"] += 1

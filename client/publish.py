@@ -229,7 +229,8 @@ def measure(kernel_dir: Path, budget: str, on_step: Callable[[str], None]) -> Re
         bench = bench_runs(kernel_dir, progress=on_step)
     except VerifierError as exc:
         raise InputError(f"{kernel_dir}: the verifier could not run: {exc}") from exc
-    return Results(check.to_predicate(), bench.to_predicate(), bench.samples_blob())
+    return Results(check.to_predicate().to_json(), bench.to_predicate().to_json(),
+                   bench.samples_blob())
 
 
 def load_signing_key(path: Path, passphrase_env: str | None = None) -> Ed25519PrivateKey:

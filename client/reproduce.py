@@ -9,6 +9,7 @@ verifier's (`verifier.reproduce`); the client signs and logs the result if asked
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -19,10 +20,11 @@ from attest import AttestError
 from attest.predicates import (
     BENCHMARK_V1,
     KERNEL_V1,
-    REPRODUCTION_V1,
     VERIFICATION_V1,
     DecisionPolicy,
-    parse_predicate,
+    JudgedEntry,
+    ReproductionPredicate,
+    ReproductionTarget,
 )
 from client._errors import InputError, VerificationFailed
 from client.session import FetchedEntry, Session, fetch_entry
@@ -235,47 +237,6 @@ def _search_claims(
     return tuple(claims), ClaimSearch(examined, fetched, tuple(skipped), skipped_total, complete)
 
 
-def judged_rows(rows: list[dict[str, Any]], claims: tuple[FetchedEntry, ...]
-                ) -> list[dict[str, Any]]:
-    """The verifier's verdict rows, each naming the claim entry (index, leaf hash) it judges.
-
-    The verifier answers with each claim entry's rows together, in the order the entries
-    were given (docs/CONTRACTS.md): a verification entry's `verification.check[…]` rows then
-    its `verification.verdict` row; a benchmark entry's one row per result; or a single row
-    labelled with the predicate type when the kernel's runtime is unavailable. Rows that do
-    not follow that layout are refused, never attributed by guess.
-    """
-    out: list[dict[str, Any]] = []
-    for claim in claims:
-        judged = {"index": claim.index, "leaf_hash": claim.summary()["leaf_hash"]}
-        count = _rows_of(claim, rows, len(out))
-        out += [{**row, "entry": judged} for row in rows[len(out):len(out) + count]]
-    if len(out) != len(rows):
-        raise InputError(f"the verifier gave {len(rows)} verdicts for {len(claims)} claim entries "
-                         f"but only {len(out)} belong to them")
-    return out
-
-
-def _rows_of(claim: FetchedEntry, rows: list[dict[str, Any]], at: int) -> int:
-    """How many rows from `at` on judge `claim` (InputError if they do not line up)."""
-    stmt = claim.verified.statement
-    labels = [str(r.get("claim", "")) for r in rows[at:]]
-    if labels and labels[0] == stmt.predicate_type:  # not re-run: one row for the entry
-        return 1
-    if stmt.predicate_type == VERIFICATION_V1:
-        n = 0
-        while n < len(labels) and labels[n].startswith("verification.check["):
-            n += 1
-        if n < len(labels) and labels[n] == "verification.verdict":
-            return n + 1
-    elif stmt.predicate_type == BENCHMARK_V1:
-        n = len(getattr(stmt.predicate, "results", ()))
-        if len(labels) >= n and all(x.startswith("benchmark.speedup[") for x in labels[:n]):
-            return n
-    raise InputError(f"the verifier's verdicts from row {at} do not match claim entry "
-                     f"{claim.index} ({stmt.predicate_type}); refusing to attribute them")
-
-
 def target_json(sess: Session, entry: FetchedEntry) -> dict[str, Any]:
     """The `target` object of a reproduction/v1 predicate for `entry`."""
     stmt = entry.verified.statement
@@ -290,12 +251,17 @@ def target_json(sess: Session, entry: FetchedEntry) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class ReproductionResult:
-    """The verifier's reproduction/v1 body for a verified target entry."""
+    """The verifier's reproduction/v1 predicate for a verified target entry."""
 
     name: str
     digest: str
-    body: dict[str, Any]
+    predicate: ReproductionPredicate
     search: ClaimSearch = ClaimSearch()
+
+    @property
+    def body(self) -> dict[str, Any]:
+        """The predicate as JSON."""
+        return self.predicate.to_json()
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "digest": self.digest, "body": self.body,
@@ -303,7 +269,8 @@ class ReproductionResult:
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> ReproductionResult:
-        return cls(str(obj["name"]), str(obj["digest"]), dict(obj["body"]),
+        return cls(str(obj["name"]), str(obj["digest"]),
+                   ReproductionPredicate.from_json(obj["body"]),
                    ClaimSearch.from_json(obj["claim_search"]))
 
 
@@ -339,7 +306,7 @@ def reproduce_entry(
 
     `sandbox_record` (from `sandbox_gate`) is written into the body's environment."""
     from verifier import DEFAULT_RUNS, VerifierError
-    from verifier.reproduce import make_policy, reproduce_kernel
+    from verifier.reproduce import Claimed, ReproduceSettings, make_policy, reproduce_kernel
 
     gathered = gather(sess, index, workdir / "kernel", policy)
     stmt = gathered.target.verified.statement
@@ -348,23 +315,24 @@ def reproduce_entry(
     note(f"entry {index}: {stmt.subject_name} sha256:{gathered.digest[:16]}…, "
          f"{len(gathered.claims)} claim entr{'y' if len(gathered.claims) == 1 else 'ies'} "
          "verified; re-running them in the sandbox")
-    claims = [(c.verified.statement.predicate_type, c.verified.statement.predicate.to_json())
+    claims = [Claimed(c.verified.statement.predicate,
+                      JudgedEntry(index=c.index, leaf_hash=c.summary()["leaf_hash"]))
               for c in gathered.claims]
+    settings = ReproduceSettings(budget=budget, time_budget_s=BENCH_SECONDS[budget],
+                                 runs=runs or DEFAULT_RUNS, policy=decision or make_policy(),
+                                 progress=note)
     try:
-        body = reproduce_kernel(gathered.kernel_dir, claims, target_json(sess, gathered.target),
-                                budget=budget, time_budget_s=BENCH_SECONDS[budget],
-                                progress=note, runs=runs or DEFAULT_RUNS,
-                                policy=decision or make_policy())
+        target = ReproductionTarget.from_json(target_json(sess, gathered.target))
+        pred = reproduce_kernel(gathered.kernel_dir, claims, target, settings)
+        if sandbox_record is not None:
+            env = pred.environment
+            pred = dataclasses.replace(pred, environment=dataclasses.replace(
+                env, libraries={**env.libraries, SANDBOX_LIBRARY: sandbox_record}))
     except VerifierError as exc:
         raise InputError(f"the verifier could not reproduce entry {index}: {exc}") from exc
-    body = {**body, "claims": judged_rows(list(body["claims"]), gathered.claims)}
-    if sandbox_record is not None:
-        body["environment"].setdefault("libraries", {})[SANDBOX_LIBRARY] = sandbox_record
-    try:
-        parse_predicate(REPRODUCTION_V1, body)
     except AttestError as exc:
         raise InputError(f"the verifier's reproduction is not a valid reproduction/v1: {exc}") from exc
-    return ReproductionResult(stmt.subject_name, gathered.digest, body, gathered.search)
+    return ReproductionResult(stmt.subject_name, gathered.digest, pred, gathered.search)
 
 
 def sign_reproduction(
@@ -386,17 +354,16 @@ def sign_reproduction(
     from ledger.proof_bundle import TlogProof
 
     key = load_signing_key(key_path, passphrase_env)
-    target = result.body["target"]
+    target = result.predicate.target
     kind = "reproduction"
     try:
-        stmt = make_statement(result.name, result.digest,
-                              parse_predicate(REPRODUCTION_V1, result.body))
+        stmt = make_statement(result.name, result.digest, result.predicate)
         entry_bytes = encode_entry(make_entry(stmt, [key]))
     except AttestError as exc:
         raise InputError(f"cannot sign the reproduction statement: {exc}") from exc
     out: dict[str, Any] = {"leaf_hash": leaf_hash(entry_bytes).hex(), "index": None}
     if not submit:
-        path = receipt_paths(receipt_dir, f"{kind}-of-{target['index']}").entry
+        path = receipt_paths(receipt_dir, f"{kind}-of-{target.index}").entry
         atomic_write(path, entry_bytes)
         out.update(entry_path=str(path), proof_path=None)
         return out

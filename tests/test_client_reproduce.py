@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
 
 import pytest
 from client_fakes import MemoryLog
@@ -102,30 +100,3 @@ def _kernel_claim(tmp: Path) -> Claim:
     return kernel_claim(kernel_folder(tmp / "k"))[2]
 
 
-def _fake_claim(index: int, ptype: str, n_results: int = 0) -> Any:
-    predicate = SimpleNamespace(results=[None] * n_results)
-    stmt = SimpleNamespace(predicate_type=ptype, predicate=predicate)
-    return SimpleNamespace(index=index, verified=SimpleNamespace(statement=stmt),
-                           summary=lambda: {"leaf_hash": f"{index:064x}"})
-
-
-def test_verdicts_name_the_entry_they_judge_or_are_refused() -> None:
-    from attest.predicates import BENCHMARK_V1, VERIFICATION_V1
-    from client import InputError
-    from client.reproduce import judged_rows
-
-    ver, b2, b1 = (_fake_claim(1, VERIFICATION_V1), _fake_claim(2, BENCHMARK_V1, 2),
-                   _fake_claim(5, BENCHMARK_V1, 1))
-    same = "benchmark.speedup[R=512,C=1024]"  # two claims on one shape: rows alike but for entry
-    rows = [{"claim": "verification.check[build]"}, {"claim": "verification.verdict"},
-            {"claim": same}, {"claim": "benchmark.speedup[R=1,C=1]"}, {"claim": same}]
-    got = judged_rows(rows, (ver, b2, b1))
-    assert [r["entry"]["index"] for r in got] == [1, 1, 2, 2, 5]
-    assert got[4] == {"claim": same, "entry": {"index": 5, "leaf_hash": f"{5:064x}"}}
-    unavailable = [{"claim": BENCHMARK_V1}, {"claim": VERIFICATION_V1}]
-    assert [r["entry"]["index"] for r in judged_rows(unavailable, (b2, ver))] == [2, 1]
-    for bad_rows, claims in ((rows[:4], (ver, b2, b1)),  # a row missing
-                             ([*rows, {"claim": same}], (ver, b2, b1)),  # a row too many
-                             (rows[2:] + rows[:2], (ver, b2, b1))):  # out of order
-        with pytest.raises(InputError, match="verifier"):
-            judged_rows(bad_rows, claims)

@@ -25,7 +25,7 @@ def test_honest_sum_is_measured_and_trusted() -> None:
     assert res.n >= 20 and res.p5_ns <= res.median_ns <= res.p95_ns
     assert res.speedup_ci95[0] <= res.speedup <= res.speedup_ci95[1]
     blob = report.samples_blob()
-    pred = report.to_predicate()
+    pred = report.to_predicate().to_json()
     assert pred["samples"]["sha256"] == hashlib.sha256(blob).hexdigest()
     raw = json.loads(blob)
     assert len(raw["shapes"][0]["kernel_ns"]) == res.n

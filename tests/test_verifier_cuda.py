@@ -388,12 +388,20 @@ def test_demo_skips_the_cuda_example_without_a_gpu() -> None:
 
 @no_gpu
 def test_reproducing_a_cuda_claim_without_a_gpu_is_inconclusive() -> None:
-    from verifier.reproduce import BENCHMARK_V1, VERIFICATION_V1, reproduce_kernel
+    from attest import examples as ex
+    from attest.predicates import (
+        BENCHMARK_V1,
+        BenchmarkPredicate,
+        ReproductionTarget,
+        VerificationPredicate,
+    )
+    from verifier.reproduce import reproduce_kernel
 
-    claimed: list[tuple[str, dict[str, object]]] = [
-        (VERIFICATION_V1, {"verdict": "pass", "checks": [], "seed": 1}),
-               (BENCHMARK_V1, {"results": []})]
-    body = reproduce_kernel(EXAMPLE, claimed, {"index": 7})
+    claimed = [VerificationPredicate.from_json(ex.verification()),
+               BenchmarkPredicate.from_json(ex.benchmark())]
+    target = ReproductionTarget(origin="example.test/log", index=7, leaf_hash="ab" * 32,
+                                predicate_type=BENCHMARK_V1, subject_sha256="cd" * 32)
+    body = reproduce_kernel(EXAMPLE, claimed, target).to_json()
     assert body["verdict"] == "inconclusive" and len(body["claims"]) == 2
     assert all(c["verdict"] == "inconclusive" and "runtime 'cuda' unavailable here: no GPU"
                in c["reason"] for c in body["claims"])

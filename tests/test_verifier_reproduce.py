@@ -12,13 +12,26 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from attest import ValidationError
+from attest import examples as ex
 from attest.entry import decode_entry, verify_entry
 from attest.ops import op_flops
-from attest.predicates import DecisionPolicy, parse_predicate
+from attest.predicates import (
+    BenchmarkPredicate,
+    ClaimResult,
+    DecisionPolicy,
+    Environment,
+    JudgedEntry,
+    KernelPredicate,
+    ReproductionTarget,
+    VerificationPredicate,
+    parse_predicate,
+)
 from verifier import ReproduceError
 from verifier.reproduce import (
     BENCHMARK_V1,
     VERIFICATION_V1,
+    Claimed,
+    ReproduceSettings,
     compare,
     compare_benchmark,
     make_policy,
@@ -30,8 +43,17 @@ ROOT = Path(__file__).resolve().parent.parent
 ENV = {"cpu_model": "AMD EPYC", "cpu_flags": ["avx2"], "cores": 2, "machine": "x86_64",
        "gpu": None, "gpu_driver": None, "compiler": "gcc 12.2.0", "libraries": {"numpy": "2"},
        "os": "Linux 6", "python": "3.11.7"}
-TARGET = {"origin": "example.test/log", "index": 3, "leaf_hash": "ab" * 32,
-          "predicate_type": BENCHMARK_V1, "subject_sha256": "cd" * 32}
+TARGET = ReproductionTarget(origin="example.test/log", index=3, leaf_hash="ab" * 32,
+                            predicate_type=BENCHMARK_V1, subject_sha256="cd" * 32)
+HERE_ENV = Environment.from_json(ENV)
+
+
+def _cmp(claimed: dict[str, Any], measured: dict[str, Any],
+         policy: DecisionPolicy | None = None) -> list[dict[str, Any]]:
+    """compare_benchmark on two bodies (parsed by attest), its rows as JSON."""
+    return [c.to_json() for c in compare_benchmark(BenchmarkPredicate.from_json(claimed),
+                                                   BenchmarkPredicate.from_json(measured),
+                                                   policy or make_policy())]
 
 
 def _bench(runs: tuple[float, ...], env: dict[str, Any] | None = None, trusted: bool = True,
@@ -74,13 +96,13 @@ def _times(factor: float, runs: tuple[float, ...] = HERE) -> tuple[float, ...]:
 
 def _verdict(claimed: dict[str, Any], measured: dict[str, Any],
              policy: DecisionPolicy | None = None) -> tuple[str, str]:
-    (c,) = compare_benchmark(claimed, measured, policy or make_policy())
+    (c,) = _cmp(claimed, measured, policy)
     return c["verdict"], c["reason"]
 
 
 def test_speedup_verdicts() -> None:
     # the same kernel measured twice: confirmed, with the typed statistics kept
-    (c,) = compare_benchmark(_bench(_times(1.0, (0.432, 0.428, 0.44, 0.43, 0.436))), _bench(HERE))
+    (c,) = _cmp(_bench(_times(1.0, (0.432, 0.428, 0.44, 0.43, 0.436))), _bench(HERE))
     assert c["verdict"] == "confirmed", c["reason"]
     assert c["statistics"]["claimed_runs"] == 5 and c["statistics"]["measured_runs"] == 5
     assert "environment_diff" not in c
@@ -102,8 +124,9 @@ def test_tolerance_and_confidence_are_options() -> None:
     assert _verdict(claim, here)[0] == "refuted"
     verdict, reason = _verdict(claim, here, make_policy(tolerance=0.15))
     assert verdict == "confirmed" and "within the 15 % tolerance" in reason
-    body = compare([(BENCHMARK_V1, claim)], TARGET, ENV, benchmark=here,
-                   policy=make_policy(0.10, 0.999))
+    body = compare([BenchmarkPredicate.from_json(claim)], TARGET, HERE_ENV,
+                   benchmark=BenchmarkPredicate.from_json(here),
+                   policy=make_policy(0.10, 0.999)).to_json()
     assert body["policy"] == {"tolerance": 0.10, "confidence": 0.999, "test": "log-speedup-t"}
     assert body["schema_version"] == 2
     with pytest.raises(ValidationError, match="confidence"):
@@ -128,13 +151,13 @@ def test_a_stored_pre_runs_entry_is_reproducible() -> None:
     measured["workload"] = body["workload"]
     measured["results"][0]["shape"] = shape
     measured["results"][0]["gflops"] = (op_flops(body["workload"]["op"], shape) or 0.0) / 1000.0
-    (c,) = compare_benchmark(body, measured)
+    (c,) = _cmp(body, measured)
     assert c["verdict"] == "confirmed" and c["statistics"]["claimed_runs"] == 1
 
 
 def test_different_hardware_compares_ratios_and_says_so() -> None:
     other = dict(ENV, cpu_model="Intel Xeon", cores=64, libraries={"numpy": "3"})
-    (c,) = compare_benchmark(_bench(_times(2.0)), _bench(HERE, env=other))
+    (c,) = _cmp(_bench(_times(2.0)), _bench(HERE, env=other))
     assert c["verdict"] == "inconclusive"
     assert "different hardware" in c["reason"] and "may explain a slower ratio" in c["reason"]
     fields = {d["field"]: d for d in c["environment_diff"]}
@@ -145,7 +168,7 @@ def test_different_hardware_compares_ratios_and_says_so() -> None:
     assert _verdict(_bench(HERE), _bench(HERE, env=other))[0] == "confirmed"
     # only software differs: still the same hardware, so an inflated claim is refuted
     newer = dict(ENV, libraries={"numpy": "3"}, python="3.12.1")
-    (c,) = compare_benchmark(_bench(_times(1.5)), _bench(HERE, env=newer))
+    (c,) = _cmp(_bench(_times(1.5)), _bench(HERE, env=newer))
     assert c["verdict"] == "refuted" and "same hardware, different software" in c["reason"]
     assert {d["field"] for d in c["environment_diff"]} == {"libraries.numpy", "python"}
 
@@ -153,10 +176,13 @@ def test_different_hardware_compares_ratios_and_says_so() -> None:
 def test_cpu_flags_are_compared_as_sets() -> None:
     from verifier.reproduce._verdict import environment_diff
 
-    (d,) = environment_diff(dict(ENV, cpu_flags=["avx2", "fma"]),
-                            dict(ENV, cpu_flags=["avx512f", "avx2"]))
-    assert d == {"field": "cpu_flags", "hardware": True, "claimed": "fma", "measured": "avx512f"}
-    assert environment_diff(dict(ENV, cpu_flags=["fma", "avx2"]), dict(ENV, cpu_flags=["avx2", "fma"])) == []
+    def env(**kw: Any) -> Environment:
+        return Environment.from_json(dict(ENV, **kw))
+
+    (d,) = environment_diff(env(cpu_flags=["avx2", "fma"]), env(cpu_flags=["avx512f", "avx2"]))
+    assert d.to_json() == {"field": "cpu_flags", "hardware": True, "claimed": "fma",
+                           "measured": "avx512f"}
+    assert environment_diff(env(cpu_flags=["fma", "avx2"]), env(cpu_flags=["avx2", "fma"])) == ()
 
 
 def test_untrusted_measurement() -> None:
@@ -204,46 +230,48 @@ def test_a_claim_with_unusable_numbers_is_refused_as_malformed_not_a_crash() -> 
     # body never reaches the statistics (and could not have been logged)
     zero = _bench(HERE)
     zero["results"][0]["runs"][0]["speedup"] = 0.0
-    with pytest.raises(ReproduceError, match=r"malformed claimed benchmark body.*must contain"):
+    with pytest.raises(ValidationError, match=r"predicate\.results\[0\]\.runs\[0\].*must contain"):
         _verdict(zero, _bench(HERE))
 
 
-def _verification(outcomes: dict[str, str]) -> dict[str, Any]:
+def _verification(outcomes: dict[str, str]) -> VerificationPredicate:
     checks = [{"name": n, "outcome": o, "detail": f"{n} {o}", "inputs": {}, "metrics": {}}
               for n, o in outcomes.items()]
     verdict = "fail" if any(o in ("fail", "error") for o in outcomes.values()) else "pass"
-    return {"environment": ENV, "budget": "quick", "seed": 1, "checks": checks, "verdict": verdict}
+    return VerificationPredicate.from_json(
+        {"environment": ENV, "budget": "quick", "seed": 1, "checks": checks, "verdict": verdict})
 
 
 def test_verification_claims() -> None:
     claimed = _verification({"correctness.random": "pass", "sanitizer.tsan": "skip"})
-    body = compare([(VERIFICATION_V1, claimed)], TARGET, ENV,
-                   verification=_verification({"correctness.random": "pass"}))
+    body = compare([claimed], TARGET, HERE_ENV,
+                   verification=_verification({"correctness.random": "pass"})).to_json()
     assert body["verdict"] == "confirmed"
     assert [c["claim"] for c in body["claims"]] == ["verification.check[correctness.random]",
                                                     "verification.verdict"]
-    refuted = compare([(VERIFICATION_V1, claimed)], TARGET, ENV,
-                      verification=_verification({"correctness.random": "fail"}))
+    refuted = compare([claimed], TARGET, HERE_ENV,
+                      verification=_verification({"correctness.random": "fail"})).to_json()
     assert refuted["verdict"] == "refuted"
     assert "claimed pass, fails here: correctness.random fail" in refuted["claims"][0]["reason"]
 
 
 def test_compare_rejects_what_it_cannot_rerun() -> None:
     with pytest.raises(ReproduceError, match="cannot reproduce"):
-        compare([("https://kerneltransparency.dev/attestation/kernel/v1", {})], TARGET, ENV)
+        compare([KernelPredicate.from_json(ex.kernel())], TARGET, HERE_ENV)
     with pytest.raises(ReproduceError, match="fresh benchmark"):
-        compare([(BENCHMARK_V1, _bench(HERE))], TARGET, ENV)
-    with pytest.raises(ReproduceError, match="malformed claimed benchmark body"):
-        compare_benchmark({"results": []}, _bench(HERE))
-    with pytest.raises(ReproduceError, match=r"malformed measured benchmark body: .*runs"):
+        compare([BenchmarkPredicate.from_json(_bench(HERE))], TARGET, HERE_ENV)
+    # a malformed body never reaches the comparison: attest refuses to build it
+    with pytest.raises(ValidationError, match="required field is missing"):
+        _cmp({"results": []}, _bench(HERE))
+    with pytest.raises(ValidationError, match=r"predicate\.results\[0\]\.runs: .*runs"):
         broken = _bench(HERE)
         broken["method"]["runs"] = 3
-        compare_benchmark(_bench(HERE), broken)
+        _cmp(_bench(HERE), broken)
 
 
 @given(st.lists(st.sampled_from(["confirmed", "refuted", "inconclusive"]), max_size=6))
 def test_overall_verdict_rules(verdicts: list[str]) -> None:
-    v = overall_verdict([{"verdict": x} for x in verdicts])
+    v = overall_verdict(verdicts)
     if "refuted" in verdicts:
         assert v == "refuted"
     elif verdicts and set(verdicts) == {"confirmed"}:
@@ -268,14 +296,14 @@ def test_reproduce_kernel_end_to_end_refutes_an_inflated_claim() -> None:
     ver = check(kernel, budget="quick", seed=5).to_predicate()
     real = bench_runs(kernel, runs=3, shapes=shapes, seed=5, time_budget_s=1,
                       max_halfwidth=0.5).to_predicate()
-    assert real["method"]["runs"] == 3 and len(real["results"][0]["runs"]) == 3
-    inflated = copy.deepcopy(real)
+    assert real.method.runs == 3 and len(real.results[0].runs or ()) == 3
+    inflated = real.to_json()
     for r in [*inflated["results"], *inflated["results"][0]["runs"]]:
         r["speedup"] *= 1.5
         r["speedup_ci95"] = [x * 1.5 for x in r["speedup_ci95"]]
         r["baseline_median_ns"] *= 1.5  # consistently: attest refuses a claim its medians contradict
-    body = reproduce_kernel(kernel, [(VERIFICATION_V1, ver), (BENCHMARK_V1, inflated)],
-                            TARGET, time_budget_s=3, runs=3)
+    body = reproduce_kernel(kernel, [ver, BenchmarkPredicate.from_json(inflated)],
+                            TARGET, ReproduceSettings(time_budget_s=3, runs=3)).to_json()
     assert body["verdict"] == "refuted", [c["reason"] for c in body["claims"]
                                           if c["claim"].startswith("benchmark")]
     speed = [c for c in body["claims"] if c["claim"].startswith("benchmark.speedup")]
@@ -286,13 +314,41 @@ def test_reproduce_kernel_end_to_end_refutes_an_inflated_claim() -> None:
     predicates.parse_predicate(predicates.REPRODUCTION_V1, body)
 
 
-def test_claimed_threads_read_from_notes() -> None:
+def test_claimed_threads_come_from_the_method() -> None:
     from verifier.reproduce import claimed_threads
 
-    assert claimed_threads({"notes": ["baseline: NumPy 2 float32 with 2 BLAS thread(s); "
-                                      "kernel OMP_NUM_THREADS=2; idle threads sleep"]}) == 2
-    assert claimed_threads({"notes": []}) == 1
-    assert claimed_threads({}) == 1
+    body = _bench(HERE)
+    body["method"]["threads"] = 3
+    # the typed field decides, whatever a note says
+    body["notes"] = ["baseline: NumPy 2 float32 with 2 BLAS thread(s); kernel OMP_NUM_THREADS=2"]
+    assert claimed_threads(BenchmarkPredicate.from_json(body)) == 3
+    # an entry logged before method.threads existed: its note is all there is
+    del body["method"]["threads"]
+    assert claimed_threads(BenchmarkPredicate.from_json(body)) == 2
+    body["notes"] = []
+    assert claimed_threads(BenchmarkPredicate.from_json(body)) == 1
+
+
+def test_verdict_rows_name_the_entry_they_judge() -> None:
+    """Each claimed entry's rows carry its index and leaf hash, attributed by the verifier
+    from the claim it compared, never by reading the rows' labels back."""
+    ver = Claimed(_verification({"correctness.random": "pass"}),
+                  JudgedEntry(index=1, leaf_hash="11" * 32))
+    bench = Claimed(BenchmarkPredicate.from_json(_bench(HERE)),
+                    JudgedEntry(index=2, leaf_hash="22" * 32))
+    # two claims on one shape: their rows are alike but for the entry they name
+    again = Claimed(bench.predicate, JudgedEntry(index=5, leaf_hash="55" * 32))
+    body = compare([bench, ver, again], TARGET, HERE_ENV,
+                   verification=_verification({"correctness.random": "pass"}),
+                   benchmark=BenchmarkPredicate.from_json(_bench(HERE)))
+    assert [(c.claim.split("[")[0], c.entry.index if c.entry else None) for c in body.claims] == [
+        ("benchmark.speedup", 2), ("verification.check", 1), ("verification.verdict", 1),
+        ("benchmark.speedup", 5)]
+    assert body.claims[3].entry == JudgedEntry(index=5, leaf_hash="55" * 32)
+    assert isinstance(body.claims[0], ClaimResult)
+    unnamed = compare([ver.predicate], TARGET, HERE_ENV,
+                      verification=_verification({"correctness.random": "pass"}))
+    assert all(c.entry is None for c in unnamed.claims)
 
 
 def test_logged_shape_keys_in_sorted_order_match_fresh_results() -> None:
@@ -301,6 +357,6 @@ def test_logged_shape_keys_in_sorted_order_match_fresh_results() -> None:
     logged_shape = {"K": 256, "M": 256, "N": 256}
     claimed["workload"]["shapes"] = [logged_shape]
     claimed["results"][0]["shape"] = logged_shape
-    (c,) = compare_benchmark(claimed, _bench(HERE))
+    (c,) = _cmp(claimed, _bench(HERE))
     assert c["verdict"] == "confirmed", c["reason"]
     assert c["claim"] == "benchmark.speedup[M=256,N=256,K=256]"

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from attest import BENCHMARK_V1, BenchmarkPredicate, parse_predicate
+from attest.predicates import BenchmarkResult, Environment
 from verifier import VerifierError
-from verifier.benchmark._bench import BenchReport, ShapeResult
+from verifier.benchmark._bench import BenchReport
 from verifier.benchmark._runs import MAX_NOTES, RunSet, bench_runs, pinned_cpu
 from verifier.stats import student_t_quantile
 
@@ -22,9 +23,12 @@ SHAPE = {"R": 8, "C": 16}
 
 
 def _report(speedup: float, trusted: bool = True, notes: tuple[str, ...] = ("ok",)) -> BenchReport:
-    res = ShapeResult(dict(SHAPE), 100, 1000.0, 900.0, 1200.0, 1000.0 * speedup, speedup,
-                      (0.99 * speedup, 1.01 * speedup), 0.128)  # sum: 8 * 16 FLOP / 1000 ns
-    return BenchReport("acme/sum", "sum", 3, dict(ENV), (dict(SHAPE),), 5, (res,), trusted, notes)
+    res = BenchmarkResult(shape=dict(SHAPE), n=100, median_ns=1000.0, p5_ns=900.0, p95_ns=1200.0,
+                          baseline_median_ns=1000.0 * speedup, speedup=speedup,
+                          speedup_ci95=(0.99 * speedup, 1.01 * speedup),
+                          gflops=0.128)  # sum: 8 * 16 FLOP / 1000 ns
+    return BenchReport("acme/sum", "sum", 3, Environment.from_json(ENV), (dict(SHAPE),), 5, (res,),
+                       trusted, notes)
 
 
 def test_aggregate_is_the_geometric_mean_with_a_t_interval_over_runs() -> None:
@@ -38,7 +42,7 @@ def test_aggregate_is_the_geometric_mean_with_a_t_interval_over_runs() -> None:
     assert agg.speedup == pytest.approx(math.exp(mu))
     assert agg.speedup_ci95 == pytest.approx((math.exp(mu - half), math.exp(mu + half)))
     assert agg.n == 400 and agg.p5_ns <= agg.median_ns <= agg.p95_ns
-    body = rs.to_predicate()
+    body = rs.to_predicate().to_json()
     pred = parse_predicate(BENCHMARK_V1, body)
     assert isinstance(pred, BenchmarkPredicate) and pred.schema_version == 2
     assert pred.method.runs == 4 and pred.method.cpu_pinned is True
@@ -50,7 +54,7 @@ def test_one_untrusted_run_makes_the_set_untrusted() -> None:
     """A kernel that cheats in one run of five cannot be averaged into a trusted claim."""
     rs = RunSet((_report(1.0), _report(9.0, trusted=False, notes=("{R=8,C=16}: timer tampering",)),
                  _report(1.0)), cpu=None)
-    body = rs.to_predicate()
+    body = rs.to_predicate().to_json()
     assert body["trusted"] is False
     assert any("run 2/3: {R=8,C=16}: timer tampering" in n for n in body["notes"])
     assert body["notes"][0] == "3 independent runs, not pinned to a CPU"
@@ -60,9 +64,9 @@ def test_notes_are_capped_and_say_so() -> None:
     many = tuple(f"note {i}" for i in range(40))
     rs = RunSet((_report(1.0, notes=many), _report(1.0, notes=tuple(f"other {i}" for i in range(40)))),
                 cpu=0)
-    notes = rs.to_predicate()["notes"]
+    notes = rs.to_predicate().to_json()["notes"]
     assert len(notes) == MAX_NOTES and notes[-1].endswith("more notes not shown")
-    parse_predicate(BENCHMARK_V1, rs.to_predicate())
+    parse_predicate(BENCHMARK_V1, rs.to_predicate().to_json())
 
 
 def test_run_set_limits() -> None:
@@ -89,14 +93,14 @@ def test_real_runs_are_pinned_and_leave_the_affinity_as_it_was() -> None:
     assert rs.cpu == pinned_cpu() and seen == [{rs.cpu}, {rs.cpu}]
     unpinned = bench_runs(ROOT / "examples" / "sum-rows", runs=1, shapes=[{"R": 16, "C": 256}],
                           time_budget_s=0.5, pin=False)
-    assert unpinned.cpu is None and unpinned.to_predicate()["method"]["cpu_pinned"] is False
+    assert unpinned.cpu is None and unpinned.to_predicate().to_json()["method"]["cpu_pinned"] is False
 
 
 def test_a_tampering_kernel_stops_the_runs_at_the_first_untrusted_one() -> None:
     rs = bench_runs(ROOT / "tests" / "flawed_kernels" / "drift", runs=3,
                     shapes=[{"R": 128, "C": 512}], time_budget_s=1)
     assert len(rs.runs) == 1 and not rs.trusted
-    assert any("outputs rechecked after timing" in n for n in rs.to_predicate()["notes"])
+    assert any("outputs rechecked after timing" in n for n in rs.to_predicate().to_json()["notes"])
 
 
 def test_roofline_peaks_are_measured_with_every_core_not_pinned(monkeypatch: pytest.MonkeyPatch) -> None:

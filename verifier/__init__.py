@@ -8,8 +8,8 @@ folders (`KernelSpec`, `pack_kernel`, `unpack_kernel`), `check`, `bench` (one ru
 
 from __future__ import annotations
 
-from verifier.benchmark import DEFAULT_RUNS, BenchReport, RunSet, ShapeResult, bench, bench_runs
-from verifier.checks import BUDGETS, CheckReport, CheckResult, check
+from verifier.benchmark import DEFAULT_RUNS, BenchReport, RunSet, bench, bench_runs
+from verifier.checks import BUDGETS, CheckReport, check
 from verifier.environment import environment_fingerprint
 from verifier.errors import (
     ArchiveError,
@@ -34,7 +34,6 @@ __all__ = [
     "BenchReport",
     "BuildError",
     "CheckReport",
-    "CheckResult",
     "GeneratorInfo",
     "InflationTest",
     "KernelSpec",
@@ -45,7 +44,6 @@ __all__ = [
     "Runtime",
     "RuntimeUnavailableError",
     "SandboxError",
-    "ShapeResult",
     "StatsError",
     "VerifierError",
     "bench",

@@ -69,12 +69,12 @@ def check_cmd(kernel_dir: Path, as_json: bool, seed: int | None, budget: str) ->
         pred = report.to_predicate()
 
         def render(console: Console) -> None:
-            console.print(_check_table(pred, safe(f"ktl check {report.kernel} ({report.op}, "
+            console.print(_check_table(pred.to_json(), safe(f"ktl check {report.kernel} ({report.op}, "
                                                   f"budget {budget}, seed {report.seed})")))
             verdict = "[bold green]PASS[/]" if report.passed else "[bold red]FAIL[/]"
             console.print(f"verdict: {verdict}")
 
-        out.result(pred, render)
+        out.result(pred.to_json(), render)
         if not report.passed:
             names = ", ".join(c.name for c in report.failures)
             out.note(f"check failed: {names}", "bold red")
@@ -129,21 +129,21 @@ def bench_cmd(kernel_dir: Path, as_json: bool, shapes: tuple[str, ...], seed: in
             for col in ("shape", "n", "kernel median", "p5..p95", "baseline median", "speed-up",
                         "95% CI over runs", "runs", "GFLOP/s"):
                 table.add_column(col)
-            for r, per_run in zip(report.aggregate(), pred["results"], strict=True):
+            for r in pred.results:
                 shape = ",".join(f"{k}={v}" for k, v in r.shape.items())
                 table.add_row(shape, str(r.n), f"{r.median_ns / 1e3:.1f} µs",
                               f"{r.p5_ns / 1e3:.1f}..{r.p95_ns / 1e3:.1f} µs",
                               f"{r.baseline_median_ns / 1e3:.1f} µs", f"{r.speedup:.3f}x",
                               f"[{r.speedup_ci95[0]:.3f}, {r.speedup_ci95[1]:.3f}]",
-                              " ".join(f"{x['speedup']:.3f}" for x in per_run["runs"]),
+                              " ".join(f"{x.speedup:.3f}" for x in r.runs or ()),
                               f"{r.gflops:.2f}")
             console.print(table)
-            for note in pred["notes"]:
+            for note in pred.notes:
                 console.print(safe(f"  • {note}"), highlight=False)
             trusted = "[bold green]yes[/]" if report.trusted else "[bold red]NO[/]"
             console.print(f"trusted: {trusted}")
 
-        out.result(pred, render)
+        out.result(pred.to_json(), render)
         if not report.trusted:
             out.note("the measurement cannot be trusted: see the notes above", "bold red")
             return EXIT_VERIFICATION

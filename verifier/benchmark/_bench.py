@@ -28,7 +28,7 @@ import os
 import secrets
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -37,7 +37,18 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from attest.predicates import BenchFault, BenchFaultKind, derived_gflops
+from attest.ops import shape_label
+from attest.predicates import (
+    BenchFault,
+    BenchFaultKind,
+    BenchmarkPredicate,
+    BenchmarkResult,
+    BlobRef,
+    Environment,
+    Method,
+    Workload,
+    derived_gflops,
+)
 from verifier.benchmark._loop import (
     MAX_BATCH_CALLS,
     LoopSettings,
@@ -50,6 +61,7 @@ from verifier.environment import environment_fingerprint
 from verifier.errors import BuildError, RuntimeUnavailableError, VerifierError
 from verifier.kernel import KernelSpec
 from verifier.ops import OPS, OpSpec
+from verifier.progress import Progress
 from verifier.runtimes import Artifact
 from verifier.sandbox import ChildResult, Limits, base_env, filesystem_confinement
 from verifier.worker import (
@@ -64,7 +76,7 @@ from verifier.worker import (
     layout,
 )
 
-__all__ = ["BenchReport", "ShapeResult", "bench", "bootstrap_speedup", "machine_peaks"]
+__all__ = ["BenchReport", "bench", "bootstrap_speedup", "machine_peaks", "samples_ref"]
 
 POOL = 4
 MAX_POOL_BYTES = 1024 * 2**20
@@ -73,41 +85,6 @@ RECHECK_CALLS = 64
 ROOFLINE_MARGIN = 2.0
 ARENA_BYTES = 64 * 2**20
 """Shared memory per side for a batch's arenas (a batch is smaller where a shape is big)."""
-Progress = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class ShapeResult:
-    """Statistics of one shape (the `results[]` item of benchmark/v1)."""
-
-    shape: dict[str, int]
-    n: int
-    median_ns: float
-    p5_ns: float
-    p95_ns: float
-    baseline_median_ns: float
-    speedup: float
-    speedup_ci95: tuple[float, float]
-    gflops: float
-
-    def to_json(self) -> dict[str, Any]:
-        return {"shape": dict(self.shape), "n": self.n, "median_ns": self.median_ns,
-                "p5_ns": self.p5_ns, "p95_ns": self.p95_ns,
-                "baseline_median_ns": self.baseline_median_ns, "speedup": self.speedup,
-                "speedup_ci95": list(self.speedup_ci95), "gflops": self.gflops}
-
-    @classmethod
-    def from_json(cls, obj: Mapping[str, Any]) -> ShapeResult:
-        lo, hi = obj["speedup_ci95"]
-        return cls(dict(obj["shape"]), int(obj["n"]), float(obj["median_ns"]),
-                   float(obj["p5_ns"]), float(obj["p95_ns"]), float(obj["baseline_median_ns"]),
-                   float(obj["speedup"]), (float(lo), float(hi)), float(obj["gflops"]))
-
-    @property
-    def halfwidth(self) -> float:
-        """Relative half-width of the speed-up interval."""
-        lo, hi = self.speedup_ci95
-        return max(self.speedup - lo, hi - self.speedup) / self.speedup if self.speedup else 1.0
 
 
 class Findings:
@@ -131,20 +108,22 @@ class Findings:
 
 @dataclass(frozen=True)
 class BenchReport:
-    """The outcome of `bench`; `to_predicate()` is the benchmark/v1 body."""
+    """The outcome of `bench`; `to_predicate()` is its benchmark/v1 body (attest's type)."""
 
     kernel: str
     op: str
     seed: int
-    environment: dict[str, Any]
+    environment: Environment
     shapes: tuple[dict[str, int], ...]
     warmup: int
-    results: tuple[ShapeResult, ...]
+    results: tuple[BenchmarkResult, ...]
     trusted: bool
     notes: tuple[str, ...]
     samples: tuple[dict[str, Any], ...] = field(default=(), repr=False)
     measured_s: float = 0.0
     faults: tuple[BenchFault, ...] = ()
+    threads: int = 1
+    """Threads the kernel (OpenMP) and the baseline (BLAS) were given."""
 
     def samples_blob(self) -> bytes:
         """The raw samples as canonical JSON (sorted keys, no spaces)."""
@@ -154,41 +133,45 @@ class BenchReport:
                "shapes": list(self.samples)}
         return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
 
-    def to_predicate(self) -> dict[str, Any]:
-        blob = self.samples_blob()
-        return {
-            "environment": self.environment,
-            "workload": {"op": self.op, "dtype": "float32", "seed": self.seed,
-                         "shapes": [dict(s) for s in self.shapes]},
-            "method": {"warmup": self.warmup,
-                       "repetitions": max(1, min((r.n for r in self.results), default=1)),
-                       "timer": "perf_counter_ns", "interleaved": True,
-                       "baseline": "numpy-float32", "fresh_inputs": True,
-                       "outputs_rechecked": True},
-            "results": [r.to_json() for r in self.results],
-            "samples": {"sha256": hashlib.sha256(blob).hexdigest(), "size": len(blob),
-                        "media_type": "application/json"},
-            "trusted": self.trusted,
-            "notes": [n[:2000] for n in self.notes],
-            **({"faults": [f.to_json() for f in self.faults]} if self.faults else {}),
-        }
+    def method(self) -> Method:
+        return Method(warmup=self.warmup,
+                      repetitions=max(1, min((r.n for r in self.results), default=1)),
+                      timer="perf_counter_ns", interleaved=True, baseline="numpy-float32",
+                      fresh_inputs=True, outputs_rechecked=True, threads=self.threads)
+
+    def workload(self) -> Workload:
+        return Workload(op=self.op, dtype="float32", seed=self.seed, shapes=self.shapes)
+
+    def to_predicate(self) -> BenchmarkPredicate:
+        return BenchmarkPredicate(
+            environment=self.environment, workload=self.workload(), method=self.method(),
+            results=self.results, samples=samples_ref(self.samples_blob()),
+            trusted=self.trusted, notes=tuple(n[:2000] for n in self.notes), faults=self.faults)
 
     def to_json(self) -> dict[str, Any]:
         return {"kernel": self.kernel, "op": self.op, "seed": self.seed,
-                "environment": self.environment, "shapes": [dict(s) for s in self.shapes],
+                "environment": self.environment.to_json(), "shapes": [dict(s) for s in self.shapes],
                 "warmup": self.warmup, "results": [r.to_json() for r in self.results],
                 "trusted": self.trusted, "notes": list(self.notes),
                 "samples": list(self.samples), "measured_s": self.measured_s,
-                "faults": [f.to_json() for f in self.faults]}
+                "faults": [f.to_json() for f in self.faults], "threads": self.threads}
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> BenchReport:
-        return cls(str(obj["kernel"]), str(obj["op"]), int(obj["seed"]), dict(obj["environment"]),
+        return cls(str(obj["kernel"]), str(obj["op"]), int(obj["seed"]),
+                   Environment.from_json(obj["environment"]),
                    tuple(dict(s) for s in obj["shapes"]), int(obj["warmup"]),
-                   tuple(ShapeResult.from_json(r) for r in obj["results"]), bool(obj["trusted"]),
-                   tuple(str(n) for n in obj["notes"]), tuple(dict(s) for s in obj["samples"]),
-                   float(obj["measured_s"]),
-                   tuple(BenchFault.from_json(f) for f in obj.get("faults", ())))
+                   tuple(BenchmarkResult.from_json(r) for r in obj["results"]),
+                   bool(obj["trusted"]), tuple(str(n) for n in obj["notes"]),
+                   tuple(dict(s) for s in obj["samples"]), float(obj["measured_s"]),
+                   tuple(BenchFault.from_json(f) for f in obj.get("faults", ())),
+                   int(obj.get("threads", 1)))
+
+
+def samples_ref(blob: bytes) -> BlobRef:
+    """The benchmark body's reference to its raw samples blob."""
+    return BlobRef(sha256=hashlib.sha256(blob).hexdigest(), size=len(blob),
+                   media_type="application/json")
 
 
 def bootstrap_speedup(
@@ -302,14 +285,15 @@ def bench(
         raise VerifierError("bench parameters out of range")
     seed = secrets.randbelow(2**31) if seed is None else int(seed)
     rng = np.random.default_rng(seed)
-    env = environment_fingerprint(spec.runtime)
+    env = Environment.from_json(environment_fingerprint(spec.runtime))
     notes = Findings()
+    cores = threads or os.cpu_count() or 1
 
-    def report(results: Sequence[ShapeResult], trusted: bool, samples: Sequence[dict[str, Any]] = (),
-               measured: float = 0.0) -> BenchReport:
+    def report(results: Sequence[BenchmarkResult], trusted: bool,
+               samples: Sequence[dict[str, Any]] = (), measured: float = 0.0) -> BenchReport:
         return BenchReport(spec.name, spec.op, seed, env, tuple(dims_list), warmup, tuple(results),
                            trusted and not notes.faults, tuple(notes.notes), tuple(samples),
-                           measured, tuple(notes.faults))
+                           measured, tuple(notes.faults), cores)
 
     from verifier.runtimes import get_runtime
 
@@ -325,7 +309,6 @@ def bench(
             notes.fault("build_failed", None, f"build failed: {exc}"[:2000])
             return report([], False)
         plans = [_plan_shape(op, dims, rng, max_reps) for dims in dims_list]
-        cores = threads or os.cpu_count() or 1
         settings = dataclasses.replace(settings, threads=cores, adjust_waits=not artifact.gpu)
         measured = _measure(artifact, spec.entry, op, plans, work, settings, rng, notes, say)
         if measured is None:
@@ -418,13 +401,13 @@ class _Judging:
 
 def _analyse(
     judging: _Judging, plans: list[ShapePlan], measured: list[Measured],
-) -> tuple[list[ShapeResult], list[dict[str, Any]], bool, float]:
+) -> tuple[list[BenchmarkResult], list[dict[str, Any]], bool, float]:
     trusted = True
-    results: list[ShapeResult] = []
+    results: list[BenchmarkResult] = []
     samples: list[dict[str, Any]] = []
     seconds = 0.0
     for plan, got in zip(plans, measured, strict=True):
-        label = "{" + ",".join(f"{k}={v}" for k, v in plan.dims.items()) + "}"
+        label = shape_label(judging.op.name, plan.dims)
         ok = _judge_shape(judging, plan, got, label, results, samples)
         seconds += got.span_s
         trusted = trusted and ok
@@ -448,7 +431,7 @@ def _recheck(op: OpSpec, plan: ShapePlan, got: Measured) -> tuple[list[str], int
 
 def _judge_shape(
     judging: _Judging, plan: ShapePlan, got: Measured, label: str,
-    results: list[ShapeResult], samples: list[dict[str, Any]],
+    results: list[BenchmarkResult], samples: list[dict[str, Any]],
 ) -> bool:
     """Judge one shape; append its result and notes; return whether it can be trusted."""
     op, notes = judging.op, judging.notes
@@ -476,7 +459,7 @@ def _judge_shape(
     speed, lo, hi = bootstrap_speedup(ks, bs, judging.rng)
     med = float(np.median(ks))
     flops = op.flops(plan.dims)
-    res = ShapeResult(
+    res = BenchmarkResult(
         shape=dict(plan.dims), n=n, median_ns=med,
         p5_ns=float(np.percentile(ks, 5)), p95_ns=float(np.percentile(ks, 95)),
         baseline_median_ns=float(np.median(bs)), speedup=speed, speedup_ci95=(lo, hi),
@@ -490,7 +473,7 @@ def _judge_shape(
     return _judge_speed(judging, plan, res, got, label) and trusted
 
 
-def _judge_speed(judging: _Judging, plan: ShapePlan, res: ShapeResult, got: Measured,
+def _judge_speed(judging: _Judging, plan: ShapePlan, res: BenchmarkResult, got: Measured,
                  label: str) -> bool:
     op, notes = judging.op, judging.notes
     target, max_halfwidth = judging.target, judging.max_halfwidth

@@ -16,19 +16,26 @@ spread that matters is measured in every reproduction anyway.
 
 from __future__ import annotations
 
-import hashlib
+import dataclasses
 import json
 import math
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from attest.predicates import BenchFault, derived_gflops
-from verifier.benchmark._bench import BenchReport, ShapeResult, bench, machine_peaks
+from attest.predicates import (
+    BENCHMARK_SCHEMA_VERSION,
+    BenchFault,
+    BenchmarkPredicate,
+    BenchmarkResult,
+    BenchmarkRun,
+    derived_gflops,
+)
+from verifier.benchmark._bench import BenchReport, bench, machine_peaks, samples_ref
 from verifier.errors import VerifierError
+from verifier.progress import Progress
 from verifier.stats import max_runs, student_t_quantile
 
 __all__ = ["DEFAULT_RUNS", "RunSet", "bench_runs", "pinned_cpu"]
@@ -38,7 +45,6 @@ DEFAULT_RUNS = 5
 BENCHMARKS.md) five runs a side refute a 1.25x inflation at 99 % confidence and keep
 a reproduction of one example kernel well under two minutes."""
 MAX_NOTES = 64
-Progress = Callable[[str], None]
 
 
 def pinned_cpu() -> int | None:
@@ -85,8 +91,9 @@ class RunSet:
         return [[r.results[i].speedup for r in self.runs if i < len(r.results)]
                 for i in range(len(self.runs[0].shapes))]
 
-    def aggregate(self) -> list[ShapeResult]:
-        """One result per shape measured in every run: geometric mean and t interval over runs."""
+    def aggregate(self) -> list[BenchmarkResult]:
+        """One result per shape measured in every run: geometric mean and t interval over runs,
+        each run's own figures in `runs`."""
         out = []
         for i in range(len(self.runs[0].shapes)):
             per_run = [r.results[i] for r in self.runs if i < len(r.results)]
@@ -116,32 +123,18 @@ class RunSet:
         doc = {"runs": [json.loads(r.samples_blob()) for r in self.runs]}
         return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
 
-    def to_predicate(self) -> dict[str, Any]:
-        # attest only here: the sandboxed worker imports this package and may not read attest/
-        from attest.predicates import BENCHMARK_SCHEMA_VERSION
-
-        first = self.runs[0].to_predicate()
-        blob = self.samples_blob()
+    def to_predicate(self) -> BenchmarkPredicate:
+        first = self.runs[0]
         aggregated = self.aggregate()
-        method = dict(first["method"], runs=len(self.runs), cpu_pinned=self.cpu is not None)
+        method = dataclasses.replace(first.method(), runs=len(self.runs),
+                                     cpu_pinned=self.cpu is not None)
         if aggregated:
-            method["repetitions"] = max(1, min(r.n for r in aggregated))
-        results = []
-        for res in aggregated:
-            idx = next(i for i, s in enumerate(self.runs[0].shapes) if s == res.shape)
-            body = res.to_json()
-            body["runs"] = [_run_json(r.results[idx]) for r in self.runs]
-            results.append(body)
-        return {
-            "schema_version": BENCHMARK_SCHEMA_VERSION,
-            "environment": first["environment"], "workload": first["workload"],
-            "method": method, "results": results,
-            "samples": {"sha256": hashlib.sha256(blob).hexdigest(), "size": len(blob),
-                        "media_type": "application/json"},
-            "trusted": self.trusted,
-            "notes": [n[:2000] for n in self.notes()],
-            **({"faults": [f.to_json() for f in self.faults()]} if self.faults() else {}),
-        }
+            method = dataclasses.replace(method, repetitions=max(1, min(r.n for r in aggregated)))
+        return BenchmarkPredicate(
+            schema_version=BENCHMARK_SCHEMA_VERSION, environment=first.environment,
+            workload=first.workload(), method=method, results=tuple(aggregated),
+            samples=samples_ref(self.samples_blob()), trusted=self.trusted,
+            notes=tuple(n[:2000] for n in self.notes()), faults=tuple(self.faults()))
 
     def faults(self) -> list[BenchFault]:
         """Every run's typed kernel faults, each (kind, shape) once; capped like the notes."""
@@ -156,9 +149,9 @@ class RunSet:
         return out[:MAX_NOTES]
 
 
-def _run_json(r: ShapeResult) -> dict[str, Any]:
-    return {"speedup": r.speedup, "speedup_ci95": list(r.speedup_ci95), "median_ns": r.median_ns,
-            "baseline_median_ns": r.baseline_median_ns, "n": r.n}
+def _run_of(r: BenchmarkResult) -> BenchmarkRun:
+    return BenchmarkRun(speedup=r.speedup, speedup_ci95=r.speedup_ci95, median_ns=r.median_ns,
+                        baseline_median_ns=r.baseline_median_ns, n=r.n)
 
 
 def _median(xs: Sequence[float]) -> float:
@@ -167,7 +160,7 @@ def _median(xs: Sequence[float]) -> float:
     return s[mid] if len(s) % 2 else 0.5 * (s[mid - 1] + s[mid])
 
 
-def _combine(per_run: Sequence[ShapeResult]) -> ShapeResult:
+def _combine(per_run: Sequence[BenchmarkResult]) -> BenchmarkResult:
     """Geometric mean of the runs' speed-ups with a 95% t interval over runs (one run: its own)."""
     logs = [math.log(max(r.speedup, 1e-300)) for r in per_run]
     k = len(logs)
@@ -181,12 +174,12 @@ def _combine(per_run: Sequence[ShapeResult]) -> ShapeResult:
     speed = math.exp(mu)
     med = _median([r.median_ns for r in per_run])
     flops_per_ns = _median([r.gflops * r.median_ns for r in per_run])
-    return ShapeResult(
+    return BenchmarkResult(
         shape=dict(per_run[0].shape), n=sum(r.n for r in per_run), median_ns=med,
         p5_ns=min(min(r.p5_ns for r in per_run), med), p95_ns=max(max(r.p95_ns for r in per_run), med),
         baseline_median_ns=_median([r.baseline_median_ns for r in per_run]),
         speedup=speed, speedup_ci95=(min(lo, speed), max(hi, speed)),
-        gflops=derived_gflops(flops_per_ns, med))
+        gflops=derived_gflops(flops_per_ns, med), runs=tuple(_run_of(r) for r in per_run))
 
 
 def bench_runs(

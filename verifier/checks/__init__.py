@@ -12,6 +12,6 @@ May import: the pure model, `sandbox`, `worker` and `runtimes`. Not `benchmark` 
 
 from __future__ import annotations
 
-from verifier.checks._suite import BUDGETS, OUTCOMES, CheckReport, CheckResult, check
+from verifier.checks._suite import BUDGETS, OUTCOMES, CheckReport, check
 
-__all__ = ["BUDGETS", "OUTCOMES", "CheckReport", "CheckResult", "check"]
+__all__ = ["BUDGETS", "OUTCOMES", "CheckReport", "check"]

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from attest.predicates import FaultKind
+from attest.predicates import Check, FaultKind
 from attest.text import plural
 from verifier.checks._plan import Case
-from verifier.checks._report import CASE_FAULTS, F32, Budget, CheckResult, make_fault, shape_text
+from verifier.checks._report import CASE_FAULTS, F32, Budget, check_row, make_fault, shape_text
 from verifier.compare_outputs import Comparison, compare_output
 from verifier.ops import OpSpec
 from verifier.worker import Layout, Markers, guard_pattern, layout
@@ -112,7 +112,7 @@ def _block_hint(op: OpSpec, good: list[dict[str, int]], bad: list[dict[str, int]
 
 
 def _correctness(op: OpSpec, name: str, cases: list[Case], evals: dict[int, list[_StepEval]],
-                 idx: list[int], what: str, normal_ok: bool = False) -> CheckResult:
+                 idx: list[int], what: str, normal_ok: bool = False) -> Check:
     shapes = [cases[i].dims for i in idx]
     crashed = [(cases[i].dims, cases[i].failure) for i in idx if cases[i].failure]
     comps = [c for i in idx for e in evals.get(i, []) for c in e.comparisons]
@@ -131,7 +131,7 @@ def _correctness(op: OpSpec, name: str, cases: list[Case], evals: dict[int, list
     if crashed:
         dims, why = crashed[0]
         first = next(cases[i].fault for i in idx if cases[i].failure)
-        return CheckResult(name, "fail", f"{why} on shape {shape_text(dims)}", inputs, metrics,
+        return check_row(name, "fail", f"{why} on shape {shape_text(dims)}", inputs, metrics,
                            make_fault(CASE_FAULTS[first or "crash"], dims))
     if bad:
         dims, comp = bad[0]
@@ -156,15 +156,15 @@ def _correctness(op: OpSpec, name: str, cases: list[Case], evals: dict[int, list
                 detail += (f"; error {comp.max_err_over_tol:.3g}x the tolerance: a loose "
                            "approximation or poor accumulation")
                 kind = "loose" if not hint else kind
-        return CheckResult(name, "fail", detail, inputs, metrics, make_fault(kind, dims))
-    return CheckResult(
+        return check_row(name, "fail", detail, inputs, metrics, make_fault(kind, dims))
+    return check_row(
         name, "pass",
         f"max rel err {metrics.get('max_rel_err', 0.0):.3g}, max {metrics.get('max_ulp', 0):.0f} ULP, "
         f"worst err/tol {metrics.get('max_err_over_tol', 0.0):.3g} on {plural(len(idx), 'shape')} ({what})",
         inputs, metrics)
 
 
-def judge(op: OpSpec, cases: list[Case], budget: Budget, markers: Markers) -> list[CheckResult]:
+def judge(op: OpSpec, cases: list[Case], budget: Budget, markers: Markers) -> list[Check]:
     evals: dict[int, list[_StepEval]] = {}
     for i, case in enumerate(cases):
         evals[i] = [_evaluate(op, case, si, markers) for si in range(len(case.dumps))]
@@ -187,7 +187,7 @@ def judge(op: OpSpec, cases: list[Case], budget: Budget, markers: Markers) -> li
     all_steps = [(cases[i].dims, e) for i in evals for e in evals[i]]
     shapes_all = {"shapes": [c.dims for c in cases]}
     changes = [(d, c) for d, e in all_steps for c in e.input_changes]
-    rows.append(CheckResult(
+    rows.append(check_row(
         "inputs.unchanged",
         "fail" if changes else "pass",
         (f"mutates its inputs: {changes[0][1]} on shape {shape_text(changes[0][0])}"
@@ -195,7 +195,7 @@ def judge(op: OpSpec, cases: list[Case], budget: Budget, markers: Markers) -> li
         shapes_all, {"calls": float(len(all_steps)), "mutating_calls": float(len(changes))},
         make_fault("input_mutated", changes[0][0]) if changes else None))
     poisoned = [(d, e.poisoned) for d, e in all_steps if e.poisoned]
-    rows.append(CheckResult(
+    rows.append(check_row(
         "outputs.poisoned",
         "fail" if poisoned else "pass",
         (f"{poisoned[0][1]} outputs still hold this run's poison NaN on shape "
@@ -206,7 +206,7 @@ def judge(op: OpSpec, cases: list[Case], budget: Budget, markers: Markers) -> li
         shapes_all, {"calls": float(len(all_steps)), "poisoned_calls": float(len(poisoned))},
         make_fault("unwritten", poisoned[0][0]) if poisoned else None))
     damage = [(d, g) for d, e in all_steps for g in e.guard_damage]
-    rows.append(CheckResult(
+    rows.append(check_row(
         "guards.canaries",
         "fail" if damage else "pass",
         (f"out-of-bounds write: {damage[0][1]} on shape {shape_text(damage[0][0])} "
@@ -222,7 +222,7 @@ def judge(op: OpSpec, cases: list[Case], budget: Budget, markers: Markers) -> li
 
 
 def _concurrency(cases: list[Case], evals: dict[int, list[_StepEval]], idx: list[int],
-                 needed: int) -> CheckResult:
+                 needed: int) -> Check:
     """Two threads calling at once on different buffers must get the single-threaded answers,
     with at least `needed` pairs of calls seen overlapping in time (`verifier.worker._overlap`)."""
     inputs = {"shapes": [cases[i].dims for i in idx], "threads": 2}
@@ -232,7 +232,7 @@ def _concurrency(cases: list[Case], evals: dict[int, list[_StepEval]], idx: list
     for i in idx:
         case = cases[i]
         if case.failure:
-            return CheckResult("concurrency", "fail", f"{case.failure} while two threads called "
+            return check_row("concurrency", "fail", f"{case.failure} while two threads called "
                                f"the kernel at once on shape {shape_text(case.dims)}", inputs, metrics,
                                make_fault(CASE_FAULTS[case.fault or "crash"], case.dims))
         alone = evals[i][:2]
@@ -241,7 +241,7 @@ def _concurrency(cases: list[Case], evals: dict[int, list[_StepEval]], idx: list
             for a, b in zip(ref.outputs, ev.outputs, strict=True):
                 differ = int(np.count_nonzero(a.view(np.uint32) != b.view(np.uint32)))
                 if differ:
-                    return CheckResult(
+                    return check_row(
                         "concurrency", "fail",
                         f"not reentrant: called from two threads at once on different buffers, "
                         f"it answered differently from a single-threaded call at {differ} of "
@@ -250,18 +250,18 @@ def _concurrency(cases: list[Case], evals: dict[int, list[_StepEval]], idx: list
                         "concurrently)", inputs, {**metrics, "differing_elements": float(differ)},
                         make_fault("not_reentrant", case.dims))
     if overlapping < needed:
-        return CheckResult("concurrency", "error",
+        return check_row("concurrency", "error",
                            f"not established: of {calls} calls from 2 threads started together, "
                            f"only {overlapping} pairs overlapped in time (at least {needed} "
                            "needed); the machine was too busy to run them at once, or the "
                            "worker's timing words were not credible", inputs, metrics)
-    return CheckResult("concurrency", "pass",
+    return check_row("concurrency", "pass",
                        f"{overlapping} pairs of calls overlapping in time (of {calls} calls from "
                        "2 threads started together) matched single-threaded calls bit for bit",
                        inputs, metrics)
 
 
-def _escape(cases: list[Case]) -> CheckResult:
+def _escape(cases: list[Case]) -> Check:
     """Nothing a call started may outlive it: threads, processes, writes to its buffers.
 
     A failing row counts its findings per kind in `escaped_<EscapeKind>` metrics."""
@@ -270,14 +270,14 @@ def _escape(cases: list[Case]) -> CheckResult:
         kinds[f"escaped_{found.kind}"] = kinds.get(f"escaped_{found.kind}", 0.0) + 1.0
     for case in cases:
         if case.escaped:
-            return CheckResult(
+            return check_row(
                 "escape", "fail",
                 f"work escaping the call: {case.escaped[0]} on shape {shape_text(case.dims)} "
                 f"({case.check})", {"shapes": [case.dims]},
                 {"findings": float(sum(len(c.escaped) for c in cases)), **kinds},
                 make_fault("escaped", case.dims))
     calls = sum(len(c.dumps) for c in cases)
-    return CheckResult("escape", "pass",
+    return check_row("escape", "pass",
                        f"after each of {calls} calls no thread kept using CPU, no thread a "
                        "call started was still running at its answer (beyond one thread pool), "
                        "no process the kernel started was alive and its buffers did not change "
@@ -285,36 +285,36 @@ def _escape(cases: list[Case]) -> CheckResult:
                        {}, {"calls": float(calls)})
 
 
-def _determinism(cases: list[Case], evals: dict[int, list[_StepEval]], idx: list[int]) -> CheckResult:
+def _determinism(cases: list[Case], evals: dict[int, list[_StepEval]], idx: list[int]) -> Check:
     for i in idx:
         case = cases[i]
         inputs = {"shapes": [case.dims], "repeats": len(case.steps)}
         if case.failure:
-            return CheckResult("determinism", "fail", f"{case.failure}", inputs, {},
+            return check_row("determinism", "fail", f"{case.failure}", inputs, {},
                                make_fault(CASE_FAULTS[case.fault or "crash"], case.dims))
         outs = [e.outputs for e in evals[i]]
         for k in range(1, len(outs)):
             for a, b in zip(outs[0], outs[k], strict=True):
                 differ = np.nonzero(a.view(np.uint32) != b.view(np.uint32))
                 if differ[0].size:
-                    return CheckResult(
+                    return check_row(
                         "determinism", "fail",
                         f"nondeterministic: call {k + 1} on identical inputs differs from call 1 at "
                         f"{differ[0].size} of {a.size} elements (a race between threads?) "
                         f"on shape {shape_text(case.dims)}",
                         inputs, {"differing_elements": float(differ[0].size)},
                         make_fault("nondeterministic", case.dims))
-    return CheckResult("determinism", "pass",
+    return check_row("determinism", "pass",
                        f"bit-identical outputs over {len(cases[idx[0]].steps)} calls on identical inputs",
                        {"shapes": [cases[i].dims for i in idx]})
 
 
-def _state(op: OpSpec, cases: list[Case], evals: dict[int, list[_StepEval]], idx: list[int]) -> CheckResult:
+def _state(op: OpSpec, cases: list[Case], evals: dict[int, list[_StepEval]], idx: list[int]) -> Check:
     inputs = {"shapes": [cases[i].dims for i in idx]}
     for i in idx:
         case = cases[i]
         if case.failure:
-            return CheckResult("state.reuse", "fail", case.failure, inputs, {},
+            return check_row("state.reuse", "fail", case.failure, inputs, {},
                                make_fault(CASE_FAULTS[case.fault or "crash"], case.dims))
         first, second = evals[i]
         bad = [c for c in second.comparisons if not c.ok]
@@ -322,12 +322,12 @@ def _state(op: OpSpec, cases: list[Case], evals: dict[int, list[_StepEval]], idx
             stale = all(np.array_equal(a.view(np.uint32), b.view(np.uint32))
                         for a, b in zip(first.outputs, second.outputs, strict=True))
             why = ("returned the previous call's answer" if stale else "answered wrong")
-            return CheckResult(
+            return check_row(
                 "state.reuse", "fail",
                 f"state kept between calls: called again on the same buffers with new contents, "
                 f"it {why} ({bad[0].bad} of {bad[0].elements} elements wrong) on shape "
                 f"{shape_text(case.dims)}; kernels must not cache by pointer or keep state",
                 inputs, _merge_metrics(second.comparisons), make_fault("stateful", case.dims))
-    return CheckResult("state.reuse", "pass",
+    return check_row("state.reuse", "pass",
                        "second call on the same buffers with new contents matched the reference",
                        inputs)

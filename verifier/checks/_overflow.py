@@ -19,13 +19,14 @@ watchdog in the parent.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from attest.predicates import CheckOutcome
+from verifier.checks._report import shape_text
 from verifier.ops import OpSpec
+from verifier.progress import Progress
 from verifier.sandbox import Limits, base_env
 from verifier.worker import (
     GUARD,
@@ -51,10 +52,6 @@ CALL_TIMEOUT_S = 150.0
 """Per huge shape: 2^31+ multiply-adds through page tables of 8-16 GiB, on a loaded machine."""
 Outcome = tuple[CheckOutcome, str, dict[str, float]]
 """(outcome, detail, metrics) of the row."""
-
-
-def _shape_text(dims: dict[str, int]) -> str:
-    return "{" + ",".join(f"{k}={v}" for k, v in dims.items()) + "}"
 
 
 def _run_one(worker: NativeWorker, op: OpSpec, dims: dict[str, int], arena: SharedArena,
@@ -83,7 +80,7 @@ def _run_one(worker: NativeWorker, op: OpSpec, dims: dict[str, int], arena: Shar
 
 
 def index_overflow(library: Path, entry: str, op: OpSpec, workdir: Path, markers: Markers,
-                   readable: list[Path], gpu: bool, progress: Callable[[str], None]) -> Outcome:
+                   readable: list[Path], gpu: bool, progress: Progress) -> Outcome:
     """Run every huge shape of `op`; the row's (outcome, detail, metrics)."""
     shapes = HUGE_SHAPES.get(op.name, ())
     if not shapes:
@@ -100,20 +97,20 @@ def index_overflow(library: Path, entry: str, op: OpSpec, workdir: Path, markers
                           readable=readable, rss_cap=RSS_CAP)
     try:
         for dims in shapes:
-            progress(f"index overflow: shape {_shape_text(dims)} (inputs mapped lazily)")
+            progress(f"index overflow: shape {shape_text(dims)} (inputs mapped lazily)")
             wrong = _run_one(worker, op, dims, arena, markers)
             if wrong:
-                return "fail", f"{OVERFLOW_REASON}: {wrong} on shape {_shape_text(dims)}", {}
+                return "fail", f"{OVERFLOW_REASON}: {wrong} on shape {shape_text(dims)}", {}
     except (WorkerGone, WorkerHung, WorkerOverMemory) as exc:
         result = worker.close()
         why = str(exc)
         if isinstance(exc, WorkerGone) and result is not None:
             why = result.describe(limits)
-        return "fail", f"{OVERFLOW_REASON}: {why} on shape {_shape_text(dims)}", {}
+        return "fail", f"{OVERFLOW_REASON}: {why} on shape {shape_text(dims)}", {}
     finally:
         worker.close()
         arena.close()
     seconds = time.monotonic() - start
     return ("pass", f"exactly zero outputs for all-zero inputs on {len(shapes)} shape(s) whose flat "
-            f"indices pass 2^31 ({', '.join(_shape_text(s) for s in shapes)}) in {seconds:.1f} s",
+            f"indices pass 2^31 ({', '.join(shape_text(s) for s in shapes)}) in {seconds:.1f} s",
             {"seconds": seconds})

@@ -2,20 +2,30 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from attest._errors import ValidationError
-from attest.predicates import CHECK_OUTCOMES, CheckOutcome, Fault, FaultKind
+from attest.predicates import (
+    CHECK_OUTCOMES,
+    Check,
+    CheckInputs,
+    CheckOutcome,
+    Environment,
+    Fault,
+    FaultKind,
+    VerificationPredicate,
+)
 from verifier.errors import VerifierError
+from verifier.progress import Progress
 
 __all__ = [
     "BUDGETS", "CASE_FAULTS", "CHECK_ADDRESS_SPACE", "F32", "MAX_DETAIL", "OUTCOMES", "Budget",
-    "CheckReport", "CheckResult", "Progress", "make_fault", "shape_text",
+    "CheckReport", "Progress", "check_row", "make_fault", "shape_text",
 ]
 
 
@@ -23,7 +33,6 @@ OUTCOMES = CHECK_OUTCOMES
 CASE_FAULTS: Mapping[str, FaultKind] = {"crash": "crash", "hang": "hang", "memory": "unbounded_alloc",
                                         "load": "load", "not_run": "not_run"}
 F32 = NDArray[np.float32]
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -58,41 +67,17 @@ CHECK_ADDRESS_SPACE = 1024**3
 """Address-space limit of a check child: check shapes are small (the worker needs ~150 MiB)."""
 
 
-@dataclass(frozen=True)
-class CheckResult:
-    """One row of the report: a check, its outcome and its evidence."""
-
-    name: str
-    outcome: CheckOutcome
-    detail: str
-    inputs: dict[str, Any] = field(default_factory=dict)
-    metrics: dict[str, float] = field(default_factory=dict)
-    fault: Fault | None = None
-    """What a failed check found, typed (decide on this, never on `detail`)."""
-
-    def __post_init__(self) -> None:
-        clean = "".join(ch if ch.isprintable() else " " for ch in self.detail)
-        object.__setattr__(self, "detail", clean[:MAX_DETAIL])
-
-    def to_json(self) -> dict[str, Any]:
-        out = {"name": self.name, "outcome": self.outcome, "detail": self.detail,
-               "inputs": self.inputs, "metrics": self.metrics}
-        if self.fault is not None:
-            out["fault"] = self.fault.to_json()
-        return out
-
-    @classmethod
-    def from_json(cls, obj: Mapping[str, Any]) -> CheckResult:
-        outcome = obj.get("outcome")
-        if outcome not in OUTCOMES:
-            raise VerifierError(f"check outcome must be one of {OUTCOMES}")
-        fault = obj.get("fault")
-        try:
-            parsed = None if fault is None else Fault.from_json(fault)
-        except ValidationError as exc:
-            raise VerifierError(f"check {obj.get('name')!r}: bad fault record: {exc}") from exc
-        return cls(str(obj["name"]), outcome, str(obj["detail"]),
-                   dict(obj.get("inputs", {})), dict(obj.get("metrics", {})), parsed)
+def check_row(name: str, outcome: CheckOutcome, detail: str,
+              inputs: Mapping[str, Any] | None = None, metrics: Mapping[str, float] | None = None,
+              fault: Fault | None = None) -> Check:
+    """One row of the report, as attest's `Check` (validated when built): a check, its
+    outcome, its evidence, and what a failed check found, typed in `fault` (decide on that,
+    never on `detail`). The detail may quote the kernel's output: it is made printable and
+    cut to MAX_DETAIL characters."""
+    clean = "".join(ch if ch.isprintable() else " " for ch in detail)[:MAX_DETAIL]
+    return Check(name=name, outcome=outcome, detail=clean,
+                 inputs=CheckInputs.from_json(dict(inputs or {}), f"check {name}: inputs"),
+                 metrics=dict(metrics or {}), fault=fault)
 
 
 def make_fault(kind: FaultKind, dims: Mapping[str, int] | None = None) -> Fault:
@@ -107,38 +92,39 @@ class CheckReport:
     op: str
     budget: str
     seed: int
-    environment: dict[str, Any]
-    checks: tuple[CheckResult, ...]
+    environment: Environment
+    checks: tuple[Check, ...]
 
     @property
     def passed(self) -> bool:
         return all(c.outcome in ("pass", "skip") for c in self.checks)
 
     @property
-    def failures(self) -> list[CheckResult]:
+    def failures(self) -> list[Check]:
         return [c for c in self.checks if c.outcome in ("fail", "error")]
 
-    def get(self, name: str) -> CheckResult:
+    def get(self, name: str) -> Check:
         for c in self.checks:
             if c.name == name:
                 return c
         raise KeyError(name)
 
-    def to_predicate(self) -> dict[str, Any]:
-        return {"environment": self.environment, "budget": self.budget, "seed": self.seed,
-                "checks": [c.to_json() for c in self.checks],
-                "verdict": "pass" if self.passed else "fail"}
+    def to_predicate(self) -> VerificationPredicate:
+        return VerificationPredicate(environment=self.environment, budget=self.budget,
+                                     seed=self.seed, checks=self.checks,
+                                     verdict="pass" if self.passed else "fail")
 
     def to_json(self) -> dict[str, Any]:
-        return {"kernel": self.kernel, "op": self.op, "predicate": self.to_predicate()}
+        return {"kernel": self.kernel, "op": self.op, "predicate": self.to_predicate().to_json()}
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> CheckReport:
-        pred = obj["predicate"]
-        return cls(str(obj["kernel"]), str(obj["op"]), str(pred["budget"]), int(pred["seed"]),
-                   dict(pred["environment"]),
-                   tuple(CheckResult.from_json(c) for c in pred["checks"]))
-
+        try:
+            pred = VerificationPredicate.from_json(obj["predicate"])
+        except ValidationError as exc:
+            raise VerifierError(f"bad check report: {exc}") from exc
+        return cls(str(obj["kernel"]), str(obj["op"]), pred.budget, pred.seed, pred.environment,
+                   pred.checks)
 
 
 def shape_text(dims: Mapping[str, int]) -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +20,7 @@ from numpy.typing import NDArray
 
 from verifier.checks._plan import Case, FaultKind, Prefill, Step
 from verifier.ops import OpSpec
+from verifier.progress import Progress
 from verifier.sandbox import NO_LAYERS, ChildResult, Limits, SandboxLayers, base_env
 from verifier.worker import (
     QUIET_THREADS,
@@ -45,7 +45,6 @@ __all__ = ["MAX_CHILD_FAILURES", "run_cases"]
 
 MAX_CHILD_FAILURES = 3
 PAUSE_S = 0.01
-Progress = Callable[[str], None]
 
 
 def _prefill(region: NDArray[np.uint8], op: OpSpec, dims: dict[str, int], how: Prefill,

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 
-from attest.predicates import FaultKind
+from attest.predicates import Check, FaultKind
 from attest.text import plural
 from verifier.checks._plan import aligned_shape, mid_shape
-from verifier.checks._report import F32, Budget, CheckResult, Progress, make_fault, shape_text
+from verifier.checks._report import F32, Budget, Progress, check_row, make_fault, shape_text
 from verifier.errors import BuildError, RuntimeUnavailableError
 from verifier.kernel import KernelSpec
 from verifier.ops import OpSpec
@@ -68,18 +68,18 @@ def _run_sanitizer(
 
 def asan_check(runtime_name: str, spec: KernelSpec, op: OpSpec, workdir: Path,
                 cases: list[tuple[dict[str, int], list[F32]]], wall_s: float,
-                step_wall_s: float) -> CheckResult:
+                step_wall_s: float) -> Check:
     inputs = {"shapes": [c[0] for c in cases]}
     name = "sanitizer.asan_ubsan"
     try:
         shape, stderr, failed = _run_sanitizer(runtime_name, spec, op, "asan", workdir, cases, wall_s,
                                                step_wall_s)
     except BuildError as exc:
-        return CheckResult(name, "error", f"sanitizer build failed: {exc}"[:500], inputs)
+        return check_row(name, "error", f"sanitizer build failed: {exc}"[:500], inputs)
     except RuntimeUnavailableError as exc:
-        return CheckResult(name, "skip", f"not run: {exc}"[:500], inputs)
+        return check_row(name, "skip", f"not run: {exc}"[:500], inputs)
     if "rss limit exhausted" in stderr or "out of memory" in stderr:
-        return CheckResult(name, "fail", "unbounded allocation: AddressSanitizer's memory limit "
+        return check_row(name, "fail", "unbounded allocation: AddressSanitizer's memory limit "
                            f"(1536 MiB RSS) exhausted on shape {shape}", inputs, {},
                            make_fault("unbounded_alloc"))
     asan = _ASAN_ERR.search(stderr)
@@ -92,19 +92,19 @@ def asan_check(runtime_name: str, spec: KernelSpec, op: OpSpec, workdir: Path,
         kind = "out-of-bounds read" if read else "out-of-bounds write"
         if "overflow" not in asan.group(1):
             kind, found = "memory error", "memory_error"
-        return CheckResult(name, "fail",
+        return check_row(name, "fail",
                            f"{kind}: AddressSanitizer {asan.group(1)} {what} in "
                            f"{', '.join(frames) or '?'} on shape {shape}", inputs, {}, make_fault(found))
     ub = _UBSAN_ERR.search(stderr)
     if ub:
-        return CheckResult(name, "fail", f"undefined behaviour: UBSan at {ub.group(1).rsplit('/', 1)[-1]}: "
+        return check_row(name, "fail", f"undefined behaviour: UBSan at {ub.group(1).rsplit('/', 1)[-1]}: "
                            f"{ub.group(2)[:200]} on shape {shape}", inputs, {},
                            make_fault("undefined_behaviour"))
     if failed is not None:
-        return CheckResult(name, "fail", f"{failed.describe(_sanitizer_limits(wall_s, step_wall_s))} "
+        return check_row(name, "fail", f"{failed.describe(_sanitizer_limits(wall_s, step_wall_s))} "
                            f"under ASan+UBSan on shape {shape}",
                            inputs, {}, make_fault("crash"))
-    return CheckResult(name, "pass", f"no AddressSanitizer or UBSan report on {plural(len(cases), 'shape')}",
+    return check_row(name, "pass", f"no AddressSanitizer or UBSan report on {plural(len(cases), 'shape')}",
                        inputs)
 
 
@@ -130,36 +130,36 @@ def _tsan_races(stderr: str, openmp: bool) -> list[str]:
 
 def tsan_check(runtime_name: str, spec: KernelSpec, op: OpSpec, workdir: Path,
                 cases: list[tuple[dict[str, int], list[F32]]], wall_s: float,
-                step_wall_s: float) -> CheckResult:
+                step_wall_s: float) -> Check:
     name = "sanitizer.tsan"
     if not spec.uses_threads:
-        return CheckResult(name, "skip", "the kernel does not use threads (no -fopenmp, no "
+        return check_row(name, "skip", "the kernel does not use threads (no -fopenmp, no "
                            "pthread_create/thrd_create in its sources)")
     inputs = {"shapes": [c[0] for c in cases], "threads": 4}
     try:
         shape, stderr, failed = _run_sanitizer(runtime_name, spec, op, "tsan", workdir, cases, wall_s,
                                                step_wall_s)
     except BuildError as exc:
-        return CheckResult(name, "error", f"sanitizer build failed: {exc}"[:500], inputs)
+        return check_row(name, "error", f"sanitizer build failed: {exc}"[:500], inputs)
     races = _tsan_races(stderr, "-fopenmp" in spec.flags)
     if races:
-        return CheckResult(name, "fail", f"data race between threads: ThreadSanitizer reports "
+        return check_row(name, "fail", f"data race between threads: ThreadSanitizer reports "
                            f"{len(races)} race(s) inside {races[0]} on shape {shape}", inputs,
                            {"races": float(len(races))}, make_fault("race"))
     if failed is not None:
         if "unexpected memory mapping" in stderr or "FATAL: ThreadSanitizer" in stderr:
-            return CheckResult(name, "skip", "ThreadSanitizer cannot run on this kernel/OS "
+            return check_row(name, "skip", "ThreadSanitizer cannot run on this kernel/OS "
                                f"configuration: {stderr.strip().splitlines()[-1][:200]}", inputs)
         why = failed.describe(_sanitizer_limits(wall_s, step_wall_s))
-        return CheckResult(name, "fail", f"{why} under TSan on shape {shape}", inputs, {},
+        return check_row(name, "fail", f"{why} under TSan on shape {shape}", inputs, {},
                            make_fault("crash"))
     where = "inside parallel regions " if "-fopenmp" in spec.flags else ""
-    return CheckResult(name, "pass", f"no data race {where}on {plural(len(cases), 'shape')} "
+    return check_row(name, "pass", f"no data race {where}on {plural(len(cases), 'shape')} "
                        "(OMP_NUM_THREADS=4)", inputs)
 
 
 def sanitizer_rows(spec: KernelSpec, op: OpSpec, plan: Budget, wall_s: float, workdir: Path,
-                   rng: np.random.Generator, say: Progress) -> list[CheckResult]:
+                   rng: np.random.Generator, say: Progress) -> list[Check]:
     """The ASan+UBSan row, then the TSan row, on the budget's driver cases."""
     say("AddressSanitizer + UBSan build")
     san_cases = sanitizer_cases(op, rng, plan.asan_shapes)

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from attest.predicates import Check, Environment
 from verifier.checks._judge import judge
 from verifier.checks._overflow import HUGE_SHAPES, index_overflow
 from verifier.checks._plan import plan_cases
@@ -33,8 +34,8 @@ from verifier.checks._report import (
     OUTCOMES,
     Budget,
     CheckReport,
-    CheckResult,
     Progress,
+    check_row,
     make_fault,
 )
 from verifier.checks._run import run_cases
@@ -51,20 +52,20 @@ from verifier.sandbox import (
 )
 from verifier.worker import Markers
 
-__all__ = ["BUDGETS", "OUTCOMES", "CheckReport", "CheckResult", "check"]
+__all__ = ["BUDGETS", "OUTCOMES", "CheckReport", "check"]
 
 
 def _index_overflow_row(artifact: Artifact, spec: KernelSpec, op: OpSpec, plan: Budget,
-                        work: Path, markers: Markers, say: Progress) -> CheckResult:
+                        work: Path, markers: Markers, say: Progress) -> Check:
     shapes = {"shapes": [dict(s) for s in HUGE_SHAPES.get(op.name, ())]}
     if not plan.huge_index:
-        return CheckResult("index.overflow", "skip", "run with --budget full (it maps inputs of "
+        return check_row("index.overflow", "skip", "run with --budget full (it maps inputs of "
                            "8-12 GiB lazily and takes seconds to minutes)", shapes)
     say("32-bit index overflow: shapes past 2^31 elements")
     outcome, detail, metrics = index_overflow(
         artifact.path, artifact.entry_symbol or spec.entry, op, work, markers,
         [artifact.path.parent], artifact.gpu, say)
-    return CheckResult("index.overflow", outcome, detail, shapes, metrics,
+    return check_row("index.overflow", outcome, detail, shapes, metrics,
                        make_fault("index_overflow") if outcome == "fail" else None)
 
 
@@ -90,15 +91,15 @@ def check(
     if not 0 <= seed < 2**63:
         raise VerifierError("seed must be between 0 and 2**63 - 1")
     rng = np.random.default_rng(seed)
-    env = environment_fingerprint(spec.runtime)
+    env = Environment.from_json(environment_fingerprint(spec.runtime))
 
-    def report(rows: Sequence[CheckResult]) -> CheckReport:
+    def report(rows: Sequence[Check]) -> CheckReport:
         return CheckReport(spec.name, spec.op, budget, seed, env, tuple(rows))
 
     runtime = get_runtime(spec.runtime)
     reason = runtime.unavailable_reason()
     if reason:
-        return report([CheckResult("build", "error", f"runtime {spec.runtime!r} unavailable: {reason}")])
+        return report([check_row("build", "error", f"runtime {spec.runtime!r} unavailable: {reason}")])
     op = OPS[spec.op]
     compiler, version = runtime.compiler()
     with tempfile.TemporaryDirectory(prefix="ktl-check-") as tmp:
@@ -107,9 +108,9 @@ def check(
         try:
             artifact = runtime.build(spec, "release", work)
         except (BuildError, RuntimeUnavailableError) as exc:
-            return report([CheckResult("build", "fail", str(exc)[:1000], {}, {}, make_fault("build"))])
+            return report([check_row("build", "fail", str(exc)[:1000], {}, {}, make_fault("build"))])
         relaxed = " (relaxed floating point recorded: results may differ from IEEE)" if spec.relaxed_math else ""
-        rows = [CheckResult("build", "pass",
+        rows = [check_row("build", "pass",
                             f"{compiler} {version} {' '.join(spec.flags)}{relaxed}".strip(),
                             {"flags": list(spec.flags)},
                             {"relaxed_math": 1.0 if spec.relaxed_math else 0.0})]
@@ -122,12 +123,12 @@ def check(
                            gpu=artifact.gpu)
         say("comparing with the float64 reference")
         rows.extend(judge(op, cases, plan, markers))
-        rows.append(CheckResult("sandbox", "pass", sandbox_detail(layers), {},
+        rows.append(check_row("sandbox", "pass", sandbox_detail(layers), {},
                                 sandbox_metrics(layers)))
         hung = next((c.failure for c in cases if c.fault == "hang"), None)
         if hung:
             why = f"not run: the kernel already failed ({hung})"
-            rows += [CheckResult(row, "fail", why, {}, {}, make_fault("not_run"))
+            rows += [check_row(row, "fail", why, {}, {}, make_fault("not_run"))
                      for row in ("index.overflow", "sanitizer.asan_ubsan", "sanitizer.tsan")]
             return report(rows)
         rows.append(_index_overflow_row(artifact, spec, op, plan, work, markers, say))

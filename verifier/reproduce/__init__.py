@@ -14,6 +14,8 @@ from verifier.reproduce._claims import (
     BENCHMARK_V1,
     DEFAULT_POLICY,
     VERIFICATION_V1,
+    Claimed,
+    ReproduceSettings,
     claimed_threads,
     compare,
     compare_benchmark,
@@ -23,6 +25,7 @@ from verifier.reproduce._claims import (
     reproduce_kernel,
 )
 
-__all__ = ["BENCHMARK_V1", "DEFAULT_POLICY", "VERIFICATION_V1", "claimed_threads", "compare",
+__all__ = ["BENCHMARK_V1", "DEFAULT_POLICY", "VERIFICATION_V1", "Claimed", "ReproduceSettings",
+           "claimed_threads", "compare",
            "compare_benchmark", "compare_verification", "make_policy", "overall_verdict",
            "reproduce_kernel"]

@@ -1,7 +1,9 @@
 """Compare claimed predicates with a fresh run: the `reproduction/v1` body.
 
-`compare` is pure (bodies in, body out); `reproduce_kernel` runs `check` and
-`bench` on an unpacked kernel and then calls `compare`. Fetching the entry,
+`compare` is pure (attest predicates in, a `ReproductionPredicate` out); `reproduce_kernel`
+runs `check` and `bench_runs` on an unpacked kernel and then calls `compare`. Each claimed
+predicate may come with the logged entry it is (`Claimed.entry`): its verdict rows then name
+that entry. Fetching the entry,
 checking the digest, signing and submitting belong to `ktl reproduce` (client).
 
 Verdict per claim:
@@ -26,24 +28,34 @@ Verdict per claim:
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from attest import AttestError
+from attest.ops import shape_key, shape_label
 from attest.predicates import (
     BENCHMARK_V1,
     REPRODUCTION_SCHEMA_VERSION,
     VERIFICATION_V1,
     BenchmarkPredicate,
     BenchmarkResult,
+    ClaimResult,
     DecisionPolicy,
-    parse_predicate,
+    Environment,
+    EnvironmentDiff,
+    JudgedEntry,
+    Measurement,
+    Predicate,
+    ReproductionPredicate,
+    ReproductionTarget,
+    SpeedupStatistics,
+    VerificationPredicate,
 )
 from verifier.benchmark import DEFAULT_RUNS
 from verifier.errors import ReproduceError
-from verifier.ops import OPS
+from verifier.progress import Progress
 from verifier.reproduce._verdict import (
     DEFAULT_POLICY,
     environment_diff,
@@ -56,6 +68,9 @@ __all__ = [
     "BENCHMARK_V1",
     "DEFAULT_POLICY",
     "VERIFICATION_V1",
+    "Claimed",
+    "ReproduceSettings",
+    "claimed_threads",
     "compare",
     "compare_benchmark",
     "compare_verification",
@@ -65,201 +80,213 @@ __all__ = [
 ]
 
 MAX_REASON = 1500
-_THREADS = re.compile(r"kernel OMP_NUM_THREADS=([0-9]{1,4})")
 
 
-def _shape_key(shape: Mapping[str, Any], order: Sequence[str] = ()) -> str:
-    """`M=256,N=256,K=256` with dims in the op's catalogue order, whatever the dict order.
+@dataclass(frozen=True)
+class Claimed:
+    """A claimed predicate to re-run and, when it was fetched from a log, the entry it is
+    (index and leaf hash), which every verdict row on it then names."""
 
-    Logged bodies are canonical JSON (keys sorted) while fresh results keep the
-    catalogue order, so the key must not depend on the mapping's order.
-    """
-    keys = [d for d in order if d in shape] + sorted(k for k in shape if k not in order)
-    return ",".join(f"{k}={shape[k]}" for k in keys)
+    predicate: Predicate
+    entry: JudgedEntry | None = None
 
 
-def _claim(claim: str, verdict: Decision, claimed: dict[str, Any], measured: dict[str, Any],
-           reason: str, statistics: dict[str, Any] | None = None,
-           diff: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"claim": claim, "verdict": verdict, "claimed": claimed,
-                           "measured": measured, "reason": reason[:MAX_REASON]}
-    if statistics is not None:
-        out["statistics"] = statistics
-    if diff:
-        out["environment_diff"] = [dict(d) for d in diff]
-    return out
+def _claim(claim: str, verdict: Decision, claimed: Measurement, measured: Measurement,
+           reason: str, statistics: SpeedupStatistics | None = None,
+           diff: Sequence[EnvironmentDiff] = ()) -> ClaimResult:
+    return ClaimResult(claim=claim, verdict=verdict, claimed=claimed, measured=measured,
+                       reason=reason[:MAX_REASON], statistics=statistics,
+                       environment_diff=tuple(diff) or None)
 
 
 def _pass_fail(outcome: str) -> str:
     return "pass" if outcome == "pass" else "fail"
 
 
-def compare_verification(claimed: Mapping[str, Any], measured: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Claims of a verification/v1 body against a fresh one."""
-    try:
-        mine = {c["name"]: c for c in measured["checks"]}
-        theirs = list(claimed["checks"])
-        claimed_verdict, measured_verdict = claimed["verdict"], measured["verdict"]
-    except (KeyError, TypeError) as exc:
-        raise ReproduceError(f"malformed verification body: missing {exc}") from exc
-    out: list[dict[str, Any]] = []
-    for c in theirs:
-        name, outcome = c["name"], c["outcome"]
-        if outcome == "skip":
+def _verdict_of(outcome: str) -> Measurement:
+    return Measurement(verdict=_pass_fail(outcome))
+
+
+NOTHING = Measurement()
+
+
+def compare_verification(claimed: VerificationPredicate,
+                         measured: VerificationPredicate) -> list[ClaimResult]:
+    """Claims of a verification/v1 predicate against a fresh one."""
+    mine = {c.name: c for c in measured.checks}
+    out: list[ClaimResult] = []
+    for c in claimed.checks:
+        if c.outcome == "skip":
             continue
-        label = f"verification.check[{name}]"
-        got = mine.get(name)
-        if got is None or got["outcome"] == "skip":
-            out.append(_claim(label, "inconclusive", {"verdict": _pass_fail(outcome)}, {},
-                              f"check {name} was not run here"))
+        label = f"verification.check[{c.name}]"
+        got = mine.get(c.name)
+        if got is None or got.outcome == "skip":
+            out.append(_claim(label, "inconclusive", _verdict_of(c.outcome), NOTHING,
+                              f"check {c.name} was not run here"))
             continue
-        want, have = _pass_fail(outcome), _pass_fail(got["outcome"])
+        want, have = _pass_fail(c.outcome), _pass_fail(got.outcome)
         if want == have:
-            out.append(_claim(label, "confirmed", {"verdict": want}, {"verdict": have},
-                              f"{name}: {got['detail']}"))
+            out.append(_claim(label, "confirmed", _verdict_of(want), _verdict_of(have),
+                              f"{c.name}: {got.detail}"))
         elif want == "pass":
-            out.append(_claim(label, "refuted", {"verdict": want}, {"verdict": have},
-                              f"claimed pass, fails here: {got['detail']}"))
+            out.append(_claim(label, "refuted", _verdict_of(want), _verdict_of(have),
+                              f"claimed pass, fails here: {got.detail}"))
         else:
-            out.append(_claim(label, "inconclusive", {"verdict": want}, {"verdict": have},
+            out.append(_claim(label, "inconclusive", _verdict_of(want), _verdict_of(have),
                               f"claimed failure did not recur here (failures can depend on the "
-                              f"inputs): {got['detail']}"))
-    seed_note = f"seed {measured.get('seed')} here, {claimed.get('seed')} claimed"
-    if claimed_verdict == measured_verdict:
-        out.append(_claim("verification.verdict", "confirmed", {"verdict": claimed_verdict},
-                          {"verdict": measured_verdict}, f"same verdict ({seed_note})"))
-    elif claimed_verdict == "pass":
-        failing = [c["name"] for c in measured["checks"] if c["outcome"] in ("fail", "error")]
-        out.append(_claim("verification.verdict", "refuted", {"verdict": "pass"}, {"verdict": "fail"},
+                              f"inputs): {got.detail}"))
+    seed_note = f"seed {measured.seed} here, {claimed.seed} claimed"
+    want, have = claimed.verdict, measured.verdict
+    if want == have:
+        out.append(_claim("verification.verdict", "confirmed", _verdict_of(want),
+                          _verdict_of(have), f"same verdict ({seed_note})"))
+    elif want == "pass":
+        failing = [c.name for c in measured.checks if c.outcome in ("fail", "error")]
+        out.append(_claim("verification.verdict", "refuted", _verdict_of("pass"),
+                          _verdict_of("fail"),
                           f"claimed pass; failing here: {', '.join(failing)} ({seed_note})"))
     else:
-        out.append(_claim("verification.verdict", "inconclusive", {"verdict": "fail"},
-                          {"verdict": "pass"}, f"claimed failure did not recur ({seed_note})"))
+        out.append(_claim("verification.verdict", "inconclusive", _verdict_of("fail"),
+                          _verdict_of("pass"), f"claimed failure did not recur ({seed_note})"))
     return out
 
 
-def _measurement(result: BenchmarkResult) -> dict[str, Any]:
-    return {"speedup": result.speedup, "speedup_ci95": list(result.speedup_ci95)}
+def _measurement(result: BenchmarkResult) -> Measurement:
+    return Measurement(speedup=result.speedup, speedup_ci95=result.speedup_ci95)
 
 
-def _parse_bench(body: Mapping[str, Any], who: str) -> BenchmarkPredicate:
-    try:
-        parsed = parse_predicate(BENCHMARK_V1, dict(body), f"{who} benchmark")
-    except AttestError as exc:
-        raise ReproduceError(f"malformed {who} benchmark body: {exc}") from exc
-    assert isinstance(parsed, BenchmarkPredicate)
-    return parsed
-
-
-def compare_benchmark(claimed: Mapping[str, Any], measured: Mapping[str, Any],
-                      policy: DecisionPolicy = DEFAULT_POLICY) -> list[dict[str, Any]]:
-    """Claims of a benchmark/v1 body (one per shape) against a fresh one, run by run."""
-    theirs, mine_body = _parse_bench(claimed, "claimed"), _parse_bench(measured, "measured")
-    op = OPS.get(theirs.workload.op)
-    order = op.dims if op is not None else ()
-    mine = {_shape_key(r.shape, order): r for r in mine_body.results}
-    diff = environment_diff(theirs.environment.to_json(), mine_body.environment.to_json())
-    notes = list(mine_body.notes)
-    out: list[dict[str, Any]] = []
-    for r in theirs.results:
-        key = _shape_key(r.shape, order)
+def compare_benchmark(claimed: BenchmarkPredicate, measured: BenchmarkPredicate,
+                      policy: DecisionPolicy = DEFAULT_POLICY) -> list[ClaimResult]:
+    """Claims of a benchmark/v1 predicate (one per shape) against a fresh one, run by run."""
+    op = claimed.workload.op
+    mine = {shape_key(op, r.shape): r for r in measured.results}
+    diff = environment_diff(claimed.environment, measured.environment)
+    out: list[ClaimResult] = []
+    for r in claimed.results:
+        key = shape_key(op, r.shape)
         label = f"benchmark.speedup[{key}]"
         claimed_m = _measurement(r)
         got = mine.get(key)
         # typed faults only (never the notes' text): those of this shape, and when the shape
         # has no result, also those of the whole run (a build or child failure)
-        own = [f for f in mine_body.faults
-               if (f.shape is not None and _shape_key(f.shape, order) == key)
+        own = [f for f in measured.faults
+               if (f.shape is not None and shape_key(op, f.shape) == key)
                or (got is None and f.shape is None)]
         if own:
-            out.append(_claim(label, "refuted", claimed_m, {} if got is None else _measurement(got),
+            out.append(_claim(label, "refuted", claimed_m,
+                              NOTHING if got is None else _measurement(got),
                               f"the measurement here exposes the kernel ({own[0].kind}): "
                               f"{own[0].detail}", diff=diff))
             continue
         if got is None:
-            out.append(_claim(label, "inconclusive", claimed_m, {},
+            out.append(_claim(label, "inconclusive", claimed_m, NOTHING,
                               f"shape {key} was not measured here", diff=diff))
             continue
-        measured_m = _measurement(got)
-        why = "; ".join(n for n in notes if "{" + key + "}" in n) or \
+        # the notes are quoted to say why, never read to decide: `trusted` decides
+        why = "; ".join(n for n in measured.notes if shape_label(op, r.shape) in n) or \
             "the measurement here was not stable enough"
-        v = speedup_verdict(r.run_speedups(), got.run_speedups(), mine_body.trusted, why, diff,
+        v = speedup_verdict(r.run_speedups(), got.run_speedups(), measured.trusted, why, diff,
                             policy)
-        out.append(_claim(label, v.decision, claimed_m, measured_m, v.reason,
-                          statistics=v.statistics_json(), diff=diff))
+        out.append(_claim(label, v.decision, claimed_m, _measurement(got), v.reason,
+                          statistics=v.statistics(), diff=diff))
     return out
 
 
-def overall_verdict(claims: Sequence[Mapping[str, Any]]) -> str:
-    verdicts = [c["verdict"] for c in claims]
-    if "refuted" in verdicts:
+def overall_verdict(verdicts: Iterable[str]) -> Decision:
+    """Refuted if any claim is refuted, confirmed if there are claims and all are confirmed."""
+    seen = list(verdicts)
+    if "refuted" in seen:
         return "refuted"
-    if verdicts and all(v == "confirmed" for v in verdicts):
+    if seen and all(v == "confirmed" for v in seen):
         return "confirmed"
     return "inconclusive"
 
 
-def compare(
-    claimed: Sequence[tuple[str, Mapping[str, Any]]],
-    target: Mapping[str, Any],
-    environment: Mapping[str, Any],
-    verification: Mapping[str, Any] | None = None,
-    benchmark: Mapping[str, Any] | None = None,
-    policy: DecisionPolicy = DEFAULT_POLICY,
-) -> dict[str, Any]:
-    """The reproduction/v1 body for `claimed` (predicate type, body) pairs vs fresh bodies.
+def _claimed(items: Sequence[Claimed | Predicate]) -> list[Claimed]:
+    return [c if isinstance(c, Claimed) else Claimed(c) for c in items]
 
-    `verification` / `benchmark` are the fresh bodies (None if not run); `target`
+
+def compare(
+    claimed: Sequence[Claimed | Predicate],
+    target: ReproductionTarget,
+    environment: Environment,
+    verification: VerificationPredicate | None = None,
+    benchmark: BenchmarkPredicate | None = None,
+    policy: DecisionPolicy = DEFAULT_POLICY,
+) -> ReproductionPredicate:
+    """The reproduction/v1 predicate for `claimed` predicates vs fresh ones.
+
+    `verification` / `benchmark` are the fresh predicates (None if not run); `target`
     names the logged entry; `environment` is this machine's fingerprint; `policy`
     (tolerance, confidence) decides speed-up claims and is recorded in the body.
     """
-    claims: list[dict[str, Any]] = []
-    for ptype, body in claimed:
-        if ptype == VERIFICATION_V1:
+    claims: list[ClaimResult] = []
+    for item in _claimed(claimed):
+        pred = item.predicate
+        if isinstance(pred, VerificationPredicate):
             if verification is None:
                 raise ReproduceError("a verification claim needs a fresh verification body")
-            claims += compare_verification(body, verification)
-        elif ptype == BENCHMARK_V1:
+            rows = compare_verification(pred, verification)
+        elif isinstance(pred, BenchmarkPredicate):
             if benchmark is None:
                 raise ReproduceError("a benchmark claim needs a fresh benchmark body")
-            claims += compare_benchmark(body, benchmark, policy)
+            rows = compare_benchmark(pred, benchmark, policy)
         else:
-            raise ReproduceError(f"cannot reproduce predicate type {ptype!r}; only verification/v1 "
-                                 "and benchmark/v1 claims can be re-run")
+            raise ReproduceError(f"cannot reproduce predicate type {pred.PREDICATE_TYPE!r}; only "
+                                 "verification/v1 and benchmark/v1 claims can be re-run")
+        claims += [dataclasses.replace(r, entry=item.entry) for r in rows]
     return _body(target, environment, claims, policy)
 
 
-def _body(target: Mapping[str, Any], environment: Mapping[str, Any],
-          claims: list[dict[str, Any]], policy: DecisionPolicy) -> dict[str, Any]:
-    return {"schema_version": REPRODUCTION_SCHEMA_VERSION, "target": dict(target),
-            "environment": dict(environment), "policy": policy.to_json(), "claims": claims,
-            "verdict": overall_verdict(claims)}
+def _body(target: ReproductionTarget, environment: Environment, claims: Sequence[ClaimResult],
+          policy: DecisionPolicy) -> ReproductionPredicate:
+    return ReproductionPredicate(
+        schema_version=REPRODUCTION_SCHEMA_VERSION, target=target, environment=environment,
+        policy=policy, claims=tuple(claims), verdict=overall_verdict(c.verdict for c in claims))
 
 
-def claimed_threads(body: Mapping[str, Any]) -> int:
-    """The thread count a benchmark body's notes record (1 when they do not say)."""
-    for note in body.get("notes", []):
-        found = _THREADS.search(str(note))
+_LEGACY_THREADS = re.compile(r"kernel OMP_NUM_THREADS=([0-9]{1,4})")
+
+
+def claimed_threads(body: BenchmarkPredicate) -> int:
+    """The thread count a benchmark claim was measured with: `method.threads`.
+
+    Entries logged before `method.threads` existed record it only in a note's prose
+    ("kernel OMP_NUM_THREADS=N"), which is read for them alone, so that re-running one of
+    those entries gives its kernel the threads it was measured with; absent both, 1 (the
+    bench default)."""
+    if body.method.threads is not None:
+        return body.method.threads
+    for note in body.notes:
+        found = _LEGACY_THREADS.search(note)
         if found:
             return max(1, min(int(found.group(1)), 1024))
     return 1
 
 
+@dataclass(frozen=True)
+class ReproduceSettings:
+    """How `reproduce_kernel` re-runs claims: the check budget (None: the claimed one), each
+    benchmark run's time budget, the number of runs, the decision policy, progress."""
+
+    budget: str | None = None
+    time_budget_s: float = 10.0
+    runs: int = DEFAULT_RUNS
+    policy: DecisionPolicy = DEFAULT_POLICY
+    progress: Progress | None = None
+
+
 def reproduce_kernel(
     kernel_dir: str | Path,
-    claimed: Sequence[tuple[str, Mapping[str, Any]]],
-    target: Mapping[str, Any],
-    budget: str | None = None,
-    time_budget_s: float = 10.0,
-    progress: Callable[[str], None] | None = None,
-    runs: int = DEFAULT_RUNS,
-    policy: DecisionPolicy = DEFAULT_POLICY,
-) -> dict[str, Any]:
+    claimed: Sequence[Claimed | Predicate],
+    target: ReproductionTarget,
+    settings: ReproduceSettings = ReproduceSettings(),
+) -> ReproductionPredicate:
     """Re-run what `claimed` claims on the unpacked kernel and compare.
 
-    The check reuses the claimed seed and budget (unless `budget` is given), so the
+    The check reuses the claimed seed and budget (unless `settings.budget` is given), so the
     same inputs are replayed; the benchmark uses the claimed shapes, seed and threads,
-    `runs` independent runs of up to `time_budget_s` each.
+    `settings.runs` independent runs of up to `settings.time_budget_s` each.
     """
     from verifier.benchmark import bench_runs
     from verifier.checks import check
@@ -267,23 +294,26 @@ def reproduce_kernel(
     from verifier.kernel import KernelSpec
     from verifier.runtimes import get_runtime
 
+    items = _claimed(claimed)
     runtime = KernelSpec.load(kernel_dir).runtime
+    here = Environment.from_json(environment_fingerprint(runtime))
     unavailable = get_runtime(runtime).unavailable_reason()
     if unavailable:  # e.g. a cuda kernel on a machine without a GPU: not evidence either way
-        claims = [_claim(ptype, "inconclusive", {}, {},
-                         f"not re-run: runtime {runtime!r} unavailable here: {unavailable}")
-                  for ptype, _ in claimed]
-        return _body(target, environment_fingerprint(runtime), claims, policy)
-    verification = benchmark = None
-    for ptype, body in claimed:
-        if ptype == VERIFICATION_V1 and verification is None:
-            verification = check(kernel_dir, budget=budget or str(body.get("budget", "quick")),
-                                 seed=int(body.get("seed", 1)), progress=progress).to_predicate()
-        elif ptype == BENCHMARK_V1 and benchmark is None:
-            workload = body.get("workload", {})
-            shapes = [dict(s) for s in workload.get("shapes", [])] or None
-            benchmark = bench_runs(kernel_dir, runs=runs, shapes=shapes,
-                                   seed=int(workload.get("seed", 1)), time_budget_s=time_budget_s,
-                                   threads=claimed_threads(body), progress=progress).to_predicate()
-    return compare(claimed, target, environment_fingerprint(runtime), verification, benchmark,
-                   policy)
+        rows = [_claim(c.predicate.PREDICATE_TYPE, "inconclusive", NOTHING, NOTHING,
+                       f"not re-run: runtime {runtime!r} unavailable here: {unavailable}")
+                for c in items]
+        return _body(target, here, [dataclasses.replace(r, entry=c.entry)
+                                    for r, c in zip(rows, items, strict=True)], settings.policy)
+    verification: VerificationPredicate | None = None
+    benchmark: BenchmarkPredicate | None = None
+    for item in items:
+        pred = item.predicate
+        if isinstance(pred, VerificationPredicate) and verification is None:
+            verification = check(kernel_dir, budget=settings.budget or pred.budget,
+                                 seed=pred.seed, progress=settings.progress).to_predicate()
+        elif isinstance(pred, BenchmarkPredicate) and benchmark is None:
+            benchmark = bench_runs(
+                kernel_dir, runs=settings.runs, shapes=[dict(s) for s in pred.workload.shapes],
+                seed=pred.workload.seed, time_budget_s=settings.time_budget_s,
+                threads=claimed_threads(pred), progress=settings.progress).to_predicate()
+    return compare(items, target, here, verification, benchmark, settings.policy)

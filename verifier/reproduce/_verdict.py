@@ -7,11 +7,11 @@ values afterwards, never read back.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from attest.predicates import DecisionPolicy
+from attest.predicates import DecisionPolicy, Environment, EnvironmentDiff, SpeedupStatistics
 from verifier.stats import (
     DEFAULT_CONFIDENCE,
     DEFAULT_TOLERANCE,
@@ -56,41 +56,42 @@ def _render(value: Any) -> str:
     return "null" if value is None else str(value)
 
 
-def environment_diff(claimed: Mapping[str, Any], measured: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Every environment field that differs, as {field, hardware, claimed, measured}.
+def environment_diff(claimed: Environment, measured: Environment) -> tuple[EnvironmentDiff, ...]:
+    """Every environment field that differs (at most 32).
 
     CPU flags are compared as sets ("+avx512f" only here, "-sve" only in the claim);
     libraries one by one ("libraries.numpy").
     """
-    out: list[dict[str, Any]] = []
+    out: list[EnvironmentDiff] = []
 
     def add(name: str, a: Any, b: Any) -> None:
-        out.append({"field": name, "hardware": name in HARDWARE_FIELDS,
-                    "claimed": _render(a)[:MAX_DIFF_CHARS], "measured": _render(b)[:MAX_DIFF_CHARS]})
+        out.append(EnvironmentDiff(field=name, hardware=name in HARDWARE_FIELDS,
+                                   claimed=_render(a)[:MAX_DIFF_CHARS],
+                                   measured=_render(b)[:MAX_DIFF_CHARS]))
 
     for name in ENV_FIELDS:
-        a, b = claimed.get(name), measured.get(name)
+        a, b = getattr(claimed, name), getattr(measured, name)
         if name == "cpu_flags":
-            fa, fb = set(a or ()), set(b or ())
+            fa, fb = set(a), set(b)
             if fa != fb:
                 add(name, sorted(fa - fb), sorted(fb - fa))
         elif a != b:
             add(name, a, b)
-    la, lb = claimed.get("libraries") or {}, measured.get("libraries") or {}
+    la, lb = claimed.libraries, measured.libraries
     for lib in sorted(set(la) | set(lb)):
         if la.get(lib) != lb.get(lib):
             add(f"libraries.{lib}", la.get(lib), lb.get(lib))
-    return out[:32]
+    return tuple(out[:32])
 
 
-def same_hardware(diff: Sequence[Mapping[str, Any]]) -> bool:
-    return not any(d["hardware"] for d in diff)
+def same_hardware(diff: Sequence[EnvironmentDiff]) -> bool:
+    return not any(d.hardware for d in diff)
 
 
-def _hardware_phrase(diff: Sequence[Mapping[str, Any]]) -> str:
+def _hardware_phrase(diff: Sequence[EnvironmentDiff]) -> str:
     if not diff:
         return "same environment"
-    parts = [f"{d['field']} {d['claimed']!r} claimed, {d['measured']!r} here" for d in diff]
+    parts = [f"{d.field} {d.claimed!r} claimed, {d.measured!r} here" for d in diff]
     kind = "different hardware" if not same_hardware(diff) else "same hardware, different software"
     return f"{kind} ({'; '.join(parts)})"[:600]
 
@@ -103,18 +104,19 @@ class SpeedupVerdict:
     test: InflationTest | None
     reason: str
 
-    def statistics_json(self) -> dict[str, Any] | None:
+    def statistics(self) -> SpeedupStatistics | None:
+        """The test's typed outcome as the claim records it (None when no test ran)."""
         t = self.test
         if t is None:
             return None
-        return {"claimed_runs": t.claimed_runs, "measured_runs": t.measured_runs,
-                "inflation": t.inflation, "inflation_interval": list(t.inflation_interval),
-                "measured_interval": list(t.measured_interval), "sigma": t.sigma,
-                "more_runs": None if t.more_runs is None else min(t.more_runs, 1000)}
+        return SpeedupStatistics(
+            claimed_runs=t.claimed_runs, measured_runs=t.measured_runs, inflation=t.inflation,
+            inflation_interval=t.inflation_interval, measured_interval=t.measured_interval,
+            sigma=t.sigma, more_runs=None if t.more_runs is None else min(t.more_runs, 1000))
 
 
 def speedup_verdict(claimed_runs: Sequence[float], measured_runs: Sequence[float], trusted: bool,
-                    untrusted_why: str, diff: Sequence[Mapping[str, Any]],
+                    untrusted_why: str, diff: Sequence[EnvironmentDiff],
                     policy: DecisionPolicy = DEFAULT_POLICY) -> SpeedupVerdict:
     """The verdict on one shape's speed-up claim.
 
