@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from attest import HEX64_PATTERN, KERNEL_NAME_PATTERN, RUNTIMES
-from verifier.errors import ArchiveError, KernelSpecError
+from attest.ops import CATALOGUE_VERSION
+from verifier.errors import ArchiveError, KernelSpecError, UnknownOpError
 from verifier.ops import OPS
 
 __all__ = [
@@ -211,8 +212,10 @@ class KernelSpec:
         if not VERSION_RE.fullmatch(version):
             raise KernelSpecError(f"version: {version!r} must be letters, digits, '.', '+', '-'")
         op = obj["op"]
-        if op not in OPS:
-            raise KernelSpecError(f"op: {op!r} is not one of {sorted(OPS)}")
+        if not isinstance(op, str) or op not in OPS:
+            if not isinstance(op, str):
+                raise KernelSpecError(f"op: must be a string, got {op!r}")
+            raise UnknownOpError(op[:64], CATALOGUE_VERSION, sorted(OPS))
         runtime = obj["runtime"]
         if runtime not in RUNTIMES:
             raise KernelSpecError(f"runtime: {runtime!r} is not one of {list(RUNTIMES)}")
@@ -384,6 +387,8 @@ def unpack_kernel(data: bytes, dest: str | Path) -> Path:
         raise ArchiveError("archive has no kernel.toml")
     try:
         spec = KernelSpec.parse(files[MANIFEST])
+    except UnknownOpError:
+        raise  # a limit of this verifier, not a bad archive
     except KernelSpecError as exc:
         raise ArchiveError(f"archive's kernel.toml is invalid: {exc}") from exc
     if set(files) != {MANIFEST, *spec.sources}:
