@@ -19,7 +19,9 @@ class UnknownOpError(KernelSpecError):
         self.op = op
         self.catalogue_version = catalogue_version
         super().__init__(f"op: {op!r} is not known to this verifier (catalogue version "
-                         f"{catalogue_version}; it knows {', '.join(known)})")
+                         f"{catalogue_version}; it knows {', '.join(known)}); an op the "
+                         "catalogue lacks can be defined by a PyTorch module: op = 'torch', "
+                         "runtime = 'torch' (see `ktl import kernelbench`)")
 
 
 class ArchiveError(VerifierError):

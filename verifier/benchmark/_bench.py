@@ -124,7 +124,8 @@ class Findings:
         self.notes.append(note)
 
     def fault(self, kind: BenchFaultKind, shape: Mapping[str, int] | None, note: str) -> None:
-        self.faults.append(BenchFault(kind, None if shape is None else dict(shape), note[:2000]))
+        self.faults.append(BenchFault(kind=kind, shape=None if shape is None else dict(shape),
+                                      detail=note[:2000]))
         self.notes.append(note)
 
 
@@ -278,6 +279,11 @@ def bench(
     """
     say: Progress = progress or (lambda _msg: None)
     spec = KernelSpec.load(directory)
+    if spec.is_torch:
+        from verifier.runtimes import get_runtime
+
+        reason = get_runtime(spec.runtime).unavailable_reason()
+        raise RuntimeUnavailableError(f"runtime {spec.runtime!r} unavailable: {reason}")
     op = OPS[spec.op]
     try:
         dims_list = [op.check_dims(s) for s in (shapes or op.bench_shapes)]

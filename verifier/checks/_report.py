@@ -96,7 +96,7 @@ class CheckResult:
 
 
 def make_fault(kind: FaultKind, dims: Mapping[str, int] | None = None) -> Fault:
-    return Fault(kind, None if dims is None else dict(dims))
+    return Fault(kind=kind, shape=None if dims is None else dict(dims))
 
 
 @dataclass(frozen=True)
