@@ -76,6 +76,9 @@ __all__ = [
 MANIFEST = "kernel.toml"
 ABI_VERSION = 1
 MAX_MANIFEST_BYTES = 64 * 1024
+MAX_MANIFEST_DEPTH = 16
+"""Arrays and inline tables nested deeper than this are refused before parsing (the TOML
+parser recurses once per level: 2,000 nested arrays would raise RecursionError)."""
 MAX_SOURCES = 32
 MAX_SOURCE_BYTES = 1024 * 1024
 MAX_TOTAL_BYTES = 4 * 1024 * 1024
@@ -153,6 +156,35 @@ class GeneratorInfo:
             model=_text(obj, "model", "generator."),
             prompt_sha256=prompt,
         )
+
+
+def _nesting_depth(text: str) -> int:
+    """The deepest nesting of `[`/`{` outside strings and comments (table headers count 1 or 2).
+
+    Strings are skipped by their TOML quoting (basic and literal, one-line and multi-line,
+    backslash escapes in basic strings); an unterminated string runs to the end. A linear
+    scan with no recursion: it is what bounds the parser's."""
+    depth = deepest = 0
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "#":
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+        elif ch in "\"'":
+            quote = ch * 3 if text.startswith(ch * 3, i) else ch
+            i += len(quote)
+            while i < n and not text.startswith(quote, i):
+                i += 2 if ch == '"' and text[i] == "\\" else 1
+            i += len(quote)
+            continue
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth = max(depth - 1, 0)
+        i += 1
+    return deepest
 
 
 def _text(obj: Mapping[str, Any], key: str, prefix: str = "", limit: int = 128) -> str:
@@ -376,9 +408,19 @@ class KernelSpec:
         if len(text) > MAX_MANIFEST_BYTES:
             raise KernelSpecError(f"kernel.toml: {len(text)} bytes; the cap is {MAX_MANIFEST_BYTES}")
         try:
-            obj = tomllib.loads(text.decode("utf-8"))
-        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise KernelSpecError(f"kernel.toml: not valid UTF-8 TOML: {exc}") from exc
+            decoded = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise KernelSpecError(f"kernel.toml: not valid UTF-8: {exc}") from exc
+        depth = _nesting_depth(decoded)
+        if depth > MAX_MANIFEST_DEPTH:
+            raise KernelSpecError(f"kernel.toml: arrays or tables nested {depth} deep; the cap is "
+                                  f"{MAX_MANIFEST_DEPTH}")
+        try:
+            obj = tomllib.loads(decoded)
+        except tomllib.TOMLDecodeError as exc:
+            raise KernelSpecError(f"kernel.toml: not valid TOML: {str(exc)[:300]}") from exc
+        except RecursionError:
+            raise KernelSpecError("kernel.toml: nested too deeply to parse") from None
         return cls.from_json(obj, directory)
 
     @classmethod
