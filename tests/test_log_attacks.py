@@ -13,8 +13,8 @@ from ledger.merkle import leaf_hash
 from ledger.tiles import TILE_WIDTH, encode_bundle
 
 
-def _fill(base: str, n: int) -> list[bytes]:
-    entries = [entry_bytes(i) for i in range(n)]
+def _fill(base: str, n: int, first: int = 0) -> list[bytes]:
+    entries = [entry_bytes(i) for i in range(first, first + n)]
     for lo in range(0, n, 250):
         r = requests.post(f"{base}/api/v1/entries:batch", timeout=60,
                           json={"entries": [json.loads(e) for e in entries[lo:lo + 250]]})
@@ -91,3 +91,25 @@ def test_a_symlink_in_the_data_folder_is_refused_not_followed(tmp_path: Path) ->
         os.mkfifo(bundle)
         r = requests.get(f"{base}/tile/entries/000", timeout=10)
         assert r.status_code == 500
+
+
+def test_an_impostor_at_another_url_cannot_lock_the_user_out(tmp_path: Path) -> None:
+    # Row 9: `ktl log-info` against an impostor announcing the real log's origin made the
+    # real log refused ("the log may have changed keys") until both pins were forgotten.
+    from client_server import Ktl
+
+    ktl = Ktl(tmp_path / "home")
+    origin = "real.example/log"
+    with ktl_serve(tmp_path / "real", "--origin", origin) as (_p, real, real_key), \
+            ktl_serve(tmp_path / "fake", "--origin", origin) as (_q, fake, fake_key):
+        assert real_key != fake_key
+        _fill(real, 3)
+        _fill(fake, 7)
+        assert ktl.json("log-info", "--log", real)["tree_size"] == 3
+        assert ktl.json("log-info", "--log", fake)["tree_size"] == 7  # TOFU at its own URL
+        again = ktl("log-info", "--log", real, "--json")
+        assert again.exit_code == 0, again.stdout + again.stderr
+        _fill(real, 2, first=100)
+        assert ktl.json("log-info", "--log", real)["tree_size"] == 5
+        listed = {p["url"]: p["trusted_size"] for p in ktl.json("trust", "list")["pins"]}
+        assert listed == {real: 5, fake: 7}
