@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import subprocess
+import threading
+import time
 from pathlib import Path
 
+import pytest
 import requests
-from ledger_support import entry_bytes, ktl_serve
+from ledger_support import KTL, entry_bytes, ktl_serve
 
 from ledger.merkle import leaf_hash
 from ledger.tiles import TILE_WIDTH, encode_bundle
@@ -113,3 +118,46 @@ def test_an_impostor_at_another_url_cannot_lock_the_user_out(tmp_path: Path) -> 
         assert ktl.json("log-info", "--log", real)["tree_size"] == 5
         listed = {p["url"]: p["trusted_size"] for p in ktl.json("trust", "list")["pins"]}
         assert listed == {real: 5, fake: 7}
+
+
+def _dribbler(head_only: bool) -> tuple[str, threading.Event]:
+    """A server on 127.0.0.1 that answers one byte every 0.3 s, for at most 20 s."""
+    srv = socket.create_server(("127.0.0.1", 0))
+    srv.settimeout(20)
+    stop = threading.Event()
+    answer = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Slow: " + b"a" * 200
+              if head_only else
+              b"HTTP/1.1 200 OK\r\nContent-Length: 200\r\n\r\n" + b"{" * 200)
+
+    def run() -> None:
+        with srv:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            with conn:
+                for i in range(len(answer)):  # bounded: ends by itself
+                    if stop.wait(0.3):
+                        return
+                    try:
+                        conn.sendall(answer[i:i + 1])
+                    except OSError:
+                        return
+
+    threading.Thread(target=run, daemon=True).start()
+    return f"http://127.0.0.1:{srv.getsockname()[1]}", stop
+
+
+@pytest.mark.parametrize("head_only", [True, False])
+def test_a_server_dribbling_bytes_is_cut_off_by_the_overall_deadline(
+        tmp_path: Path, head_only: bool) -> None:
+    # Row 10: one byte every 2 s kept `ktl log-info` waiting forever (per-read timeouts).
+    url, stop = _dribbler(head_only)
+    env = {**os.environ, "KTL_HOME": str(tmp_path), "KTL_DEADLINE": "2"}
+    t0 = time.monotonic()
+    res = subprocess.run([*KTL, "log-info", "--log", url], capture_output=True, text=True,
+                         env=env, timeout=60)
+    took = time.monotonic() - t0
+    stop.set()
+    assert res.returncode == 3, res.stderr
+    assert "within 2 s" in res.stderr and took < 30  # not the ~60 s the bytes would take
