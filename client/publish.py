@@ -312,7 +312,7 @@ def run_publish(
     out.note(f"log {sess.origin}: {sess.key.describe()}")
     try:
         published = publish_claims(
-            sess.log, sess.verifier, sess.origin, trusted, key, name=name, archive=archive,
+            sess.log, sess.verifier, sess.origin, sess.trusted, key, name=name, archive=archive,
             claims=claims, receipt_folder=receipts_dir(kernel_dir), samples=results.samples,
             on_step=out.note, quorum=sess.quorum,
         )
