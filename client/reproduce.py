@@ -128,6 +128,8 @@ class Gathered:
     kernel_dir: Path
     claims: tuple[FetchedEntry, ...]
     search: ClaimSearch = ClaimSearch()
+    not_rerun: str | None = None
+    """Why the claims cannot be re-run here at all (an op this verifier does not know)."""
 
     @property
     def digest(self) -> str:
@@ -164,8 +166,9 @@ def claim_skip_reason(
 def gather(sess: Session, index: int, workdir: Path, policy: TrustPolicy | None = None
            ) -> Gathered:
     """Fetch and verify entry `index`, its source blob and the claims to reproduce."""
-    from verifier import VerifierError
+    from verifier import UnknownOpError, VerifierError
     from verifier.kernel import unpack_kernel
+    from verifier.reproduce import unknown_op_reason
 
     target = fetch_entry(sess, index)
     stmt = target.verified.statement
@@ -176,15 +179,18 @@ def gather(sess: Session, index: int, workdir: Path, policy: TrustPolicy | None 
     blob = sess.log.get_blob(digest)
     if hashlib.sha256(blob).hexdigest() != digest:
         raise VerificationFailed(f"the source blob does not hash to the subject sha256:{digest}")
+    not_rerun: str | None = None
     try:
         kernel_dir = unpack_kernel(blob, workdir)
+    except UnknownOpError as exc:  # this verifier's limit, not the kernel's defect
+        kernel_dir, not_rerun = workdir, unknown_op_reason(exc.op, exc.catalogue_version)
     except VerifierError as exc:
         raise VerificationFailed(f"the source archive sha256:{digest} is unusable: {exc}") from exc
     if stmt.predicate_type in CLAIM_TYPES:
-        return Gathered(target, kernel_dir, (target,))
+        return Gathered(target, kernel_dir, (target,), not_rerun=not_rerun)
     claims, search = _search_claims(sess, stmt.subject_name, digest,
                                     frozenset(target.verified.signer_keyids), policy)
-    return Gathered(target, kernel_dir, claims, search)
+    return Gathered(target, kernel_dir, claims, search, not_rerun)
 
 
 def _search_claims(
@@ -305,8 +311,16 @@ def reproduce_entry(
     (`runs` independent benchmark runs; `decision` decides speed-up claims).
 
     `sandbox_record` (from `sandbox_gate`) is written into the body's environment."""
+    from attest.predicates import Environment
     from verifier import DEFAULT_RUNS, VerifierError
-    from verifier.reproduce import Claimed, ReproduceSettings, make_policy, reproduce_kernel
+    from verifier.environment import environment_fingerprint
+    from verifier.reproduce import (
+        Claimed,
+        ReproduceSettings,
+        make_policy,
+        not_rerun,
+        reproduce_kernel,
+    )
 
     gathered = gather(sess, index, workdir / "kernel", policy)
     stmt = gathered.target.verified.statement
@@ -323,7 +337,12 @@ def reproduce_entry(
                                  progress=note)
     try:
         target = ReproductionTarget.from_json(target_json(sess, gathered.target))
-        pred = reproduce_kernel(gathered.kernel_dir, claims, target, settings)
+        if gathered.not_rerun is not None:
+            note(f"not re-run: {gathered.not_rerun}")
+            pred = not_rerun(claims, target, gathered.not_rerun,
+                             Environment.from_json(environment_fingerprint()), settings.policy)
+        else:
+            pred = reproduce_kernel(gathered.kernel_dir, claims, target, settings)
         if sandbox_record is not None:
             env = pred.environment
             pred = dataclasses.replace(pred, environment=dataclasses.replace(

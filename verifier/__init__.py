@@ -18,6 +18,7 @@ from verifier.errors import (
     ReproduceError,
     RuntimeUnavailableError,
     SandboxError,
+    UnknownOpError,
     VerifierError,
 )
 from verifier.kernel import FLAG_ALLOWLIST, GeneratorInfo, KernelSpec, pack_kernel, unpack_kernel
@@ -45,6 +46,7 @@ __all__ = [
     "RuntimeUnavailableError",
     "SandboxError",
     "StatsError",
+    "UnknownOpError",
     "VerifierError",
     "bench",
     "bench_runs",

@@ -50,7 +50,8 @@ from pathlib import Path
 from typing import Any
 
 from attest import HEX64_PATTERN, KERNEL_NAME_PATTERN, RUNTIMES
-from verifier.errors import ArchiveError, KernelSpecError
+from attest.ops import CATALOGUE_VERSION
+from verifier.errors import ArchiveError, KernelSpecError, UnknownOpError
 from verifier.ops import OPS
 
 __all__ = [
@@ -75,6 +76,9 @@ __all__ = [
 MANIFEST = "kernel.toml"
 ABI_VERSION = 1
 MAX_MANIFEST_BYTES = 64 * 1024
+MAX_MANIFEST_DEPTH = 16
+"""Arrays and inline tables nested deeper than this are refused before parsing (the TOML
+parser recurses once per level: 2,000 nested arrays would raise RecursionError)."""
 MAX_SOURCES = 32
 MAX_SOURCE_BYTES = 1024 * 1024
 MAX_TOTAL_BYTES = 4 * 1024 * 1024
@@ -154,6 +158,35 @@ class GeneratorInfo:
         )
 
 
+def _nesting_depth(text: str) -> int:
+    """The deepest nesting of `[`/`{` outside strings and comments (table headers count 1 or 2).
+
+    Strings are skipped by their TOML quoting (basic and literal, one-line and multi-line,
+    backslash escapes in basic strings); an unterminated string runs to the end. A linear
+    scan with no recursion: it is what bounds the parser's."""
+    depth = deepest = 0
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "#":
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+        elif ch in "\"'":
+            quote = ch * 3 if text.startswith(ch * 3, i) else ch
+            i += len(quote)
+            while i < n and not text.startswith(quote, i):
+                i += 2 if ch == '"' and text[i] == "\\" else 1
+            i += len(quote)
+            continue
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth = max(depth - 1, 0)
+        i += 1
+    return deepest
+
+
 def _text(obj: Mapping[str, Any], key: str, prefix: str = "", limit: int = 128) -> str:
     value = obj.get(key)
     if not isinstance(value, str) or not TEXT_RE.fullmatch(value) or len(value) > limit:
@@ -192,12 +225,10 @@ def _check_op(op: Any, runtime: str) -> str:
             f"op: {TORCH_OP!r} (a reference PyTorch module) needs runtime torch or triton, "
             f"not {runtime!r}"
         )
+    if not isinstance(op, str):
+        raise KernelSpecError(f"op: must be a string, got {op!r}")
     if op not in OPS:
-        raise KernelSpecError(
-            f"op: {op!r} is not one of {sorted(OPS)}; an op the catalogue lacks can be defined "
-            f"by a PyTorch module: op = {TORCH_OP!r}, runtime = 'torch' "
-            "(see `ktl import kernelbench`)"
-        )
+        raise UnknownOpError(op[:64], CATALOGUE_VERSION, sorted(OPS))
     return str(op)
 
 
@@ -377,9 +408,19 @@ class KernelSpec:
         if len(text) > MAX_MANIFEST_BYTES:
             raise KernelSpecError(f"kernel.toml: {len(text)} bytes; the cap is {MAX_MANIFEST_BYTES}")
         try:
-            obj = tomllib.loads(text.decode("utf-8"))
-        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise KernelSpecError(f"kernel.toml: not valid UTF-8 TOML: {exc}") from exc
+            decoded = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise KernelSpecError(f"kernel.toml: not valid UTF-8: {exc}") from exc
+        depth = _nesting_depth(decoded)
+        if depth > MAX_MANIFEST_DEPTH:
+            raise KernelSpecError(f"kernel.toml: arrays or tables nested {depth} deep; the cap is "
+                                  f"{MAX_MANIFEST_DEPTH}")
+        try:
+            obj = tomllib.loads(decoded)
+        except tomllib.TOMLDecodeError as exc:
+            raise KernelSpecError(f"kernel.toml: not valid TOML: {str(exc)[:300]}") from exc
+        except RecursionError:
+            raise KernelSpecError("kernel.toml: nested too deeply to parse") from None
         return cls.from_json(obj, directory)
 
     @classmethod
@@ -509,6 +550,8 @@ def unpack_kernel(data: bytes, dest: str | Path) -> Path:
         raise ArchiveError("archive has no kernel.toml")
     try:
         spec = KernelSpec.parse(files[MANIFEST])
+    except UnknownOpError:
+        raise  # a limit of this verifier, not a bad archive
     except KernelSpecError as exc:
         raise ArchiveError(f"archive's kernel.toml is invalid: {exc}") from exc
     if set(files) != {MANIFEST, *spec.sources}:

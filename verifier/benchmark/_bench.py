@@ -26,7 +26,6 @@ import hashlib
 import json
 import os
 import secrets
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -63,15 +62,17 @@ from verifier.kernel import KernelSpec
 from verifier.ops import OPS, OpSpec
 from verifier.progress import Progress
 from verifier.runtimes import Artifact
-from verifier.sandbox import ChildResult, Limits, base_env, filesystem_confinement
+from verifier.sandbox import ChildResult, Limits, base_env, filesystem_confinement, scratch_dir
 from verifier.worker import (
     QUIET_THREADS,
+    UNASKED_ANSWER,
     BaselineWorker,
     Markers,
     NativeWorker,
     SharedArena,
     WorkerGone,
     WorkerHung,
+    WorkerMisanswered,
     WorkerOverMemory,
     layout,
 )
@@ -300,8 +301,7 @@ def bench(
     runtime = get_runtime(spec.runtime)
     settings = LoopSettings(warmup, min_reps, max_reps, time_budget_s / len(dims_list),
                             min(min_time_s, time_budget_s / len(dims_list)), target)
-    with tempfile.TemporaryDirectory(prefix="ktl-bench-") as tmp:
-        work = Path(tmp)
+    with scratch_dir("ktl-bench-") as work:
         say("building the kernel")
         try:
             artifact = runtime.build(spec, "release", work)
@@ -355,8 +355,10 @@ def _measure(artifact: Artifact, entry: str, op: OpSpec, plans: list[ShapePlan],
             say(f"measuring shape {plan.dims} for up to {settings.budget_s:g} s")
             out.append(measure_shape(worker, baseline, op, plan, kmem, bmem, markers, settings, rng,
                                      RECHECK_CALLS))
-    except (WorkerGone, WorkerHung, WorkerOverMemory) as exc:
+    except (WorkerGone, WorkerHung, WorkerOverMemory, WorkerMisanswered) as exc:
         result = worker.close()
+        if worker.unasked or isinstance(exc, WorkerMisanswered):
+            notes.fault("escaped_work", None, str(UNASKED_ANSWER))
         notes.fault("child_failed", None,
                     f"the benchmark child failed: {_failure_text(exc, result, limits)}")
         return None

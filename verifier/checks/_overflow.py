@@ -36,6 +36,7 @@ from verifier.worker import (
     SharedArena,
     WorkerGone,
     WorkerHung,
+    WorkerMisanswered,
     WorkerOverMemory,
 )
 
@@ -101,7 +102,7 @@ def index_overflow(library: Path, entry: str, op: OpSpec, workdir: Path, markers
             wrong = _run_one(worker, op, dims, arena, markers)
             if wrong:
                 return "fail", f"{OVERFLOW_REASON}: {wrong} on shape {shape_text(dims)}", {}
-    except (WorkerGone, WorkerHung, WorkerOverMemory) as exc:
+    except (WorkerGone, WorkerHung, WorkerOverMemory, WorkerMisanswered) as exc:
         result = worker.close()
         why = str(exc)
         if isinstance(exc, WorkerGone) and result is not None:

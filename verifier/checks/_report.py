@@ -30,8 +30,10 @@ __all__ = [
 
 
 OUTCOMES = CHECK_OUTCOMES
-CASE_FAULTS: Mapping[str, FaultKind] = {"crash": "crash", "hang": "hang", "memory": "unbounded_alloc",
-                                        "load": "load", "not_run": "not_run"}
+CASE_FAULTS: Mapping[str, FaultKind] = {
+    "crash": "crash", "hang": "hang", "memory": "unbounded_alloc", "load": "load",
+    "not_run": "not_run", "bad_answer": "bad_answer", "oob_read": "oob_read",
+    "oob_write": "oob_write", "input_mutated": "input_mutated"}
 F32 = NDArray[np.float32]
 
 

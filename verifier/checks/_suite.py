@@ -18,7 +18,6 @@ compute the float64 reference and judge. Checks:
 from __future__ import annotations
 
 import secrets
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -49,6 +48,7 @@ from verifier.sandbox import (
     Limits,
     sandbox_detail,
     sandbox_metrics,
+    scratch_dir,
 )
 from verifier.worker import Markers
 
@@ -102,8 +102,7 @@ def check(
         return report([check_row("build", "error", f"runtime {spec.runtime!r} unavailable: {reason}")])
     op = OPS[spec.op]
     compiler, version = runtime.compiler()
-    with tempfile.TemporaryDirectory(prefix="ktl-check-") as tmp:
-        work = Path(tmp)
+    with scratch_dir("ktl-check-") as work:
         say("building the kernel")
         try:
             artifact = runtime.build(spec, "release", work)

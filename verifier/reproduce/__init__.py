@@ -20,12 +20,15 @@ from verifier.reproduce._claims import (
     compare,
     compare_benchmark,
     compare_verification,
+    fresh_seed,
     make_policy,
+    not_rerun,
     overall_verdict,
     reproduce_kernel,
+    unknown_op_reason,
 )
 
 __all__ = ["BENCHMARK_V1", "DEFAULT_POLICY", "VERIFICATION_V1", "Claimed", "ReproduceSettings",
-           "claimed_threads", "compare",
-           "compare_benchmark", "compare_verification", "make_policy", "overall_verdict",
-           "reproduce_kernel"]
+           "claimed_threads", "compare", "compare_benchmark", "compare_verification",
+           "fresh_seed", "make_policy", "not_rerun", "overall_verdict", "reproduce_kernel",
+           "unknown_op_reason"]

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,7 @@ from attest.predicates import (
     VERIFICATION_V1,
     BenchmarkPredicate,
     BenchmarkResult,
+    Check,
     ClaimResult,
     DecisionPolicy,
     Environment,
@@ -55,7 +57,7 @@ from attest.predicates import (
 )
 from verifier.benchmark import DEFAULT_RUNS
 from verifier.errors import ReproduceError
-from verifier.progress import Progress
+from verifier.progress import Progress, quiet
 from verifier.reproduce._verdict import (
     DEFAULT_POLICY,
     environment_diff,
@@ -74,9 +76,12 @@ __all__ = [
     "compare",
     "compare_benchmark",
     "compare_verification",
+    "fresh_seed",
     "make_policy",
+    "not_rerun",
     "overall_verdict",
     "reproduce_kernel",
+    "unknown_op_reason",
 ]
 
 MAX_REASON = 1500
@@ -110,45 +115,75 @@ def _verdict_of(outcome: str) -> Measurement:
 NOTHING = Measurement()
 
 
-def compare_verification(claimed: VerificationPredicate,
-                         measured: VerificationPredicate) -> list[ClaimResult]:
-    """Claims of a verification/v1 predicate against a fresh one."""
+def _seed_phrase(runs: Sequence[tuple[str, Check | None]]) -> str:
+    """`pass at the claimed seed 7, fail at this reproducer's seed 91: <detail>`."""
+    parts = []
+    for label, got in runs:
+        if got is None or got.outcome == "skip":
+            parts.append(f"not run at {label}")
+        else:
+            parts.append(f"{_pass_fail(got.outcome)} at {label}: {got.detail}")
+    return "; ".join(parts)
+
+
+def compare_verification(claimed: VerificationPredicate, measured: VerificationPredicate,
+                         own: VerificationPredicate | None = None) -> list[ClaimResult]:
+    """Claims of a verification/v1 predicate against fresh ones: `measured` re-ran the
+    claimed seed (the same inputs), `own` (if given) a seed of this reproducer's, so a kernel
+    tuned to the claimed inputs is caught; each reason says which seed found what."""
     mine = {c.name: c for c in measured.checks}
+    fresh = None if own is None else {c.name: c for c in own.checks}
+    at_claimed = f"the claimed seed {measured.seed}"
+    at_own = f"this reproducer's seed {own.seed}" if own is not None else ""
     out: list[ClaimResult] = []
     for c in claimed.checks:
         if c.outcome == "skip":
             continue
         label = f"verification.check[{c.name}]"
-        got = mine.get(c.name)
-        if got is None or got.outcome == "skip":
-            out.append(_claim(label, "inconclusive", _verdict_of(c.outcome), NOTHING,
+        runs: list[tuple[str, Check | None]] = [(at_claimed, mine.get(c.name))]
+        if fresh is not None:
+            runs.append((at_own, fresh.get(c.name)))
+        ran = [got for _, got in runs if got is not None and got.outcome != "skip"]
+        want = _pass_fail(c.outcome)
+        if not ran:
+            out.append(_claim(label, "inconclusive", _verdict_of(want), NOTHING,
                               f"check {c.name} was not run here"))
             continue
-        want, have = _pass_fail(c.outcome), _pass_fail(got.outcome)
-        if want == have:
-            out.append(_claim(label, "confirmed", _verdict_of(want), _verdict_of(have),
-                              f"{c.name}: {got.detail}"))
-        elif want == "pass":
+        failing = [got for got in ran if _pass_fail(got.outcome) == "fail"]
+        have = "fail" if failing else "pass"
+        why = _seed_phrase(runs)
+        if want == "pass" and failing:
             out.append(_claim(label, "refuted", _verdict_of(want), _verdict_of(have),
-                              f"claimed pass, fails here: {got.detail}"))
+                              f"claimed pass, fails here: {why}"))
+        elif want == have:
+            out.append(_claim(label, "confirmed", _verdict_of(want), _verdict_of(have),
+                              f"{c.name}: {why}"))
         else:
             out.append(_claim(label, "inconclusive", _verdict_of(want), _verdict_of(have),
                               f"claimed failure did not recur here (failures can depend on the "
-                              f"inputs): {got.detail}"))
-    seed_note = f"seed {measured.seed} here, {claimed.seed} claimed"
-    want, have = claimed.verdict, measured.verdict
-    if want == have:
-        out.append(_claim("verification.verdict", "confirmed", _verdict_of(want),
-                          _verdict_of(have), f"same verdict ({seed_note})"))
-    elif want == "pass":
-        failing = [c.name for c in measured.checks if c.outcome in ("fail", "error")]
-        out.append(_claim("verification.verdict", "refuted", _verdict_of("pass"),
-                          _verdict_of("fail"),
-                          f"claimed pass; failing here: {', '.join(failing)} ({seed_note})"))
-    else:
-        out.append(_claim("verification.verdict", "inconclusive", _verdict_of("fail"),
-                          _verdict_of("pass"), f"claimed failure did not recur ({seed_note})"))
+                              f"inputs): {why}"))
+    out.append(_verdict_row(claimed.verdict, [(at_claimed, measured), (at_own, own)]))
     return out
+
+
+def _verdict_row(claimed_verdict: str,
+                 fresh: Sequence[tuple[str, VerificationPredicate | None]]) -> ClaimResult:
+    """The `verification.verdict` row: the claimed verdict against each seed's run."""
+    ran = [(label, body) for label, body in fresh if body is not None]
+    failing = {label: [c.name for c in body.checks if c.outcome in ("fail", "error")]
+               for label, body in ran}
+    said = "; ".join(f"{body.verdict} at {label}"
+                     + (f" (failing: {', '.join(failing[label])})" if failing[label] else "")
+                     for label, body in ran)
+    measured_verdict = "fail" if any(body.verdict == "fail" for _, body in ran) else "pass"
+    if claimed_verdict == measured_verdict:
+        return _claim("verification.verdict", "confirmed", _verdict_of(claimed_verdict),
+                      _verdict_of(measured_verdict), f"same verdict: {said}")
+    if claimed_verdict == "pass":
+        return _claim("verification.verdict", "refuted", _verdict_of("pass"),
+                      _verdict_of("fail"), f"claimed pass; {said}")
+    return _claim("verification.verdict", "inconclusive", _verdict_of("fail"),
+                  _verdict_of("pass"), f"claimed failure did not recur: {said}")
 
 
 def _measurement(result: BenchmarkResult) -> Measurement:
@@ -213,10 +248,12 @@ def compare(
     verification: VerificationPredicate | None = None,
     benchmark: BenchmarkPredicate | None = None,
     policy: DecisionPolicy = DEFAULT_POLICY,
+    own_verification: VerificationPredicate | None = None,
 ) -> ReproductionPredicate:
     """The reproduction/v1 predicate for `claimed` predicates vs fresh ones.
 
-    `verification` / `benchmark` are the fresh predicates (None if not run); `target`
+    `verification` / `benchmark` are the fresh predicates (None if not run; the verification
+    at the claimed seed, `own_verification` at a seed of this reproducer's); `target`
     names the logged entry; `environment` is this machine's fingerprint; `policy`
     (tolerance, confidence) decides speed-up claims and is recorded in the body.
     """
@@ -226,7 +263,7 @@ def compare(
         if isinstance(pred, VerificationPredicate):
             if verification is None:
                 raise ReproduceError("a verification claim needs a fresh verification body")
-            rows = compare_verification(pred, verification)
+            rows = compare_verification(pred, verification, own_verification)
         elif isinstance(pred, BenchmarkPredicate):
             if benchmark is None:
                 raise ReproduceError("a benchmark claim needs a fresh benchmark body")
@@ -243,6 +280,23 @@ def _body(target: ReproductionTarget, environment: Environment, claims: Sequence
     return ReproductionPredicate(
         schema_version=REPRODUCTION_SCHEMA_VERSION, target=target, environment=environment,
         policy=policy, claims=tuple(claims), verdict=overall_verdict(c.verdict for c in claims))
+
+
+def not_rerun(claimed: Sequence[Claimed | Predicate], target: ReproductionTarget, why: str,
+              environment: Environment,
+              policy: DecisionPolicy = DEFAULT_POLICY) -> ReproductionPredicate:
+    """The predicate when the claims cannot be re-run here (an op this verifier does not
+    know, a runtime this machine lacks): one inconclusive row per claim entry, saying why
+    (and naming its entry). Not evidence either way."""
+    rows = [dataclasses.replace(
+        _claim(c.predicate.PREDICATE_TYPE, "inconclusive", NOTHING, NOTHING, f"not re-run: {why}"),
+        entry=c.entry) for c in _claimed(claimed)]
+    return _body(target, environment, rows, policy)
+
+
+def unknown_op_reason(op: str, catalogue_version: int) -> str:
+    """The one wording of 'this verifier does not know the op' (issue 25)."""
+    return f"op {op} is not known to this verifier (catalogue version {catalogue_version})"
 
 
 _LEGACY_THREADS = re.compile(r"kernel OMP_NUM_THREADS=([0-9]{1,4})")
@@ -284,8 +338,8 @@ def reproduce_kernel(
 ) -> ReproductionPredicate:
     """Re-run what `claimed` claims on the unpacked kernel and compare.
 
-    The check reuses the claimed seed and budget (unless `settings.budget` is given), so the
-    same inputs are replayed; the benchmark uses the claimed shapes, seed and threads,
+    The check runs twice with the claimed budget (unless `settings.budget` is given): at the
+    claimed seed, so the same inputs are replayed, and at a fresh seed of its own; the benchmark uses the claimed shapes, seed and threads,
     `settings.runs` independent runs of up to `settings.time_budget_s` each.
     """
     from verifier.benchmark import bench_runs
@@ -299,21 +353,35 @@ def reproduce_kernel(
     here = Environment.from_json(environment_fingerprint(runtime))
     unavailable = get_runtime(runtime).unavailable_reason()
     if unavailable:  # e.g. a cuda kernel on a machine without a GPU: not evidence either way
-        rows = [_claim(c.predicate.PREDICATE_TYPE, "inconclusive", NOTHING, NOTHING,
-                       f"not re-run: runtime {runtime!r} unavailable here: {unavailable}")
-                for c in items]
-        return _body(target, here, [dataclasses.replace(r, entry=c.entry)
-                                    for r, c in zip(rows, items, strict=True)], settings.policy)
+        return not_rerun(items, target, f"runtime {runtime!r} unavailable here: {unavailable}",
+                         here, settings.policy)
+    say = settings.progress or quiet
     verification: VerificationPredicate | None = None
+    own: VerificationPredicate | None = None
     benchmark: BenchmarkPredicate | None = None
     for item in items:
         pred = item.predicate
         if isinstance(pred, VerificationPredicate) and verification is None:
-            verification = check(kernel_dir, budget=settings.budget or pred.budget,
-                                 seed=pred.seed, progress=settings.progress).to_predicate()
+            level = settings.budget or pred.budget
+            say(f"checking at the claimed seed {pred.seed}")
+            verification = check(kernel_dir, budget=level, seed=pred.seed,
+                                 progress=settings.progress).to_predicate()
+            own_seed = fresh_seed(avoid=pred.seed)
+            say(f"checking at a seed of this reproducer's, {own_seed}")
+            own = check(kernel_dir, budget=level, seed=own_seed,
+                        progress=settings.progress).to_predicate()
         elif isinstance(pred, BenchmarkPredicate) and benchmark is None:
             benchmark = bench_runs(
                 kernel_dir, runs=settings.runs, shapes=[dict(s) for s in pred.workload.shapes],
                 seed=pred.workload.seed, time_budget_s=settings.time_budget_s,
                 threads=claimed_threads(pred), progress=settings.progress).to_predicate()
-    return compare(items, target, here, verification, benchmark, settings.policy)
+    return compare(items, target, here, verification, benchmark, settings.policy, own)
+
+
+def fresh_seed(avoid: int | None = None) -> int:
+    """A seed drawn from the OS's randomness (never `avoid`): one per verification, so no two
+    releases are checked on inputs a generator could have tuned for."""
+    while True:
+        seed = secrets.randbelow(2**31)
+        if seed != avoid:
+            return seed
