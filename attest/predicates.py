@@ -657,7 +657,7 @@ FaultKind = Literal[
     "wrong", "unaligned_remainder", "loose", "overflow", "special_values", "crash", "hang",
     "unbounded_alloc", "load", "not_run", "unwritten", "oob_write", "oob_read", "memory_error",
     "undefined_behaviour", "input_mutated", "nondeterministic", "stateful", "not_reentrant",
-    "escaped", "index_overflow", "race", "build",
+    "escaped", "index_overflow", "race", "build", "bad_output", "bad_answer", "non_finite",
 ]
 FAULT_KINDS: tuple[FaultKind, ...] = get_args(FaultKind)
 """What a failed check found, as a word a program can act on (the detail is for people)."""

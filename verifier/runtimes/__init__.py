@@ -2,7 +2,9 @@
 
 Holds the `Runtime` protocol and the runtime registry (`_protocol`: runtime `c`
 with gcc), the build artifact and the sanitizer driver (`_build`), and runtime
-`cuda` (`_cuda`: nvcc, a generated host wrapper).
+`cuda` (`_cuda`: nvcc, a generated host wrapper), and runtimes `torch`/`triton` (`_torch`:
+a KernelBench-format folder and its extension build cache; `_torch_session`: the
+reference's and the candidate's processes, fed and read by the parent).
 
 May import: the pure model, `sandbox` and `worker`. Nothing above it (checks,
 benchmark, reproduce).
@@ -11,6 +13,23 @@ benchmark, reproduce).
 from __future__ import annotations
 
 from verifier.runtimes._build import Artifact
+from verifier.runtimes._torch import (
+    TORCH_BUILD_LIMITS,
+    TorchBuild,
+    TorchKernel,
+    build_extensions,
+    cache_root,
+    torch_unavailable,
+    torch_version,
+    triton_version,
+)
+from verifier.runtimes._torch_session import (
+    Call,
+    CallOutcome,
+    ReferenceError_,
+    TorchSession,
+    scaled_variants,
+)
 from verifier.runtimes._protocol import (
     BUILD_LIMITS,
     RUNTIME_IMPLS,
@@ -22,5 +41,8 @@ from verifier.runtimes._protocol import (
     write_driver_cases,
 )
 
-__all__ = ["BUILD_LIMITS", "RUNTIME_IMPLS", "VARIANTS", "Artifact", "CRuntime", "Runtime",
-           "build_failure", "get_runtime", "write_driver_cases"]
+__all__ = ["BUILD_LIMITS", "RUNTIME_IMPLS", "TORCH_BUILD_LIMITS", "VARIANTS", "Artifact",
+           "CRuntime", "Call", "CallOutcome", "ReferenceError_", "Runtime", "TorchBuild",
+           "TorchKernel", "TorchSession", "build_extensions", "build_failure", "cache_root",
+           "get_runtime", "scaled_variants", "torch_unavailable", "torch_version",
+           "triton_version", "write_driver_cases"]
