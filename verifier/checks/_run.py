@@ -32,6 +32,7 @@ from verifier.worker import (
     SharedArena,
     WorkerGone,
     WorkerHung,
+    WorkerMisanswered,
     WorkerOverMemory,
     activity,
     escaped_work,
@@ -129,6 +130,8 @@ def _describe(exc: Exception, result: ChildResult | None, limits: Limits) -> tup
         return "hang", f"hang: no answer within the per-call limit of {exc.limit_s:g} s"
     if isinstance(exc, WorkerOverMemory):
         return "memory", f"unbounded allocation: {exc}"
+    if isinstance(exc, WorkerMisanswered):
+        return "bad_answer", str(exc)
     res = exc.result if isinstance(exc, WorkerGone) and exc.result is not None else result
     if res is None:
         return "crash", "crash: the kernel's process could not be started"
@@ -174,7 +177,7 @@ def run_cases(library: Path, entry: str, op: OpSpec, cases: list[Case], workdir:
             for ci in todo:
                 _run_case(worker, op, cases[ci], mem, markers, timeout_s, rng)
                 done += 1
-        except (WorkerGone, WorkerHung, WorkerOverMemory) as exc:
+        except (WorkerGone, WorkerHung, WorkerOverMemory, WorkerMisanswered) as exc:
             result = worker.close()
             kind, why = _describe(exc, result, limits)
             seen(result)

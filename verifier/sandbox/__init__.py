@@ -3,7 +3,8 @@
 Holds the child's set-up (`_confine`: namespaces, Landlock, seccomp-bpf, rlimits),
 the watch on denied system calls (`_violations`), byte-capped output pipes
 (`_output`), the record of the layers in force (`_layers`) and the runner
-(`_process`: limits, timeouts, the private folder, the child's result).
+(`_process`: limits, timeouts, the private folder, the child's result) and scratch folders removed without
+recursion (`_scratch`).
 
 May import: the pure model (`verifier.errors`, `verifier.ops`, `verifier.kernel`,
 `verifier._gpu`) and `attest`. Nothing above it (worker, runtimes, checks,
@@ -24,7 +25,8 @@ from verifier.sandbox._process import (
     sandbox_detail,
     sandbox_metrics,
 )
+from verifier.sandbox._scratch import remove_tree, scratch_dir
 
 __all__ = ["NO_LAYERS", "SETUP_FAILED", "ChildResult", "Limits", "SandboxLayers", "base_env",
-           "filesystem_confinement", "probe_layers", "run_sandboxed", "sandbox_detail",
-           "sandbox_metrics"]
+           "filesystem_confinement", "probe_layers", "remove_tree", "run_sandboxed",
+           "sandbox_detail", "sandbox_metrics", "scratch_dir"]

@@ -35,6 +35,7 @@ from verifier.worker._native import (
     SharedArena,
     WorkerGone,
     WorkerHung,
+    WorkerMisanswered,
     WorkerOverMemory,
     activity,
     escaped_work,
@@ -57,6 +58,7 @@ __all__ = ["CANDIDATE_GRANTS", "GUARD", "GUARD_WORD", "QUIET_THREADS", "TIME_WOR
            "TORCH_DRIVER", "TORCH_WIRE_DTYPES", "UNASKED_ANSWER", "Activity", "BadAnswer",
            "BaselineWorker", "CallAnswer", "ChildLoadError", "Escape", "KernelRaised", "Layout",
            "Markers", "NativeWorker", "SharedArena", "TorchChild", "TorchGrants", "WorkerGone",
-           "WorkerHung", "WorkerOverMemory", "activity", "escaped_work", "fill_inputs",
+           "WorkerHung", "WorkerMisanswered", "WorkerOverMemory", "activity", "escaped_work",
+           "fill_inputs",
            "guard_pattern", "layout", "outputs_of", "overlapping_pairs", "poison",
            "torch_child_env"]

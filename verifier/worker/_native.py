@@ -60,6 +60,7 @@ __all__ = [
     "SharedArena",
     "WorkerGone",
     "WorkerHung",
+    "WorkerMisanswered",
     "activity",
     "encode",
     "escaped_work",
@@ -93,6 +94,19 @@ class WorkerHung(VerifierError):
     def __init__(self, limit_s: float) -> None:
         super().__init__(f"hang: no answer within {limit_s:g} s; killed")
         self.limit_s = limit_s
+
+
+class WorkerMisanswered(VerifierError):
+    """The kernel's process answered something the worker never sends: a status other than
+    success, or a count other than the command's. Whatever arrives from that process is the
+    kernel's doing (it can write the answer pipe), so this is a fault of the kernel, and the
+    process is killed: its answers no longer line up with the commands."""
+
+    def __init__(self, status: int, value: int, expected: int) -> None:
+        super().__init__(f"malformed answer from the kernel's process: status {status}, count "
+                         f"{value} (the worker answers status 0 and the command's count "
+                         f"{expected}); something in the process writes the answer pipe")
+        self.status, self.value, self.expected = status, value, expected
 
 
 class WorkerOverMemory(VerifierError):
@@ -363,8 +377,16 @@ class _Channel(ABC):
     """An answer was waiting before a command was sent: something in the child's
     process writes answers itself (to stop the parent's clock early)."""
 
-    def roundtrip(self, command: bytes, timeout_s: float) -> int:
-        """Send `command`, wait for its answer; return the elapsed ns on the parent's clock."""
+    def misanswered(self, status: int, value: int, expected: int) -> VerifierError:
+        """The error for an answer other than (0, `expected`)."""
+        return SandboxError(f"the worker could not run the command (status {status}, count "
+                            f"{value}, expected {expected})")
+
+    def roundtrip(self, command: bytes, timeout_s: float, expected: int | None = None) -> int:
+        """Send `command`, wait for its answer; return the elapsed ns on the parent's clock.
+
+        An answer whose status is not 0 (or whose count is not `expected`, where given) is
+        `self.misanswered`."""
         ready, _, _ = select.select([self.ans_r], [], [], 0)
         if ready:
             self.unasked = True
@@ -396,8 +418,8 @@ class _Channel(ABC):
         self.last_waited_ns = (after[0] - before[0]) + (after[1] - before[1])
         self.last_cpu_ns = after[2] - before[2]
         status, self.last_value = ANSWER.unpack(buf)
-        if status != 0:
-            raise SandboxError(f"the worker could not run the command (status {status})")
+        if status != 0 or (expected is not None and self.last_value != expected):
+            raise self.misanswered(status, self.last_value, -1 if expected is None else expected)
         return t1 - t0
 
     def _clocks(self) -> tuple[int, int, int, frozenset[int]]:
@@ -515,6 +537,10 @@ class NativeWorker(_Channel):
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
 
+    def misanswered(self, status: int, value: int, expected: int) -> VerifierError:
+        self.kill()
+        return WorkerMisanswered(status, value, expected)
+
     def gone(self) -> VerifierError:
         self._thread.join(timeout=self.limits.wall_s + 5)
         loaded = self.result is not None and self.result.last("LOADED") is not None
@@ -526,7 +552,7 @@ class NativeWorker(_Channel):
 
         Threads the calls left running at the answer are judged by `self.starts`."""
         self._look()
-        ns = self.roundtrip(encode(OP_CALL, slots, dims, arenas, lazy), timeout_s)
+        ns = self.roundtrip(encode(OP_CALL, slots, dims, arenas, lazy), timeout_s, len(arenas))
         self.starts.answered(self.last_started, len(self.last_processes))
         return ns
 
@@ -544,7 +570,8 @@ class NativeWorker(_Channel):
         times = self.arena.bytes[times_at:times_at + 8 * words].view(np.int64)
         times[:] = 0
         self._look()
-        self.roundtrip(encode(OP_PAIR, slots, dims, [*first, *second, times_at]), timeout_s)
+        self.roundtrip(encode(OP_PAIR, slots, dims, [*first, *second, times_at]), timeout_s,
+                       2 * len(first) + 1)
         self.starts.answered(frozenset(), len(self.last_processes))  # its threads: see ThreadStarts
         return overlapping_pairs(times.copy(), len(first), self.last_window)
 
@@ -552,7 +579,7 @@ class NativeWorker(_Channel):
         """An empty command's round trip: the parent's overhead per batch."""
         self._look()
         return self.roundtrip(encode(OP_NOP, [0] * len(self.op.inputs + self.op.outputs),
-                                     [0] * len(self.op.dims), []), timeout_s)
+                                     [0] * len(self.op.dims), []), timeout_s, 0)
 
     def _look(self) -> None:
         pid = self.pid()
