@@ -66,7 +66,7 @@ def nbytes_of(shape: tuple[int, ...] | list[int], dtype: str) -> int:
     count = 1
     for d in shape:
         count *= int(d)
-    return count * np.dtype(STORAGE[dtype]).itemsize
+    return count * int(np.dtype(STORAGE[dtype]).itemsize)
 
 
 def decode(raw: NDArray[np.uint8], shape: tuple[int, ...], dtype: str) -> F64:
@@ -74,8 +74,10 @@ def decode(raw: NDArray[np.uint8], shape: tuple[int, ...], dtype: str) -> F64:
     values = raw.view(STORAGE[dtype]).reshape(shape)
     if dtype == "bfloat16":
         widened = values.astype(np.uint32) << 16
-        return widened.view(np.float32).astype(np.float64)
-    return values.astype(np.float64)
+        out: F64 = widened.view(np.float32).astype(np.float64)
+        return out
+    wide: F64 = values.astype(np.float64)
+    return wide
 
 
 def encode(values: F64, dtype: str) -> NDArray[np.uint8]:

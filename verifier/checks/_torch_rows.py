@@ -18,7 +18,8 @@ from verifier.worker import BadAnswer, KernelRaised, WorkerGone, WorkerHung, Wor
 if TYPE_CHECKING:
     from verifier.checks._torch_suite import _Run
 
-__all__ = ["SessionFailure", "correctness_row", "outcome_faults", "reference_row"]
+__all__ = ["SessionFailure", "correctness_row", "outcome_faults", "reference_row",
+           "torch_statement"]
 
 
 @dataclass(frozen=True)
@@ -133,8 +134,9 @@ def reference_row(kernel: TorchKernel, session: TorchSession, init_seeds: Sequen
     """What the op is: the reference's digest, torch, the dtype, tolerance, weight seeds."""
     shapes = [{f"d{i}": int(d) for i, d in enumerate(s.shape[:8])}
               for s in session.problem.inputs if s.kind == "tensor" and s.shape]
-    first = loaded[0] if loaded else {"loaded": 0, "own": 0, "reference": 0, "unmatched": []}
-    unmatched = first.get("unmatched") or []
+    first: dict[str, Any] = dict(loaded[0]) if loaded else {
+        "loaded": 0, "own": 0, "reference": 0, "unmatched": []}
+    unmatched: list[str] = list(first.get("unmatched") or [])
     detail = (f"reference {kernel.reference} sha256 {kernel.reference_digest}, torch "
               f"{session.torch_version}, dtype {kernel.dtype}, tolerance |out-ref| <= "
               f"{tol.atol:g}*rms(ref) + {tol.rtol:g}*|ref|; weights from torch.manual_seed of "
@@ -145,6 +147,17 @@ def reference_row(kernel: TorchKernel, session: TorchSession, init_seeds: Sequen
     return CheckResult("reference", "pass", detail, {"shapes": shapes[:64]},
                        {"rtol": tol.rtol, "atol": tol.atol, "weight_inits": float(len(init_seeds)),
                         "state_loaded": float(first["loaded"])})
+
+
+def torch_statement(kernel: TorchKernel, torch_version: str, tol: Tolerance,
+                    init_seeds: Sequence[int], baselines: Sequence[str] = ()) -> dict[str, Any]:
+    """The `torch` object of a statement about this kernel (attest.predicates.TorchOp)."""
+    body: dict[str, Any] = {"reference_sha256": kernel.reference_digest,
+                            "torch_version": torch_version[:64], "dtype": kernel.dtype,
+                            "rtol": tol.rtol, "atol": tol.atol, "init_seeds": list(init_seeds)}
+    if baselines:
+        body["baselines"] = list(baselines)
+    return body
 
 
 def _inputs_row(run: _Run) -> CheckResult:
@@ -193,7 +206,7 @@ def _simple(name: str, run: _Run, verdict: tuple[str, FaultKind] | None, passed:
 
 def _determinism(run: _Run) -> CheckResult:
     got = [o for _, o in run.outcomes.get("determinism", [])]
-    verdict = None
+    verdict: tuple[str, FaultKind] | None = None
     for k, o in enumerate(got[1:], start=2):
         differ = _bitwise_equal(got[0], o)
         if differ != 0:

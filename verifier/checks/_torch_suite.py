@@ -42,9 +42,11 @@ from verifier.checks._torch_rows import (
     correctness_row,
     outcome_faults,
     reference_row,
+    torch_statement,
 )
 from verifier.environment import environment_fingerprint
 from verifier.errors import BuildError, VerifierError
+from verifier.kernel import KernelSpec
 from verifier.runtimes import (
     Call,
     CallOutcome,
@@ -58,6 +60,7 @@ from verifier.runtimes import (
 from verifier.sandbox import Limits, sandbox_detail, sandbox_metrics
 from verifier.tensors import FLOAT_DTYPES, TOLERANCES, draw_input, special_fill
 from verifier.worker import (
+    CANDIDATE_GRANTS,
     BadAnswer,
     ChildLoadError,
     Escape,
@@ -71,6 +74,7 @@ __all__ = ["TORCH_PLANS", "TorchPlan", "torch_check"]
 
 Progress = Callable[[str], None]
 CALL_TIMEOUT_S = 60.0
+CONCURRENCY_COMMANDS = 6
 
 
 @dataclass(frozen=True)
@@ -118,7 +122,7 @@ class _Run:
         return got
 
 
-def torch_check(spec: Any, budget: str = "quick", seed: int | None = None,
+def torch_check(spec: KernelSpec, budget: str = "quick", seed: int | None = None,
                 progress: Progress | None = None) -> CheckReport:
     """The suite on a torch/triton kernel folder's spec; never raises for kernel faults."""
     if budget not in BUDGETS:
@@ -128,8 +132,11 @@ def torch_check(spec: Any, budget: str = "quick", seed: int | None = None,
     seed = secrets.randbelow(2**31) if seed is None else int(seed)
     env = environment_fingerprint(kernel.runtime)
 
+    statement: dict[str, Any] = {}
+
     def report(rows: list[CheckResult]) -> CheckReport:
-        return CheckReport(kernel.name, "torch", budget, seed, env, tuple(rows))
+        return CheckReport(kernel.name, "torch", budget, seed, env, tuple(rows),
+                           statement or None)
 
     reason = torch_unavailable(kernel.runtime)
     if reason:
@@ -143,10 +150,12 @@ def torch_check(spec: Any, budget: str = "quick", seed: int | None = None,
                 "a CUDA build of torch and a GPU; this machine has none, so nothing was built or "
                 "judged (a CUDA solution never passes without running)")])
     with tempfile.TemporaryDirectory(prefix="ktl-torch-check-") as tmp:
-        return report(_suite(kernel, TORCH_PLANS[budget], seed, Path(tmp), say))
+        return report(_suite(kernel, TORCH_PLANS[budget], seed, Path(tmp), say, statement))
 
 
-def _suite(kernel: TorchKernel, plan: TorchPlan, seed: int, work: Path, say: Progress) -> list[CheckResult]:
+def _suite(kernel: TorchKernel, plan: TorchPlan, seed: int, work: Path, say: Progress,
+           statement: dict[str, Any]) -> list[CheckResult]:
+    """The rows; `statement` gets the TorchOp fields once the reference has run."""
     say("building the solution's extensions (if any)")
     try:
         build = build_extensions(kernel, work)
@@ -154,8 +163,8 @@ def _suite(kernel: TorchKernel, plan: TorchPlan, seed: int, work: Path, say: Pro
         return [CheckResult("build", "fail", str(exc)[:1500], {}, {}, make_fault("build"))]
     rows = [CheckResult("build", "pass", build.detail, {}, {"cached": 1.0 if build.cached else 0.0,
                                                            "build_s": build.seconds})]
-    limits = Limits(cpu_s=600, wall_s=900.0, address_space=4 * 1024**3, open_files=256,
-                    step_wall_s=None)
+    limits = Limits(cpu_s=600, wall_s=900.0, address_space=CANDIDATE_GRANTS.address_space,
+                    open_files=CANDIDATE_GRANTS.open_files, processes=CANDIDATE_GRANTS.processes)
     say("starting the reference and the candidate in their sandboxes")
     try:
         session = TorchSession(kernel, work, build, limits)
@@ -170,9 +179,10 @@ def _suite(kernel: TorchKernel, plan: TorchPlan, seed: int, work: Path, say: Pro
         run = _Run(session, np.random.default_rng(seed))
         _gather(run, plan, say)
         say("comparing with the reference's outputs")
-        rows.append(reference_row(kernel, session, run.init_seeds, run.loaded, TOLERANCES[kernel.dtype]))
+        tol = TOLERANCES[kernel.dtype]
+        rows.append(reference_row(kernel, session, run.init_seeds, run.loaded, tol))
+        statement.update(torch_statement(kernel, session.torch_version, tol, run.init_seeds))
         rows += _rows(run, plan)
-        layers = session.candidate.result.layers if session.candidate and session.candidate.result else None
     finally:
         session.close()
     if session.candidate is not None and session.candidate.result is not None:
@@ -271,17 +281,19 @@ def _state(run: _Run) -> None:
 def _concurrency(run: _Run, plan: TorchPlan) -> None:
     sets = [run.draw() for _ in range(2)]
     single = run.calls("concurrency.single", [Call(a) for a in sets], "one thread")
-    paired = [Call(sets[k % 2]) for k in range(2 * plan.pairs)]
-    got = run.calls("concurrency", paired, "two threads at once", threads=2)
-    run.overlaps += run.session.last_overlaps
     run.outcomes["concurrency.single"] = [("one thread", o) for o in single]
-    del got
+    for _ in range(CONCURRENCY_COMMANDS):  # until enough calls were seen at once (a busy machine)
+        paired = [Call(sets[k % 2]) for k in range(2 * plan.pairs)]
+        run.calls("concurrency", paired, "two threads at once", threads=2)
+        run.overlaps += run.session.last_overlaps
+        if run.overlaps >= max(1, plan.pairs // 2):
+            break
 
 
 def _rows(run: _Run, plan: TorchPlan) -> list[CheckResult]:
     dtype = run.session.kernel.dtype
-    rows = [correctness_row("correctness.random", run, dtype,
-                            [g for g in run.outcomes if g.startswith("correctness.random")]),
+    randoms = sorted({g for g in [*run.outcomes, *run.failures] if g.startswith("correctness.random")})
+    rows = [correctness_row("correctness.random", run, dtype, randoms),
             correctness_row("correctness.shapes", run, dtype, ["correctness.shapes"]),
             correctness_row("special_values", run, dtype, ["special_values"])]
     rows += outcome_faults(run, max(1, plan.pairs // 2))

@@ -13,6 +13,16 @@ benchmark, reproduce).
 from __future__ import annotations
 
 from verifier.runtimes._build import Artifact
+from verifier.runtimes._protocol import (
+    BUILD_LIMITS,
+    RUNTIME_IMPLS,
+    VARIANTS,
+    CRuntime,
+    Runtime,
+    build_failure,
+    get_runtime,
+    write_driver_cases,
+)
 from verifier.runtimes._torch import (
     TORCH_BUILD_LIMITS,
     TorchBuild,
@@ -29,16 +39,6 @@ from verifier.runtimes._torch_session import (
     ReferenceError_,
     TorchSession,
     scaled_variants,
-)
-from verifier.runtimes._protocol import (
-    BUILD_LIMITS,
-    RUNTIME_IMPLS,
-    VARIANTS,
-    CRuntime,
-    Runtime,
-    build_failure,
-    get_runtime,
-    write_driver_cases,
 )
 
 __all__ = ["BUILD_LIMITS", "RUNTIME_IMPLS", "TORCH_BUILD_LIMITS", "VARIANTS", "Artifact",

@@ -28,22 +28,17 @@ import time
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
-from verifier.environment import find_gcc, gcc_version
+from verifier.environment import find_gcc, gcc_version, library_version, module_runtime_missing
 from verifier.errors import BuildError, RuntimeUnavailableError
-from verifier.runtimes._build import build_failure
+from verifier.kernel import KernelSpec
+from verifier.runtimes._build import Artifact, build_failure
 from verifier.sandbox import Limits, run_sandboxed
 from verifier.worker import TORCH_DRIVER, SharedArena, torch_child_env
 
-__all__ = ["TORCH_BUILD_LIMITS", "TORCH_DTYPES", "TORCH_INSTALL_HINT", "TORCH_RUNTIMES",
-           "TorchBuild", "TorchKernel", "build_extensions", "cache_root", "torch_unavailable",
-           "torch_version", "triton_version"]
+__all__ = ["TORCH_BUILD_LIMITS", "TorchBuild", "TorchKernel", "TorchRuntime", "build_extensions",
+           "cache_root", "torch_unavailable", "torch_version", "triton_version"]
 
-TORCH_RUNTIMES = ("torch", "triton")
-TORCH_DTYPES = ("float32", "float16", "bfloat16")
-TORCH_INSTALL_HINT = ("install torch and triton into ktl's environment: pip install "
-                      "torch==2.13.0 triton (or `make install`, which adds ktl's torch extra)")
 TORCH_BUILD_LIMITS = Limits(cpu_s=600, wall_s=600.0, address_space=4 * 1024**3,
                             file_size=256 * 2**20, open_files=256, processes=64,
                             stdout_bytes=4 * 2**20, stderr_bytes=4 * 2**20)
@@ -71,10 +66,10 @@ class TorchKernel:
     reference_digest: str
 
     @classmethod
-    def from_spec(cls, spec: Any) -> TorchKernel:
+    def from_spec(cls, spec: KernelSpec) -> TorchKernel:
         """From a KernelSpec of runtime torch or triton (its folder must be known)."""
-        if spec.directory is None:
-            raise RuntimeUnavailableError("a torch kernel needs its folder")
+        if spec.directory is None or spec.reference is None or spec.solution is None:
+            raise RuntimeUnavailableError("a torch kernel needs its folder, reference and solution")
         return cls(spec.name, spec.runtime, Path(spec.directory), spec.reference, spec.solution,
                    spec.entry, tuple(spec.sources), tuple(spec.flags), spec.dtype or "float32",
                    spec.reference_digest)
@@ -107,34 +102,18 @@ class TorchKernel:
             m in data for data in self.read().values() for m in CUDA_MARKERS)
 
 
-@lru_cache(maxsize=1)
 def torch_version() -> str | None:
     """The installed torch's version (from its metadata: torch is never imported here)."""
-    if importlib.util.find_spec("torch") is None:
-        return None
-    try:
-        return importlib.metadata.version("torch")
-    except importlib.metadata.PackageNotFoundError:
-        return None
+    return library_version("torch")
 
 
-@lru_cache(maxsize=1)
 def triton_version() -> str | None:
-    if importlib.util.find_spec("triton") is None:
-        return None
-    try:
-        return importlib.metadata.version("triton")
-    except importlib.metadata.PackageNotFoundError:
-        return None
+    return library_version("triton")
 
 
 def torch_unavailable(runtime: str) -> str | None:
     """None when `runtime` can run here, else why not and what to install."""
-    if torch_version() is None:
-        return f"runtime {runtime!r} needs torch, which is not installed: {TORCH_INSTALL_HINT}"
-    if runtime == "triton" and triton_version() is None:
-        return f"runtime 'triton' needs triton, which is not installed: {TORCH_INSTALL_HINT}"
-    return None
+    return module_runtime_missing(runtime)
 
 
 def torch_is_cpu_build() -> bool:
@@ -148,7 +127,7 @@ def _torch_cuda_version() -> str | None:
     spec = importlib.util.find_spec("torch")
     if spec is None or not spec.submodule_search_locations:
         return None
-    path = Path(list(spec.submodule_search_locations)[0]) / "version.py"
+    path = Path(next(iter(spec.submodule_search_locations))) / "version.py"
     try:
         for line in path.read_text().splitlines():
             if line.startswith("cuda"):
@@ -256,3 +235,28 @@ def _store(built: Path, entry: Path) -> None:
     finally:
         if partial.exists():
             shutil.rmtree(partial, ignore_errors=True)
+
+
+class TorchRuntime:
+    """Runtimes `torch` and `triton` as the runtime registry sees them: available when torch
+    (and triton) import here; `build` builds the solution's extensions (if any) into the cache."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def unavailable_reason(self) -> str | None:
+        return torch_unavailable(self.name)
+
+    def compiler(self) -> tuple[str, str]:
+        return "torch", torch_version() or "unavailable"
+
+    def build(self, spec: KernelSpec, variant: str, workdir: Path) -> Artifact:
+        if variant != "release":
+            raise BuildError(f"runtime {self.name!r} has no {variant!r} build")
+        reason = self.unavailable_reason()
+        if reason:
+            raise RuntimeUnavailableError(reason)
+        kernel = TorchKernel.from_spec(spec)
+        built = build_extensions(kernel, workdir)
+        return Artifact(self.name, variant, built.ext_dir or kernel.directory / kernel.solution,
+                        (), built.detail)

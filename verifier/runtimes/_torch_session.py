@@ -380,7 +380,7 @@ def scaled_variants(session: TorchSession, rng: np.random.Generator,
         tries += [{v: v // 2 + 1}, {v: v + 3}]
     if len(sizes) > 1:
         tries.append({v: v // 2 + 1 for v in sizes})
-    order = rng.permutation(len(tries)) if tries else []
+    order = [int(i) for i in rng.permutation(len(tries))]
     found: list[list[tuple[int, ...]]] = []
     for i in order:
         swap = tries[int(i)]

@@ -36,8 +36,8 @@ from verifier.sandbox import ChildResult, Limits, base_env, run_sandboxed
 from verifier.worker import _torch_child as wire
 from verifier.worker._escape import UNASKED_ANSWER, Escape, ThreadStarts, running_threads
 from verifier.worker._native import (
-    QUIET_THREADS,
     POLL_S,
+    QUIET_THREADS,
     SharedArena,
     WorkerGone,
     WorkerHung,

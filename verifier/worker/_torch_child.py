@@ -99,8 +99,11 @@ def _bound(real: Any, args: tuple[Any, ...], kwargs: dict[str, Any], kind: str) 
     if kind == "load":
         files = arguments.get("sources")
         paths = [files] if isinstance(files, str) else list(files or [])
-        arguments["sources"] = [[str(p), hashlib.sha256(open(p, "rb").read()).hexdigest()]
-                                for p in paths]
+        digests = []
+        for p in paths:
+            with open(p, "rb") as fh:
+                digests.append([str(p), hashlib.sha256(fh.read()).hexdigest()])
+        arguments["sources"] = digests
     return arguments
 
 
@@ -133,7 +136,7 @@ def _import_built(folder: str, name: str, is_python_module: bool) -> Any:
         raise ImportError(f"extension {name!r} was not built by ktl's build step (a load_inline "
                           "call whose arguments differ between the build and the run?)")
     if not is_python_module:
-        torch.ops.load_library(path)
+        torch.ops.load_library(path)  # type: ignore[no-untyped-call]
         return path
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
@@ -219,7 +222,7 @@ class _Server:
         state = model.state_dict() if isinstance(model, torch.nn.Module) else {}
         if self.role == "reference":
             return {"params": self._write_state(state, int(cmd["params_at"]), int(cmd["room"]))}
-        loaded, unmatched = 0, []
+        loaded, unmatched = 0, list[str]()
         given = {p["name"]: p for p in cmd.get("params", [])}
         with torch.no_grad():
             for name, tensor in state.items():
@@ -384,7 +387,8 @@ def main(argv: list[str]) -> int:
         if cmd.get("cmd") == "quit":
             return 0
         try:
-            body = {"ok": True, **handlers[cmd["cmd"]](cmd)}
+            handler: Any = handlers[cmd["cmd"]]
+            body = {"ok": True, **handler(cmd)}
         except Exception as exc:  # the model's failure is the answer
             body = _error(exc)
         _answer(ans_fd, body)
