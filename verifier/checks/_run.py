@@ -138,6 +138,8 @@ def _describe(exc: Exception, result: ChildResult | None, limits: Limits) -> tup
     why = res.describe(limits)
     if res.timed_out or res.step_timed_out or res.signal == signal.SIGXCPU:
         return "hang", why
+    if res.memory_limited:  # the run's cgroup: shared memory and private files included
+        return "memory", why
     if isinstance(exc, WorkerGone) and not exc.loaded:
         return "load", f"failed before the first call (while loading the library): {why}"
     if limits.address_space and res.maxrss_bytes > 0.5 * limits.address_space:

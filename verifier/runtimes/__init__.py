@@ -2,9 +2,10 @@
 
 Holds the `Runtime` protocol and the runtime registry (`_protocol`: runtime `c`
 with gcc), the build artifact and the sanitizer driver (`_build`), and runtime
-`cuda` (`_cuda`: nvcc, a generated host wrapper), and runtimes `torch`/`triton` (`_torch`:
+`cuda` (`_cuda`: nvcc, a generated host wrapper), runtimes `torch`/`triton` (`_torch`:
 a KernelBench-format folder and its extension build cache; `_torch_session`: the
-reference's and the candidate's processes, fed and read by the parent).
+reference's and the candidate's processes, fed and read by the parent), and the static
+findings on a torch/triton solution's source (`_torch_audit`: `audit_solution`).
 
 May import: the pure model, `sandbox` and `worker`. Nothing above it (checks,
 benchmark, reproduce).
@@ -41,8 +42,11 @@ from verifier.runtimes._torch_session import (
     scaled_variants,
 )
 
-__all__ = ["BUILD_LIMITS", "RUNTIME_IMPLS", "TORCH_BUILD_LIMITS", "VARIANTS", "Artifact",
-           "CRuntime", "Call", "CallOutcome", "ReferenceError_", "Runtime", "TorchBuild",
-           "TorchKernel", "TorchSession", "build_extensions", "build_failure", "cache_root",
-           "get_runtime", "scaled_variants", "torch_unavailable", "torch_version",
-           "triton_version", "write_driver_cases"]
+from verifier.runtimes._torch_audit import FINDING_KINDS, Finding, FindingKind, audit_solution
+
+__all__ = ["BUILD_LIMITS", "FINDING_KINDS", "RUNTIME_IMPLS", "TORCH_BUILD_LIMITS", "VARIANTS",
+           "Artifact", "CRuntime", "Call", "CallOutcome", "Finding", "FindingKind",
+           "ReferenceError_", "Runtime", "TorchBuild", "TorchKernel", "TorchSession",
+           "audit_solution", "build_extensions", "build_failure", "cache_root", "get_runtime",
+           "scaled_variants", "torch_unavailable", "torch_version", "triton_version",
+           "write_driver_cases"]
