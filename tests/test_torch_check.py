@@ -59,7 +59,9 @@ def test_honest_solution_passes_every_row(tmp_path: Path) -> None:
     report = check(torch_folder(tmp_path, "honest.py"), seed=11)
     assert report.passed, [(c.name, c.detail) for c in report.failures]
     names = [c.name for c in report.checks]
-    for row in ("build", "reference", "correctness.random", "correctness.shapes", "special_values",
+    assert report.get("static").detail == "no static findings on the solution's source" or \
+        "torch_only" in report.get("static").detail
+    for row in ("build", "static", "reference", "correctness.random", "correctness.shapes", "special_values",
                 "inputs.unchanged", "outputs.fresh", "determinism", "state.reuse", "concurrency",
                 "escape", "sandbox"):
         assert row in names
@@ -86,6 +88,13 @@ def test_stale_output_fails(tmp_path: Path) -> None:
     assert got["state.reuse"] == "stateful"
 
 
+def test_try_except_fallback_fails_on_its_static_finding(tmp_path: Path) -> None:
+    report = check(torch_folder(tmp_path, "fallback.py"))
+    assert faults(report) == {"static": "static_finding"}  # every run-time row passes
+    assert report.get("static").metrics["finding_torch_fallback"] >= 1
+    assert "torch_fallback" in report.get("static").detail
+
+
 def test_mutated_input_fails(tmp_path: Path) -> None:
     assert faults(check(torch_folder(tmp_path, "mutate.py")))["inputs.unchanged"] == "input_mutated"
 
@@ -109,6 +118,7 @@ def test_nan_outputs_fail_as_non_finite(tmp_path: Path) -> None:
     ("answers.py", "correctness.random", "bad_answer"),
     ("process.py", "escape", "escaped"),
     ("escape_fs.py", "correctness.random", "crash"),
+    ("timer.py", "static", "static_finding"),
 ])
 def test_flawed_solution_fails_with_its_fault(tmp_path: Path, solution: str, row: str,
                                               kind: str) -> None:

@@ -11,15 +11,20 @@ import numpy as np
 from attest.predicates import FaultKind
 from verifier.checks._report import CheckResult, make_fault
 from verifier.compare_outputs import Comparison
-from verifier.runtimes import CallOutcome, TorchKernel, TorchSession
+from verifier.runtimes import CallOutcome, Finding, TorchKernel, TorchSession
 from verifier.tensors import Tolerance, compare_tensor
 from verifier.worker import BadAnswer, KernelRaised, WorkerGone, WorkerHung, WorkerOverMemory
 
 if TYPE_CHECKING:
     from verifier.checks._torch_suite import _Run
 
-__all__ = ["SessionFailure", "correctness_row", "outcome_faults", "reference_row",
-           "torch_statement"]
+__all__ = ["FAILING_FINDINGS", "SessionFailure", "correctness_row", "outcome_faults",
+           "reference_row", "static_row", "torch_statement"]
+
+FAILING_FINDINGS = frozenset({"torch_fallback", "patching"})
+"""Static findings that fail the check: a fallback hands the op back to PyTorch (the kernel
+claims a speed-up for the library's work), and patching torch/time rewrites the harness's
+own tools. The other kinds are evidence shown beside the verdict."""
 
 
 @dataclass(frozen=True)
@@ -158,6 +163,22 @@ def torch_statement(kernel: TorchKernel, torch_version: str, tol: Tolerance,
     if baselines:
         body["baselines"] = list(baselines)
     return body
+
+
+def static_row(findings: Sequence[Finding]) -> CheckResult:
+    """The static findings on the solution's source (verifier.runtimes.audit_solution)."""
+    counts: dict[str, float] = {}
+    for f in findings:
+        counts[f"finding_{f.kind}"] = counts.get(f"finding_{f.kind}", 0.0) + 1.0
+    listed = "; ".join(f"{f.kind} (line {f.line}): {f.detail}" for f in findings[:12])
+    failing = [f for f in findings if f.kind in FAILING_FINDINGS]
+    if failing:
+        return CheckResult("static", "fail", f"the solution's source: {listed}", {}, counts,
+                           make_fault("static_finding"))
+    if findings:
+        return CheckResult("static", "pass", f"evidence for a reader (not failing): {listed}",
+                           {}, counts)
+    return CheckResult("static", "pass", "no static findings on the solution's source", {}, {})
 
 
 def _inputs_row(run: _Run) -> CheckResult:

@@ -7,6 +7,8 @@ rows. Checks, each over fresh inputs drawn from this run's seed (recorded):
 
 - build: the solution's `load_inline` extensions, built in the compiler's sandbox or
   taken from the build cache (plain torch and Triton solutions build nothing);
+- static: the findings on the solution's source (`verifier.runtimes.audit_solution`); a
+  fallback to PyTorch or patching of torch/time fails, the rest is shown as evidence;
 - reference: what the op is (the reference's sha256, torch's version, the dtype, the
   tolerance, the weight seeds);
 - correctness.random: calls at `get_inputs`' shapes, several weight initialisations
@@ -42,6 +44,7 @@ from verifier.checks._torch_rows import (
     correctness_row,
     outcome_faults,
     reference_row,
+    static_row,
     torch_statement,
 )
 from verifier.environment import environment_fingerprint
@@ -53,6 +56,7 @@ from verifier.runtimes import (
     ReferenceError_,
     TorchKernel,
     TorchSession,
+    audit_solution,
     build_extensions,
     scaled_variants,
     torch_unavailable,
@@ -162,7 +166,8 @@ def _suite(kernel: TorchKernel, plan: TorchPlan, seed: int, work: Path, say: Pro
     except BuildError as exc:
         return [CheckResult("build", "fail", str(exc)[:1500], {}, {}, make_fault("build"))]
     rows = [CheckResult("build", "pass", build.detail, {}, {"cached": 1.0 if build.cached else 0.0,
-                                                           "build_s": build.seconds})]
+                                                           "build_s": build.seconds}),
+            static_row(audit_solution(kernel.read()[kernel.solution]))]
     limits = Limits(cpu_s=600, wall_s=900.0, address_space=CANDIDATE_GRANTS.address_space,
                     open_files=CANDIDATE_GRANTS.open_files, processes=CANDIDATE_GRANTS.processes)
     say("starting the reference and the candidate in their sandboxes")
