@@ -1,6 +1,7 @@
 """Flawed: reads outside its sandbox and opens a socket (both must fail in the sandbox)."""
 import os
 import socket
+from pathlib import Path
 
 import torch
 import torch.nn as nn
@@ -8,7 +9,7 @@ import torch.nn as nn
 SEEN = []
 for path in ("/root", "/etc/shadow", os.path.expanduser("~/..")):
     try:
-        SEEN.append(len(os.listdir(path)) if os.path.isdir(path) else len(open(path).read()))
+        SEEN.append(len(os.listdir(path)) if os.path.isdir(path) else len(Path(path).read_bytes()))
     except OSError as exc:
         SEEN.append(type(exc).__name__)
 

@@ -2,6 +2,7 @@
 import torch
 import torch.nn as nn
 
+
 class ModelNew(nn.Module):
     def __init__(self, features):
         super().__init__()

@@ -34,6 +34,7 @@ from verifier.runtimes._torch import (
     torch_version,
     triton_version,
 )
+from verifier.runtimes._torch_audit import FINDING_KINDS, Finding, FindingKind, audit_solution
 from verifier.runtimes._torch_session import (
     Call,
     CallOutcome,
@@ -41,8 +42,6 @@ from verifier.runtimes._torch_session import (
     TorchSession,
     scaled_variants,
 )
-
-from verifier.runtimes._torch_audit import FINDING_KINDS, Finding, FindingKind, audit_solution
 
 __all__ = ["BUILD_LIMITS", "FINDING_KINDS", "RUNTIME_IMPLS", "TORCH_BUILD_LIMITS", "VARIANTS",
            "Artifact", "CRuntime", "Call", "CallOutcome", "Finding", "FindingKind",
