@@ -384,7 +384,8 @@ def test_readme_sandbox_table_ties_each_layer_to_a_kernel() -> None:
 
 SANDBOX_MODULES = ("sandbox/__init__", "sandbox/_process", "sandbox/_confine",
                    "sandbox/_namespaces", "sandbox/_seccomp", "sandbox/_landlock",
-                   "sandbox/_layers", "sandbox/_output", "sandbox/_violations", "_gpu", "errors")
+                   "sandbox/_layers", "sandbox/_output", "sandbox/_violations", "sandbox/_scratch",
+                   "_gpu", "errors")
 AS_USER = """
 import json, sys, tempfile
 from pathlib import Path
