@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -61,7 +62,7 @@ def test_paged_layouts_put_a_guard_page_on_the_chosen_end_of_every_buffer(
     guards = {g.offset for g in lay.guard_pages}
     assert len(guards) == len(lay.slots)
     spans = sorted((s.offset, s.offset + s.nbytes) for s in lay.slots)
-    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False))
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
     for s in lay.slots:
         edge = s.offset + s.nbytes if abut == "end" else s.offset - PAGE
         assert edge in guards

@@ -50,7 +50,8 @@ from pathlib import Path
 from typing import Any
 
 from attest import HEX64_PATTERN, KERNEL_NAME_PATTERN, RUNTIMES
-from verifier.errors import ArchiveError, KernelSpecError
+from attest.ops import CATALOGUE_VERSION
+from verifier.errors import ArchiveError, KernelSpecError, UnknownOpError
 from verifier.ops import OPS
 
 __all__ = [
@@ -224,12 +225,10 @@ def _check_op(op: Any, runtime: str) -> str:
             f"op: {TORCH_OP!r} (a reference PyTorch module) needs runtime torch or triton, "
             f"not {runtime!r}"
         )
+    if not isinstance(op, str):
+        raise KernelSpecError(f"op: must be a string, got {op!r}")
     if op not in OPS:
-        raise KernelSpecError(
-            f"op: {op!r} is not one of {sorted(OPS)}; an op the catalogue lacks can be defined "
-            f"by a PyTorch module: op = {TORCH_OP!r}, runtime = 'torch' "
-            "(see `ktl import kernelbench`)"
-        )
+        raise UnknownOpError(op[:64], CATALOGUE_VERSION, sorted(OPS))
     return str(op)
 
 
@@ -551,6 +550,8 @@ def unpack_kernel(data: bytes, dest: str | Path) -> Path:
         raise ArchiveError("archive has no kernel.toml")
     try:
         spec = KernelSpec.parse(files[MANIFEST])
+    except UnknownOpError:
+        raise  # a limit of this verifier, not a bad archive
     except KernelSpecError as exc:
         raise ArchiveError(f"archive's kernel.toml is invalid: {exc}") from exc
     if set(files) != {MANIFEST, *spec.sources}:

@@ -185,6 +185,8 @@ def _describe(exc: Exception, result: ChildResult | None, limits: Limits, op: Op
     why = res.describe(limits)
     if res.timed_out or res.step_timed_out or res.signal == signal.SIGXCPU:
         return "hang", why
+    if res.memory_limited:  # the run's cgroup: shared memory and private files included
+        return "memory", why
     if isinstance(exc, WorkerGone) and not exc.loaded:
         return "load", f"failed before the first call (while loading the library): {why}"
     placed = _placed_fault(res, op, case)
