@@ -235,6 +235,9 @@ def run_cases(library: Path, entry: str, op: OpSpec, cases: list[Case], workdir:
         except (WorkerGone, WorkerHung, WorkerOverMemory, WorkerMisanswered) as exc:
             result = worker.close()
             kind, why = _describe(exc, result, limits, op, cases[todo[done]])
+            failed = cases[todo[done]]
+            if (worker.unasked or kind == "bad_answer") and UNASKED_ANSWER not in failed.escaped:
+                failed.escaped.append(UNASKED_ANSWER)  # its answers were written by the kernel
             seen(result)
             if kind == "load":
                 for ci in todo:
