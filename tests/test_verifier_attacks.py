@@ -383,8 +383,9 @@ def test_readme_sandbox_table_ties_each_layer_to_a_kernel() -> None:
 
 
 SANDBOX_MODULES = ("sandbox/__init__", "sandbox/_process", "sandbox/_confine",
-                   "sandbox/_namespaces", "sandbox/_seccomp", "sandbox/_landlock",
+                   "sandbox/_launcher", "sandbox/_seccomp", "sandbox/_landlock",
                    "sandbox/_layers", "sandbox/_output", "sandbox/_violations", "_gpu", "errors")
+SANDBOX_SOURCES = ("sandbox/_launcher.c",)
 AS_USER = """
 import json, sys, tempfile
 from pathlib import Path
@@ -415,6 +416,8 @@ def _run_as_nobody(python: Path, tmp_path: Path) -> None:
     (pkg / "sandbox").mkdir()
     for name in SANDBOX_MODULES:
         (pkg / f"{name}.py").write_text((ROOT / "verifier" / f"{name}.py").read_text())
+    for source in SANDBOX_SOURCES:  # the launcher that sets the child up, built as that user
+        (pkg / source).write_text((ROOT / "verifier" / source).read_text())
     tmp_path.chmod(0o755)
 
     def become_nobody() -> None:

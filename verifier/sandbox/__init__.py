@@ -1,6 +1,7 @@
 """sandbox: one confined child process per run, and what was in force.
 
-Holds the child's set-up (`_confine`: namespaces, Landlock, seccomp-bpf, rlimits),
+Holds the child's set-up (`_confine`: namespaces, Landlock, seccomp-bpf, rlimits,
+planned in Python and applied before exec by the native launcher `_launcher.c`),
 the watch on denied system calls (`_violations`), byte-capped output pipes
 (`_output`), the record of the layers in force (`_layers`) and the runner
 (`_process`: limits, timeouts, the private folder, the child's result).
