@@ -46,15 +46,15 @@ ROOT = Path(__file__).resolve().parent.parent
 FLAWED = ROOT / "tests" / "flawed_kernels"
 
 # kernel -> (the row that must fail, words its detail must contain)
-SANDBOX_ATTACKS = {
-    "unix_socket": ("correctness.random", "sandbox violation: the kernel called socket"),
-    "prlimit_parent": ("correctness.random", "sandbox violation: the kernel called prlimit64"),
-    "ptrace_peek": ("correctness.random", "sandbox violation: the kernel called ptrace"),
-    "long_line": ("correctness.random", "output flood: the child wrote a stdout line longer"),
-    "macro_bomb": ("build", "the compiler reached its memory limit"),
+SANDBOX_ATTACKS = {  # attack -> (the row that catches it, the typed fault kind it records)
+    "unix_socket": ("correctness.random", "crash"),  # socket: denied, the run killed
+    "prlimit_parent": ("correctness.random", "crash"),  # prlimit64 on another process
+    "ptrace_peek": ("correctness.random", "crash"),  # ptrace
+    "long_line": ("correctness.random", "crash"),  # a stdout line past the cap
+    "macro_bomb": ("build", "build"),  # the compiler at its memory limit
     # the setsid grandchild, orphaned to the sandbox's reaper, is still a process the kernel
     # left alive at each call's answer
-    "fork_escape": ("escape", "process(es) started by the kernel alive at the call's answer"),
+    "fork_escape": ("escape", "escaped"),
 }
 HARMLESS_ATTACKS = ("root_device",)
 """Attacks the sandbox makes fail silently: the check must pass (nothing leaked, no wait)."""
@@ -102,9 +102,10 @@ def test_sandbox_attack_is_caught_and_ktl_survives(name: str) -> None:
         for sock in listeners:  # type: ignore[attr-defined]
             with pytest.raises(BlockingIOError):
                 sock.accept()  # nobody got through
-    row, words = SANDBOX_ATTACKS[name]
-    assert report.get(row).outcome == "fail", report.get(row).detail
-    assert words in report.get(row).detail, report.get(row).detail
+    row, kind = SANDBOX_ATTACKS[name]
+    found = report.get(row)
+    assert found.outcome == "fail", found.detail
+    assert found.fault is not None and found.fault.kind == kind, found
     assert not report.passed
     assert resource.getrlimit(resource.RLIMIT_CPU) == cpu_before  # the judge kept its CPU
     assert _peak_rss() - rss_before < PARENT_RSS_GROWTH_CAP
