@@ -4,14 +4,37 @@ Each `Spec` checks a decoded-JSON value at a field path and returns a cleaned co
 (numbers as float, lists as lists), raising `ValidationError(path, problem)` on the
 first thing wrong. `Spec.schema()` renders the same rules as JSON Schema 2020-12, so
 the published schema files cannot drift from what the code enforces.
+
+The second half declares predicate nodes with those rules, each field once: a dataclass
+field carries its wire rule, and everything else (validation when built, `from_json`,
+`to_json`, the JSON Schema) is derived from it.
+
+A node is a frozen, keyword-only dataclass that subclasses `Node`::
+
+    class Target(Node, path="target", doc="where the kernel is meant to run"):
+        hardware_class: str = json_field(Str(64))
+        parent: str | None = json_field(Nullable(HEX64), default=None)
+
+- `json_field(rule)` is the field's one definition: its JSON key is the attribute name, its
+  rule a `Spec` from `attest._spec` (or a `Node` subclass, or `List(Nested(...))` for a list
+  of nodes). Declaration order is the order of the JSON Schema's properties.
+- A field with a default is optional on the wire: absence means the default, and
+  `to_json` leaves the field out while it holds its default. A field without one is
+  required (a `Nullable` rule makes it required-but-may-be-null).
+- Objects validate when built, the python-tuf way: `Node(...)` checks every field against its
+  rule (lists become tuples, numbers floats) and then the class's cross-field rules
+  (`_validate(path)`); `from_json` checks the body in one pass (nested nodes are built by
+  their own rules on the way down) and does not check it again in the constructor.
 """
 
 from __future__ import annotations
 
+import contextvars
+import dataclasses
 import math
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar, Self, dataclass_transform
 
 from attest._errors import ValidationError
 
@@ -331,3 +354,120 @@ class Map(Spec):
         key.pop("type", None)
         return {"type": "object", "propertyNames": key, "additionalProperties": self.value.schema(),
                 "minProperties": self.min_items, "maxProperties": self.max_items}
+
+
+# ---- nodes: dataclass fields that carry their rule ----------------------------------------
+
+_RULE = "attest.rule"
+# The path of a body `from_json` has just checked: its constructor need not check it again.
+_PRECHECKED: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "attest_prechecked", default=None)
+
+
+def json_field(rule: Spec | type[Node], *, default: Any = dataclasses.MISSING) -> Any:
+    """A node field with its wire rule (and, if optional on the wire, its default); a node
+    class as the rule means a nested node."""
+    spec = Nested(rule) if isinstance(rule, type) else rule
+    return dataclasses.field(default=default, metadata={_RULE: spec})
+
+
+class Nested(Spec):
+    """A field (or list item) that is another node: checked and built by that node's rules."""
+
+    def __init__(self, node: type[Node], *, doc: str | None = None) -> None:
+        self.node = node
+        self.doc = doc
+
+    def check(self, value: object, path: str) -> Any:
+        if isinstance(value, self.node):
+            return value  # validated when it was built
+        return self.node.from_json(value, path)
+
+    def _schema(self) -> dict[str, Any]:
+        return self.node.spec().schema()
+
+
+def _freeze(value: Any) -> Any:
+    """A checked JSON value as a node holds it: arrays as tuples."""
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _thaw(value: Any) -> Any:
+    """A node's field value as JSON: nodes by their own `to_json`, tuples as arrays."""
+    if isinstance(value, Node):
+        return value.to_json()
+    if isinstance(value, tuple | list):
+        return [_thaw(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _thaw(v) for k, v in value.items()}
+    return value
+
+
+@dataclass_transform(kw_only_default=True, frozen_default=True, field_specifiers=(json_field,))
+class Node:
+    """Base of every predicate node; see the module docstring."""
+
+    _PATH: ClassVar[str] = "predicate"
+    _DOC: ClassVar[str | None] = None
+    _RULES: ClassVar[tuple[tuple[str, Spec, Any], ...]] = ()
+    _SPEC_CACHE: ClassVar[Obj | None] = None
+
+    def __init_subclass__(cls, *, path: str | None = None, doc: str | None = None,
+                          **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if path is not None:
+            cls._PATH = path
+        cls._DOC = doc
+        cls._SPEC_CACHE = None
+        dataclasses.dataclass(frozen=True, kw_only=True)(cls)
+        cls._RULES = tuple((f.name, f.metadata[_RULE], f.default)
+                           for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+
+    @classmethod
+    def spec(cls) -> Obj:
+        """The node's wire rule, derived from its fields (built on first use)."""
+        if cls._SPEC_CACHE is None:
+            cls._SPEC_CACHE = Obj(
+                {name: rule for name, rule, _ in cls._RULES},
+                optional=[name for name, _, default in cls._RULES
+                          if default is not dataclasses.MISSING],
+                doc=cls._DOC)
+        return cls._SPEC_CACHE
+
+    @classmethod
+    def from_json(cls, obj: object, path: str | None = None) -> Self:
+        """Strictly parse a decoded JSON body; errors name the field (`path.field[i]...`)."""
+        where = path or cls._PATH
+        checked = cls.spec().check(obj, where)
+        token = _PRECHECKED.set(where)
+        try:
+            return cls(**{k: _freeze(v) for k, v in checked.items()})
+        finally:
+            _PRECHECKED.reset(token)
+
+    def __post_init__(self) -> None:
+        where = _PRECHECKED.get()
+        if where is None:
+            where = self._PATH
+            for name, rule, default in self._RULES:
+                value = getattr(self, name)
+                if default is not dataclasses.MISSING and value == default:
+                    continue
+                object.__setattr__(self, name, _freeze(rule.check(value, field_path(where, name))))
+        else:
+            _PRECHECKED.set(None)
+        self._validate(where)
+
+    def _validate(self, path: str) -> None:
+        """Cross-field rules; nodes that have some override this and raise ValidationError."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The body as JSON: every field, less optional ones holding their default."""
+        out: dict[str, Any] = {}
+        for name, _, default in self._RULES:
+            value = getattr(self, name)
+            if default is not dataclasses.MISSING and value == default:
+                continue
+            out[name] = _thaw(value)
+        return out
+

@@ -12,7 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
-__all__ = ["OP_DIMS", "OP_FLOPS", "op_flops", "ordered_shape"]
+__all__ = ["CATALOGUE_VERSION", "OP_DIMS", "OP_FLOPS", "op_flops", "ordered_shape"]
+
+CATALOGUE_VERSION = 1
+"""The op catalogue's version: raised whenever an op is added or an op's meaning (inputs,
+dimensions, reference, FLOP count) changes. Statements record it, so a verifier that does
+not know a logged op can say which catalogue it has rather than call the claim wrong."""
 
 Dims = Mapping[str, int]
 V = TypeVar("V")

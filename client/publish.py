@@ -224,7 +224,7 @@ def measure(kernel_dir: Path, budget: str, on_step: Callable[[str], None]) -> Re
 
     try:
         on_step(f"running `ktl check --budget {budget}` (this can take a while)")
-        check = run_check(kernel_dir, budget=budget, seed=1, progress=on_step)
+        check = run_check(kernel_dir, budget=budget, seed=None, progress=on_step)  # fresh seed
         on_step("running `ktl bench` (independent runs)")
         bench = bench_runs(kernel_dir, progress=on_step)
     except VerifierError as exc:
@@ -312,7 +312,7 @@ def run_publish(
     out.note(f"log {sess.origin}: {sess.key.describe()}")
     try:
         published = publish_claims(
-            sess.log, sess.verifier, sess.origin, trusted, key, name=name, archive=archive,
+            sess.log, sess.verifier, sess.origin, sess.trusted, key, name=name, archive=archive,
             claims=claims, receipt_folder=receipts_dir(kernel_dir), samples=results.samples,
             on_step=out.note, quorum=sess.quorum,
         )

@@ -126,6 +126,8 @@ class Gathered:
     kernel_dir: Path
     claims: tuple[FetchedEntry, ...]
     search: ClaimSearch = ClaimSearch()
+    not_rerun: str | None = None
+    """Why the claims cannot be re-run here at all (an op this verifier does not know)."""
 
     @property
     def digest(self) -> str:
@@ -162,8 +164,9 @@ def claim_skip_reason(
 def gather(sess: Session, index: int, workdir: Path, policy: TrustPolicy | None = None
            ) -> Gathered:
     """Fetch and verify entry `index`, its source blob and the claims to reproduce."""
-    from verifier import VerifierError
+    from verifier import UnknownOpError, VerifierError
     from verifier.kernel import unpack_kernel
+    from verifier.reproduce import unknown_op_reason
 
     target = fetch_entry(sess, index)
     stmt = target.verified.statement
@@ -174,15 +177,18 @@ def gather(sess: Session, index: int, workdir: Path, policy: TrustPolicy | None 
     blob = sess.log.get_blob(digest)
     if hashlib.sha256(blob).hexdigest() != digest:
         raise VerificationFailed(f"the source blob does not hash to the subject sha256:{digest}")
+    not_rerun: str | None = None
     try:
         kernel_dir = unpack_kernel(blob, workdir)
+    except UnknownOpError as exc:  # this verifier's limit, not the kernel's defect
+        kernel_dir, not_rerun = workdir, unknown_op_reason(exc.op, exc.catalogue_version)
     except VerifierError as exc:
         raise VerificationFailed(f"the source archive sha256:{digest} is unusable: {exc}") from exc
     if stmt.predicate_type in CLAIM_TYPES:
-        return Gathered(target, kernel_dir, (target,))
+        return Gathered(target, kernel_dir, (target,), not_rerun=not_rerun)
     claims, search = _search_claims(sess, stmt.subject_name, digest,
                                     frozenset(target.verified.signer_keyids), policy)
-    return Gathered(target, kernel_dir, claims, search)
+    return Gathered(target, kernel_dir, claims, search, not_rerun)
 
 
 def _search_claims(
@@ -339,7 +345,8 @@ def reproduce_entry(
 
     `sandbox_record` (from `sandbox_gate`) is written into the body's environment."""
     from verifier import DEFAULT_RUNS, VerifierError
-    from verifier.reproduce import make_policy, reproduce_kernel
+    from verifier.environment import environment_fingerprint
+    from verifier.reproduce import make_policy, not_rerun, reproduce_kernel
 
     gathered = gather(sess, index, workdir / "kernel", policy)
     stmt = gathered.target.verified.statement
@@ -351,10 +358,15 @@ def reproduce_entry(
     claims = [(c.verified.statement.predicate_type, c.verified.statement.predicate.to_json())
               for c in gathered.claims]
     try:
-        body = reproduce_kernel(gathered.kernel_dir, claims, target_json(sess, gathered.target),
-                                budget=budget, time_budget_s=BENCH_SECONDS[budget],
-                                progress=note, runs=runs or DEFAULT_RUNS,
-                                policy=decision or make_policy())
+        if gathered.not_rerun is not None:
+            note(f"not re-run: {gathered.not_rerun}")
+            body = not_rerun(claims, target_json(sess, gathered.target), gathered.not_rerun,
+                             environment_fingerprint(), decision or make_policy())
+        else:
+            body = reproduce_kernel(gathered.kernel_dir, claims,
+                                    target_json(sess, gathered.target), budget=budget,
+                                    time_budget_s=BENCH_SECONDS[budget], progress=note,
+                                    runs=runs or DEFAULT_RUNS, policy=decision or make_policy())
     except VerifierError as exc:
         raise InputError(f"the verifier could not reproduce entry {index}: {exc}") from exc
     body = {**body, "claims": judged_rows(list(body["claims"]), gathered.claims)}

@@ -185,12 +185,16 @@ def verify_cosignatures(
             f"threshold {threshold} is more than the {len(witnesses)} witnesses configured"
         )
     signed = open_checkpoint(data, log_verifier, origin, others=witnesses)
-    known = {(w.name, w.key_id) for w in witnesses}
-    cosigs = [
-        Cosignature(s.name, s.key_id, cosignature_timestamp(s))
-        for s in signed.note.verified_signatures
-        if (s.name, s.key_id) in known
-    ]
+    known = {(w.name, w.key_id): w.public_key_bytes for w in witnesses}
+    cosigs: list[Cosignature] = []
+    keys_seen: set[bytes] = set()
+    for s in signed.note.verified_signatures:
+        public = known.get((s.name, s.key_id))
+        # One public key counts once, whatever names it is configured under: a
+        # cosignature does not sign its key's name, so a copy renamed would verify.
+        if public is not None and public not in keys_seen:
+            keys_seen.add(public)
+            cosigs.append(Cosignature(s.name, s.key_id, cosignature_timestamp(s)))
     if len(cosigs) < threshold:
         raise CosignatureError(
             f"checkpoint has {len(cosigs)} valid witness cosignatures; {threshold} required"

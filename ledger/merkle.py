@@ -236,8 +236,39 @@ def verify_inclusion(
     _check_index(index, size)
     want = inclusion_proof_length(index, size)
     _check_proof(proof, want)
-    fn, sn = index, size - 1
-    r = leaf_hash
+    _verify_path(leaf_hash, index, size - 1, proof, root)
+
+
+def subtree_proof(level: int, index: int, size: int, reader: HashReader) -> list[bytes]:
+    """The path from the complete subtree (``level``, ``index``) up to the root of ``size``."""
+    _check_subtree(level, index, size)
+    return _range_hashes(inclusion_ranges(index << level, size)[level:], reader)
+
+
+def verify_subtree(node: bytes, level: int, index: int, size: int, proof: Sequence[bytes],
+                   root: bytes) -> None:
+    """Check that ``node`` is the hash of leaves ``[index << level, (index + 1) << level)``
+    in the tree of ``size`` with ``root`` (a tile's or an entry bundle's own root)."""
+    _check_hash(node, "subtree hash")
+    _check_hash(root, "root")
+    _check_size(size, "tree size")
+    _check_subtree(level, index, size)
+    # Below ``level`` an inclusion path inside a complete subtree has one hash a level.
+    _check_proof(proof, inclusion_proof_length(index << level, size) - level)
+    _verify_path(node, index, (size - 1) >> level, proof, root)
+
+
+def _check_subtree(level: int, index: int, size: int) -> None:
+    if isinstance(level, bool) or not isinstance(level, int) or not 0 <= level < 64:
+        raise ProofError(f"subtree level {level!r} is not in [0, 64)")
+    if isinstance(index, bool) or not isinstance(index, int) or index < 0 or (
+            (index + 1) << level) > size:
+        raise ProofError(f"no complete subtree at level {level} index {index!r} in a tree of "
+                         f"size {size}")
+
+
+def _verify_path(node: bytes, fn: int, sn: int, proof: Sequence[bytes], root: bytes) -> None:
+    r = node
     for p in proof:
         if fn & 1 or fn == sn:
             r = _sha256(NODE_PREFIX + p + r).digest()

@@ -175,7 +175,7 @@ class _Builder:
         self.groups: list[PolicyGroup] = []
         self.quorum: str | None = None
         self.names: set[str] = {"none"}
-        self.keys: set[tuple[str, bytes]] = set()
+        self.keys: set[bytes] = set()
 
     def _new_name(self, name: str) -> str:
         if not _NAME.fullmatch(name):
@@ -215,12 +215,15 @@ class _Builder:
             v = CosignatureVerifier.from_key_string(args[1])
         except NoteError as exc:
             raise PolicyError(f"witness {name}: {exc}") from None
-        if (v.name, v.key_id) in self.keys:
-            raise PolicyError(f"witness {name}: that key is already listed")
+        if v.public_key_bytes in self.keys:
+            # A cosignature does not cover the key's name: one signature, copied under a
+            # second name for the same public key, would count twice towards a group.
+            raise PolicyError(f"witness {name}: that public key is already listed "
+                              "(under this or another key name)")
         url = args[2] if len(args) == 3 else None
         if url is not None and not _URL.fullmatch(url):
             raise PolicyError(f"witness {name}: URL {url[:80]!r} must be http(s)://...")
-        self.keys.add((v.name, v.key_id))
+        self.keys.add(v.public_key_bytes)
         self.names.add(name)
         self.witnesses.append(PolicyWitness(name, args[1], url.rstrip("/") if url else None))
 

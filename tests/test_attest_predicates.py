@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 from collections.abc import Callable
@@ -209,7 +210,7 @@ INVALID: list[tuple[str, Edit, str]] = [
     (KERNEL_V1, setp(["name"], "Acme/Matmul"), "predicate.name: must be a kernel name"),
     (KERNEL_V1, setp(["name"], "acme"), "predicate.name: must be a kernel name"),
     (KERNEL_V1, setp(["name"], "acme/" + "x" * 200), "predicate.name: must be at most 128"),
-    (KERNEL_V1, setp(["runtime"], "fortran"), "predicate.runtime: must be one of 'c', 'cuda', 'triton'"),
+    (KERNEL_V1, setp(["runtime"], "fortran"), "predicate.runtime: must be one of 'c', 'cuda', 'triton', 'torch'"),
     (KERNEL_V1, setp(["abi_version"], 0), "predicate.abi_version: must be between 1"),
     (KERNEL_V1, setp(["abi_version"], True), "predicate.abi_version: must be an integer"),
     (KERNEL_V1, setp(["abi_version"], 1.0), "predicate.abi_version: must be an integer"),
@@ -401,7 +402,7 @@ def test_wire_constants_have_one_home_in_attest() -> None:
     root = Path(__file__).resolve().parent.parent
     copies = {
         attest.PREDICATE_NAMESPACE, attest.HEX64_PATTERN, attest.KERNEL_NAME_PATTERN,
-        '"c", "cuda", "triton"', "^[0-9a-f]{64}$",
+        '"c", "cuda", "triton", "torch"', "^[0-9a-f]{64}$",
     }
     home = root / "attest" / "predicates.py"
     found = []
@@ -413,4 +414,73 @@ def test_wire_constants_have_one_home_in_attest() -> None:
     assert not found, found
     assert re.fullmatch(attest.KERNEL_NAME_PATTERN, "acme/sum-rows")
     assert attest.SHORT_NAMES["benchmark"] == attest.BENCHMARK_V1
-    assert attest.RUNTIMES == ("c", "cuda", "triton")
+    assert attest.RUNTIMES == ("c", "cuda", "triton", "torch")
+
+
+@pytest.mark.parametrize(("cls", "make"), NESTED)
+def test_nodes_validate_when_built_directly(cls: Any, make: Callable[[], Any]) -> None:
+    """The constructor applies the same rules as from_json (python-tuf: valid once built)."""
+    parsed = cls.from_json(make())
+    kwargs = {name: getattr(parsed, name) for name in parsed.__dataclass_fields__}
+    assert cls(**kwargs) == parsed
+
+
+def test_a_bad_field_is_refused_by_the_constructor_with_its_path() -> None:
+    good = p.Check.from_json(ex.verification()["checks"][0])
+    with pytest.raises(ValidationError) as bad_name:
+        p.Check(name="Not A Check Name", outcome=good.outcome, detail=good.detail,
+                inputs=good.inputs, metrics=good.metrics)
+    assert bad_name.value.path == "check.name"
+    with pytest.raises(ValidationError) as bad_kind:
+        p.Fault(kind="kernel_was_fine_really", shape=None)  # type: ignore[arg-type]
+    assert bad_kind.value.path == "fault.kind"
+    with pytest.raises(ValidationError) as nested:
+        p.Check(name="x", outcome="fail", detail="", inputs={"repeats": -1},  # type: ignore[arg-type]
+                metrics={})
+    assert nested.value.path == "check.inputs.repeats"
+
+
+def test_cross_field_rules_hold_for_directly_built_objects() -> None:
+    result = p.BenchmarkResult.from_json(ex.benchmark()["results"][0])
+    kwargs = {name: getattr(result, name) for name in result.__dataclass_fields__}
+    with pytest.raises(ValidationError, match="within"):
+        p.BenchmarkResult(**{**kwargs, "median_ns": result.p95_ns * 2})
+    pred = p.VerificationPredicate.from_json(ex.verification())
+    failing = dataclasses.replace(pred.checks[0], outcome="fail")
+    with pytest.raises(ValidationError) as lie:
+        p.VerificationPredicate(environment=pred.environment, budget=pred.budget, seed=pred.seed,
+                                checks=(failing,), verdict="pass")
+    assert lie.value.path == "predicate.verdict"
+
+
+def test_built_objects_hold_immutable_copies() -> None:
+    flags = ["-O2"]
+    recipe = p.BuildRecipe(compiler="cc", compiler_version="1", flags=flags)  # type: ignore[arg-type]
+    flags.append("-fno-everything")
+    assert recipe.flags == ("-O2",)
+    run = p.BenchmarkRun(speedup=2, speedup_ci95=(1, 3), median_ns=5, baseline_median_ns=10, n=3)
+    assert isinstance(run.median_ns, float)
+    assert run.to_json() == {"speedup": 2.0, "speedup_ci95": [1.0, 3.0], "median_ns": 5.0,
+                             "baseline_median_ns": 10.0, "n": 3}
+
+
+def test_a_field_is_declared_once_and_optional_fields_keep_old_bodies_valid() -> None:
+    """The mechanism the predicates docstring describes: one declaration gives parse, encode
+    and schema; an optional field's absence reads old bodies and writes them unchanged."""
+    from attest._spec import Int, Node, Str, json_field
+
+    class Probe(Node, path="probe", doc="a test node"):
+        name: str = json_field(Str(8))
+        added: int | None = json_field(Int(1, 9), default=None)
+
+    old = {"name": "a"}
+    assert Probe.from_json(old).to_json() == old
+    assert Probe.from_json({"name": "a", "added": 3}).added == 3
+    schema = Probe.spec().schema()
+    assert schema["required"] == ["name"] and list(schema["properties"]) == ["name", "added"]
+    with pytest.raises(ValidationError) as exc:
+        Probe.from_json({"name": "a", "added": 10})
+    assert exc.value.path == "probe.added"
+    source = (Path(p.__file__)).read_text(encoding="utf-8")
+    for hand_written in ("def to_json", "def from_json", "def _build", "Obj({"):
+        assert hand_written not in source, hand_written

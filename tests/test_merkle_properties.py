@@ -20,9 +20,11 @@ from ledger.merkle import (
     inclusion_proof,
     leaf_hash,
     root_of,
+    subtree_proof,
     tree_root,
     verify_consistency,
     verify_inclusion,
+    verify_subtree,
 )
 
 N = 300
@@ -312,3 +314,24 @@ def test_generation_preconditions(store: MemoryHashStore) -> None:
         inclusion_proof(0, N + 5, store)
     assert tree_root(0, store) == EMPTY_ROOT
     assert consistency_proof(0, 5, store) == []
+
+
+def test_every_complete_subtree_verifies_against_the_reference_and_nothing_else(
+        store: MemoryHashStore) -> None:
+    # A tile's or an entry bundle's own root checked against a signed root (issue 26 row 8).
+    for size in (1, 2, 3, 7, 8, 9, 100, 255, 256, 257, N):
+        root = mth(0, size)
+        for level in range(0, size.bit_length()):
+            for index in range(size >> level):
+                node = mth(index << level, (index + 1) << level)
+                proof = subtree_proof(level, index, size, store)
+                verify_subtree(node, level, index, size, proof, root)
+                if level == 0:
+                    assert proof == inclusion_proof(index, size, store)
+                with pytest.raises(RootMismatchError):
+                    verify_subtree(_flip(node, 3), level, index, size, proof, root)
+                if index + 1 < size >> level:  # a neighbour's subtree is not this one
+                    with pytest.raises(ProofError):
+                        verify_subtree(node, level, index + 1, size, proof, root)
+        with pytest.raises(ProofError, match="no complete subtree"):
+            verify_subtree(root, size.bit_length(), 0, size, [], root)

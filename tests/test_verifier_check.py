@@ -44,6 +44,9 @@ CAUGHT_BY = {
     "answer_forger": "escape",
     "nondeterministic": "determinism",
     "nan_skipping": "special_values",
+    # issue 25: the defect named, not a symptom of it
+    "tail_unwritten": "state.reuse",
+    "always_crash": "correctness.random",
 }
 # flawed kernel -> the typed fault kind its failing row records
 FAULT_OF = {
@@ -67,6 +70,8 @@ FAULT_OF = {
     "answer_forger": "escaped",
     "nondeterministic": "nondeterministic",
     "nan_skipping": "special_values",
+    "tail_unwritten": "unaligned_remainder",
+    "always_crash": "crash",
 }
 BENCH_ONLY = {"timer_tamper", "drift", "content_cache", "forged_baseline", "fifo_swap"}
 FULL_ONLY = {"int32_index"}
@@ -77,7 +82,8 @@ def test_every_flaw_class_has_a_kernel() -> None:
     on_disk = {p.parent.name for p in FLAWED.glob("*/kernel.toml")}
     sandbox = {"unix_socket", "prlimit_parent", "ptrace_peek", "long_line", "macro_bomb", "root_device",
                "fork_escape"}  # tests/test_verifier_attacks.py
-    assert set(CAUGHT_BY) | BENCH_ONLY | FULL_ONLY | HARMLESS | sandbox == on_disk
+    harness = {"answer_status", "deep_folder"}  # tests/test_verifier_harness_attacks.py
+    assert set(CAUGHT_BY) | BENCH_ONLY | FULL_ONLY | HARMLESS | sandbox | harness == on_disk
 
 
 @pytest.mark.parametrize("name", sorted(CAUGHT_BY))
@@ -191,3 +197,46 @@ def test_text_from_the_kernels_process_decides_nothing() -> None:
     assert row.outcome == "fail" and row.fault is not None and row.fault.kind == "input_mutated"
     asan = mutating.get("sanitizer.asan_ubsan")
     assert asan.fault is None or asan.fault.kind != "input_mutated", asan
+
+
+def test_unwritten_tail_is_named_a_remainder_wherever_it_shows() -> None:
+    """Issue 25 row 7: a kernel that never writes its C % 8 tail columns is a remainder
+    defect on every row that sees it, never 'must not cache by pointer' or 'a race'."""
+    report = check(FLAWED / "tail_unwritten", budget="quick", seed=5)
+    for name in ("correctness.large", "outputs.poisoned", "state.reuse", "determinism"):
+        row = report.get(name)
+        assert row.outcome == "fail", (name, row.detail)
+        assert row.fault is not None and row.fault.kind == "unaligned_remainder", (name, row)
+        assert "remainder after whole blocks" in row.detail, row.detail
+        assert "cache by pointer" not in row.detail and "race" not in row.detail
+
+
+def test_rows_that_made_no_calls_are_not_run_never_pass() -> None:
+    """Issue 25 row 8: a kernel killed on every call leaves the per-call rows nothing to
+    judge; they say `not run (why)` (outcome skip), never `pass ... after 0 calls`."""
+    report = check(FLAWED / "always_crash", budget="quick", seed=5)
+    for name in ("inputs.unchanged", "outputs.poisoned", "guards.canaries", "escape"):
+        row = report.get(name)
+        assert row.outcome == "skip", (name, row.detail)
+        assert row.detail.startswith("not run (crash: killed by SIGILL"), row.detail
+        assert row.metrics.get("calls") == 0.0
+    assert not report.passed
+
+
+def test_remainder_blocks_against_a_naive_reading() -> None:
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from verifier.compare_outputs import REMAINDER_BLOCKS, remainder_blocks
+
+    @given(st.integers(1, 600), st.integers(0, 600))
+    def prop(extent: int, first_bad: int) -> None:
+        first_bad = min(first_bad, extent - 1)
+        got = remainder_blocks(first_bad, extent)
+        for b in REMAINDER_BLOCKS:
+            whole = extent // b * b  # columns in whole blocks
+            tail = list(range(whole, extent))
+            assert (b in got) == (bool(tail) and whole > 0 and first_bad in tail)
+
+    prop()
+    assert remainder_blocks(None, 13) == frozenset()

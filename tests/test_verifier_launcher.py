@@ -17,13 +17,22 @@ import struct
 import subprocess
 import threading
 import time
+import types
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from verifier.errors import SandboxError
-from verifier.sandbox import NO_LAYERS, SETUP_FAILED, Limits, _process, probe_layers, run_sandboxed
+from verifier.sandbox import (
+    NO_LAYERS,
+    SETUP_FAILED,
+    Accounting,
+    Limits,
+    _process,
+    probe_layers,
+    run_sandboxed,
+)
 from verifier.sandbox._confine import ChildPlan, decode_report, encode_plan
 from verifier.sandbox._launcher import SOURCE, launcher_binary
 
@@ -111,7 +120,9 @@ def test_no_preexec_fn_and_no_python_in_the_sandboxs_processes(
 def test_many_children_from_many_threads_all_come_up(tmp_path: Path) -> None:
     """Children started at once from several threads (while another thread churns
     through a lock and allocations) all get every layer and run their command."""
-    want = probe_layers()
+    (tmp_path / "alone").mkdir()
+    want = run_sandboxed([TRUE], tmp_path / "alone", Limits()).layers  # one child, alone
+    assert want.seccomp != "none" and want.user_namespace == probe_layers().user_namespace
     threads, per_thread = 6, 5
     results: list[Any] = []
     errors: list[BaseException] = []
@@ -151,23 +162,28 @@ def test_many_children_from_many_threads_all_come_up(tmp_path: Path) -> None:
         f"{n}-{i}" for n in range(threads) for i in range(per_thread))
 
 
+class _MissingCgroup:
+    """A run cgroup whose `cgroup.procs` is gone: joining it must fail the set-up."""
+
+    def __init__(self, folder: Path) -> None:
+        self.procs_paths = (str(folder / "no-such-cgroup" / "cgroup.procs"),)
+        self.memory_bytes = 0
+
+    def kill(self) -> bool:
+        return True
+
+    def usage(self) -> Any:
+        return types.SimpleNamespace(oom_kills=0)
+
+
 def test_a_set_up_that_fails_is_reported_as_setup_failed(tmp_path: Path) -> None:
-    """A cgroup file that cannot be joined: the command never runs, no layers reported."""
+    """A cgroup that cannot be joined: the command never runs, no layers are reported."""
     marker = tmp_path / "ran"
     res = run_sandboxed([SH, "-c", f"touch {marker}"], tmp_path, Limits(),
-                        cgroup_procs=[str(tmp_path / "no-such-cgroup" / "cgroup.procs")])
+                        accounting=Accounting(_MissingCgroup(tmp_path)))  # type: ignore[arg-type]
     assert res.returncode == SETUP_FAILED and res.layers == NO_LAYERS
     assert "ktl sandbox: cannot join the run's cgroup" in res.stderr
     assert not marker.exists()
-
-
-def test_the_launcher_joins_the_cgroup_files_it_is_given(tmp_path: Path) -> None:
-    """The hook for a per-run cgroup: the launcher writes its own pid before its set-up."""
-    procs = tmp_path / "cgroup.procs"
-    procs.write_text("")
-    res = run_sandboxed([TRUE], tmp_path, Limits(), cgroup_procs=[str(procs)])
-    assert res.ok and res.layers == probe_layers()
-    assert int(procs.read_text()) > 1
 
 
 def test_a_command_that_cannot_be_executed_raises(tmp_path: Path) -> None:
@@ -214,13 +230,20 @@ def test_the_plan_refuses_what_the_launcher_could_not_carry() -> None:
         encode_plan(_plan(cgroup_procs=("/a",) * 17), 1)
 
 
+def _report(**changes: int) -> bytes:
+    """A launcher report: 12 flag bytes, then Landlock ABI, process limit, tmpfs MiB."""
+    flags = dict(user=1, no_caps=1, pid=1, net=1, proc=1, dev=1, seccomp=2, cgroup=1, unacc=0)
+    numbers = dict(abi=7, nproc=256, tmpfs=16)
+    for key, value in changes.items():
+        (flags if key in flags else numbers)[key] = value
+    return struct.pack("=4s12Biii", b"KTLL", *flags.values(), 0, 0, 0, *numbers.values())
+
+
 def test_a_malformed_report_is_refused() -> None:
-    good = struct.pack("=4s8Bii", b"KTLL", 1, 1, 1, 1, 1, 1, 2, 0, 7, 256)
-    assert decode_report(good).seccomp == "notify"
-    for bad in (good[:-1], b"KTLX" + good[4:],
-                struct.pack("=4s8Bii", b"KTLL", 2, 1, 1, 1, 1, 1, 2, 0, 7, 256),
-                struct.pack("=4s8Bii", b"KTLL", 1, 1, 1, 1, 1, 1, 3, 0, 7, 256),
-                struct.pack("=4s8Bii", b"KTLL", 1, 1, 1, 1, 1, 1, 2, 0, -1, 256)):
+    layers = decode_report(_report())
+    assert layers.seccomp == "notify" and layers.cgroup and layers.private_tmpfs_mib == 16
+    for bad in (_report()[:-1], b"KTLX" + _report()[4:], _report(user=2), _report(seccomp=3),
+                _report(seccomp=0), _report(abi=-1), _report(tmpfs=-1)):
         with pytest.raises(SandboxError):
             decode_report(bad)
 

@@ -208,11 +208,12 @@ def test_a_claim_with_unusable_numbers_is_refused_as_malformed_not_a_crash() -> 
         _verdict(zero, _bench(HERE))
 
 
-def _verification(outcomes: dict[str, str]) -> dict[str, Any]:
+def _verification(outcomes: dict[str, str], seed: int = 1) -> dict[str, Any]:
     checks = [{"name": n, "outcome": o, "detail": f"{n} {o}", "inputs": {}, "metrics": {}}
               for n, o in outcomes.items()]
     verdict = "fail" if any(o in ("fail", "error") for o in outcomes.values()) else "pass"
-    return {"environment": ENV, "budget": "quick", "seed": 1, "checks": checks, "verdict": verdict}
+    return {"environment": ENV, "budget": "quick", "seed": seed, "checks": checks,
+            "verdict": verdict}
 
 
 def test_verification_claims() -> None:
@@ -225,7 +226,35 @@ def test_verification_claims() -> None:
     refuted = compare([(VERIFICATION_V1, claimed)], TARGET, ENV,
                       verification=_verification({"correctness.random": "fail"}))
     assert refuted["verdict"] == "refuted"
-    assert "claimed pass, fails here: correctness.random fail" in refuted["claims"][0]["reason"]
+    assert "claimed pass, fails here: fail at the claimed seed 1: correctness.random fail" \
+        in refuted["claims"][0]["reason"]
+
+
+def test_a_kernel_tuned_to_the_claimed_seed_is_refuted_by_the_reproducers_seed() -> None:
+    """Issue 25 row 4: the claimed seed is replayed and a seed of the reproducer's is run too;
+    a kernel right only on the claimed inputs is refuted, and the reason says which seed."""
+    claimed = _verification({"correctness.random": "pass"}, seed=7)
+    body = compare([(VERIFICATION_V1, claimed)], TARGET, ENV,
+                   verification=_verification({"correctness.random": "pass"}, seed=7),
+                   own_verification=_verification({"correctness.random": "fail"}, seed=91))
+    assert body["verdict"] == "refuted"
+    row, verdict = body["claims"]
+    assert row["verdict"] == "refuted"
+    assert "pass at the claimed seed 7" in row["reason"]
+    assert "fail at this reproducer's seed 91" in row["reason"]
+    assert "pass at the claimed seed 7; fail at this reproducer's seed 91" in verdict["reason"]
+    both = compare([(VERIFICATION_V1, claimed)], TARGET, ENV,
+                   verification=_verification({"correctness.random": "pass"}, seed=7),
+                   own_verification=_verification({"correctness.random": "pass"}, seed=91))
+    assert both["verdict"] == "confirmed"
+    assert "at this reproducer's seed 91" in both["claims"][0]["reason"]
+
+
+def test_fresh_seeds_differ_and_avoid_the_claimed_one() -> None:
+    from verifier.reproduce import fresh_seed
+
+    seeds = {fresh_seed(avoid=3) for _ in range(64)}
+    assert 3 not in seeds and len(seeds) > 60
 
 
 def test_compare_rejects_what_it_cannot_rerun() -> None:

@@ -241,3 +241,33 @@ def test_policy_json_is_checked(obj: object, message: str) -> None:
     with pytest.raises(PolicyError) as info:
         WitnessPolicy.from_json(obj)
     assert str(info.value) == message
+
+
+def _renamed(signer: CosignatureSigner, name: str) -> CosignatureSigner:
+    """The same private (so public) key under another key name."""
+    return CosignatureSigner(name, Ed25519PrivateKey.from_private_bytes(bytes([1]) * 32),
+                             clock=lambda: 1_700_000_000)
+
+
+def test_one_public_key_under_two_names_is_refused_and_counts_once() -> None:
+    # Attack (issue 26 row 11): one key listed as two witnesses; its one cosignature,
+    # copied under the second name (the signature does not cover the name), meets 2-of-2.
+    twin = _renamed(A, "w.example/twin")
+    assert twin.verifier_key_string() != A.verifier_key_string()
+    text = (f"witness A {A.verifier_key_string()}\nwitness T {twin.verifier_key_string()}\n"
+            "group both all A T\nquorum both\n")
+    with pytest.raises(PolicyError, match="public key is already listed"):
+        WitnessPolicy.parse(text)
+    log, note = _cosigned(A)
+    line = note[note.index("\u2014 w.example/a".encode()):]
+    blob = line.rstrip(b"\n").rsplit(b" ", 1)[1]
+    raw = base64.b64decode(blob)
+    copied = base64.b64encode(twin.key_id + raw[4:])
+    forged = note + "\u2014 w.example/twin ".encode() + copied + b"\n"
+    # The copy verifies as the twin's signature, but one key is one witness:
+    from ledger.cosignature import CosignatureError, verify_cosignatures
+    _, cosigs = verify_cosignatures(forged, log.signer.verifier(),
+                                    [A.verifier(), twin.verifier()], 1)
+    assert len(cosigs) == 1
+    with pytest.raises(CosignatureError, match="1 valid witness cosignatures; 2 required"):
+        verify_cosignatures(forged, log.signer.verifier(), [A.verifier(), twin.verifier()], 2)

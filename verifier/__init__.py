@@ -18,6 +18,7 @@ from verifier.errors import (
     ReproduceError,
     RuntimeUnavailableError,
     SandboxError,
+    UnknownOpError,
     VerifierError,
 )
 from verifier.kernel import FLAG_ALLOWLIST, GeneratorInfo, KernelSpec, pack_kernel, unpack_kernel
@@ -47,6 +48,7 @@ __all__ = [
     "SandboxError",
     "ShapeResult",
     "StatsError",
+    "UnknownOpError",
     "VerifierError",
     "bench",
     "bench_runs",

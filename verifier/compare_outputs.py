@@ -8,12 +8,14 @@ tolerance.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["Comparison", "compare_output", "ulp_distance"]
+__all__ = ["REMAINDER_BLOCKS", "Comparison", "RemainderDefect", "common_remainder",
+           "common_tail", "compare_output", "remainder_blocks", "remainder_defect", "ulp_distance"]
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,10 @@ class Comparison:
     worst_index: tuple[int, ...] | None
     worst_value: float | None
     worst_expected: float | None
+    bad_last_from: int | None = None
+    """The smallest last-axis index of a bad element (None: none bad, or a 0-d output): with
+    the output's last extent it says whether only a tail of columns is wrong."""
+    last_extent: int = 0
 
     @property
     def ok(self) -> bool:
@@ -95,6 +101,10 @@ def compare_output(
     else:
         flat = int(np.argmax(ratio))
     worst = tuple(int(i) for i in np.unravel_index(flat, out.shape))
+    last_from: int | None = None
+    if bad and out.ndim:
+        cols = np.nonzero(bad_mask.reshape(-1, out.shape[-1]).any(axis=0))[0]
+        last_from = int(cols.min())
     return Comparison(
         elements=n,
         bad=bad,
@@ -108,4 +118,69 @@ def compare_output(
         worst_index=worst,
         worst_value=float(out.reshape(-1)[flat]),
         worst_expected=float(ref.reshape(-1)[flat]),
+        bad_last_from=last_from,
+        last_extent=int(out.shape[-1]) if out.ndim else 0,
     )
+
+
+REMAINDER_BLOCKS = (4, 8, 16, 32, 64)
+
+
+@dataclass(frozen=True)
+class RemainderDefect:
+    """Only the last `remainder` of `extent` columns are wrong: `extent % block` is the tail
+    after whole blocks of `block`, which the kernel never computes (or never writes)."""
+
+    block: int
+    extent: int
+
+    @property
+    def remainder(self) -> int:
+        return self.extent % self.block
+
+    def describe(self) -> str:
+        return (f"only the last {self.remainder} of {self.extent} columns are wrong "
+                f"({self.extent} % {self.block} = {self.remainder}): a remainder after whole "
+                f"blocks (of {self.block} or a multiple of it) that is never computed or written")
+
+
+def remainder_blocks(first_bad: int | None, extent: int) -> frozenset[int]:
+    """The blocks whose tail (`extent % block` last columns) holds every bad column.
+
+    Empty when nothing is bad, the extent is a multiple of every block tried, or the bad
+    columns reach into the whole blocks."""
+    if first_bad is None or extent <= 0:
+        return frozenset()
+    return frozenset(b for b in REMAINDER_BLOCKS
+                     if extent % b and extent - extent % b > 0 and first_bad >= extent - extent % b)
+
+
+def remainder_defect(first_bad: int | None, extent: int) -> RemainderDefect | None:
+    """The smallest block of `remainder_blocks`, as a defect (None when there is none)."""
+    blocks = remainder_blocks(first_bad, extent)
+    return RemainderDefect(min(blocks), extent) if blocks else None
+
+
+def common_tail(tails: Iterable[tuple[int | None, int]]) -> RemainderDefect | None:
+    """One block whose tail explains every tail-shaped mismatch among (first bad column,
+    extent) pairs.
+
+    Each pair whose wrong columns are a tail names the blocks that explain it; the
+    smallest block common to all of them is the diagnosis (shown on the first such pair).
+    None when no mismatch is tail-shaped or no block explains them all."""
+    common: frozenset[int] | None = None
+    extent = 0
+    for first_bad, size in tails:
+        blocks = remainder_blocks(first_bad, size)
+        if not blocks:
+            continue
+        common = blocks if common is None else common & blocks
+        extent = extent or size
+    if not common:
+        return None
+    return RemainderDefect(min(common), extent)
+
+
+def common_remainder(comps: Iterable[Comparison]) -> RemainderDefect | None:
+    """`common_tail` of comparisons' bad columns."""
+    return common_tail((c.bad_last_from, c.last_extent) for c in comps)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import os
 import platform
 import shutil
 import subprocess
+import sys
 from functools import lru_cache
 from typing import Any
 
@@ -13,8 +16,8 @@ import numpy as np
 
 from verifier import _gpu
 
-__all__ = ["INTERESTING_FLAGS", "environment_fingerprint", "find_gcc", "gcc_version",
-           "gpu_fingerprint"]
+__all__ = ["INTERESTING_FLAGS", "TORCH_INSTALL_HINT", "environment_fingerprint", "find_gcc",
+           "gcc_version", "gpu_fingerprint", "library_version", "module_runtime_missing"]
 
 TOOL_PATH = "/usr/bin:/bin:/usr/local/bin"
 """Where the C compiler is looked up: system folders only, never the caller's PATH."""
@@ -76,6 +79,41 @@ def _fingerprint() -> tuple[tuple[str, Any], ...]:
     return tuple(env.items())
 
 
+TORCH_INSTALL_HINT = ("pip install 'kernel-transparency-log[torch]' (on a CPU-only machine: "
+                      "pip install torch==2.13.0 triton)")
+"""What to install for runtimes torch and triton."""
+_MODULE_NEEDS = {"torch": ("torch",), "triton": ("torch", "triton")}
+
+
+def _importable(name: str) -> bool:
+    """Whether `import name` can succeed in this Python, without importing it."""
+    if name in sys.modules:
+        return sys.modules[name] is not None
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def module_runtime_missing(runtime: str) -> str | None:
+    """Why runtime `torch`/`triton` cannot run in this Python (what to install), or None."""
+    missing = [name for name in _MODULE_NEEDS.get(runtime, ()) if not _importable(name)]
+    if not missing:
+        return None
+    return (f"runtime {runtime!r} needs {' and '.join(missing)}, which this Python "
+            f"({sys.executable}) lacks: {TORCH_INSTALL_HINT}")
+
+
+def library_version(name: str) -> str | None:
+    """The installed distribution's version (e.g. torch's '2.13.0+cpu'), without importing it."""
+    if not _importable(name):
+        return None
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def environment_fingerprint(runtime: str = "c") -> dict[str, Any]:
     """CPU model and flags, cores, machine, GPU (for runtime cuda; none for c), compiler,
     libraries, OS."""
@@ -84,6 +122,10 @@ def environment_fingerprint(runtime: str = "c") -> dict[str, Any]:
     env["libraries"] = dict(env["libraries"])
     if runtime == "cuda":
         env["gpu"], env["gpu_driver"] = gpu_fingerprint(_gpu.probe())
+    for name in _MODULE_NEEDS.get(runtime, ()):
+        version = library_version(name)
+        if version is not None:
+            env["libraries"][name] = version
     return env
 
 

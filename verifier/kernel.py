@@ -4,8 +4,8 @@ A kernel folder holds `kernel.toml` and its sources::
 
     name = "acme/matmul-blocked"      # vendor/kernel-name
     version = "1.0.0"
-    op = "matmul"                     # a key of verifier.ops.OPS
-    runtime = "c"                     # c | cuda | triton
+    op = "matmul"                     # a key of verifier.ops.OPS, or "torch" (below)
+    runtime = "c"                     # c | cuda | torch | triton
     sources = ["matmul.c"]            # relative paths inside the folder
     entry = "matmul_blocked"          # a C identifier
     flags = ["-O3", "-march=native"]  # from FLAG_ALLOWLIST
@@ -17,6 +17,21 @@ A kernel folder holds `kernel.toml` and its sources::
     prompt_sha256 = "<hex>"           # optional
     [target]
     hardware_class = "x86_64-avx2"
+
+A kernel defined by a PyTorch module (the KernelBench format) has op "torch": the op
+is the reference module itself, recorded by its sha256 (`reference_digest`)::
+
+    name = "acme/layernorm-fused"
+    version = "0.1.0"
+    op = "torch"                      # the reference module is the op
+    runtime = "torch"                 # torch | triton (ModelNew calls @triton.jit kernels)
+    reference = "reference.py"        # Model(nn.Module), get_inputs(), get_init_inputs()
+    solution = "solution.py"          # ModelNew, with Model's constructor arguments
+    sources = ["reference.py", "solution.py"]   # plus any .cpp/.cu files the solution reads
+    entry = "ModelNew"
+    flags = []
+    dtype = "float32"                 # float32 | float16 | bfloat16
+    [generator] and [target] as above (hardware_class "cpu" or a GPU class)
 
 Unknown keys are errors. Nothing from the manifest ever reaches a shell: flags are
 matched exactly against an allowlist and passed in an argv list.
@@ -35,7 +50,8 @@ from pathlib import Path
 from typing import Any
 
 from attest import HEX64_PATTERN, KERNEL_NAME_PATTERN, RUNTIMES
-from verifier.errors import ArchiveError, KernelSpecError
+from attest.ops import CATALOGUE_VERSION
+from verifier.errors import ArchiveError, KernelSpecError, UnknownOpError
 from verifier.ops import OPS
 
 __all__ = [
@@ -47,6 +63,10 @@ __all__ = [
     "MAX_SOURCES",
     "MAX_SOURCE_BYTES",
     "RUNTIMES",
+    "TORCH_DTYPES",
+    "TORCH_ENTRY",
+    "TORCH_OP",
+    "TORCH_RUNTIMES",
     "GeneratorInfo",
     "KernelSpec",
     "pack_kernel",
@@ -56,6 +76,9 @@ __all__ = [
 MANIFEST = "kernel.toml"
 ABI_VERSION = 1
 MAX_MANIFEST_BYTES = 64 * 1024
+MAX_MANIFEST_DEPTH = 16
+"""Arrays and inline tables nested deeper than this are refused before parsing (the TOML
+parser recurses once per level: 2,000 nested arrays would raise RecursionError)."""
 MAX_SOURCES = 32
 MAX_SOURCE_BYTES = 1024 * 1024
 MAX_TOTAL_BYTES = 4 * 1024 * 1024
@@ -85,11 +108,22 @@ IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 TEXT_RE = re.compile(r"[\x20-\x7e]+")
 HEX64_RE = re.compile(HEX64_PATTERN)
 PART_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
-SOURCE_EXT = {"c": (".c", ".h"), "cuda": (".cu", ".cuh", ".h"), "triton": (".py",)}
+TORCH_OP = "torch"
+"""The op of every kernel defined by a PyTorch module: the reference module is the op."""
+TORCH_RUNTIMES = ("torch", "triton")
+"""Runtimes whose kernel is a `ModelNew` module judged against a reference `Model`."""
+TORCH_DTYPES = ("float32", "float16", "bfloat16")
+"""The dtypes a torch kernel may declare for its floating-point inputs."""
+TORCH_ENTRY = "ModelNew"
+"""The class a torch kernel's solution defines (KernelBench's name)."""
+_MODULE_SOURCE_EXT = (".py", ".cpp", ".cc", ".cxx", ".h", ".hpp", ".cu", ".cuh")
+SOURCE_EXT = {"c": (".c", ".h"), "cuda": (".cu", ".cuh", ".h"),
+              "torch": _MODULE_SOURCE_EXT, "triton": _MODULE_SOURCE_EXT}
 
+_TORCH_KEYS = {"reference", "solution", "dtype"}
 _TOP_KEYS = {"name", "version", "op", "runtime", "sources", "entry", "flags", "parent",
-             "generator", "target", "abi_version"}
-_REQUIRED = _TOP_KEYS - {"parent", "flags", "abi_version"}
+             "generator", "target", "abi_version", *_TORCH_KEYS}
+_REQUIRED = _TOP_KEYS - {"parent", "flags", "abi_version", *_TORCH_KEYS}
 _GEN_KEYS = {"agent", "agent_version", "model", "prompt_sha256"}
 
 
@@ -124,6 +158,35 @@ class GeneratorInfo:
         )
 
 
+def _nesting_depth(text: str) -> int:
+    """The deepest nesting of `[`/`{` outside strings and comments (table headers count 1 or 2).
+
+    Strings are skipped by their TOML quoting (basic and literal, one-line and multi-line,
+    backslash escapes in basic strings); an unterminated string runs to the end. A linear
+    scan with no recursion: it is what bounds the parser's."""
+    depth = deepest = 0
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "#":
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+        elif ch in "\"'":
+            quote = ch * 3 if text.startswith(ch * 3, i) else ch
+            i += len(quote)
+            while i < n and not text.startswith(quote, i):
+                i += 2 if ch == '"' and text[i] == "\\" else 1
+            i += len(quote)
+            continue
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth = max(depth - 1, 0)
+        i += 1
+    return deepest
+
+
 def _text(obj: Mapping[str, Any], key: str, prefix: str = "", limit: int = 128) -> str:
     value = obj.get(key)
     if not isinstance(value, str) or not TEXT_RE.fullmatch(value) or len(value) > limit:
@@ -149,6 +212,83 @@ def _check_source_path(path: Any, runtime: str) -> str:
     return path
 
 
+def _check_op(op: Any, runtime: str) -> str:
+    if runtime in TORCH_RUNTIMES:
+        if op != TORCH_OP:
+            raise KernelSpecError(
+                f"op: runtime {runtime!r} runs a PyTorch module, so op must be {TORCH_OP!r} "
+                f"(the reference module is the op), got {op!r}"
+            )
+        return TORCH_OP
+    if op == TORCH_OP:
+        raise KernelSpecError(
+            f"op: {TORCH_OP!r} (a reference PyTorch module) needs runtime torch or triton, "
+            f"not {runtime!r}"
+        )
+    if not isinstance(op, str):
+        raise KernelSpecError(f"op: must be a string, got {op!r}")
+    if op not in OPS:
+        raise UnknownOpError(op[:64], CATALOGUE_VERSION, sorted(OPS))
+    return str(op)
+
+
+def _check_flags(flags: Any, runtime: str) -> tuple[str, ...]:
+    if not isinstance(flags, list) or len(flags) > 32:
+        raise KernelSpecError("flags: must be a list of at most 32 flags")
+    if runtime in TORCH_RUNTIMES and flags:
+        raise KernelSpecError(
+            f"flags: runtime {runtime!r} takes no compiler flags (a load_inline solution names "
+            f"its own in solution.py); got {flags!r}"
+        )
+    for flag in flags:
+        if runtime == "cuda":
+            if not isinstance(flag, str) or not (flag in CUDA_FLAG_ALLOWLIST
+                                                 or CUDA_ARCH_RE.fullmatch(flag)):
+                raise KernelSpecError(
+                    f"flags: {flag!r} is not allowed for runtime cuda; allowed flags: "
+                    f"{sorted(CUDA_FLAG_ALLOWLIST)} and -arch=sm_XX"
+                )
+        elif flag not in FLAG_ALLOWLIST:
+            raise KernelSpecError(
+                f"flags: {flag!r} is not allowed; allowed flags: {sorted(FLAG_ALLOWLIST)}"
+            )
+    return tuple(flags)
+
+
+def _check_module_keys(obj: Mapping[str, Any], runtime: str, entry: str,
+                       sources: tuple[str, ...]) -> tuple[str | None, str | None, str | None]:
+    """reference, solution and dtype: required for runtimes torch/triton, absent otherwise."""
+    present = sorted(k for k in _TORCH_KEYS if obj.get(k) is not None)
+    if runtime not in TORCH_RUNTIMES:
+        if present:
+            raise KernelSpecError(
+                f"kernel.toml: {present} belong to runtimes torch/triton, not {runtime!r}"
+            )
+        return None, None, None
+    missing = sorted(_TORCH_KEYS - set(present))
+    if missing:
+        raise KernelSpecError(f"kernel.toml: runtime {runtime!r} needs {missing}")
+    paths = []
+    for key in ("reference", "solution"):
+        value = obj[key]
+        if not isinstance(value, str) or not value.endswith(".py"):
+            raise KernelSpecError(f"{key}: {value!r} must be a .py file of the folder")
+        if value not in sources:
+            raise KernelSpecError(f"{key}: {value!r} must be listed in sources {list(sources)}")
+        paths.append(value)
+    if paths[0] == paths[1]:
+        raise KernelSpecError("reference and solution must be two different files")
+    dtype = obj["dtype"]
+    if dtype not in TORCH_DTYPES:
+        raise KernelSpecError(f"dtype: {dtype!r} is not one of {list(TORCH_DTYPES)}")
+    if entry != TORCH_ENTRY:
+        raise KernelSpecError(
+            f"entry: runtime {runtime!r} loads the class {TORCH_ENTRY!r} from the solution, "
+            f"got {entry!r}"
+        )
+    return paths[0], paths[1], str(dtype)
+
+
 @dataclass(frozen=True)
 class KernelSpec:
     """A validated `kernel.toml` (plus the folder it was read from, if any)."""
@@ -165,6 +305,24 @@ class KernelSpec:
     parent: str | None = None
     abi_version: int = ABI_VERSION
     directory: Path | None = None
+    reference: str | None = None
+    """Runtimes torch/triton: the source defining Model, get_inputs, get_init_inputs."""
+    solution: str | None = None
+    """Runtimes torch/triton: the source defining ModelNew."""
+    dtype: str | None = None
+    """Runtimes torch/triton: the floating-point dtype of the inputs (TORCH_DTYPES)."""
+
+    @property
+    def is_torch(self) -> bool:
+        """A kernel defined by a PyTorch module (op `torch`, runtime torch or triton)."""
+        return self.runtime in TORCH_RUNTIMES
+
+    @property
+    def reference_digest(self) -> str:
+        """sha256 (hex) of the reference file's bytes: the op of a torch kernel."""
+        if self.reference is None:
+            raise KernelSpecError(f"{self.name}: runtime {self.runtime!r} has no reference module")
+        return hashlib.sha256(self._read_source(self.reference)).hexdigest()
 
     @property
     def uses_threads(self) -> bool:
@@ -188,6 +346,8 @@ class KernelSpec:
             "flags": list(self.flags), "generator": self.generator.to_json(),
             "target": {"hardware_class": self.hardware_class}, "parent": self.parent,
             "abi_version": self.abi_version,
+            **({"reference": self.reference, "solution": self.solution, "dtype": self.dtype}
+               if self.is_torch else {}),
         }
 
     @classmethod
@@ -210,12 +370,10 @@ class KernelSpec:
         version = _text(obj, "version", limit=64)
         if not VERSION_RE.fullmatch(version):
             raise KernelSpecError(f"version: {version!r} must be letters, digits, '.', '+', '-'")
-        op = obj["op"]
-        if op not in OPS:
-            raise KernelSpecError(f"op: {op!r} is not one of {sorted(OPS)}")
         runtime = obj["runtime"]
         if runtime not in RUNTIMES:
             raise KernelSpecError(f"runtime: {runtime!r} is not one of {list(RUNTIMES)}")
+        op = _check_op(obj["op"], runtime)
         sources = obj["sources"]
         if not isinstance(sources, list) or not 1 <= len(sources) <= MAX_SOURCES:
             raise KernelSpecError(f"sources: must be a list of 1..{MAX_SOURCES} paths")
@@ -225,21 +383,8 @@ class KernelSpec:
         entry = obj["entry"]
         if not isinstance(entry, str) or not IDENT_RE.fullmatch(entry) or len(entry) > 64:
             raise KernelSpecError(f"entry: {entry!r} must be a C identifier of at most 64 characters")
-        flags = obj.get("flags", [])
-        if not isinstance(flags, list) or len(flags) > 32:
-            raise KernelSpecError("flags: must be a list of at most 32 flags")
-        for flag in flags:
-            if runtime == "cuda":
-                if not isinstance(flag, str) or not (flag in CUDA_FLAG_ALLOWLIST
-                                                     or CUDA_ARCH_RE.fullmatch(flag)):
-                    raise KernelSpecError(
-                        f"flags: {flag!r} is not allowed for runtime cuda; allowed flags: "
-                        f"{sorted(CUDA_FLAG_ALLOWLIST)} and -arch=sm_XX"
-                    )
-            elif flag not in FLAG_ALLOWLIST:
-                raise KernelSpecError(
-                    f"flags: {flag!r} is not allowed; allowed flags: {sorted(FLAG_ALLOWLIST)}"
-                )
+        flags = _check_flags(obj.get("flags", []), runtime)
+        module = _check_module_keys(obj, runtime, entry, checked)
         parent = obj.get("parent")
         if parent is not None and not (isinstance(parent, str) and HEX64_RE.fullmatch(parent)):
             raise KernelSpecError("parent: must be the 64-hex sha256 of the parent kernel archive")
@@ -254,6 +399,7 @@ class KernelSpec:
             flags=tuple(flags), generator=GeneratorInfo.from_json(obj["generator"]),
             hardware_class=_text(target, "hardware_class", "target.", limit=64),
             parent=parent, abi_version=ABI_VERSION, directory=directory,
+            reference=module[0], solution=module[1], dtype=module[2],
         )
 
     @classmethod
@@ -262,9 +408,19 @@ class KernelSpec:
         if len(text) > MAX_MANIFEST_BYTES:
             raise KernelSpecError(f"kernel.toml: {len(text)} bytes; the cap is {MAX_MANIFEST_BYTES}")
         try:
-            obj = tomllib.loads(text.decode("utf-8"))
-        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise KernelSpecError(f"kernel.toml: not valid UTF-8 TOML: {exc}") from exc
+            decoded = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise KernelSpecError(f"kernel.toml: not valid UTF-8: {exc}") from exc
+        depth = _nesting_depth(decoded)
+        if depth > MAX_MANIFEST_DEPTH:
+            raise KernelSpecError(f"kernel.toml: arrays or tables nested {depth} deep; the cap is "
+                                  f"{MAX_MANIFEST_DEPTH}")
+        try:
+            obj = tomllib.loads(decoded)
+        except tomllib.TOMLDecodeError as exc:
+            raise KernelSpecError(f"kernel.toml: not valid TOML: {str(exc)[:300]}") from exc
+        except RecursionError:
+            raise KernelSpecError("kernel.toml: nested too deeply to parse") from None
         return cls.from_json(obj, directory)
 
     @classmethod
@@ -280,26 +436,36 @@ class KernelSpec:
         spec.read_sources()
         return spec
 
-    def read_sources(self) -> dict[str, bytes]:
-        """The source files' bytes, after checking each is a regular file inside the folder."""
+    def _source_path(self, rel: str) -> Path:
+        """The path of one listed source, checked to be a regular file inside the folder."""
         if self.directory is None:
             raise KernelSpecError("this kernel spec has no folder to read sources from")
         root = self.directory.resolve()
+        path = root / rel
+        if path.is_symlink() or not path.is_file():
+            raise KernelSpecError(f"sources: {rel} is missing or not a regular file in {root}")
+        if root not in path.resolve().parents:
+            raise KernelSpecError(f"sources: {rel} resolves outside {root}")
+        size = path.stat().st_size
+        if size > MAX_SOURCE_BYTES:
+            raise KernelSpecError(f"sources: {rel} is {size} bytes; the cap is {MAX_SOURCE_BYTES}")
+        return path
+
+    def _read_source(self, rel: str) -> bytes:
+        data = self._source_path(rel).read_bytes()
+        if len(data) > MAX_SOURCE_BYTES:
+            raise KernelSpecError(f"sources: {rel} grew past the cap of {MAX_SOURCE_BYTES} bytes")
+        return data
+
+    def read_sources(self) -> dict[str, bytes]:
+        """The source files' bytes, after checking each is a regular file inside the folder."""
         out: dict[str, bytes] = {}
         total = 0
         for rel in self.sources:
-            path = root / rel
-            if path.is_symlink() or not path.is_file():
-                raise KernelSpecError(f"sources: {rel} is missing or not a regular file in {root}")
-            if root not in path.resolve().parents:
-                raise KernelSpecError(f"sources: {rel} resolves outside {root}")
-            size = path.stat().st_size
-            if size > MAX_SOURCE_BYTES:
-                raise KernelSpecError(f"sources: {rel} is {size} bytes; the cap is {MAX_SOURCE_BYTES}")
-            total += size
+            total += self._source_path(rel).stat().st_size
             if total > MAX_TOTAL_BYTES:
                 raise KernelSpecError(f"sources: more than {MAX_TOTAL_BYTES} bytes in all")
-            out[rel] = path.read_bytes()
+            out[rel] = self._read_source(rel)
         return out
 
     def kernel_predicate(self, compiler: str, compiler_version: str) -> dict[str, Any]:
@@ -384,6 +550,8 @@ def unpack_kernel(data: bytes, dest: str | Path) -> Path:
         raise ArchiveError("archive has no kernel.toml")
     try:
         spec = KernelSpec.parse(files[MANIFEST])
+    except UnknownOpError:
+        raise  # a limit of this verifier, not a bad archive
     except KernelSpecError as exc:
         raise ArchiveError(f"archive's kernel.toml is invalid: {exc}") from exc
     if set(files) != {MANIFEST, *spec.sources}:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +78,7 @@ def reproduce(index: int, budget: str, runs: int | None, tolerance: float | None
             sign_reproduction,
         )
         from client.session import connect, require_url
-        from verifier.sandbox import probe_layers
+        from verifier.sandbox import probe_layers, scratch_dir
 
         if submit and sign_key is None:
             raise InputError("--submit needs --sign KEY (the attestation must be signed)")
@@ -91,8 +90,8 @@ def reproduce(index: int, budget: str, runs: int | None, tolerance: float | None
         try:
             decision, said = resolve_policy(sess.info.reproduce, tolerance, confidence)
             out.note(f"deciding speed-up claims with {said}")
-            with tempfile.TemporaryDirectory(prefix="ktl-reproduce-") as work:
-                result = reproduce_entry(sess, index, Path(work), budget, out.note, policy,
+            with scratch_dir("ktl-reproduce-") as work:
+                result = reproduce_entry(sess, index, work, budget, out.note, policy,
                                          record, runs, decision)
             data: dict[str, Any] = {"index": index, "subject_name": result.name,
                                     "subject_sha256": result.digest,

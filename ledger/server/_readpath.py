@@ -47,7 +47,8 @@ def tile(rest: str) -> Response:
     except LedgerError as e:
         raise ApiError(404, "bad_tile_path", f"not a tile path: {e}") from None
     svc = _service()
-    size = svc.tree_size()
+    cp = svc.latest_checkpoint()
+    size = 0 if cp is None else cp.size
     width = ref.width
     if ref.entries:
         have = size - ref.index * TILE_WIDTH
@@ -65,6 +66,8 @@ def tile(rest: str) -> Response:
             data = svc.storage.read_tile(ref.level, ref.index)[: width * HASH_SIZE]
             if len(data) != width * HASH_SIZE:
                 raise ApiError(500, "internal_error", f"stored hashes for {path} are missing")
+    assert cp is not None  # have >= width >= 1 above
+    svc.served.check(path, ref, data, cp, svc.reader(size))
     resp = Response(data, status=200, content_type="application/octet-stream")
     if ref.entries:
         # tlog-tiles: entry bundles SHOULD be compressed at the HTTP layer.

@@ -14,6 +14,7 @@ from ledger.server._blobgc import BlobCollector, CollectorThread
 from ledger.server._config import ServerConfig
 from ledger.server._errors import ApiError
 from ledger.server._ratelimit import RateLimiter
+from ledger.server._served import ServedTiles
 from ledger.server._witnessing import Witnessing, WitnessingSettings, load_log_policy
 from ledger.storage import (
     LogStorage,
@@ -37,6 +38,7 @@ class LogService:
         self.max_blob_bytes = config.max_blob_bytes
         self.max_batch = config.max_batch
         self.cache = TileCache(1024)
+        self.served = ServedTiles(signer.verifier(), self.origin)
         self.limiter = RateLimiter(config.rate_per_second, config.rate_burst)
         self.blob_budget = RateLimiter(config.blob_bytes_per_hour / 3600.0,
                                        float(config.blob_bytes_per_hour))

@@ -26,7 +26,6 @@ import hashlib
 import json
 import os
 import secrets
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,15 +50,17 @@ from verifier.errors import BuildError, RuntimeUnavailableError, VerifierError
 from verifier.kernel import KernelSpec
 from verifier.ops import OPS, OpSpec
 from verifier.runtimes import Artifact
-from verifier.sandbox import ChildResult, Limits, base_env, filesystem_confinement
+from verifier.sandbox import ChildResult, Limits, base_env, filesystem_confinement, scratch_dir
 from verifier.worker import (
     QUIET_THREADS,
+    UNASKED_ANSWER,
     BaselineWorker,
     Markers,
     NativeWorker,
     SharedArena,
     WorkerGone,
     WorkerHung,
+    WorkerMisanswered,
     WorkerOverMemory,
     layout,
 )
@@ -124,7 +125,8 @@ class Findings:
         self.notes.append(note)
 
     def fault(self, kind: BenchFaultKind, shape: Mapping[str, int] | None, note: str) -> None:
-        self.faults.append(BenchFault(kind, None if shape is None else dict(shape), note[:2000]))
+        self.faults.append(BenchFault(kind=kind, shape=None if shape is None else dict(shape),
+                                      detail=note[:2000]))
         self.notes.append(note)
 
 
@@ -278,6 +280,11 @@ def bench(
     """
     say: Progress = progress or (lambda _msg: None)
     spec = KernelSpec.load(directory)
+    if spec.is_torch:
+        from verifier.runtimes import get_runtime
+
+        reason = get_runtime(spec.runtime).unavailable_reason()
+        raise RuntimeUnavailableError(f"runtime {spec.runtime!r} unavailable: {reason}")
     op = OPS[spec.op]
     try:
         dims_list = [op.check_dims(s) for s in (shapes or op.bench_shapes)]
@@ -310,8 +317,7 @@ def bench(
     runtime = get_runtime(spec.runtime)
     settings = LoopSettings(warmup, min_reps, max_reps, time_budget_s / len(dims_list),
                             min(min_time_s, time_budget_s / len(dims_list)), target)
-    with tempfile.TemporaryDirectory(prefix="ktl-bench-") as tmp:
-        work = Path(tmp)
+    with scratch_dir("ktl-bench-") as work:
         say("building the kernel")
         try:
             artifact = runtime.build(spec, "release", work)
@@ -366,8 +372,10 @@ def _measure(artifact: Artifact, entry: str, op: OpSpec, plans: list[ShapePlan],
             say(f"measuring shape {plan.dims} for up to {settings.budget_s:g} s")
             out.append(measure_shape(worker, baseline, op, plan, kmem, bmem, markers, settings, rng,
                                      RECHECK_CALLS))
-    except (WorkerGone, WorkerHung, WorkerOverMemory) as exc:
+    except (WorkerGone, WorkerHung, WorkerOverMemory, WorkerMisanswered) as exc:
         result = worker.close()
+        if worker.unasked or isinstance(exc, WorkerMisanswered):
+            notes.fault("escaped_work", None, str(UNASKED_ANSWER))
         notes.fault("child_failed", None,
                     f"the benchmark child failed: {_failure_text(exc, result, limits)}")
         return None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -14,7 +15,12 @@ from attest.predicates import FaultKind
 from attest.text import plural
 from verifier.checks._plan import Case
 from verifier.checks._report import CASE_FAULTS, F32, Budget, CheckResult, make_fault, shape_text
-from verifier.compare_outputs import Comparison, compare_output
+from verifier.compare_outputs import (
+    Comparison,
+    common_remainder,
+    common_tail,
+    compare_output,
+)
 from verifier.ops import OpSpec
 from verifier.worker import Layout, Markers, guard_pattern, layout
 
@@ -28,6 +34,8 @@ class _StepEval:
     guard_damage: list[str]
     input_changes: list[str]
     poisoned: int
+    poison_tail: tuple[int | None, int] = (None, 0)
+    """(first column still holding the poison, the output's last extent)."""
 
 
 def _evaluate(op: OpSpec, case: Case, si: int, markers: Markers) -> _StepEval:
@@ -68,14 +76,20 @@ def _evaluate(op: OpSpec, case: Case, si: int, markers: Markers) -> _StepEval:
     comps: list[Comparison] = []
     outs: list[F32] = []
     poisoned = 0
+    tail: tuple[int | None, int] = (None, 0)
     for slot, ref, tol in zip([s for s in lay.slots if s.is_output], refs, tols, strict=True):
         out = dump[slot.offset:slot.offset + slot.nbytes].view(np.float32).reshape(slot.shape)
         outs.append(out)
         word = markers.poison if step.prefill == "poison" else None
         comps.append(compare_output(out, ref, tol, word))
         if word is not None:
-            poisoned += int(np.count_nonzero((out.view(np.uint32) == word) & ~np.isnan(ref)))
-    return _StepEval(comps, outs, damage, input_changes, poisoned)
+            left = (out.view(np.uint32) == word) & ~np.isnan(ref)
+            count = int(np.count_nonzero(left))
+            poisoned += count
+            if count and out.ndim and tail[0] is None:
+                cols = np.nonzero(left.reshape(-1, out.shape[-1]).any(axis=0))[0]
+                tail = (int(cols.min()), int(out.shape[-1]))
+    return _StepEval(comps, outs, damage, input_changes, poisoned, tail)
 
 
 def _merge_metrics(comps: Sequence[Comparison]) -> dict[str, float]:
@@ -111,6 +125,21 @@ def _block_hint(op: OpSpec, good: list[dict[str, int]], bad: list[dict[str, int]
     return ""
 
 
+def _not_run(cases: list[Case]) -> str:
+    """Why no call was judged: the first case's failure (a crash, a kill, a build)."""
+    for case in cases:
+        if case.failure:
+            return f"{case.failure} on shape {shape_text(case.dims)}"
+    return "no call of the kernel completed"
+
+
+def _calls_row(name: str, cases: list[Case], inputs: dict[str, Any],
+               metrics: dict[str, float]) -> CheckResult:
+    """A row whose evidence is the calls it saw, when it saw none: not run, never pass."""
+    return CheckResult(name, "skip", f"not run ({_not_run(cases)}): 0 calls to judge",
+                       inputs, metrics)
+
+
 def _correctness(op: OpSpec, name: str, cases: list[Case], evals: dict[int, list[_StepEval]],
                  idx: list[int], what: str, normal_ok: bool = False) -> CheckResult:
     shapes = [cases[i].dims for i in idx]
@@ -134,6 +163,7 @@ def _correctness(op: OpSpec, name: str, cases: list[Case], evals: dict[int, list
         return CheckResult(name, "fail", f"{why} on shape {shape_text(dims)}", inputs, metrics,
                            make_fault(CASE_FAULTS[first or "crash"], dims))
     if bad:
+        tail = common_remainder([c for _, c in bad])
         dims, comp = bad[0]
         out_name = op.outputs[0].name
         detail = _describe_bad(op, dims, comp, out_name)
@@ -148,6 +178,9 @@ def _correctness(op: OpSpec, name: str, cases: list[Case], evals: dict[int, list
             detail = ("special values (NaN/Inf/denormals) not handled as the reference does while "
                       "correct on finite inputs; " + detail)
             kind = "special_values"
+        elif name.startswith("correctness") and tail is not None:
+            detail += _block_hint(op, good, [d for d, _ in bad]) + "; " + tail.describe()
+            kind = "unaligned_remainder"
         elif name.startswith("correctness") and comp.poisoned == 0:
             hint = _block_hint(op, good, [d for d, _ in bad])
             detail += hint
@@ -187,6 +220,22 @@ def judge(op: OpSpec, cases: list[Case], budget: Budget, markers: Markers) -> li
     all_steps = [(cases[i].dims, e) for i in evals for e in evals[i]]
     shapes_all = {"shapes": [c.dims for c in cases]}
     changes = [(d, c) for d, e in all_steps for c in e.input_changes]
+    rows += _call_rows(cases, all_steps, shapes_all, changes)
+    rows.append(_determinism(cases, evals, by_check["determinism"]))
+    rows.append(_state(op, cases, evals, by_check["state.reuse"]))
+    rows.append(_concurrency(cases, evals, by_check["concurrency"], budget.concurrency_pairs))
+    rows.append(_escape(cases))
+    return rows
+
+
+def _call_rows(cases: list[Case], all_steps: list[tuple[dict[str, int], _StepEval]],
+               shapes_all: dict[str, Any], changes: list[tuple[dict[str, int], str]]
+               ) -> list[CheckResult]:
+    """inputs.unchanged, outputs.poisoned, guards.canaries: judged over every call made."""
+    if not all_steps:
+        return [_calls_row(n, cases, shapes_all, {"calls": 0.0})
+                for n in ("inputs.unchanged", "outputs.poisoned", "guards.canaries")]
+    rows: list[CheckResult] = []
     rows.append(CheckResult(
         "inputs.unchanged",
         "fail" if changes else "pass",
@@ -194,17 +243,20 @@ def judge(op: OpSpec, cases: list[Case], budget: Budget, markers: Markers) -> li
          f" ({len(changes)} calls)") if changes else f"inputs bit-identical after {len(all_steps)} calls",
         shapes_all, {"calls": float(len(all_steps)), "mutating_calls": float(len(changes))},
         make_fault("input_mutated", changes[0][0]) if changes else None))
-    poisoned = [(d, e.poisoned) for d, e in all_steps if e.poisoned]
+    poisoned = [(d, e.poisoned, e.poison_tail) for d, e in all_steps if e.poisoned]
+    tail = common_tail(t for _, _, t in poisoned)
     rows.append(CheckResult(
         "outputs.poisoned",
         "fail" if poisoned else "pass",
         (f"{poisoned[0][1]} outputs still hold this run's poison NaN on shape "
          f"{shape_text(poisoned[0][0])}: the kernel relies on zeroed output memory (reads "
-         "outputs before writing them) or leaves outputs unwritten") if poisoned else
+         "outputs before writing them) or leaves outputs unwritten"
+         + ("" if tail is None else f"; {tail.describe()}")) if poisoned else
         f"outputs prefilled with a random NaN (or zeros, or random values) before each of "
         f"{len(all_steps)} calls; every output written",
         shapes_all, {"calls": float(len(all_steps)), "poisoned_calls": float(len(poisoned))},
-        make_fault("unwritten", poisoned[0][0]) if poisoned else None))
+        make_fault("unaligned_remainder" if tail is not None else "unwritten", poisoned[0][0])
+        if poisoned else None))
     damage = [(d, g) for d, e in all_steps for g in e.guard_damage]
     rows.append(CheckResult(
         "guards.canaries",
@@ -212,12 +264,8 @@ def judge(op: OpSpec, cases: list[Case], budget: Budget, markers: Markers) -> li
         (f"out-of-bounds write: {damage[0][1]} on shape {shape_text(damage[0][0])} "
          f"({len(damage)} damaged guards)") if damage else
         f"256-byte random NaN guards around every buffer intact after {len(all_steps)} calls",
-        shapes_all, {"damaged_guards": float(len(damage))},
+        shapes_all, {"calls": float(len(all_steps)), "damaged_guards": float(len(damage))},
         make_fault("oob_write", damage[0][0]) if damage else None))
-    rows.append(_determinism(cases, evals, by_check["determinism"]))
-    rows.append(_state(op, cases, evals, by_check["state.reuse"]))
-    rows.append(_concurrency(cases, evals, by_check["concurrency"], budget.concurrency_pairs))
-    rows.append(_escape(cases))
     return rows
 
 
@@ -277,6 +325,8 @@ def _escape(cases: list[Case]) -> CheckResult:
                 {"findings": float(sum(len(c.escaped) for c in cases)), **kinds},
                 make_fault("escaped", case.dims))
     calls = sum(len(c.dumps) for c in cases)
+    if not calls:
+        return _calls_row("escape", cases, {}, {"calls": 0.0})
     return CheckResult("escape", "pass",
                        f"after each of {calls} calls no thread kept using CPU, no thread a "
                        "call started was still running at its answer (beyond one thread pool), "
@@ -297,6 +347,17 @@ def _determinism(cases: list[Case], evals: dict[int, list[_StepEval]], idx: list
             for a, b in zip(outs[0], outs[k], strict=True):
                 differ = np.nonzero(a.view(np.uint32) != b.view(np.uint32))
                 if differ[0].size:
+                    tail = common_tail([(int(differ[-1].min()), int(a.shape[-1]))]
+                                       if a.ndim else [])
+                    if tail is not None:
+                        return CheckResult(
+                            "determinism", "fail",
+                            f"call {k + 1} on identical inputs differs from call 1 at "
+                            f"{differ[0].size} of {a.size} elements on shape "
+                            f"{shape_text(case.dims)}: {tail.describe()} (what differs is "
+                            "whatever the tail held before the call)",
+                            inputs, {"differing_elements": float(differ[0].size)},
+                            make_fault("unaligned_remainder", case.dims))
                     return CheckResult(
                         "determinism", "fail",
                         f"nondeterministic: call {k + 1} on identical inputs differs from call 1 at "
@@ -322,6 +383,16 @@ def _state(op: OpSpec, cases: list[Case], evals: dict[int, list[_StepEval]], idx
             stale = all(np.array_equal(a.view(np.uint32), b.view(np.uint32))
                         for a, b in zip(first.outputs, second.outputs, strict=True))
             why = ("returned the previous call's answer" if stale else "answered wrong")
+            tail = common_remainder(bad)
+            if tail is not None:
+                return CheckResult(
+                    "state.reuse", "fail",
+                    f"called again on the same buffers with new contents, it answered wrong "
+                    f"({bad[0].bad} of {bad[0].elements} elements) on shape "
+                    f"{shape_text(case.dims)}: {tail.describe()} (the stale values are the "
+                    "previous call's, left in the unwritten tail)",
+                    inputs, _merge_metrics(second.comparisons),
+                    make_fault("unaligned_remainder", case.dims))
             return CheckResult(
                 "state.reuse", "fail",
                 f"state kept between calls: called again on the same buffers with new contents, "

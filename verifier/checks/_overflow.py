@@ -35,6 +35,7 @@ from verifier.worker import (
     SharedArena,
     WorkerGone,
     WorkerHung,
+    WorkerMisanswered,
     WorkerOverMemory,
 )
 
@@ -104,7 +105,7 @@ def index_overflow(library: Path, entry: str, op: OpSpec, workdir: Path, markers
             wrong = _run_one(worker, op, dims, arena, markers)
             if wrong:
                 return "fail", f"{OVERFLOW_REASON}: {wrong} on shape {_shape_text(dims)}", {}
-    except (WorkerGone, WorkerHung, WorkerOverMemory) as exc:
+    except (WorkerGone, WorkerHung, WorkerOverMemory, WorkerMisanswered) as exc:
         result = worker.close()
         why = str(exc)
         if isinstance(exc, WorkerGone) and result is not None:

@@ -17,7 +17,8 @@ __all__ = ["PREFILLS", "Case", "FaultKind", "Prefill", "Step", "aligned_shape", 
            "plan_cases"]
 
 Prefill = Literal["poison", "zero", "garbage"]
-FaultKind = Literal["crash", "hang", "memory", "load", "not_run"]
+FaultKind = Literal["crash", "hang", "memory", "load", "not_run", "bad_answer", "oob_read",
+                    "oob_write", "input_mutated"]
 
 
 @dataclass

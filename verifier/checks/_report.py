@@ -20,8 +20,10 @@ __all__ = [
 
 
 OUTCOMES = CHECK_OUTCOMES
-CASE_FAULTS: Mapping[str, FaultKind] = {"crash": "crash", "hang": "hang", "memory": "unbounded_alloc",
-                                        "load": "load", "not_run": "not_run"}
+CASE_FAULTS: Mapping[str, FaultKind] = {
+    "crash": "crash", "hang": "hang", "memory": "unbounded_alloc", "load": "load",
+    "not_run": "not_run", "bad_answer": "bad_answer", "oob_read": "oob_read",
+    "oob_write": "oob_write", "input_mutated": "input_mutated"}
 F32 = NDArray[np.float32]
 Progress = Callable[[str], None]
 
@@ -96,7 +98,7 @@ class CheckResult:
 
 
 def make_fault(kind: FaultKind, dims: Mapping[str, int] | None = None) -> Fault:
-    return Fault(kind, None if dims is None else dict(dims))
+    return Fault(kind=kind, shape=None if dims is None else dict(dims))
 
 
 @dataclass(frozen=True)

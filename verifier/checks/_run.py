@@ -32,6 +32,7 @@ from verifier.worker import (
     SharedArena,
     WorkerGone,
     WorkerHung,
+    WorkerMisanswered,
     WorkerOverMemory,
     activity,
     escaped_work,
@@ -129,12 +130,16 @@ def _describe(exc: Exception, result: ChildResult | None, limits: Limits) -> tup
         return "hang", f"hang: no answer within the per-call limit of {exc.limit_s:g} s"
     if isinstance(exc, WorkerOverMemory):
         return "memory", f"unbounded allocation: {exc}"
+    if isinstance(exc, WorkerMisanswered):
+        return "bad_answer", str(exc)
     res = exc.result if isinstance(exc, WorkerGone) and exc.result is not None else result
     if res is None:
         return "crash", "crash: the kernel's process could not be started"
     why = res.describe(limits)
     if res.timed_out or res.step_timed_out or res.signal == signal.SIGXCPU:
         return "hang", why
+    if res.memory_limited:  # the run's cgroup: shared memory and private files included
+        return "memory", why
     if isinstance(exc, WorkerGone) and not exc.loaded:
         return "load", f"failed before the first call (while loading the library): {why}"
     if limits.address_space and res.maxrss_bytes > 0.5 * limits.address_space:
@@ -174,7 +179,7 @@ def run_cases(library: Path, entry: str, op: OpSpec, cases: list[Case], workdir:
             for ci in todo:
                 _run_case(worker, op, cases[ci], mem, markers, timeout_s, rng)
                 done += 1
-        except (WorkerGone, WorkerHung, WorkerOverMemory) as exc:
+        except (WorkerGone, WorkerHung, WorkerOverMemory, WorkerMisanswered) as exc:
             result = worker.close()
             kind, why = _describe(exc, result, limits)
             seen(result)

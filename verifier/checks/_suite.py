@@ -18,7 +18,6 @@ compute the float64 reference and judge. Checks:
 from __future__ import annotations
 
 import secrets
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -48,6 +47,7 @@ from verifier.sandbox import (
     Limits,
     sandbox_detail,
     sandbox_metrics,
+    scratch_dir,
 )
 from verifier.worker import Markers
 
@@ -85,7 +85,6 @@ def check(
         raise VerifierError(f"budget must be one of {sorted(BUDGETS)}, got {budget!r}")
     say: Progress = progress or (lambda _msg: None)
     spec = KernelSpec.load(directory)
-    op = OPS[spec.op]
     plan = BUDGETS[budget]
     seed = secrets.randbelow(2**31) if seed is None else int(seed)
     if not 0 <= seed < 2**63:
@@ -100,9 +99,9 @@ def check(
     reason = runtime.unavailable_reason()
     if reason:
         return report([CheckResult("build", "error", f"runtime {spec.runtime!r} unavailable: {reason}")])
+    op = OPS[spec.op]
     compiler, version = runtime.compiler()
-    with tempfile.TemporaryDirectory(prefix="ktl-check-") as tmp:
-        work = Path(tmp)
+    with scratch_dir("ktl-check-") as work:
         say("building the kernel")
         try:
             artifact = runtime.build(spec, "release", work)

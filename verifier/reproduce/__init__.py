@@ -18,11 +18,14 @@ from verifier.reproduce._claims import (
     compare,
     compare_benchmark,
     compare_verification,
+    fresh_seed,
     make_policy,
+    not_rerun,
     overall_verdict,
     reproduce_kernel,
+    unknown_op_reason,
 )
 
 __all__ = ["BENCHMARK_V1", "DEFAULT_POLICY", "VERIFICATION_V1", "claimed_threads", "compare",
-           "compare_benchmark", "compare_verification", "make_policy", "overall_verdict",
-           "reproduce_kernel"]
+           "compare_benchmark", "compare_verification", "fresh_seed", "make_policy", "not_rerun", "overall_verdict",
+           "reproduce_kernel", "unknown_op_reason"]

@@ -27,6 +27,7 @@ Verdict per claim:
 from __future__ import annotations
 
 import re
+import secrets
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -59,9 +60,12 @@ __all__ = [
     "compare",
     "compare_benchmark",
     "compare_verification",
+    "fresh_seed",
     "make_policy",
+    "not_rerun",
     "overall_verdict",
     "reproduce_kernel",
+    "unknown_op_reason",
 ]
 
 MAX_REASON = 1500
@@ -94,48 +98,88 @@ def _pass_fail(outcome: str) -> str:
     return "pass" if outcome == "pass" else "fail"
 
 
-def compare_verification(claimed: Mapping[str, Any], measured: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Claims of a verification/v1 body against a fresh one."""
+def _outcomes(body: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     try:
-        mine = {c["name"]: c for c in measured["checks"]}
-        theirs = list(claimed["checks"])
-        claimed_verdict, measured_verdict = claimed["verdict"], measured["verdict"]
+        return {c["name"]: c for c in body["checks"]}
     except (KeyError, TypeError) as exc:
         raise ReproduceError(f"malformed verification body: missing {exc}") from exc
+
+
+def _seed_phrase(runs: Sequence[tuple[str, Mapping[str, Any] | None]]) -> str:
+    """`pass at the claimed seed 7, fail at this reproducer's seed 91: <detail>`."""
+    parts = []
+    for label, got in runs:
+        if got is None or got["outcome"] == "skip":
+            parts.append(f"not run at {label}")
+        else:
+            parts.append(f"{_pass_fail(got['outcome'])} at {label}: {got['detail']}")
+    return "; ".join(parts)
+
+
+def compare_verification(claimed: Mapping[str, Any], measured: Mapping[str, Any],
+                         own: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Claims of a verification/v1 body against fresh ones: `measured` re-ran the claimed
+    seed (the same inputs), `own` (if given) a seed of this reproducer's, so a kernel tuned
+    to the claimed inputs is caught; each reason says which seed found what."""
+    mine = _outcomes(measured)
+    fresh = _outcomes(own) if own is not None else None
+    try:
+        theirs = list(claimed["checks"])
+        claimed_verdict = claimed["verdict"]
+    except (KeyError, TypeError) as exc:
+        raise ReproduceError(f"malformed verification body: missing {exc}") from exc
+    at_claimed = f"the claimed seed {measured.get('seed')}"
+    at_own = f"this reproducer's seed {own.get('seed')}" if own is not None else ""
     out: list[dict[str, Any]] = []
     for c in theirs:
         name, outcome = c["name"], c["outcome"]
         if outcome == "skip":
             continue
         label = f"verification.check[{name}]"
-        got = mine.get(name)
-        if got is None or got["outcome"] == "skip":
+        runs: list[tuple[str, Mapping[str, Any] | None]] = [(at_claimed, mine.get(name))]
+        if fresh is not None:
+            runs.append((at_own, fresh.get(name)))
+        ran = [got for _, got in runs if got is not None and got["outcome"] != "skip"]
+        if not ran:
             out.append(_claim(label, "inconclusive", {"verdict": _pass_fail(outcome)}, {},
                               f"check {name} was not run here"))
             continue
-        want, have = _pass_fail(outcome), _pass_fail(got["outcome"])
-        if want == have:
-            out.append(_claim(label, "confirmed", {"verdict": want}, {"verdict": have},
-                              f"{name}: {got['detail']}"))
-        elif want == "pass":
+        want = _pass_fail(outcome)
+        failing = [got for got in ran if _pass_fail(got["outcome"]) == "fail"]
+        have = "fail" if failing else "pass"
+        why = _seed_phrase(runs)
+        if want == "pass" and failing:
             out.append(_claim(label, "refuted", {"verdict": want}, {"verdict": have},
-                              f"claimed pass, fails here: {got['detail']}"))
+                              f"claimed pass, fails here: {why}"))
+        elif want == have:
+            out.append(_claim(label, "confirmed", {"verdict": want}, {"verdict": have},
+                              f"{name}: {why}"))
         else:
             out.append(_claim(label, "inconclusive", {"verdict": want}, {"verdict": have},
                               f"claimed failure did not recur here (failures can depend on the "
-                              f"inputs): {got['detail']}"))
-    seed_note = f"seed {measured.get('seed')} here, {claimed.get('seed')} claimed"
-    if claimed_verdict == measured_verdict:
-        out.append(_claim("verification.verdict", "confirmed", {"verdict": claimed_verdict},
-                          {"verdict": measured_verdict}, f"same verdict ({seed_note})"))
-    elif claimed_verdict == "pass":
-        failing = [c["name"] for c in measured["checks"] if c["outcome"] in ("fail", "error")]
-        out.append(_claim("verification.verdict", "refuted", {"verdict": "pass"}, {"verdict": "fail"},
-                          f"claimed pass; failing here: {', '.join(failing)} ({seed_note})"))
-    else:
-        out.append(_claim("verification.verdict", "inconclusive", {"verdict": "fail"},
-                          {"verdict": "pass"}, f"claimed failure did not recur ({seed_note})"))
+                              f"inputs): {why}"))
+    out.append(_verdict_row(claimed_verdict, [(at_claimed, measured), (at_own, own)]))
     return out
+
+
+def _verdict_row(claimed_verdict: str,
+                 fresh: Sequence[tuple[str, Mapping[str, Any] | None]]) -> dict[str, Any]:
+    """The `verification.verdict` row: the claimed verdict against each seed's run."""
+    ran = [(label, body) for label, body in fresh if body is not None]
+    failing = {label: [c["name"] for c in body["checks"] if c["outcome"] in ("fail", "error")]
+               for label, body in ran}
+    said = "; ".join(f"{body['verdict']} at {label}"
+                     + (f" (failing: {', '.join(failing[label])})" if failing[label] else "")
+                     for label, body in ran)
+    measured_verdict = "fail" if any(body["verdict"] == "fail" for _, body in ran) else "pass"
+    if claimed_verdict == measured_verdict:
+        return _claim("verification.verdict", "confirmed", {"verdict": claimed_verdict},
+                      {"verdict": measured_verdict}, f"same verdict: {said}")
+    if claimed_verdict == "pass":
+        return _claim("verification.verdict", "refuted", {"verdict": "pass"}, {"verdict": "fail"},
+                      f"claimed pass; {said}")
+    return _claim("verification.verdict", "inconclusive", {"verdict": "fail"},
+                  {"verdict": "pass"}, f"claimed failure did not recur: {said}")
 
 
 def _measurement(result: BenchmarkResult) -> dict[str, Any]:
@@ -206,10 +250,12 @@ def compare(
     verification: Mapping[str, Any] | None = None,
     benchmark: Mapping[str, Any] | None = None,
     policy: DecisionPolicy = DEFAULT_POLICY,
+    own_verification: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The reproduction/v1 body for `claimed` (predicate type, body) pairs vs fresh bodies.
 
-    `verification` / `benchmark` are the fresh bodies (None if not run); `target`
+    `verification` / `benchmark` are the fresh bodies (None if not run; the verification
+    at the claimed seed, `own_verification` at a seed of this reproducer's); `target`
     names the logged entry; `environment` is this machine's fingerprint; `policy`
     (tolerance, confidence) decides speed-up claims and is recorded in the body.
     """
@@ -218,7 +264,7 @@ def compare(
         if ptype == VERIFICATION_V1:
             if verification is None:
                 raise ReproduceError("a verification claim needs a fresh verification body")
-            claims += compare_verification(body, verification)
+            claims += compare_verification(body, verification, own_verification)
         elif ptype == BENCHMARK_V1:
             if benchmark is None:
                 raise ReproduceError("a benchmark claim needs a fresh benchmark body")
@@ -234,6 +280,21 @@ def _body(target: Mapping[str, Any], environment: Mapping[str, Any],
     return {"schema_version": REPRODUCTION_SCHEMA_VERSION, "target": dict(target),
             "environment": dict(environment), "policy": policy.to_json(), "claims": claims,
             "verdict": overall_verdict(claims)}
+
+
+def not_rerun(claimed: Sequence[tuple[str, Mapping[str, Any]]], target: Mapping[str, Any],
+              why: str, environment: Mapping[str, Any],
+              policy: DecisionPolicy = DEFAULT_POLICY) -> dict[str, Any]:
+    """The body when the claims cannot be re-run here (an op this verifier does not know, a
+    runtime this machine lacks): one inconclusive row per claim entry, saying why. Not
+    evidence either way."""
+    claims = [_claim(ptype, "inconclusive", {}, {}, f"not re-run: {why}") for ptype, _ in claimed]
+    return _body(target, environment, claims, policy)
+
+
+def unknown_op_reason(op: str, catalogue_version: int) -> str:
+    """The one wording of 'this verifier does not know the op' (issue 25)."""
+    return f"op {op} is not known to this verifier (catalogue version {catalogue_version})"
 
 
 def claimed_threads(body: Mapping[str, Any]) -> int:
@@ -257,8 +318,8 @@ def reproduce_kernel(
 ) -> dict[str, Any]:
     """Re-run what `claimed` claims on the unpacked kernel and compare.
 
-    The check reuses the claimed seed and budget (unless `budget` is given), so the
-    same inputs are replayed; the benchmark uses the claimed shapes, seed and threads,
+    The check runs twice with the claimed budget (unless `budget` is given): at the claimed
+    seed, so the same inputs are replayed, and at a fresh seed of its own; the benchmark uses the claimed shapes, seed and threads,
     `runs` independent runs of up to `time_budget_s` each.
     """
     from verifier.benchmark import bench_runs
@@ -270,15 +331,21 @@ def reproduce_kernel(
     runtime = KernelSpec.load(kernel_dir).runtime
     unavailable = get_runtime(runtime).unavailable_reason()
     if unavailable:  # e.g. a cuda kernel on a machine without a GPU: not evidence either way
-        claims = [_claim(ptype, "inconclusive", {}, {},
-                         f"not re-run: runtime {runtime!r} unavailable here: {unavailable}")
-                  for ptype, _ in claimed]
-        return _body(target, environment_fingerprint(runtime), claims, policy)
-    verification = benchmark = None
+        return not_rerun(claimed, target, f"runtime {runtime!r} unavailable here: {unavailable}",
+                         environment_fingerprint(runtime), policy)
+    verification = own = benchmark = None
     for ptype, body in claimed:
         if ptype == VERIFICATION_V1 and verification is None:
-            verification = check(kernel_dir, budget=budget or str(body.get("budget", "quick")),
-                                 seed=int(body.get("seed", 1)), progress=progress).to_predicate()
+            level = budget or str(body.get("budget", "quick"))
+            seed = int(body.get("seed", 1))
+            if progress:
+                progress(f"checking at the claimed seed {seed}")
+            verification = check(kernel_dir, budget=level, seed=seed,
+                                 progress=progress).to_predicate()
+            own_seed = fresh_seed(avoid=seed)
+            if progress:
+                progress(f"checking at a seed of this reproducer's, {own_seed}")
+            own = check(kernel_dir, budget=level, seed=own_seed, progress=progress).to_predicate()
         elif ptype == BENCHMARK_V1 and benchmark is None:
             workload = body.get("workload", {})
             shapes = [dict(s) for s in workload.get("shapes", [])] or None
@@ -286,4 +353,13 @@ def reproduce_kernel(
                                    seed=int(workload.get("seed", 1)), time_budget_s=time_budget_s,
                                    threads=claimed_threads(body), progress=progress).to_predicate()
     return compare(claimed, target, environment_fingerprint(runtime), verification, benchmark,
-                   policy)
+                   policy, own)
+
+
+def fresh_seed(avoid: int | None = None) -> int:
+    """A seed drawn from the OS's randomness (never `avoid`): one per verification, so no two
+    releases are checked on inputs a generator could have tuned for."""
+    while True:
+        seed = secrets.randbelow(2**31)
+        if seed != avoid:
+            return seed

@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 from typing import Protocol
 
-from verifier.environment import find_gcc, gcc_version
+from verifier.environment import find_gcc, gcc_version, module_runtime_missing
 from verifier.errors import BuildError, RuntimeUnavailableError
 from verifier.kernel import KernelSpec
 from verifier.ops import OPS
@@ -126,10 +126,21 @@ class UnavailableRuntime:
         raise RuntimeUnavailableError(f"runtime {self.name!r}: {self._reason}")
 
 
+class PendingModuleRuntime(UnavailableRuntime):
+    """Runtimes torch/triton before their harness is part of this build: says what is missing."""
+
+    def unavailable_reason(self) -> str | None:
+        return module_runtime_missing(self.name) or self._reason
+
+
+_PENDING = ("the harness that runs ModelNew in the sandbox against the reference Model is not "
+            "part of this verifier build yet")
+
 RUNTIME_IMPLS: dict[str, Runtime] = {
     "c": CRuntime(),
     "cuda": CudaRuntime(),
-    "triton": UnavailableRuntime("triton", "the triton runtime is planned; this verifier build runs C only"),
+    "torch": PendingModuleRuntime("torch", _PENDING),
+    "triton": PendingModuleRuntime("triton", _PENDING),
 }
 
 

@@ -6,7 +6,8 @@ plan this module encodes and then, like bubblewrap,
 
 1. joins the plan's cgroups, enters new user, PID and network namespaces where the OS
    allows (the *keeper*), and forks the PID namespace's init (the *reaper*);
-2. the reaper mounts a private /proc, forks the *target* and reaps every process of
+2. the reaper mounts a private /proc (and, if planned, a tmpfs of the planned size over
+   the private folder, its working folder), forks the *target* and reaps every process of
    the namespace until the target ends; when the reaper exits the kernel kills
    whatever is left in the namespace (setsid and double forks do not escape);
 3. the target confines its filesystem with Landlock (/dev reduced to null, zero,
@@ -44,7 +45,7 @@ MAX_PATHS = 4096
 MAX_CGROUP_FILES = 16
 PLAN_MAGIC = b"KTLPLAN1"
 REPORT_TAG, EXEC_FAILED_TAG = b"KTLL", b"KTLE"
-_REPORT = struct.Struct("=4s8Bii")
+_REPORT = struct.Struct("=4s12Biii")
 REPORT_SIZE = _REPORT.size
 _SECCOMP_MODES: dict[int, SeccompMode] = {1: "kill", 2: "notify"}
 
@@ -65,8 +66,15 @@ class ChildPlan:
     local_unix_sockets: bool = False
     """GPU runs: AF_UNIX sockets that reach nothing outside (see _seccomp)."""
     cgroup_procs: tuple[str, ...] = ()
-    """Files (a cgroup's `cgroup.procs` or `tasks`) the launcher writes its pid to before
-    anything else, so the whole tree runs, and is counted, in that cgroup."""
+    """The run's `cgroup.procs` files (`verifier.sandbox._cgroup`): the keeper joins them
+    first, so every process of the sandbox is in the run's cgroup before it runs anything."""
+    deny_unaccountable: bool = False
+    """No cgroup accounts this run: seccomp denies `clone` with CLONE_VM but not CLONE_THREAD
+    (a process /proc would not show as the worker's thread) and every affinity change."""
+    private_dir: str | None = None
+    private_bytes: int = 0
+    """With `private_dir`: mount a tmpfs of this size over it in the sandbox's mount namespace
+    (what the child writes there is counted in its memory and never reaches the host's disk)."""
 
 
 def _path(path: str) -> bytes:
@@ -99,16 +107,20 @@ def encode_plan(plan: ChildPlan, landlock_abi: int) -> bytes:
     """The launcher's plan (pure): limits, Landlock rules, seccomp programs, cgroup files."""
     if len(plan.cgroup_procs) > MAX_CGROUP_FILES:
         raise SandboxError(f"sandbox plan: more than {MAX_CGROUP_FILES} cgroup files")
-    flags = 1 if plan.address_space is not None else 0
+    flags = (1 if plan.address_space is not None else 0) | (2 if plan.deny_unaccountable else 0)
     head = PLAN_MAGIC + struct.pack("=Ii5q", flags, plan.control_fd, plan.cpu_s,
                                     plan.address_space or 0, plan.file_size, plan.open_files,
                                     plan.processes)
-    unix = plan.local_unix_sockets
-    notify = _seccomp.build_filter(_seccomp.RET_USER_NOTIF, unix) if plan.listen else b""
+    tmpfs = plan.private_dir is not None and plan.private_bytes > 0
+    private = (struct.pack("=q", plan.private_bytes) + _path(plan.private_dir)
+               if tmpfs and plan.private_dir is not None else struct.pack("=qI", 0, 0))
+    unix, deny = plan.local_unix_sockets, plan.deny_unaccountable
+    notify = _seccomp.build_filter(_seccomp.RET_USER_NOTIF, unix, deny) if plan.listen else b""
+    kill = _seccomp.build_filter(_seccomp.RET_KILL_PROCESS, unix, deny)
     out = (head + _landlock_rules(plan, landlock_abi)
            + struct.pack("=I", len(plan.cgroup_procs))
-           + b"".join(_path(p) for p in plan.cgroup_procs)
-           + _program(notify) + _program(_seccomp.build_filter(_seccomp.RET_KILL_PROCESS, unix))
+           + b"".join(_path(p) for p in plan.cgroup_procs) + private
+           + _program(notify) + _program(kill)
            + _program(_seccomp.build_address_filter() if unix else b""))
     if len(out) > MAX_PLAN_BYTES:
         raise SandboxError(f"sandbox plan: larger than {MAX_PLAN_BYTES} bytes")
@@ -119,12 +131,15 @@ def decode_report(raw: bytes) -> SandboxLayers:
     """The launcher's report of the layers in force (pure); SandboxError if malformed."""
     if len(raw) != REPORT_SIZE:
         raise SandboxError(f"sandbox report: expected {REPORT_SIZE} bytes, got {len(raw)}")
-    tag, user, no_caps, pid, net, proc, dev, seccomp, _pad, abi, nproc = _REPORT.unpack(raw)
-    flags = (user, no_caps, pid, net, proc, dev)
+    (tag, user, no_caps, pid, net, proc, dev, seccomp, cgroup, unaccountable, *_pad, abi, nproc,
+     tmpfs_mib) = _REPORT.unpack(raw)
+    flags = (user, no_caps, pid, net, proc, dev, cgroup, unaccountable)
     if tag != REPORT_TAG or any(f not in (0, 1) for f in flags) or seccomp not in _SECCOMP_MODES \
-            or not 0 <= abi < 2**31 or not 0 <= nproc < 2**31:
+            or any(not 0 <= n < 2**31 for n in (abi, nproc, tmpfs_mib)):
         raise SandboxError("sandbox report: malformed")
     return SandboxLayers(user_namespace=bool(user), no_capabilities=bool(no_caps),
                          pid_namespace=bool(pid), network_namespace=bool(net),
                          private_proc=bool(proc), seccomp=_SECCOMP_MODES[seccomp],
-                         landlock_abi=abi, dev_restricted=bool(dev), process_limit=nproc)
+                         landlock_abi=abi, dev_restricted=bool(dev), process_limit=nproc,
+                         cgroup=bool(cgroup), unaccountable_denied=bool(unaccountable),
+                         private_tmpfs_mib=tmpfs_mib)

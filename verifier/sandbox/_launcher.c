@@ -10,7 +10,8 @@
  *
  *  1. joins the plan's cgroups, sets RLIMIT_CORE 0, enters new user, PID and network
  *     namespaces where the OS allows (the *keeper*), and forks the PID namespace's init;
- *  2. the init (the *reaper*) mounts a private /proc, forks the *target* and reaps every
+ *  2. the init (the *reaper*) mounts a private /proc (and a tmpfs over the private folder
+ *     when the plan has one), forks the *target* and reaps every
  *     process of the namespace until the target ends, then reports its wait status;
  *  3. the target confines its filesystem with Landlock, loads the seccomp filter, sets
  *     its resource limits, sends the parent the layers in force (and the filter's
@@ -66,7 +67,7 @@ struct program { uint16_t len; const unsigned char *insns; };
 struct sock_fprog_ { unsigned short len; const void *filter; };
 
 struct plan {
-    uint32_t flags;            /* bit 0: has an address-space limit */
+    uint32_t flags;            /* bit 0: has an address-space limit; bit 1: deny_unaccountable */
     int32_t control_fd;
     int64_t cpu_s, address_space, file_size, open_files, processes;
     uint32_t landlock_abi;
@@ -78,12 +79,15 @@ struct plan {
     char **paths;
     uint32_t n_cgroups;
     char **cgroups;
+    int64_t private_bytes;     /* > 0: a tmpfs of this size over private_dir */
+    char *private_dir;
     struct program notify, kill, address;
 };
 
-struct layers {   /* the report: "KTLL", then these bytes and two int32 */
-    unsigned char user_ns, no_caps, pid_ns, net_ns, private_proc, dev_restricted, seccomp, pad;
-    int32_t landlock_abi, process_limit;
+struct layers {   /* the report: "KTLL", then these 12 bytes and three int32 */
+    unsigned char user_ns, no_caps, pid_ns, net_ns, private_proc, dev_restricted, seccomp, cgroup,
+        unaccountable_denied, pad[3];
+    int32_t landlock_abi, process_limit, private_tmpfs_mib;
 };
 
 static void fail(const char *what, int err) {
@@ -114,8 +118,7 @@ static const unsigned char *take(struct reader *r, size_t n) {
 static uint32_t u32(struct reader *r) { uint32_t v; memcpy(&v, take(r, 4), 4); return v; }
 static int64_t i64(struct reader *r) { int64_t v; memcpy(&v, take(r, 8), 8); return v; }
 
-static char *string(struct reader *r) {
-    uint32_t n = u32(r);
+static char *string_of(struct reader *r, uint32_t n) {
     if (n == 0 || n > MAX_PATH_BYTES) fail("malformed plan: a path is empty or too long", 0);
     const unsigned char *at = take(r, n);
     if (memchr(at, 0, n)) fail("malformed plan: a path holds a NUL byte", 0);
@@ -125,6 +128,8 @@ static char *string(struct reader *r) {
     s[n] = 0;
     return s;
 }
+
+static char *string(struct reader *r) { return string_of(r, u32(r)); }
 
 static struct program program(struct reader *r) {
     uint32_t n = u32(r);
@@ -178,6 +183,11 @@ static void parse(const unsigned char *buf, size_t size, struct plan *pl) {
     pl->cgroups = calloc(pl->n_cgroups + 1, sizeof *pl->cgroups);
     if (!pl->cgroups) fail("out of memory", errno);
     for (uint32_t i = 0; i < pl->n_cgroups; i++) pl->cgroups[i] = string(&r);
+    pl->private_bytes = i64(&r);
+    uint32_t dir_len = u32(&r);
+    pl->private_dir = dir_len ? string_of(&r, dir_len) : NULL;
+    if (pl->private_bytes < 0 || (pl->private_bytes > 0) != (pl->private_dir != NULL))
+        fail("malformed plan: the private folder's tmpfs", 0);
     pl->notify = program(&r);
     pl->kill = program(&r);
     pl->address = program(&r);
@@ -226,11 +236,20 @@ static void mirror(int status) {
 
 /* -- the keeper's set-up: cgroups, namespaces ------------------------------------------ */
 
+/* Move this process into the run's cgroup ("0" is the writer itself) before anything
+ * else, so all of the tree is accounted; fail the set-up rather than run unaccounted. */
 static void join_cgroups(const struct plan *pl) {
-    char pid[32];
-    snprintf(pid, sizeof pid, "%d\n", (int)getpid());
-    for (uint32_t i = 0; i < pl->n_cgroups; i++)
-        if (write_text(pl->cgroups[i], pid) != 0) fail("cannot join the run's cgroup", errno);
+    char what[MAX_PATH_BYTES + 64];
+    for (uint32_t i = 0; i < pl->n_cgroups; i++) {
+        int fd = open(pl->cgroups[i], O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+        int ok = fd >= 0 && write(fd, "0", 1) == 1;
+        int err = errno;
+        if (fd >= 0) close(fd);
+        if (!ok) {
+            snprintf(what, sizeof what, "cannot join the run's cgroup (%s)", pl->cgroups[i]);
+            fail(what, err);
+        }
+    }
 }
 
 static int enter_namespaces(struct layers *ly) {
@@ -252,6 +271,18 @@ static int enter_namespaces(struct layers *ly) {
     ly->net_ns = unshare(CLONE_NEWNET) == 0;
     ly->no_caps = ly->user_ns || geteuid() != 0;
     return ly->pid_ns;
+}
+
+/* A tmpfs of `size` bytes (mode 0700) over `folder` in a mount namespace of its own, made the
+ * working folder: the parent's view of `folder` is untouched, and the tmpfs goes with the
+ * sandbox's last process. */
+static int private_tmpfs(const char *folder, int64_t size) {
+    char options[96];
+    if (unshare(CLONE_NEWNS) != 0) return 0;
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) return 0;
+    snprintf(options, sizeof options, "size=%lld,mode=0700,nr_inodes=65536", (long long)size);
+    if (mount("ktl-private", folder, "tmpfs", MS_NOSUID | MS_NODEV, options) != 0) return 0;
+    return chdir(folder) == 0;
 }
 
 static int private_proc(void) {
@@ -341,6 +372,7 @@ static void target(const struct plan *pl, struct layers *ly, char **argv) {
     ly->dev_restricted = pl->landlock_abi >= 1;
     int listener = seccomp(pl);
     ly->seccomp = listener >= 0 ? 2 : 1;
+    ly->unaccountable_denied = (pl->flags & 2) != 0;
     ly->process_limit = ly->user_ns ? (int32_t)pl->processes : 0;
     limit(RLIMIT_CPU, pl->cpu_s, pl->cpu_s + 1);
     if (pl->flags & 1) limit(RLIMIT_AS, pl->address_space, pl->address_space);
@@ -368,6 +400,13 @@ static void target(const struct plan *pl, struct layers *ly, char **argv) {
 static void reap(const struct plan *pl, struct layers *ly, int status_fd, char **argv, int pid_ns) {
     die_with_parent();
     ly->private_proc = pid_ns && private_proc();
+    if (pl->private_dir) {
+        char what[96];
+        snprintf(what, sizeof what, "cannot mount a %lld MiB tmpfs on the private folder",
+                 (long long)(pl->private_bytes >> 20));
+        if (!private_tmpfs(pl->private_dir, pl->private_bytes)) fail(what, 0);
+        ly->private_tmpfs_mib = (int32_t)(pl->private_bytes >> 20);
+    }
     pid_t child = fork();
     if (child < 0) fail("cannot fork the target", errno);
     if (child == 0) {
@@ -405,7 +444,8 @@ int main(int argc, char **argv) {
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     die_with_parent();
-    join_cgroups(&pl);
+    join_cgroups(&pl);  /* before anything else: all of the tree is accounted */
+    ly.cgroup = pl.n_cgroups > 0;
     limit(RLIMIT_CORE, 0, 0);
     int pid_ns = enter_namespaces(&ly);
     die_with_parent();  /* a credential change (the new user namespace) clears it */

@@ -33,6 +33,7 @@ from verifier.worker._native import (
     SharedArena,
     WorkerGone,
     WorkerHung,
+    WorkerMisanswered,
     WorkerOverMemory,
     activity,
     escaped_work,
@@ -41,5 +42,5 @@ from verifier.worker._overlap import TIME_WORDS
 
 __all__ = ["GUARD", "GUARD_WORD", "QUIET_THREADS", "TIME_WORDS", "UNASKED_ANSWER", "Activity",
            "BaselineWorker", "Escape", "Layout", "Markers", "NativeWorker", "SharedArena",
-           "WorkerGone", "WorkerHung", "WorkerOverMemory", "activity", "escaped_work",
+           "WorkerGone", "WorkerHung", "WorkerMisanswered", "WorkerOverMemory", "activity", "escaped_work",
            "fill_inputs", "guard_pattern", "layout", "outputs_of", "poison"]

@@ -12,6 +12,7 @@ ever opened. The same command format drives the baseline process
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import hashlib
 import mmap
@@ -36,7 +37,17 @@ from numpy.typing import NDArray
 
 from verifier.errors import BuildError, SandboxError, VerifierError
 from verifier.ops import OpSpec
-from verifier.sandbox import ChildResult, Limits, base_env, run_sandboxed
+from verifier.sandbox import (
+    Accounting,
+    CgroupUnavailable,
+    ChildResult,
+    Limits,
+    RunCgroup,
+    base_env,
+    memory_limit,
+    run_sandboxed,
+)
+from verifier.worker._account import AccountingKind, CgroupClock, CpuClock, ProcTreeClock
 from verifier.worker._escape import (
     UNASKED_ANSWER,
     Escape,
@@ -60,6 +71,7 @@ __all__ = [
     "SharedArena",
     "WorkerGone",
     "WorkerHung",
+    "WorkerMisanswered",
     "activity",
     "encode",
     "escaped_work",
@@ -78,6 +90,9 @@ QUIET_THREADS = {"OMP_WAIT_POLICY": "PASSIVE", "OPENBLAS_THREAD_TIMEOUT": "4"}
 """Idle OpenMP threads sleep instead of spinning, so a spinning pool is never
 mistaken for work escaping a call, and never slows the other side on a small machine."""
 _SOURCE = Path(__file__).with_name("_native_worker.c")
+PRIVATE_BYTES = 1 << 30
+"""The kernel's private folder is a tmpfs of at most this size (and of its memory limit):
+what it writes there never reaches the host's disk, and counts against its cgroup."""
 class WorkerGone(VerifierError):
     """The child ended (crash, limit, exit) before answering; `result` says how."""
 
@@ -93,6 +108,19 @@ class WorkerHung(VerifierError):
     def __init__(self, limit_s: float) -> None:
         super().__init__(f"hang: no answer within {limit_s:g} s; killed")
         self.limit_s = limit_s
+
+
+class WorkerMisanswered(VerifierError):
+    """The kernel's process answered something the worker never sends: a status other than
+    success, or a count other than the command's. Whatever arrives from that process is the
+    kernel's doing (it can write the answer pipe), so this is a fault of the kernel, and the
+    process is killed: its answers no longer line up with the commands."""
+
+    def __init__(self, status: int, value: int, expected: int) -> None:
+        super().__init__(f"malformed answer from the kernel's process: status {status}, count "
+                         f"{value} (the worker answers status 0 and the command's count "
+                         f"{expected}); something in the process writes the answer pipe")
+        self.status, self.value, self.expected = status, value, expected
 
 
 class WorkerOverMemory(VerifierError):
@@ -348,7 +376,11 @@ class _Channel(ABC):
     """Run-queue wait of the parent and of the child's main thread during the last round trip:
     time the machine was busy with others (scheduling latency), not time the call took."""
     last_cpu_ns = 0
-    """CPU time all of the child's threads used during the last round trip."""
+    """CPU time the child used during the last round trip (the native worker: its whole tree)."""
+    last_before_ns = 0
+    """CPU time the child used between the previous answer and the last command (0 before
+    the first answer): work done outside the parent's clock, e.g. on inputs seen early."""
+    _answer_cpu: int | None = None
     last_value = 0
     """The last answer's value: a count from the native worker (never a time: the kernel's
     process is not believed), the baseline's own time of its calls in ns."""
@@ -363,8 +395,16 @@ class _Channel(ABC):
     """An answer was waiting before a command was sent: something in the child's
     process writes answers itself (to stop the parent's clock early)."""
 
-    def roundtrip(self, command: bytes, timeout_s: float) -> int:
-        """Send `command`, wait for its answer; return the elapsed ns on the parent's clock."""
+    def misanswered(self, status: int, value: int, expected: int) -> VerifierError:
+        """The error for an answer other than (0, `expected`)."""
+        return SandboxError(f"the worker could not run the command (status {status}, count "
+                            f"{value}, expected {expected})")
+
+    def roundtrip(self, command: bytes, timeout_s: float, expected: int | None = None) -> int:
+        """Send `command`, wait for its answer; return the elapsed ns on the parent's clock.
+
+        An answer whose status is not 0 (or whose count is not `expected`, where given) is
+        `self.misanswered`."""
         ready, _, _ = select.select([self.ans_r], [], [], 0)
         if ready:
             self.unasked = True
@@ -394,10 +434,12 @@ class _Channel(ABC):
                              running_threads(pid, after[3] - before[3] - {pid}))
         self.last_processes = () if pid is None else stray_processes(pid)
         self.last_waited_ns = (after[0] - before[0]) + (after[1] - before[1])
-        self.last_cpu_ns = after[2] - before[2]
+        self.last_cpu_ns = max(after[2] - before[2], 0)
+        self.last_before_ns = 0 if self._answer_cpu is None else max(before[2] - self._answer_cpu, 0)
+        self._answer_cpu = after[2]
         status, self.last_value = ANSWER.unpack(buf)
-        if status != 0:
-            raise SandboxError(f"the worker could not run the command (status {status})")
+        if status != 0 or (expected is not None and self.last_value != expected):
+            raise self.misanswered(status, self.last_value, -1 if expected is None else expected)
         return t1 - t0
 
     def _clocks(self) -> tuple[int, int, int, frozenset[int]]:
@@ -407,7 +449,7 @@ class _Channel(ABC):
         own = schedstat(f"/proc/self/task/{threading.get_native_id()}/schedstat")[1]
         pid = self.pid()
         if pid is None:
-            return own, 0, 0, frozenset()
+            return own, 0, self._tree_cpu(None, 0), frozenset()
         main_wait = cpu = 0
         tids: set[int] = set()
         with contextlib.suppress(OSError):
@@ -418,7 +460,11 @@ class _Channel(ABC):
                     tids.add(int(task))
                 if task == str(pid):
                     main_wait = waited
-        return own, main_wait, cpu, frozenset(tids)
+        return own, main_wait, self._tree_cpu(pid, cpu), frozenset(tids)
+
+    def _tree_cpu(self, pid: int | None, threads_ns: int) -> int:
+        """The child's CPU so far; here its threads' (`threads_ns`), the worker: its tree's."""
+        return threads_ns
 
     def _send(self, command: bytes, timeout_s: float, deadline: float) -> None:
         """Write without ever blocking: a child that stops reading cannot hang the parent."""
@@ -455,6 +501,9 @@ class NativeWorker(_Channel):
     def __init__(self, library: Path, entry: str, op: OpSpec, arena: SharedArena, workdir: Path,
                  limits: Limits, env: dict[str, str] | None = None, readable: Sequence[Path] = (),
                  gpu: bool = False, rss_cap: int | None = None) -> None:
+        if limits.private_bytes is None:  # the private folder: a tmpfs counted in its memory
+            limits = dataclasses.replace(limits, private_bytes=min(memory_limit(limits),
+                                                                   PRIVATE_BYTES))
         self.op, self.arena, self.limits = op, arena, limits
         self.binary = worker_binary(op)
         cmd_r, cmd_w = os.pipe()
@@ -468,6 +517,8 @@ class NativeWorker(_Channel):
         self.result: ChildResult | None = None
         self._pid: int | None = None
         self._inode = _pipe_inode(cmd_r)
+        self.cgroup, self.no_cgroup_reason = _run_cgroup(limits)
+        self.clock: CpuClock = CgroupClock(self.cgroup) if self.cgroup else ProcTreeClock()
         argv = [str(self.binary), str(Path(library).resolve()), entry, str(cmd_r), str(ans_w),
                 str(arena.fd), str(arena.nbytes)]
         child_env = env if env is not None else base_env(QUIET_THREADS)
@@ -479,9 +530,18 @@ class NativeWorker(_Channel):
              gpu: bool) -> None:
         try:
             self.result = run_sandboxed(argv, workdir, self.limits, env, readable=readable, gpu=gpu,
-                                        pass_fds=(*self._child_fds, self.arena.fd))
+                                        pass_fds=(*self._child_fds, self.arena.fd),
+                                        accounting=Accounting(self.cgroup, deny_unaccountable=True))
         except SandboxError:
             self.result = None
+
+    @property
+    def accounting(self) -> AccountingKind:
+        """How the tree's CPU is read: its cgroup, or /proc with CLONE_VM processes denied."""
+        return self.clock.kind
+
+    def _tree_cpu(self, pid: int | None, threads_ns: int) -> int:
+        return self.clock.cpu_ns(pid)
 
     def alive(self) -> bool:
         return self._thread.is_alive()
@@ -515,6 +575,10 @@ class NativeWorker(_Channel):
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
 
+    def misanswered(self, status: int, value: int, expected: int) -> VerifierError:
+        self.kill()
+        return WorkerMisanswered(status, value, expected)
+
     def gone(self) -> VerifierError:
         self._thread.join(timeout=self.limits.wall_s + 5)
         loaded = self.result is not None and self.result.last("LOADED") is not None
@@ -526,7 +590,7 @@ class NativeWorker(_Channel):
 
         Threads the calls left running at the answer are judged by `self.starts`."""
         self._look()
-        ns = self.roundtrip(encode(OP_CALL, slots, dims, arenas, lazy), timeout_s)
+        ns = self.roundtrip(encode(OP_CALL, slots, dims, arenas, lazy), timeout_s, len(arenas))
         self.starts.answered(self.last_started, len(self.last_processes))
         return ns
 
@@ -544,7 +608,8 @@ class NativeWorker(_Channel):
         times = self.arena.bytes[times_at:times_at + 8 * words].view(np.int64)
         times[:] = 0
         self._look()
-        self.roundtrip(encode(OP_PAIR, slots, dims, [*first, *second, times_at]), timeout_s)
+        self.roundtrip(encode(OP_PAIR, slots, dims, [*first, *second, times_at]), timeout_s,
+                       2 * len(first) + 1)
         self.starts.answered(frozenset(), len(self.last_processes))  # its threads: see ThreadStarts
         return overlapping_pairs(times.copy(), len(first), self.last_window)
 
@@ -552,7 +617,7 @@ class NativeWorker(_Channel):
         """An empty command's round trip: the parent's overhead per batch."""
         self._look()
         return self.roundtrip(encode(OP_NOP, [0] * len(self.op.inputs + self.op.outputs),
-                                     [0] * len(self.op.dims), []), timeout_s)
+                                     [0] * len(self.op.dims), []), timeout_s, 0)
 
     def _look(self) -> None:
         pid = self.pid()
@@ -578,7 +643,22 @@ class NativeWorker(_Channel):
         for fd in (self.cmd_w, self.ans_r, *self._child_fds):
             with contextlib.suppress(OSError):
                 os.close(fd)
+        if self.cgroup is not None:
+            self.final_cpu_ns = self.cgroup.usage().cpu_ns
+            self.cgroup.remove()
         return self.result
+
+    final_cpu_ns = 0
+    """The cgroup's CPU over the whole run, read at `close` (0 without a cgroup)."""
+
+
+def _run_cgroup(limits: Limits) -> tuple[RunCgroup | None, str | None]:
+    """The run's cgroup on this process's CPUs (the pinned one in a pinned run), or why none."""
+    try:
+        cpus = os.sched_getaffinity(0)
+        return RunCgroup.create(cpus, memory_limit(limits), limits.processes + 8), None
+    except (CgroupUnavailable, OSError) as exc:
+        return None, getattr(exc, "reason", str(exc))
 
 
 class BaselineWorker(_Channel):
