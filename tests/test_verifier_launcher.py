@@ -251,5 +251,5 @@ def test_a_malformed_report_is_refused() -> None:
 def test_the_launcher_is_built_from_the_source_beside_it() -> None:
     binary = launcher_binary()
     assert binary.is_file() and os.access(binary, os.X_OK)
-    assert (binary.parent / "launcher.c").read_bytes() == SOURCE.read_bytes()
+    assert (binary.parent / "ktl-launcher.c").read_bytes() == SOURCE.read_bytes()
     assert launcher_binary() == binary  # built once per process
