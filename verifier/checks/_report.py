@@ -18,6 +18,7 @@ from attest.predicates import (
     Environment,
     Fault,
     FaultKind,
+    TorchOp,
     VerificationPredicate,
 )
 from verifier.errors import VerifierError
@@ -96,6 +97,9 @@ class CheckReport:
     seed: int
     environment: Environment
     checks: tuple[Check, ...]
+    torch: TorchOp | None = None
+    """For op 'torch': the reference's digest, torch's version, dtype, tolerance and weight
+    seeds."""
 
     @property
     def passed(self) -> bool:
@@ -114,7 +118,7 @@ class CheckReport:
     def to_predicate(self) -> VerificationPredicate:
         return VerificationPredicate(environment=self.environment, budget=self.budget,
                                      seed=self.seed, checks=self.checks,
-                                     verdict="pass" if self.passed else "fail")
+                                     verdict="pass" if self.passed else "fail", torch=self.torch)
 
     def to_json(self) -> dict[str, Any]:
         return {"kernel": self.kernel, "op": self.op, "predicate": self.to_predicate().to_json()}
@@ -126,7 +130,7 @@ class CheckReport:
         except ValidationError as exc:
             raise VerifierError(f"bad check report: {exc}") from exc
         return cls(str(obj["kernel"]), str(obj["op"]), pred.budget, pred.seed, pred.environment,
-                   pred.checks)
+                   pred.checks, pred.torch)
 
 
 def shape_text(dims: Mapping[str, int]) -> str:
