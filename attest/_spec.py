@@ -435,6 +435,15 @@ class Node:
         return cls._SPEC_CACHE
 
     @classmethod
+    def rule(cls, name: str) -> Spec:
+        """The wire rule of one field, for checking a value before the node is built (e.g.
+        a manifest's field, so a kernel the statement would refuse is refused up front)."""
+        for field_name, rule, _ in cls._RULES:
+            if field_name == name:
+                return rule
+        raise KeyError(name)
+
+    @classmethod
     def from_json(cls, obj: object, path: str | None = None) -> Self:
         """Strictly parse a decoded JSON body; errors name the field (`path.field[i]...`)."""
         where = path or cls._PATH

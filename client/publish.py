@@ -211,8 +211,8 @@ def kernel_claim(kernel_dir: Path) -> tuple[str, bytes, Claim]:
         spec = KernelSpec.load(kernel_dir)
         archive = pack_kernel(kernel_dir)
         compiler, version = get_runtime(spec.runtime).compiler()
-        body = spec.kernel_predicate(compiler, version)
-    except VerifierError as exc:
+        body = spec.kernel_predicate(compiler, version).to_json()
+    except (VerifierError, AttestError) as exc:
         raise InputError(f"{kernel_dir}: {exc}") from exc
     return spec.name, archive, Claim("kernel", KERNEL_V1, body)
 

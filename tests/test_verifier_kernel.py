@@ -76,6 +76,41 @@ def test_rejects_bad_manifest(tmp_path: Path, old: str, new: str, field: str) ->
         KernelSpec.load(_folder(tmp_path, GOOD.replace(old, new)))
 
 
+@pytest.mark.parametrize(
+    ("old", "new", "path"),
+    [
+        ('agent_version = "0.3"', f'agent_version = "{"9" * 100}"', "generator.agent_version"),
+        ('hardware_class = "x86_64-avx2"', 'hardware_class = "X86_64"', "target.hardware_class"),
+    ],
+)
+def test_a_manifest_the_statement_would_refuse_is_refused_before_anything_runs(
+        tmp_path: Path, old: str, new: str, path: str) -> None:
+    """kernel.toml is checked with attest's own kernel/v1 rules when it is read: a
+    100-character agent_version (within the folder's old 128-character text limit) no longer
+    passes the folder check only to be refused by the statement after check and bench ran."""
+    from verifier import bench, check
+
+    folder = _folder(tmp_path, GOOD.replace(old, new))
+    with pytest.raises(KernelSpecError, match=path.replace(".", r"\.")) as exc:
+        KernelSpec.load(folder)
+    assert "kernel/v1 statement would refuse it" in str(exc.value)
+    for run in (check, bench):
+        said: list[str] = []
+        with pytest.raises(KernelSpecError, match=path.replace(".", r"\.")):
+            run(folder, progress=said.append)
+        assert said == [], said  # refused before building or measuring anything
+
+
+def test_an_accepted_manifest_makes_a_valid_kernel_statement(tmp_path: Path) -> None:
+    from attest.predicates import KernelPredicate
+
+    spec = KernelSpec.load(_folder(tmp_path))
+    pred = spec.kernel_predicate("gcc", "12.2.0")
+    assert isinstance(pred, KernelPredicate)
+    assert KernelPredicate.from_json(pred.to_json()) == pred
+    assert pred.generator == spec.generator
+
+
 def test_rejects_missing_source_and_symlink(tmp_path: Path) -> None:
     folder = _folder(tmp_path)
     (folder / "k.c").unlink()

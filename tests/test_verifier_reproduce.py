@@ -327,8 +327,8 @@ class _InjectedRuns:
         self.asked.append(kwargs)
         return self
 
-    def to_predicate(self) -> dict[str, Any]:
-        return copy.deepcopy(self.body)
+    def to_predicate(self) -> BenchmarkPredicate:
+        return BenchmarkPredicate.from_json(copy.deepcopy(self.body))
 
 
 @pytest.mark.parametrize("factor,want", [(1.5, "refuted"), (1.25, "refuted"), (1.0, "confirmed"),
@@ -342,8 +342,9 @@ def test_reproduce_kernel_decides_on_the_measurements_it_gets(
     injected = _InjectedRuns(_bench(HERE))
     monkeypatch.setattr(verifier.benchmark, "bench_runs", injected)
     claim = _bench(_times(factor))
-    body = reproduce_kernel(ROOT / "examples" / "matmul-blocked", [(BENCHMARK_V1, claim)],
-                            TARGET, time_budget_s=3, runs=5)
+    body = reproduce_kernel(ROOT / "examples" / "matmul-blocked",
+                            [BenchmarkPredicate.from_json(claim)], TARGET,
+                            ReproduceSettings(time_budget_s=3, runs=5)).to_json()
     (asked,) = injected.asked
     assert asked["runs"] == 5 and asked["shapes"] == claim["workload"]["shapes"]
     assert asked["seed"] == claim["workload"]["seed"]

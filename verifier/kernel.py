@@ -44,13 +44,16 @@ import io
 import re
 import tarfile
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from attest import HEX64_PATTERN, KERNEL_NAME_PATTERN, RUNTIMES
+from attest._errors import ValidationError
+from attest._spec import Node
 from attest.ops import CATALOGUE_VERSION
+from attest.predicates import BuildRecipe, Generator, KernelPredicate, SourceFile, Target
 from verifier.errors import ArchiveError, KernelSpecError, UnknownOpError
 from verifier.ops import OPS
 
@@ -125,37 +128,38 @@ _TOP_KEYS = {"name", "version", "op", "runtime", "sources", "entry", "flags", "p
              "generator", "target", "abi_version", *_TORCH_KEYS}
 _REQUIRED = _TOP_KEYS - {"parent", "flags", "abi_version", *_TORCH_KEYS}
 _GEN_KEYS = {"agent", "agent_version", "model", "prompt_sha256"}
+T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class GeneratorInfo:
-    """Who wrote the kernel: agent, its version, the model, optionally the prompt digest."""
+GeneratorInfo = Generator
+"""Who wrote the kernel: attest's `Generator` (agent, its version, the model, optionally the
+prompt digest), the very object the kernel/v1 statement carries."""
 
-    agent: str
-    agent_version: str
-    model: str
-    prompt_sha256: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        return {"agent": self.agent, "agent_version": self.agent_version, "model": self.model,
-                "prompt_sha256": self.prompt_sha256}
+def _generator(obj: Any) -> Generator:
+    """The manifest's [generator] table, checked here (printable ASCII) and by attest's own
+    rule (field lengths), so a generator the statement would refuse fails before any run."""
+    if not isinstance(obj, Mapping):
+        raise KernelSpecError("generator: must be a table with agent, agent_version, model")
+    extra = set(obj) - _GEN_KEYS
+    if extra:
+        raise KernelSpecError(f"generator: unknown keys {sorted(extra)}")
+    for key in ("agent", "agent_version", "model"):
+        _text(obj, key, "generator.")
+    return _attest(Generator.from_json, {"prompt_sha256": None, **obj}, "generator")
 
-    @classmethod
-    def from_json(cls, obj: Any) -> GeneratorInfo:
-        if not isinstance(obj, Mapping):
-            raise KernelSpecError("generator: must be a table with agent, agent_version, model")
-        extra = set(obj) - _GEN_KEYS
-        if extra:
-            raise KernelSpecError(f"generator: unknown keys {sorted(extra)}")
-        prompt = obj.get("prompt_sha256")
-        if prompt is not None and not (isinstance(prompt, str) and HEX64_RE.fullmatch(prompt)):
-            raise KernelSpecError("generator.prompt_sha256: must be 64 lowercase hex digits")
-        return cls(
-            agent=_text(obj, "agent", "generator."),
-            agent_version=_text(obj, "agent_version", "generator."),
-            model=_text(obj, "model", "generator."),
-            prompt_sha256=prompt,
-        )
+
+def _attest(build: Callable[[Any, str], T], value: Any, path: str) -> T:
+    """`build(value, path)` with attest's rules; their refusal as a KernelSpecError."""
+    try:
+        return build(value, path)
+    except ValidationError as exc:
+        raise KernelSpecError(f"{exc} (a kernel/v1 statement would refuse it)") from exc
+
+
+def _attest_field(node: type[Node], name: str, value: Any, path: str | None = None) -> None:
+    """Check one manifest value against the attest rule of the statement field it becomes."""
+    _attest(node.rule(name).check, value, path or name)
 
 
 def _nesting_depth(text: str) -> int:
@@ -394,10 +398,18 @@ class KernelSpec:
         abi = obj.get("abi_version", ABI_VERSION)
         if abi != ABI_VERSION or isinstance(abi, bool):
             raise KernelSpecError(f"abi_version: only {ABI_VERSION} is supported, got {abi!r}")
+        hardware_class = _text(target, "hardware_class", "target.", limit=64)
+        generator = _generator(obj["generator"])
+        for key, value in (("name", name), ("version", version), ("op", op),
+                           ("runtime", runtime), ("entry", entry), ("parent", parent)):
+            _attest_field(KernelPredicate, key, value)
+        for i, path in enumerate(checked):
+            _attest_field(SourceFile, "path", path, f"sources[{i}]")
+        _attest_field(BuildRecipe, "flags", list(flags), "flags")
+        _attest(Target.from_json, {"hardware_class": hardware_class}, "target")
         return cls(
             name=name, version=version, op=op, runtime=runtime, sources=checked, entry=entry,
-            flags=tuple(flags), generator=GeneratorInfo.from_json(obj["generator"]),
-            hardware_class=_text(target, "hardware_class", "target.", limit=64),
+            flags=tuple(flags), generator=generator, hardware_class=hardware_class,
             parent=parent, abi_version=ABI_VERSION, directory=directory,
             reference=module[0], solution=module[1], dtype=module[2],
         )
@@ -468,20 +480,18 @@ class KernelSpec:
             out[rel] = self._read_source(rel)
         return out
 
-    def kernel_predicate(self, compiler: str, compiler_version: str) -> dict[str, Any]:
-        """The `kernel/v1` predicate body for this kernel (see CONTRACTS)."""
+    def kernel_predicate(self, compiler: str, compiler_version: str) -> KernelPredicate:
+        """The `kernel/v1` predicate for this kernel (see CONTRACTS)."""
         sources = self.read_sources()
-        return {
-            "name": self.name, "version": self.version, "op": self.op, "runtime": self.runtime,
-            "entry": self.entry, "abi_version": self.abi_version,
-            "sources": [{"path": p, "sha256": hashlib.sha256(b).hexdigest()}
-                        for p, b in sorted(sources.items())],
-            "build": {"compiler": compiler, "compiler_version": compiler_version,
-                      "flags": list(self.flags)},
-            "generator": self.generator.to_json(),
-            "target": {"hardware_class": self.hardware_class},
-            "parent": self.parent,
-        }
+        return KernelPredicate(
+            name=self.name, version=self.version, op=self.op, runtime=self.runtime,
+            entry=self.entry, abi_version=self.abi_version,
+            sources=tuple(SourceFile(path=p, sha256=hashlib.sha256(b).hexdigest())
+                          for p, b in sorted(sources.items())),
+            build=BuildRecipe(compiler=compiler, compiler_version=compiler_version,
+                              flags=self.flags),
+            generator=self.generator, target=Target(hardware_class=self.hardware_class),
+            parent=self.parent)
 
 
 def _tar_member(name: str, data: bytes) -> tuple[tarfile.TarInfo, io.BytesIO]:
