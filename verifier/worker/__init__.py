@@ -3,8 +3,8 @@
 Holds the native C worker (`_native_worker.c`, built and commanded by `_native`:
 memfd arenas, commands and fixed-size answers over pipes, batches timed on the
 parent's clock), the arena layout with its random per-run guards and poison
-(`_arena`), the baseline's own NumPy process (`_baseline`), typed escape records
-(`_escape`) and which two-thread calls overlapped in time (`_overlap`).
+(`_arena`), the CPU of the kernel's whole process tree (`_account`), the baseline's own
+NumPy process (`_baseline`), typed escape records (`_escape`) and which two-thread calls overlapped in time (`_overlap`).
 
 May import: the pure model and `sandbox`. Nothing above it (runtimes, checks,
 benchmark, reproduce).
@@ -12,6 +12,7 @@ benchmark, reproduce).
 
 from __future__ import annotations
 
+from verifier.worker._account import AccountingKind, charged_ns
 from verifier.worker._arena import (
     GUARD,
     GUARD_WORD,
@@ -40,7 +41,8 @@ from verifier.worker._native import (
 )
 from verifier.worker._overlap import TIME_WORDS
 
-__all__ = ["GUARD", "GUARD_WORD", "QUIET_THREADS", "TIME_WORDS", "UNASKED_ANSWER", "Activity",
-           "BaselineWorker", "Escape", "Layout", "Markers", "NativeWorker", "SharedArena",
-           "WorkerGone", "WorkerHung", "WorkerMisanswered", "WorkerOverMemory", "activity", "escaped_work",
-           "fill_inputs", "guard_pattern", "layout", "outputs_of", "poison"]
+__all__ = ["GUARD", "GUARD_WORD", "QUIET_THREADS", "TIME_WORDS", "UNASKED_ANSWER", "AccountingKind",
+           "Activity", "BaselineWorker", "Escape", "Layout", "Markers", "NativeWorker",
+           "SharedArena", "WorkerGone", "WorkerHung", "WorkerMisanswered", "WorkerOverMemory",
+           "activity", "charged_ns", "escaped_work", "fill_inputs", "guard_pattern", "layout",
+           "outputs_of", "poison"]
