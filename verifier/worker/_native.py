@@ -14,22 +14,18 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
-import hashlib
 import mmap
 import os
 import select
-import shutil
 import signal
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +40,7 @@ from verifier.sandbox import (
     Limits,
     RunCgroup,
     base_env,
+    build_program,
     memory_limit,
     run_sandboxed,
 )
@@ -61,6 +58,7 @@ __all__ = [
     "OP_CALL",
     "OP_NOP",
     "OP_PAIR",
+    "OP_PROTECT",
     "QUIET_THREADS",
     "UNASKED_ANSWER",
     "Activity",
@@ -81,7 +79,7 @@ __all__ = [
     "worker_binary",
 ]
 
-OP_NOP, OP_CALL, OP_PAIR, OP_QUIT = 0, 1, 2, 9
+OP_NOP, OP_CALL, OP_PAIR, OP_PROTECT, OP_QUIT = 0, 1, 2, 3, 9
 MAX_BATCH = 4096
 """Calls per command: its words must fit in a pipe buffer (64 KiB) so a hung child cannot block a write."""
 ANSWER = struct.Struct("<qq")
@@ -144,39 +142,10 @@ def worker_source(op: OpSpec) -> str:
     return head + _SOURCE.read_text()
 
 
-@lru_cache(maxsize=1)
-def _cache_dir() -> Path:
-    folder = Path(tempfile.mkdtemp(prefix="ktl-native-"))
-    import atexit
-
-    atexit.register(shutil.rmtree, folder, True)
-    return folder
-
-
-_build_lock = threading.Lock()
-
-
 def worker_binary(op: OpSpec) -> Path:
     """The worker program for `op`, compiled once per process and source hash with the system cc."""
-    source = worker_source(op)
-    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
-    folder = _cache_dir() / digest
-    binary = folder / "ktl-worker"
-    with _build_lock:
-        if binary.is_file():
-            return binary
-        folder.mkdir(exist_ok=True)
-        (folder / "worker.c").write_text(source)
-        cc = shutil.which("cc", path="/usr/bin:/bin:/usr/local/bin") or "cc"
-        try:
-            out = subprocess.run([cc, "-O2", "-o", str(binary), str(folder / "worker.c"), "-ldl",
-                                  "-lpthread"], capture_output=True, text=True, timeout=120,
-                                 check=False, env=base_env())
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise BuildError(f"cannot build ktl's native worker with {cc}: {exc}") from exc
-        if out.returncode != 0:
-            raise BuildError(f"cannot build ktl's native worker with {cc}: {out.stderr[-1500:]}")
-    return binary
+    return build_program(worker_source(op), "ktl-worker", "ktl's native worker",
+                         ("-ldl", "-lpthread"), BuildError)
 
 
 def encode(op: int, slots: Sequence[int], dims: Sequence[int], arenas: Sequence[int],
@@ -612,6 +581,14 @@ class NativeWorker(_Channel):
                        2 * len(first) + 1)
         self.starts.answered(frozenset(), len(self.last_processes))  # its threads: see ThreadStarts
         return overlapping_pairs(times.copy(), len(first), self.last_window)
+
+    def protect(self, ranges: Sequence[tuple[int, int, int]], timeout_s: float = 10.0) -> None:
+        """Set the protection of page ranges (offset, length, PROT_* of `verifier.worker._arena`)
+        of the worker's own mapping of the arena, in order: guard pages and read-only inputs."""
+        words = [w for r in ranges for w in r]
+        self._look()
+        self.roundtrip(encode(OP_PROTECT, [0] * len(self.op.inputs + self.op.outputs),
+                              [0] * len(self.op.dims), words), timeout_s, len(words))
 
     def nop(self, timeout_s: float = 10.0) -> int:
         """An empty command's round trip: the parent's overhead per batch."""
