@@ -61,6 +61,7 @@ __all__ = [
     "OP_CALL",
     "OP_NOP",
     "OP_PAIR",
+    "OP_PROTECT",
     "QUIET_THREADS",
     "UNASKED_ANSWER",
     "Activity",
@@ -81,7 +82,7 @@ __all__ = [
     "worker_binary",
 ]
 
-OP_NOP, OP_CALL, OP_PAIR, OP_QUIT = 0, 1, 2, 9
+OP_NOP, OP_CALL, OP_PAIR, OP_PROTECT, OP_QUIT = 0, 1, 2, 3, 9
 MAX_BATCH = 4096
 """Calls per command: its words must fit in a pipe buffer (64 KiB) so a hung child cannot block a write."""
 ANSWER = struct.Struct("<qq")
@@ -612,6 +613,14 @@ class NativeWorker(_Channel):
                        2 * len(first) + 1)
         self.starts.answered(frozenset(), len(self.last_processes))  # its threads: see ThreadStarts
         return overlapping_pairs(times.copy(), len(first), self.last_window)
+
+    def protect(self, ranges: Sequence[tuple[int, int, int]], timeout_s: float = 10.0) -> None:
+        """Set the protection of page ranges (offset, length, PROT_* of `verifier.worker._arena`)
+        of the worker's own mapping of the arena, in order: guard pages and read-only inputs."""
+        words = [w for r in ranges for w in r]
+        self._look()
+        self.roundtrip(encode(OP_PROTECT, [0] * len(self.op.inputs + self.op.outputs),
+                              [0] * len(self.op.dims), words), timeout_s, len(words))
 
     def nop(self, timeout_s: float = 10.0) -> int:
         """An empty command's round trip: the parent's overhead per batch."""
