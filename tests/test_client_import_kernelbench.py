@@ -16,7 +16,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from client._errors import InputError
-from client._kernelbench_probe import probe
 from client.kernelbench import (
     ImportOptions,
     ImportRefused,
@@ -25,6 +24,7 @@ from client.kernelbench import (
     parse_probe,
     solution_runtime,
 )
+from client.kernelbench._probe import probe
 from verifier import KernelSpec
 from verifier.runtimes import audit_solution
 

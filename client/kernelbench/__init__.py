@@ -1,7 +1,7 @@
 """`ktl import kernelbench`: a KernelBench-format problem and solution become a kernel folder.
 
 The problem (a module defining `Model(nn.Module)`, `get_inputs()` and `get_init_inputs()`)
-is untrusted code: it runs only in a sandboxed child (`client/_kernelbench_probe.py`)
+is untrusted code: it runs only in a sandboxed child (`client/kernelbench/_probe.py`)
 that prints one bounded JSON line describing the inputs and outputs; ktl's own process
 never imports it. The solution is read, never run: its syntax tree must define
 `ModelNew`, and whether it imports Triton picks the runtime. What cannot be mapped
@@ -40,7 +40,7 @@ from verifier.kernel import (
 __all__ = ["ImportOptions", "ImportRefused", "ImportResult", "ProblemInfo", "TensorInfo",
            "import_kernelbench", "probe_problem"]
 
-PROBE = Path(__file__).with_name("_kernelbench_probe.py")
+PROBE = Path(__file__).with_name("_probe.py")
 PROBE_PREFIX = "KTL-PROBE "
 REFERENCE_FILE = "reference.py"
 SOLUTION_FILE = "solution.py"
