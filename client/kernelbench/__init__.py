@@ -7,6 +7,10 @@ never imports it. The solution is read, never run: its syntax tree must define
 `ModelNew`, and whether it imports Triton picks the runtime. What cannot be mapped
 (no Model, non-tensor outputs, a dtype outside float32/float16/bfloat16, ...) is
 refused with an `ImportRefused` that says why, and nothing is written.
+
+Holds the importer (here) and the child's driver (`_probe`, run by the sandbox, never
+imported by ktl). May import: `client._errors` and `verifier` (its kernel model,
+environment and sandbox); nothing else of the client imports it but `client.cli`.
 """
 
 from __future__ import annotations
