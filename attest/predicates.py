@@ -198,6 +198,22 @@ class Method(Node, path="method"):
         default=None)
     cpu_pinned: bool | None = json_field(
         Bool(doc="kernel and baseline were pinned to one CPU"), default=None)
+    cpu_accounting: str | None = json_field(Enum(
+        "cgroup", "process-tree",
+        doc="how the kernel's CPU was read (all of its process tree, before, during and between "
+            "calls): its run's cgroup (every task ever in it), or /proc of every task with "
+            "CLONE_VM processes denied by seccomp; absent: only the worker's threads"),
+        default=None)
+    cpu_pinning: str | None = json_field(Enum(
+        "cpuset", "affinity", "none",
+        doc="how the kernel was held to its CPUs: a cgroup cpuset (not widenable from inside), "
+            "the inherited affinity with seccomp refusing every change, or not at all"),
+        default=None)
+    memory_limit: str | None = json_field(Enum(
+        "cgroup", "address-space",
+        doc="the kernel's memory limit: its run's cgroup (anonymous, shared memory, memfd and "
+            "private-folder tmpfs pages included), or only RLIMIT_AS"),
+        default=None)
 
 
 #: How far a logged speed-up may differ from the one its own medians give (relative): room

@@ -37,6 +37,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from attest.predicates import BenchFault, BenchFaultKind, derived_gflops
+from verifier.benchmark._cost import CostRecord, cost_record
 from verifier.benchmark._loop import (
     MAX_BATCH_CALLS,
     LoopSettings,
@@ -146,6 +147,8 @@ class BenchReport:
     samples: tuple[dict[str, Any], ...] = field(default=(), repr=False)
     measured_s: float = 0.0
     faults: tuple[BenchFault, ...] = ()
+    cost: CostRecord | None = None
+    """How the kernel's cost was accounted and confined (None: it never ran)."""
     torch: Mapping[str, Any] | None = None
     """For op 'torch': the reference's digest, torch, dtype, tolerance, weight seeds and
     baselines (attest.predicates.TorchOp)."""
@@ -169,7 +172,8 @@ class BenchReport:
                        "repetitions": max(1, min((r.n for r in self.results), default=1)),
                        "timer": "perf_counter_ns", "interleaved": True,
                        "baseline": self.torch["baselines"][0] if self.torch else "numpy-float32",
-                       "fresh_inputs": True, "outputs_rechecked": True},
+                       "fresh_inputs": True, "outputs_rechecked": True,
+                       **(self.cost.method_fields() if self.cost is not None else {})},
             "results": [r.to_json() for r in self.results],
             "samples": {"sha256": hashlib.sha256(blob).hexdigest(), "size": len(blob),
                         "media_type": "application/json"},
@@ -186,6 +190,7 @@ class BenchReport:
                 "trusted": self.trusted, "notes": list(self.notes),
                 "samples": list(self.samples), "measured_s": self.measured_s,
                 "faults": [f.to_json() for f in self.faults],
+                **({"cost": self.cost.to_json()} if self.cost is not None else {}),
                 **({"torch": dict(self.torch)} if self.torch is not None else {})}
 
     @classmethod
@@ -196,6 +201,7 @@ class BenchReport:
                    tuple(str(n) for n in obj["notes"]), tuple(dict(s) for s in obj["samples"]),
                    float(obj["measured_s"]),
                    tuple(BenchFault.from_json(f) for f in obj.get("faults", ())),
+                   CostRecord.from_json(obj["cost"]) if "cost" in obj else None,
                    dict(obj["torch"]) if obj.get("torch") is not None else None)
 
 
@@ -321,12 +327,15 @@ def bench(
     rng = np.random.default_rng(seed)
     env = environment_fingerprint(spec.runtime)
     notes = Findings()
+    cost: list[CostRecord] = []
 
     def report(results: Sequence[ShapeResult], trusted: bool, samples: Sequence[dict[str, Any]] = (),
                measured: float = 0.0) -> BenchReport:
+        complete = bool(cost) and cost[0].complete
         return BenchReport(spec.name, spec.op, seed, env, tuple(dims_list), warmup, tuple(results),
-                           trusted and not notes.faults, tuple(notes.notes), tuple(samples),
-                           measured, tuple(notes.faults))
+                           trusted and complete and not notes.faults, tuple(notes.notes),
+                           tuple(samples), measured, tuple(notes.faults),
+                           cost[0] if cost else None)
 
     from verifier.runtimes import get_runtime
 
@@ -343,7 +352,11 @@ def bench(
         plans = [_plan_shape(op, dims, rng, max_reps) for dims in dims_list]
         cores = threads or os.cpu_count() or 1
         settings = dataclasses.replace(settings, threads=cores, adjust_waits=not artifact.gpu)
-        measured = _measure(artifact, spec.entry, op, plans, work, settings, rng, notes, say)
+        measured = _measure(artifact, spec.entry, op, plans, work, settings, rng, notes, say,
+                            cost)
+        if cost and not cost[0].complete:
+            notes.append("not trusted: the kernel's CPU accounting was incomplete (no cgroup, and "
+                         "seccomp did not deny the processes /proc cannot account)")
         if measured is None:
             return report([], False)
         say("re-checking the kept outputs")
@@ -363,10 +376,11 @@ def _plan_shape(op: OpSpec, dims: dict[str, int], rng: np.random.Generator, max_
 
 def _measure(artifact: Artifact, entry: str, op: OpSpec, plans: list[ShapePlan], work: Path,
              settings: LoopSettings, rng: np.random.Generator, notes: Findings,
-             say: Progress) -> list[Measured] | None:
+             say: Progress, cost: list[CostRecord]) -> list[Measured] | None:
     """Run every shape through one worker and one baseline process; None if the kernel failed.
 
-    Both get `settings.threads` threads (OpenMP and BLAS)."""
+    Both get `settings.threads` threads (OpenMP and BLAS). How the kernel's cost was
+    accounted is appended to `cost`, failed or not."""
     cores = settings.threads
     biggest = max(layout(op, p.dims).total for p in plans)
     side = max(biggest, min(ARENA_BYTES, biggest * MAX_BATCH_CALLS))
@@ -390,6 +404,7 @@ def _measure(artifact: Artifact, entry: str, op: OpSpec, plans: list[ShapePlan],
                                      RECHECK_CALLS))
     except (WorkerGone, WorkerHung, WorkerOverMemory, WorkerMisanswered) as exc:
         result = worker.close()
+        cost.append(cost_record(worker, result))
         if worker.unasked or isinstance(exc, WorkerMisanswered):
             notes.fault("escaped_work", None, str(UNASKED_ANSWER))
         notes.fault("child_failed", None,
@@ -406,8 +421,11 @@ def _measure(artifact: Artifact, entry: str, op: OpSpec, plans: list[ShapePlan],
             f"{result.maxrss_bytes / 2**20:.0f} MiB (from wait4); network "
             + ("isolated" if result.network_isolated else "not isolated")
             + f"; {filesystem_confinement(artifact.gpu)}")
+    cost.append(cost_record(worker, result))
     notes.append(f"timed by the parent over batches of calls (empty-command round trip and the "
-                 f"OS-accounted run-queue waits subtracted, never below the child's CPU time); baseline: NumPy {np.__version__} float32 in its own process with "
+                 "OS-accounted run-queue waits subtracted, never below the CPU of the kernel's "
+                 "whole process tree, plus that tree's CPU between the previous answer and the "
+                 f"command); {cost[-1].describe()}; baseline: NumPy {np.__version__} float32 in its own process with "
                  f"{cores} BLAS thread(s); kernel OMP_NUM_THREADS={cores}; idle threads sleep "
                  "(OMP_WAIT_POLICY=PASSIVE, OPENBLAS_THREAD_TIMEOUT=4)")
     return out
@@ -478,6 +496,9 @@ def _judge_shape(
     for finding in got.escaped:
         trusted = False
         notes.fault("escaped_work", plan.dims, f"{label}: work escaping the timed call: {finding}")
+    if got.outside_cpu_ns > 500_000:
+        notes.append(f"{label}: {got.outside_cpu_ns / 1e6:.1f} ms of the kernel's CPU between the "
+                     "timed calls, charged to them")
     wrong, checked = _recheck(op, plan, got)
     if wrong:
         trusted = False
