@@ -31,6 +31,7 @@ from attest.predicates import (
     BenchmarkPredicate,
     BenchmarkResult,
     BenchmarkRun,
+    TorchOp,
     derived_gflops,
 )
 from verifier.benchmark._bench import BenchReport, bench, machine_peaks, samples_ref
@@ -134,7 +135,8 @@ class RunSet:
             schema_version=BENCHMARK_SCHEMA_VERSION, environment=first.environment,
             workload=first.workload(), method=method, results=tuple(aggregated),
             samples=samples_ref(self.samples_blob()), trusted=self.trusted,
-            notes=tuple(n[:2000] for n in self.notes()), faults=tuple(self.faults()))
+            notes=tuple(n[:2000] for n in self.notes()), faults=tuple(self.faults()),
+            torch=None if first.torch is None else TorchOp.from_json(dict(first.torch)))
 
     def faults(self) -> list[BenchFault]:
         """Every run's typed kernel faults, each (kind, shape) once; capped like the notes."""
@@ -193,6 +195,7 @@ def bench_runs(
     warmup: int = 5,
     max_halfwidth: float = 0.15,
     progress: Progress | None = None,
+    compile_baseline: bool = False,
 ) -> RunSet:
     """`runs` independent `bench` runs of the folder (same shapes and seed, fresh processes).
 
@@ -212,7 +215,7 @@ def bench_runs(
         with _pinned(cpu):
             report = bench(directory, shapes=shapes, seed=seed, time_budget_s=time_budget_s,
                            threads=threads, warmup=warmup, max_halfwidth=max_halfwidth,
-                           progress=say)
+                           progress=say, compile_baseline=compile_baseline)
         seed = report.seed
         reports.append(report)
         if not report.trusted:  # the set is untrusted whatever later runs say: stop here
