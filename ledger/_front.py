@@ -142,7 +142,7 @@ class FrontWorker(Worker):  # type: ignore[misc]
         self._total += 1
         try:
             await self._requests(reader, writer, peer)
-        except (ConnectionError, asyncio.TimeoutError, asyncio.IncompleteReadError, OSError):
+        except (TimeoutError, ConnectionError, asyncio.IncompleteReadError, OSError):
             pass
         finally:
             self._total -= 1
@@ -186,14 +186,12 @@ class FrontWorker(Worker):  # type: ignore[misc]
                 start = b""
             head = start + await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"),
                                                   lim.head_timeout)
-        except asyncio.IncompleteReadError as e:
-            if e.partial or not first:
-                return None
-            return None
+        except asyncio.IncompleteReadError:
+            return None  # closed by the client, mid-head or between requests
         except asyncio.LimitOverrunError:
             raise _Refused("431 Request Header Fields Too Large",
                            "request head too large") from None
-        except (asyncio.TimeoutError, ValueError):
+        except (TimeoutError, ValueError):
             return None  # the head did not come in time: nothing is owed
         req = _parse_head(head)
         if req.header("transfer-encoding") is not None:
@@ -212,7 +210,7 @@ class FrontWorker(Worker):  # type: ignore[misc]
                 writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
             try:
                 req.body = await asyncio.wait_for(reader.readexactly(length), lim.body_timeout)
-            except (asyncio.TimeoutError, asyncio.IncompleteReadError):
+            except (TimeoutError, asyncio.IncompleteReadError):
                 return None
         return req
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import requests
 from ledger_support import KTL, entry_bytes, ktl_serve
+from slowloris import Attack, probe
 
 from ledger.merkle import leaf_hash
 from ledger.tiles import TILE_WIDTH, encode_bundle
@@ -161,3 +162,60 @@ def test_a_server_dribbling_bytes_is_cut_off_by_the_overall_deadline(
     stop.set()
     assert res.returncode == 3, res.stderr
     assert "within 2 s" in res.stderr and took < 30  # not the ~60 s the bytes would take
+
+
+def _probes_during(attack: Attack, host: str, port: int, path: str) -> list[float | None]:
+    out: list[float | None] = []
+    with attack:
+        time.sleep(1.5)  # the slow heads are all open by now
+        while not attack._stop.is_set() and len(out) < 20:
+            out.append(probe(host, port, path, timeout=1.0))
+            time.sleep(0.1)
+    return out
+
+
+def test_slow_heads_and_empty_connections_do_not_starve_the_log(tmp_path: Path) -> None:
+    # Row 1: 64 connections sending one header line every 2 s failed half of all requests;
+    # 192-256 failed every one, and 20 empty connections a second failed 6 of 7 probes.
+    with ktl_serve(tmp_path / "log") as (_p, base, _k):
+        host, port = base.removeprefix("http://").split(":")
+        attack = Attack(host, int(port), slow=256, sources=8, empty_per_s=20, seconds=6)
+        got = _probes_during(attack, host, int(port), "/api/v1/log")
+        assert len(got) >= 10 and all(t is not None for t in got), got
+        assert attack.opened >= 256
+        # One address past its cap is cut off; the others are still served.
+        hogs = [socket.create_connection((host, int(port))) for _ in range(80)]
+        try:
+            time.sleep(0.3)
+            dropped = 0
+            for h in hogs:
+                h.settimeout(0.01)
+                try:
+                    if h.recv(1) == b"":
+                        dropped += 1
+                except (TimeoutError, BlockingIOError):
+                    pass
+                except OSError:
+                    dropped += 1
+            assert dropped >= 80 - 2 * 64  # two workers, each capping one address at 64
+            other = socket.socket()
+            other.bind(("127.0.0.9", 0))
+            other.connect((host, int(port)))
+            other.sendall(b"GET /api/v1/log HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            other.settimeout(5)
+            assert other.recv(12).startswith(b"HTTP/1.1 200")
+            other.close()
+        finally:
+            for h in hogs:
+                h.close()
+
+
+def test_slow_heads_do_not_starve_the_witness(tmp_path: Path) -> None:
+    # Row 2: 24 slow connections to a witness stopped every log that requires it.
+    from witness_support import witness_process
+
+    with witness_process(tmp_path / "w") as (_p, base, _k):
+        host, port = base.removeprefix("http://").split(":")
+        attack = Attack(host, int(port), slow=128, sources=4, empty_per_s=20, seconds=5)
+        got = _probes_during(attack, host, int(port), "/nothing-here")
+        assert len(got) >= 8 and all(t is not None for t in got), got

@@ -48,7 +48,8 @@ class LogService:
         if config.witness_policy:
             self.witnessing = Witnessing(
                 storage, load_log_policy(config.witness_policy), signer.verifier(), self.cache,
-                WitnessingSettings(request_timeout=config.witness_request_timeout))
+                WitnessingSettings(request_timeout=config.witness_request_timeout,
+                                   round_timeout=config.witness_request_timeout))
         self.sequencer = Sequencer(
             storage, signer, self.origin, max_batch=config.batch_size,
             max_delay=config.batch_delay_ms / 1000.0, cache=self.cache,
