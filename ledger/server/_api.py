@@ -68,11 +68,13 @@ def _spend(svc: LogService, budget: Budget, cost: float, what: str) -> None:
                     f"{budget.burst:g} a client may spend at once; split it",
                     {"Retry-After": "3600"} if budget is svc.entry_budget else {})
             retry = str(max(1, math.ceil(wait)))
+            size = (f"{svc.config.blob_bytes_per_hour} bytes per hour"
+                    if budget is svc.blob_budget else
+                    f"{budget.rate:g} {what}/s (burst {budget.burst:g})")
             raise ApiError(
                 429, "rate_limited",
                 f"{'anonymous writers together have' if everyone else 'this address has'} used "
-                f"the budget of {budget.rate:g} {what}/s (burst {budget.burst:g}); retry in "
-                f"{retry} s", {"Retry-After": retry})
+                f"the budget of {size}; retry in {retry} s", {"Retry-After": retry})
 
 
 def _require_tokens(svc: LogService, entries: int, size: int) -> None:
