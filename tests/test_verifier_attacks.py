@@ -48,10 +48,10 @@ FLAWED = ROOT / "tests" / "flawed_kernels"
 
 # kernel -> (the row that must fail, words its detail must contain)
 SANDBOX_ATTACKS = {  # attack -> (the row that catches it, the typed fault kind it records)
-    "unix_socket": ("correctness.random", "crash"),  # socket: denied, the run killed
-    "prlimit_parent": ("correctness.random", "crash"),  # prlimit64 on another process
-    "ptrace_peek": ("correctness.random", "crash"),  # ptrace
-    "long_line": ("correctness.random", "crash"),  # a stdout line past the cap
+    "unix_socket": ("correctness.random", "sandbox_violation"),  # socket: denied, run killed
+    "prlimit_parent": ("correctness.random", "sandbox_violation"),  # prlimit64 on another pid
+    "ptrace_peek": ("correctness.random", "sandbox_violation"),  # ptrace
+    "long_line": ("correctness.random", "output_flood"),  # a stdout line past the cap
     "macro_bomb": ("build", "build"),  # the compiler at its memory limit
     # the setsid grandchild, orphaned to the sandbox's reaper, is still a process the kernel
     # left alive at each call's answer
