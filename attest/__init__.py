@@ -9,6 +9,7 @@ from attest._canonical import canonical_json
 from attest._errors import (
     AttestError,
     EntryError,
+    EntryKeysError,
     EntryTooLargeError,
     EnvelopeError,
     KeyFileError,
@@ -91,6 +92,7 @@ __all__ = [
     "BenchFault",
     "BenchmarkPredicate",
     "EntryError",
+    "EntryKeysError",
     "EntryTooLargeError",
     "Envelope",
     "EnvelopeError",
