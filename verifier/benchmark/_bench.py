@@ -149,6 +149,9 @@ class BenchReport:
     faults: tuple[BenchFault, ...] = ()
     cost: CostRecord | None = None
     """How the kernel's cost was accounted and confined (None: it never ran)."""
+    torch: Mapping[str, Any] | None = None
+    """For op 'torch': the reference's digest, torch, dtype, tolerance, weight seeds and
+    baselines (attest.predicates.TorchOp)."""
 
     def samples_blob(self) -> bytes:
         """The raw samples as canonical JSON (sorted keys, no spaces)."""
@@ -162,13 +165,14 @@ class BenchReport:
         blob = self.samples_blob()
         return {
             "environment": self.environment,
-            "workload": {"op": self.op, "dtype": "float32", "seed": self.seed,
-                         "shapes": [dict(s) for s in self.shapes]},
+            "workload": {"op": self.op,
+                         "dtype": self.torch["dtype"] if self.torch else "float32",
+                         "seed": self.seed, "shapes": [dict(s) for s in self.shapes]},
             "method": {"warmup": self.warmup,
                        "repetitions": max(1, min((r.n for r in self.results), default=1)),
                        "timer": "perf_counter_ns", "interleaved": True,
-                       "baseline": "numpy-float32", "fresh_inputs": True,
-                       "outputs_rechecked": True,
+                       "baseline": self.torch["baselines"][0] if self.torch else "numpy-float32",
+                       "fresh_inputs": True, "outputs_rechecked": True,
                        **(self.cost.method_fields() if self.cost is not None else {})},
             "results": [r.to_json() for r in self.results],
             "samples": {"sha256": hashlib.sha256(blob).hexdigest(), "size": len(blob),
@@ -176,6 +180,7 @@ class BenchReport:
             "trusted": self.trusted,
             "notes": [n[:2000] for n in self.notes],
             **({"faults": [f.to_json() for f in self.faults]} if self.faults else {}),
+            **({"torch": dict(self.torch)} if self.torch is not None else {}),
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -185,7 +190,8 @@ class BenchReport:
                 "trusted": self.trusted, "notes": list(self.notes),
                 "samples": list(self.samples), "measured_s": self.measured_s,
                 "faults": [f.to_json() for f in self.faults],
-                **({"cost": self.cost.to_json()} if self.cost is not None else {})}
+                **({"cost": self.cost.to_json()} if self.cost is not None else {}),
+                **({"torch": dict(self.torch)} if self.torch is not None else {})}
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> BenchReport:
@@ -195,7 +201,8 @@ class BenchReport:
                    tuple(str(n) for n in obj["notes"]), tuple(dict(s) for s in obj["samples"]),
                    float(obj["measured_s"]),
                    tuple(BenchFault.from_json(f) for f in obj.get("faults", ())),
-                   CostRecord.from_json(obj["cost"]) if "cost" in obj else None)
+                   CostRecord.from_json(obj["cost"]) if "cost" in obj else None,
+                   dict(obj["torch"]) if obj.get("torch") is not None else None)
 
 
 def bootstrap_speedup(
@@ -273,8 +280,12 @@ def bench(
     min_time_s: float = 1.0,
     threads: int | None = 1,
     progress: Progress | None = None,
+    compile_baseline: bool = False,
 ) -> BenchReport:
     """Benchmark the kernel folder; `trusted` is False (with notes) when it cannot be believed.
+
+    A kernel of op 'torch' is timed against its reference module in PyTorch eager
+    (`verifier.benchmark._torch_bench`; `compile_baseline` adds torch.compile's).
 
     Each shape is measured for at least `min_time_s` (and `min_reps` pairs) before the
     interval may stop the loop, so short loops cannot hide a kernel that drifts later.
@@ -287,10 +298,15 @@ def bench(
     say: Progress = progress or (lambda _msg: None)
     spec = KernelSpec.load(directory)
     if spec.is_torch:
-        from verifier.runtimes import get_runtime
+        from verifier.benchmark._torch_bench import TorchBenchSettings, torch_bench
 
-        reason = get_runtime(spec.runtime).unavailable_reason()
-        raise RuntimeUnavailableError(f"runtime {spec.runtime!r} unavailable: {reason}")
+        if not (0 < target < 1 and 0 < time_budget_s <= 3600 and 2 <= min_reps <= max_reps
+                and 0 <= warmup <= 1000):
+            raise VerifierError("bench parameters out of range")
+        torch_settings = TorchBenchSettings(time_budget_s, target, max_halfwidth, min_reps, max_reps,
+                                            warmup, min(min_time_s, time_budget_s), threads or 1,
+                                            compile_baseline)
+        return torch_bench(spec, torch_settings, seed, shapes, say)
     op = OPS[spec.op]
     try:
         dims_list = [op.check_dims(s) for s in (shapes or op.bench_shapes)]
