@@ -260,6 +260,21 @@ def test_without_a_cgroup_the_private_folder_is_still_bounded(
     assert not list((tmp_path / "run").glob("flood-*"))
 
 
+@pytest.mark.slow
+@needs_cgroup
+@pytest.mark.parametrize("name", ["memfd_flood", "disk_flood"])
+def test_check_quick_stops_host_exhaustion_with_a_typed_fault(name: str) -> None:
+    from verifier import check
+
+    report = check(KERNELS / name, budget="quick")
+    rows = {row.name: row for row in report.checks}
+    first = rows["correctness.random"]
+    assert first.outcome == "fail" and first.fault is not None
+    assert first.fault.kind == "unbounded_alloc" and "memory limit" in first.detail
+    metrics = rows["sandbox"].metrics
+    assert metrics["cgroup"] == 1.0 and metrics["private_tmpfs_mib"] > 0
+
+
 # -- ktl bench on the forgeries against their honest twin ----------------------------------
 
 
