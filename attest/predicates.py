@@ -472,7 +472,7 @@ FaultKind = Literal[
     "unbounded_alloc", "load", "not_run", "unwritten", "oob_write", "oob_read", "memory_error",
     "undefined_behaviour", "input_mutated", "nondeterministic", "stateful", "not_reentrant",
     "escaped", "index_overflow", "race", "build", "bad_answer", "forbidden_import",
-    "bad_output", "non_finite", "static_finding",
+    "bad_output", "non_finite", "static_finding", "sandbox_violation", "output_flood",
 ]
 FAULT_KINDS: tuple[FaultKind, ...] = get_args(FaultKind)
 """What a failed check found, as a word a program can act on (the detail is for people)."""
