@@ -161,7 +161,7 @@ def test_the_kernel_predicate_records_the_reference_as_the_op(tmp_path: Path) ->
     from attest import AttestError, KernelPredicate
 
     spec = KernelSpec.load(_folder(tmp_path))
-    body = spec.kernel_predicate("torch", "2.13.0")
+    body = spec.kernel_predicate("torch", "2.13.0").to_json()
     ref = body["reference"]
     assert ref["sha256"] == spec.reference_digest
     assert (ref["path"], ref["solution"], ref["dtype"]) == ("reference.py", "solution.py", "float32")
@@ -183,7 +183,7 @@ def test_c_kernel_predicates_carry_no_reference() -> None:
     from attest import AttestError, KernelPredicate
 
     spec = KernelSpec.load(Path(__file__).resolve().parent.parent / "examples" / "sum-rows")
-    body = spec.kernel_predicate("gcc", "12")
+    body = spec.kernel_predicate("gcc", "12").to_json()
     assert "reference" not in body
     assert KernelPredicate.from_json(body).to_json() == body
     ref = {"sha256": "0" * 64, "path": "sum.c", "solution": "sum.c", "torch_version": "2.13.0",

@@ -83,7 +83,7 @@ def serve(
     from ledger import LedgerError
     from ledger.serve import ServeOptions, run_server
     from ledger.server import DEFAULT_ORIGIN, ServerConfig, read_verifier_key
-    from ledger.server._keys import KEY_NAME
+    from ledger.server._keys import log_key_path
     from ledger.storage import StorageError
 
     token = None
@@ -93,7 +93,7 @@ def serve(
             _fail(f"--token-env {token_env}: that environment variable is empty or unset", 2)
     log_origin: str = DEFAULT_ORIGIN if origin is None else origin
     if origin is None:
-        key_path = key_file or os.path.join(data_dir, KEY_NAME)
+        key_path = log_key_path(data_dir, key_file)
         if os.path.exists(key_path):
             try:
                 from ledger.note import NoteVerifier
@@ -167,14 +167,14 @@ def migrate(data_dir: str, database: str, key_file: str | None, target: str) -> 
     from ledger import LedgerError
     from ledger.note import NoteVerifier
     from ledger.server import read_verifier_key
-    from ledger.server._keys import KEY_NAME
+    from ledger.server._keys import log_key_path
     from ledger.storage import StorageError, copy_log, open_storage
     from ledger.storage._sqlite import DB_NAME
 
     if target == "postgresql" and not os.path.exists(os.path.join(data_dir, DB_NAME)):
         _fail(f"no SQLite log in {data_dir} (no {DB_NAME}) to copy", 2)
-    if key_file is None and not os.path.exists(os.path.join(data_dir, KEY_NAME)):
-        _fail(f"no log key at {os.path.join(data_dir, KEY_NAME)}: give --key FILE "
+    if key_file is None and not log_key_path(data_dir).exists():
+        _fail(f"no log key at {log_key_path(data_dir)}: give --key FILE "
               "(the copy is verified with it)", 2)
 
     def progress(what: str, done: int, total: int) -> None:

@@ -45,6 +45,12 @@ def write_signer(path: Path, signer: _KeyString) -> None:
         os.fsync(fh.fileno())
 
 
+def log_key_path(data_dir: str | os.PathLike[str], key_file: str | None = None) -> Path:
+    """Where the log key lives: ``key_file`` if given, else ``<data>/log.key`` (the one place
+    that says so; `ktl serve`, `ktl log-key` and `ktl migrate` all ask here)."""
+    return Path(key_file) if key_file is not None else Path(data_dir) / KEY_NAME
+
+
 def load_or_create_signer(
     data_dir: str | os.PathLike[str], origin: str | None, key_file: str | None = None
 ) -> NoteSigner:
@@ -54,10 +60,10 @@ def load_or_create_signer(
     data folder never signs checkpoints for two origins.
     """
     data = Path(data_dir)
+    path = log_key_path(data_dir, key_file)
     if key_file is not None:
-        signer = read_signer(Path(key_file))
+        signer = read_signer(path)
     else:
-        path = data / KEY_NAME
         if path.exists():
             signer = read_signer(path)
         else:
@@ -74,7 +80,7 @@ def load_or_create_signer(
 
 def read_verifier_key(data_dir: str | os.PathLike[str], key_file: str | None = None) -> str:
     """The verifier key string of an existing log (for `ktl log-key`)."""
-    path = Path(key_file) if key_file is not None else Path(data_dir) / KEY_NAME
+    path = log_key_path(data_dir, key_file)
     if not path.exists():
         raise LogKeyError(f"no log key at {path}: start the log once with `ktl serve --data {data_dir}`")
     return read_signer(path).verifier_key_string()

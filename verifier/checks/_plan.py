@@ -13,12 +13,14 @@ from verifier.checks._report import F32, Budget
 from verifier.ops import OpSpec
 from verifier.worker import Abut, Escape, Layout, layout
 
-__all__ = ["PREFILLS", "Case", "FaultKind", "Prefill", "Step", "aligned_shape", "case_layout",
+__all__ = ["PREFILLS", "Case", "CaseFailure", "Prefill", "Step", "aligned_shape", "case_layout",
            "mid_shape", "plan_cases"]
 
 Prefill = Literal["poison", "zero", "garbage"]
-FaultKind = Literal["crash", "hang", "memory", "load", "not_run", "bad_answer", "oob_read",
+CaseFailure = Literal["crash", "hang", "memory", "load", "not_run", "bad_answer", "oob_read",
                     "oob_write", "input_mutated", "sandbox_violation", "output_flood"]
+"""How one case's call went wrong in the harness (`Case.fault`); the row reports it as one of
+attest's `FaultKind` values (`checks._report.CASE_FAULTS`), the only set named FaultKind."""
 
 
 @dataclass
@@ -47,13 +49,13 @@ class Case:
     paired_calls: int = 0
     dumps: list[NDArray[np.uint8]] = field(default_factory=list)
     failure: str | None = None
-    fault: FaultKind | None = None
+    fault: CaseFailure | None = None
     escaped: list[Escape] = field(default_factory=list)
     abut: Abut | None = None
     """Which end of every buffer touches a guard page in the kernel's process (None: no
     guard pages, as on a GPU runtime whose wrapper copies the canaries too)."""
 
-    def fail(self, kind: FaultKind, why: str) -> None:
+    def fail(self, kind: CaseFailure, why: str) -> None:
         self.fault, self.failure = kind, why
 
 

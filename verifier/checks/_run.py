@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from verifier.checks._plan import Case, FaultKind, Prefill, Step, case_layout
+from verifier.checks._plan import Case, CaseFailure, Prefill, Step, case_layout
 from verifier.ops import OpSpec
 from verifier.progress import Progress
 from verifier.sandbox import NO_LAYERS, ChildResult, Limits, SandboxLayers, base_env
@@ -128,7 +128,7 @@ def _run_case(worker: NativeWorker, op: OpSpec, case: Case, mem: SharedArena, ma
     case.dumps = dumps
 
 
-def _placed_fault(res: ChildResult, op: OpSpec, case: Case) -> tuple[FaultKind, str] | None:
+def _placed_fault(res: ChildResult, op: OpSpec, case: Case) -> tuple[CaseFailure, str] | None:
     """A SIGSEGV/SIGBUS at a protected page of `case`'s arenas, named from its layout: a
     guard page (an out-of-bounds read or write), an input's read-only page (a write to an
     input). The address is the worker's handler's word ("KTL-FAULT ..."): it labels a crash
@@ -171,7 +171,7 @@ def _placed_fault(res: ChildResult, op: OpSpec, case: Case) -> tuple[FaultKind, 
 
 
 def _describe(exc: Exception, result: ChildResult | None, limits: Limits, op: OpSpec,
-              case: Case) -> tuple[FaultKind, str]:
+              case: Case) -> tuple[CaseFailure, str]:
     if isinstance(exc, WorkerHung):
         return "hang", f"hang: no answer within the per-call limit of {exc.limit_s:g} s"
     if isinstance(exc, WorkerOverMemory):
