@@ -406,7 +406,10 @@ def sign_reproduction(
         entry_bytes = encode_entry(make_entry(stmt, [key]))
     except AttestError as exc:
         raise InputError(f"cannot sign the reproduction statement: {exc}") from exc
-    out: dict[str, Any] = {"leaf_hash": leaf_hash(entry_bytes).hex(), "index": None}
+    from attest.keys import keyid
+
+    out: dict[str, Any] = {"leaf_hash": leaf_hash(entry_bytes).hex(), "index": None,
+                           "signer": keyid(key.public_key())}
     if not submit:
         path = receipt_paths(receipt_dir, f"{kind}-of-{target['index']}").entry
         atomic_write(path, entry_bytes)

@@ -117,6 +117,8 @@ def reproduce(index: int, budget: str, runs: int | None, tolerance: float | None
                 c.print(safe(f"Note: {result.search.summary()}"))
             att = data.get("attestation")
             if att:
+                c.print(safe(f"Signed by key {att['signer'][:16]}… (readers name it as a "
+                             "reproducer in their policy, or see it as an unknown key)"))
                 c.print(safe(f"Signed reproduction attestation: {att['entry_path']}"
                              + (f" (logged at index {att['index']}, receipt {att['proof_path']})"
                                 if att.get("index") is not None else "")))
