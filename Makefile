@@ -1,10 +1,11 @@
 # The two commands: `make demo` and `make test`. Each creates .venv if missing;
-# `make demo` installs the project alone, `make test` adds its test extras.
+# `make demo` installs the project with torch/triton, `make test` adds its test extras.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 TEST_STAMP := $(VENV)/.installed-test-stamp
+TORCH_STAMP := $(VENV)/.installed-torch-stamp
 LINTED := attest ledger client verifier
 PYTEST_ARGS ?=
 
@@ -16,8 +17,15 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --disable-pip-version-check -e .
 	@touch $(STAMP)
 
-$(TEST_STAMP): $(STAMP)
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test]'
+# Runtimes torch/triton: torch==2.13.0 is the CPU build (about 1 GB); a bare `torch` would
+# pull a CUDA build of several GB. Installed before the extra so its lower bounds are met.
+$(TORCH_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q --disable-pip-version-check torch==2.13.0 triton
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[torch]'
+	@touch $(TORCH_STAMP)
+
+$(TEST_STAMP): $(TORCH_STAMP)
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test,torch]'
 	@touch $(TEST_STAMP)
 
 # Debian's chromium for the browser tests (no browser download); best effort as root.
@@ -59,7 +67,7 @@ mutation: $(TEST_STAMP)
 faults: $(TEST_STAMP)
 	KTL_FAULT_KILLS=$${KTL_FAULT_KILLS:-100} $(BIN)/python -m pytest -q -m faults --timeout 3600 tests/test_faults.py
 
-demo: $(STAMP)
+demo: $(TORCH_STAMP)
 	$(BIN)/python -m client.demo $(if $(DEMO_EXIT),--exit,)
 
 clean:

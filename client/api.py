@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import requests
 
 from attest import HEX64_PATTERN
+from client._deadline import Deadline, DeadlineAdapter
 from client._errors import InputError, NetworkError, NotInLog, ServerError
 from client.models import (
     MAX_CHECKPOINT_BYTES,
@@ -34,6 +35,8 @@ MAX_TILE_BYTES = 256 * 32
 MAX_BUNDLE_BYTES = 256 * (2 + 65535)
 DEFAULT_MAX_BLOB_BYTES = 64 * 1024 * 1024
 DEFAULT_TIMEOUT = (5.0, 60.0)  # connect, read (a submission waits for its batch)
+#: Overall limit on one request, retries included: head and body, however slowly sent.
+DEFAULT_DEADLINE = 120.0
 DEFAULT_RETRIES = 3
 MAX_BATCH = 1000
 _RETRY_STATUS = frozenset({429, 502, 503, 504})
@@ -65,6 +68,17 @@ class LogAPI(Protocol):
     def get_blob(self, sha256_hex: str) -> bytes: ...
 
 
+def _env_deadline() -> float:
+    """`$KTL_DEADLINE` (seconds), else DEFAULT_DEADLINE."""
+    text = os.environ.get("KTL_DEADLINE", "").strip()
+    if not text:
+        return DEFAULT_DEADLINE
+    try:
+        return float(text)
+    except ValueError:
+        raise InputError(f"KTL_DEADLINE={text[:40]!r} is not a number of seconds") from None
+
+
 def _check_digest(sha256_hex: str) -> str:
     if not _HEX64.fullmatch(sha256_hex):
         raise InputError(f"{sha256_hex!r} is not a sha256 digest (64 lowercase hex digits)")
@@ -83,15 +97,24 @@ class LogClient:
         retries: int = DEFAULT_RETRIES,
         max_blob_bytes: int = DEFAULT_MAX_BLOB_BYTES,
         write_token: str | None = None,
+        deadline: float | None = None,
     ) -> None:
         if not re.match(r"^https?://[^\s/]+", base_url):
             raise InputError(f"log URL {base_url!r} must start with http:// or https://")
         if retries < 1 or retries > 10:
             raise InputError("retries must be between 1 and 10")
+        if deadline is None:
+            deadline = _env_deadline()
+        if not 0 < deadline <= 3600:
+            raise InputError("the request deadline must be in (0, 3600] seconds")
         self.base_url = base_url.rstrip("/")
         self.session = session or requests.Session()
         self.session.headers.setdefault("User-Agent", "ktl-client/0.1")
+        if session is None:
+            for prefix in ("http://", "https://"):
+                self.session.mount(prefix, DeadlineAdapter())
         self.timeout = timeout
+        self.deadline = deadline
         self.retries = retries
         self.max_blob_bytes = max_blob_bytes
         token = write_token if write_token is not None else os.environ.get("KTL_WRITE_TOKEN")
@@ -123,14 +146,27 @@ class LogClient:
         headers = {"Content-Type": content_type} if content_type else {}
         if method in ("POST", "PUT"):
             headers.update(self._auth)
+        with Deadline(self.deadline) as deadline:
+            return self._attempts(method, url, deadline, cap=cap, params=params, data=data,
+                                  headers=headers, ok=ok)
+
+    def _attempts(
+        self, method: str, url: str, deadline: Deadline, *, cap: int,
+        params: Mapping[str, str | int] | None, data: bytes | None, headers: dict[str, str],
+        ok: tuple[int, ...],
+    ) -> tuple[int, bytes]:
         last: Exception | None = None
         for attempt in range(self.retries):
             if attempt:
-                time.sleep(min(0.2 * 2 ** (attempt - 1), 2.0))
+                time.sleep(min(0.2 * 2 ** (attempt - 1), 2.0, deadline.remaining()))
+            if deadline.passed():
+                break
+            connect, read = self.timeout
+            left = deadline.remaining()
             try:
                 with self.session.request(
                     method, url, params=params, data=data, headers=headers,
-                    timeout=self.timeout, stream=True,
+                    timeout=(min(connect, left), min(read, left)), stream=True,
                 ) as resp:
                     body = self._read_capped(resp, cap, url)
                     status = resp.status_code
@@ -138,6 +174,8 @@ class LogClient:
                 last = exc
                 continue
             except requests.RequestException as exc:
+                if deadline.passed():
+                    break
                 raise NetworkError(f"request to {url} failed: {exc}") from exc
             if status in ok:
                 return status, body
@@ -145,6 +183,10 @@ class LogClient:
                 last = ServerError(f"{url} answered HTTP {status}", status)
                 continue
             raise _server_error(url, status, body)
+        if deadline.passed():
+            raise NetworkError(
+                f"the log at {url} did not answer in full within {deadline.seconds:g} s "
+                "(the overall deadline per request, head and body together)")
         raise NetworkError(
             f"could not reach the log at {url} after {self.retries} attempts: {last}"
         )

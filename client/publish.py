@@ -489,8 +489,8 @@ def run_publish(
     sess = connect(url, trusted, log_key, witness_policy=witness_policy)
     out.note(f"log {sess.origin}: {sess.key.describe()}")
     try:
-        published = submit_prepared(sess.log, sess.verifier, sess.origin, trusted, prep, folder,
-                                    out.note, sess.quorum)
+        published = submit_prepared(sess.log, sess.verifier, sess.origin, sess.trusted, prep,
+                                    folder, out.note, sess.quorum)
     finally:
         sess.close()
     _journal_path(folder).unlink(missing_ok=True)

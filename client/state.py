@@ -5,13 +5,27 @@ Layout under `$KTL_HOME` (default `$XDG_CONFIG_HOME/ktl`, else `~/.config/ktl`):
     pins/<slug of URL>.json   the origin and verifier key first seen at a log URL (trusted on
                               first use, or given with --log-key): {"url", "origin", "log_key",
                               "how", "pinned_at"}
-    logs/<slug>/origin        the origin line, verbatim
-    logs/<slug>/checkpoint    the signed note of the largest checkpoint verified for that origin
+    logs/<slug>/<id>/log.json     which log a trusted checkpoint is for: {"origin",
+                                  "log_key"}; <id> is a hash of the two
+    logs/<slug>/<id>/checkpoint   the signed note of the largest checkpoint verified for that
+                                  (origin, key)
     evidence/<time>-<kind>-<slug>.txt   rollback / fork / pin-mismatch evidence: both signed
                               checkpoints and what went wrong
 
 Pins are keyed by the URL the user chose, never by what a server says it is: a log
-that later announces another origin or key at a pinned URL is refused.
+that later announces another origin or key at a pinned URL is refused. Trusted
+checkpoints are keyed by (origin, key): an impostor at another URL that announces the
+real log's origin under its own key gets a state of its own and cannot lock the user
+out of the real log, nor take its rollback protection away. The URL is deliberately
+not part of that key: a checkpoint signed by the log's key is the log's word wherever
+it was fetched, so a fork or rollback served under the real key at a mirror's URL is
+still judged against everything trusted for that key (the pins, which decide which
+key a URL must use, stay per URL).
+
+Before that, trusted checkpoints were kept per origin alone (``logs/<slug>/checkpoint``).
+Such a file is still read: for a log whose own folder is empty, a legacy checkpoint
+that verifies under the log's key is taken over (copied to the log's folder); one that
+does not verify was another key's and is ignored.
 
 Every write goes to a temporary file in the same folder, is fsynced, then renamed
 over the old one, so a crash leaves either the old or the new file, never half of one.
@@ -135,44 +149,77 @@ def read_capped(path: Path, cap: int, what: str) -> bytes:
         raise InputError(f"cannot read {what} {path}: {exc}") from exc
 
 
+@dataclass(frozen=True)
+class LogRef:
+    """The identity trusted checkpoints are kept under: origin and verifier key."""
+
+    origin: str
+    log_key: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"origin": self.origin, "log_key": self.log_key}
+
+    @property
+    def slug(self) -> str:
+        text = "\n".join((self.origin, self.log_key))
+        return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
 class TrustedState:
-    """Pins per log URL and trusted checkpoints per origin, stored under one folder."""
+    """Pins per log URL and trusted checkpoints per (origin, key), under one folder."""
 
     def __init__(self, home: Path | None = None) -> None:
         self.home = home if home is not None else default_home()
 
-    def _dir(self, origin: str) -> Path:
+    def _legacy_dir(self, origin: str) -> Path:
         return self.home / "logs" / origin_slug(origin)
 
-    def _read(self, origin: str, name: str) -> bytes | None:
-        path = self._dir(origin) / name
+    def _dir(self, ref: LogRef) -> Path:
+        return self._legacy_dir(ref.origin) / ref.slug
+
+    def _read(self, ref: LogRef, name: str) -> bytes | None:
+        path = self._dir(ref) / name
         if not path.exists():
             return None
-        stored_origin = read_capped(self._dir(origin) / "origin", 1024, "state file")
-        if stored_origin.decode("utf-8", "replace") != origin:
-            raise InputError(f"state folder {path.parent} belongs to another origin; remove it")
+        stored = read_capped(self._dir(ref) / "log.json", 4096, "state file")
+        try:
+            same = json.loads(stored) == ref.to_json()
+        except ValueError:
+            same = False
+        if not same:
+            raise InputError(f"state folder {path.parent} belongs to another log; remove it")
         return read_capped(path, MAX_STATE_FILE_BYTES, "state file")
 
-    def _write(self, origin: str, name: str, data: bytes) -> None:
-        folder = self._dir(origin)
-        atomic_write(folder / "origin", origin.encode("utf-8"))
+    def _write(self, ref: LogRef, name: str, data: bytes) -> None:
+        folder = self._dir(ref)
+        atomic_write(folder / "log.json", json.dumps(ref.to_json()).encode())
         atomic_write(folder / name, data)
 
-    def lock(self, origin: str) -> AbstractContextManager[None]:
-        """Serialize read-compare-store of one origin's state across processes (flock)."""
-        return _flock(self._dir(origin))
+    def lock(self, ref: LogRef) -> AbstractContextManager[None]:
+        """Serialize read-compare-store of one log's state across processes (flock)."""
+        return _flock(self._dir(ref))
 
     def pins_lock(self) -> AbstractContextManager[None]:
         """Serialize read-then-pin of log URLs across processes (flock)."""
         return _flock(self.home / "pins")
 
-    def checkpoint(self, origin: str) -> bytes | None:
-        """The signed note of the largest checkpoint verified for `origin`, if any."""
-        return self._read(origin, "checkpoint")
+    def checkpoint(self, ref: LogRef) -> bytes | None:
+        """The signed note of the largest checkpoint verified for `ref`, if any."""
+        return self._read(ref, "checkpoint")
 
-    def store_checkpoint(self, origin: str, note: bytes) -> None:
+    def legacy_checkpoint(self, origin: str) -> bytes | None:
+        """A checkpoint stored per origin by an older ktl (verify it before using it)."""
+        folder = self._legacy_dir(origin)
+        if not (folder / "checkpoint").is_file():
+            return None
+        stored_origin = read_capped(folder / "origin", 1024, "state file")
+        if stored_origin.decode("utf-8", "replace") != origin:
+            raise InputError(f"state folder {folder} belongs to another origin; remove it")
+        return read_capped(folder / "checkpoint", MAX_STATE_FILE_BYTES, "state file")
+
+    def store_checkpoint(self, ref: LogRef, note: bytes) -> None:
         """Remember `note` (already verified and proven consistent by the caller)."""
-        self._write(origin, "checkpoint", note)
+        self._write(ref, "checkpoint", note)
 
     # ---- pins, keyed by the URL the user chose
     def _pin_path(self, url: str) -> Path:
@@ -211,13 +258,17 @@ class TrustedState:
             self._pin_path(url).unlink()
         return pin
 
-    def drop_checkpoint(self, origin: str) -> bool:
-        """Forget the trusted checkpoint of `origin`; True if there was one."""
-        path = self._dir(origin) / "checkpoint"
-        if self._read(origin, "checkpoint") is None:
-            return False
-        path.unlink()
-        return True
+    def drop_checkpoint(self, ref: LogRef, legacy: bool = True) -> bool:
+        """Forget the trusted checkpoint of `ref` (and, with `legacy`, its origin's
+        per-origin one from an older ktl); True if there was one."""
+        dropped = False
+        if self._read(ref, "checkpoint") is not None:
+            (self._dir(ref) / "checkpoint").unlink()
+            dropped = True
+        if legacy and self.legacy_checkpoint(ref.origin) is not None:
+            (self._legacy_dir(ref.origin) / "checkpoint").unlink()
+            dropped = True
+        return dropped
 
     def save_evidence(
         self, origin: str, kind: EvidenceKind, old_note: bytes, new_note: bytes, detail: str

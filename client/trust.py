@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from client._errors import InputError, LogMisbehaviour, VerificationFailed
-from client.state import EvidenceKind, Pin, TrustedState, normalize_log_url
+from client.state import EvidenceKind, LogRef, Pin, TrustedState, normalize_log_url
 from ledger import LedgerError
 from ledger.checkpoint import SignedCheckpoint, open_checkpoint
 from ledger.merkle import verify_consistency
@@ -113,7 +113,7 @@ def choose_log_key(
     if pin.origin != announced.origin:
         raise refuse(state, pin.origin, "pin-mismatch", announced.checkpoint,
                      f"the log at {url} now announces origin {announced.origin!r}, but origin "
-                     f"{pin.origin!r} was pinned there")
+                     f"{pin.origin!r} was pinned there", log_key=pin.log_key)
     if given_key is not None:
         if given_key != pin.log_key:
             raise VerificationFailed(
@@ -126,7 +126,7 @@ def choose_log_key(
     if advertised and advertised != pin.log_key:
         raise refuse(state, pin.origin, "pin-mismatch", announced.checkpoint,
                      f"the log at {url} now announces key {advertised!r}, but key "
-                     f"{pin.log_key!r} was pinned there")
+                     f"{pin.log_key!r} was pinned there", log_key=pin.log_key)
     return KeyChoice(pin.log_key, "pinned")
 
 
@@ -207,12 +207,17 @@ def judge(
 
 
 def refuse(state: TrustedState, origin: str, kind: EvidenceKind, new_note: bytes | None,
-           detail: str, old_note: bytes | None = None) -> LogMisbehaviour:
-    """Save the evidence of a refusal (the one place that writes it) and return the error."""
-    if old_note is None:
+           detail: str, old_note: bytes | None = None, log_key: str | None = None
+           ) -> LogMisbehaviour:
+    """Save the evidence of a refusal (the one place that writes it) and return the error.
+
+    Without `old_note`, the checkpoint trusted for (`origin`, `log_key`) is saved as the
+    trusted side, when there is one.
+    """
+    if old_note is None and log_key is not None:
         try:
-            old_note = state.checkpoint(origin)
-        except InputError:
+            old_note = state.checkpoint(LogRef(origin, load_verifier(log_key).key_string()))
+        except (InputError, VerificationFailed):
             old_note = None
     path = state.save_evidence(origin, kind, old_note or b"", new_note or b"", detail)
     label = {"rollback": "ROLLBACK", "fork": "FORK", "pin-mismatch": "PIN MISMATCH"}[kind]
@@ -239,26 +244,40 @@ def extend_trust(
     (witness cosignatures, issue 12). With `store`, a larger checkpoint replaces the
     stored one; nothing is stored unless every check passed.
     """
-    with state.lock(origin):
+    log = LogRef(origin, verifier.key_string())
+    with state.lock(log):
         for ref, what in also:
             _accept_or_raise(state, origin, ref, new, prove, what)
-        old_note = state.checkpoint(origin)
-        old = None
-        if old_note is not None:
-            try:
-                old = open_checkpoint(old_note, verifier, origin)
-            except LedgerError as exc:
-                raise VerificationFailed(
-                    f"the trusted checkpoint stored for {origin!r} does not verify under the log "
-                    f"key in use ({exc}); the log may have changed keys. Check the key out of "
-                    "band."
-                ) from exc
+        old = _trusted(state, log, verifier)
         verdict = _accept_or_raise(state, origin, old, new, prove, "size")
         if new is not None and quorum is not None:
             quorum(new)
         if store and new is not None and verdict.outcome in ("first", "grew"):
-            state.store_checkpoint(origin, new.note_bytes)
+            state.store_checkpoint(log, new.note_bytes)
         return verdict
+
+
+def _trusted(state: TrustedState, log: LogRef, verifier: NoteVerifier) -> SignedCheckpoint | None:
+    """The checkpoint trusted for `log`: its own, else a legacy per-origin one that verifies."""
+    note = state.checkpoint(log)
+    if note is not None:
+        try:
+            return open_checkpoint(note, verifier, log.origin)
+        except LedgerError as exc:
+            raise VerificationFailed(
+                f"the trusted checkpoint stored for {log.origin!r} under its key does not "
+                f"verify under that key ({exc}); the state was changed outside ktl. Remove "
+                f"{state.home / 'logs'} for this origin after checking the key out of band."
+            ) from exc
+    legacy = state.legacy_checkpoint(log.origin)
+    if legacy is None:
+        return None
+    try:
+        old = open_checkpoint(legacy, verifier, log.origin)
+    except LedgerError:
+        return None  # another key's (e.g. an impostor's): not evidence about this log
+    state.store_checkpoint(log, legacy)  # taken over: this log's own from now on
+    return old
 
 
 def _accept_or_raise(

@@ -284,12 +284,30 @@ def test_corrupted_tile_rejected_by_monitor(world: World) -> None:
         tiles = sorted(p for p in (world.data / "tiles").rglob("*") if p.is_file()
                        and "/tile/0/" in p.as_posix())
         assert tiles, "the server wrote no level-0 tile files"
-        # the log starts serving a tile with one flipped bit (same length)
+        # a log that serves a tile with one flipped bit (same length) is caught by the client
+        log = FlippingLog(url, "tile/0/")
+        with pytest.raises(VerificationFailed, match="tile"):
+            run_monitor(log, load_verifier(world.log_key), log.info().origin,
+                        TrustedState(world.tmp / "flip-home"), world.tmp / "f.json")
+        log.close()
+        # stored tiles with a flipped bit: the server refuses to serve them (issue 26 row 8)
         for t in tiles:
             data = t.read_bytes()
             t.write_bytes(bytes([data[0] ^ 1]) + data[1:])
         res = world.ktl("monitor", "--log", url)
-    assert res.exit_code == 1 and "tile" in res.stderr, res.stderr
+    assert res.exit_code == 3 and "corrupt_storage" in res.stderr, res.stderr
+
+
+class FlippingLog(LogClient):
+    """The real server's answers, with one bit of a tile flipped on the way."""
+
+    def __init__(self, url: str, victim: str) -> None:
+        super().__init__(url)
+        self.victim = victim
+
+    def tile(self, path: str) -> bytes:
+        data = super().tile(path)
+        return bytes([data[0] ^ 1]) + data[1:] if path.startswith(self.victim) else data
 
 
 def test_exit_codes_for_usage_and_network(world: World, tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from attest.keys import generate_private_key
 from client import InputError, LogMisbehaviour, VerificationFailed
-from client.state import Pin, TrustedState, atomic_write, origin_slug
+from client.state import LogRef, Pin, TrustedState, atomic_write, origin_slug
 from client.trust import (
     Accepted,
     Announced,
@@ -38,12 +38,19 @@ def _grow(log: MemoryLog, n: int, tag: str) -> None:
         log._append(f"{tag}-{i}".encode())
 
 
+def _cp(st: TrustedState, log: MemoryLog) -> bytes | None:
+    return st.checkpoint(LogRef(log.origin, load_verifier(log.verifier_key).key_string()))
+
+
 def test_state_round_trip_and_origin_isolation(tmp_path: Path) -> None:
     st = TrustedState(tmp_path)
-    assert st.checkpoint("a.example/log") is None
-    st.store_checkpoint("a.example/log", b"note-a")
-    assert st.checkpoint("a.example/log") == b"note-a"
-    assert st.checkpoint("b.example/log") is None
+    a, b = LogRef("a.example/log", "k"), LogRef("b.example/log", "k")
+    assert st.checkpoint(a) is None
+    st.store_checkpoint(a, b"note-a")
+    assert st.checkpoint(a) == b"note-a"
+    assert st.checkpoint(b) is None
+    # (origin, key): another key is another log's state
+    assert st.checkpoint(LogRef("a.example/log", "k2")) is None
     assert origin_slug("a/b") != origin_slug("a_b")
 
 
@@ -85,7 +92,7 @@ def test_reconcile_first_same_grew(tmp_path: Path) -> None:
     cp2 = open_signed(log.checkpoint(), v, log.origin)
     r = extend_trust(st, v, log.origin, cp2, log.consistency_proof)
     assert (r.outcome, r.trusted_size, r.new_size) == ("grew", 3, 8)
-    assert st.checkpoint(log.origin) == log.checkpoint()
+    assert _cp(st, log) == log.checkpoint()
 
 
 def test_rollback_is_reported_with_both_checkpoints(tmp_path: Path) -> None:
@@ -100,7 +107,7 @@ def test_rollback_is_reported_with_both_checkpoints(tmp_path: Path) -> None:
     assert ei.value.evidence_path is not None
     text = ei.value.evidence_path.read_bytes()
     assert log.checkpoint() in text and old in text
-    assert st.checkpoint(log.origin) == log.checkpoint()  # nothing stored lost
+    assert _cp(st, log) == log.checkpoint()  # nothing stored lost
 
 
 def test_fork_is_reported(tmp_path: Path) -> None:
@@ -208,11 +215,12 @@ def test_stored_checkpoint_under_another_key_is_refused(tmp_path: Path) -> None:
     _grow(log, 3, "x")
     imposter = MemoryLog(log.origin)
     _grow(imposter, 5, "y")
-    st.store_checkpoint(log.origin, imposter.checkpoint())
+    st.store_checkpoint(LogRef(log.origin, load_verifier(log.verifier_key).key_string()),
+                        imposter.checkpoint())
     v = load_verifier(log.verifier_key)
-    with pytest.raises(VerificationFailed, match="does not verify under the log key in use"):
+    with pytest.raises(VerificationFailed, match="does not verify under that key"):
         extend_trust(st, v, log.origin, open_signed(log.checkpoint(), v), log.consistency_proof)
-    assert st.checkpoint(log.origin) == imposter.checkpoint()  # nothing replaced
+    assert _cp(st, log) == imposter.checkpoint()  # nothing replaced
 
 
 def test_judge_is_pure_and_typed() -> None:
@@ -248,7 +256,7 @@ def test_a_quorum_check_runs_before_anything_is_stored(tmp_path: Path) -> None:
     with pytest.raises(VerificationFailed, match="witnesses"):
         extend_trust(st, v, log.origin, open_signed(log.checkpoint(), v), log.consistency_proof,
                      quorum=no_witnesses)
-    assert st.checkpoint(log.origin) is None
+    assert _cp(st, log) is None
 
 
 @settings(max_examples=40, deadline=None)
@@ -392,7 +400,7 @@ def test_fork_label_and_a_log_that_cannot_prove_growth(tmp_path: Path) -> None:
     assert msg.startswith(f"FORK of log {log.origin!r}: consistency: no valid proof that tree 5 "
                           "extends tree 3: no proof 3->5 here. Evidence: ")
     assert text.startswith(b"ktl evidence: fork\n")
-    assert st_.checkpoint(log.origin) == log.note_at(3)
+    assert _cp(st_, log) == log.note_at(3)
 
 
 def test_rollback_below_a_receipt_is_refused_and_never_stored(tmp_path: Path) -> None:
@@ -415,7 +423,7 @@ def test_rollback_below_a_receipt_is_refused_and_never_stored(tmp_path: Path) ->
     # the evidence holds the receipt's checkpoint it contradicts, not the stored one
     assert (b"-----BEGIN TRUSTED CHECKPOINT-----\n" + log.note_at(6)) in text
     assert (b"-----BEGIN CONFLICTING CHECKPOINT-----\n" + log.note_at(4)) in text
-    assert st_.checkpoint(log.origin) == log.note_at(3)
+    assert _cp(st_, log) == log.note_at(3)
 
 
 def test_rollback_message_names_the_stored_size(tmp_path: Path) -> None:
@@ -440,11 +448,11 @@ def test_store_false_checks_but_stores_nothing(tmp_path: Path) -> None:
     three, five = _cps(log, 3, 5)
     assert extend_trust(st_, v, log.origin, three, log.consistency_proof, store=False) == (
         Accepted("first", 0, 3))
-    assert st_.checkpoint(log.origin) is None
+    assert _cp(st_, log) is None
     extend_trust(st_, v, log.origin, three, log.consistency_proof)
     assert extend_trust(st_, v, log.origin, five, log.consistency_proof, store=False) == (
         Accepted("grew", 3, 5))
-    assert st_.checkpoint(log.origin) == log.note_at(3)
+    assert _cp(st_, log) == log.note_at(3)
 
 
 def test_open_signed_names_the_key_it_expected() -> None:
@@ -455,3 +463,36 @@ def test_open_signed_names_the_key_it_expected() -> None:
     assert verifier_name(v) == "imposter.example/key"
     with pytest.raises(VerificationFailed, match=r"by the log key 'imposter\.example/key'"):
         open_signed(log.checkpoint(), v)
+
+
+def _legacy(home: Path, origin: str, note: bytes) -> None:
+    """The state an older ktl left: one trusted checkpoint per origin."""
+    from client.state import origin_slug
+
+    folder = home / "logs" / origin_slug(origin)
+    folder.mkdir(parents=True)
+    (folder / "origin").write_text(origin)
+    (folder / "checkpoint").write_bytes(note)
+
+
+def test_a_legacy_per_origin_checkpoint_is_taken_over_only_when_it_verifies(
+        tmp_path: Path) -> None:
+    log = MemoryLog()
+    _grow(log, 5, "x")
+    v = load_verifier(log.verifier_key)
+    st_ = TrustedState(tmp_path / "a")
+    _legacy(st_.home, log.origin, log.note_at(5))
+    # The legacy checkpoint still protects against a rollback...
+    with pytest.raises(LogMisbehaviour, match="ROLLBACK"):
+        extend_trust(st_, v, log.origin, open_signed(log.note_at(3), v), log.consistency_proof)
+    assert _cp(st_, log) == log.note_at(5)  # ... and is now this log's own
+    assert extend_trust(st_, v, log.origin, open_signed(log.checkpoint(), v),
+                        log.consistency_proof).outcome == "same"
+    # An impostor's checkpoint under the same origin (another key) is not this log's state.
+    imposter = MemoryLog(log.origin)
+    _grow(imposter, 9, "y")
+    st2 = TrustedState(tmp_path / "b")
+    _legacy(st2.home, log.origin, imposter.checkpoint())
+    assert extend_trust(st2, v, log.origin, open_signed(log.checkpoint(), v),
+                        log.consistency_proof).outcome == "first"
+    assert _cp(st2, log) == log.checkpoint()

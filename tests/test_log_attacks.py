@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import subprocess
+import threading
+import time
 from pathlib import Path
 
+import pytest
 import requests
-from ledger_support import entry_bytes, ktl_serve
+from ledger_support import KTL, entry_bytes, ktl_serve
 
 from ledger.merkle import leaf_hash
 from ledger.tiles import TILE_WIDTH, encode_bundle
 
 
-def _fill(base: str, n: int) -> list[bytes]:
-    entries = [entry_bytes(i) for i in range(n)]
+def _fill(base: str, n: int, first: int = 0) -> list[bytes]:
+    entries = [entry_bytes(i) for i in range(first, first + n)]
     for lo in range(0, n, 250):
         r = requests.post(f"{base}/api/v1/entries:batch", timeout=60,
                           json={"entries": [json.loads(e) for e in entries[lo:lo + 250]]})
@@ -91,3 +96,68 @@ def test_a_symlink_in_the_data_folder_is_refused_not_followed(tmp_path: Path) ->
         os.mkfifo(bundle)
         r = requests.get(f"{base}/tile/entries/000", timeout=10)
         assert r.status_code == 500
+
+
+def test_an_impostor_at_another_url_cannot_lock_the_user_out(tmp_path: Path) -> None:
+    # Row 9: `ktl log-info` against an impostor announcing the real log's origin made the
+    # real log refused ("the log may have changed keys") until both pins were forgotten.
+    from client_server import Ktl
+
+    ktl = Ktl(tmp_path / "home")
+    origin = "real.example/log"
+    with ktl_serve(tmp_path / "real", "--origin", origin) as (_p, real, real_key), \
+            ktl_serve(tmp_path / "fake", "--origin", origin) as (_q, fake, fake_key):
+        assert real_key != fake_key
+        _fill(real, 3)
+        _fill(fake, 7)
+        assert ktl.json("log-info", "--log", real)["tree_size"] == 3
+        assert ktl.json("log-info", "--log", fake)["tree_size"] == 7  # TOFU at its own URL
+        again = ktl("log-info", "--log", real, "--json")
+        assert again.exit_code == 0, again.stdout + again.stderr
+        _fill(real, 2, first=100)
+        assert ktl.json("log-info", "--log", real)["tree_size"] == 5
+        listed = {p["url"]: p["trusted_size"] for p in ktl.json("trust", "list")["pins"]}
+        assert listed == {real: 5, fake: 7}
+
+
+def _dribbler(head_only: bool) -> tuple[str, threading.Event]:
+    """A server on 127.0.0.1 that answers one byte every 0.3 s, for at most 20 s."""
+    srv = socket.create_server(("127.0.0.1", 0))
+    srv.settimeout(20)
+    stop = threading.Event()
+    answer = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Slow: " + b"a" * 200
+              if head_only else
+              b"HTTP/1.1 200 OK\r\nContent-Length: 200\r\n\r\n" + b"{" * 200)
+
+    def run() -> None:
+        with srv:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            with conn:
+                for i in range(len(answer)):  # bounded: ends by itself
+                    if stop.wait(0.3):
+                        return
+                    try:
+                        conn.sendall(answer[i:i + 1])
+                    except OSError:
+                        return
+
+    threading.Thread(target=run, daemon=True).start()
+    return f"http://127.0.0.1:{srv.getsockname()[1]}", stop
+
+
+@pytest.mark.parametrize("head_only", [True, False])
+def test_a_server_dribbling_bytes_is_cut_off_by_the_overall_deadline(
+        tmp_path: Path, head_only: bool) -> None:
+    # Row 10: one byte every 2 s kept `ktl log-info` waiting forever (per-read timeouts).
+    url, stop = _dribbler(head_only)
+    env = {**os.environ, "KTL_HOME": str(tmp_path), "KTL_DEADLINE": "2"}
+    t0 = time.monotonic()
+    res = subprocess.run([*KTL, "log-info", "--log", url], capture_output=True, text=True,
+                         env=env, timeout=60)
+    took = time.monotonic() - t0
+    stop.set()
+    assert res.returncode == 3, res.stderr
+    assert "within 2 s" in res.stderr and took < 30  # not the ~60 s the bytes would take

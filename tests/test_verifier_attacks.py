@@ -9,6 +9,7 @@ process running the check neither dies, hangs nor grows.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import resource
@@ -225,6 +226,25 @@ def test_filter_denies_listed_calls_and_checks_arguments(arch: int, deny: int) -
 
 
 @pytest.mark.parametrize("arch", [AUDIT_ARCH_X86_64, AUDIT_ARCH_AARCH64])
+def test_unaccounted_runs_deny_clone_vm_processes_and_affinity_changes(arch: int) -> None:
+    """Without a cgroup, /proc sees a CLONE_VM process as no thread of the worker: denied.
+    Threads (CLONE_VM | CLONE_THREAD), forks and vfork-less spawns pass; affinity is fixed."""
+    prog, table = build_filter(RET_USER_NOTIF, deny_unaccountable=True), TABLES[arch]
+    plain = build_filter(RET_USER_NOTIF)
+    thread = 0x3D0F00  # glibc's pthread_create flags (CLONE_VM | CLONE_THREAD | ...)
+    helper = 0x100 | 17  # CLONE_VM | SIGCHLD: a process sharing the worker's memory
+    vfork = 0x4100 | 17  # CLONE_VM | CLONE_VFORK | SIGCHLD
+    for flags, want in ((thread, RET_ALLOW), (0x11, RET_ALLOW), (helper, RET_USER_NOTIF),
+                        (vfork, RET_USER_NOTIF), (helper | 0x10000000, RET_USER_NOTIF)):
+        assert _run_bpf(prog, table["clone"], arch, (flags, 0, 0, 0, 0, 0)) == want, hex(flags)
+    assert _run_bpf(plain, table["clone"], arch, (helper, 0, 0, 0, 0, 0)) == RET_ALLOW
+    assert _run_bpf(prog, table["sched_setaffinity"], arch, (0, 8, 0, 0, 0, 0)) == 0x50001
+    assert _run_bpf(plain, table["sched_setaffinity"], arch, (0, 8, 0, 0, 0, 0)) == RET_ALLOW
+    for name in DENIED:  # the rest is unchanged
+        assert _run_bpf(prog, table[name], arch) == RET_USER_NOTIF, name
+
+
+@pytest.mark.parametrize("arch", [AUDIT_ARCH_X86_64, AUDIT_ARCH_AARCH64])
 def test_gpu_runs_get_local_unix_sockets_only_and_the_rest_unchanged(arch: int) -> None:
     prog, table = build_filter(RET_USER_NOTIF, local_unix_sockets=True), TABLES[arch]
     for name in DENIED:
@@ -333,9 +353,17 @@ def test_notification_parses_and_names_the_call() -> None:
 
 
 def test_layers_round_trip_and_reject_bad_input() -> None:
-    full = SandboxLayers(True, True, True, True, True, "notify", 7, True, 256)
+    full = SandboxLayers(True, True, True, True, True, "notify", 7, True, 256, cgroup=True,
+                         private_tmpfs_mib=64)
     assert SandboxLayers.from_json(full.to_json()) == full
     assert full.missing() == [] and NO_LAYERS.missing()[0] == "user_namespace"
+    # without a cgroup, seccomp's denial of what /proc cannot account stands in for its CPU
+    # accounting, but not for its memory limit: the cgroup stays missing
+    rootless = dataclasses.replace(full, cgroup=False, unaccountable_denied=True)
+    assert rootless.missing() == ["cgroup"]
+    assert dataclasses.replace(full, unaccountable_denied=False).missing() == []
+    assert dataclasses.replace(rootless, unaccountable_denied=False).missing() == [
+        "cgroup", "unaccountable_denied"]
     assert full.weakest(NO_LAYERS) == NO_LAYERS
     from verifier import SandboxError
     for bad in ({**full.to_json(), "seccomp": "maybe"}, {**full.to_json(), "pid_namespace": 1},
@@ -384,15 +412,18 @@ def test_readme_sandbox_table_ties_each_layer_to_a_kernel() -> None:
 
 SANDBOX_MODULES = ("sandbox/__init__", "sandbox/_process", "sandbox/_confine",
                    "sandbox/_namespaces", "sandbox/_seccomp", "sandbox/_landlock",
-                   "sandbox/_layers", "sandbox/_output", "sandbox/_violations", "_gpu", "errors")
+                   "sandbox/_layers", "sandbox/_output", "sandbox/_violations", "sandbox/_cgroup",
+                   "sandbox/_scratch",
+                   "_gpu", "errors")
 AS_USER = """
 import json, sys, tempfile
 from pathlib import Path
-from verifier.sandbox import Limits, probe_layers, run_sandboxed
+from verifier.sandbox import Accounting, Limits, probe_layers, run_sandboxed
 with tempfile.TemporaryDirectory() as tmp:
     work = Path(tmp)
     probe = run_sandboxed(["/bin/sh", "-c", "grep CapEff /proc/self/status; cat /etc/shadow"],
-                          work, Limits())
+                          work, Limits(private_bytes=16 << 20),
+                          accounting=Accounting(None, deny_unaccountable=True))
     sock = run_sandboxed([sys.executable, "-c", "import socket; socket.socket()"], work, Limits())
 print(json.dumps({"layers": probe.layers.to_json(), "lines": [x for _, x in probe.lines],
                   "denied": sock.denied_syscall}))
@@ -434,7 +465,9 @@ def _run_as_nobody(python: Path, tmp_path: Path) -> None:
     layers = SandboxLayers.from_json(got["layers"])
     assert got["lines"] == ["CapEff:\t0000000000000000"]  # no capability, no /etc/shadow
     if layers.user_namespace:  # unprivileged user namespaces are allowed here
-        assert layers.missing() == [], layers
+        # every layer but the cgroup (root only): seccomp stands in for its CPU accounting
+        assert layers.missing() == ["cgroup"], layers
+        assert layers.unaccountable_denied and layers.private_tmpfs_mib == 16
         assert got["denied"] == "socket"
 
 
@@ -453,4 +486,8 @@ def test_a_parent_with_many_descriptors_still_gets_every_layer(tmp_path: Path) -
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     assert res.ok and [line for _, line in res.lines] == ["hi"], res.stderr
-    assert res.layers.seccomp != "none" and res.layers == probe_layers()
+    # the probe is set up as a kernel's run (a tmpfs private folder, seccomp standing in for
+    # a missing cgroup); the rest is the same
+    probe = dataclasses.replace(probe_layers(), private_tmpfs_mib=0,
+                                unaccountable_denied=res.layers.unaccountable_denied)
+    assert res.layers.seccomp != "none" and res.layers == probe

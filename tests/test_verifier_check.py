@@ -82,6 +82,7 @@ def test_every_flaw_class_has_a_kernel() -> None:
     sandbox = {"unix_socket", "prlimit_parent", "ptrace_peek", "long_line", "macro_bomb", "root_device",
                "fork_escape"}  # tests/test_verifier_attacks.py
     harness = {"answer_status", "deep_folder"}  # tests/test_verifier_harness_attacks.py
+    harness |= {"twoface_read", "twoface_read_before", "write_restore"}  # test_verifier_check_attacks
     assert set(CAUGHT_BY) | BENCH_ONLY | FULL_ONLY | HARMLESS | sandbox | harness == on_disk
 
 

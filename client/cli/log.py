@@ -540,7 +540,7 @@ def monitor(since: int | None, policy_path: Path | None, state_path: Path | None
         try:
             while True:
                 with out.progress("verifying entries", None) as advance:
-                    report = run_monitor(sess.log, sess.verifier, sess.origin, trusted, path,
+                    report = run_monitor(sess.log, sess.verifier, sess.origin, sess.trusted, path,
                                          policy=policy, since=since if done == 0 else None,
                                          on_progress=advance, jobs=jobs, quorum=sess.quorum)
                 done += 1

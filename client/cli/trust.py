@@ -7,7 +7,7 @@ from rich.console import Console
 
 from client._errors import ClientError, InputError
 from client._output import Output, rows_table, run_guarded, safe
-from client.state import Pin, TrustedState, normalize_log_url
+from client.state import LogRef, Pin, TrustedState, normalize_log_url
 from client.trust import load_verifier, open_signed
 
 
@@ -61,8 +61,10 @@ def trust_forget(url: str, as_json: bool) -> None:
         pin = state.forget(where)
         if pin is None:
             raise InputError(f"no log is pinned for {where} (see `ktl trust list`)")
-        shared = any(p.origin == pin.origin for p in state.pins())
-        dropped = False if shared else state.drop_checkpoint(pin.origin)
+        ref = _ref(pin)
+        others = [p for p in state.pins() if p.origin == pin.origin]
+        shared = any(_ref(p) == ref for p in others)  # another URL of the same log
+        dropped = False if shared else state.drop_checkpoint(ref, legacy=not others)
         data = {"forgotten": pin.to_json(), "checkpoint_dropped": dropped}
 
         def render(c: Console) -> None:
@@ -77,9 +79,17 @@ def trust_forget(url: str, as_json: bool) -> None:
     run_guarded(out, body)
 
 
+def _ref(pin: Pin) -> LogRef:
+    try:
+        key = load_verifier(pin.log_key).key_string()
+    except ClientError:
+        key = pin.log_key
+    return LogRef(pin.origin, key)
+
+
 def _trusted_size(state: TrustedState, pin: Pin) -> int | None:
     """The size of the checkpoint trusted for the pin's origin, verified under the pinned key."""
-    note = state.checkpoint(pin.origin)
+    note = state.checkpoint(_ref(pin)) or state.legacy_checkpoint(pin.origin)
     if note is None:
         return None
     try:

@@ -13,7 +13,7 @@ from numpy.typing import NDArray
 
 from attest.predicates import FaultKind
 from attest.text import plural
-from verifier.checks._plan import Case
+from verifier.checks._plan import Case, case_layout
 from verifier.checks._report import CASE_FAULTS, F32, Budget, CheckResult, make_fault, shape_text
 from verifier.compare_outputs import (
     Comparison,
@@ -22,7 +22,7 @@ from verifier.compare_outputs import (
     compare_output,
 )
 from verifier.ops import OpSpec
-from verifier.worker import Layout, Markers, guard_pattern, layout
+from verifier.worker import Layout, Markers, guard_pattern
 
 __all__ = ["judge"]
 
@@ -39,7 +39,7 @@ class _StepEval:
 
 
 def _evaluate(op: OpSpec, case: Case, si: int, markers: Markers) -> _StepEval:
-    lay: Layout = layout(op, case.dims)
+    lay: Layout = case_layout(op, case)
     dump = case.dumps[si]
     step = case.steps[si]
     guards = lay.guard_mask()
@@ -220,6 +220,7 @@ def judge(op: OpSpec, cases: list[Case], budget: Budget, markers: Markers) -> li
     all_steps = [(cases[i].dims, e) for i in evals for e in evals[i]]
     shapes_all = {"shapes": [c.dims for c in cases]}
     changes = [(d, c) for d, e in all_steps for c in e.input_changes]
+    changes += [(c.dims, c.failure or "") for c in cases if c.fault == "input_mutated"]
     rows += _call_rows(cases, all_steps, shapes_all, changes)
     rows.append(_determinism(cases, evals, by_check["determinism"]))
     rows.append(_state(op, cases, evals, by_check["state.reuse"]))
@@ -232,7 +233,8 @@ def _call_rows(cases: list[Case], all_steps: list[tuple[dict[str, int], _StepEva
                shapes_all: dict[str, Any], changes: list[tuple[dict[str, int], str]]
                ) -> list[CheckResult]:
     """inputs.unchanged, outputs.poisoned, guards.canaries: judged over every call made."""
-    if not all_steps:
+    if not all_steps and not changes and not any(c.fault in ("oob_read", "oob_write")
+                                                 for c in cases):
         return [_calls_row(n, cases, shapes_all, {"calls": 0.0})
                 for n in ("inputs.unchanged", "outputs.poisoned", "guards.canaries")]
     rows: list[CheckResult] = []
@@ -257,16 +259,32 @@ def _call_rows(cases: list[Case], all_steps: list[tuple[dict[str, int], _StepEva
         shapes_all, {"calls": float(len(all_steps)), "poisoned_calls": float(len(poisoned))},
         make_fault("unaligned_remainder" if tail is not None else "unwritten", poisoned[0][0])
         if poisoned else None))
-    damage = [(d, g) for d, e in all_steps for g in e.guard_damage]
-    rows.append(CheckResult(
-        "guards.canaries",
-        "fail" if damage else "pass",
-        (f"out-of-bounds write: {damage[0][1]} on shape {shape_text(damage[0][0])} "
-         f"({len(damage)} damaged guards)") if damage else
-        f"256-byte random NaN guards around every buffer intact after {len(all_steps)} calls",
-        shapes_all, {"calls": float(len(all_steps)), "damaged_guards": float(len(damage))},
-        make_fault("oob_write", damage[0][0]) if damage else None))
+    rows.append(_guards(cases, all_steps, shapes_all))
     return rows
+
+
+def _guards(cases: list[Case], all_steps: list[tuple[dict[str, int], _StepEval]],
+            shapes_all: dict[str, Any]) -> CheckResult:
+    """Canaries intact after every call, and no call touched a guard page (a crash the
+    runner placed on one: `verifier.checks._run`)."""
+    paged = [c for c in cases if c.fault in ("oob_read", "oob_write")]
+    damage = [(d, g) for d, e in all_steps for g in e.guard_damage]
+    metrics = {"calls": float(len(all_steps)), "damaged_guards": float(len(damage)),
+               "guard_page_faults": float(len(paged))}
+    if paged:
+        case = paged[0]
+        return CheckResult("guards.canaries", "fail", f"{case.failure} on shape "
+                           f"{shape_text(case.dims)} ({case.check})", shapes_all, metrics,
+                           make_fault(CASE_FAULTS[case.fault or "crash"], case.dims))
+    if damage:
+        return CheckResult("guards.canaries", "fail",
+                           f"out-of-bounds write: {damage[0][1]} on shape {shape_text(damage[0][0])} "
+                           f"({len(damage)} damaged guards)", shapes_all, metrics,
+                           make_fault("oob_write", damage[0][0]))
+    return CheckResult("guards.canaries", "pass",
+                       f"256-byte random NaN guards around every buffer intact after "
+                       f"{len(all_steps)} calls; no read or write reached the guard page that "
+                       "ends (or starts) each buffer", shapes_all, metrics)
 
 
 def _concurrency(cases: list[Case], evals: dict[int, list[_StepEval]], idx: list[int],

@@ -11,10 +11,10 @@ from numpy.typing import NDArray
 
 from verifier.checks._report import F32, Budget
 from verifier.ops import OpSpec
-from verifier.worker import Escape
+from verifier.worker import Abut, Escape, Layout, layout
 
-__all__ = ["PREFILLS", "Case", "FaultKind", "Prefill", "Step", "aligned_shape", "mid_shape",
-           "plan_cases"]
+__all__ = ["PREFILLS", "Case", "FaultKind", "Prefill", "Step", "aligned_shape", "case_layout",
+           "mid_shape", "plan_cases"]
 
 Prefill = Literal["poison", "zero", "garbage"]
 FaultKind = Literal["crash", "hang", "memory", "load", "not_run", "bad_answer", "oob_read",
@@ -49,9 +49,17 @@ class Case:
     failure: str | None = None
     fault: FaultKind | None = None
     escaped: list[Escape] = field(default_factory=list)
+    abut: Abut | None = None
+    """Which end of every buffer touches a guard page in the kernel's process (None: no
+    guard pages, as on a GPU runtime whose wrapper copies the canaries too)."""
 
     def fail(self, kind: FaultKind, why: str) -> None:
         self.fault, self.failure = kind, why
+
+
+def case_layout(op: OpSpec, case: Case) -> Layout:
+    """The arena layout of each of `case`'s calls."""
+    return layout(op, case.dims, case.abut)
 
 
 
@@ -107,4 +115,6 @@ def plan_cases(op: OpSpec, budget: Budget, rng: np.random.Generator) -> list[Cas
         cases.append(Case("concurrency", dict(dims), steps, pair_from=2,
                           overlaps_needed=budget.concurrency_pairs,
                           pair_commands=budget.concurrency_commands))
+    for i, case in enumerate(cases):  # both ends of every buffer meet a guard page somewhere
+        case.abut = "end" if i % 2 == 0 else "start"
     return cases

@@ -19,14 +19,17 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from verifier.checks._plan import Case, FaultKind, Prefill, Step
+from verifier.checks._plan import Case, FaultKind, Prefill, Step, case_layout
 from verifier.ops import OpSpec
 from verifier.sandbox import NO_LAYERS, ChildResult, Limits, SandboxLayers, base_env
 from verifier.worker import (
+    PAGE,
+    PROT_READ_WRITE,
     QUIET_THREADS,
     TIME_WORDS,
     UNASKED_ANSWER,
     Escape,
+    Layout,
     Markers,
     NativeWorker,
     SharedArena,
@@ -38,7 +41,6 @@ from verifier.worker import (
     escaped_work,
     fill_inputs,
     guard_pattern,
-    layout,
     poison,
 )
 
@@ -49,9 +51,8 @@ PAUSE_S = 0.01
 Progress = Callable[[str], None]
 
 
-def _prefill(region: NDArray[np.uint8], op: OpSpec, dims: dict[str, int], how: Prefill,
-             markers: Markers, rng: np.random.Generator) -> None:
-    lay = layout(op, dims)
+def _prefill(region: NDArray[np.uint8], lay: Layout, how: Prefill, markers: Markers,
+             rng: np.random.Generator) -> None:
     if how == "poison":
         poison(region, lay, markers.poison)
         return
@@ -69,7 +70,7 @@ def _timing_bytes(case: Case) -> int:
 
 
 def _arena_bytes(op: OpSpec, case: Case) -> int:
-    return layout(op, case.dims).total * (1 + max(s.arena for s in case.steps)) + _timing_bytes(case)
+    return case_layout(op, case).total * (1 + max(s.arena for s in case.steps)) + _timing_bytes(case)
 
 
 def _watch(worker: NativeWorker, case: Case, mem: SharedArena, offsets: list[int], total: int) -> list[NDArray[np.uint8]]:
@@ -94,9 +95,12 @@ def _watch(worker: NativeWorker, case: Case, mem: SharedArena, offsets: list[int
 
 def _run_case(worker: NativeWorker, op: OpSpec, case: Case, mem: SharedArena, markers: Markers,
               timeout_s: float, rng: np.random.Generator) -> None:
-    lay = layout(op, case.dims)
+    lay = case_layout(op, case)
     arenas = 1 + max(s.arena for s in case.steps)
     mem.bytes[:arenas * lay.total] = guard_pattern(arenas * lay.total, markers.guard)
+    mapped = -(-mem.nbytes // PAGE) * PAGE
+    worker.protect([(0, mapped, PROT_READ_WRITE),
+                    *[r for a in range(arenas) for r in lay.protections(a * lay.total)]])
     slots = [s.offset for s in lay.slots]
     dims = list(case.dims.values())
     template = case.steps[case.pair_from:] if case.pair_from is not None else []
@@ -109,7 +113,7 @@ def _run_case(worker: NativeWorker, op: OpSpec, case: Case, mem: SharedArena, ma
         for step in group:
             region = mem.bytes[step.arena * lay.total:(step.arena + 1) * lay.total]
             fill_inputs(region, lay, step.inputs)
-            _prefill(region, op, case.dims, step.prefill, markers, rng)
+            _prefill(region, lay, step.prefill, markers, rng)
         offsets = [step.arena * lay.total for step in group]
         if paired:
             case.overlaps += worker.pair(offsets[0::2], offsets[1::2], slots, dims, timeout_s,
@@ -125,7 +129,50 @@ def _run_case(worker: NativeWorker, op: OpSpec, case: Case, mem: SharedArena, ma
     case.dumps = dumps
 
 
-def _describe(exc: Exception, result: ChildResult | None, limits: Limits) -> tuple[FaultKind, str]:
+def _placed_fault(res: ChildResult, op: OpSpec, case: Case) -> tuple[FaultKind, str] | None:
+    """A SIGSEGV/SIGBUS at a protected page of `case`'s arenas, named from its layout: a
+    guard page (an out-of-bounds read or write), an input's read-only page (a write to an
+    input). The address is the worker's handler's word ("KTL-FAULT ..."): it labels a crash
+    the parent saw; it never turns one into a pass."""
+    line = res.last("KTL-FAULT ")
+    if res.signal not in (signal.SIGSEGV, signal.SIGBUS) or line is None:
+        return None
+    try:
+        _, _sig, at_text, how = line.split()
+        at = int(at_text)
+    except ValueError:
+        return None
+    lay = case_layout(op, case)
+    arenas = 1 + max(s.arena for s in case.steps)
+    if lay.abut is None or not 0 <= at < arenas * lay.total:
+        return None
+    off = at % lay.total
+    where = lay.locate(off)
+    if where is None:
+        return None
+    slot = where.slot
+    kind = "output" if slot.is_output else "input"
+    beyond = off - slot.offset - slot.nbytes
+    past = ((f"{beyond} bytes beyond the end of {kind} {slot.name}" if beyond else
+             f"the first byte past the end of {kind} {slot.name}")
+            if off >= slot.offset + slot.nbytes else
+            f"{slot.offset - off} bytes before the start of {kind} {slot.name}"
+            if off < slot.offset else f"{kind} {slot.name} at flat index {(off - slot.offset) // 4}")
+    if where.region == "input" and where.side == "inside":
+        return "input_mutated", (f"wrote to {past} (inputs are mapped read-only in the kernel's "
+                                 "process): a kernel must not write its inputs, even to restore them")
+    if where.region == "input":
+        return "oob_write", f"out-of-bounds write: {past} (a read-only page of the input)"
+    write = how == "w" or (how == "?" and slot.is_output)
+    side = "after" if where.side == "after" else "before"
+    what = "out-of-bounds write" if write else "out-of-bounds read"
+    return ("oob_write" if write else "oob_read",
+            f"{what}: {'wrote' if write else 'read'} the guard page {side} {kind} {slot.name}, "
+            f"{past} (SIGSEGV in the release build)")
+
+
+def _describe(exc: Exception, result: ChildResult | None, limits: Limits, op: OpSpec,
+              case: Case) -> tuple[FaultKind, str]:
     if isinstance(exc, WorkerHung):
         return "hang", f"hang: no answer within the per-call limit of {exc.limit_s:g} s"
     if isinstance(exc, WorkerOverMemory):
@@ -138,8 +185,13 @@ def _describe(exc: Exception, result: ChildResult | None, limits: Limits) -> tup
     why = res.describe(limits)
     if res.timed_out or res.step_timed_out or res.signal == signal.SIGXCPU:
         return "hang", why
+    if res.memory_limited:  # the run's cgroup: shared memory and private files included
+        return "memory", why
     if isinstance(exc, WorkerGone) and not exc.loaded:
         return "load", f"failed before the first call (while loading the library): {why}"
+    placed = _placed_fault(res, op, case)
+    if placed is not None:
+        return placed
     if limits.address_space and res.maxrss_bytes > 0.5 * limits.address_space:
         return "memory", why
     return "crash", why
@@ -151,6 +203,9 @@ def run_cases(library: Path, entry: str, op: OpSpec, cases: list[Case], workdir:
     """Run every case, resuming after a crash; fill dumps/failures.
 
     Returns the sandbox layers that were in force (the weakest over every child run)."""
+    if gpu:
+        for case in cases:
+            case.abut = None  # the cuda wrapper copies the canaries around each buffer too
     size = max(_arena_bytes(op, c) for c in cases)
     todo = list(range(len(cases)))
     failures = 0
@@ -179,7 +234,10 @@ def run_cases(library: Path, entry: str, op: OpSpec, cases: list[Case], workdir:
                 done += 1
         except (WorkerGone, WorkerHung, WorkerOverMemory, WorkerMisanswered) as exc:
             result = worker.close()
-            kind, why = _describe(exc, result, limits)
+            kind, why = _describe(exc, result, limits, op, cases[todo[done]])
+            failed = cases[todo[done]]
+            if (worker.unasked or kind == "bad_answer") and UNASKED_ANSWER not in failed.escaped:
+                failed.escaped.append(UNASKED_ANSWER)  # its answers were written by the kernel
             seen(result)
             if kind == "load":
                 for ci in todo:

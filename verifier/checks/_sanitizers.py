@@ -39,8 +39,10 @@ def sanitizer_cases(op: OpSpec, rng: np.random.Generator, count: int) -> list[tu
 
 
 def _sanitizer_limits(wall_s: float, step_wall_s: float) -> Limits:
+    # no address-space limit (the sanitizers reserve terabytes); the run's cgroup bounds the
+    # memory it touches, shared memory included
     return Limits(cpu_s=int(wall_s), wall_s=wall_s, address_space=None, file_size=64 * 2**20,
-                  open_files=64, step_wall_s=step_wall_s)
+                  open_files=64, step_wall_s=step_wall_s, memory_bytes=2 * 2**30)
 
 
 def _run_sanitizer(

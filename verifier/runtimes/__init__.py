@@ -2,7 +2,8 @@
 
 Holds the `Runtime` protocol and the runtime registry (`_protocol`: runtime `c`
 with gcc), the build artifact and the sanitizer driver (`_build`), and runtime
-`cuda` (`_cuda`: nvcc, a generated host wrapper).
+`cuda` (`_cuda`: nvcc, a generated host wrapper), and the static findings on a
+torch/triton solution's source (`_torch_audit`: `audit_solution`).
 
 May import: the pure model, `sandbox` and `worker`. Nothing above it (checks,
 benchmark, reproduce).
@@ -21,6 +22,8 @@ from verifier.runtimes._protocol import (
     get_runtime,
     write_driver_cases,
 )
+from verifier.runtimes._torch_audit import FINDING_KINDS, Finding, FindingKind, audit_solution
 
-__all__ = ["BUILD_LIMITS", "RUNTIME_IMPLS", "VARIANTS", "Artifact", "CRuntime", "Runtime",
-           "build_failure", "get_runtime", "write_driver_cases"]
+__all__ = ["BUILD_LIMITS", "FINDING_KINDS", "RUNTIME_IMPLS", "VARIANTS", "Artifact", "CRuntime",
+           "Finding", "FindingKind", "Runtime", "audit_solution", "build_failure", "get_runtime",
+           "write_driver_cases"]

@@ -1,6 +1,7 @@
 """sandbox: one confined child process per run, and what was in force.
 
 Holds the child's set-up (`_confine`: namespaces, Landlock, seccomp-bpf, rlimits),
+the per-run cgroup (`_cgroup`: CPU accounting, cpuset, memory and task limits),
 the watch on denied system calls (`_violations`), byte-capped output pipes
 (`_output`), the record of the layers in force (`_layers`) and the runner
 (`_process`: limits, timeouts, the private folder, the child's result) and scratch folders removed without
@@ -13,13 +14,16 @@ benchmark, reproduce).
 
 from __future__ import annotations
 
+from verifier.sandbox._cgroup import CgroupUnavailable, RunCgroup, cgroup_reason
 from verifier.sandbox._layers import NO_LAYERS, SandboxLayers
 from verifier.sandbox._process import (
     SETUP_FAILED,
+    Accounting,
     ChildResult,
     Limits,
     base_env,
     filesystem_confinement,
+    memory_limit,
     probe_layers,
     run_sandboxed,
     sandbox_detail,
@@ -27,6 +31,7 @@ from verifier.sandbox._process import (
 )
 from verifier.sandbox._scratch import remove_tree, scratch_dir
 
-__all__ = ["NO_LAYERS", "SETUP_FAILED", "ChildResult", "Limits", "SandboxLayers", "base_env",
-           "filesystem_confinement", "probe_layers", "remove_tree", "run_sandboxed",
-           "sandbox_detail", "sandbox_metrics", "scratch_dir"]
+__all__ = ["NO_LAYERS", "SETUP_FAILED", "Accounting", "CgroupUnavailable", "ChildResult", "Limits",
+           "RunCgroup", "SandboxLayers", "base_env", "cgroup_reason", "filesystem_confinement",
+           "memory_limit", "probe_layers", "remove_tree", "run_sandboxed", "sandbox_detail",
+           "sandbox_metrics", "scratch_dir"]

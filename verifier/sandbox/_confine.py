@@ -57,6 +57,16 @@ class ChildPlan:
     listen: bool
     local_unix_sockets: bool = False
     """GPU runs: AF_UNIX sockets that reach nothing outside (see _seccomp)."""
+    cgroup_procs: tuple[str, ...] = ()
+    """The run's `cgroup.procs` files (`verifier.sandbox._cgroup`): the keeper joins them
+    first, so every process of the sandbox is in the run's cgroup before it runs anything."""
+    deny_unaccountable: bool = False
+    """No cgroup accounts this run: seccomp denies `clone` with CLONE_VM but not CLONE_THREAD
+    (a process /proc would not show as the worker's thread) and every affinity change."""
+    private_dir: str | None = None
+    private_bytes: int = 0
+    """With `private_dir`: mount a tmpfs of this size over it in the sandbox's mount namespace
+    (what the child writes there is counted in its memory and never reaches the host's disk)."""
 
 
 def _die_with_parent() -> None:
@@ -103,6 +113,11 @@ def _reap(plan: ChildPlan, pid_ns: bool, layers: dict[str, object], status_fd: i
     """The reaper (the PID namespace's init): fork the target, reap all, report its status."""
     _die_with_parent()
     layers["private_proc"] = pid_ns and _namespaces.private_proc()
+    layers["private_tmpfs_mib"] = 0
+    if plan.private_dir is not None and plan.private_bytes > 0:
+        if not _namespaces.private_tmpfs(plan.private_dir, plan.private_bytes):
+            _fail(f"cannot mount a {plan.private_bytes >> 20} MiB tmpfs on the private folder")
+        layers["private_tmpfs_mib"] = plan.private_bytes >> 20
     target = os.fork()
     if target == 0:
         os.close(status_fd)
@@ -141,10 +156,11 @@ def _target(plan: ChildPlan, layers: dict[str, object]) -> None:
     layers["landlock_abi"] = abi if abi >= 1 else 0
     layers["dev_restricted"] = abi >= 1
     try:
-        listener = _seccomp.install(plan.listen, plan.local_unix_sockets)
+        listener = _seccomp.install(plan.listen, plan.local_unix_sockets, plan.deny_unaccountable)
     except OSError as exc:
         _fail(f"cannot load the seccomp filter: {exc}")
     layers["seccomp"] = "notify" if listener is not None else "kill"
+    layers["unaccountable_denied"] = plan.deny_unaccountable
     in_userns = bool(layers["user_namespace"])
     layers["process_limit"] = plan.processes if in_userns else 0
     try:
@@ -170,9 +186,24 @@ def _target(plan: ChildPlan, layers: dict[str, object]) -> None:
             _fail(f"cannot load the seccomp address filter: {exc}")
 
 
+def join_cgroup(procs_paths: tuple[str, ...]) -> None:
+    """Move this process into the run's cgroup (`0` is the writer itself); fail the set-up
+    rather than run unaccounted."""
+    for path in procs_paths:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+            try:
+                os.write(fd, b"0")
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            _fail(f"cannot join the run's cgroup ({path}): {exc.strerror}")
+
+
 def preexec(plan: ChildPlan) -> None:
     """Runs in the child `subprocess` forked; returns only in the target process."""
     _die_with_parent()
+    join_cgroup(plan.cgroup_procs)  # before anything else: all of the tree is accounted
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     try:
         user, pid_ns, net = _namespaces.enter()
@@ -181,6 +212,6 @@ def preexec(plan: ChildPlan) -> None:
     _die_with_parent()  # a credential change (the new user namespace) clears it
     layers: dict[str, object] = {
         "user_namespace": user, "no_capabilities": user or os.geteuid() != 0,
-        "pid_namespace": pid_ns, "network_namespace": net}
+        "pid_namespace": pid_ns, "network_namespace": net, "cgroup": bool(plan.cgroup_procs)}
     _keep(plan, pid_ns, layers)
 

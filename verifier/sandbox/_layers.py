@@ -35,6 +35,14 @@ class SandboxLayers:
     """/dev reduced to null, zero, urandom (plus the GPU nodes for a GPU run)."""
     process_limit: int = 0
     """RLIMIT_NPROC in force for the sandbox's uid (0: none)."""
+    cgroup: bool = False
+    """In a per-run cgroup (root only): every task's CPU accounted, the cpuset unwidenable,
+    memory limited with shared memory and tmpfs counted, the task count bounded."""
+    unaccountable_denied: bool = False
+    """seccomp denies what /proc cannot account (CLONE_VM processes, affinity changes):
+    the stand-in for the cgroup where there is none."""
+    private_tmpfs_mib: int = 0
+    """Size of the tmpfs over the private folder, MiB (0: the folder is on the host's disk)."""
 
     @property
     def filesystem_confined(self) -> bool:
@@ -45,6 +53,8 @@ class SandboxLayers:
         out = []
         for f in fields(self):
             value = getattr(self, f.name)
+            if f.name == "unaccountable_denied" and self.cgroup:
+                continue  # the cgroup accounts what this denial stands in for
             if value in (False, 0, "none"):
                 out.append(f.name)
         return out
@@ -53,6 +63,8 @@ class SandboxLayers:
         """One line for the `sandbox` check row."""
         held = [f"seccomp={self.seccomp}", f"landlock_abi={self.landlock_abi}",
                 f"process_limit={self.process_limit}"]
+        if self.private_tmpfs_mib:
+            held.append(f"private_tmpfs_mib={self.private_tmpfs_mib}")
         held += [f.name for f in fields(self)
                  if isinstance(getattr(self, f.name), bool) and getattr(self, f.name)]
         missing = self.missing()
@@ -87,7 +99,9 @@ class SandboxLayers:
             **{f.name: getattr(self, f.name) and getattr(other, f.name) for f in fields(self)
                if isinstance(getattr(self, f.name), bool)},
             seccomp=seccomp, landlock_abi=min(self.landlock_abi, other.landlock_abi),
-            process_limit=max(limits) if len(limits) == 2 else 0)
+            process_limit=max(limits) if len(limits) == 2 else 0,
+            private_tmpfs_mib=max(self.private_tmpfs_mib, other.private_tmpfs_mib)
+            if self.private_tmpfs_mib and other.private_tmpfs_mib else 0)
 
 
 NO_LAYERS = SandboxLayers()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import ctypes
 import os
 
-__all__ = ["SANDBOX_UID", "enter", "private_proc"]
+__all__ = ["SANDBOX_UID", "enter", "private_proc", "private_tmpfs"]
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
@@ -75,3 +75,23 @@ def private_proc() -> bool:
         return False
     return int(libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
                           None)) == 0
+
+
+def private_tmpfs(folder: str, size: int) -> bool:
+    """Mount a tmpfs of `size` bytes (mode 0700) over `folder` in this process's own mount
+    namespace (a new one), and make it the working folder: the parent's view of `folder`
+    is untouched, and the tmpfs goes when the sandbox's last process does."""
+    libc = _libc()
+    if int(libc.unshare(CLONE_NEWNS)) != 0:
+        return False
+    if int(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None)) != 0:
+        return False
+    options = f"size={int(size)},mode=0700,nr_inodes=65536".encode()
+    if int(libc.mount(b"ktl-private", folder.encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
+                      options)) != 0:
+        return False
+    try:
+        os.chdir(folder)
+    except OSError:
+        return False
+    return True

@@ -36,14 +36,15 @@ from pathlib import Path
 from verifier import _gpu
 from verifier.errors import SandboxError
 from verifier.sandbox import _confine, _landlock
+from verifier.sandbox._cgroup import CgroupUnavailable, RunCgroup
 from verifier.sandbox._confine import SETUP_FAILED, ChildPlan
 from verifier.sandbox._layers import NO_LAYERS, SandboxLayers
 from verifier.sandbox._output import CappedReader
 from verifier.sandbox._violations import ViolationWatcher
 
-__all__ = ["NO_LAYERS", "SETUP_FAILED", "ChildResult", "Limits", "SandboxLayers",
-           "filesystem_confinement", "probe_layers", "run_sandboxed", "sandbox_detail",
-           "sandbox_metrics"]
+__all__ = ["NO_LAYERS", "SETUP_FAILED", "Accounting", "ChildResult", "Limits", "SandboxLayers",
+           "filesystem_confinement", "memory_limit", "probe_layers", "run_sandboxed",
+           "sandbox_detail", "sandbox_metrics"]
 
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 STDERR_CAP = 64 * 1024
@@ -72,6 +73,12 @@ class Limits:
     """All stdout together; more kills the run (it bounds the parent's memory)."""
     stderr_bytes: int = 16 * MiB
     """All stderr together (kept in a file the parent opened); more kills the run."""
+    memory_bytes: int | None = None
+    """The run's cgroup memory limit (anonymous, shared memory, memfd and tmpfs pages the
+    tree touches first); None: `address_space`, or 3 GiB without one. Only with a cgroup."""
+    private_bytes: int | None = None
+    """If set, the private folder is a tmpfs of this size in the sandbox's own mount
+    namespace (files written there count as its memory and never reach the host's disk)."""
 
 
 @dataclass
@@ -94,6 +101,10 @@ class ChildResult:
     """The denied system call the child tried (the run was killed for it)."""
     output_excess: str | None = None
     """"line", "total" (stdout) or "stderr" when an output cap killed the run."""
+    memory_limited: bool = False
+    """The run's cgroup hit its memory limit and the kernel's OOM killer ended a task."""
+    memory_limit: int = 0
+    """That limit in bytes (0: no cgroup)."""
 
     @property
     def ok(self) -> bool:
@@ -121,6 +132,9 @@ class ChildResult:
                     "total": f"more than {limits.stdout_bytes} bytes of stdout",
                     "stderr": f"more than {limits.stderr_bytes} bytes of stderr"}[self.output_excess]
             return f"output flood: the child wrote {what}; the run was killed"
+        if self.memory_limited:
+            return (f"memory limit: the run's cgroup reached {self.memory_limit >> 20} MiB "
+                    "(shared memory, memfd and private-folder files included) and was killed")
         if self.step_timed_out or self.timed_out:
             limit = limits.step_wall_s if self.step_timed_out else limits.wall_s
             return f"hang: killed after the wall-clock limit of {limit:g} s"
@@ -214,7 +228,17 @@ def probe_layers() -> SandboxLayers:
     """The layers a sandboxed child gets on this machine (runs `true` in the sandbox once)."""
     with tempfile.TemporaryDirectory(prefix="ktl-sandbox-probe-") as tmp:
         true = shutil.which("true", path=SAFE_PATH) or "/bin/true"
-        return run_sandboxed([true], Path(tmp), Limits(cpu_s=10, wall_s=30.0)).layers
+        limits = Limits(cpu_s=10, wall_s=30.0, private_bytes=16 * MiB)
+        try:  # as a kernel's run is set up: its own cgroup, or seccomp standing in for it
+            group: RunCgroup | None = RunCgroup.create(os.sched_getaffinity(0), 64 * MiB, 16)
+        except (CgroupUnavailable, OSError):
+            group = None
+        try:
+            return run_sandboxed([true], Path(tmp), limits,
+                                 accounting=Accounting(group, deny_unaccountable=True)).layers
+        finally:
+            if group is not None:
+                group.remove()
 
 
 def _readable_roots(extra: Sequence[Path]) -> list[str]:
@@ -262,15 +286,36 @@ def _receive_layers(ctl: socket.socket) -> tuple[SandboxLayers, int | None]:
     return layers, (fds[0] if fds else None)
 
 
+@dataclass(frozen=True)
+class Accounting:
+    """How a kernel's run is accounted: its cgroup (None: there is none), and whether
+    what /proc cannot account must then be denied (a kernel's run, not a compiler's)."""
+
+    cgroup: RunCgroup | None = None
+    deny_unaccountable: bool = False
+
+
+def memory_limit(limits: Limits) -> int:
+    """The cgroup memory limit a run gets under `limits`."""
+    if limits.memory_bytes is not None:
+        return limits.memory_bytes
+    return limits.address_space if limits.address_space is not None else 3 * GiB
+
+
 def _start(argv: Sequence[str], workdir: Path, env: dict[str, str], limits: Limits,
            read_only: Sequence[str], read_write: Sequence[str], stderr_fd: int,
-           gpu: bool, pass_fds: Sequence[int] = ()) -> _Run:
+           gpu: bool, pass_fds: Sequence[int] = (), accounting: Accounting = Accounting()) -> _Run:
     ctl, ctl_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    group = accounting.cgroup
     plan = ChildPlan(cpu_s=limits.cpu_s, address_space=limits.address_space,
                      file_size=limits.file_size, open_files=limits.open_files,
                      processes=limits.processes, read_only=tuple(read_only),
                      read_write=tuple(read_write), control_fd=ctl_child.fileno(), listen=True,
-                     local_unix_sockets=gpu)
+                     local_unix_sockets=gpu,
+                     cgroup_procs=group.procs_paths if group is not None else (),
+                     deny_unaccountable=accounting.deny_unaccountable and group is None,
+                     private_dir=str(workdir) if limits.private_bytes else None,
+                     private_bytes=limits.private_bytes or 0)
     try:
         with ctl, ctl_child:
             start = time.monotonic()  # wall time includes the set-up, as the child's CPU does
@@ -336,6 +381,7 @@ def run_sandboxed(
     readable: Sequence[Path] = (),
     gpu: bool = False,
     pass_fds: Sequence[int] = (),
+    accounting: Accounting | None = None,
 ) -> ChildResult:
     """Run `argv` (never through a shell) in `workdir` under `limits`.
 
@@ -348,6 +394,10 @@ def run_sandboxed(
     fail with EACCES instead of ending the run.
     `pass_fds` stay open in the target under the same numbers (the native worker's
     command and answer pipes and its arena memfd).
+    `accounting` puts the child in the caller's per-run cgroup before it runs anything (its
+    owner reads and removes it; what is left in it is killed here when the run ends) or,
+    with none, has seccomp deny what /proc cannot account. Without `accounting` the run
+    gets a cgroup of its own where one can be made (memory and task limits), removed here.
     Returns a ChildResult whatever the child does; raises SandboxError only when the
     child cannot be started at all. The parent never reopens a path inside `workdir`
     after the child started (the child could have swapped it for a FIFO).
@@ -364,15 +414,38 @@ def run_sandboxed(
         limits = dataclasses.replace(limits, address_space=None)
         if driver_dirs:  # where the probe found libcuda, e.g. only on the caller's LD_LIBRARY_PATH
             child_env["LD_LIBRARY_PATH"] = ":".join(driver_dirs)
+    own = _own_cgroup(limits) if accounting is None else None
+    accounting = accounting or Accounting(own)
+    try:
+        return _run(argv, workdir, limits, child_env, read_only, read_write, gpu, pass_fds,
+                    accounting)
+    finally:
+        if own is not None:
+            own.remove()
+
+
+def _own_cgroup(limits: Limits) -> RunCgroup | None:
+    try:
+        return RunCgroup.create(os.sched_getaffinity(0), memory_limit(limits),
+                                limits.processes + 8)
+    except (CgroupUnavailable, OSError):
+        return None
+
+
+def _run(argv: Sequence[str], workdir: Path, limits: Limits, child_env: dict[str, str],
+         read_only: Sequence[str], read_write: Sequence[str], gpu: bool, pass_fds: Sequence[int],
+         accounting: Accounting) -> ChildResult:
     stderr_fd = os.open(workdir / ".stderr", os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
                         | os.O_NOFOLLOW, 0o600)
     try:
         run = _start(argv, workdir, child_env, limits, read_only, read_write, stderr_fd, gpu,
-                     pass_fds)
+                     pass_fds, accounting)
         try:
             status, usage, timed_out, step_timed_out, stderr_excess = _wait(run, limits)
         finally:
             run.kill()  # whatever is left of the sandbox
+            if accounting.cgroup is not None:
+                accounting.cgroup.kill()
             run.reader.stop()
             if run.watcher is not None:
                 run.watcher.stop()
@@ -399,4 +472,6 @@ def run_sandboxed(
         layers=run.layers,
         denied_syscall=violation.name if violation is not None else None,
         output_excess="stderr" if stderr_excess else run.reader.excess,
+        memory_limited=accounting.cgroup is not None and accounting.cgroup.usage().oom_kills > 0,
+        memory_limit=accounting.cgroup.memory_bytes if accounting.cgroup is not None else 0,
     )

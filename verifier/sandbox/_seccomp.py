@@ -17,6 +17,10 @@ of the child and its descendants. It
   calls (`setpriority`, `sched_setaffinity`, `sched_set*`, `ioprio_set`) only on
   the calling process (anything else gets EPERM: runtimes may try them on their
   own threads and carry on);
+- for a kernel's run that no cgroup accounts (`deny_unaccountable`), denies `clone` with
+  CLONE_VM but without CLONE_THREAD (a process sharing the worker's memory that /proc
+  would not list among its threads) and answers every `sched_setaffinity` with EPERM
+  (pinning cannot be undone from inside);
 - answers `clone3` with ENOSYS (its flags sit in memory BPF cannot read; the C
   library then falls back to `clone`, whose flags are checked);
 
@@ -67,6 +71,7 @@ RET_USER_NOTIF = 0x7FC00000
 RET_ALLOW = 0x7FFF0000
 EPERM, EACCES, ENOSYS = 1, 13, 38
 
+CLONE_VM, CLONE_THREAD = 0x00000100, 0x00010000
 CLONE_NAMESPACES = 0x7E020080
 """CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET | NEWTIME."""
 PRIO_PROCESS, IOPRIO_WHO_PROCESS = 0, 1
@@ -147,9 +152,23 @@ def _arg_is_zero(index: int, deny_len: int) -> list[tuple[int, int, int, int]]:
             _ins(_LD_W_ABS, lo + 4), _ins(_JEQ, 0, deny_len, 0)]
 
 
-def _rule(name: str, deny: int, local_unix_sockets: bool) -> list[tuple[int, int, int, int]]:
+def _clone_rule(deny: int, unaccountable: bool) -> list[tuple[int, int, int, int]]:
+    """clone's flags are argument 0: namespaces are denied; with `unaccountable`, so is
+    CLONE_VM without CLONE_THREAD."""
+    if not unaccountable:
+        return [_ins(_LD_W_ABS, _OFF_ARGS), _ins(_JSET, CLONE_NAMESPACES, 0, 1),
+                _ins(_RET, deny), _ins(_RET, RET_ALLOW)]
+    return [_ins(_LD_W_ABS, _OFF_ARGS), _ins(_JSET, CLONE_NAMESPACES, 0, 1), _ins(_RET, deny),
+            _ins(_JSET, CLONE_VM, 0, 2), _ins(_JSET, CLONE_THREAD, 1, 0), _ins(_RET, deny),
+            _ins(_RET, RET_ALLOW)]
+
+
+def _rule(name: str, deny: int, local_unix_sockets: bool,
+          unaccountable: bool = False) -> list[tuple[int, int, int, int]]:
     """The body run when the syscall number is `name`'s; every path ends in a RET."""
     eperm, eacces = RET_ERRNO | EPERM, RET_ERRNO | EACCES
+    if unaccountable and name == "sched_setaffinity":
+        return [_ins(_RET, eperm)]
     if local_unix_sockets and name in SOCKET_CALLS:  # the domain is argument 0
         return [_ins(_LD_W_ABS, _OFF_ARGS), _ins(_JEQ, AF_UNIX, 0, 1), _ins(_RET, RET_ALLOW),
                 _ins(_RET, eacces)]
@@ -164,8 +183,7 @@ def _rule(name: str, deny: int, local_unix_sockets: bool) -> list[tuple[int, int
         return [_ins(_LD_W_ABS, _OFF_ARGS), _ins(_JEQ, which, 0, 4),
                 *_arg_is_zero(1, 1), _ins(_RET, eperm), _ins(_RET, RET_ALLOW)]
     if name == "clone":
-        return [_ins(_LD_W_ABS, _OFF_ARGS), _ins(_JSET, CLONE_NAMESPACES, 0, 1),
-                _ins(_RET, deny), _ins(_RET, RET_ALLOW)]
+        return _clone_rule(deny, unaccountable)
     if name == "clone3":
         return [_ins(_RET, RET_ERRNO | ENOSYS)]
     if name == "seccomp":
@@ -173,13 +191,13 @@ def _rule(name: str, deny: int, local_unix_sockets: bool) -> list[tuple[int, int
     raise ValueError(f"no seccomp rule for {name!r}")
 
 
-def _arch_block(table: dict[str, int], deny: int, x86: bool,
-                local_unix_sockets: bool) -> list[tuple[int, int, int, int]]:
+def _arch_block(table: dict[str, int], deny: int, x86: bool, local_unix_sockets: bool,
+                unaccountable: bool) -> list[tuple[int, int, int, int]]:
     out = [_ins(_LD_W_ABS, _OFF_NR)]
     if x86:
         out += [_ins(_JSET, X32_SYSCALL_BIT, 0, 1), _ins(_RET, RET_KILL_PROCESS)]
     for name, nr in table.items():
-        body = _rule(name, deny, local_unix_sockets)
+        body = _rule(name, deny, local_unix_sockets, unaccountable)
         if len(body) > 255:
             raise ValueError("rule too long for a BPF jump")
         out += [_ins(_JEQ, nr, 0, len(body)), *body]
@@ -187,16 +205,18 @@ def _arch_block(table: dict[str, int], deny: int, x86: bool,
     return out
 
 
-def build_filter(deny: int = RET_KILL_PROCESS, local_unix_sockets: bool = False) -> bytes:
+def build_filter(deny: int = RET_KILL_PROCESS, local_unix_sockets: bool = False,
+                 deny_unaccountable: bool = False) -> bytes:
     """The whole program as `struct sock_filter[]` bytes (pure).
 
     With `local_unix_sockets` (GPU runs, see the module's text) `socket` and
     `socketpair` are allowed for AF_UNIX and fail with EACCES for other families,
-    instead of being denied."""
+    instead of being denied. With `deny_unaccountable`, CLONE_VM processes are denied
+    and affinity changes fail (a kernel's run that no cgroup accounts)."""
     if deny not in (RET_KILL_PROCESS, RET_USER_NOTIF):
         raise ValueError("deny must be RET_KILL_PROCESS or RET_USER_NOTIF")
-    x86 = _arch_block(_X86_64, deny, x86=True, local_unix_sockets=local_unix_sockets)
-    arm = _arch_block(_AARCH64, deny, x86=False, local_unix_sockets=local_unix_sockets)
+    x86 = _arch_block(_X86_64, deny, True, local_unix_sockets, deny_unaccountable)
+    arm = _arch_block(_AARCH64, deny, False, local_unix_sockets, deny_unaccountable)
     head = [
         _ins(_LD_W_ABS, _OFF_ARCH),
         _ins(_JEQ, AUDIT_ARCH_X86_64, 0, 1),
@@ -273,7 +293,8 @@ def _load(libc: ctypes.CDLL, program: bytes, flags: int) -> int:
                             ctypes.byref(prog)))
 
 
-def install(listen: bool, local_unix_sockets: bool = False) -> int | None:
+def install(listen: bool, local_unix_sockets: bool = False,
+            deny_unaccountable: bool = False) -> int | None:
     """Load the filter into this process (after no_new_privs).
 
     With `listen`, denied calls are sent to a listener (its fd is returned; None if
@@ -289,7 +310,7 @@ def install(listen: bool, local_unix_sockets: bool = False) -> int | None:
     attempts = ([(RET_USER_NOTIF, SECCOMP_FILTER_FLAG_NEW_LISTENER)] if listen else []) + [
         (RET_KILL_PROCESS, 0)]
     for deny, flags in attempts:
-        rc = _load(libc, build_filter(deny, local_unix_sockets), flags)
+        rc = _load(libc, build_filter(deny, local_unix_sockets, deny_unaccountable), flags)
         if rc >= 0:
             return rc if flags else None
     raise OSError(ctypes.get_errno(), "seccomp(SECCOMP_SET_MODE_FILTER) failed")

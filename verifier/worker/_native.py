@@ -12,6 +12,7 @@ ever opened. The same command format drives the baseline process
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import hashlib
 import mmap
@@ -36,7 +37,17 @@ from numpy.typing import NDArray
 
 from verifier.errors import BuildError, SandboxError, VerifierError
 from verifier.ops import OpSpec
-from verifier.sandbox import ChildResult, Limits, base_env, run_sandboxed
+from verifier.sandbox import (
+    Accounting,
+    CgroupUnavailable,
+    ChildResult,
+    Limits,
+    RunCgroup,
+    base_env,
+    memory_limit,
+    run_sandboxed,
+)
+from verifier.worker._account import AccountingKind, CgroupClock, CpuClock, ProcTreeClock
 from verifier.worker._escape import (
     UNASKED_ANSWER,
     Escape,
@@ -50,6 +61,7 @@ __all__ = [
     "OP_CALL",
     "OP_NOP",
     "OP_PAIR",
+    "OP_PROTECT",
     "QUIET_THREADS",
     "UNASKED_ANSWER",
     "Activity",
@@ -70,7 +82,7 @@ __all__ = [
     "worker_binary",
 ]
 
-OP_NOP, OP_CALL, OP_PAIR, OP_QUIT = 0, 1, 2, 9
+OP_NOP, OP_CALL, OP_PAIR, OP_PROTECT, OP_QUIT = 0, 1, 2, 3, 9
 MAX_BATCH = 4096
 """Calls per command: its words must fit in a pipe buffer (64 KiB) so a hung child cannot block a write."""
 ANSWER = struct.Struct("<qq")
@@ -79,6 +91,9 @@ QUIET_THREADS = {"OMP_WAIT_POLICY": "PASSIVE", "OPENBLAS_THREAD_TIMEOUT": "4"}
 """Idle OpenMP threads sleep instead of spinning, so a spinning pool is never
 mistaken for work escaping a call, and never slows the other side on a small machine."""
 _SOURCE = Path(__file__).with_name("_native_worker.c")
+PRIVATE_BYTES = 1 << 30
+"""The kernel's private folder is a tmpfs of at most this size (and of its memory limit):
+what it writes there never reaches the host's disk, and counts against its cgroup."""
 class WorkerGone(VerifierError):
     """The child ended (crash, limit, exit) before answering; `result` says how."""
 
@@ -362,7 +377,11 @@ class _Channel(ABC):
     """Run-queue wait of the parent and of the child's main thread during the last round trip:
     time the machine was busy with others (scheduling latency), not time the call took."""
     last_cpu_ns = 0
-    """CPU time all of the child's threads used during the last round trip."""
+    """CPU time the child used during the last round trip (the native worker: its whole tree)."""
+    last_before_ns = 0
+    """CPU time the child used between the previous answer and the last command (0 before
+    the first answer): work done outside the parent's clock, e.g. on inputs seen early."""
+    _answer_cpu: int | None = None
     last_value = 0
     """The last answer's value: a count from the native worker (never a time: the kernel's
     process is not believed), the baseline's own time of its calls in ns."""
@@ -416,7 +435,9 @@ class _Channel(ABC):
                              running_threads(pid, after[3] - before[3] - {pid}))
         self.last_processes = () if pid is None else stray_processes(pid)
         self.last_waited_ns = (after[0] - before[0]) + (after[1] - before[1])
-        self.last_cpu_ns = after[2] - before[2]
+        self.last_cpu_ns = max(after[2] - before[2], 0)
+        self.last_before_ns = 0 if self._answer_cpu is None else max(before[2] - self._answer_cpu, 0)
+        self._answer_cpu = after[2]
         status, self.last_value = ANSWER.unpack(buf)
         if status != 0 or (expected is not None and self.last_value != expected):
             raise self.misanswered(status, self.last_value, -1 if expected is None else expected)
@@ -429,7 +450,7 @@ class _Channel(ABC):
         own = schedstat(f"/proc/self/task/{threading.get_native_id()}/schedstat")[1]
         pid = self.pid()
         if pid is None:
-            return own, 0, 0, frozenset()
+            return own, 0, self._tree_cpu(None, 0), frozenset()
         main_wait = cpu = 0
         tids: set[int] = set()
         with contextlib.suppress(OSError):
@@ -440,7 +461,11 @@ class _Channel(ABC):
                     tids.add(int(task))
                 if task == str(pid):
                     main_wait = waited
-        return own, main_wait, cpu, frozenset(tids)
+        return own, main_wait, self._tree_cpu(pid, cpu), frozenset(tids)
+
+    def _tree_cpu(self, pid: int | None, threads_ns: int) -> int:
+        """The child's CPU so far; here its threads' (`threads_ns`), the worker: its tree's."""
+        return threads_ns
 
     def _send(self, command: bytes, timeout_s: float, deadline: float) -> None:
         """Write without ever blocking: a child that stops reading cannot hang the parent."""
@@ -477,6 +502,9 @@ class NativeWorker(_Channel):
     def __init__(self, library: Path, entry: str, op: OpSpec, arena: SharedArena, workdir: Path,
                  limits: Limits, env: dict[str, str] | None = None, readable: Sequence[Path] = (),
                  gpu: bool = False, rss_cap: int | None = None) -> None:
+        if limits.private_bytes is None:  # the private folder: a tmpfs counted in its memory
+            limits = dataclasses.replace(limits, private_bytes=min(memory_limit(limits),
+                                                                   PRIVATE_BYTES))
         self.op, self.arena, self.limits = op, arena, limits
         self.binary = worker_binary(op)
         cmd_r, cmd_w = os.pipe()
@@ -490,6 +518,8 @@ class NativeWorker(_Channel):
         self.result: ChildResult | None = None
         self._pid: int | None = None
         self._inode = _pipe_inode(cmd_r)
+        self.cgroup, self.no_cgroup_reason = _run_cgroup(limits)
+        self.clock: CpuClock = CgroupClock(self.cgroup) if self.cgroup else ProcTreeClock()
         argv = [str(self.binary), str(Path(library).resolve()), entry, str(cmd_r), str(ans_w),
                 str(arena.fd), str(arena.nbytes)]
         child_env = env if env is not None else base_env(QUIET_THREADS)
@@ -501,9 +531,18 @@ class NativeWorker(_Channel):
              gpu: bool) -> None:
         try:
             self.result = run_sandboxed(argv, workdir, self.limits, env, readable=readable, gpu=gpu,
-                                        pass_fds=(*self._child_fds, self.arena.fd))
+                                        pass_fds=(*self._child_fds, self.arena.fd),
+                                        accounting=Accounting(self.cgroup, deny_unaccountable=True))
         except SandboxError:
             self.result = None
+
+    @property
+    def accounting(self) -> AccountingKind:
+        """How the tree's CPU is read: its cgroup, or /proc with CLONE_VM processes denied."""
+        return self.clock.kind
+
+    def _tree_cpu(self, pid: int | None, threads_ns: int) -> int:
+        return self.clock.cpu_ns(pid)
 
     def alive(self) -> bool:
         return self._thread.is_alive()
@@ -575,6 +614,14 @@ class NativeWorker(_Channel):
         self.starts.answered(frozenset(), len(self.last_processes))  # its threads: see ThreadStarts
         return overlapping_pairs(times.copy(), len(first), self.last_window)
 
+    def protect(self, ranges: Sequence[tuple[int, int, int]], timeout_s: float = 10.0) -> None:
+        """Set the protection of page ranges (offset, length, PROT_* of `verifier.worker._arena`)
+        of the worker's own mapping of the arena, in order: guard pages and read-only inputs."""
+        words = [w for r in ranges for w in r]
+        self._look()
+        self.roundtrip(encode(OP_PROTECT, [0] * len(self.op.inputs + self.op.outputs),
+                              [0] * len(self.op.dims), words), timeout_s, len(words))
+
     def nop(self, timeout_s: float = 10.0) -> int:
         """An empty command's round trip: the parent's overhead per batch."""
         self._look()
@@ -605,7 +652,22 @@ class NativeWorker(_Channel):
         for fd in (self.cmd_w, self.ans_r, *self._child_fds):
             with contextlib.suppress(OSError):
                 os.close(fd)
+        if self.cgroup is not None:
+            self.final_cpu_ns = self.cgroup.usage().cpu_ns
+            self.cgroup.remove()
         return self.result
+
+    final_cpu_ns = 0
+    """The cgroup's CPU over the whole run, read at `close` (0 without a cgroup)."""
+
+
+def _run_cgroup(limits: Limits) -> tuple[RunCgroup | None, str | None]:
+    """The run's cgroup on this process's CPUs (the pinned one in a pinned run), or why none."""
+    try:
+        cpus = os.sched_getaffinity(0)
+        return RunCgroup.create(cpus, memory_limit(limits), limits.processes + 8), None
+    except (CgroupUnavailable, OSError) as exc:
+        return None, getattr(exc, "reason", str(exc))
 
 
 class BaselineWorker(_Channel):

@@ -12,7 +12,14 @@
  *   second, arena[2n] the byte offset of 4n int64 words where each call's start and end
  *   (CLOCK_MONOTONIC ns) are written: the first thread's at [2i, 2i+1], the second's at
  *   [2n + 2i, 2n + 2i + 1]. The parent reads them only to see whether calls overlapped.
+ *   OP_PROTECT: count = 3k words (offset, length, protection) in arena[]: page ranges of
+ *   the worker's own mapping of the arenas set PROT_NONE (0), PROT_READ (1) or read-write
+ *   (3) -- guard pages and read-only inputs (verifier.worker._arena.Layout.protections).
  * answer:  int64 words {status, value}
+ *
+ * A SIGSEGV or SIGBUS prints "KTL-FAULT <signal> <offset into the arenas> <r|w|?>" on
+ * stdout, then dies of the signal: the parent names the buffer from its layout (the line
+ * is the kernel process's word, so it only labels a crash the parent saw anyway).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -23,12 +30,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <ucontext.h>
 #include <time.h>
 #include <unistd.h>
 
 #define KTL_MAX_BATCH 65536
-enum { OP_NOP = 0, OP_CALL = 1, OP_PAIR = 2, OP_QUIT = 9 };
+enum { OP_NOP = 0, OP_CALL = 1, OP_PAIR = 2, OP_PROTECT = 3, OP_QUIT = 9 };
 
 typedef void (*ktl_fn)(KTL_PROTO);
 static ktl_fn fn;
@@ -61,6 +70,62 @@ static void answer(int64_t status, int64_t value) {
     p += w;
     n -= (size_t)w;
   }
+}
+
+/* Async-signal-safe: the fault's signal, its offset from the arenas' start, read or write. */
+static void on_fault(int sig, siginfo_t *si, void *context) {
+  char line[96] = "KTL-FAULT ";
+  size_t n = 10;
+  int64_t at = (int64_t)((uintptr_t)si->si_addr - (uintptr_t)mem);
+  char digits[24];
+  int k = 0;
+  line[n++] = (char)('0' + sig / 10);
+  line[n++] = (char)('0' + sig % 10);
+  line[n++] = ' ';
+  uint64_t u = at < 0 ? (uint64_t)(-(at + 1)) + 1 : (uint64_t)at;
+  if (at < 0) line[n++] = '-';
+  do digits[k++] = (char)('0' + u % 10); while ((u /= 10) && k < 23);
+  while (k) line[n++] = digits[--k];
+  line[n++] = ' ';
+  char how = '?';
+#if defined(__x86_64__)
+  ucontext_t *uc = context;
+  how = (uc->uc_mcontext.gregs[REG_ERR] & 2) ? 'w' : 'r';
+#else
+  (void)context;
+#endif
+  line[n++] = how;
+  line[n++] = '\n';
+  ssize_t w = write(1, line, n);
+  (void)w;
+  /* SA_RESETHAND: returning re-runs the access, which now kills the process */
+}
+
+static void catch_faults(void) {
+  static unsigned char alt[1 << 16];
+  stack_t ss = {.ss_sp = alt, .ss_size = sizeof alt, .ss_flags = 0};
+  sigaltstack(&ss, NULL);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = on_fault;
+  sa.sa_flags = SA_SIGINFO | SA_RESETHAND | SA_ONSTACK | SA_NODEFER;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGSEGV, &sa, NULL);
+  sigaction(SIGBUS, &sa, NULL);
+}
+
+/* Set page protections of our mapping of the arenas; 0 on success, else errno. */
+static int protect(const int64_t *words, int64_t count) {
+  uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), mapped = (mem_bytes + page - 1) / page * page;
+  for (int64_t i = 0; i + 2 < count; i += 3) {
+    int64_t off = words[i], len = words[i + 1], how = words[i + 2];
+    int prot = how == 0 ? PROT_NONE : how == 1 ? PROT_READ : PROT_READ | PROT_WRITE;
+    if (off < 0 || len <= 0 || (uint64_t)off % page || (uint64_t)off + (uint64_t)len > mapped ||
+        (how != 0 && how != 1 && how != 3))
+      return EINVAL;
+    if (mprotect(mem + off, (size_t)len, prot)) return errno ? errno : EINVAL;
+  }
+  return 0;
 }
 
 static float *ptr(int64_t arena, const int64_t *slot, int i) {
@@ -140,6 +205,7 @@ int main(int argc, char **argv) {
   mem_bytes = strtoull(argv[6], NULL, 10);
   mem = mmap(NULL, mem_bytes ? mem_bytes : 1, PROT_READ | PROT_WRITE, MAP_SHARED, mem_fd, 0);
   if (mem == MAP_FAILED) return 4;
+  catch_faults();
   char netns[128] = "unknown";
   ssize_t len = readlink("/proc/self/ns/net", netns, sizeof netns - 1);
   if (len > 0) netns[len] = 0;
@@ -165,6 +231,14 @@ int main(int argc, char **argv) {
     if (count < 0 || count > KTL_MAX_BATCH) return 7;
     int64_t *slot = words + 2, *dims = slot + KTL_NB, *lazy = dims + KTL_ND, *arena = lazy + KTL_NB;
     if (!read_all(slot, (size_t)(2 * KTL_NB + KTL_ND + count) * sizeof(int64_t))) return 0;
+    if (op == OP_PROTECT) {
+      if (count % 3) return 9;
+      printf("CMD %lld\n", (long long)seq);
+      fflush(stdout);
+      int err = protect(arena, count);
+      answer(err ? 3 : 0, err ? err : count);
+      continue;
+    }
     int64_t calls = op == OP_PAIR ? count - 1 : count;
     if (op == OP_PAIR && (count < 3 || calls % 2 != 0)) return 9;
     for (int64_t i = 0; i < calls; i++)

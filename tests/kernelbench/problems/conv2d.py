@@ -1,0 +1,28 @@
+"""A 2D convolution: 3x3 kernel, padding 1, with bias."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size, padding=kernel_size // 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(x)
+
+
+batch = 4
+in_channels = 8
+out_channels = 16
+size = 32
+kernel_size = 3
+
+
+def get_inputs():
+    return [torch.randn(batch, in_channels, size, size)]
+
+
+def get_init_inputs():
+    return [in_channels, out_channels, kernel_size]

@@ -1,0 +1,24 @@
+"""Softmax over the last dimension."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(x, dim=-1)
+
+
+batch = 128
+dim = 1000
+
+
+def get_inputs():
+    return [torch.randn(batch, dim)]
+
+
+def get_init_inputs():
+    return []
