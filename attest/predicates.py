@@ -157,6 +157,24 @@ class KernelPredicate(Node, doc="provenance of a kernel release"):
             seen.add(source.path)
 
 
+# ---- kernels defined by a PyTorch module -----------------------------------------------------
+
+class TorchOp(Node, path="torch", doc=(
+        "the op of a kernel defined by a PyTorch module (op 'torch'): its reference module, "
+        "the torch it ran with, the dtype, the tolerance and the weight seeds")):
+    reference_sha256: str = json_field(HEX64)
+    torch_version: str = json_field(Str(64))
+    dtype: str = json_field(Enum("float32", "float16", "bfloat16"))
+    rtol: float = json_field(Num(doc="|out - ref| <= atol * rms(ref) + rtol * |ref|"))
+    atol: float = json_field(Num(doc="relative to the root mean square of the reference output"))
+    init_seeds: tuple[int, ...] = json_field(List(
+        Int(0, 2**53 - 1), max_items=16,
+        doc="torch.manual_seed of each weight initialisation, in both processes"))
+    baselines: tuple[str, ...] = json_field(List(
+        Str(64), max_items=4, doc="what the kernel was timed against (bench only)"),
+        default=())
+
+
 # ---- benchmark/v1 ---------------------------------------------------------------------------
 
 class Workload(Node, path="workload"):
@@ -351,6 +369,7 @@ class BenchmarkPredicate(Node, doc=(
     notes: tuple[str, ...] = json_field(List(FREE_TEXT, max_items=64))
     faults: tuple[BenchFault, ...] = json_field(List(Nested(BenchFault), max_items=64),
                                                 default=())
+    torch: TorchOp | None = json_field(TorchOp, default=None)
 
     PREDICATE_TYPE: ClassVar[str] = BENCHMARK_V1
 
@@ -389,6 +408,7 @@ FaultKind = Literal[
     "unbounded_alloc", "load", "not_run", "unwritten", "oob_write", "oob_read", "memory_error",
     "undefined_behaviour", "input_mutated", "nondeterministic", "stateful", "not_reentrant",
     "escaped", "index_overflow", "race", "build", "bad_answer", "forbidden_import",
+    "bad_output", "non_finite", "static_finding",
 ]
 FAULT_KINDS: tuple[FaultKind, ...] = get_args(FaultKind)
 """What a failed check found, as a word a program can act on (the detail is for people)."""
@@ -433,6 +453,7 @@ class VerificationPredicate(Node, doc=(
     seed: int = json_field(Int(0, 2**53 - 1))
     checks: tuple[Check, ...] = json_field(List(Nested(Check), min_items=1, max_items=256))
     verdict: str = json_field(Enum("pass", "fail"))
+    torch: TorchOp | None = json_field(TorchOp, default=None)
 
     PREDICATE_TYPE: ClassVar[str] = VERIFICATION_V1
 

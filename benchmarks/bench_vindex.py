@@ -20,6 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from attest import PREDICATE_NAMESPACE
 from ledger.merkle import leaf_hash as rfc_leaf
 from ledger.merkle import node_hash as rfc_node
 from ledger.vindex import (
@@ -36,7 +37,7 @@ def synthetic_keys(i: int, rng: random.Random) -> list[IndexKey]:
     return [IndexKey("digest", hashlib.sha256(b"d%d" % rng.randrange(i // 3 + 1)).hexdigest()),
             IndexKey("name", f"vendor{rng.randrange(50)}/kernel{rng.randrange(2000)}"),
             IndexKey("signer", hashlib.sha256(b"k%d" % rng.randrange(200)).hexdigest()),
-            IndexKey("type", f"https://kerneltransparency.dev/attestation/t{rng.randrange(4)}/v1")]
+            IndexKey("type", f"{PREDICATE_NAMESPACE}t{rng.randrange(4)}/v1")]
 
 
 def main() -> None:
