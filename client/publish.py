@@ -160,13 +160,25 @@ def submit_verified(
     return res.index, res.inclusion_proof, res.checkpoint, cp.checkpoint.size, res.duplicate
 
 
-def results_mismatches(kernel: Mapping[str, Any], results: Results) -> list[str]:
+def results_mismatches(kernel: Mapping[str, Any], results: Results, digest: str = ""
+                       ) -> list[str]:
     """Every way the results do not belong to the kernel folder (empty: they do).
 
     The benchmark's op must be the kernel's; every shape (benchmark workload and results,
-    every check's inputs) must have exactly the op's dimensions."""
+    every check's inputs) must have exactly the op's dimensions; results that name the
+    folder they were measured on (`kernel`: name, version, source_sha256) must name this
+    one, at this version, with this source."""
     op = str(kernel.get("op"))
     problems: list[str] = []
+    for what, body in (("verification", results.verification), ("benchmark", results.benchmark)):
+        ref = body.get("kernel") if body is not None else None
+        if not isinstance(ref, dict):
+            continue
+        for field, want in (("name", kernel.get("name")), ("version", kernel.get("version")),
+                            ("source_sha256", digest or None)):
+            if want is not None and ref.get(field) != want:
+                problems.append(f"the {what} was measured on {field} {ref.get(field)!r}, but "
+                                f"the kernel folder's is {want!r}")
     dims = set(OP_DIMS.get(op, ()))
     bench = results.benchmark
     if bench is not None:
@@ -417,10 +429,11 @@ def results_from_files(
     return Results(bodies[0], bodies[1], raw)
 
 
-def _claims_of(kclaim: Claim, results: Results, out: Any) -> list[Claim]:
+def _claims_of(kclaim: Claim, archive: bytes, results: Results, out: Any) -> list[Claim]:
     """The release's claims from the results, refused (one message) if they are not this
     kernel's."""
-    problems = results_mismatches(kclaim.body, results)
+    problems = results_mismatches(kclaim.body, results,
+                                  hashlib.sha256(archive).hexdigest())
     if results.benchmark is not None:
         ref = results.benchmark.get("samples")
         if results.samples is not None and isinstance(ref, dict):
@@ -477,7 +490,7 @@ def run_publish(
     if results is not None or pending is None:
         if results is None:
             results = measure(kernel_dir, budget, out.note)
-        prep = prepare_claims(name, archive, _claims_of(kclaim, results, out), key,
+        prep = prepare_claims(name, archive, _claims_of(kclaim, archive, results, out), key,
                               results.samples)
     if pending is not None:
         out.note(f"resuming an unfinished publish of sha256:{pending['subject_sha256'][:16]}… "

@@ -344,3 +344,30 @@ def test_a_speedup_below_one_says_slower() -> None:
 
     assert speedup_phrase(0.394) == "0.394x (SLOWER: 2.5x the baseline's time)"
     assert speedup_phrase(1.0) == "1x (faster than the baseline)"
+
+
+def test_row2_another_versions_results_are_refused(tmp_path: Path) -> None:
+    """Row 2: results measured on v0.1.0 (they name the folder: name, version, source
+    digest) are refused for v0.1.1, before anything is sent."""
+    from client_server import kernel_folder, small_results
+
+    from verifier.kernel import measured_kernel
+
+    old = kernel_folder(tmp_path / "old", version="0.1.0")
+    new = kernel_folder(tmp_path / "new", version="0.1.1")
+    (new / "matmul.c").write_text((new / "matmul.c").read_text() + "\n/* 0.1.1 */\n")
+    results = small_results(tmp_path)
+    doc = json.loads(results.read_text())
+    doc["verification"]["kernel"] = doc["benchmark"]["kernel"] = measured_kernel(old)
+    results.write_text(json.dumps(doc))
+    key, _ = _key(tmp_path, "vendor")
+    ktl = Ktl(tmp_path / "home")
+    with running_log(tmp_path / "log") as url:
+        res = ktl("publish", str(new), "--key", str(key), "--results", str(results),
+                  "--log", url)
+        assert res.exit_code == 2, (res.stdout, res.stderr)
+        assert "measured on version '0.1.0', but the kernel folder's is '0.1.1'" in res.stderr
+        assert "measured on source_sha256" in res.stderr
+        assert _tree_size(ktl, url) == 0
+        ok = ktl("publish", str(old), "--key", str(key), "--results", str(results), "--log", url)
+        assert ok.exit_code == 0, ok.stderr

@@ -272,7 +272,7 @@ def get(index: int, out_path: Path | None, policy_path: Path | None, log_url: st
             fetched = fetch_entry(sess, index)
             found = None
             if fetched.verified.statement.predicate_type in (BENCHMARK_V1, VERIFICATION_V1):
-                from client.reproducers import reproductions_of
+                from client.claims_view import reproductions_of
 
                 found = reproductions_of(sess, fetched, policy)
         finally:
