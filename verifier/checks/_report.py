@@ -153,7 +153,8 @@ class CheckReport:
         return cls(str(obj["kernel"]), str(obj["op"]), str(pred["budget"]), int(pred["seed"]),
                    dict(pred["environment"]),
                    tuple(CheckResult.from_json(c) for c in pred["checks"]),
-                   dict(pred["torch"]) if pred.get("torch") is not None else None)
+                   dict(pred["torch"]) if pred.get("torch") is not None else None,
+                   dict(pred["kernel"]) if isinstance(pred.get("kernel"), dict) else None)
 
 
 
