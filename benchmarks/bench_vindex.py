@@ -1,6 +1,6 @@
 """The verifiable index's map in memory: update cost per entry, lookup + proof, verification.
 
-    python benchmarks/bench_vindex.py [--entries 100000] [--batch 256] [--lookups 2000]
+    python benchmarks/bench_vindex.py [--entries 100000] [--batch 256] [--lookups 2000] [--tiny]
 
 Entries are synthetic: each names 4 keys (digest, name, signer, type) drawn so that
 digests are mostly fresh, names repeat, signers and types are few, as in a real log.
@@ -45,7 +45,10 @@ def main() -> None:
     ap.add_argument("--entries", type=int, default=100_000)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--lookups", type=int, default=2000)
+    ap.add_argument("--tiny", action="store_true", help="a smoke run of a few seconds")
     args = ap.parse_args()
+    if args.tiny:
+        args.entries, args.lookups = 2000, 50
     rng = random.Random(1)
     store = MemoryNodes()
     lists: dict[bytes, list[int]] = {}

@@ -151,3 +151,11 @@ def test_torch_needs_its_address_space_grant_and_no_more_syscalls(tmp_path: Path
     env = torch_child_env(3, True)
     assert env["OMP_NUM_THREADS"] == "3" and env["TRITON_INTERPRET"] == "1"
     assert "TRITON_INTERPRET" not in torch_child_env(1, False)
+
+
+def test_triton_solution_runs_through_the_interpreter(tmp_path: Path) -> None:
+    report = check(torch_folder(tmp_path, "honest_triton.py", runtime="triton"))
+    assert report.passed, [(c.name, c.detail) for c in report.failures]
+    assert report.get("concurrency").outcome == "skip"
+    assert "interpreter" in report.get("concurrency").detail
+    assert report.get("correctness.random").metrics["calls"] >= 6

@@ -23,7 +23,8 @@ OUTCOMES = CHECK_OUTCOMES
 CASE_FAULTS: Mapping[str, FaultKind] = {
     "crash": "crash", "hang": "hang", "memory": "unbounded_alloc", "load": "load",
     "not_run": "not_run", "bad_answer": "bad_answer", "oob_read": "oob_read",
-    "oob_write": "oob_write", "input_mutated": "input_mutated"}
+    "oob_write": "oob_write", "input_mutated": "input_mutated",
+    "sandbox_violation": "sandbox_violation", "output_flood": "output_flood"}
 F32 = NDArray[np.float32]
 Progress = Callable[[str], None]
 

@@ -79,6 +79,10 @@ __all__ = ["TORCH_PLANS", "TorchPlan", "torch_check"]
 Progress = Callable[[str], None]
 CALL_TIMEOUT_S = 60.0
 CONCURRENCY_COMMANDS = 6
+INTERPRETED_CONCURRENCY = (
+    "not run: runtime triton on a CPU runs through Triton's interpreter, which patches "
+    "triton.language globally while a kernel runs, so two threads cannot run interpreted "
+    "kernels at once (a compiled kernel on a GPU is judged here)")
 
 
 @dataclass(frozen=True)
@@ -240,6 +244,8 @@ def _gather(run: _Run, plan: TorchPlan, say: Progress) -> None:
         ("state.reuse", lambda: _state(run)),
         ("concurrency", lambda: _concurrency(run, plan)),
     ]
+    if run.session.kernel.runtime == "triton" and not run.session.gpu:
+        steps = steps[:-1]  # see INTERPRETED_CONCURRENCY
     for group, body in steps:
         if "restart" in run.failures:
             return
@@ -302,4 +308,7 @@ def _rows(run: _Run, plan: TorchPlan) -> list[CheckResult]:
             correctness_row("correctness.shapes", run, dtype, ["correctness.shapes"]),
             correctness_row("special_values", run, dtype, ["special_values"])]
     rows += outcome_faults(run, max(1, plan.pairs // 2))
+    if run.session.kernel.runtime == "triton" and not run.session.gpu:
+        rows = [CheckResult("concurrency", "skip", INTERPRETED_CONCURRENCY, {"threads": 2})
+                if r.name == "concurrency" else r for r in rows]
     return rows

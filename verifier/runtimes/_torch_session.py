@@ -239,8 +239,8 @@ class TorchSession:
             room = self.regions.size // 2
             sizes = [self._arg_bytes(a, d) for a, d in zip(probe, self.arg_dtypes(), strict=True)]
             offsets = self.regions.place([*sizes, room], 0, sum(sizes) + room + ALIGN * 4)
-            self._write(self.ref_mem, probe, offsets)
-            spec = {"in": self._wire_args(probe, offsets), "out": [[offsets[-1], 0]]}
+            self.write(self.ref_mem, probe, offsets)
+            spec = {"in": self.wire_args(probe, offsets), "out": [[offsets[-1], 0]]}
             got = self._ref({"cmd": "call", "calls": [spec]}).get("outs")
             if not isinstance(got, list) or len(got) != 1 or not isinstance(got[0], list):
                 raise ReferenceError_("the reference did not answer for its outputs")
@@ -260,19 +260,19 @@ class TorchSession:
     def _arg_bytes(self, arg: Arg, dtype: str) -> int:
         return nbytes_of(arg.shape, dtype) if isinstance(arg, np.ndarray) else 0
 
-    def _wire_args(self, args: Sequence[Arg], offsets: Sequence[int]) -> list[dict[str, Any]]:
+    def wire_args(self, args: Sequence[Arg], offsets: Sequence[int]) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         for a, d, off in zip(args, self.arg_dtypes(), offsets, strict=False):
             out.append({"t": [off, list(a.shape), d]} if isinstance(a, np.ndarray) else {"v": a})
         return out
 
-    def _write(self, mem: SharedArena, args: Sequence[Arg], offsets: Sequence[int]) -> None:
+    def write(self, mem: SharedArena, args: Sequence[Arg], offsets: Sequence[int]) -> None:
         for a, d, off in zip(args, self.arg_dtypes(), offsets, strict=False):
             if isinstance(a, np.ndarray):
                 data = encode(a, d)
                 mem.bytes[off:off + data.size] = data
 
-    def _layout(self, call: Call) -> tuple[list[int], list[int], list[tuple[tuple[int, ...], str]]]:
+    def layout(self, call: Call) -> tuple[list[int], list[int], list[tuple[tuple[int, ...], str]]]:
         outs = self.output_shapes(call.args)
         in_sizes = [self._arg_bytes(a, d) for a, d in zip(call.args, self.arg_dtypes(), strict=True)]
         out_sizes = [nbytes_of(s, d) for s, d in outs]
@@ -280,7 +280,7 @@ class TorchSession:
         offsets = self.regions.place(in_sizes + out_sizes, call.region, total)
         return offsets[:len(in_sizes)], offsets[len(in_sizes):], outs
 
-    def _prefill(self, offsets: Sequence[int], outs: Sequence[tuple[tuple[int, ...], str]]) -> None:
+    def prefill(self, offsets: Sequence[int], outs: Sequence[tuple[tuple[int, ...], str]]) -> None:
         word = np.frombuffer(np.uint16(self.poison).tobytes(), dtype=np.uint8)
         for off, (shape, dtype) in zip(offsets, outs, strict=True):
             n = nbytes_of(shape, dtype)
@@ -292,12 +292,12 @@ class TorchSession:
         """Run `calls` on the candidate (one command; two threads when `threads` is 2), then on
         the reference; both sides' outputs, and the inputs the candidate changed."""
         assert self.candidate is not None
-        plans = [self._layout(c) for c in calls]
+        plans = [self.layout(c) for c in calls]
         specs = []
         for call, (ins, outs, shapes) in zip(calls, plans, strict=True):
-            self._write(self.cand_mem, call.args, ins)
-            self._prefill(outs, shapes)
-            specs.append({"in": self._wire_args(call.args, ins),
+            self.write(self.cand_mem, call.args, ins)
+            self.prefill(outs, shapes)
+            specs.append({"in": self.wire_args(call.args, ins),
                           "out": [[o, nbytes_of(s, d)] for o, (s, d) in zip(outs, shapes, strict=True)]})
         _, answers, body = self.candidate.call(specs, timeout_s, threads)
         pid = self.candidate.pid()
@@ -353,8 +353,8 @@ class TorchSession:
             region = self.cand_mem.bytes[off:off + n]
             raw.append(region.tobytes() if fits else b"")
             got.append(decode(region.copy(), shape, dtype) if fits else None)
-        self._write(self.ref_mem, call.args, ins)
-        spec = {"in": self._wire_args(call.args, ins),
+        self.write(self.ref_mem, call.args, ins)
+        spec = {"in": self.wire_args(call.args, ins),
                 "out": [[o, nbytes_of(s, d)] for o, (s, d) in zip(outs, shapes, strict=True)]}
         ref = self._ref({"cmd": "call", "calls": [spec]})
         ok = isinstance(ref.get("outs"), list) and len(ref["outs"]) == 1

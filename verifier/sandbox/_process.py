@@ -213,6 +213,7 @@ def sandbox_metrics(layers: SandboxLayers) -> dict[str, float]:
            if isinstance(value, bool)}
     out.update(seccomp=SECCOMP_LEVEL[layers.seccomp], landlock_abi=float(layers.landlock_abi),
                process_limit=float(layers.process_limit),
+               private_tmpfs_mib=float(layers.private_tmpfs_mib),
                network_isolated=1.0 if layers.network_namespace else 0.0,
                filesystem_confined=1.0 if layers.filesystem_confined else 0.0)
     return out

@@ -3,10 +3,10 @@
 Holds the native C worker (`_native_worker.c`, built and commanded by `_native`:
 memfd arenas, commands and fixed-size answers over pipes, batches timed on the
 parent's clock), the arena layout with its random per-run guards and poison
-(`_arena`), the baseline's own NumPy process (`_baseline`), typed escape records
-(`_escape`), which two-thread calls overlapped in time (`_overlap`), and a torch
-kernel's processes (`_torch`, the parent's side; `_torch_child`, the driver that runs
-the candidate's or the reference's module).
+(`_arena`), the CPU of the kernel's whole process tree (`_account`), the baseline's own
+NumPy process (`_baseline`), typed escape records (`_escape`), which two-thread calls
+overlapped in time (`_overlap`), and a torch kernel's processes (`_torch`, the parent's
+side; `_torch_child`, the driver that runs the candidate's or the reference's module).
 
 May import: the pure model and `sandbox`. Nothing above it (runtimes, checks,
 benchmark, reproduce).
@@ -14,6 +14,7 @@ benchmark, reproduce).
 
 from __future__ import annotations
 
+from verifier.worker._account import AccountingKind, charged_ns
 from verifier.worker._arena import (
     GUARD,
     GUARD_WORD,
@@ -70,6 +71,7 @@ __all__ = [
     "TORCH_WIRE_DTYPES",
     "UNASKED_ANSWER",
     "Abut",
+    "AccountingKind",
     "Activity",
     "BadAnswer",
     "BaselineWorker",
@@ -89,6 +91,7 @@ __all__ = [
     "WorkerMisanswered",
     "WorkerOverMemory",
     "activity",
+    "charged_ns",
     "escaped_work",
     "fill_inputs",
     "guard_pattern",

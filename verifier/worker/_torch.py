@@ -54,6 +54,7 @@ __all__ = ["CANDIDATE_GRANTS", "DRIVER", "BadAnswer", "CallAnswer", "ChildLoadEr
 
 Role = Literal["reference", "candidate", "build"]
 DRIVER = Path(wire.__file__).resolve()
+_PYTHON = os.path.realpath(sys.executable)
 MAX_OUTPUTS = 16
 MAX_DIMS = 8
 MAX_DIM = 2**31
@@ -216,9 +217,10 @@ class TorchChild:
         while todo:
             kid = todo.pop()
             with contextlib.suppress(OSError):
-                # the sandbox's keeper and reaper are Pythons holding the pipe too: the child
-                # is the one whose command line (after its exec) runs the driver
+                # the sandbox's launcher (keeper and reaper) holds the pipe and names the
+                # driver too: the child is the Python (after its exec) that runs the driver
                 if os.readlink(f"/proc/{kid}/fd/{fd}") == self._inode and \
+                        os.readlink(f"/proc/{kid}/exe") == _PYTHON and \
                         str(DRIVER).encode() in Path(f"/proc/{kid}/cmdline").read_bytes().split(b"\0"):
                     self._pid = kid
                     return kid

@@ -235,6 +235,13 @@ class _Server:
                     unmatched.append(name[:100])
         return {"loaded": loaded, "own": len(state), "unmatched": unmatched}
 
+    def compile(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        """torch.compile the module (the reference only: a second baseline)."""
+        if self.role != "reference":
+            raise PermissionError("only the reference is compiled")
+        self.model = self.torch.compile(self.model)
+        return {}
+
     def _write_state(self, state: dict[str, Any], at: int, room: int) -> list[dict[str, Any]]:
         torch = self.torch
         out, pos = [], at
@@ -378,7 +385,7 @@ def main(argv: list[str]) -> int:
         return 3
     _answer(ans_fd, {"ok": True, "ready": True, "torch": torch.__version__})
     handlers = {"describe": lambda c: server.describe(), "init": server.init,
-                "call": server.calls, "nop": lambda c: {}}
+                "call": server.calls, "nop": lambda c: {}, "compile": server.compile}
     while True:
         try:
             cmd = json.loads(read_frame(cmd_fd, MAX_COMMAND))
