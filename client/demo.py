@@ -570,8 +570,12 @@ class Demo:
             c.print("[bold green]✓ no honest claim refuted, the inflated claim refuted[/] "
                     f"[dim]({time.monotonic() - self.started:.0f} s)[/]")
             if undecided:
-                c.print(f"[yellow]  {undecided} honest claim(s) inconclusive here: the "
-                        "measurement was too unstable to decide (see the reasons above)[/]")
+                c.print(f"[yellow]  {undecided} honest claim(s) inconclusive here, each with "
+                        "its reason:[/]")
+                for r in self.rows:
+                    if r.honest and r.verdict == "inconclusive":
+                        c.print(safe(f"    {r.kernel} #{r.entry} {r.claim}: {r.reason}",
+                                     "yellow"))
 
     def _reproduced(self, report: Mapping[str, Any], entry: Mapping[str, Any], key: Path,
                     server: LogServer, *, honest: bool) -> None:

@@ -29,6 +29,7 @@ from verifier.runtimes._torch import (
     TorchBuild,
     TorchKernel,
     build_extensions,
+    build_key,
     cache_root,
     torch_unavailable,
     torch_version,
@@ -46,6 +47,6 @@ from verifier.runtimes._torch_session import (
 __all__ = ["BUILD_LIMITS", "FINDING_KINDS", "RUNTIME_IMPLS", "TORCH_BUILD_LIMITS", "VARIANTS",
            "Artifact", "CRuntime", "Call", "CallOutcome", "Finding", "FindingKind",
            "ReferenceError_", "Runtime", "TorchBuild", "TorchKernel", "TorchSession",
-           "audit_solution", "build_extensions", "build_failure", "cache_root", "get_runtime",
+           "audit_solution", "build_extensions", "build_failure", "build_key", "cache_root", "get_runtime",
            "scaled_variants", "torch_unavailable", "torch_version", "triton_version",
            "write_driver_cases"]
