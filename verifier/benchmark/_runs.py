@@ -24,6 +24,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from attest.predicates import (
     BENCHMARK_SCHEMA_VERSION,
@@ -31,11 +32,17 @@ from attest.predicates import (
     BenchmarkPredicate,
     BenchmarkResult,
     BenchmarkRun,
+    MeasuredKernel,
     TorchOp,
     derived_gflops,
 )
+from attest.predicates import (
+    Conditions as ConditionsBody,
+)
 from verifier.benchmark._bench import BenchReport, bench, machine_peaks, samples_ref
+from verifier.benchmark._conditions import Conditions, merge, probe
 from verifier.errors import VerifierError
+from verifier.kernel import measured_kernel
 from verifier.progress import Progress
 from verifier.stats import max_runs, student_t_quantile
 
@@ -77,6 +84,9 @@ class RunSet:
 
     runs: tuple[BenchReport, ...]
     cpu: int | None
+    kernel: Mapping[str, Any] | None = None
+    """The folder measured: name, version, source_sha256 (benchmark/v1 `kernel`)."""
+    conditions: Conditions | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= len(self.runs) <= max_runs():
@@ -131,9 +141,15 @@ class RunSet:
                                      cpu_pinned=self.cpu is not None)
         if aggregated:
             method = dataclasses.replace(method, repetitions=max(1, min(r.n for r in aggregated)))
+        from attest.ops import CATALOGUE_VERSION
+
         return BenchmarkPredicate(
             schema_version=BENCHMARK_SCHEMA_VERSION, environment=first.environment,
-            workload=first.workload(), method=method, results=tuple(aggregated),
+            workload=dataclasses.replace(first.workload(), catalogue_version=CATALOGUE_VERSION),
+            kernel=MeasuredKernel.from_json(dict(self.kernel)) if self.kernel else None,
+            conditions=(ConditionsBody.from_json(self.conditions.to_json())
+                        if self.conditions else None),
+            method=method, results=tuple(aggregated),
             samples=samples_ref(self.samples_blob()), trusted=self.trusted,
             notes=tuple(n[:2000] for n in self.notes()), faults=tuple(self.faults()),
             torch=None if first.torch is None else TorchOp.from_json(dict(first.torch)))
@@ -209,6 +225,7 @@ def bench_runs(
     # The roofline's peaks are measured once, in this process, with every core: measured
     # while pinned they would halve and make honest kernels look faster than possible.
     machine_peaks()
+    before = probe(cpu)
     reports: list[BenchReport] = []
     for k in range(runs):
         say(f"run {k + 1}/{runs}" + (f" (pinned to CPU {cpu})" if cpu is not None else ""))
@@ -220,4 +237,5 @@ def bench_runs(
         reports.append(report)
         if not report.trusted:  # the set is untrusted whatever later runs say: stop here
             break
-    return RunSet(tuple(reports), cpu)
+    return RunSet(tuple(reports), cpu, measured_kernel(directory),
+                  merge(before, probe(cpu)))

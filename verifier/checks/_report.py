@@ -18,6 +18,7 @@ from attest.predicates import (
     Environment,
     Fault,
     FaultKind,
+    MeasuredKernel,
     TorchOp,
     VerificationPredicate,
 )
@@ -101,6 +102,8 @@ class CheckReport:
     torch: TorchOp | None = None
     """For op 'torch': the reference's digest, torch's version, dtype, tolerance and weight
     seeds."""
+    kernel_ref: MeasuredKernel | None = None
+    """The folder checked: name, version, source_sha256 (verification/v1 `kernel`)."""
 
     @property
     def passed(self) -> bool:
@@ -117,9 +120,12 @@ class CheckReport:
         raise KeyError(name)
 
     def to_predicate(self) -> VerificationPredicate:
+        from attest.ops import CATALOGUE_VERSION
+
         return VerificationPredicate(environment=self.environment, budget=self.budget,
                                      seed=self.seed, checks=self.checks,
-                                     verdict="pass" if self.passed else "fail", torch=self.torch)
+                                     verdict="pass" if self.passed else "fail", torch=self.torch,
+                                     catalogue_version=CATALOGUE_VERSION, kernel=self.kernel_ref)
 
     def to_json(self) -> dict[str, Any]:
         return {"kernel": self.kernel, "op": self.op, "predicate": self.to_predicate().to_json()}
@@ -131,7 +137,7 @@ class CheckReport:
         except ValidationError as exc:
             raise VerifierError(f"bad check report: {exc}") from exc
         return cls(str(obj["kernel"]), str(obj["op"]), pred.budget, pred.seed, pred.environment,
-                   pred.checks, pred.torch)
+                   pred.checks, pred.torch, pred.kernel)
 
 
 def shape_text(dims: Mapping[str, int]) -> str:

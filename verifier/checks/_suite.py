@@ -17,13 +17,14 @@ compute the float64 reference and judge. Checks:
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from attest.predicates import Check, Environment
+from attest.predicates import Check, Environment, MeasuredKernel
 from verifier.checks._judge import judge
 from verifier.checks._overflow import HUGE_SHAPES, index_overflow
 from verifier.checks._plan import plan_cases
@@ -42,7 +43,7 @@ from verifier.checks._sanitizers import sanitizer_rows
 from verifier.checks._torch_suite import torch_check
 from verifier.environment import environment_fingerprint
 from verifier.errors import BuildError, RuntimeUnavailableError, VerifierError
-from verifier.kernel import KernelSpec
+from verifier.kernel import KernelSpec, measured_kernel
 from verifier.ops import OPS, OpSpec
 from verifier.runtimes import Artifact, get_runtime
 from verifier.sandbox import (
@@ -81,8 +82,21 @@ def check(
 ) -> CheckReport:
     """Run the verification suite on the kernel folder; never raises for kernel faults.
 
-    Raises KernelSpecError for a malformed folder and VerifierError for a bad budget.
+    Raises KernelSpecError for a malformed folder and VerifierError for a bad budget. The
+    report names the folder it checked (name, version, source digest).
     """
+    report = _check(directory, budget, seed, progress)
+    measured = measured_kernel(directory)
+    return dataclasses.replace(
+        report, kernel_ref=None if measured is None else MeasuredKernel.from_json(measured))
+
+
+def _check(
+    directory: str | Path,
+    budget: str,
+    seed: int | None,
+    progress: Progress | None,
+) -> CheckReport:
     if budget not in BUDGETS:
         raise VerifierError(f"budget must be one of {sorted(BUDGETS)}, got {budget!r}")
     say: Progress = progress or (lambda _msg: None)

@@ -28,12 +28,15 @@ Verdict per claim:
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import math
 import re
 import secrets
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from attest.ops import shape_key, shape_label
 from attest.predicates import (
@@ -55,7 +58,7 @@ from attest.predicates import (
     SpeedupStatistics,
     VerificationPredicate,
 )
-from verifier.benchmark import DEFAULT_RUNS
+from verifier.benchmark import DEFAULT_RUNS, conditions_differ
 from verifier.errors import ReproduceError
 from verifier.progress import Progress, quiet
 from verifier.reproduce._verdict import (
@@ -191,11 +194,15 @@ def _measurement(result: BenchmarkResult) -> Measurement:
 
 
 def compare_benchmark(claimed: BenchmarkPredicate, measured: BenchmarkPredicate,
-                      policy: DecisionPolicy = DEFAULT_POLICY) -> list[ClaimResult]:
-    """Claims of a benchmark/v1 predicate (one per shape) against a fresh one, run by run."""
+                      policy: DecisionPolicy = DEFAULT_POLICY, look: int = 1) -> list[ClaimResult]:
+    """Claims of a benchmark/v1 predicate (one per shape) against a fresh one, run by run, at
+    sequential look `look` (see `verifier.stats`)."""
     op = claimed.workload.op
     mine = {shape_key(op, r.shape): r for r in measured.results}
     diff = environment_diff(claimed.environment, measured.environment)
+    apart = conditions_differ(
+        claimed.conditions.to_json() if claimed.conditions is not None else None,
+        measured.conditions.to_json() if measured.conditions is not None else None)
     out: list[ClaimResult] = []
     for r in claimed.results:
         key = shape_key(op, r.shape)
@@ -221,7 +228,7 @@ def compare_benchmark(claimed: BenchmarkPredicate, measured: BenchmarkPredicate,
         why = "; ".join(n for n in measured.notes if shape_label(op, r.shape) in n) or \
             "the measurement here was not stable enough"
         v = speedup_verdict(r.run_speedups(), got.run_speedups(), measured.trusted, why, diff,
-                            policy)
+                            policy, look=look, conditions=apart)
         out.append(_claim(label, v.decision, claimed_m, _measurement(got), v.reason,
                           statistics=v.statistics(), diff=diff))
     return out
@@ -249,8 +256,10 @@ def compare(
     benchmark: BenchmarkPredicate | None = None,
     policy: DecisionPolicy = DEFAULT_POLICY,
     own_verification: VerificationPredicate | None = None,
+    look: int = 1,
 ) -> ReproductionPredicate:
-    """The reproduction/v1 predicate for `claimed` predicates vs fresh ones.
+    """The reproduction/v1 predicate for `claimed` predicates vs fresh ones (benchmark claims
+    tested at sequential look `look`).
 
     `verification` / `benchmark` are the fresh predicates (None if not run; the verification
     at the claimed seed, `own_verification` at a seed of this reproducer's); `target`
@@ -267,7 +276,7 @@ def compare(
         elif isinstance(pred, BenchmarkPredicate):
             if benchmark is None:
                 raise ReproduceError("a benchmark claim needs a fresh benchmark body")
-            rows = compare_benchmark(pred, benchmark, policy)
+            rows = compare_benchmark(pred, benchmark, policy, look)
         else:
             raise ReproduceError(f"cannot reproduce predicate type {pred.PREDICATE_TYPE!r}; only "
                                  "verification/v1 and benchmark/v1 claims can be re-run")
@@ -321,13 +330,15 @@ def claimed_threads(body: BenchmarkPredicate) -> int:
 @dataclass(frozen=True)
 class ReproduceSettings:
     """How `reproduce_kernel` re-runs claims: the check budget (None: the claimed one), each
-    benchmark run's time budget, the number of runs, the decision policy, progress."""
+    benchmark run's time budget, the number of runs, the decision policy, progress, and the
+    seconds further sequential looks may take (0: none)."""
 
     budget: str | None = None
     time_budget_s: float = 10.0
     runs: int = DEFAULT_RUNS
     policy: DecisionPolicy = DEFAULT_POLICY
     progress: Progress | None = None
+    sequential_budget_s: float = 0.0
 
 
 def reproduce_kernel(
@@ -341,6 +352,9 @@ def reproduce_kernel(
     The check runs twice with the claimed budget (unless `settings.budget` is given): at the
     claimed seed, so the same inputs are replayed, and at a fresh seed of its own; the benchmark uses the claimed shapes, seed and threads,
     `settings.runs` independent runs of up to `settings.time_budget_s` each.
+    While a speed-up claim stays undecided and `settings.sequential_budget_s` seconds are
+    not spent, it measures another batch of runs and tests again at the next sequential look
+    (`verifier.stats`), saying so.
     """
     from verifier.benchmark import bench_runs
     from verifier.checks import check
@@ -359,6 +373,7 @@ def reproduce_kernel(
     verification: VerificationPredicate | None = None
     own: VerificationPredicate | None = None
     benchmark: BenchmarkPredicate | None = None
+    bench_args: dict[str, Any] = {}
     for item in items:
         pred = item.predicate
         if isinstance(pred, VerificationPredicate) and verification is None:
@@ -371,11 +386,96 @@ def reproduce_kernel(
             own = check(kernel_dir, budget=level, seed=own_seed,
                         progress=settings.progress).to_predicate()
         elif isinstance(pred, BenchmarkPredicate) and benchmark is None:
-            benchmark = bench_runs(
-                kernel_dir, runs=settings.runs, shapes=[dict(s) for s in pred.workload.shapes],
-                seed=pred.workload.seed, time_budget_s=settings.time_budget_s,
-                threads=claimed_threads(pred), progress=settings.progress).to_predicate()
-    return compare(items, target, here, verification, benchmark, settings.policy, own)
+            bench_args = {"shapes": [dict(s) for s in pred.workload.shapes],
+                          "seed": pred.workload.seed, "time_budget_s": settings.time_budget_s,
+                          "threads": claimed_threads(pred), "progress": settings.progress}
+            benchmark = bench_runs(kernel_dir, runs=settings.runs, **bench_args).to_predicate()
+    body = compare(items, target, here, verification, benchmark, settings.policy, own)
+    if benchmark is None:
+        return body
+    looks = _Looks(kernel_dir, items, target, here, verification, own, settings, bench_args)
+    return looks.settle(benchmark, body)
+
+
+def _undecided(body: ReproductionPredicate) -> list[str]:
+    """Speed-up claims a further look could decide: inconclusive by the test itself."""
+    return [c.claim for c in body.claims if c.claim.startswith("benchmark.speedup[")
+            and c.verdict == "inconclusive" and c.statistics is not None]
+
+
+@dataclass(frozen=True)
+class _Looks:
+    """What every further sequential look re-uses: the kernel, the claims, the fresh
+    verifications, the settings and the benchmark's arguments."""
+
+    kernel_dir: str | Path
+    claimed: Sequence[Claimed]
+    target: ReproductionTarget
+    env: Environment
+    verification: VerificationPredicate | None
+    own: VerificationPredicate | None
+    settings: ReproduceSettings
+    bench_args: dict[str, Any]
+
+    def settle(self, fresh: BenchmarkPredicate,
+               body: ReproductionPredicate) -> ReproductionPredicate:
+        """More looks while speed-up claims stay undecided, within the sequential budget."""
+        import time
+
+        import verifier.benchmark as benchmark
+        from verifier.stats import MAX_LOOKS, max_runs
+
+        say = self.settings.progress or quiet
+        budget_s = self.settings.sequential_budget_s
+        batch = max(1, self.settings.runs)
+        started = time.monotonic()
+        look = 1
+        while True:
+            open_claims = _undecided(body)
+            spent = time.monotonic() - started
+            room = max_runs() - int(fresh.method.runs or 1)
+            if not open_claims or look >= MAX_LOOKS or room <= 0 or not fresh.trusted:
+                return body
+            if spent >= budget_s:
+                say(f"time budget spent ({budget_s:.0f} s): {len(open_claims)} speed-up "
+                    "claim(s) still undecided, left inconclusive")
+                return body
+            more = min(batch, room)
+            say(f"look {look}: {len(open_claims)} speed-up claim(s) undecided "
+                f"({', '.join(open_claims)[:200]}); measuring {more} more run(s), "
+                f"{budget_s - spent:.0f} s of the time budget left")
+            extra = benchmark.bench_runs(self.kernel_dir, runs=more, **self.bench_args)
+            fresh = BenchmarkPredicate.from_json(
+                extend_benchmark(fresh.to_json(), extra.to_predicate().to_json()))
+            look += 1
+            body = compare(self.claimed, self.target, self.env, self.verification, fresh,
+                           self.settings.policy, self.own, look)
+def extend_benchmark(body: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    """A fresh benchmark body with `extra`'s runs added to each shape's (pure): the
+    aggregate speed-up is the runs' geometric mean again, its interval their range; the
+    set is trusted only if both were. Shapes `extra` lacks keep their runs."""
+    out = copy.deepcopy(dict(body))
+    op = str(out.get("workload", {}).get("op", ""))
+    more = {shape_key(op, r["shape"]): r for r in extra.get("results", [])}
+    total = int(out["method"].get("runs") or 1)
+    added = 0
+    for res in out["results"]:
+        got = more.get(shape_key(op, res["shape"]))
+        if got is None or "runs" not in res or "runs" not in got:
+            continue
+        res["runs"] = [*res["runs"], *got["runs"]]
+        added = max(added, len(got["runs"]))
+        speedups = [float(r["speedup"]) for r in res["runs"]]
+        res["speedup"] = math.exp(math.fsum(math.log(s) for s in speedups) / len(speedups))
+        res["speedup_ci95"] = [min(speedups), max(speedups)]
+        res["n"] = int(res["n"]) + int(got["n"])
+    out["method"]["runs"] = total + added
+    out["trusted"] = bool(body.get("trusted")) and bool(extra.get("trusted"))
+    out["notes"] = [*out.get("notes", []), *extra.get("notes", [])][:64]
+    faults = [*out.get("faults", []), *extra.get("faults", [])][:64]
+    if faults:
+        out["faults"] = faults
+    return out
 
 
 def fresh_seed(avoid: int | None = None) -> int:
