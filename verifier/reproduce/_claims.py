@@ -363,7 +363,8 @@ def reproduce_kernel(
     from verifier.runtimes import get_runtime
 
     items = _claimed(claimed)
-    runtime = KernelSpec.load(kernel_dir).runtime
+    spec = KernelSpec.load(kernel_dir)
+    runtime = spec.runtime
     here = Environment.from_json(environment_fingerprint(runtime))
     unavailable = get_runtime(runtime).unavailable_reason()
     if unavailable:  # e.g. a cuda kernel on a machine without a GPU: not evidence either way
@@ -386,7 +387,9 @@ def reproduce_kernel(
             own = check(kernel_dir, budget=level, seed=own_seed,
                         progress=settings.progress).to_predicate()
         elif isinstance(pred, BenchmarkPredicate) and benchmark is None:
-            bench_args = {"shapes": [dict(s) for s in pred.workload.shapes],
+            # a torch kernel is timed at its reference's get_inputs() shapes, never given ones
+            shapes = None if spec.is_torch else [dict(s) for s in pred.workload.shapes]
+            bench_args = {"shapes": shapes,
                           "seed": pred.workload.seed, "time_budget_s": settings.time_budget_s,
                           "threads": claimed_threads(pred), "progress": settings.progress}
             benchmark = bench_runs(kernel_dir, runs=settings.runs, **bench_args).to_predicate()
