@@ -11,6 +11,13 @@ benchmark, reproduce).
 
 from __future__ import annotations
 
+from verifier.runtimes._audit import (
+    ALLOWED_GROUPS,
+    Audit,
+    AuditError,
+    LibraryFinding,
+    audit_library,
+)
 from verifier.runtimes._build import Artifact
 from verifier.runtimes._protocol import (
     BUILD_LIMITS,
@@ -24,6 +31,23 @@ from verifier.runtimes._protocol import (
 )
 from verifier.runtimes._torch_audit import FINDING_KINDS, Finding, FindingKind, audit_solution
 
-__all__ = ["BUILD_LIMITS", "FINDING_KINDS", "RUNTIME_IMPLS", "VARIANTS", "Artifact", "CRuntime",
-           "Finding", "FindingKind", "Runtime", "audit_solution", "build_failure", "get_runtime",
-           "write_driver_cases"]
+__all__ = [
+    "ALLOWED_GROUPS",
+    "BUILD_LIMITS",
+    "FINDING_KINDS",
+    "RUNTIME_IMPLS",
+    "VARIANTS",
+    "Artifact",
+    "Audit",
+    "AuditError",
+    "CRuntime",
+    "Finding",
+    "FindingKind",
+    "LibraryFinding",
+    "Runtime",
+    "audit_library",
+    "audit_solution",
+    "build_failure",
+    "get_runtime",
+    "write_driver_cases",
+]
