@@ -9,7 +9,7 @@ TORCH_STAMP := $(VENV)/.installed-torch-stamp
 LINTED := attest ledger client verifier
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint typecheck unit faults browser-deps postgresql-deps bench clean mutation
+.PHONY: demo test lint typecheck unit slow test-loop faults browser-deps postgresql-deps bench clean mutation
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -53,10 +53,20 @@ lint: $(TEST_STAMP)
 typecheck: $(TEST_STAMP)
 	$(BIN)/mypy --strict $(LINTED)
 
+# `make test` leaves out the slow end-to-end tests (@pytest.mark.slow; `make slow` runs them,
+# and CI runs both) and the fault injection (`make faults`).
 unit: $(TEST_STAMP)
-	$(BIN)/python -m pytest -q -n 2 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n 2 -m 'not slow and not faults' $(PYTEST_ARGS)
 
 test: $(TEST_STAMP) browser-deps postgresql-deps lint typecheck unit
+
+slow: $(TEST_STAMP) browser-deps postgresql-deps
+	$(BIN)/python -m pytest -q -n 2 -m 'slow and not faults' $(PYTEST_ARGS)
+
+# `make test` RUNS times in a row on a fresh clone of HEAD while another process keeps one
+# core busy; stops at the first failure (see benchmarks/test_loop.sh).
+test-loop:
+	benchmarks/test_loop.sh $(or $(RUNS),10)
 
 # Mutation testing of the verification core (slow; not part of `make test`).
 # One module at a time: `make mutation MODULE=ledger/note.py`; JOBS=2 runs two mutants at once.

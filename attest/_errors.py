@@ -32,6 +32,11 @@ class EntryError(AttestError):
     """A log entry is malformed, not canonical, or inconsistent with its keys."""
 
 
+class EntryKeysError(EntryError):
+    """A log entry's keys and signatures do not belong together: a key that does not parse
+    or is not its keyid's, a signature by a key not given, a key used twice or not at all."""
+
+
 class NonCanonicalEntryError(EntryError):
     """Log entry bytes are valid JSON but not its RFC 8785 canonical form (or have none)."""
 

@@ -26,6 +26,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from attest._canonical import canonical_json
 from attest._errors import (
     EntryError,
+    EntryKeysError,
     EntryTooLargeError,
     EnvelopeError,
     KeyFileError,
@@ -41,6 +42,9 @@ from attest.statement import PAYLOAD_TYPE, Statement, parse_statement_payload, s
 MAX_ENTRY_BYTES = 65535
 MAX_KEYS = 16
 _KEYID = re.compile(HEX64_PATTERN)
+#: The canonical base64 of 32 bytes (what `ledger/openapi.json` states for a public key).
+PUBLIC_KEY_B64_PATTERN = r"^[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=$"
+_PUBLIC_B64 = re.compile(PUBLIC_KEY_B64_PATTERN)
 
 
 @dataclass(frozen=True)
@@ -74,8 +78,9 @@ class LogEntry:
         for kid, value in keys.items():
             if not _KEYID.fullmatch(kid):
                 raise EntryError(f"keys[{kid[:70]!r}]: keyid must be 64 lowercase hex characters")
-            if not isinstance(value, str):
-                raise EntryError(f"keys[{kid!r}]: must be a base64 string")
+            if not isinstance(value, str) or not _PUBLIC_B64.fullmatch(value):
+                raise EntryError(f"keys[{kid!r}]: public key must be the canonical base64 of "
+                                 "32 raw bytes (Ed25519)")
         return cls(envelope=envelope, keys=dict(keys))
 
 
@@ -156,20 +161,20 @@ def verify_entry(entry: LogEntry) -> VerifiedEntry:
         try:
             public_key = public_key_from_b64(b64)
         except KeyFileError as exc:
-            raise EntryError(f"keys[{kid!r}]: {exc}") from None
+            raise EntryKeysError(f"keys[{kid!r}]: {exc}") from None
         if keyid(public_key) != kid:
-            raise EntryError(f"keys[{kid!r}]: keyid is not the SHA-256 of this public key")
+            raise EntryKeysError(f"keys[{kid!r}]: keyid is not the SHA-256 of this public key")
         public_keys[kid] = public_key
     used: set[str] = set()
     for i, signature in enumerate(env.signatures):
         if signature.keyid not in public_keys:
-            raise EntryError(f"envelope.signatures[{i}].keyid: no key with this keyid in keys")
+            raise EntryKeysError(f"envelope.signatures[{i}].keyid: no key with this keyid in keys")
         if signature.keyid in used:
-            raise EntryError(f"envelope.signatures[{i}].keyid: the same key signs twice")
+            raise EntryKeysError(f"envelope.signatures[{i}].keyid: the same key signs twice")
         used.add(signature.keyid)
     unused = sorted(public_keys.keys() - used)
     if unused:
-        raise EntryError(f"keys[{unused[0]!r}]: no signature uses this key; remove it")
+        raise EntryKeysError(f"keys[{unused[0]!r}]: no signature uses this key; remove it")
     message = env.pae()
     for i, signature in enumerate(env.signatures):
         try:

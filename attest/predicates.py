@@ -131,6 +131,23 @@ class Target(Node, path="target"):
                                          hint="must be a hardware class such as 'x86_64-avx2'"))
 
 
+TORCH_OP = "torch"
+"""The op of a kernel defined by a PyTorch module: the reference module is the op."""
+TORCH_RUNTIMES = ("torch", "triton")
+"""The runtimes whose kernels are a ModelNew module judged against a reference Model."""
+
+
+class KernelReference(Node, path="reference", doc=(
+        "the op of a kernel defined by a PyTorch module (op 'torch'): the reference module's "
+        "sha256 and the torch it was published with; a reproducer runs the same reference")):
+    sha256: str = json_field(HEX64)
+    path: str = json_field(SOURCE_PATH)
+    solution: str = json_field(SOURCE_PATH)
+    torch_version: str = json_field(Str(64, pattern=_TOKEN,
+                                        hint="must be a version token such as '2.13.0+cpu'"))
+    dtype: str = json_field(Enum("float32", "float16", "bfloat16"))
+
+
 class KernelPredicate(Node, doc="provenance of a kernel release"):
     name: str = json_field(KERNEL_NAME)
     version: str = json_field(Str(64, pattern=_TOKEN,
@@ -146,15 +163,52 @@ class KernelPredicate(Node, doc="provenance of a kernel release"):
     target: Target = json_field(Target)
     parent: str | None = json_field(
         Nullable(HEX64, doc="sha256 subject digest of the kernel this one derives from"))
+    reference: KernelReference | None = json_field(
+        Nested(KernelReference,
+               doc="op 'torch' only (runtimes torch/triton): the reference module that is the op"),
+        default=None)
 
     PREDICATE_TYPE: ClassVar[str] = KERNEL_V1
 
     def _validate(self, path: str) -> None:
-        seen: set[str] = set()
+        seen: dict[str, str] = {}
         for i, source in enumerate(self.sources):
             if source.path in seen:
                 raise ValidationError(f"{path}.sources[{i}].path", f"duplicate path {source.path!r}")
-            seen.add(source.path)
+            seen[source.path] = source.sha256
+        torch_kind = self.op == TORCH_OP or self.runtime in TORCH_RUNTIMES
+        if torch_kind and not (self.op == TORCH_OP and self.runtime in TORCH_RUNTIMES):
+            raise ValidationError(f"{path}.op", f"op {TORCH_OP!r} goes with runtimes "
+                                  f"{' and '.join(TORCH_RUNTIMES)} only, and they with it")
+        if torch_kind != (self.reference is not None):
+            raise ValidationError(f"{path}.reference", "is required for op 'torch' and absent "
+                                  "for every other op")
+        ref = self.reference
+        if ref is not None:
+            if seen.get(ref.path) != ref.sha256:
+                raise ValidationError(f"{path}.reference.sha256",
+                                      f"must be the sha256 of source {ref.path!r}")
+            if ref.solution not in seen or ref.solution == ref.path:
+                raise ValidationError(f"{path}.reference.solution",
+                                      "must name another of the sources")
+
+
+# ---- kernels defined by a PyTorch module -----------------------------------------------------
+
+class TorchOp(Node, path="torch", doc=(
+        "the op of a kernel defined by a PyTorch module (op 'torch'): its reference module, "
+        "the torch it ran with, the dtype, the tolerance and the weight seeds")):
+    reference_sha256: str = json_field(HEX64)
+    torch_version: str = json_field(Str(64))
+    dtype: str = json_field(Enum("float32", "float16", "bfloat16"))
+    rtol: float = json_field(Num(doc="|out - ref| <= atol * rms(ref) + rtol * |ref|"))
+    atol: float = json_field(Num(doc="relative to the root mean square of the reference output"))
+    init_seeds: tuple[int, ...] = json_field(List(
+        Int(0, 2**53 - 1), max_items=16,
+        doc="torch.manual_seed of each weight initialisation, in both processes"))
+    baselines: tuple[str, ...] = json_field(List(
+        Str(64), max_items=4, doc="what the kernel was timed against (bench only)"),
+        default=())
 
 
 # ---- benchmark/v1 ---------------------------------------------------------------------------
@@ -180,6 +234,22 @@ class Method(Node, path="method"):
         default=None)
     cpu_pinned: bool | None = json_field(
         Bool(doc="kernel and baseline were pinned to one CPU"), default=None)
+    cpu_accounting: str | None = json_field(Enum(
+        "cgroup", "process-tree",
+        doc="how the kernel's CPU was read (all of its process tree, before, during and between "
+            "calls): its run's cgroup (every task ever in it), or /proc of every task with "
+            "CLONE_VM processes denied by seccomp; absent: only the worker's threads"),
+        default=None)
+    cpu_pinning: str | None = json_field(Enum(
+        "cpuset", "affinity", "none",
+        doc="how the kernel was held to its CPUs: a cgroup cpuset (not widenable from inside), "
+            "the inherited affinity with seccomp refusing every change, or not at all"),
+        default=None)
+    memory_limit: str | None = json_field(Enum(
+        "cgroup", "address-space",
+        doc="the kernel's memory limit: its run's cgroup (anonymous, shared memory, memfd and "
+            "private-folder tmpfs pages included), or only RLIMIT_AS"),
+        default=None)
 
 
 #: How far a logged speed-up may differ from the one its own medians give (relative): room
@@ -351,6 +421,7 @@ class BenchmarkPredicate(Node, doc=(
     notes: tuple[str, ...] = json_field(List(FREE_TEXT, max_items=64))
     faults: tuple[BenchFault, ...] = json_field(List(Nested(BenchFault), max_items=64),
                                                 default=())
+    torch: TorchOp | None = json_field(TorchOp, default=None)
 
     PREDICATE_TYPE: ClassVar[str] = BENCHMARK_V1
 
@@ -389,6 +460,7 @@ FaultKind = Literal[
     "unbounded_alloc", "load", "not_run", "unwritten", "oob_write", "oob_read", "memory_error",
     "undefined_behaviour", "input_mutated", "nondeterministic", "stateful", "not_reentrant",
     "escaped", "index_overflow", "race", "build", "bad_answer", "forbidden_import",
+    "bad_output", "non_finite", "static_finding",
 ]
 FAULT_KINDS: tuple[FaultKind, ...] = get_args(FaultKind)
 """What a failed check found, as a word a program can act on (the detail is for people)."""
@@ -433,6 +505,7 @@ class VerificationPredicate(Node, doc=(
     seed: int = json_field(Int(0, 2**53 - 1))
     checks: tuple[Check, ...] = json_field(List(Nested(Check), min_items=1, max_items=256))
     verdict: str = json_field(Enum("pass", "fail"))
+    torch: TorchOp | None = json_field(TorchOp, default=None)
 
     PREDICATE_TYPE: ClassVar[str] = VERIFICATION_V1
 

@@ -1,6 +1,6 @@
 """The verifiable index's map in memory: update cost per entry, lookup + proof, verification.
 
-    python benchmarks/bench_vindex.py [--entries 100000] [--batch 256] [--lookups 2000]
+    python benchmarks/bench_vindex.py [--entries 100000] [--batch 256] [--lookups 2000] [--tiny]
 
 Entries are synthetic: each names 4 keys (digest, name, signer, type) drawn so that
 digests are mostly fresh, names repeat, signers and types are few, as in a real log.
@@ -20,6 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from attest import PREDICATE_NAMESPACE
 from ledger.merkle import leaf_hash as rfc_leaf
 from ledger.merkle import node_hash as rfc_node
 from ledger.vindex import (
@@ -36,7 +37,7 @@ def synthetic_keys(i: int, rng: random.Random) -> list[IndexKey]:
     return [IndexKey("digest", hashlib.sha256(b"d%d" % rng.randrange(i // 3 + 1)).hexdigest()),
             IndexKey("name", f"vendor{rng.randrange(50)}/kernel{rng.randrange(2000)}"),
             IndexKey("signer", hashlib.sha256(b"k%d" % rng.randrange(200)).hexdigest()),
-            IndexKey("type", f"https://kerneltransparency.dev/attestation/t{rng.randrange(4)}/v1")]
+            IndexKey("type", f"{PREDICATE_NAMESPACE}t{rng.randrange(4)}/v1")]
 
 
 def main() -> None:
@@ -44,7 +45,10 @@ def main() -> None:
     ap.add_argument("--entries", type=int, default=100_000)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--lookups", type=int, default=2000)
+    ap.add_argument("--tiny", action="store_true", help="a smoke run of a few seconds")
     args = ap.parse_args()
+    if args.tiny:
+        args.entries, args.lookups = 2000, 50
     rng = random.Random(1)
     store = MemoryNodes()
     lists: dict[bytes, list[int]] = {}

@@ -35,7 +35,11 @@ import os
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 
+from ledger._errors import LedgerError
+from ledger.checkpoint import open_checkpoint
+from ledger.merkle import MissingHashError, inclusion_proof, verify_inclusion
 from ledger.note import NoteSigner
 from ledger.sequencer import (
     Receipt,
@@ -47,7 +51,13 @@ from ledger.sequencer import (
     Submission,
     _Waiter,
 )
-from ledger.storage import EntryFacts, IntegratedBatch, StorageError, StoredCheckpoint
+from ledger.storage import (
+    EntryFacts,
+    IntegratedBatch,
+    StorageError,
+    StoredCheckpoint,
+    StoredHashReader,
+)
 from ledger.storage._queue import MAX_TAKE, Outcome, Queued, QueueFull, QueueRow, SharedQueue
 
 _log = logging.getLogger("ktl.integrator")
@@ -110,6 +120,7 @@ class QueuedSequencer:
         if len(key) < 32:
             raise SequencerError("the queue key must be at least 32 bytes")
         self._key = key
+        self._verifier = sequencer.signer.verifier()
         self.poll = poll
         self.lock_poll = lock_poll
         self.sweep_after = sweep_after
@@ -118,6 +129,8 @@ class QueuedSequencer:
         self.is_integrator = False
         self.batches = 0
         self.settled = 0
+        #: Rows dropped unanswered because not even their refusal could be stored.
+        self.skipped = 0
         self._pending: dict[int, _Waiter] = {}
         self._lock = threading.Lock()
         self._closed = False
@@ -195,6 +208,13 @@ class QueuedSequencer:
                 self._stop.wait(self.poll)
 
     def _answer(self, outcomes: Sequence[Outcome]) -> None:
+        """Answer waiting submitters; an outcome row is a hint, never the answer.
+
+        Anyone who can write to the database can write an outcome row. A submitter gets
+        a receipt only once this frontend proved it from the log itself: the checkpoint
+        of the outcome's size verifies under the log's key, and the submission's own leaf
+        hash at the outcome's index has an inclusion proof to that checkpoint's root.
+        """
         checkpoints: dict[int, StoredCheckpoint] = {}
         for o in outcomes:
             with self._lock:
@@ -205,19 +225,37 @@ class QueuedSequencer:
                 w.error = SequencerError(f"the integrator refused the queued entry: {o.error}")
             else:
                 try:
-                    cp = checkpoints.get(o.size) or self._checkpoint(o.size)
-                except StorageError as e:
-                    w.error = e
-                else:
+                    cp = checkpoints.get(o.size) or self._signed_checkpoint(o.size)
                     checkpoints[o.size] = cp
+                    self._prove(w.submission.leaf_hash, o.index, cp)
+                except (StorageError, LedgerError) as e:
+                    _log.error("ticket %d: its outcome (index %d, size %d) does not verify "
+                               "against the log: %s", o.ticket, o.index, o.size, e)
+                    w.error = SequencerError(
+                        f"the queue says the entry is logged at index {o.index}, but that does "
+                        f"not verify against the log ({e}); not answered as logged")
+                else:
                     w.receipt = Receipt(o.index, w.submission.leaf_hash, o.duplicate, cp)
             w.event.set()
 
-    def _checkpoint(self, size: int) -> StoredCheckpoint:
+    def _signed_checkpoint(self, size: int) -> StoredCheckpoint:
+        """The stored checkpoint of ``size``, its signature verified (root taken from it)."""
         got = self.sequencer.storage.checkpoints(1, before_size=size + 1)
         if not got or got[0].size != size:
             raise StorageError(f"no stored checkpoint of size {size} for a settled outcome")
-        return got[0]
+        signed = open_checkpoint(got[0].note, self._verifier, self.sequencer.origin)
+        if signed.checkpoint.size != size:
+            raise StorageError(f"the stored checkpoint of size {size} signs size "
+                               f"{signed.checkpoint.size}")
+        return replace(got[0], root_hash=signed.checkpoint.root_hash)
+
+    def _prove(self, leaf: bytes, index: int, cp: StoredCheckpoint) -> None:
+        reader = StoredHashReader(self.sequencer.storage, cp.size, self.sequencer.cache)
+        try:
+            proof = inclusion_proof(index, cp.size, reader)
+        except MissingHashError as e:
+            raise StorageError(f"stored hashes are missing: {e}") from None
+        verify_inclusion(leaf, index, cp.size, proof, cp.root_hash)
 
     # ---- the integrator
     def _integrate_loop(self) -> None:
@@ -271,8 +309,17 @@ class QueuedSequencer:
                 self._settle([q])
             except StorageError as e:
                 _log.error("refused queued ticket %d: %s", q.ticket, e)
-                self.queue.settle(None, [Outcome(q.ticket, None, False, 0,
-                                                 f"the log could not store it: {e}")])
+                try:
+                    self.queue.settle(None, [Outcome(q.ticket, None, False, 0,
+                                                     f"the log could not store it: {e}")])
+                except StorageError as e2:
+                    # Not even its refusal can be stored: skip the row (reported here and
+                    # in `skipped`) rather than take it again forever. If the database is
+                    # gone, this fails too and the lock is given up.
+                    _log.error("could not record the refusal of queued ticket %d (%s); "
+                               "dropping it from the queue unanswered", q.ticket, e2)
+                    self.queue.discard([q.ticket])
+                    self.skipped += 1
 
     def _settle(self, rows: Sequence[Queued]) -> None:
         """Integrate one batch of queued rows and record every ticket's outcome with it."""

@@ -226,7 +226,7 @@ def test_an_entry_carries_1_to_16_keys() -> None:
         ({"F" * 64: "AAAA"}, "keyid must be 64 lowercase hex characters"),
         ({"f" * 63: "AAAA"}, "keyid must be 64 lowercase hex"),
         ({"f" * 65: "AAAA"}, "keyid must be 64 lowercase hex"),
-        ({"f" * 64: 5}, "must be a base64 string"),
+        ({"f" * 64: 5}, "canonical base64 of 32 raw bytes"),
     ],
 )
 def test_bad_keys_in_an_entry(keys: dict[str, Any], message: str) -> None:

@@ -246,8 +246,8 @@ def test_make_demo_installs_no_test_extras() -> None:
                              timeout=60, cwd=REPO, check=True)
         return [line for line in out.stdout.splitlines() if "pip install" in line]
 
-    assert installs("demo") and not any("[test]" in line for line in installs("demo"))
-    assert any("'.[test]'" in line for line in installs("test"))
+    assert installs("demo") and not any("test" in line for line in installs("demo"))
+    assert any("'.[test" in line for line in installs("test"))
 
 
 def test_summary_cells_are_text_not_markup() -> None:

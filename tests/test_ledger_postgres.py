@@ -137,6 +137,17 @@ def test_a_stale_integrator_cannot_fork_the_tree(pg: PostgresStorage, pg_url: st
         other.close()
 
 
+def _wait_for_a_lock_waiter(pg_url: str, timeout: float = 10.0) -> None:
+    """Until a session waits (not granted) on the integration lock: a positive signal that
+    the other frontend asked, not a sleep that passes when it never got that far."""
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        while admin.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                            "AND NOT granted AND objid = %s", (INTEGRATE_LOCK,)).fetchone() == (0,):
+            assert time.monotonic() < deadline, "the other frontend never asked for the lock"
+            time.sleep(0.01)
+
+
 def test_integration_lock_is_one_across_frontends_and_freed_by_a_dead_session(
     pg: PostgresStorage, pg_url: str,
 ) -> None:
@@ -152,7 +163,7 @@ def test_integration_lock_is_one_across_frontends_and_freed_by_a_dead_session(
         with pg.integration_lock():
             waiter = threading.Thread(target=wait_for_lock)
             waiter.start()
-            time.sleep(0.5)
+            _wait_for_a_lock_waiter(pg_url)  # the other frontend is asking for the lock now
             assert not got.is_set(), "two integrators held the lock at once"
             # The holder's session dies (SIGKILL, lost network): the server frees the lock.
             with psycopg.connect(pg_url, autocommit=True) as admin:

@@ -341,3 +341,69 @@ def test_an_integrator_whose_session_is_killed_is_replaced(
     assert sorted(_check(b, r, s.data).index for r, s in zip(got, subs, strict=True)) == [1, 2, 3, 4, 5]
     sizes = [cp.size for cp in a.storage.checkpoints(100)]
     assert sizes == sorted(sizes, reverse=True) and len(set(sizes)) == len(sizes)
+
+
+def test_a_planted_outcome_gets_no_one_a_receipt_and_cannot_stall_the_queue(
+    two: tuple[LogService, LogService], pg_url: str,
+) -> None:
+    """Issue 26 row 6, database write access without the log key: (1) an outcome row that
+    claims a victim's ticket was logged at index 0; (2) a bad-MAC queue row together with
+    an outcome row for its ticket, whose refusal once collided and rolled every batch back."""
+    a, b = two
+    first = entry_bytes(60)
+    (r0,) = a.submit([admit_bytes(first)])
+    _check(a, r0, first)
+    victim = _Waiter(admit_bytes(entry_bytes(61)))  # waiting for a ticket never queued
+    with _queued(b)._lock:
+        _queued(b)._pending[10**9] = victim
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("INSERT INTO outcomes VALUES (%s, 0, false, 1, NULL, %s)",
+                     (10**9, time.time()))
+        conn.execute("SELECT pg_notify('ktl_done', '')")
+        assert victim.event.wait(10), "the planted outcome was never collected"
+        assert victim.receipt is None, "a planted outcome became a receipt"
+        assert "does not verify against the log" in str(victim.error)
+        # (2) In one transaction, so the integrator sees both at once.
+        with conn.transaction():
+            (ticket,) = conn.execute(
+                "INSERT INTO queue (data, facts, mac, queued_at) VALUES (%s, '{}', %s, %s) "
+                "RETURNING ticket", (b"junk", b"\0" * 32, time.time())).fetchone() or (0,)
+            conn.execute("INSERT INTO outcomes VALUES (%s, 0, false, 1, NULL, %s)",
+                         (ticket, time.time() + 3600))
+        conn.execute("SELECT pg_notify('ktl_queued', '')")
+    start = time.monotonic()
+    for i in range(3):  # bounded: the queue goes on within seconds, not 30 s of 503s
+        data = entry_bytes(62 + i)
+        (r,) = b.submit([admit_bytes(data)])
+        _check(b, r, data)
+    assert time.monotonic() - start < 20
+    assert a.storage.entry_count() == 4
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM queue").fetchone() == (0,)
+
+
+def test_a_row_whose_refusal_cannot_be_stored_is_skipped_and_reported(pg_url: str) -> None:
+    """Never a livelock: a row that cannot be settled nor refused is dropped unanswered."""
+    storage = PostgresStorage(pg_url, pool_size=3)
+    seq = Sequencer(storage, SIGNER, SIGNER.name)
+    seq.ensure_checkpoint()
+    queue = PgQueue(storage)
+    qs = QueuedSequencer(seq, queue, KEY, poll=0.05)
+    real_settle = queue.settle
+
+    def settle(batch: object, outcomes: list[Outcome]) -> None:
+        if any(o.ticket == bad for o in outcomes):
+            raise StorageError("simulated: this row's outcome cannot be stored")
+        real_settle(batch, outcomes)  # type: ignore[arg-type]
+
+    queue.settle = settle  # type: ignore[method-assign]
+    qs.start()
+    try:
+        (bad,) = queue.enqueue([seal(KEY, admit_bytes(entry_bytes(70)))])
+        good = entry_bytes(71)
+        (r,) = qs.submit([admit_bytes(good)], timeout=10)
+        assert isinstance(r, Receipt) and r.index == 0
+        assert qs.skipped == 1
+    finally:
+        qs.close(0)
+        storage.close()

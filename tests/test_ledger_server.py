@@ -210,6 +210,21 @@ def test_batch_endpoint_answers_each_entry(log: Log) -> None:
     assert r.status_code == 413 and r.json()["error"]["code"] == "batch_too_large"
 
 
+def test_a_batch_holding_something_that_is_not_a_log_entry_is_refused_whole(log: Log) -> None:
+    # Issue 26 row 13: a body whose item breaks the document's schema (keys a string, a key
+    # that is not base64 of 32 bytes) was answered 200 with an error in place.
+    size = log.size_root()[0]
+    good = entry_json(40)
+    for bad in ({**entry_json(41), "keys": "AAAA"},
+                {**entry_json(42), "keys": {k: v + "*" for k, v in entry_json(42)["keys"].items()}},
+                {"envelope": entry_json(43)["envelope"]}):
+        r = requests.post(f"{log.base}/api/v1/entries:batch", json={"entries": [good, bad]},
+                          timeout=30)
+        assert r.status_code == 400, r.text
+        assert r.json()["error"]["code"] == "invalid_batch" and "entries[1]" in r.text
+    assert log.size_root()[0] == size  # nothing of a refused batch is logged
+
+
 def _tamper_sig(obj: dict[str, Any]) -> dict[str, Any]:
     sig = base64.b64decode(obj["envelope"]["signatures"][0]["sig"])
     obj["envelope"]["signatures"][0]["sig"] = base64.b64encode(bytes([sig[0] ^ 1]) + sig[1:]).decode()
@@ -247,7 +262,7 @@ BAD_POSTS: list[tuple[str, bytes, dict[str, str], int, str]] = [
     ("no content type", entry_bytes(1), {}, 415, "unsupported_media_type"),
     ("array body", b"[1, 2]", JSON, 400, "invalid_entry"),
     ("missing keys", b'{"envelope": {}}', JSON, 400, "invalid_entry"),
-    ("invalid signature", json.dumps(_tamper_sig(entry_json(3))).encode(), JSON, 400, "invalid_signature"),
+    ("invalid signature", json.dumps(_tamper_sig(entry_json(3))).encode(), JSON, 422, "invalid_signature"),
     ("unknown predicate", json.dumps(_unknown_predicate()).encode(), JSON, 422, "unknown_predicate"),
     ("bad base64", json.dumps(_noncanonical_b64()).encode(), JSON, 400, "invalid_entry"),
     ("inflated GFLOP/s", json.dumps(_inflated_gflops()).encode(), JSON, 422, "invalid_statement"),
@@ -271,12 +286,12 @@ BAD_GETS: list[tuple[str, int, str]] = [
     ("/api/v1/entries/-1", 400, "invalid_parameter"),
     ("/api/v1/entries/99999999999999999999999", 400, "invalid_parameter"),
     ("/api/v1/entries/5", 404, "entry_not_found"),
-    ("/api/v1/proof/inclusion?index=0&tree_size=999999999999", 400, "tree_size_too_large"),
+    ("/api/v1/proof/inclusion?index=0&tree_size=999999999999", 404, "tree_size_too_large"),
     ("/api/v1/proof/inclusion?index=1e3&tree_size=1", 400, "invalid_parameter"),
     ("/api/v1/proof/inclusion?tree_size=1", 400, "missing_parameter"),
-    ("/api/v1/proof/inclusion?index=1&tree_size=1", 400, "index_out_of_range"),
+    ("/api/v1/proof/inclusion?index=1&tree_size=1", 422, "index_out_of_range"),
     ("/api/v1/proof/inclusion?leaf_hash=zz&tree_size=1", 400, "invalid_parameter"),
-    ("/api/v1/proof/consistency?old_size=2&new_size=1", 400, "bad_sizes"),
+    ("/api/v1/proof/consistency?old_size=2&new_size=1", 422, "bad_sizes"),
     ("/api/v1/proof/consistency?old_size=0x1", 400, "invalid_parameter"),
     ("/api/v1/search", 400, "invalid_query"),
     ("/api/v1/search?name=a/b&digest=" + "0" * 64, 400, "invalid_query"),
@@ -308,7 +323,7 @@ def test_bad_input_gets_json_errors_and_changes_nothing(log: Log) -> None:
     url = f"{log.base}/api/v1/blobs/sha256:{'0' * 64}"
     octet = {"Content-Type": "application/octet-stream"}
     r = requests.put(url, data=b"abc", headers=octet, timeout=10)
-    assert r.status_code == 400 and r.json()["error"]["code"] == "digest_mismatch"
+    assert r.status_code == 422 and r.json()["error"]["code"] == "digest_mismatch"
     big = b"z" * 5000
     r = requests.put(f"{log.base}/api/v1/blobs/sha256:{hashlib.sha256(big).hexdigest()}",
                      data=big, headers=octet, timeout=10)

@@ -197,6 +197,15 @@ def test_the_witnessing_thread_publishes_then_sleeps(tmp_path: Path) -> None:
         before = Counting.looks
         time.sleep(0.3)
         assert Counting.looks - before < 5
+        # ... and the thread was alive and waiting all along: the next checkpoint is published
+        seq.integrate([_submission(1)])
+        grown = storage.latest_checkpoint()
+        assert grown is not None and grown.size == 2
+        w.offer(grown)
+        deadline = time.monotonic() + 10
+        while (storage.latest_cosigned() or published).size < 2:
+            assert time.monotonic() < deadline, "the witnessing thread never woke for the offer"
+            time.sleep(0.01)
     finally:
         w.close()
 

@@ -79,6 +79,17 @@ def test_the_two_commands_exist() -> None:
     assert "make demo" in README and "make test" in README
 
 
+def test_make_test_leaves_the_slow_tests_to_a_ci_step_of_their_own() -> None:
+    makefile = (ROOT / "Makefile").read_text()
+    unit = re.search(r"^unit:.*\n\t(.*)$", makefile, re.M)
+    slow = re.search(r"^slow:.*\n\t(.*)$", makefile, re.M)
+    assert unit and "-m 'not slow and not faults'" in unit.group(1)
+    assert slow and "-m 'slow and not faults'" in slow.group(1)
+    steps = [line for line in (ROOT / ".ci" / "run").read_text().splitlines()
+             if line.startswith("make ")]
+    assert steps[:2] == ["make test", "make slow"] and "make faults" in steps
+
+
 def test_how_reproduce_decides_in_the_readme_is_the_code_s() -> None:
     from verifier.benchmark._runs import DEFAULT_RUNS
     from verifier.reproduce._verdict import speedup_verdict

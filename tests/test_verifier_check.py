@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from attest import predicates
 from verifier import (
     BUDGETS,
     CheckReport,
@@ -20,32 +21,32 @@ ROOT = Path(__file__).resolve().parent.parent
 FLAWED = ROOT / "tests" / "flawed_kernels"
 EXAMPLES = sorted(p.parent for p in (ROOT / "examples").glob("*/kernel.toml"))
 
-# flawed kernel -> (the check meant to catch it, words its message must contain)
+# flawed kernel -> the check meant to catch it (what it found: FAULT_OF, typed)
 CAUGHT_BY = {
-    "remainder": ("correctness.random", "not multiples of"),
-    "oob_read": ("sanitizer.asan_ubsan", "out-of-bounds read"),
-    "oob_write": ("guards.canaries", "out-of-bounds write"),
-    "race": ("sanitizer.tsan", "data race"),
-    "race_pthread": ("sanitizer.tsan", "data race"),
-    "overflow": ("correctness.large", "overflow"),
-    "loose": ("correctness.random", "loose approximation"),
-    "zeroed_output": ("outputs.poisoned", "relies on zeroed output"),
-    "mutates_input": ("inputs.unchanged", "mutates its inputs"),
-    "stateful": ("state.reuse", "state kept between calls"),
-    "crash": ("correctness.edge", "crash: killed by SIGSEGV"),
-    "hang": ("correctness.edge", "hang"),
-    "unbounded_alloc": ("correctness.edge", "unbounded allocation"),
+    "remainder": "correctness.random",
+    "oob_read": "sanitizer.asan_ubsan",
+    "oob_write": "guards.canaries",
+    "race": "sanitizer.tsan",
+    "race_pthread": "sanitizer.tsan",
+    "overflow": "correctness.large",
+    "loose": "correctness.random",
+    "zeroed_output": "outputs.poisoned",
+    "mutates_input": "inputs.unchanged",
+    "stateful": "state.reuse",
+    "crash": "correctness.edge",
+    "hang": "correctness.edge",
+    "unbounded_alloc": "correctness.edge",
     # issue 10: the judge trusts nothing inside the kernel's process
-    "poison_marker": ("correctness.random", "wrong on shape"),
-    "static_scratch": ("concurrency", "not reentrant"),
-    "lazy_output": ("escape", "work escaping the call"),
-    "lazy_fork": ("escape", "work escaping the call"),
-    "answer_forger": ("escape", "work escaping the call"),
-    "nondeterministic": ("determinism", "nondeterministic"),
-    "nan_skipping": ("special_values", "special values"),
+    "poison_marker": "correctness.random",
+    "static_scratch": "concurrency",
+    "lazy_output": "escape",
+    "lazy_fork": "escape",
+    "answer_forger": "escape",
+    "nondeterministic": "determinism",
+    "nan_skipping": "special_values",
     # issue 25: the defect named, not a symptom of it
-    "tail_unwritten": ("state.reuse", "columns are wrong"),
-    "always_crash": ("correctness.random", "crash: killed by SIGILL"),
+    "tail_unwritten": "state.reuse",
+    "always_crash": "correctness.random",
 }
 # flawed kernel -> the typed fault kind its failing row records
 FAULT_OF = {
@@ -90,15 +91,19 @@ def test_every_flaw_class_has_a_kernel() -> None:
 @pytest.mark.parametrize("name", sorted(CAUGHT_BY))
 def test_flawed_kernel_is_caught_by_its_check(name: str) -> None:
     report = check(FLAWED / name, budget="quick", seed=1)
-    meant, words = CAUGHT_BY[name]
+    meant = CAUGHT_BY[name]
     row = report.get(meant)
     assert row.outcome == "fail", (meant, row.detail)
-    assert words in row.detail, row.detail
     assert row.fault is not None and row.fault.kind == FAULT_OF[name], row
     assert not report.passed and report.to_predicate()["verdict"] == "fail"
 
 
-@pytest.mark.parametrize("kernel", EXAMPLES, ids=[p.name for p in EXAMPLES])
+SLOW_FULL = {"matmul-blocked"}  # ~50 s at full budget (the others take 5-10 s): `make slow`
+
+
+@pytest.mark.parametrize("kernel", [
+    pytest.param(p, id=p.name, marks=[pytest.mark.slow] if p.name in SLOW_FULL else [])
+    for p in EXAMPLES])
 def test_honest_example_passes_full_budget(kernel: Path) -> None:
     reason = get_runtime(KernelSpec.load(kernel).runtime).unavailable_reason()
     if reason:
@@ -142,7 +147,7 @@ def test_readme_check_table_is_the_report_and_each_row_has_a_kernel() -> None:
     rows = _readme_check_rows()
     report = check(ROOT / "examples" / "sum-rows", budget="quick", seed=6)
     assert sorted(rows) == sorted(c.name for c in report.checks)
-    tied = {meant for meant, _ in CAUGHT_BY.values()} | {
+    tied = set(CAUGHT_BY.values()) | {
         "index.overflow",  # int32_index, test_int32_index_passes_quick_and_fails_index_overflow
         "build",  # test_verifier_sandbox.py::test_build_failure_is_a_failed_check
         "sandbox",  # records what confinement was in force; tests in test_verifier_sandbox.py
@@ -163,7 +168,6 @@ def test_report_round_trip_and_predicate_shape() -> None:
 
 
 def test_verification_body_validates_with_attest() -> None:
-    predicates = pytest.importorskip("attest.predicates")
     for kernel in (ROOT / "examples" / "matmul-blocked", FLAWED / "crash"):
         body = check(kernel, budget="quick", seed=2).to_predicate()
         predicates.parse_predicate(predicates.VERIFICATION_V1, body)

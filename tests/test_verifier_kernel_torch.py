@@ -154,3 +154,47 @@ def test_fingerprint_names_torch_for_torch_kernels() -> None:
     libraries = environment_fingerprint("torch")["libraries"]
     assert libraries["torch"].startswith("2.")
     assert "torch" not in environment_fingerprint("c")["libraries"]
+
+
+def test_the_kernel_predicate_records_the_reference_as_the_op(tmp_path: Path) -> None:
+    pytest.importorskip("torch", reason="torch is installed by `make test`")
+    from attest import AttestError, KernelPredicate
+
+    spec = KernelSpec.load(_folder(tmp_path))
+    body = spec.kernel_predicate("torch", "2.13.0")
+    ref = body["reference"]
+    assert ref["sha256"] == spec.reference_digest
+    assert (ref["path"], ref["solution"], ref["dtype"]) == ("reference.py", "solution.py", "float32")
+    assert ref["torch_version"].startswith("2.")
+    pred = KernelPredicate.from_json(body)
+    assert pred.to_json() == body
+    bad = [
+        ({k: v for k, v in body.items() if k != "reference"}, "reference: is required for op"),
+        ({**body, "reference": {**ref, "sha256": "0" * 64}}, "must be the sha256 of source"),
+        ({**body, "reference": {**ref, "solution": "reference.py"}}, "must name another"),
+        ({**body, "runtime": "c"}, "goes with runtimes"),
+    ]
+    for edited, message in bad:
+        with pytest.raises(AttestError, match=message):
+            KernelPredicate.from_json(edited)
+
+
+def test_c_kernel_predicates_carry_no_reference() -> None:
+    from attest import AttestError, KernelPredicate
+
+    spec = KernelSpec.load(Path(__file__).resolve().parent.parent / "examples" / "sum-rows")
+    body = spec.kernel_predicate("gcc", "12")
+    assert "reference" not in body
+    assert KernelPredicate.from_json(body).to_json() == body
+    ref = {"sha256": "0" * 64, "path": "sum.c", "solution": "sum.c", "torch_version": "2.13.0",
+           "dtype": "float32"}
+    with pytest.raises(AttestError, match="absent for every other op"):
+        KernelPredicate.from_json({**body, "reference": ref})
+
+
+def test_publishing_without_torch_says_what_to_install(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = KernelSpec.load(_folder(tmp_path))
+    monkeypatch.setitem(sys.modules, "torch", None)
+    with pytest.raises(KernelSpecError, match="pip install 'kernel-transparency-log"):
+        spec.kernel_predicate("torch", "unavailable")

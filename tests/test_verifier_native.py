@@ -95,15 +95,18 @@ def test_idle_threads_are_not_escaped_work_but_busy_ones_are() -> None:
     import subprocess
     import sys
 
-    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    idle = subprocess.Popen([sys.executable, "-c", "import time; print('up', flush=True); "
+                             "time.sleep(30)"], stdout=subprocess.PIPE)
     try:
         pid = idle.pid
-        time.sleep(0.2)
+        assert idle.stdout is not None and idle.stdout.readline() == b"up\n"  # started, idle
         before = activity(pid)
         assert escaped_work(pid, before, activity(pid), 50_000_000) == []
     finally:
         idle.kill()
         idle.wait()
+        if idle.stdout is not None:
+            idle.stdout.close()
     busy = type(before)({**before.threads, pid: before.threads[pid] + 40_000_000}, ())
     assert [e.key for e in escaped_work(pid, before, busy, 50_000_000)] == [("threads", 1)]
     spawned = type(before)(before.threads, (123456,))

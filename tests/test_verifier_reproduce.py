@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from attest import ValidationError
+from attest import ValidationError, predicates
 from attest.entry import decode_entry, verify_entry
 from attest.ops import op_flops
 from attest.predicates import DecisionPolicy, parse_predicate
@@ -282,13 +282,53 @@ def test_overall_verdict_rules(verdicts: list[str]) -> None:
 
 
 def test_predicate_types_match_attest() -> None:
-    predicates = pytest.importorskip("attest.predicates")
     assert predicates.BENCHMARK_V1 == BENCHMARK_V1
     assert predicates.VERIFICATION_V1 == VERIFICATION_V1
 
 
-def test_reproduce_kernel_end_to_end_refutes_an_inflated_claim() -> None:
-    """A real run: 3 runs claimed, each x1.5, against 3 fresh runs here: refuted."""
+class _InjectedRuns:
+    """Stands in for `bench_runs`: the measurements here are given, not timed."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        self.body = body
+        self.asked: list[dict[str, Any]] = []
+
+    def __call__(self, kernel_dir: Path, **kwargs: Any) -> _InjectedRuns:
+        self.asked.append(kwargs)
+        return self
+
+    def to_predicate(self) -> dict[str, Any]:
+        return copy.deepcopy(self.body)
+
+
+@pytest.mark.parametrize("factor,want", [(1.5, "refuted"), (1.25, "refuted"), (1.0, "confirmed"),
+                                         (0.8, "confirmed")])
+def test_reproduce_kernel_decides_on_the_measurements_it_gets(
+        monkeypatch: pytest.MonkeyPatch, factor: float, want: str) -> None:
+    """The whole re-run path (claim in, re-measurement, verdict out) on injected runs:
+    the decision is the statistics' own, whatever this machine's timings would be."""
+    import verifier.benchmark
+
+    injected = _InjectedRuns(_bench(HERE))
+    monkeypatch.setattr(verifier.benchmark, "bench_runs", injected)
+    claim = _bench(_times(factor))
+    body = reproduce_kernel(ROOT / "examples" / "matmul-blocked", [(BENCHMARK_V1, claim)],
+                            TARGET, time_budget_s=3, runs=5)
+    (asked,) = injected.asked
+    assert asked["runs"] == 5 and asked["shapes"] == claim["workload"]["shapes"]
+    assert asked["seed"] == claim["workload"]["seed"]
+    (speed,) = [c for c in body["claims"] if c["claim"].startswith("benchmark.speedup")]
+    assert speed["verdict"] == want, speed["reason"]
+    assert body["verdict"] == want
+    assert speed["statistics"]["measured_runs"] == 5
+    predicates.parse_predicate(predicates.REPRODUCTION_V1, body)
+
+
+@pytest.mark.slow
+def test_reproduce_kernel_end_to_end_on_real_timings() -> None:
+    """A real run: 3 runs claimed, each x1.5 what this machine measured, against 3 fresh
+    runs here. Real timings on a shared machine can make the speed-up inconclusive, never
+    confirmed; the rest of the body does not depend on them."""
     from verifier import check, environment_fingerprint
     from verifier.benchmark._runs import bench_runs
 
@@ -305,13 +345,13 @@ def test_reproduce_kernel_end_to_end_refutes_an_inflated_claim() -> None:
         r["baseline_median_ns"] *= 1.5  # consistently: attest refuses a claim its medians contradict
     body = reproduce_kernel(kernel, [(VERIFICATION_V1, ver), (BENCHMARK_V1, inflated)],
                             TARGET, time_budget_s=3, runs=3)
-    assert body["verdict"] == "refuted", [c["reason"] for c in body["claims"]
-                                          if c["claim"].startswith("benchmark")]
     speed = [c for c in body["claims"] if c["claim"].startswith("benchmark.speedup")]
-    assert speed and speed[0]["verdict"] == "refuted", speed[0]["reason"]
+    assert speed and speed[0]["verdict"] in ("refuted", "inconclusive"), speed[0]["reason"]
     assert speed[0]["statistics"]["measured_runs"] == 3
+    others = [c for c in body["claims"] if not c["claim"].startswith("benchmark")]
+    assert others and all(c["verdict"] == "confirmed" for c in others), others
+    assert body["verdict"] in ("refuted", "inconclusive")
     assert body["environment"] == environment_fingerprint()
-    predicates = pytest.importorskip("attest.predicates")
     predicates.parse_predicate(predicates.REPRODUCTION_V1, body)
 
 

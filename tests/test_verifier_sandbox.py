@@ -81,7 +81,7 @@ def test_build_failure_is_a_failed_check(tmp_path: Path) -> None:
         '[target]\nhardware_class = "x86_64"\n')
     report = check(tmp_path, budget="quick", seed=1)
     build = report.get("build")
-    assert build.outcome == "fail" and "error" in build.detail
+    assert build.outcome == "fail" and build.fault is not None and build.fault.kind == "build"
 
 
 def test_missing_entry_symbol_is_a_verdict(tmp_path: Path) -> None:
@@ -92,7 +92,8 @@ def test_missing_entry_symbol_is_a_verdict(tmp_path: Path) -> None:
         '[target]\nhardware_class = "x86_64"\n')
     report = check(tmp_path, budget="quick", seed=1)
     assert not report.passed  # the linker refuses it: the kernel never runs
-    assert "entry symbol 'sum_rows' not found in the built library" in report.get("build").detail
+    build = report.get("build")
+    assert build.outcome == "fail" and build.fault is not None and build.fault.kind == "build"
 
 
 def test_filesystem_is_confined_to_the_private_folder(tmp_path: Path) -> None:

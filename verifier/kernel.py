@@ -51,8 +51,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attest import HEX64_PATTERN, KERNEL_NAME_PATTERN, RUNTIMES
+from attest import HEX64_PATTERN, KERNEL_NAME_PATTERN, RUNTIMES, TORCH_OP, TORCH_RUNTIMES
 from attest.ops import CATALOGUE_VERSION
+from verifier.environment import library_version, module_runtime_missing
 from verifier.errors import ArchiveError, KernelSpecError, UnknownOpError
 from verifier.ops import OPS
 
@@ -110,10 +111,6 @@ IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 TEXT_RE = re.compile(r"[\x20-\x7e]+")
 HEX64_RE = re.compile(HEX64_PATTERN)
 PART_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
-TORCH_OP = "torch"
-"""The op of every kernel defined by a PyTorch module: the reference module is the op."""
-TORCH_RUNTIMES = ("torch", "triton")
-"""Runtimes whose kernel is a `ModelNew` module judged against a reference `Model`."""
 TORCH_DTYPES = ("float32", "float16", "bfloat16")
 """The dtypes a torch kernel may declare for its floating-point inputs."""
 TORCH_ENTRY = "ModelNew"
@@ -503,7 +500,18 @@ class KernelSpec:
             "generator": self.generator.to_json(),
             "target": {"hardware_class": self.hardware_class},
             "parent": self.parent,
+            **({"reference": self._reference_json(sources)} if self.is_torch else {}),
         }
+
+    def _reference_json(self, sources: Mapping[str, bytes]) -> dict[str, Any]:
+        """kernel/v1's `reference`: the op of a torch kernel and the torch it is published with."""
+        assert self.reference is not None and self.solution is not None
+        version = library_version("torch")
+        if version is None:
+            raise KernelSpecError(module_runtime_missing("torch") or "torch is not installed")
+        return {"sha256": hashlib.sha256(sources[self.reference]).hexdigest(),
+                "path": self.reference, "solution": self.solution, "torch_version": version,
+                "dtype": self.dtype}
 
 
 def _tar_member(name: str, data: bytes) -> tuple[tarfile.TarInfo, io.BytesIO]:

@@ -1,7 +1,7 @@
 """cli: the `ktl` command, one click group; each area registers its commands from its own module.
 
 Holds the command modules (`keys`, `serve`, `repair`, `log`, `kernel`, `ops`,
-`reproduce`, `trust`, `witness`). They parse options and print; the work is done by
+`reproduce`, `trust`, `witness`, `importer`). They parse options and print; the work is done by
 the client's API modules (`client.publish`, `client.reproduce`, `client.monitor`, ...)
 and by `attest`, `ledger` and `verifier`. Nothing outside `client.cli` imports it
 (the `ktl` entry point is `client.cli:main`).
@@ -12,6 +12,7 @@ from __future__ import annotations
 import click
 
 from client.cli import (
+    importer,
     kernel,
     keys,
     log,
@@ -30,5 +31,5 @@ def main() -> None:
     """Kernel Transparency Log: publish, prove and reproduce claims about compute kernels."""
 
 
-for _module in (keys, serve, repair, log, kernel, ops, reproduce, trust, witness):
+for _module in (keys, serve, repair, log, kernel, importer, ops, reproduce, trust, witness):
     _module.register(main)

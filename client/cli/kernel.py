@@ -99,11 +99,14 @@ def check_cmd(kernel_dir: Path, as_json: bool, seed: int | None, budget: str) ->
               help="Do not pin single-threaded runs to one CPU.")
 @click.option("--threads", type=click.IntRange(1, 1024), default=1, show_default=True,
               help="Threads for the kernel (OpenMP) and the baseline (BLAS).")
+@click.option("--torch-compile", "torch_compile", is_flag=True,
+              help="For op 'torch': also time the reference under torch.compile (a second "
+                   "baseline, reported in the notes; compiling takes a while).")
 @click.option("--samples-out", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write the raw samples (the blob whose sha256 is in the body) to FILE.")
 def bench_cmd(kernel_dir: Path, as_json: bool, shapes: tuple[str, ...], seed: int | None,
               time_budget: float, runs: int | None, no_pin: bool, threads: int,
-              samples_out: Path | None) -> None:
+              torch_compile: bool, samples_out: Path | None) -> None:
     """Benchmark KERNEL_DIR against the NumPy float32 baseline in independent runs;
     exit 1 if it cannot be trusted."""
     out = Output(as_json)
@@ -115,7 +118,8 @@ def bench_cmd(kernel_dir: Path, as_json: bool, shapes: tuple[str, ...], seed: in
         try:
             report = bench_runs(kernel_dir, runs=runs or DEFAULT_RUNS, shapes=parsed, seed=seed,
                                 time_budget_s=time_budget, threads=threads, pin=not no_pin,
-                                progress=lambda msg: out.note(f"{msg}…", "dim"))
+                                progress=lambda msg: out.note(f"{msg}…", "dim"),
+                                compile_baseline=torch_compile)
         except VerifierError as exc:
             raise InputError(f"{kernel_dir}: {exc}") from exc
         if samples_out is not None:

@@ -6,6 +6,7 @@ from typing import Any
 
 from attest import (
     AttestError,
+    EntryKeysError,
     EntryTooLargeError,
     JSONRejected,
     LogEntry,
@@ -129,7 +130,9 @@ def _api_error(err: AttestError) -> ApiError:
     if isinstance(err, EntryTooLargeError):
         return ApiError(413, "entry_too_large", msg)
     if isinstance(err, SignatureError):
-        return ApiError(400, "invalid_signature", msg)
+        return ApiError(422, "invalid_signature", msg)
+    if isinstance(err, EntryKeysError):
+        return ApiError(422, "invalid_keys", msg)
     if isinstance(err, ValidationError):
         code = "unknown_predicate" if err.path.endswith("predicateType") else "invalid_statement"
         return ApiError(422, code, msg)

@@ -171,10 +171,16 @@ def submit_batch() -> Response:
         )
     _require_tokens(svc, len(items))
     slots: list[Submission | ApiError] = []
-    for item in items:
+    for n, item in enumerate(items):
         try:
             slots.append(admit(item, svc.max_entry_bytes))
         except ApiError as e:
+            if e.status == 400:
+                # Not a log entry at all (the document's schema says so): the batch is
+                # malformed, refused whole. An entry that is well formed but refused (a
+                # signature, a statement, its size) gets its error in place.
+                raise ApiError(400, "invalid_batch", f"entries[{n}]: {e.code}: {e.message}"
+                               ) from None
             slots.append(e)
     subs = [s for s in slots if isinstance(s, Submission)]
     outcomes = iter(svc.submit(subs) if subs else [])
@@ -229,7 +235,7 @@ def proof_inclusion() -> Response:
     else:
         index = int_arg("index")
     if index >= tree_size:
-        raise ApiError(400, "index_out_of_range", f"index {index} is not below tree_size {tree_size}")
+        raise ApiError(422, "index_out_of_range", f"index {index} is not below tree_size {tree_size}")
     proof = svc.inclusion_proof(index, tree_size)
     (leaf_hash,) = svc.reader(tree_size).read_hashes([(0, index)])  # from the cached tile
     return _json({
@@ -294,7 +300,7 @@ def put_blob(raw: str) -> Response:
     got = hashlib.sha256(data).hexdigest()
     if got != digest:
         raise ApiError(
-            400, "digest_mismatch", f"the body hashes to sha256:{got}, not the sha256:{digest} named"
+            422, "digest_mismatch", f"the body hashes to sha256:{got}, not the sha256:{digest} named"
         )
     created = svc.storage.put_blob(digest, data)
     return _json({"digest": f"sha256:{digest}", "size": len(data), "created": created},

@@ -93,15 +93,16 @@ class LogService:
         current = self.tree_size()
         if size > current:
             raise ApiError(
-                400, "tree_size_too_large",
-                f"{what} {size} is larger than the log's current size {current}",
+                404, "tree_size_too_large",
+                f"{what} {size} is larger than the log's current size {current}: no tree of "
+                "that size exists (yet)",
             )
         return current
 
     def inclusion_proof(self, index: int, tree_size: int) -> list[bytes]:
         self._check_size(tree_size, "tree_size")
         if not 0 <= index < tree_size:
-            raise ApiError(400, "index_out_of_range", f"index {index} is not below tree_size {tree_size}")
+            raise ApiError(422, "index_out_of_range", f"index {index} is not below tree_size {tree_size}")
         try:
             return inclusion_proof(index, tree_size, self.reader(tree_size))
         except (ProofError, MissingHashError) as e:
@@ -118,7 +119,7 @@ class LogService:
     def consistency_proof(self, old_size: int, new_size: int) -> list[bytes]:
         self._check_size(new_size, "new_size")
         if not 0 <= old_size <= new_size:
-            raise ApiError(400, "bad_sizes", f"need 0 <= old_size <= new_size, got {old_size} and {new_size}")
+            raise ApiError(422, "bad_sizes", f"need 0 <= old_size <= new_size, got {old_size} and {new_size}")
         try:
             return consistency_proof(old_size, new_size, self.reader(new_size))
         except (ProofError, MissingHashError) as e:

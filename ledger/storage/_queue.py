@@ -114,6 +114,11 @@ class SharedQueue(Protocol):
         tickets (integrator)."""
         ...
 
+    def discard(self, tickets: Sequence[int]) -> None:
+        """Unqueue ``tickets`` without an outcome: rows that cannot be settled at all
+        (integrator)."""
+        ...
+
     def sweep(self, before: float) -> int:
         """Forget outcomes settled before ``before`` that nobody collected (integrator)."""
         ...

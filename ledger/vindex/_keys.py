@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from attest._json import JSONRejected, strict_loads
+from attest.predicates import HEX64_PATTERN
 
 __all__ = ["KEY_KINDS", "MAX_KEY_VALUE", "IndexKey", "entry_keys"]
 
@@ -30,7 +31,7 @@ KEY_KINDS = ("digest", "name", "signer", "type")
 MAX_KEY_VALUE = 256
 """Longest key value (characters); longer values name nothing."""
 MAX_ENTRY_BYTES = 65535
-_HEX64 = re.compile(r"[0-9a-f]{64}")
+_HEX64 = re.compile(HEX64_PATTERN)
 _KEY_DOMAIN = b"ktl/vindex/v1 key\x00"
 
 

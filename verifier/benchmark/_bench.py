@@ -37,6 +37,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from attest.predicates import BenchFault, BenchFaultKind, derived_gflops
+from verifier.benchmark._cost import CostRecord, cost_record
 from verifier.benchmark._loop import (
     MAX_BATCH_CALLS,
     LoopSettings,
@@ -146,6 +147,11 @@ class BenchReport:
     samples: tuple[dict[str, Any], ...] = field(default=(), repr=False)
     measured_s: float = 0.0
     faults: tuple[BenchFault, ...] = ()
+    cost: CostRecord | None = None
+    """How the kernel's cost was accounted and confined (None: it never ran)."""
+    torch: Mapping[str, Any] | None = None
+    """For op 'torch': the reference's digest, torch, dtype, tolerance, weight seeds and
+    baselines (attest.predicates.TorchOp)."""
 
     def samples_blob(self) -> bytes:
         """The raw samples as canonical JSON (sorted keys, no spaces)."""
@@ -159,19 +165,22 @@ class BenchReport:
         blob = self.samples_blob()
         return {
             "environment": self.environment,
-            "workload": {"op": self.op, "dtype": "float32", "seed": self.seed,
-                         "shapes": [dict(s) for s in self.shapes]},
+            "workload": {"op": self.op,
+                         "dtype": self.torch["dtype"] if self.torch else "float32",
+                         "seed": self.seed, "shapes": [dict(s) for s in self.shapes]},
             "method": {"warmup": self.warmup,
                        "repetitions": max(1, min((r.n for r in self.results), default=1)),
                        "timer": "perf_counter_ns", "interleaved": True,
-                       "baseline": "numpy-float32", "fresh_inputs": True,
-                       "outputs_rechecked": True},
+                       "baseline": self.torch["baselines"][0] if self.torch else "numpy-float32",
+                       "fresh_inputs": True, "outputs_rechecked": True,
+                       **(self.cost.method_fields() if self.cost is not None else {})},
             "results": [r.to_json() for r in self.results],
             "samples": {"sha256": hashlib.sha256(blob).hexdigest(), "size": len(blob),
                         "media_type": "application/json"},
             "trusted": self.trusted,
             "notes": [n[:2000] for n in self.notes],
             **({"faults": [f.to_json() for f in self.faults]} if self.faults else {}),
+            **({"torch": dict(self.torch)} if self.torch is not None else {}),
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -180,7 +189,9 @@ class BenchReport:
                 "warmup": self.warmup, "results": [r.to_json() for r in self.results],
                 "trusted": self.trusted, "notes": list(self.notes),
                 "samples": list(self.samples), "measured_s": self.measured_s,
-                "faults": [f.to_json() for f in self.faults]}
+                "faults": [f.to_json() for f in self.faults],
+                **({"cost": self.cost.to_json()} if self.cost is not None else {}),
+                **({"torch": dict(self.torch)} if self.torch is not None else {})}
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> BenchReport:
@@ -189,7 +200,9 @@ class BenchReport:
                    tuple(ShapeResult.from_json(r) for r in obj["results"]), bool(obj["trusted"]),
                    tuple(str(n) for n in obj["notes"]), tuple(dict(s) for s in obj["samples"]),
                    float(obj["measured_s"]),
-                   tuple(BenchFault.from_json(f) for f in obj.get("faults", ())))
+                   tuple(BenchFault.from_json(f) for f in obj.get("faults", ())),
+                   CostRecord.from_json(obj["cost"]) if "cost" in obj else None,
+                   dict(obj["torch"]) if obj.get("torch") is not None else None)
 
 
 def bootstrap_speedup(
@@ -267,8 +280,12 @@ def bench(
     min_time_s: float = 1.0,
     threads: int | None = 1,
     progress: Progress | None = None,
+    compile_baseline: bool = False,
 ) -> BenchReport:
     """Benchmark the kernel folder; `trusted` is False (with notes) when it cannot be believed.
+
+    A kernel of op 'torch' is timed against its reference module in PyTorch eager
+    (`verifier.benchmark._torch_bench`; `compile_baseline` adds torch.compile's).
 
     Each shape is measured for at least `min_time_s` (and `min_reps` pairs) before the
     interval may stop the loop, so short loops cannot hide a kernel that drifts later.
@@ -281,10 +298,15 @@ def bench(
     say: Progress = progress or (lambda _msg: None)
     spec = KernelSpec.load(directory)
     if spec.is_torch:
-        from verifier.runtimes import get_runtime
+        from verifier.benchmark._torch_bench import TorchBenchSettings, torch_bench
 
-        reason = get_runtime(spec.runtime).unavailable_reason()
-        raise RuntimeUnavailableError(f"runtime {spec.runtime!r} unavailable: {reason}")
+        if not (0 < target < 1 and 0 < time_budget_s <= 3600 and 2 <= min_reps <= max_reps
+                and 0 <= warmup <= 1000):
+            raise VerifierError("bench parameters out of range")
+        torch_settings = TorchBenchSettings(time_budget_s, target, max_halfwidth, min_reps, max_reps,
+                                            warmup, min(min_time_s, time_budget_s), threads or 1,
+                                            compile_baseline)
+        return torch_bench(spec, torch_settings, seed, shapes, say)
     op = OPS[spec.op]
     try:
         dims_list = [op.check_dims(s) for s in (shapes or op.bench_shapes)]
@@ -305,12 +327,15 @@ def bench(
     rng = np.random.default_rng(seed)
     env = environment_fingerprint(spec.runtime)
     notes = Findings()
+    cost: list[CostRecord] = []
 
     def report(results: Sequence[ShapeResult], trusted: bool, samples: Sequence[dict[str, Any]] = (),
                measured: float = 0.0) -> BenchReport:
+        complete = bool(cost) and cost[0].complete
         return BenchReport(spec.name, spec.op, seed, env, tuple(dims_list), warmup, tuple(results),
-                           trusted and not notes.faults, tuple(notes.notes), tuple(samples),
-                           measured, tuple(notes.faults))
+                           trusted and complete and not notes.faults, tuple(notes.notes),
+                           tuple(samples), measured, tuple(notes.faults),
+                           cost[0] if cost else None)
 
     from verifier.runtimes import get_runtime
 
@@ -327,7 +352,11 @@ def bench(
         plans = [_plan_shape(op, dims, rng, max_reps) for dims in dims_list]
         cores = threads or os.cpu_count() or 1
         settings = dataclasses.replace(settings, threads=cores, adjust_waits=not artifact.gpu)
-        measured = _measure(artifact, spec.entry, op, plans, work, settings, rng, notes, say)
+        measured = _measure(artifact, spec.entry, op, plans, work, settings, rng, notes, say,
+                            cost)
+        if cost and not cost[0].complete:
+            notes.append("not trusted: the kernel's CPU accounting was incomplete (no cgroup, and "
+                         "seccomp did not deny the processes /proc cannot account)")
         if measured is None:
             return report([], False)
         say("re-checking the kept outputs")
@@ -347,10 +376,11 @@ def _plan_shape(op: OpSpec, dims: dict[str, int], rng: np.random.Generator, max_
 
 def _measure(artifact: Artifact, entry: str, op: OpSpec, plans: list[ShapePlan], work: Path,
              settings: LoopSettings, rng: np.random.Generator, notes: Findings,
-             say: Progress) -> list[Measured] | None:
+             say: Progress, cost: list[CostRecord]) -> list[Measured] | None:
     """Run every shape through one worker and one baseline process; None if the kernel failed.
 
-    Both get `settings.threads` threads (OpenMP and BLAS)."""
+    Both get `settings.threads` threads (OpenMP and BLAS). How the kernel's cost was
+    accounted is appended to `cost`, failed or not."""
     cores = settings.threads
     biggest = max(layout(op, p.dims).total for p in plans)
     side = max(biggest, min(ARENA_BYTES, biggest * MAX_BATCH_CALLS))
@@ -374,6 +404,7 @@ def _measure(artifact: Artifact, entry: str, op: OpSpec, plans: list[ShapePlan],
                                      RECHECK_CALLS))
     except (WorkerGone, WorkerHung, WorkerOverMemory, WorkerMisanswered) as exc:
         result = worker.close()
+        cost.append(cost_record(worker, result))
         if worker.unasked or isinstance(exc, WorkerMisanswered):
             notes.fault("escaped_work", None, str(UNASKED_ANSWER))
         notes.fault("child_failed", None,
@@ -390,8 +421,11 @@ def _measure(artifact: Artifact, entry: str, op: OpSpec, plans: list[ShapePlan],
             f"{result.maxrss_bytes / 2**20:.0f} MiB (from wait4); network "
             + ("isolated" if result.network_isolated else "not isolated")
             + f"; {filesystem_confinement(artifact.gpu)}")
+    cost.append(cost_record(worker, result))
     notes.append(f"timed by the parent over batches of calls (empty-command round trip and the "
-                 f"OS-accounted run-queue waits subtracted, never below the child's CPU time); baseline: NumPy {np.__version__} float32 in its own process with "
+                 "OS-accounted run-queue waits subtracted, never below the CPU of the kernel's "
+                 "whole process tree, plus that tree's CPU between the previous answer and the "
+                 f"command); {cost[-1].describe()}; baseline: NumPy {np.__version__} float32 in its own process with "
                  f"{cores} BLAS thread(s); kernel OMP_NUM_THREADS={cores}; idle threads sleep "
                  "(OMP_WAIT_POLICY=PASSIVE, OPENBLAS_THREAD_TIMEOUT=4)")
     return out
@@ -462,6 +496,9 @@ def _judge_shape(
     for finding in got.escaped:
         trusted = False
         notes.fault("escaped_work", plan.dims, f"{label}: work escaping the timed call: {finding}")
+    if got.outside_cpu_ns > 500_000:
+        notes.append(f"{label}: {got.outside_cpu_ns / 1e6:.1f} ms of the kernel's CPU between the "
+                     "timed calls, charged to them")
     wrong, checked = _recheck(op, plan, got)
     if wrong:
         trusted = False

@@ -6,6 +6,14 @@ sample is one batch: the round trip of a command calling the entry `batch` times
 minus the median round trip of an empty command (the parent's overhead, measured
 in the same run), divided by `batch`. Batches alternate which side goes first.
 
+A kernel batch's cost is what its whole process tree used (`verifier.worker._account`:
+its cgroup, or /proc of every task): the round trip less the run-queue waits of the parent
+and of the worker's main thread, never below the tree's CPU during the round trip over the
+allowed threads (a helper process's time, which shows as the main thread's wait, counts),
+plus the tree's CPU since the previous answer (work done before the clock started, e.g. on
+inputs the parent had already written). CPU outside the calls past a small share of the
+CPU inside them is itself a finding (`cpu_outside_calls`).
+
 Between a kernel batch's answer and its next command the parent looks at the
 kernel's process: threads still using CPU or processes still alive mean work
 escaped the timed region; answers that arrive unasked mean it answered for the
@@ -34,6 +42,7 @@ from verifier.worker import (
     NativeWorker,
     SharedArena,
     activity,
+    charged_ns,
     escaped_work,
     fill_inputs,
     guard_pattern,
@@ -42,7 +51,7 @@ from verifier.worker import (
     poison,
 )
 
-__all__ = ["LoopSettings", "Measured", "ShapePlan", "measure_shape"]
+__all__ = ["LoopSettings", "Measured", "ShapePlan", "measure_shape", "outside_calls"]
 
 F32 = NDArray[np.float32]
 MIN_BATCH_NS = 1_000_000
@@ -54,6 +63,10 @@ BATCH_CACHE_BYTES = 4 * 2**20
 just written from cache, as a kernel fed by a previous layer would (and as the baseline
 does), not from DRAM."""
 FINAL_PAUSE_S = 0.05
+OUTSIDE_SHARE = 0.05
+OUTSIDE_FLOOR_NS = 20_000_000
+"""CPU the kernel's tree may use outside the timed calls (between an answer and the next
+command) before that is a finding: this share of its CPU inside them, and at least this."""
 CALL_TIMEOUT_FLOOR_S = 30.0
 
 
@@ -111,6 +124,10 @@ class Measured:
     escaped: list[Escape] = field(default_factory=list)
     guard_damage: int = 0
     span_s: float = 0.0
+    inside_cpu_ns: int = 0
+    """The kernel tree's CPU inside its timed batches' round trips."""
+    outside_cpu_ns: int = 0
+    """Its CPU between the previous answer and each timed batch's command (charged to it)."""
 
 
 def _median_ns(fn: Callable[[], float], count: int) -> float:
@@ -251,6 +268,10 @@ def measure_shape(worker: NativeWorker, baseline: BaselineWorker, op: OpSpec, pl
             if side == 0:
                 ns = _busy_ns(worker, worker.call(arenas, slots, dims, timeout_s),
                               settings.threads, settings.adjust_waits)
+                if settings.adjust_waits:  # CPU: a GPU kernel's work is not CPU time
+                    out.inside_cpu_ns += worker.last_cpu_ns
+                    out.outside_cpu_ns += worker.last_before_ns
+                    ns = charged_ns(ns, worker.last_before_ns, settings.threads)
                 watch.answered(keep)
                 assert watch.kept is not None
                 latest = (call + keep, watch.kept[1])
@@ -286,7 +307,17 @@ def measure_shape(worker: NativeWorker, baseline: BaselineWorker, op: OpSpec, pl
     out.final = outputs_of(last, lay)
     watch.before_next()
     out.escaped = watch.found
+    if out.outside_cpu_ns > max(OUTSIDE_SHARE * out.inside_cpu_ns, OUTSIDE_FLOOR_NS):
+        out.escaped.append(outside_calls(out.outside_cpu_ns, out.inside_cpu_ns))
     return out
+
+
+def outside_calls(outside_ns: int, inside_ns: int) -> Escape:
+    """The finding for CPU used between the calls (it was charged to them as well)."""
+    return Escape("cpu_outside_calls", 0, f"the kernel's processes used {outside_ns / 1e6:.0f} ms "
+                  f"of CPU between the timed calls ({outside_ns / max(inside_ns, 1):.0%} of the "
+                  f"{inside_ns / 1e6:.0f} ms inside them): work started before the clock, e.g. "
+                  "on inputs seen before the command; charged to the calls")
 
 
 def _reservoir(sample: list[tuple[int, list[F32]]], item: tuple[int, list[F32]], seen: int,

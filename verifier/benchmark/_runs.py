@@ -141,6 +141,7 @@ class RunSet:
             "trusted": self.trusted,
             "notes": [n[:2000] for n in self.notes()],
             **({"faults": [f.to_json() for f in self.faults()]} if self.faults() else {}),
+            **({"torch": first["torch"]} if "torch" in first else {}),
         }
 
     def faults(self) -> list[BenchFault]:
@@ -200,6 +201,7 @@ def bench_runs(
     warmup: int = 5,
     max_halfwidth: float = 0.15,
     progress: Progress | None = None,
+    compile_baseline: bool = False,
 ) -> RunSet:
     """`runs` independent `bench` runs of the folder (same shapes and seed, fresh processes).
 
@@ -219,7 +221,7 @@ def bench_runs(
         with _pinned(cpu):
             report = bench(directory, shapes=shapes, seed=seed, time_budget_s=time_budget_s,
                            threads=threads, warmup=warmup, max_halfwidth=max_halfwidth,
-                           progress=say)
+                           progress=say, compile_baseline=compile_baseline)
         seed = report.seed
         reports.append(report)
         if not report.trusted:  # the set is untrusted whatever later runs say: stop here

@@ -111,6 +111,9 @@ class CheckReport:
     seed: int
     environment: dict[str, Any]
     checks: tuple[CheckResult, ...]
+    torch: Mapping[str, Any] | None = None
+    """For op 'torch': the reference's digest, torch's version, dtype, tolerance and weight
+    seeds (attest.predicates.TorchOp)."""
 
     @property
     def passed(self) -> bool:
@@ -127,9 +130,12 @@ class CheckReport:
         raise KeyError(name)
 
     def to_predicate(self) -> dict[str, Any]:
-        return {"environment": self.environment, "budget": self.budget, "seed": self.seed,
+        body: dict[str, Any] = {"environment": self.environment, "budget": self.budget, "seed": self.seed,
                 "checks": [c.to_json() for c in self.checks],
                 "verdict": "pass" if self.passed else "fail"}
+        if self.torch is not None:
+            body["torch"] = dict(self.torch)
+        return body
 
     def to_json(self) -> dict[str, Any]:
         return {"kernel": self.kernel, "op": self.op, "predicate": self.to_predicate()}
@@ -139,7 +145,8 @@ class CheckReport:
         pred = obj["predicate"]
         return cls(str(obj["kernel"]), str(obj["op"]), str(pred["budget"]), int(pred["seed"]),
                    dict(pred["environment"]),
-                   tuple(CheckResult.from_json(c) for c in pred["checks"]))
+                   tuple(CheckResult.from_json(c) for c in pred["checks"]),
+                   dict(pred["torch"]) if pred.get("torch") is not None else None)
 
 
 

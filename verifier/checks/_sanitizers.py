@@ -42,7 +42,8 @@ def _sanitizer_limits(wall_s: float, step_wall_s: float) -> Limits:
     # no address-space limit (the sanitizers reserve terabytes); the run's cgroup bounds the
     # memory it touches, shared memory included
     return Limits(cpu_s=int(wall_s), wall_s=wall_s, address_space=None, file_size=64 * 2**20,
-                  open_files=64, step_wall_s=step_wall_s, memory_bytes=2 * 2**30)
+                  open_files=64, step_wall_s=step_wall_s, memory_bytes=2 * 2**30,
+                  private_bytes=2**30)
 
 
 def _run_sanitizer(
@@ -60,7 +61,9 @@ def _run_sanitizer(
         "OMP_NUM_THREADS": "4",
     })
     limits = _sanitizer_limits(wall_s, step_wall_s)
-    result = run_sandboxed([str(art.path), str(data)], art.path.parent, limits, env,
+    run_dir = workdir / f"{variant}-run"  # its own empty folder: a tmpfs in the sandbox
+    run_dir.mkdir(exist_ok=True)
+    result = run_sandboxed([str(art.path), str(data)], run_dir, limits, env,
                            readable=[workdir], gpu=art.gpu)
     shown = [line for _, line in result.lines if line.startswith("KTL-CASE ")]
     case_no = int(shown[-1].split()[1]) if shown else 0

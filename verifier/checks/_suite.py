@@ -42,6 +42,7 @@ from verifier.checks._report import (
 from verifier.checks._run import run_cases
 from verifier.checks._sanitizers import sanitizer_rows
 from verifier.checks._static import audit_row
+from verifier.checks._torch_suite import torch_check
 from verifier.environment import environment_fingerprint
 from verifier.errors import BuildError, RuntimeUnavailableError, VerifierError
 from verifier.kernel import KernelSpec
@@ -89,6 +90,8 @@ def check(
         raise VerifierError(f"budget must be one of {sorted(BUDGETS)}, got {budget!r}")
     say: Progress = progress or (lambda _msg: None)
     spec = KernelSpec.load(directory)
+    if spec.is_torch:
+        return torch_check(spec, budget, seed, say)
     plan = BUDGETS[budget]
     seed = secrets.randbelow(2**31) if seed is None else int(seed)
     if not 0 <= seed < 2**63:

@@ -2,8 +2,10 @@
 
 Holds the `Runtime` protocol and the runtime registry (`_protocol`: runtime `c`
 with gcc), the build artifact and the sanitizer driver (`_build`), and runtime
-`cuda` (`_cuda`: nvcc, a generated host wrapper), and the static findings on a
-torch/triton solution's source (`_torch_audit`: `audit_solution`).
+`cuda` (`_cuda`: nvcc, a generated host wrapper), runtimes `torch`/`triton` (`_torch`:
+a KernelBench-format folder and its extension build cache; `_torch_session`: the
+reference's and the candidate's processes, fed and read by the parent), and the static
+findings on a torch/triton solution's source (`_torch_audit`: `audit_solution`).
 
 May import: the pure model, `sandbox` and `worker`. Nothing above it (checks,
 benchmark, reproduce).
@@ -29,25 +31,29 @@ from verifier.runtimes._protocol import (
     get_runtime,
     write_driver_cases,
 )
+from verifier.runtimes._torch import (
+    TORCH_BUILD_LIMITS,
+    TorchBuild,
+    TorchKernel,
+    build_extensions,
+    cache_root,
+    torch_unavailable,
+    torch_version,
+    triton_version,
+)
 from verifier.runtimes._torch_audit import FINDING_KINDS, Finding, FindingKind, audit_solution
+from verifier.runtimes._torch_session import (
+    Call,
+    CallOutcome,
+    ReferenceError_,
+    TorchSession,
+    scaled_variants,
+)
 
-__all__ = [
-    "ALLOWED_GROUPS",
-    "BUILD_LIMITS",
-    "FINDING_KINDS",
-    "RUNTIME_IMPLS",
-    "VARIANTS",
-    "Artifact",
-    "Audit",
-    "AuditError",
-    "CRuntime",
-    "Finding",
-    "FindingKind",
-    "LibraryFinding",
-    "Runtime",
-    "audit_library",
-    "audit_solution",
-    "build_failure",
-    "get_runtime",
-    "write_driver_cases",
-]
+__all__ = ["ALLOWED_GROUPS", "BUILD_LIMITS", "FINDING_KINDS", "RUNTIME_IMPLS",
+           "TORCH_BUILD_LIMITS", "VARIANTS", "Artifact", "Audit", "AuditError", "CRuntime",
+           "Call", "CallOutcome", "Finding", "FindingKind", "LibraryFinding", "ReferenceError_",
+           "Runtime", "TorchBuild", "TorchKernel", "TorchSession", "audit_library",
+           "audit_solution", "build_extensions", "build_failure", "cache_root", "get_runtime",
+           "scaled_variants", "torch_unavailable", "torch_version", "triton_version",
+           "write_driver_cases"]

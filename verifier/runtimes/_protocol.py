@@ -7,9 +7,8 @@ A `Runtime` builds a kernel for a variant:
   driver program that reads cases from a file and calls the entry, so no
   sanitizer runtime has to be preloaded into Python.
 
-Runtime `c` is implemented with the system gcc, `cuda` with nvcc (verifier.runtimes._cuda);
-`triton` plugs in by implementing the same protocol; until then it reports itself
-unavailable.
+Runtime `c` is implemented with the system gcc, `cuda` with nvcc (verifier.runtimes._cuda),
+`torch` and `triton` (a PyTorch module) by verifier.runtimes._torch.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ import shutil
 from pathlib import Path
 from typing import Protocol
 
-from verifier.environment import find_gcc, gcc_version, module_runtime_missing
+from verifier.environment import find_gcc, gcc_version
 from verifier.errors import BuildError, RuntimeUnavailableError
 from verifier.kernel import KernelSpec
 from verifier.ops import OPS
@@ -31,6 +30,7 @@ from verifier.runtimes._build import (
     write_driver_cases,
 )
 from verifier.runtimes._cuda import CudaRuntime
+from verifier.runtimes._torch import TorchRuntime
 from verifier.sandbox import run_sandboxed
 
 __all__ = ["BUILD_LIMITS", "RUNTIME_IMPLS", "VARIANTS", "Artifact", "CRuntime", "Runtime",
@@ -126,21 +126,11 @@ class UnavailableRuntime:
         raise RuntimeUnavailableError(f"runtime {self.name!r}: {self._reason}")
 
 
-class PendingModuleRuntime(UnavailableRuntime):
-    """Runtimes torch/triton before their harness is part of this build: says what is missing."""
-
-    def unavailable_reason(self) -> str | None:
-        return module_runtime_missing(self.name) or self._reason
-
-
-_PENDING = ("the harness that runs ModelNew in the sandbox against the reference Model is not "
-            "part of this verifier build yet")
-
 RUNTIME_IMPLS: dict[str, Runtime] = {
     "c": CRuntime(),
     "cuda": CudaRuntime(),
-    "torch": PendingModuleRuntime("torch", _PENDING),
-    "triton": PendingModuleRuntime("triton", _PENDING),
+    "torch": TorchRuntime("torch"),
+    "triton": TorchRuntime("triton"),
 }
 
 

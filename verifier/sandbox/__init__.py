@@ -1,6 +1,8 @@
 """sandbox: one confined child process per run, and what was in force.
 
-Holds the child's set-up (`_confine`: namespaces, Landlock, seccomp-bpf, rlimits),
+Holds the child's set-up (`_confine`: namespaces, Landlock, seccomp-bpf, rlimits,
+planned in Python and applied before exec by the native launcher `_launcher.c`, which
+`_launcher` builds with the system cc, as it builds the native worker),
 the per-run cgroup (`_cgroup`: CPU accounting, cpuset, memory and task limits),
 the watch on denied system calls (`_violations`), byte-capped output pipes
 (`_output`), the record of the layers in force (`_layers`) and the runner
@@ -15,6 +17,7 @@ benchmark, reproduce).
 from __future__ import annotations
 
 from verifier.sandbox._cgroup import CgroupUnavailable, RunCgroup, cgroup_reason
+from verifier.sandbox._launcher import build_program
 from verifier.sandbox._layers import NO_LAYERS, SandboxLayers
 from verifier.sandbox._process import (
     SETUP_FAILED,
@@ -32,6 +35,6 @@ from verifier.sandbox._process import (
 from verifier.sandbox._scratch import remove_tree, scratch_dir
 
 __all__ = ["NO_LAYERS", "SETUP_FAILED", "Accounting", "CgroupUnavailable", "ChildResult", "Limits",
-           "RunCgroup", "SandboxLayers", "base_env", "cgroup_reason", "filesystem_confinement",
-           "memory_limit", "probe_layers", "remove_tree", "run_sandboxed", "sandbox_detail",
-           "sandbox_metrics", "scratch_dir"]
+           "RunCgroup", "SandboxLayers", "base_env", "build_program", "cgroup_reason",
+           "filesystem_confinement", "memory_limit", "probe_layers", "remove_tree",
+           "run_sandboxed", "sandbox_detail", "sandbox_metrics", "scratch_dir"]

@@ -1,45 +1,53 @@
-"""The child side of the sandbox: what runs between fork and exec (`preexec`).
+"""The child's set-up, planned here and applied by the native launcher before exec.
 
-The process `subprocess` forks (the *keeper*) never executes the command itself:
+No Python runs between fork and exec: `subprocess` (whose fork and exec are C) starts
+the launcher (`_launcher.c`, built by `verifier.sandbox._launcher`), which reads the
+plan this module encodes and then, like bubblewrap,
 
-1. it enters new user, PID and network namespaces (`verifier.sandbox._namespaces`), then
-   forks the PID namespace's init (the *reaper*) and waits for it;
-2. the reaper mounts a private /proc, forks the *target* and reaps every process
-   of the namespace until the target ends; when the reaper exits the kernel kills
+1. joins the plan's cgroups, enters new user, PID and network namespaces where the OS
+   allows (the *keeper*), and forks the PID namespace's init (the *reaper*);
+2. the reaper mounts a private /proc (and, if planned, a tmpfs of the planned size over
+   the private folder, its working folder), forks the *target* and reaps every process of
+   the namespace until the target ends; when the reaper exits the kernel kills
    whatever is left in the namespace (setsid and double forks do not escape);
-3. the target sets its resource limits (including a process count), confines its
-   filesystem with Landlock (/dev reduced to null, zero, urandom and the GPU nodes
-   of a GPU run), loads the seccomp filter, sends the parent the layers that are in
-   force and the filter's listener over the control socket, and returns to
-   `subprocess`, which executes the command.
+3. the target confines its filesystem with Landlock (/dev reduced to null, zero,
+   urandom and the GPU nodes of a GPU run), loads the seccomp filter, sets its
+   resource limits (including a process count), sends the parent the layers that are
+   in force and the filter's listener over the control socket, and executes the
+   command.
 
-The keeper and the reaper close every descriptor they do not need (the stdout
-pipe included) and pass the target's exit status up the chain, so the parent's
-`wait4` sees the target's exit code or signal, and its rusage.
-Nothing here assumes the command is Python.
+The keeper and the reaper close every descriptor they do not need (the stdout pipe
+included) and pass the target's exit status up the chain, so the parent's `wait4`
+sees the target's exit code or signal, and its rusage. A set-up that fails exits with
+`SETUP_FAILED` and says why on stderr. Nothing here assumes the command is Python.
+
+This module is pure: `encode_plan` and `decode_report` turn a `ChildPlan` into the
+launcher's bytes and the launcher's report back into `SandboxLayers`.
 """
 
 from __future__ import annotations
 
-import array
-import ctypes
-import json
-import os
-import resource
-import signal
-import socket
 import struct
 from dataclasses import dataclass
 
-from verifier.sandbox import _landlock, _namespaces, _seccomp
-from verifier.sandbox._layers import SandboxLayers
+from verifier.errors import SandboxError
+from verifier.sandbox import _landlock, _seccomp
+from verifier.sandbox._layers import SandboxLayers, SeccompMode
 
-__all__ = ["SETUP_FAILED", "ChildPlan", "preexec"]
+__all__ = ["EXEC_FAILED_TAG", "MAX_PLAN_BYTES", "REPORT_SIZE", "SETUP_FAILED", "ChildPlan",
+           "decode_report", "encode_plan"]
 
-PR_SET_PDEATHSIG = 1
 SETUP_FAILED = 97
 """Exit status of a child whose confinement could not be set up (it never runs the command)."""
-MAX_FD = 65536
+MAX_PLAN_BYTES = 1 << 20
+MAX_PATH_BYTES = 4096
+MAX_PATHS = 4096
+MAX_CGROUP_FILES = 16
+PLAN_MAGIC = b"KTLPLAN1"
+REPORT_TAG, EXEC_FAILED_TAG = b"KTLL", b"KTLE"
+_REPORT = struct.Struct("=4s12Biii")
+REPORT_SIZE = _REPORT.size
+_SECCOMP_MODES: dict[int, SeccompMode] = {1: "kill", 2: "notify"}
 
 
 @dataclass(frozen=True)
@@ -69,149 +77,69 @@ class ChildPlan:
     (what the child writes there is counted in its memory and never reaches the host's disk)."""
 
 
-def _die_with_parent() -> None:
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+def _path(path: str) -> bytes:
+    raw = path.encode()
+    if not 0 < len(raw) <= MAX_PATH_BYTES or b"\0" in raw:
+        raise SandboxError(f"sandbox plan: unusable path {path[:80]!r}")
+    return struct.pack("=I", len(raw)) + raw
 
 
-def _fail(what: str) -> None:
-    os.write(2, f"ktl sandbox: {what}\n".encode())
-    os._exit(SETUP_FAILED)
+def _program(program: bytes) -> bytes:
+    return struct.pack("=I", len(program)) + program
 
 
-def _close_all_but(keep: int) -> None:
-    os.closerange(0, keep)
-    os.closerange(keep + 1, MAX_FD)
+def _landlock_rules(plan: ChildPlan, abi: int) -> bytes:
+    """The ruleset attribute and one (rights, path) rule per readable or writable root."""
+    if abi < 1:
+        return struct.pack("=II", 0, 0) + struct.pack("=Q", 0) + struct.pack("=I", 0)
+    attr = _landlock.ruleset_attr(abi)
+    handled = _landlock.handled(abi)
+    rules = [(rights, path) for paths, rights in ((plan.read_only, _landlock.READ_ONLY),
+                                                  (plan.read_write, handled)) for path in paths]
+    if len(rules) > MAX_PATHS:
+        raise SandboxError(f"sandbox plan: more than {MAX_PATHS} filesystem rules")
+    return (struct.pack("=II", abi, len(attr)) + attr + struct.pack("=Q", _landlock.FILE_RIGHTS)
+            + struct.pack("=I", len(rules))
+            + b"".join(struct.pack("=Q", rights) + _path(path) for rights, path in rules))
 
 
-def _mirror(status: int) -> None:
-    """End this process the way `status` (a wait status) says: same exit code or signal."""
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.signal(sig, ctypes.c_void_p(0))  # SIG_DFL
-        os.kill(os.getpid(), sig)
-        os._exit(128 + sig)
-    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else SETUP_FAILED)
+def encode_plan(plan: ChildPlan, landlock_abi: int) -> bytes:
+    """The launcher's plan (pure): limits, Landlock rules, seccomp programs, cgroup files."""
+    if len(plan.cgroup_procs) > MAX_CGROUP_FILES:
+        raise SandboxError(f"sandbox plan: more than {MAX_CGROUP_FILES} cgroup files")
+    flags = (1 if plan.address_space is not None else 0) | (2 if plan.deny_unaccountable else 0)
+    head = PLAN_MAGIC + struct.pack("=Ii5q", flags, plan.control_fd, plan.cpu_s,
+                                    plan.address_space or 0, plan.file_size, plan.open_files,
+                                    plan.processes)
+    tmpfs = plan.private_dir is not None and plan.private_bytes > 0
+    private = (struct.pack("=q", plan.private_bytes) + _path(plan.private_dir)
+               if tmpfs and plan.private_dir is not None else struct.pack("=qI", 0, 0))
+    unix, deny = plan.local_unix_sockets, plan.deny_unaccountable
+    notify = _seccomp.build_filter(_seccomp.RET_USER_NOTIF, unix, deny) if plan.listen else b""
+    kill = _seccomp.build_filter(_seccomp.RET_KILL_PROCESS, unix, deny)
+    out = (head + _landlock_rules(plan, landlock_abi)
+           + struct.pack("=I", len(plan.cgroup_procs))
+           + b"".join(_path(p) for p in plan.cgroup_procs) + private
+           + _program(notify) + _program(kill)
+           + _program(_seccomp.build_address_filter() if unix else b""))
+    if len(out) > MAX_PLAN_BYTES:
+        raise SandboxError(f"sandbox plan: larger than {MAX_PLAN_BYTES} bytes")
+    return out
 
 
-def _keep(plan: ChildPlan, pid_ns: bool, layers: dict[str, object]) -> None:
-    """The keeper: fork the reaper, then wait for it and pass the target's status up."""
-    rd, wr = os.pipe()
-    reaper = os.fork()
-    if reaper == 0:
-        os.close(rd)
-        _reap(plan, pid_ns, layers, wr)
-        return  # only the target returns, to be executed
-    os.close(wr)
-    _close_all_but(rd)
-    _, status = os.waitpid(reaper, 0)
-    raw = os.read(rd, 4)
-    _mirror(struct.unpack("=i", raw)[0] if len(raw) == 4 else status)
-
-
-def _reap(plan: ChildPlan, pid_ns: bool, layers: dict[str, object], status_fd: int) -> None:
-    """The reaper (the PID namespace's init): fork the target, reap all, report its status."""
-    _die_with_parent()
-    layers["private_proc"] = pid_ns and _namespaces.private_proc()
-    layers["private_tmpfs_mib"] = 0
-    if plan.private_dir is not None and plan.private_bytes > 0:
-        if not _namespaces.private_tmpfs(plan.private_dir, plan.private_bytes):
-            _fail(f"cannot mount a {plan.private_bytes >> 20} MiB tmpfs on the private folder")
-        layers["private_tmpfs_mib"] = plan.private_bytes >> 20
-    target = os.fork()
-    if target == 0:
-        os.close(status_fd)
-        _target(plan, layers)
-        return
-    _close_all_but(status_fd)
-    while True:
-        try:
-            pid, status = os.waitpid(-1, 0)
-        except ChildProcessError:
-            os._exit(SETUP_FAILED)
-        if pid == target:
-            os.write(status_fd, struct.pack("=i", status))
-            os._exit(0)
-
-
-def _limits(plan: ChildPlan, count_processes: bool) -> None:
-    resource.setrlimit(resource.RLIMIT_CPU, (plan.cpu_s, plan.cpu_s + 1))
-    if plan.address_space is not None:
-        resource.setrlimit(resource.RLIMIT_AS, (plan.address_space, plan.address_space))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (plan.file_size, plan.file_size))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (plan.open_files, plan.open_files))
-    if count_processes:  # counted per user namespace; outside one it would count all of the uid's
-        resource.setrlimit(resource.RLIMIT_NPROC, (plan.processes, plan.processes))
-
-
-def _target(plan: ChildPlan, layers: dict[str, object]) -> None:
-    """The target: Landlock, seccomp, report to the parent, limits; then `subprocess` execs.
-
-    The limits come last: until `subprocess` closes them, the target still holds the
-    parent's descriptors, and RLIMIT_NOFILE would leave Landlock and seccomp no fd."""
-    _die_with_parent()
-    abi = _landlock.abi_version()
-    if abi >= 1 and not _landlock.confine(plan.read_only, plan.read_write):
-        _fail("Landlock is offered by this kernel but the filesystem could not be confined")
-    layers["landlock_abi"] = abi if abi >= 1 else 0
-    layers["dev_restricted"] = abi >= 1
-    try:
-        listener = _seccomp.install(plan.listen, plan.local_unix_sockets, plan.deny_unaccountable)
-    except OSError as exc:
-        _fail(f"cannot load the seccomp filter: {exc}")
-    layers["seccomp"] = "notify" if listener is not None else "kill"
-    layers["unaccountable_denied"] = plan.deny_unaccountable
-    in_userns = bool(layers["user_namespace"])
-    layers["process_limit"] = plan.processes if in_userns else 0
-    try:
-        _limits(plan, in_userns)
-    except (OSError, ValueError) as exc:
-        _fail(f"cannot set resource limits: {exc}")
-    message = json.dumps(SandboxLayers(**layers).to_json()).encode()  # type: ignore[arg-type]
-    fds = [listener] if listener is not None else []
-    try:
-        ctl = socket.socket(fileno=plan.control_fd)
-        ctl.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
-                    if fds else [])
-        ctl.detach()
-    except OSError as exc:
-        _fail(f"cannot report to the parent: {exc}")
-    os.close(plan.control_fd)
-    if listener is not None:
-        os.close(listener)
-    if plan.local_unix_sockets:  # now that the report is sent: no socket reaches an address
-        try:
-            _seccomp.install_address_filter()
-        except OSError as exc:
-            _fail(f"cannot load the seccomp address filter: {exc}")
-
-
-def join_cgroup(procs_paths: tuple[str, ...]) -> None:
-    """Move this process into the run's cgroup (`0` is the writer itself); fail the set-up
-    rather than run unaccounted."""
-    for path in procs_paths:
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-            try:
-                os.write(fd, b"0")
-            finally:
-                os.close(fd)
-        except OSError as exc:
-            _fail(f"cannot join the run's cgroup ({path}): {exc.strerror}")
-
-
-def preexec(plan: ChildPlan) -> None:
-    """Runs in the child `subprocess` forked; returns only in the target process."""
-    _die_with_parent()
-    join_cgroup(plan.cgroup_procs)  # before anything else: all of the tree is accounted
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    try:
-        user, pid_ns, net = _namespaces.enter()
-    except OSError as exc:  # a user namespace without an id map: nothing would work in it
-        _fail(str(exc))
-    _die_with_parent()  # a credential change (the new user namespace) clears it
-    layers: dict[str, object] = {
-        "user_namespace": user, "no_capabilities": user or os.geteuid() != 0,
-        "pid_namespace": pid_ns, "network_namespace": net, "cgroup": bool(plan.cgroup_procs)}
-    _keep(plan, pid_ns, layers)
-
+def decode_report(raw: bytes) -> SandboxLayers:
+    """The launcher's report of the layers in force (pure); SandboxError if malformed."""
+    if len(raw) != REPORT_SIZE:
+        raise SandboxError(f"sandbox report: expected {REPORT_SIZE} bytes, got {len(raw)}")
+    (tag, user, no_caps, pid, net, proc, dev, seccomp, cgroup, unaccountable, *_pad, abi, nproc,
+     tmpfs_mib) = _REPORT.unpack(raw)
+    flags = (user, no_caps, pid, net, proc, dev, cgroup, unaccountable)
+    if tag != REPORT_TAG or any(f not in (0, 1) for f in flags) or seccomp not in _SECCOMP_MODES \
+            or any(not 0 <= n < 2**31 for n in (abi, nproc, tmpfs_mib)):
+        raise SandboxError("sandbox report: malformed")
+    return SandboxLayers(user_namespace=bool(user), no_capabilities=bool(no_caps),
+                         pid_namespace=bool(pid), network_namespace=bool(net),
+                         private_proc=bool(proc), seccomp=_SECCOMP_MODES[seccomp],
+                         landlock_abi=abi, dev_restricted=bool(dev), process_limit=nproc,
+                         cgroup=bool(cgroup), unaccountable_denied=bool(unaccountable),
+                         private_tmpfs_mib=tmpfs_mib)

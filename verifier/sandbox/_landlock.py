@@ -1,28 +1,22 @@
 """Filesystem confinement of a sandboxed child with Linux Landlock (via raw syscalls).
 
-After `confine(read_only, read_write)` the calling process (and what it executes)
-can read and execute only under `read_only`, and read, write and create only under
-`read_write`; everything else on the filesystem (the caller's home folder and its
+The sandbox launcher (`_launcher.c`) applies the rules this module describes: after
+them the child (and what it executes) can read and execute only under the read-only
+roots (rights `READ_ONLY`), and read, write and create only under the read-write roots
+(every handled right; a file root gets only `FILE_RIGHTS`); everything else on the filesystem (the caller's home folder and its
 signing keys included) is out of reach, even for root. Where the kernel's Landlock
 is new enough it also gets no TCP bind/connect (ABI 4) and cannot signal processes
-outside the sandbox, such as its parent (ABI 6). Meant to run in a child
-between fork and exec. Where the kernel lacks Landlock, `abi_version()` is 0 and
-the caller records that the filesystem was not confined.
+outside the sandbox, such as its parent (ABI 6). Where the kernel lacks Landlock,
+`abi_version()` is 0 and the caller records that the filesystem was not confined.
 """
 
 from __future__ import annotations
 
 import ctypes
-import os
 import struct
-from collections.abc import Sequence
 
 SYS_CREATE_RULESET = 444
-SYS_ADD_RULE = 445
-SYS_RESTRICT_SELF = 446
 CREATE_RULESET_VERSION = 1
-RULE_PATH_BENEATH = 1
-PR_SET_NO_NEW_PRIVS = 38
 
 EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
 _ABI1_ALL = (1 << 13) - 1
@@ -49,7 +43,8 @@ def abi_version() -> int:
     return max(version, 0)
 
 
-def _handled(abi: int) -> int:
+def handled(abi: int) -> int:
+    """The filesystem rights a ruleset of this ABI handles (everything it can deny)."""
     mask = _ABI1_ALL
     if abi >= 2:
         mask |= REFER
@@ -60,37 +55,11 @@ def _handled(abi: int) -> int:
     return mask
 
 
-def confine(read_only: Sequence[str], read_write: Sequence[str]) -> bool:
-    """Restrict this process to the given trees; True if Landlock is now enforced."""
-    abi = abi_version()
-    if abi < 1:
-        return False
-    libc = _libc()
-    handled = _handled(abi)
+def ruleset_attr(abi: int) -> bytes:
+    """`struct landlock_ruleset_attr` for this ABI, as `landlock_create_ruleset` takes it:
+    the handled filesystem rights, no TCP bind/connect (ABI 4+), signals and abstract
+    sockets scoped to the sandbox (ABI 6+)."""
     net = NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 else 0
     scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0
     size = 24 if abi >= 6 else 16 if abi >= 4 else 8
-    attr = struct.pack("=QQQ", handled, net, scoped)[:size]
-    buf = ctypes.create_string_buffer(attr, 24)
-    ruleset = int(libc.syscall(SYS_CREATE_RULESET, buf, ctypes.c_size_t(size), 0))
-    if ruleset < 0:
-        return False
-    try:
-        for paths, rights in ((read_only, READ_ONLY), (read_write, handled)):
-            for path in paths:
-                try:
-                    fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-                except OSError:
-                    continue
-                try:
-                    allowed = rights if os.path.isdir(path) else rights & FILE_RIGHTS
-                    rule = ctypes.create_string_buffer(struct.pack("=Qi", allowed, fd), 12)
-                    if int(libc.syscall(SYS_ADD_RULE, ruleset, RULE_PATH_BENEATH, rule, 0)) < 0:
-                        return False
-                finally:
-                    os.close(fd)
-        if int(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)) != 0:
-            return False
-        return int(libc.syscall(SYS_RESTRICT_SELF, ruleset, 0)) == 0
-    finally:
-        os.close(ruleset)
+    return struct.pack("=QQQ", handled(abi), net, scoped)[:size]

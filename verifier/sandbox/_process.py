@@ -1,6 +1,6 @@
 """Run untrusted code in a child process with limits; never let it crash the caller.
 
-The child (see `verifier.sandbox._confine`) runs in new user, PID and network namespaces
+The child (set up before exec by the native launcher, see `verifier.sandbox._confine`) runs in new user, PID and network namespaces
 where the OS allows: no capabilities even when `ktl` runs as root, no other
 process visible, every descendant killed with the run. It gets RLIMIT_CPU,
 RLIMIT_AS (optional: sanitizers reserve terabytes of virtual memory and use their
@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import resource
+import select
 import shutil
 import signal
 import socket
@@ -38,6 +38,7 @@ from verifier.errors import SandboxError
 from verifier.sandbox import _confine, _landlock
 from verifier.sandbox._cgroup import CgroupUnavailable, RunCgroup
 from verifier.sandbox._confine import SETUP_FAILED, ChildPlan
+from verifier.sandbox._launcher import launcher_binary
 from verifier.sandbox._layers import NO_LAYERS, SandboxLayers
 from verifier.sandbox._output import CappedReader
 from verifier.sandbox._violations import ViolationWatcher
@@ -212,6 +213,7 @@ def sandbox_metrics(layers: SandboxLayers) -> dict[str, float]:
            if isinstance(value, bool)}
     out.update(seccomp=SECCOMP_LEVEL[layers.seccomp], landlock_abi=float(layers.landlock_abi),
                process_limit=float(layers.process_limit),
+               private_tmpfs_mib=float(layers.private_tmpfs_mib),
                network_isolated=1.0 if layers.network_namespace else 0.0,
                filesystem_confined=1.0 if layers.filesystem_confined else 0.0)
     return out
@@ -268,22 +270,60 @@ class _Run:
         _kill_sandbox(self.proc.pid)
 
 
-def _receive_layers(ctl: socket.socket) -> tuple[SandboxLayers, int | None]:
-    """The child's report (sent just before its exec, so it is here once Popen returns)."""
+def _recv(ctl: socket.socket, deadline: float) -> tuple[bytes, list[int]]:
+    """One message from the control socket (b"" at end of file or at the deadline)."""
+    poller = select.poll()
+    poller.register(ctl, select.POLLIN)
+    while not poller.poll(max(0.0, deadline - time.monotonic()) * 1000):
+        if time.monotonic() >= deadline:
+            return b"", []
     try:
-        msg, anc, _, _ = ctl.recvmsg(4096, socket.CMSG_SPACE(4), socket.MSG_DONTWAIT)
+        msg, anc, _, _ = ctl.recvmsg(64, socket.CMSG_SPACE(4), socket.MSG_DONTWAIT)
     except OSError:
-        return NO_LAYERS, None
+        return b"", []
     fds = [int.from_bytes(data[i:i + 4], sys.byteorder, signed=True)
            for level, kind, data in anc if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS
            for i in range(0, len(data) - len(data) % 4, 4)]
+    return msg, fds
+
+
+def _receive_layers(ctl: socket.socket, deadline: float) -> tuple[SandboxLayers, int | None]:
+    """The launcher's report, sent by the target just before its exec (NO_LAYERS and no
+    listener when the set-up failed first)."""
+    msg, fds = _recv(ctl, deadline)
     try:
-        layers = SandboxLayers.from_json(json.loads(msg.decode()))
-    except (ValueError, SandboxError):
+        layers = _confine.decode_report(msg)
+    except SandboxError:
         for fd in fds:
             os.close(fd)
         return NO_LAYERS, None
+    for fd in fds[1:]:
+        os.close(fd)
     return layers, (fds[0] if fds else None)
+
+
+def _exec_error(ctl: socket.socket, deadline: float) -> str | None:
+    """After the report: end of file once the command runs (the socket is close-on-exec),
+    or the errno of an exec that failed."""
+    msg, fds = _recv(ctl, deadline)
+    for fd in fds:
+        os.close(fd)
+    if len(msg) == 8 and msg[:4] == _confine.EXEC_FAILED_TAG:
+        err = int.from_bytes(msg[4:], sys.byteorder, signed=True)
+        return os.strerror(err)
+    return None
+
+
+def _plan_file(plan: ChildPlan) -> int:
+    """A sealed-off memory file holding the launcher's plan (read from offset 0)."""
+    data = _confine.encode_plan(plan, _landlock.abi_version())
+    fd = os.memfd_create("ktl-sandbox-plan", os.MFD_CLOEXEC)
+    try:
+        os.write(fd, data)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
 
 
 @dataclass(frozen=True)
@@ -305,6 +345,8 @@ def memory_limit(limits: Limits) -> int:
 def _start(argv: Sequence[str], workdir: Path, env: dict[str, str], limits: Limits,
            read_only: Sequence[str], read_write: Sequence[str], stderr_fd: int,
            gpu: bool, pass_fds: Sequence[int] = (), accounting: Accounting = Accounting()) -> _Run:
+    """Start the launcher (no Python runs in the forked child: subprocess forks and execs
+    in C, and the launcher does the set-up), then wait for its report and its exec."""
     ctl, ctl_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     group = accounting.cgroup
     plan = ChildPlan(cpu_s=limits.cpu_s, address_space=limits.address_space,
@@ -318,18 +360,29 @@ def _start(argv: Sequence[str], workdir: Path, env: dict[str, str], limits: Limi
                      private_bytes=limits.private_bytes or 0)
     try:
         with ctl, ctl_child:
+            launcher = str(launcher_binary())
+            plan_fd = _plan_file(plan)
             start = time.monotonic()  # wall time includes the set-up, as the child's CPU does
             try:
                 proc = subprocess.Popen(
-                    list(argv), cwd=workdir, env=env, stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE, stderr=stderr_fd, start_new_session=True,
-                    close_fds=True, pass_fds=(ctl_child.fileno(), *pass_fds),
-                    preexec_fn=lambda: _confine.preexec(plan))
+                    [launcher, str(plan_fd), *argv], executable=launcher, cwd=workdir, env=env,
+                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr_fd,
+                    start_new_session=True, close_fds=True,
+                    pass_fds=(ctl_child.fileno(), plan_fd, *pass_fds))
             finally:
                 ctl_child.close()
-            layers, listener = _receive_layers(ctl)
+                os.close(plan_fd)
+            deadline = start + limits.wall_s
+            layers, listener = _receive_layers(ctl, deadline)
+            failed = _exec_error(ctl, deadline) if layers is not NO_LAYERS else None
     except (OSError, subprocess.SubprocessError) as exc:
         raise SandboxError(f"cannot start the sandboxed child {argv[0]}: {exc}") from exc
+    if failed is not None:
+        _kill_sandbox(proc.pid)
+        proc.wait()
+        if listener is not None:
+            os.close(listener)
+        raise SandboxError(f"cannot start the sandboxed child {argv[0]}: {failed}")
     assert proc.stdout is not None
     keeper = proc.pid
     reader = CappedReader(proc.stdout.fileno(), limits.line_bytes, limits.stdout_bytes,

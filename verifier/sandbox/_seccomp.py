@@ -36,13 +36,13 @@ and no descriptor from outside is ever passed in.
 
 `deny` is `SECCOMP_RET_USER_NOTIF` when the parent listens (it then learns which
 call was attempted and kills the run; the call never executes), else
-`SECCOMP_RET_KILL_PROCESS`. `install` loads the program into the calling process.
+`SECCOMP_RET_KILL_PROCESS`. The sandbox launcher (`_launcher.c`) loads the programs
+into the child before exec: the notifying one with a new listener where the kernel
+offers it (else the killing one), and the address filter after its report.
 """
 
 from __future__ import annotations
 
-import ctypes
-import platform
 import struct
 from dataclasses import dataclass
 
@@ -55,8 +55,6 @@ __all__ = [
     "Notification",
     "build_address_filter",
     "build_filter",
-    "install",
-    "install_address_filter",
     "parse_notification",
     "syscall_name",
 ]
@@ -274,50 +272,3 @@ def parse_notification(raw: bytes) -> Notification:
         raise ValueError(f"a seccomp notification is {NOTIF_SIZE} bytes, got {len(raw)}")
     nid, pid, _flags, nr, arch, _ip, *args = struct.unpack("=QIIiIQ6Q", raw)
     return Notification(nid, pid, nr, arch, tuple(args))
-
-
-class _SockFprog(ctypes.Structure):
-    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-
-
-SECCOMP_SET_MODE_FILTER = 1
-SECCOMP_FILTER_FLAG_NEW_LISTENER = 1 << 3
-PR_SET_NO_NEW_PRIVS = 38
-_SYS_SECCOMP = {"x86_64": 317, "aarch64": 277}
-
-
-def _load(libc: ctypes.CDLL, program: bytes, flags: int) -> int:
-    buf = ctypes.create_string_buffer(program, len(program))
-    prog = _SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
-    return int(libc.syscall(_SYS_SECCOMP[platform.machine()], SECCOMP_SET_MODE_FILTER, flags,
-                            ctypes.byref(prog)))
-
-
-def install(listen: bool, local_unix_sockets: bool = False,
-            deny_unaccountable: bool = False) -> int | None:
-    """Load the filter into this process (after no_new_privs).
-
-    With `listen`, denied calls are sent to a listener (its fd is returned; None if
-    the kernel cannot do that, and the filter then kills instead). Raises OSError when
-    no filter could be installed.
-    """
-    machine = platform.machine()
-    if machine not in _SYS_SECCOMP:
-        raise OSError(f"seccomp: architecture {machine} is not supported by this filter")
-    libc = ctypes.CDLL(None, use_errno=True)
-    if int(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
-    attempts = ([(RET_USER_NOTIF, SECCOMP_FILTER_FLAG_NEW_LISTENER)] if listen else []) + [
-        (RET_KILL_PROCESS, 0)]
-    for deny, flags in attempts:
-        rc = _load(libc, build_filter(deny, local_unix_sockets, deny_unaccountable), flags)
-        if rc >= 0:
-            return rc if flags else None
-    raise OSError(ctypes.get_errno(), "seccomp(SECCOMP_SET_MODE_FILTER) failed")
-
-
-def install_address_filter() -> None:
-    """Stack `build_address_filter` on this process (after `install`); OSError if it fails."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    if _load(libc, build_address_filter(), 0) < 0:
-        raise OSError(ctypes.get_errno(), "seccomp: the address filter could not be loaded")

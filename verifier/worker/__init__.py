@@ -3,8 +3,10 @@
 Holds the native C worker (`_native_worker.c`, built and commanded by `_native`:
 memfd arenas, commands and fixed-size answers over pipes, batches timed on the
 parent's clock), the arena layout with its random per-run guards and poison
-(`_arena`), the baseline's own NumPy process (`_baseline`), typed escape records
-(`_escape`) and which two-thread calls overlapped in time (`_overlap`).
+(`_arena`), the CPU of the kernel's whole process tree (`_account`), the baseline's own
+NumPy process (`_baseline`), typed escape records (`_escape`), which two-thread calls
+overlapped in time (`_overlap`), and a torch kernel's processes (`_torch`, the parent's
+side; `_torch_child`, the driver that runs the candidate's or the reference's module).
 
 May import: the pure model and `sandbox`. Nothing above it (runtimes, checks,
 benchmark, reproduce).
@@ -12,6 +14,7 @@ benchmark, reproduce).
 
 from __future__ import annotations
 
+from verifier.worker._account import AccountingKind, charged_ns
 from verifier.worker._arena import (
     GUARD,
     GUARD_WORD,
@@ -42,34 +45,59 @@ from verifier.worker._native import (
     activity,
     escaped_work,
 )
-from verifier.worker._overlap import TIME_WORDS
+from verifier.worker._overlap import TIME_WORDS, overlapping_pairs
+from verifier.worker._torch import (
+    CANDIDATE_GRANTS,
+    BadAnswer,
+    CallAnswer,
+    ChildLoadError,
+    KernelRaised,
+    TorchChild,
+    TorchGrants,
+)
+from verifier.worker._torch import DRIVER as TORCH_DRIVER
+from verifier.worker._torch import child_env as torch_child_env
+from verifier.worker._torch_child import DTYPES as TORCH_WIRE_DTYPES
 
 __all__ = [
+    "CANDIDATE_GRANTS",
     "GUARD",
     "GUARD_WORD",
     "PAGE",
     "PROT_READ_WRITE",
     "QUIET_THREADS",
     "TIME_WORDS",
+    "TORCH_DRIVER",
+    "TORCH_WIRE_DTYPES",
     "UNASKED_ANSWER",
     "Abut",
+    "AccountingKind",
     "Activity",
+    "BadAnswer",
     "BaselineWorker",
+    "CallAnswer",
+    "ChildLoadError",
     "Escape",
+    "KernelRaised",
     "Layout",
     "Markers",
     "NativeWorker",
     "SharedArena",
+    "TorchChild",
+    "TorchGrants",
     "Where",
     "WorkerGone",
     "WorkerHung",
     "WorkerMisanswered",
     "WorkerOverMemory",
     "activity",
+    "charged_ns",
     "escaped_work",
     "fill_inputs",
     "guard_pattern",
     "layout",
     "outputs_of",
+    "overlapping_pairs",
     "poison",
+    "torch_child_env",
 ]

@@ -13,7 +13,8 @@ from typing import Literal
 
 __all__ = ["UNASKED_ANSWER", "Escape", "EscapeKind", "ThreadStarts", "running_threads"]
 
-EscapeKind = Literal["threads", "threads_started", "processes", "outputs_changed", "unasked_answer"]
+EscapeKind = Literal["threads", "threads_started", "processes", "outputs_changed", "unasked_answer",
+                     "cpu_outside_calls"]
 PF_EXITING = 0x4
 """The task flag Linux sets when a thread starts to exit (before a join on it returns)."""
 

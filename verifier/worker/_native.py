@@ -14,22 +14,18 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
-import hashlib
 import mmap
 import os
 import select
-import shutil
 import signal
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +40,7 @@ from verifier.sandbox import (
     Limits,
     RunCgroup,
     base_env,
+    build_program,
     memory_limit,
     run_sandboxed,
 )
@@ -145,39 +142,10 @@ def worker_source(op: OpSpec) -> str:
     return head + _SOURCE.read_text()
 
 
-@lru_cache(maxsize=1)
-def _cache_dir() -> Path:
-    folder = Path(tempfile.mkdtemp(prefix="ktl-native-"))
-    import atexit
-
-    atexit.register(shutil.rmtree, folder, True)
-    return folder
-
-
-_build_lock = threading.Lock()
-
-
 def worker_binary(op: OpSpec) -> Path:
     """The worker program for `op`, compiled once per process and source hash with the system cc."""
-    source = worker_source(op)
-    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
-    folder = _cache_dir() / digest
-    binary = folder / "ktl-worker"
-    with _build_lock:
-        if binary.is_file():
-            return binary
-        folder.mkdir(exist_ok=True)
-        (folder / "worker.c").write_text(source)
-        cc = shutil.which("cc", path="/usr/bin:/bin:/usr/local/bin") or "cc"
-        try:
-            out = subprocess.run([cc, "-O2", "-o", str(binary), str(folder / "worker.c"), "-ldl",
-                                  "-lpthread"], capture_output=True, text=True, timeout=120,
-                                 check=False, env=base_env())
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise BuildError(f"cannot build ktl's native worker with {cc}: {exc}") from exc
-        if out.returncode != 0:
-            raise BuildError(f"cannot build ktl's native worker with {cc}: {out.stderr[-1500:]}")
-    return binary
+    return build_program(worker_source(op), "ktl-worker", "ktl's native worker",
+                         ("-ldl", "-lpthread"), BuildError)
 
 
 def encode(op: int, slots: Sequence[int], dims: Sequence[int], arenas: Sequence[int],

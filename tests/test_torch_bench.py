@@ -1,0 +1,62 @@
+"""`ktl bench` on kernels defined by a PyTorch module: ModelNew against Model in PyTorch
+eager, both sandboxed, timed from outside; timed outputs are rechecked.
+
+Statistical logic is tested on injected samples elsewhere (test_verifier_bench.py); here
+only the outcomes a kernel cannot talk its way out of are asserted (a 50 ms sleep
+against a microsecond op, outputs wrong after the first calls, a refusal)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch", reason="torch is installed by `make test`")
+
+from attest.predicates import BenchmarkPredicate
+from tests.test_torch_check import torch_folder
+from verifier import RuntimeUnavailableError, VerifierError, bench, bench_runs
+
+
+def test_honest_solution_is_timed_against_eager_and_its_body_validates(tmp_path: Path) -> None:
+    report = bench_runs(torch_folder(tmp_path, "honest.py"), runs=1, time_budget_s=2.0)
+    body = report.to_predicate()
+    parsed = BenchmarkPredicate.from_json(body)
+    assert parsed.method.baseline == "torch-eager"
+    assert parsed.torch is not None and parsed.torch.baselines == ("torch-eager",)
+    assert parsed.workload.op == "torch" and parsed.workload.dtype == "float32"
+    assert len(parsed.torch.init_seeds) == 1
+    run = report.runs[0]
+    assert run.results and run.results[0].n >= 2
+    assert not run.faults
+    assert any("torch.compile baseline not measured" in n for n in run.notes)
+
+
+@pytest.mark.slow
+def test_patched_clocks_do_not_help_a_slow_solution(tmp_path: Path) -> None:
+    run = bench(torch_folder(tmp_path, "timer.py"), time_budget_s=2.0, min_reps=2)
+    assert run.results[0].speedup < 0.1  # 50 ms of sleep per call against microseconds
+
+
+@pytest.mark.slow
+def test_outputs_of_timed_calls_are_rechecked(tmp_path: Path) -> None:
+    run = bench(torch_folder(tmp_path, "firstn.py"), time_budget_s=2.0)
+    assert not run.trusted
+    assert "outputs_wrong" in {f.kind for f in run.faults}
+
+
+@pytest.mark.slow
+def test_work_left_to_a_thread_is_caught_while_timing(tmp_path: Path) -> None:
+    run = bench(torch_folder(tmp_path, "thread.py"), time_budget_s=2.0)
+    assert not run.trusted
+    assert {"escaped_work", "outputs_wrong"} & {f.kind for f in run.faults}
+
+
+def test_triton_on_a_cpu_is_not_timed_and_says_why(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeUnavailableError, match="interpreter"):
+        bench(torch_folder(tmp_path, "honest.py", runtime="triton"))
+
+
+def test_shapes_do_not_apply_to_torch_kernels(tmp_path: Path) -> None:
+    with pytest.raises(VerifierError, match="get_inputs"):
+        bench(torch_folder(tmp_path, "honest.py"), shapes=[{"M": 4}])

@@ -1,0 +1,161 @@
+"""`ktl check` on kernels defined by a PyTorch module: an honest solution passes, and each
+flawed solution in tests/torch_flawed fails with its typed fault named.
+
+Every check starts two sandboxed Pythons with torch (a few seconds each), so the
+flawed solutions beyond a handful are marked slow.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch", reason="torch is installed by `make test`")
+
+from attest.predicates import VerificationPredicate
+from verifier import check
+from verifier.checks import CheckReport
+from verifier.sandbox import ChildResult, Limits, run_sandboxed
+from verifier.worker import CANDIDATE_GRANTS, torch_child_env
+
+FLAWED = Path(__file__).resolve().parent / "torch_flawed"
+MANIFEST = """name = "acme/linear-relu"
+version = "0.1.0"
+op = "torch"
+runtime = "{runtime}"
+reference = "reference.py"
+solution = "solution.py"
+sources = ["reference.py", "solution.py"]
+entry = "ModelNew"
+flags = []
+dtype = "float32"
+[generator]
+agent = "test"
+agent_version = "1"
+model = "m"
+[target]
+hardware_class = "cpu"
+"""
+
+
+def torch_folder(tmp: Path, solution: str, runtime: str = "torch") -> Path:
+    folder = tmp / solution.removesuffix(".py")
+    folder.mkdir()
+    shutil.copy(FLAWED / "reference.py", folder / "reference.py")
+    shutil.copy(FLAWED / solution, folder / "solution.py")
+    (folder / "kernel.toml").write_text(MANIFEST.format(runtime=runtime))
+    return folder
+
+
+def faults(report: CheckReport) -> dict[str, str]:
+    """row name -> fault kind, for the failed rows."""
+    return {c.name: c.fault.kind for c in report.checks if c.fault is not None}
+
+
+def test_honest_solution_passes_every_row(tmp_path: Path) -> None:
+    report = check(torch_folder(tmp_path, "honest.py"), seed=11)
+    assert report.passed, [(c.name, c.detail) for c in report.failures]
+    names = [c.name for c in report.checks]
+    assert report.get("static").detail == "no static findings on the solution's source" or \
+        "torch_only" in report.get("static").detail
+    for row in ("build", "static", "reference", "correctness.random", "correctness.shapes", "special_values",
+                "inputs.unchanged", "outputs.fresh", "determinism", "state.reuse", "concurrency",
+                "escape", "sandbox"):
+        assert row in names
+    reference = report.get("reference")
+    assert "sha256" in reference.detail and "torch 2." in reference.detail
+    assert reference.metrics["weight_inits"] >= 2 and reference.metrics["rtol"] == 1e-4
+    assert report.environment["libraries"]["torch"].startswith("2.")
+    parsed = VerificationPredicate.from_json(report.to_predicate())
+    assert parsed.torch is not None and parsed.torch.reference_sha256 in reference.detail
+    assert len(parsed.torch.init_seeds) >= 2 and parsed.torch.dtype == "float32"
+
+
+@pytest.mark.slow
+def test_seeds_are_fresh_and_recorded(tmp_path: Path) -> None:
+    folder = torch_folder(tmp_path, "honest.py")
+    one, two = check(folder), check(folder)
+    assert one.seed != two.seed
+    assert one.get("reference").detail != two.get("reference").detail  # other weight seeds
+
+
+def test_stale_output_fails(tmp_path: Path) -> None:
+    got = faults(check(torch_folder(tmp_path, "stale.py")))
+    assert got["correctness.random"] == "wrong"
+    assert got["state.reuse"] == "stateful"
+
+
+def test_try_except_fallback_fails_on_its_static_finding(tmp_path: Path) -> None:
+    report = check(torch_folder(tmp_path, "fallback.py"))
+    assert faults(report) == {"static": "static_finding"}  # every run-time row passes
+    assert report.get("static").metrics["finding_torch_fallback"] >= 1
+    assert "torch_fallback" in report.get("static").detail
+
+
+def test_mutated_input_fails(tmp_path: Path) -> None:
+    assert faults(check(torch_folder(tmp_path, "mutate.py")))["inputs.unchanged"] == "input_mutated"
+
+
+@pytest.mark.slow
+def test_nan_outputs_fail_as_non_finite(tmp_path: Path) -> None:
+    got = faults(check(torch_folder(tmp_path, "nan.py")))
+    assert got["correctness.random"] == "non_finite"
+    assert got["special_values"] == "non_finite"  # NaN is no wildcard where the reference has NaN
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("solution", "row", "kind"), [
+    ("input.py", "correctness.random", "wrong"),
+    ("ptrcache.py", "state.reuse", "stateful"),
+    ("lazy.py", "outputs.fresh", "bad_output"),
+    ("thread.py", "escape", "escaped"),
+    ("firstn.py", "correctness.shapes", "wrong"),
+    ("shape.py", "correctness.shapes", "crash"),
+    ("bf16.py", "correctness.random", "loose"),
+    ("answers.py", "correctness.random", "bad_answer"),
+    ("process.py", "escape", "escaped"),
+    ("escape_fs.py", "correctness.random", "crash"),
+    ("timer.py", "static", "static_finding"),
+])
+def test_flawed_solution_fails_with_its_fault(tmp_path: Path, solution: str, row: str,
+                                              kind: str) -> None:
+    report = check(torch_folder(tmp_path, solution))
+    assert not report.passed
+    assert faults(report).get(row) == kind, [(c.name, c.outcome, c.detail) for c in report.checks]
+
+
+@pytest.mark.slow
+def test_the_sandbox_denies_a_socket_and_names_it(tmp_path: Path) -> None:
+    report = check(torch_folder(tmp_path, "escape_fs.py"))
+    assert "socket" in report.get("correctness.random").detail
+
+
+def _import_torch(tmp: Path, address_space: int) -> ChildResult:
+    return run_sandboxed([sys.executable, "-s", "-c", "import torch; print(torch.ones(2).sum())"],
+                         tmp, Limits(cpu_s=60, wall_s=120.0, address_space=address_space),
+                         torch_child_env(1, False))
+
+
+def test_torch_needs_its_address_space_grant_and_no_more_syscalls(tmp_path: Path) -> None:
+    """The grant's address space is what importing torch needs (a C kernel's 1 GiB-class
+    limit of 256 MiB is not enough), and no system call is added to the filter for it."""
+    starved = _import_torch(tmp_path, 256 * 2**20)
+    assert not starved.ok and starved.denied_syscall is None
+    granted = _import_torch(tmp_path, CANDIDATE_GRANTS.address_space)
+    assert granted.ok, granted.stderr[-500:]
+    assert granted.denied_syscall is None and granted.layers.seccomp != "none"
+    assert set(CANDIDATE_GRANTS.env) == {"OMP_NUM_THREADS", "TRITON_INTERPRET"}
+    env = torch_child_env(3, True)
+    assert env["OMP_NUM_THREADS"] == "3" and env["TRITON_INTERPRET"] == "1"
+    assert "TRITON_INTERPRET" not in torch_child_env(1, False)
+
+
+def test_triton_solution_runs_through_the_interpreter(tmp_path: Path) -> None:
+    report = check(torch_folder(tmp_path, "honest_triton.py", runtime="triton"))
+    assert report.passed, [(c.name, c.detail) for c in report.failures]
+    assert report.get("concurrency").outcome == "skip"
+    assert "interpreter" in report.get("concurrency").detail
+    assert report.get("correctness.random").metrics["calls"] >= 6

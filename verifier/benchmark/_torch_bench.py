@@ -1,0 +1,371 @@
+"""`ktl bench` for a kernel defined by a PyTorch module: `ModelNew` against `Model` in PyTorch eager.
+
+Both run in their own sandboxed processes (`verifier.runtimes.TorchSession`), built with
+the same weights (one `torch.manual_seed`, recorded). The parent times batches of calls
+on its own clock, alternating a candidate batch and a reference batch (which goes first
+alternates too), and subtracts each side's empty-command round trip, measured in the same
+run. Every call of a batch gets its own input and output regions, and its own inputs: a
+pool of input sets drawn at `get_inputs`' shapes, one element changed per call. The output
+of one call per batch, chosen by the parent after the batch, is compared with the
+reference's output for the same call (both computed in the timed batches), and one last
+call on inputs never seen before is judged too, so a kernel that skips work, drifts or
+caches results loses. Between batches the parent checks that nothing the candidate started
+is still running and that no answer came unasked.
+
+Both sides pay the same driver costs per call (argument views, the copy of each output
+into shared memory), so the ratio is the modules' own. `torch.compile` of the reference
+is a second baseline when asked for (`compile_baseline`): it is measured after the eager
+one, interleaved the same way, and reported in the notes (or why it could not run).
+Runtime triton on a CPU runs through Triton's interpreter: it is not timed.
+"""
+
+from __future__ import annotations
+
+import secrets
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from verifier.benchmark._bench import BenchReport, Findings, ShapeResult, bootstrap_speedup
+from verifier.environment import environment_fingerprint
+from verifier.errors import BuildError, RuntimeUnavailableError, VerifierError
+from verifier.kernel import KernelSpec
+from verifier.runtimes import (
+    Call,
+    ReferenceError_,
+    TorchKernel,
+    TorchSession,
+    build_extensions,
+    torch_unavailable,
+)
+from verifier.sandbox import Limits
+from verifier.tensors import TOLERANCES, compare_tensor, decode, draw_input, nbytes_of
+from verifier.worker import (
+    CANDIDATE_GRANTS,
+    BadAnswer,
+    ChildLoadError,
+    Escape,
+    KernelRaised,
+    TorchChild,
+    WorkerGone,
+    WorkerHung,
+    WorkerOverMemory,
+    activity,
+    escaped_work,
+)
+
+__all__ = ["TORCH_BASELINE", "torch_bench"]
+
+TORCH_BASELINE = "torch-eager"
+POOL = 4
+MIN_BATCH_NS = 5_000_000
+MAX_BATCH = 64
+CALL_TIMEOUT_S = 60.0
+Progress = Callable[[str], None]
+_KERNEL_FAULTS = (WorkerGone, WorkerHung, WorkerOverMemory, BadAnswer, KernelRaised)
+
+
+@dataclass(frozen=True)
+class TorchBenchSettings:
+    time_budget_s: float
+    target: float
+    max_halfwidth: float
+    min_reps: int
+    max_reps: int
+    warmup: int
+    min_time_s: float
+    threads: int
+    compile_baseline: bool = False
+
+
+@dataclass
+class _Timing:
+    """One measurement's samples (per-call means of batches) and what was seen meanwhile."""
+
+    kernel_ns: list[float] = field(default_factory=list)
+    baseline_ns: list[float] = field(default_factory=list)
+    batch: int = 1
+    wrong: list[str] = field(default_factory=list)
+    checked: int = 0
+    escaped: list[Escape] = field(default_factory=list)
+    span_s: float = 0.0
+
+
+def torch_bench(spec: KernelSpec, settings: TorchBenchSettings, seed: int | None = None,
+                shapes: Sequence[Mapping[str, int]] | None = None,
+                progress: Progress | None = None) -> BenchReport:
+    """One bench run of a torch/triton kernel; `trusted` is False (with notes) when it cannot
+    be believed. Raises RuntimeUnavailableError where it cannot be timed here."""
+    say: Progress = progress or (lambda _msg: None)
+    kernel = TorchKernel.from_spec(spec)
+    if shapes:
+        raise VerifierError("--shape does not apply to op 'torch': the kernel is timed at the "
+                            "shapes its reference's get_inputs() returns")
+    reason = torch_unavailable(kernel.runtime)
+    if reason:
+        raise RuntimeUnavailableError(reason)
+    if kernel.runtime == "triton":
+        raise RuntimeUnavailableError(
+            "runtime 'triton' on a CPU runs through Triton's interpreter (TRITON_INTERPRET=1), "
+            "which executes the kernel's Python op by op: its time says nothing about the "
+            "compiled kernel, so ktl bench does not time it here (ktl check judges it; time it "
+            "on a GPU)")
+    seed = secrets.randbelow(2**31) if seed is None else int(seed)
+    rng = np.random.default_rng(seed)
+    notes = Findings()
+    env = environment_fingerprint(kernel.runtime)
+    with tempfile.TemporaryDirectory(prefix="ktl-torch-bench-") as tmp:
+        work = Path(tmp)
+        say("building the solution's extensions (if any)")
+        try:
+            build = build_extensions(kernel, work)
+        except BuildError as exc:
+            notes.fault("build_failed", None, f"build failed: {exc}"[:2000])
+            return _report(kernel, seed, env, (), notes, None, None)
+        notes.append(build.detail)
+        limits = Limits(cpu_s=int(settings.time_budget_s * 8 + 600),
+                        wall_s=settings.time_budget_s * 4 + 600,
+                        address_space=CANDIDATE_GRANTS.address_space,
+                        open_files=CANDIDATE_GRANTS.open_files,
+                        processes=CANDIDATE_GRANTS.processes)
+        try:
+            session = TorchSession(kernel, work, build, limits, threads=settings.threads,
+                                   arena_bytes=512 * 2**20)
+        except (ReferenceError_, *_KERNEL_FAULTS) as exc:
+            raise VerifierError(f"the reference module could not run: {exc}") from exc
+        try:
+            return _measure_all(kernel, session, settings, seed, rng, env, notes, say)
+        finally:
+            session.close()
+
+
+def _measure_all(kernel: TorchKernel, session: TorchSession, settings: TorchBenchSettings,
+                 seed: int, rng: np.random.Generator, env: dict[str, Any], notes: Findings,
+                 say: Progress) -> BenchReport:
+    init_seed = int(rng.integers(0, 2**31))
+    dims = _shape_record(session)
+    try:
+        session.start_candidate()
+        session.init(init_seed)
+        pool = [_draw(session, rng) for _ in range(POOL + 1)]
+        say(f"timing ModelNew against Model (PyTorch eager) for up to {settings.time_budget_s:g} s")
+        assert session.reference is not None
+        timing = _measure(session, session.reference, pool, settings, rng)
+    except (ChildLoadError, *_KERNEL_FAULTS) as exc:
+        notes.fault("child_failed", None, f"the kernel's process failed: {exc}"[:2000])
+        return _report(kernel, seed, env, (), notes, session, init_seed)
+    baselines = [TORCH_BASELINE]
+    if settings.compile_baseline:
+        baselines += _compiled(session, pool, settings, rng, notes, say)
+    else:
+        notes.append("torch.compile baseline not measured (ask for it with --torch-compile)")
+    result = _judge(dims, timing, rng, settings, notes)
+    trusted = result is not None and result.halfwidth <= settings.max_halfwidth
+    samples = {"shape": dims, "kernel_ns": timing.kernel_ns, "baseline_ns": timing.baseline_ns,
+               "batch": timing.batch, "baseline": TORCH_BASELINE}
+    notes.append(f"timed by the parent over batches of {timing.batch} call(s) (each side's "
+                 "empty-command round trip subtracted); baseline: the reference Model in "
+                 f"PyTorch {session.torch_version} eager, in its own sandboxed process, "
+                 f"{settings.threads} thread(s) each side; weights from torch.manual_seed("
+                 f"{init_seed}) on both sides")
+    return _report(kernel, seed, env, (result,) if result else (), notes, session, init_seed,
+                   baselines, trusted, (samples,), timing.span_s)
+
+
+def _draw(session: TorchSession, rng: np.random.Generator) -> list[Any]:
+    return [draw_input(s.stats, s.shape, s.dtype, rng) if s.kind == "tensor" else s.value
+            for s in session.problem.inputs]
+
+
+def _shape_record(session: TorchSession) -> dict[str, int]:
+    """The measured shape as benchmark/v1 records it: the tensor inputs' sizes, a0_0, a0_1..."""
+    out: dict[str, int] = {}
+    for i, s in enumerate(session.problem.inputs):
+        for j, d in enumerate(s.shape):
+            if len(out) < 8:
+                out[f"a{i}_{j}"] = int(d)
+    return out or {"a0": 1}
+
+
+def _call_inputs(pool: list[list[Any]], call: int, rng: np.random.Generator) -> list[Any]:
+    """Call `call`'s inputs: a pool set with one element of its first tensor changed."""
+    args = [a.copy() if isinstance(a, np.ndarray) else a for a in pool[call % POOL]]
+    first = next((a for a in args if isinstance(a, np.ndarray) and a.size), None)
+    if first is not None:
+        flat = first.reshape(-1)
+        flat[int(rng.integers(0, flat.size))] += float(rng.standard_normal())
+    return args
+
+
+def _nop_ns(child: TorchChild) -> float:
+    return float(np.median([child.request({"cmd": "nop"}, 30.0)[0] for _ in range(9)]))
+
+
+def _busy(child: TorchChild, elapsed: int, threads: int) -> float:
+    """The round trip less the OS-accounted scheduling waits, never below the child's CPU time
+    over its threads (as `verifier.benchmark._loop` does for C kernels)."""
+    return float(max(elapsed - child.last_waited_ns, child.last_cpu_ns / max(threads, 1)))
+
+
+def _measure(session: TorchSession, baseline: TorchChild, pool: list[list[Any]],
+             settings: TorchBenchSettings, rng: np.random.Generator) -> _Timing:
+    cand = session.candidate
+    assert cand is not None
+    first = [Call(_call_inputs(pool, 0, rng), 0)]
+    for _ in range(max(settings.warmup, 1)):
+        session.run(first, CALL_TIMEOUT_S)
+    nop_k, nop_b = _nop_ns(cand), _nop_ns(baseline)
+    one = min(_busy(cand, cand.request(_timed(session, first)[0], CALL_TIMEOUT_S)[0],
+                    settings.threads) for _ in range(3)) - nop_k
+    batch = max(1, min(MAX_BATCH, int(MIN_BATCH_NS // max(one, 1000.0)) + 1))
+    out = _Timing(batch=batch)
+    start = time.perf_counter_ns()
+    call = 0
+    for i in range(settings.max_reps):
+        calls = [Call(_call_inputs(pool, call + j, rng), j) for j in range(batch)]
+        body, specs = _timed(session, calls)
+        keep = int(rng.integers(0, batch))
+        sides = (0, 1) if i % 2 == 0 else (1, 0)
+        kept: list[bytes] = []
+        for side in sides:
+            if side == 0:
+                ns = cand.request(body, CALL_TIMEOUT_S)[0]
+                out.kernel_ns.append(max(_busy(cand, ns, settings.threads) - nop_k, 0.0) / batch)
+                kept = _snapshot(session, session.cand_mem, specs[keep])
+                _watch(cand, out)
+            else:
+                ns = baseline.request(body, CALL_TIMEOUT_S)[0]
+                out.baseline_ns.append(max(_busy(baseline, ns, settings.threads) - nop_b, 0.0) / batch)
+        _recheck(session, specs[keep], kept, out, f"call {call + keep + 1}")
+        call += batch
+        if i + 1 >= settings.min_reps and (i + 1) % 10 == 0:
+            elapsed = (time.perf_counter_ns() - start) / 1e9
+            if elapsed > settings.time_budget_s or (elapsed >= settings.min_time_s and _tight(
+                    out, rng, settings.target)):
+                break
+    out.span_s = (time.perf_counter_ns() - start) / 1e9
+    final = session.run([Call(pool[POOL])], CALL_TIMEOUT_S, escapes=out.escaped)[0]
+    out.checked += 1
+    if final.answer.bad or any(o is None or not compare_tensor(o, e, d).ok for o, e, d in
+                               zip(final.outputs, final.expected, final.expected_dtypes, strict=True)):
+        out.wrong.append("the extra call on unseen inputs")
+    return out
+
+
+def _timed(session: TorchSession, calls: list[Call]) -> tuple[dict[str, Any], list[Any]]:
+    """A batch command (no per-call answers) with both arenas filled; the calls' regions."""
+    specs = []
+    for call in calls:
+        ins, outs, shapes = session.layout(call)
+        session.write(session.cand_mem, call.args, ins)
+        session.write(session.ref_mem, call.args, ins)
+        session.prefill(outs, shapes)
+        specs.append({"in": session.wire_args(call.args, ins),
+                      "out": [[o, nbytes] for o, nbytes in
+                              zip(outs, [_nbytes(s, d) for s, d in shapes], strict=True)],
+                      "shapes": shapes})
+    wire = [{"in": s["in"], "out": s["out"]} for s in specs]
+    return {"cmd": "call", "calls": wire, "threads": 1, "report": False}, specs
+
+
+def _nbytes(shape: tuple[int, ...], dtype: str) -> int:
+    return nbytes_of(shape, dtype)
+
+
+def _snapshot(session: TorchSession, mem: Any, spec: Mapping[str, Any]) -> list[bytes]:
+    return [mem.bytes[o:o + n].tobytes() for o, n in spec["out"]]
+
+
+def _watch(cand: TorchChild, out: _Timing) -> None:
+    """After a candidate batch: threads or processes still at work, unasked answers."""
+    pid = cand.pid()
+    found = cand.look()
+    if pid is not None:
+        before = activity(pid)
+        t0 = time.perf_counter_ns()
+        time.sleep(0.002)
+        found += escaped_work(pid, before, activity(pid), time.perf_counter_ns() - t0)
+    out.escaped += [f for f in found if f.key not in {e.key for e in out.escaped}]
+
+
+def _recheck(session: TorchSession, spec: Mapping[str, Any], kept: list[bytes], out: _Timing,
+             label: str) -> None:
+    """The kept call's candidate outputs against the reference's for the same call."""
+    out.checked += 1
+    for (o, n), (shape, dtype), raw in zip(spec["out"], spec["shapes"], kept, strict=True):
+        got = decode(np.frombuffer(raw, dtype=np.uint8).copy(), shape, dtype)
+        want = decode(session.ref_mem.bytes[o:o + n].copy(), shape, dtype)
+        if not compare_tensor(got, want, dtype).ok:
+            out.wrong.append(label)
+            return
+
+
+def _tight(out: _Timing, rng: np.random.Generator, target: float) -> bool:
+    speed, lo, hi = bootstrap_speedup(np.asarray(out.kernel_ns), np.asarray(out.baseline_ns), rng,
+                                      resamples=400)
+    return speed > 0 and max(speed - lo, hi - speed) / speed <= target
+
+
+def _judge(dims: dict[str, int], t: _Timing, rng: np.random.Generator,
+           settings: TorchBenchSettings, notes: Findings) -> ShapeResult | None:
+    label = "{" + ",".join(f"{k}={v}" for k, v in dims.items()) + "}"
+    for finding in t.escaped:
+        notes.fault("escaped_work", dims, f"{label}: work escaping the timed call: {finding}")
+    if t.wrong:
+        notes.fault("outputs_wrong", dims, f"{label}: outputs rechecked against the reference's "
+                    f"for the same calls: {len(t.wrong)} of {t.checked} sampled wrong (first: "
+                    f"{t.wrong[0]}); the kernel skips work, drifts or caches results")
+    if len(t.kernel_ns) < 2:
+        notes.append(f"{label}: too few batches measured")
+        return None
+    ks, bs = np.asarray(t.kernel_ns), np.asarray(t.baseline_ns)
+    speed, lo, hi = bootstrap_speedup(ks, bs, rng)
+    med = float(np.median(ks))
+    res = ShapeResult(dict(dims), len(ks), med, float(np.percentile(ks, 5)),
+                      float(np.percentile(ks, 95)), float(np.median(bs)), speed, (lo, hi), 0.0)
+    if res.halfwidth > settings.max_halfwidth:
+        notes.append(f"{label}: too unstable: the speed-up interval is +-{100 * res.halfwidth:.1f}% "
+                     f"after {res.n} batches (limit +-{100 * settings.max_halfwidth:.0f}%)")
+    else:
+        notes.append(f"{label}: speed-up interval +-{100 * res.halfwidth:.1f}% after {res.n} "
+                     f"batches of {t.batch} call(s) in {t.span_s:.2f} s")
+    return res
+
+
+def _compiled(session: TorchSession, pool: list[list[Any]], settings: TorchBenchSettings,
+              rng: np.random.Generator, notes: Findings, say: Progress) -> list[str]:
+    """torch.compile of the reference as a second baseline (a note), or why it did not run."""
+    assert session.reference is not None
+    say("compiling the reference with torch.compile (a second baseline)")
+    try:
+        session.reference.request({"cmd": "compile"}, 600.0)
+        timing = _measure(session, session.reference, pool, settings, rng)
+    except (VerifierError, *_KERNEL_FAULTS) as exc:
+        notes.append(f"torch.compile baseline skipped: {exc}"[:2000])
+        return []
+    speed, lo, hi = bootstrap_speedup(np.asarray(timing.kernel_ns), np.asarray(timing.baseline_ns),
+                                      rng)
+    notes.append(f"against torch.compile of the reference: speed-up {speed:.3f}x "
+                 f"[{lo:.3f}, {hi:.3f}] over {len(timing.kernel_ns)} batches")
+    return ["torch-compile"]
+
+
+def _report(kernel: TorchKernel, seed: int, env: dict[str, Any], results: tuple[ShapeResult, ...],
+            notes: Findings, session: TorchSession | None, init_seed: int | None,
+            baselines: Sequence[str] = (TORCH_BASELINE,), trusted: bool = False,
+            samples: tuple[dict[str, Any], ...] = (), seconds: float = 0.0) -> BenchReport:
+    shapes = tuple(dict(r.shape) for r in results) or ({"a0": 1},)
+    tol = TOLERANCES[kernel.dtype]
+    torch = {"reference_sha256": kernel.reference_digest,
+             "torch_version": (session.torch_version if session else "unknown")[:64],
+             "dtype": kernel.dtype, "rtol": tol.rtol, "atol": tol.atol,
+             "init_seeds": [] if init_seed is None else [init_seed],
+             "baselines": list(baselines)}
+    return BenchReport(kernel.name, "torch", seed, env, shapes, 0, results,
+                       trusted and bool(results) and not notes.faults, tuple(notes.notes),
+                       samples, seconds, tuple(notes.faults), torch=torch)

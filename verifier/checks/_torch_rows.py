@@ -1,0 +1,295 @@
+"""The rows of a torch kernel's check, from the outcomes the parent gathered (pure judging)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from attest.predicates import FaultKind
+from verifier.checks._report import CheckResult, make_fault
+from verifier.compare_outputs import Comparison
+from verifier.runtimes import CallOutcome, Finding, TorchKernel, TorchSession
+from verifier.tensors import Tolerance, compare_tensor
+from verifier.worker import BadAnswer, KernelRaised, WorkerGone, WorkerHung, WorkerOverMemory
+
+if TYPE_CHECKING:
+    from verifier.checks._torch_suite import _Run
+
+__all__ = ["FAILING_FINDINGS", "SessionFailure", "correctness_row", "outcome_faults",
+           "reference_row", "static_row", "torch_statement"]
+
+FAILING_FINDINGS = frozenset({"torch_fallback", "patching"})
+"""Static findings that fail the check: a fallback hands the op back to PyTorch (the kernel
+claims a speed-up for the library's work), and patching torch/time rewrites the harness's
+own tools. The other kinds are evidence shown beside the verdict."""
+
+
+@dataclass(frozen=True)
+class SessionFailure:
+    """A group of calls that ended in a crash, hang, bad answer or exception."""
+
+    kind: FaultKind
+    detail: str
+
+    @classmethod
+    def of(cls, exc: Exception, session: TorchSession) -> SessionFailure:
+        child = session.candidate
+        limits = session.limits
+        if isinstance(exc, WorkerHung):
+            return cls("hang", f"hang: no answer within {exc.limit_s:g} s")
+        if isinstance(exc, WorkerOverMemory):
+            return cls("unbounded_alloc", f"unbounded allocation: {exc}")
+        if isinstance(exc, BadAnswer):
+            return cls("bad_answer", f"malformed answer from the kernel's process: {exc}")
+        if isinstance(exc, KernelRaised):
+            return cls("crash", f"the module raised: {exc}")
+        result = exc.result if isinstance(exc, WorkerGone) else None
+        if result is None and child is not None:
+            child.close()
+            result = child.result
+        why = result.describe(limits) if result is not None else "the process ended"
+        return cls("crash", f"the kernel's process ended: {why}")
+
+
+def _shape_dims(outcome: CallOutcome) -> dict[str, int]:
+    """A shape record for the report: the first output's sizes as o0..o7."""
+    shape = outcome.expected[0].shape if outcome.expected else ()
+    return {f"o{i}": int(d) for i, d in enumerate(shape[:8])}
+
+
+def _compare(o: CallOutcome, dtype: str) -> tuple[Comparison | None, str | None, FaultKind | None]:
+    """(worst comparison, why it is not a comparison, fault) for one call."""
+    if o.answer.bad is not None:
+        return None, f"returned something other than a plain tensor: {o.answer.bad}", "bad_output"
+    worst: Comparison | None = None
+    for i, (got, want, odtype) in enumerate(zip(o.outputs, o.expected, o.expected_dtypes, strict=True)):
+        if got is None:
+            said = o.answer.outputs[i] if i < len(o.answer.outputs) else None
+            what = "no output" if said is None else f"shape {list(said[0])} dtype {said[1]}"
+            return None, (f"output {i}: {what}, expected shape {list(want.shape)} dtype "
+                          f"{odtype}"), "bad_output"
+        comp = compare_tensor(got, want, odtype if odtype != dtype else dtype)
+        if worst is None or (not comp.ok and worst.ok) or comp.max_err_over_tol > worst.max_err_over_tol:
+            worst = comp
+    if len(o.answer.outputs) > len(o.expected):
+        return None, (f"{len(o.answer.outputs)} outputs, the reference has "
+                      f"{len(o.expected)}"), "bad_output"
+    return worst, None, None
+
+
+def _fail_kind(comp: Comparison) -> FaultKind:
+    if comp.nonfinite_mismatches:
+        return "non_finite"
+    if comp.max_err_over_tol < 1e3:
+        return "loose"
+    return "wrong"
+
+
+def correctness_row(name: str, run: _Run, dtype: str, groups: Sequence[str]) -> CheckResult:
+    """A correctness row over the calls of `groups` (their labels say which seeds/shapes)."""
+    failure = next((run.failures[g] for g in groups if g in run.failures), None)
+    calls = [(label, o) for g in groups for label, o in run.outcomes.get(g, [])]
+    inputs: dict[str, Any] = {"shapes": [_shape_dims(o) for _, o in calls][:64]}
+    comps: list[Comparison] = []
+    for label, o in calls:
+        comp, why, kind = _compare(o, dtype)
+        if why is not None and kind is not None:
+            return CheckResult(name, "fail", f"{why} ({label})", inputs, {}, make_fault(kind))
+        assert comp is not None
+        comps.append(comp)
+        if not comp.ok:
+            kind = _fail_kind(comp)
+            detail = (f"wrong ({label}): {comp.bad} of {comp.elements} elements out of tolerance "
+                      f"(worst at {list(comp.worst_index or ())}: {comp.worst_value!r}, "
+                      f"expected {comp.worst_expected!r}, bound {comp.tolerance:.3g})")
+            if kind == "loose":
+                detail += (f"; {comp.max_err_over_tol:.3g}x the tolerance: reduced precision or "
+                           "a loose approximation")
+            if kind == "non_finite":
+                detail += f"; {comp.nonfinite_mismatches} NaN/Inf where the reference differs"
+            return CheckResult(name, "fail", detail, inputs, _metrics(comps), make_fault(kind))
+    if failure is not None:
+        return CheckResult(name, "fail", failure.detail, inputs, _metrics(comps),
+                           make_fault(failure.kind))
+    if not calls:
+        why = ("no variant of get_inputs' shapes is accepted by the reference"
+               if name == "correctness.shapes" else "no floating-point input to plant values in")
+        return CheckResult(name, "skip", why, inputs)
+    labels = sorted({label for label, _ in calls})
+    m = _metrics(comps)
+    return CheckResult(name, "pass", f"{len(calls)} calls within tolerance (worst err/tol "
+                       f"{m.get('max_err_over_tol', 0.0):.3g}; {'; '.join(labels)[:600]})",
+                       inputs, m)
+
+
+def _metrics(comps: Sequence[Comparison]) -> dict[str, float]:
+    if not comps:
+        return {}
+    return {"max_abs_err": max(c.max_abs_err for c in comps),
+            "max_rel_err": max(c.max_rel_err for c in comps),
+            "max_err_over_tol": max(c.max_err_over_tol for c in comps),
+            "calls": float(len(comps))}
+
+
+def reference_row(kernel: TorchKernel, session: TorchSession, init_seeds: Sequence[int],
+                  loaded: Sequence[dict[str, Any]], tol: Tolerance) -> CheckResult:
+    """What the op is: the reference's digest, torch, the dtype, tolerance, weight seeds."""
+    shapes = [{f"d{i}": int(d) for i, d in enumerate(s.shape[:8])}
+              for s in session.problem.inputs if s.kind == "tensor" and s.shape]
+    first: dict[str, Any] = dict(loaded[0]) if loaded else {
+        "loaded": 0, "own": 0, "reference": 0, "unmatched": []}
+    unmatched: list[str] = list(first.get("unmatched") or [])
+    detail = (f"reference {kernel.reference} sha256 {kernel.reference_digest}, torch "
+              f"{session.torch_version}, dtype {kernel.dtype}, tolerance |out-ref| <= "
+              f"{tol.atol:g}*rms(ref) + {tol.rtol:g}*|ref|; weights from torch.manual_seed of "
+              f"{', '.join(map(str, init_seeds))} in both processes, then {first['loaded']} of "
+              f"the candidate's {first['own']} state entries loaded from the reference's "
+              f"{first['reference']}"
+              + (f" (not matched by name/shape: {', '.join(unmatched[:8])})" if unmatched else ""))
+    return CheckResult("reference", "pass", detail, {"shapes": shapes[:64]},
+                       {"rtol": tol.rtol, "atol": tol.atol, "weight_inits": float(len(init_seeds)),
+                        "state_loaded": float(first["loaded"])})
+
+
+def torch_statement(kernel: TorchKernel, torch_version: str, tol: Tolerance,
+                    init_seeds: Sequence[int], baselines: Sequence[str] = ()) -> dict[str, Any]:
+    """The `torch` object of a statement about this kernel (attest.predicates.TorchOp)."""
+    body: dict[str, Any] = {"reference_sha256": kernel.reference_digest,
+                            "torch_version": torch_version[:64], "dtype": kernel.dtype,
+                            "rtol": tol.rtol, "atol": tol.atol, "init_seeds": list(init_seeds)}
+    if baselines:
+        body["baselines"] = list(baselines)
+    return body
+
+
+def static_row(findings: Sequence[Finding]) -> CheckResult:
+    """The static findings on the solution's source (verifier.runtimes.audit_solution)."""
+    counts: dict[str, float] = {}
+    for f in findings:
+        counts[f"finding_{f.kind}"] = counts.get(f"finding_{f.kind}", 0.0) + 1.0
+    listed = "; ".join(f"{f.kind} (line {f.line}): {f.detail}" for f in findings[:12])
+    failing = [f for f in findings if f.kind in FAILING_FINDINGS]
+    if failing:
+        return CheckResult("static", "fail", f"the solution's source: {listed}", {}, counts,
+                           make_fault("static_finding"))
+    if findings:
+        return CheckResult("static", "pass", f"evidence for a reader (not failing): {listed}",
+                           {}, counts)
+    return CheckResult("static", "pass", "no static findings on the solution's source", {}, {})
+
+
+def _inputs_row(run: _Run) -> CheckResult:
+    calls = [(label, o) for g in run.outcomes.values() for label, o in g]
+    changed = [(label, c) for label, o in calls for c in o.input_changes]
+    if changed:
+        return CheckResult("inputs.unchanged", "fail", f"mutates its inputs: {changed[0][1]} "
+                           f"({changed[0][0]}; {len(changed)} in all)", {},
+                           {"mutating_calls": float(len(changed))}, make_fault("input_mutated"))
+    return CheckResult("inputs.unchanged", "pass", f"inputs byte-identical after {len(calls)} calls",
+                       {}, {"calls": float(len(calls))})
+
+
+def _fresh_row(run: _Run, dtype: str) -> CheckResult:
+    calls = [(label, o) for g in run.outcomes.values() for label, o in g]
+    for label, o in calls:
+        _, why, kind = _compare(o, dtype)
+        if kind == "bad_output" and why is not None:
+            return CheckResult("outputs.fresh", "fail", f"{why} ({label})", {}, {},
+                               make_fault("bad_output"))
+    return CheckResult("outputs.fresh", "pass",
+                       f"each of {len(calls)} calls returned plain tensors of the reference's "
+                       "shapes and dtypes, copied into a region the parent chose for that call "
+                       "and prefilled with poison", {}, {"calls": float(len(calls))})
+
+
+def _bitwise_equal(a: CallOutcome, b: CallOutcome) -> int:
+    """How many bytes differ between two calls' outputs (-1: one has no outputs)."""
+    if a.answer.bad or b.answer.bad or any(not r for r in a.raw + b.raw) or len(a.raw) != len(b.raw):
+        return -1
+    return sum(int(np.count_nonzero(np.frombuffer(x, np.uint8) != np.frombuffer(y, np.uint8)))
+               for x, y in zip(a.raw, b.raw, strict=True))
+
+
+def _simple(name: str, run: _Run, verdict: tuple[str, FaultKind] | None, passed: str) -> CheckResult:
+    failure = run.failures.get(name)
+    if verdict is not None:
+        return CheckResult(name, "fail", verdict[0], {}, {}, make_fault(verdict[1]))
+    if failure is not None:
+        return CheckResult(name, "fail", failure.detail, {}, {}, make_fault(failure.kind))
+    if not run.outcomes.get(name):
+        return CheckResult(name, "fail", "not run: the kernel already failed", {}, {},
+                           make_fault("not_run"))
+    return CheckResult(name, "pass", passed)
+
+
+def _determinism(run: _Run) -> CheckResult:
+    got = [o for _, o in run.outcomes.get("determinism", [])]
+    verdict: tuple[str, FaultKind] | None = None
+    for k, o in enumerate(got[1:], start=2):
+        differ = _bitwise_equal(got[0], o)
+        if differ != 0:
+            verdict = (f"nondeterministic: call {k} on identical inputs differs from call 1 "
+                       f"({'no output' if differ < 0 else f'{differ} bytes'})", "nondeterministic")
+            break
+    return _simple("determinism", run, verdict,
+                   f"bit-identical outputs over {len(got)} calls on identical inputs")
+
+
+def _state(run: _Run, dtype: str) -> CheckResult:
+    got = [o for _, o in run.outcomes.get("state.reuse", [])]
+    verdict: tuple[str, FaultKind] | None = None
+    if len(got) == 3:
+        comp, _, _ = _compare(got[1], dtype)
+        if comp is None or not comp.ok:
+            stale = _bitwise_equal(got[0], got[1]) == 0
+            verdict = ("state kept between calls: other inputs at the same buffer got "
+                       + ("the previous call's answer" if stale else "a wrong answer")
+                       + " (caching by data_ptr or keeping state?)", "stateful")
+        elif _bitwise_equal(got[0], got[2]) != 0:
+            verdict = ("the same inputs at another buffer gave another answer (depends on where "
+                       "its inputs lie)", "stateful")
+    return _simple("state.reuse", run, verdict, "other inputs at the same buffer matched the "
+                   "reference; the same inputs at another buffer gave the same bits")
+
+
+def _concurrency(run: _Run, needed: int) -> CheckResult:
+    single = [o for _, o in run.outcomes.get("concurrency.single", [])]
+    paired = [o for _, o in run.outcomes.get("concurrency", [])]
+    verdict: tuple[str, FaultKind] | None = None
+    if len(single) == 2:
+        for k, o in enumerate(paired):
+            if _bitwise_equal(single[k % 2], o) != 0:
+                verdict = (f"not reentrant: call {k + 1} from two threads at once answered "
+                           "differently from the same inputs on one thread", "not_reentrant")
+                break
+    row = _simple("concurrency", run, verdict, f"{run.overlaps} pairs of calls overlapping in "
+                  f"time (of {len(paired)} calls from 2 threads) matched one-thread calls bit "
+                  "for bit")
+    if row.outcome == "pass" and run.overlaps < needed:
+        return CheckResult("concurrency", "error", f"not established: only {run.overlaps} pairs "
+                           f"of calls overlapped in time (at least {needed} needed)", {"threads": 2},
+                           {"overlapping_pairs": float(run.overlaps)})
+    return CheckResult(row.name, row.outcome, row.detail, {"threads": 2},
+                       {"overlapping_pairs": float(run.overlaps)}, row.fault)
+
+
+def _escape(run: _Run) -> CheckResult:
+    if run.escapes:
+        kinds: dict[str, float] = {}
+        for e in run.escapes:
+            kinds[f"escaped_{e.kind}"] = kinds.get(f"escaped_{e.kind}", 0.0) + 1.0
+        return CheckResult("escape", "fail", f"work escaping the call: {run.escapes[0]}", {},
+                           kinds, make_fault("escaped"))
+    calls = sum(len(g) for g in run.outcomes.values())
+    return CheckResult("escape", "pass", f"after each of {calls} calls no thread kept using CPU, "
+                       "no thread or process a call started was alive and no input or output "
+                       "changed during a pause", {}, {"calls": float(calls)})
+
+
+def outcome_faults(run: _Run, pairs: int) -> list[CheckResult]:
+    dtype = run.session.kernel.dtype
+    return [_inputs_row(run), _fresh_row(run, dtype), _determinism(run), _state(run, dtype),
+            _concurrency(run, pairs), _escape(run)]

@@ -1,0 +1,314 @@
+"""`ktl check` for a kernel defined by a PyTorch module (runtimes torch and triton).
+
+The candidate (`ModelNew`) and the reference (`Model`) run in separate sandboxed
+processes (`verifier.runtimes.TorchSession`); the parent draws every input, compares
+every output in float64 under the dtype's tolerance (`verifier.tensors`) and writes the
+rows. Checks, each over fresh inputs drawn from this run's seed (recorded):
+
+- build: the solution's `load_inline` extensions, built in the compiler's sandbox or
+  taken from the build cache (plain torch and Triton solutions build nothing);
+- static: the findings on the solution's source (`verifier.runtimes.audit_solution`); a
+  fallback to PyTorch or patching of torch/time fails, the rest is shown as evidence;
+- reference: what the op is (the reference's sha256, torch's version, the dtype, the
+  tolerance, the weight seeds);
+- correctness.random: calls at `get_inputs`' shapes, several weight initialisations
+  (each `torch.manual_seed(init_seed)`, fresh per run, recorded);
+- correctness.shapes: variants of `get_inputs`' shapes the reference accepts (one size
+  substituted everywhere it occurs), so a kernel hard-coding the example shape fails;
+- special_values: NaN, +-Inf, +-0 and subnormals planted in the first floating input;
+- inputs.unchanged, outputs.fresh (every output copied into a region the parent chose
+  and prefilled with poison for that call; a plain tensor of the reference's shape and
+  dtype), determinism, state.reuse (the same inputs at another buffer; other inputs at
+  the same buffer), concurrency (two threads at once), escape (threads, processes or
+  memory writes outliving a call);
+- sandbox: the layers in force for the candidate.
+
+A NaN where the reference has a number, or a mismatch anywhere, fails; there is no
+wildcard value.
+"""
+
+from __future__ import annotations
+
+import secrets
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from verifier.checks._report import BUDGETS, CheckReport, CheckResult, make_fault
+from verifier.checks._torch_rows import (
+    SessionFailure,
+    correctness_row,
+    outcome_faults,
+    reference_row,
+    static_row,
+    torch_statement,
+)
+from verifier.environment import environment_fingerprint
+from verifier.errors import BuildError, VerifierError
+from verifier.kernel import KernelSpec
+from verifier.runtimes import (
+    Call,
+    CallOutcome,
+    ReferenceError_,
+    TorchKernel,
+    TorchSession,
+    audit_solution,
+    build_extensions,
+    scaled_variants,
+    torch_unavailable,
+)
+from verifier.sandbox import Limits, sandbox_detail, sandbox_metrics
+from verifier.tensors import FLOAT_DTYPES, TOLERANCES, draw_input, special_fill
+from verifier.worker import (
+    CANDIDATE_GRANTS,
+    BadAnswer,
+    ChildLoadError,
+    Escape,
+    KernelRaised,
+    WorkerGone,
+    WorkerHung,
+    WorkerOverMemory,
+)
+
+__all__ = ["TORCH_PLANS", "TorchPlan", "torch_check"]
+
+Progress = Callable[[str], None]
+CALL_TIMEOUT_S = 60.0
+CONCURRENCY_COMMANDS = 6
+INTERPRETED_CONCURRENCY = (
+    "not run: runtime triton on a CPU runs through Triton's interpreter, which patches "
+    "triton.language globally while a kernel runs, so two threads cannot run interpreted "
+    "kernels at once (a compiled kernel on a GPU is judged here)")
+
+
+@dataclass(frozen=True)
+class TorchPlan:
+    inits: int
+    random: int
+    shapes: int
+    special: int
+    repeats: int
+    pairs: int
+
+
+TORCH_PLANS = {"quick": TorchPlan(inits=2, random=3, shapes=3, special=2, repeats=3, pairs=4),
+               "full": TorchPlan(inits=3, random=8, shapes=6, special=4, repeats=4, pairs=8)}
+
+
+@dataclass
+class _Run:
+    """Everything a torch check gathered, for the rows."""
+
+    session: TorchSession
+    rng: np.random.Generator
+    escapes: list[Escape] = field(default_factory=list)
+    outcomes: dict[str, list[tuple[str, CallOutcome]]] = field(default_factory=dict)
+    failures: dict[str, SessionFailure] = field(default_factory=dict)
+    init_seeds: list[int] = field(default_factory=list)
+    loaded: list[dict[str, Any]] = field(default_factory=list)
+    overlaps: int = 0
+    restarts: int = 0
+
+    def draw(self, shapes: list[tuple[int, ...]] | None = None) -> list[Any]:
+        problem = self.session.problem
+        out: list[Any] = []
+        for i, spec in enumerate(problem.inputs):
+            if spec.kind == "value":
+                out.append(spec.value)
+                continue
+            shape = spec.shape if shapes is None else shapes[i]
+            out.append(draw_input(spec.stats, shape, spec.dtype, self.rng))
+        return out
+
+    def calls(self, group: str, calls: list[Call], label: str, threads: int = 1) -> list[CallOutcome]:
+        got = self.session.run(calls, CALL_TIMEOUT_S, threads, self.escapes)
+        self.outcomes.setdefault(group, []).extend((label, o) for o in got)
+        return got
+
+
+def torch_check(spec: KernelSpec, budget: str = "quick", seed: int | None = None,
+                progress: Progress | None = None) -> CheckReport:
+    """The suite on a torch/triton kernel folder's spec; never raises for kernel faults."""
+    if budget not in BUDGETS:
+        raise VerifierError(f"budget must be one of {sorted(BUDGETS)}, got {budget!r}")
+    say: Progress = progress or (lambda _msg: None)
+    kernel = TorchKernel.from_spec(spec)
+    seed = secrets.randbelow(2**31) if seed is None else int(seed)
+    env = environment_fingerprint(kernel.runtime)
+
+    statement: dict[str, Any] = {}
+
+    def report(rows: list[CheckResult]) -> CheckReport:
+        return CheckReport(kernel.name, "torch", budget, seed, env, tuple(rows),
+                           statement or None)
+
+    reason = torch_unavailable(kernel.runtime)
+    if reason:
+        return report([CheckResult("build", "error", f"runtime {kernel.runtime!r} unavailable: {reason}")])
+    if kernel.uses_cuda:
+        from verifier._gpu import probe
+
+        if probe().count < 1:
+            return report([CheckResult(
+                "build", "error", "not run: the solution is CUDA (cuda_sources / .cu), which needs "
+                "a CUDA build of torch and a GPU; this machine has none, so nothing was built or "
+                "judged (a CUDA solution never passes without running)")])
+    with tempfile.TemporaryDirectory(prefix="ktl-torch-check-") as tmp:
+        return report(_suite(kernel, TORCH_PLANS[budget], seed, Path(tmp), say, statement))
+
+
+def _suite(kernel: TorchKernel, plan: TorchPlan, seed: int, work: Path, say: Progress,
+           statement: dict[str, Any]) -> list[CheckResult]:
+    """The rows; `statement` gets the TorchOp fields once the reference has run."""
+    say("building the solution's extensions (if any)")
+    try:
+        build = build_extensions(kernel, work)
+    except BuildError as exc:
+        return [CheckResult("build", "fail", str(exc)[:1500], {}, {}, make_fault("build"))]
+    rows = [CheckResult("build", "pass", build.detail, {}, {"cached": 1.0 if build.cached else 0.0,
+                                                           "build_s": build.seconds}),
+            static_row(audit_solution(kernel.read()[kernel.solution]))]
+    limits = Limits(cpu_s=600, wall_s=900.0, address_space=CANDIDATE_GRANTS.address_space,
+                    open_files=CANDIDATE_GRANTS.open_files, processes=CANDIDATE_GRANTS.processes)
+    say("starting the reference and the candidate in their sandboxes")
+    try:
+        session = TorchSession(kernel, work, build, limits)
+    except (ReferenceError_, WorkerGone, WorkerHung, KernelRaised) as exc:
+        return [*rows, CheckResult("reference", "error", f"the reference module could not run: {exc}"[:1500])]
+    try:
+        try:
+            session.start_candidate()
+        except (ChildLoadError, KernelRaised, WorkerGone, WorkerHung, BadAnswer) as exc:
+            detail = f"the solution could not be loaded: {exc}"
+            return [*rows, CheckResult("load", "fail", detail[:1500], {}, {}, make_fault("load"))]
+        run = _Run(session, np.random.default_rng(seed))
+        _gather(run, plan, say)
+        say("comparing with the reference's outputs")
+        tol = TOLERANCES[kernel.dtype]
+        rows.append(reference_row(kernel, session, run.init_seeds, run.loaded, tol))
+        statement.update(torch_statement(kernel, session.torch_version, tol, run.init_seeds))
+        rows += _rows(run, plan)
+    finally:
+        session.close()
+    if session.candidate is not None and session.candidate.result is not None:
+        layers = session.candidate.result.layers
+        rows.append(CheckResult("sandbox", "pass", sandbox_detail(layers), {}, sandbox_metrics(layers)))
+    return rows
+
+
+def _guarded(run: _Run, group: str, body: Callable[[], None]) -> None:
+    """Run one group of calls; a crash, hang, bad answer or exception is that group's fault,
+    and the candidate is restarted (and re-initialised) for the next group."""
+    try:
+        body()
+        return
+    except ReferenceError_:
+        raise
+    except (WorkerGone, WorkerHung, WorkerOverMemory, BadAnswer, KernelRaised) as exc:
+        run.failures[group] = SessionFailure.of(exc, run.session)
+    if run.restarts >= 3:
+        return
+    run.restarts += 1
+    try:
+        run.session.start_candidate()
+        if run.init_seeds:
+            run.session.init(run.init_seeds[0])
+    except (WorkerGone, WorkerHung, WorkerOverMemory, BadAnswer, KernelRaised) as exc:
+        run.failures.setdefault("restart", SessionFailure.of(exc, run.session))
+        run.restarts = 99
+
+
+def _gather(run: _Run, plan: TorchPlan, say: Progress) -> None:
+    session = run.session
+    run.init_seeds = [int(run.rng.integers(0, 2**31)) for _ in range(plan.inits)]
+    for k, init_seed in enumerate(run.init_seeds):
+        say(f"weights #{k + 1} (seed {init_seed}): {plan.random} calls on fresh inputs")
+
+        def random(init_seed: int = init_seed) -> None:
+            run.loaded.append(session.init(init_seed))
+            run.calls("correctness.random", [Call(run.draw()) for _ in range(plan.random)],
+                      f"weights seed {init_seed}")
+
+        _guarded(run, "correctness.random" if k == 0 else f"correctness.random.{k}", random)
+        if "restart" in run.failures:
+            return
+    say("scaled shapes, special values, determinism, state, two threads")
+    steps: list[tuple[str, Callable[[], None]]] = [
+        ("correctness.shapes", lambda: _shapes(run, plan)),
+        ("special_values", lambda: _special(run, plan)),
+        ("determinism", lambda: _determinism(run, plan)),
+        ("state.reuse", lambda: _state(run)),
+        ("concurrency", lambda: _concurrency(run, plan)),
+    ]
+    if run.session.kernel.runtime == "triton" and not run.session.gpu:
+        steps = steps[:-1]  # see INTERPRETED_CONCURRENCY
+    for group, body in steps:
+        if "restart" in run.failures:
+            return
+        _guarded(run, group, body)
+
+
+def _shapes(run: _Run, plan: TorchPlan) -> None:
+    session = run.session
+    variants = scaled_variants(session, run.rng, plan.shapes)
+    run.outcomes.setdefault("correctness.shapes", [])
+    for shapes in variants:
+        run.calls("correctness.shapes", [Call(run.draw(shapes))],
+                  "shapes " + " ".join("x".join(map(str, s)) for s in shapes))
+
+
+def _special(run: _Run, plan: TorchPlan) -> None:
+    floats = [i for i, s in enumerate(run.session.problem.inputs)
+              if s.kind == "tensor" and s.dtype in FLOAT_DTYPES]
+    if not floats:
+        return
+    calls = []
+    for _ in range(plan.special):
+        args = run.draw()
+        args[floats[0]] = special_fill(args[floats[0]], run.rng)
+        calls.append(Call(args))
+    run.calls("special_values", calls, "NaN/Inf/0/subnormal planted")
+
+
+def _determinism(run: _Run, plan: TorchPlan) -> None:
+    args = run.draw()
+    region = run.session.regions.next + 1000
+    run.session.regions.next += 1
+    run.calls("determinism", [Call(args, region) for _ in range(plan.repeats)], "identical inputs")
+
+
+def _state(run: _Run) -> None:
+    first, second = run.draw(), run.draw()
+    region = run.session.regions.next + 2000
+    run.calls("state.reuse", [Call(first, region)], "inputs A at buffer R")
+    run.calls("state.reuse", [Call(second, region)], "inputs B at the same buffer R")
+    run.calls("state.reuse", [Call(first)], "inputs A again at a fresh buffer")
+
+
+def _concurrency(run: _Run, plan: TorchPlan) -> None:
+    sets = [run.draw() for _ in range(2)]
+    single = run.calls("concurrency.single", [Call(a) for a in sets], "one thread")
+    run.outcomes["concurrency.single"] = [("one thread", o) for o in single]
+    for _ in range(CONCURRENCY_COMMANDS):  # until enough calls were seen at once (a busy machine)
+        paired = [Call(sets[k % 2]) for k in range(2 * plan.pairs)]
+        run.calls("concurrency", paired, "two threads at once", threads=2)
+        run.overlaps += run.session.last_overlaps
+        if run.overlaps >= max(1, plan.pairs // 2):
+            break
+
+
+def _rows(run: _Run, plan: TorchPlan) -> list[CheckResult]:
+    dtype = run.session.kernel.dtype
+    randoms = sorted({g for g in [*run.outcomes, *run.failures] if g.startswith("correctness.random")})
+    rows = [correctness_row("correctness.random", run, dtype, randoms),
+            correctness_row("correctness.shapes", run, dtype, ["correctness.shapes"]),
+            correctness_row("special_values", run, dtype, ["special_values"])]
+    rows += outcome_faults(run, max(1, plan.pairs // 2))
+    if run.session.kernel.runtime == "triton" and not run.session.gpu:
+        rows = [CheckResult("concurrency", "skip", INTERPRETED_CONCURRENCY, {"threads": 2})
+                if r.name == "concurrency" else r for r in rows]
+    return rows

@@ -1,0 +1,166 @@
+"""Tensors of a torch kernel as the parent sees them: bytes in shared memory, in float64.
+
+Pure: NumPy arrays in, arrays or a `Comparison` out. The parent never imports torch:
+a tensor crosses the shared memory as its raw bytes (bfloat16 as its 16-bit pattern),
+is drawn here from the distribution `get_inputs` showed, and is judged here in float64.
+
+Tolerances (`TOLERANCES`): an element passes when ``|out - ref| <= atol * s + rtol * |ref|``
+(the formula of `torch.testing.assert_close`), where `s` is the root mean square of the
+reference output's finite values (1 where they are all zero), so `atol` is relative to
+the output's own scale: a softmax's outputs of 1e-3 are held to the same relative
+standard as a matmul's of 1e2. The values:
+
+- float32: rtol = atol = 1e-4. `assert_close`'s defaults (1.3e-6, 1e-5) fail honest
+  kernels that sum in another order over long reductions; KernelBench's 1e-2 passes a
+  kernel that computes in bfloat16 (relative error ~4e-3) and calls it float32.
+- float16: rtol = atol = 1e-2 (KernelBench's; ten float16 ulps at 1.0).
+- bfloat16: rtol = atol = 1.6e-2 (`assert_close`'s bfloat16 rtol; two bfloat16 ulps).
+
+Integer and bool outputs must be equal. NaN and infinities are never wildcards: where
+the reference is NaN the output must be NaN, where it is an infinity the same infinity,
+and where it is finite the output must be finite and within tolerance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from verifier.compare_outputs import Comparison
+
+__all__ = ["FLOAT_DTYPES", "STORAGE", "TOLERANCES", "Tolerance", "compare_tensor", "decode",
+           "draw_input", "encode", "nbytes_of", "special_fill"]
+
+STORAGE: Mapping[str, Any] = {
+    "float32": np.float32, "float16": np.float16, "bfloat16": np.uint16, "float64": np.float64,
+    "int64": np.int64, "int32": np.int32, "int16": np.int16, "int8": np.int8, "uint8": np.uint8,
+    "bool": np.bool_,
+}
+"""How each dtype's bytes are held in NumPy (bfloat16: its bit pattern)."""
+FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
+F64 = NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    rtol: float
+    atol: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"rtol": self.rtol, "atol": self.atol, "atol_scale": "rms of the reference output"}
+
+
+TOLERANCES: Mapping[str, Tolerance] = {
+    "float32": Tolerance(1e-4, 1e-4),
+    "float16": Tolerance(1e-2, 1e-2),
+    "bfloat16": Tolerance(1.6e-2, 1.6e-2),
+    "float64": Tolerance(1e-7, 1e-7),
+}
+
+
+def nbytes_of(shape: tuple[int, ...] | list[int], dtype: str) -> int:
+    count = 1
+    for d in shape:
+        count *= int(d)
+    return count * int(np.dtype(STORAGE[dtype]).itemsize)
+
+
+def decode(raw: NDArray[np.uint8], shape: tuple[int, ...], dtype: str) -> F64:
+    """The float64 values of a tensor's bytes (bfloat16 widened exactly)."""
+    values = raw.view(STORAGE[dtype]).reshape(shape)
+    if dtype == "bfloat16":
+        widened = values.astype(np.uint32) << 16
+        out: F64 = widened.view(np.float32).astype(np.float64)
+        return out
+    wide: F64 = values.astype(np.float64)
+    return wide
+
+
+def encode(values: F64, dtype: str) -> NDArray[np.uint8]:
+    """A tensor's bytes from float64 values, rounded to `dtype` (to nearest, ties to even)."""
+    if dtype == "bfloat16":
+        bits = values.astype(np.float32).view(np.uint32).astype(np.uint64)
+        nan = np.isnan(values.astype(np.float32))
+        rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+        rounded = np.where(nan, np.uint16(0x7FC0), rounded)
+        return np.ascontiguousarray(rounded).reshape(-1).view(np.uint8)
+    with np.errstate(over="ignore", invalid="ignore"):
+        cast = values.astype(STORAGE[dtype])
+    return np.ascontiguousarray(cast).reshape(-1).view(np.uint8)
+
+
+def draw_input(desc: Mapping[str, Any], shape: tuple[int, ...], dtype: str,
+               rng: np.random.Generator) -> F64:
+    """Fresh values shaped `shape`, drawn like the sample `get_inputs` returned (`desc`:
+    its min, max, mean, std and whether it held only whole numbers)."""
+    lo, hi = float(desc.get("min", -1.0)), float(desc.get("max", 1.0))
+    size = int(np.prod(shape, dtype=np.int64))
+    if dtype == "bool":
+        return rng.integers(0, 2, size=size).astype(np.float64).reshape(shape)
+    if dtype not in FLOAT_DTYPES or desc.get("integral"):
+        return rng.integers(int(np.floor(lo)), int(np.floor(hi)) + 1, size=size).astype(
+            np.float64).reshape(shape)
+    std = float(desc.get("std", 1.0)) or 1.0
+    mean = float(desc.get("mean", 0.0))
+    if lo >= 0.0 and hi <= 1.0:
+        values = rng.random(size)
+    elif lo >= 0.0:
+        values = np.abs(rng.standard_normal(size)) * std + lo
+    else:
+        values = rng.standard_normal(size) * std + mean
+    return values.reshape(shape)
+
+
+def special_fill(values: F64, rng: np.random.Generator) -> F64:
+    """`values` with NaN, +-Inf, +-0 and a subnormal planted at random places (a few each)."""
+    out = values.copy().reshape(-1)
+    if out.size == 0:
+        return values
+    plants = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40]
+    places = rng.choice(out.size, size=min(out.size, 2 * len(plants)), replace=False)
+    for i, where in enumerate(places):
+        out[where] = plants[i % len(plants)]
+    return out.reshape(values.shape)
+
+
+def _scale(ref: F64) -> float:
+    finite = ref[np.isfinite(ref)]
+    if finite.size == 0:
+        return 1.0
+    rms = float(np.sqrt(np.mean(np.square(finite))))
+    return rms if rms > 0 else 1.0
+
+
+def compare_tensor(out: F64, ref: F64, dtype: str) -> Comparison:
+    """Compare an output with the reference's, both in float64 (see the module docstring)."""
+    if out.shape != ref.shape:
+        raise ValueError(f"shape mismatch: out {out.shape}, ref {ref.shape}")
+    n = int(out.size)
+    if n == 0:
+        return Comparison(0, 0, 0, 0, 0.0, 0.0, 0, 0.0, 0.0, None, None, None)
+    tol = TOLERANCES.get(dtype, Tolerance(0.0, 0.0))
+    ref_nan, ref_inf = np.isnan(ref), np.isinf(ref)
+    ref_fin = ~(ref_nan | ref_inf)
+    with np.errstate(invalid="ignore", over="ignore"):
+        kind_bad = (ref_nan & ~np.isnan(out)) | (ref_inf & (out != ref)) | (ref_fin & ~np.isfinite(out))
+        bound = tol.atol * _scale(ref) + tol.rtol * np.abs(np.where(ref_fin, ref, 0.0))
+        err = np.where(ref_fin & np.isfinite(out), np.abs(out - ref), 0.0)
+        ratio = np.where(bound > 0, err / np.where(bound > 0, bound, 1.0),
+                         np.where(err > 0, np.inf, 0.0))
+        rel = np.where(np.abs(ref) > 0, err / np.where(np.abs(ref) > 0, np.abs(ref), 1.0), 0.0)
+    bad_mask = kind_bad | (ratio > 1.0)
+    bad = int(np.count_nonzero(bad_mask))
+    score = np.where(kind_bad, np.inf, ratio)
+    flat = int(np.argmax(np.where(bad_mask, score, -1.0))) if bad else int(np.argmax(ratio))
+    fin_ratio = ratio[np.isfinite(ratio)]
+    return Comparison(
+        elements=n, bad=bad, nonfinite_mismatches=int(np.count_nonzero(kind_bad)), poisoned=0,
+        max_abs_err=float(np.max(err)), max_rel_err=float(np.max(np.where(np.isfinite(rel), rel, 0.0))),
+        max_ulp=0, max_err_over_tol=float(np.max(fin_ratio)) if fin_ratio.size else 0.0,
+        tolerance=float(bound.reshape(-1)[flat]),
+        worst_index=tuple(int(i) for i in np.unravel_index(flat, out.shape)),
+        worst_value=float(out.reshape(-1)[flat]), worst_expected=float(ref.reshape(-1)[flat]))

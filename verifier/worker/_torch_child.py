@@ -1,0 +1,405 @@
+"""The driver of a torch kernel's processes: one script, three roles, no ktl import.
+
+Run as ``python -s -B _torch_child.py ROLE CMD_FD ANS_FD MEM_FD MEM_BYTES FOLDER MODULE CLASS
+THREADS EXT_DIR`` by `verifier.worker._torch` (never imported by the kernel's process as a
+package: it loads nothing of ktl, so nothing of ktl's is there to patch):
+
+- ``reference``: loads MODULE (the kernel folder's reference.py) and its ``Model``,
+  ``get_inputs`` and ``get_init_inputs``; never the solution;
+- ``candidate``: loads MODULE (solution.py) and its ``ModelNew``; ``load_inline`` and
+  ``load`` are replaced by a loader of extensions the build step put in EXT_DIR (read-only
+  here): the kernel's process never compiles;
+- ``build``: imports the solution once with ``load_inline``/``load`` building into
+  EXT_DIR (in the build sandbox's private folder), then exits.
+
+Commands and answers are frames (4-byte little-endian length, UTF-8 JSON). Tensors never
+travel in frames: the parent names regions of the shared memfd (offset, shape, dtype);
+inputs are views of those regions, and each output is copied into the region the parent
+chose for that call. The parent parses every answer strictly (`verifier.worker._torch`):
+from the candidate they are the kernel's word.
+
+The parent imports this module for its constants and framing only; torch is imported
+in `main`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import inspect
+import json
+import mmap
+import os
+import struct
+import sys
+import threading
+import time
+import traceback
+from typing import Any
+
+__all__ = ["DTYPES", "EXT_IGNORED_ARGS", "FRAME", "MAX_ANSWER", "MAX_COMMAND", "extension_key",
+           "read_frame", "write_frame"]
+
+FRAME = struct.Struct("<I")
+MAX_COMMAND = 4 * 2**20
+"""Largest command frame the parent sends (a batch of calls' regions)."""
+MAX_ANSWER = 256 * 1024
+"""Largest answer frame the parent reads; a longer one is a malformed answer."""
+DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "int16", "int8",
+          "uint8", "bool")
+"""Tensor dtypes that may cross the shared memory (by name)."""
+EXT_IGNORED_ARGS = ("build_directory", "verbose", "keep_intermediates")
+"""`load_inline`/`load` arguments that do not change what is built."""
+MAX_VIEWS = 4096
+
+
+def read_frame(fd: int, limit: int) -> bytes:
+    """One frame from `fd`; EOFError at its end, ValueError for a frame over `limit`."""
+    head = _read(fd, FRAME.size)
+    (size,) = FRAME.unpack(head)
+    if size > limit:
+        raise ValueError(f"frame of {size} bytes; the limit is {limit}")
+    return _read(fd, size)
+
+
+def _read(fd: int, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = os.read(fd, n - len(buf))
+        if not chunk:
+            raise EOFError
+        buf += chunk
+    return buf
+
+
+def write_frame(fd: int, payload: bytes) -> None:
+    data = FRAME.pack(len(payload)) + payload
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def extension_key(kind: str, arguments: dict[str, Any]) -> str:
+    """The folder name of one `load_inline`/`load` call's build: its digest over what it
+    builds (sources, functions, flags; the contents of `load`'s source files)."""
+    kept = {k: v for k, v in sorted(arguments.items()) if k not in EXT_IGNORED_ARGS}
+    text = json.dumps([kind, kept], sort_keys=True, default=repr)
+    name = str(arguments.get("name", "ext"))
+    safe = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name)[:40] or "ext"
+    return f"{safe}-{hashlib.sha256(text.encode()).hexdigest()[:24]}"
+
+
+# -- extensions --------------------------------------------------------------------------------
+
+
+def _bound(real: Any, args: tuple[Any, ...], kwargs: dict[str, Any], kind: str) -> dict[str, Any]:
+    bound = inspect.signature(real).bind(*args, **kwargs)
+    bound.apply_defaults()
+    arguments = dict(bound.arguments)
+    if kind == "load":
+        files = arguments.get("sources")
+        paths = [files] if isinstance(files, str) else list(files or [])
+        digests = []
+        for p in paths:
+            with open(p, "rb") as fh:
+                digests.append([str(p), hashlib.sha256(fh.read()).hexdigest()])
+        arguments["sources"] = digests
+    return arguments
+
+
+def _install_extension_hooks(role: str, ext_dir: str) -> None:
+    """Route `load_inline` and `load` through the build cache (see the module docstring)."""
+    from torch.utils import cpp_extension
+
+    for kind in ("load_inline", "load"):
+        real = getattr(cpp_extension, kind)
+
+        def hook(*args: Any, _real: Any = real, _kind: str = kind, **kwargs: Any) -> Any:
+            arguments = _bound(_real, args, kwargs, _kind)
+            key = extension_key(_kind, arguments)
+            folder = os.path.join(ext_dir, key)
+            name = str(arguments["name"])
+            if role == "build":
+                os.makedirs(folder, exist_ok=True)
+                kwargs = {k: v for k, v in kwargs.items() if k not in ("build_directory", "verbose")}
+                return _real(*args, build_directory=folder, verbose=False, **kwargs)
+            return _import_built(folder, name, bool(arguments.get("is_python_module", True)))
+
+        setattr(cpp_extension, kind, hook)
+
+
+def _import_built(folder: str, name: str, is_python_module: bool) -> Any:
+    import torch
+
+    path = os.path.join(folder, name + ".so")
+    if not os.path.isfile(path):
+        raise ImportError(f"extension {name!r} was not built by ktl's build step (a load_inline "
+                          "call whose arguments differ between the build and the run?)")
+    if not is_python_module:
+        torch.ops.load_library(path)  # type: ignore[no-untyped-call]
+        return path
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load the extension {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# -- serving -----------------------------------------------------------------------------------
+
+
+def _jsonable(value: Any, depth: int = 0) -> Any:
+    if depth > 8:
+        raise TypeError("nested too deeply")
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v, depth + 1) for v in value]
+    raise TypeError(f"a {type(value).__name__} cannot be passed between processes")
+
+
+class _Server:
+    def __init__(self, role: str, mem: Any, module: Any, cls_name: str) -> None:
+        import torch
+
+        self.torch = torch
+        self.role = role
+        self.mem = mem
+        self.module = module
+        self.cls = getattr(module, cls_name)
+        self.model: Any = None
+        self.views: dict[tuple[int, str, tuple[int, ...]], Any] = {}
+        self.device = "cpu"
+
+    def dtype(self, name: str) -> Any:
+        if name not in DTYPES:
+            raise ValueError(f"dtype {name!r}")
+        return getattr(self.torch, name)
+
+    def view(self, offset: int, dtype: str, shape: list[int]) -> Any:
+        key = (offset, dtype, tuple(shape))
+        hit = self.views.get(key)
+        if hit is None:
+            count = 1
+            for d in shape:
+                count *= d
+            flat = self.torch.frombuffer(self.mem, dtype=self.dtype(dtype), count=count,
+                                         offset=offset) if count else \
+                self.torch.empty(0, dtype=self.dtype(dtype))
+            hit = flat.view(shape)
+            if len(self.views) < MAX_VIEWS:
+                self.views[key] = hit
+        return hit
+
+    def describe(self) -> dict[str, Any]:
+        torch = self.torch
+        init = _jsonable(list(self.module.get_init_inputs()))
+        described = []
+        for item in self.module.get_inputs():
+            if isinstance(item, torch.Tensor):
+                name = str(item.dtype).removeprefix("torch.")
+                if name not in DTYPES:
+                    raise TypeError(f"get_inputs returns a {name} tensor")
+                sample = item.detach().to("cpu", torch.float64) if item.numel() else None
+                stats = {} if sample is None else {
+                    "min": float(sample.min()), "max": float(sample.max()),
+                    "mean": float(sample.mean()), "std": float(sample.std()) if item.numel() > 1 else 0.0,
+                    "integral": bool(torch.equal(sample, sample.round()))}
+                described.append({"kind": "tensor", "shape": list(item.shape), "dtype": name, **stats})
+            else:
+                described.append({"kind": "value", "value": _jsonable(item)})
+        return {"init": init, "inputs": described}
+
+    def init(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        torch = self.torch
+        torch.manual_seed(int(cmd["seed"]))
+        model = self.cls(*cmd["init"])
+        if cmd.get("dtype"):
+            model = model.to(self.dtype(cmd["dtype"]))
+        self.model = model
+        self.views.clear()
+        state = model.state_dict() if isinstance(model, torch.nn.Module) else {}
+        if self.role == "reference":
+            return {"params": self._write_state(state, int(cmd["params_at"]), int(cmd["room"]))}
+        loaded, unmatched = 0, list[str]()
+        given = {p["name"]: p for p in cmd.get("params", [])}
+        with torch.no_grad():
+            for name, tensor in state.items():
+                p = given.get(name)
+                if p is not None and list(tensor.shape) == p["shape"] and \
+                        str(tensor.dtype).removeprefix("torch.") == p["dtype"]:
+                    tensor.copy_(self.view(p["offset"], p["dtype"], p["shape"]))
+                    loaded += 1
+                elif len(unmatched) < 32:
+                    unmatched.append(name[:100])
+        return {"loaded": loaded, "own": len(state), "unmatched": unmatched}
+
+    def compile(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        """torch.compile the module (the reference only: a second baseline)."""
+        if self.role != "reference":
+            raise PermissionError("only the reference is compiled")
+        self.model = self.torch.compile(self.model)
+        return {}
+
+    def _write_state(self, state: dict[str, Any], at: int, room: int) -> list[dict[str, Any]]:
+        torch = self.torch
+        out, pos = [], at
+        for name, tensor in state.items():
+            dname = str(tensor.dtype).removeprefix("torch.")
+            if dname not in DTYPES:
+                continue
+            nbytes = tensor.numel() * tensor.element_size()
+            if pos + nbytes > at + room:
+                raise MemoryError(f"the reference's parameters need more than {room} bytes")
+            if nbytes:
+                dst = torch.frombuffer(self.mem, dtype=tensor.dtype, count=tensor.numel(), offset=pos)
+                dst.copy_(tensor.detach().reshape(-1).cpu())
+            out.append({"name": name, "shape": list(tensor.shape), "dtype": dname, "offset": pos})
+            pos += (nbytes + 63) // 64 * 64
+        return out
+
+    def args(self, spec: list[Any]) -> list[Any]:
+        out = []
+        for a in spec:
+            if "t" in a:
+                offset, shape, dtype = a["t"]
+                out.append(self.view(offset, dtype, shape))
+            else:
+                out.append(a["v"])
+        return out
+
+    def one_call(self, call: dict[str, Any]) -> list[Any]:
+        torch = self.torch
+        with torch.no_grad():
+            result = self.model(*self.args(call["in"]))
+        outs = list(result) if isinstance(result, (tuple, list)) else [result]
+        regions = call["out"]
+        described = []
+        for i, o in enumerate(outs):
+            if type(o) is not torch.Tensor:
+                return [{"bad": f"output {i} is a {type(o).__module__}.{type(o).__qualname__}, "
+                                "not a torch.Tensor"}]
+            name = str(o.dtype).removeprefix("torch.")
+            nbytes = o.numel() * o.element_size()
+            if name not in DTYPES or i >= len(regions) or nbytes > regions[i][1]:
+                described.append([list(o.shape), name, False])
+                continue
+            if nbytes:
+                dst = torch.frombuffer(self.mem, dtype=o.dtype, count=o.numel(), offset=regions[i][0])
+                dst.copy_(o.detach().reshape(-1))
+            described.append([list(o.shape), name, True])
+        return described
+
+    def calls(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        calls = cmd["calls"]
+        if cmd.get("threads", 1) == 2:
+            return self._pair(calls)
+        answers = [self.one_call(c) for c in calls]
+        self._sync()
+        return {"outs": answers if cmd.get("report", True) else len(answers)}
+
+    def _pair(self, calls: list[Any]) -> dict[str, Any]:
+        halves = [calls[0::2], calls[1::2]]
+        results: list[list[Any]] = [[], []]
+        times: list[list[int]] = [[], []]
+        errors: list[str] = []
+        barrier = threading.Barrier(2)
+
+        def run(k: int) -> None:
+            try:
+                barrier.wait()
+                for c in halves[k]:
+                    t0 = time.monotonic_ns()
+                    results[k].append(self.one_call(c))
+                    times[k] += [t0, time.monotonic_ns()]
+            except BaseException as exc:  # the error is the answer
+                errors.append(f"{type(exc).__name__}: {exc}"[:1000])
+
+        threads = [threading.Thread(target=run, args=(k,)) for k in (0, 1)]
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(1e-6)  # hand the interpreter over often, so the calls interleave
+        try:
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        finally:
+            sys.setswitchinterval(interval)
+        if errors:
+            raise RuntimeError(errors[0])
+        self._sync()
+        merged = [r for pair in zip(results[0], results[1], strict=False) for r in pair]
+        return {"outs": merged, "times": times}
+
+    def _sync(self) -> None:
+        cuda = getattr(self.torch, "cuda", None)
+        if cuda is not None and cuda.is_available() and cuda.is_initialized():
+            cuda.synchronize()
+
+
+def _load_module(folder: str, path: str) -> Any:
+    sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location("ktl_kernel_module", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["ktl_kernel_module"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _answer(ans_fd: int, body: dict[str, Any]) -> None:
+    write_frame(ans_fd, json.dumps(body, allow_nan=True).encode())
+
+
+def _error(exc: BaseException) -> dict[str, Any]:
+    tail = traceback.format_exception(exc)[-3:]
+    return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:1000], "trace": "".join(tail)[-1500:]}
+
+
+def main(argv: list[str]) -> int:
+    role, cmd_fd, ans_fd, mem_fd, nbytes, folder, path, cls_name, threads, ext_dir = (
+        argv[1], int(argv[2]), int(argv[3]), int(argv[4]), int(argv[5]), argv[6], argv[7],
+        argv[8], int(argv[9]), argv[10])
+    import torch
+
+    torch.set_num_threads(threads)
+    if role in ("candidate", "build"):
+        _install_extension_hooks(role, ext_dir)
+    try:
+        module = _load_module(folder, path)
+    except BaseException as exc:
+        if role == "build":
+            traceback.print_exc()
+            return 3
+        _answer(ans_fd, {**_error(exc), "stage": "load"})
+        return 3
+    if role == "build":
+        return 0
+    mem = mmap.mmap(mem_fd, nbytes, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+    try:
+        server = _Server(role, mem, module, cls_name)
+    except AttributeError as exc:
+        _answer(ans_fd, {**_error(exc), "stage": "load"})
+        return 3
+    _answer(ans_fd, {"ok": True, "ready": True, "torch": torch.__version__})
+    handlers = {"describe": lambda c: server.describe(), "init": server.init,
+                "call": server.calls, "nop": lambda c: {}, "compile": server.compile}
+    while True:
+        try:
+            cmd = json.loads(read_frame(cmd_fd, MAX_COMMAND))
+        except EOFError:
+            return 0
+        if cmd.get("cmd") == "quit":
+            return 0
+        try:
+            handler: Any = handlers[cmd["cmd"]]
+            body = {"ok": True, **handler(cmd)}
+        except Exception as exc:  # the model's failure is the answer
+            body = _error(exc)
+        _answer(ans_fd, body)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
