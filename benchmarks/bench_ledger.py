@@ -15,7 +15,7 @@ PostgreSQL):
    sizes on each backend, then inclusion and consistency proofs from stored tiles;
 3. over HTTP with concurrent keep-alive clients in separate processes: the limit, a
    bare gunicorn+Flask POST that only reads the body (same worker settings); then
-   against real `ktl serve` (gunicorn, 2 gthread workers per frontend) on SQLite, on
+   against real `ktl serve` (gunicorn, 2 asyncio-front workers per frontend) on SQLite, on
    PostgreSQL with one frontend and with two frontends (clients split between them):
    signed submissions one per request and through the batch endpoint; on SQLite and
    one PostgreSQL frontend also a bare JSON GET, full tiles and inclusion proofs.
@@ -284,7 +284,8 @@ def start_server(argv: list[str], pattern: str = r"serving on http://([0-9.]+):(
 def ktl_serve(data: Path, *extra: str) -> tuple[subprocess.Popen[str], str, int]:
     return start_server(
         [sys.executable, "-c", "from client.cli import main; main()", "serve", "--data", str(data),
-         "--port", "0", "--workers", "2", "--threads", "32", "--rate", "1000000", *extra],
+         "--port", "0", "--workers", "2", "--threads", "32", "--rate", "1000000",
+         "--rate-bytes", "1000000000000", *extra],
     )
 
 

@@ -1,8 +1,10 @@
 """Run the log under gunicorn in the foreground (`ktl serve`).
 
-gunicorn's ``gthread`` workers: a submission waits for its batch to be integrated,
-so each worker needs many threads waiting at once for group commit to form batches
-(sync workers would answer one submission per batch). Each worker process runs its
+gunicorn runs the processes; each worker is `ledger._front.FrontWorker`, which reads
+request heads and bodies on an asyncio loop with deadlines and per-address connection
+caps (a slow client costs a buffer, not a thread) and hands only complete requests to
+a pool of ``--threads`` threads: a submission waits there for its batch to be
+integrated, so many wait at once for group commit to form batches. Each worker process runs its
 own integrator thread; they take turns through the integration lock (a file lock in
 the data folder, or with ``--database`` a PostgreSQL advisory lock shared by every
 frontend on that database), so exactly one extends the tree at a time. SIGTERM stops gunicorn
@@ -129,7 +131,7 @@ def run_server(
     options: dict[str, Any] = {
         "bind": f"{opts.host}:{opts.port}",
         "workers": opts.workers,
-        "worker_class": "gthread",
+        "worker_class": "ledger._front.FrontWorker",
         "threads": opts.threads,
         "graceful_timeout": opts.graceful_timeout,
         "timeout": 120,

@@ -166,7 +166,7 @@ def run_witness(opts: WitnessOptions, announce: Callable[[str], None] = print) -
         return create_witness_app(WitnessStore(opts.data_dir), signer)
 
     options: dict[str, Any] = {
-        "bind": f"{opts.host}:{opts.port}", "workers": 1, "worker_class": "gthread",
+        "bind": f"{opts.host}:{opts.port}", "workers": 1, "worker_class": "ledger._front.FrontWorker",
         "threads": opts.threads, "timeout": 60, "keepalive": 5, "errorlog": "-",
         "loglevel": "warning", "when_ready": when_ready, "proc_name": "ktl-witness",
         "graceful_timeout": 10, "accesslog": None,

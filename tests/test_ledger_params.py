@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from ledger.server import ApiError, ServerConfig
 from ledger.server._admit import parse_json
+from ledger.server._budget import Budget, SharedBuckets
 from ledger.server._params import MAX_INT, hex64, parse_int
-from ledger.server._ratelimit import RateLimiter
 
 
 @given(st.integers(0, MAX_INT))
@@ -64,24 +66,45 @@ def test_parse_json_rejects(body: bytes) -> None:
 @given(st.lists(st.tuples(st.floats(0, 5), st.integers(1, 3)), max_size=60))
 def test_rate_limiter_never_exceeds_burst_plus_refill(steps: list[tuple[float, int]]) -> None:
     rate, burst = 2.0, 5.0
-    limiter = RateLimiter(rate, burst)
+    limiter, budget = SharedBuckets(None), Budget("b", rate, burst)
     now = 0.0
     granted = 0
     for dt, cost in steps:
         now += dt
-        if limiter.take("client", cost, now) == 0:
+        if limiter.take(budget, "client", cost, now) == 0:
             granted += cost
         assert granted <= burst + rate * now + 1e-9
 
 
 def test_rate_limiter_retry_after_and_isolation() -> None:
-    limiter = RateLimiter(1.0, 2.0)
-    assert limiter.take("a", 1, 0.0) == 0 and limiter.take("a", 1, 0.0) == 0
-    wait = limiter.take("a", 1, 0.0)
+    limiter, b = SharedBuckets(None), Budget("b", 1.0, 2.0)
+    assert limiter.take(b, "a", 1, 0.0) == 0 and limiter.take(b, "a", 1, 0.0) == 0
+    wait = limiter.take(b, "a", 1, 0.0)
     assert wait == pytest.approx(1.0)
-    assert limiter.take("b", 1, 0.0) == 0, "another address has its own bucket"
-    assert limiter.take("a", 1, 1.0) == 0
-    assert limiter.take("a", 3, 5.0) == float("inf"), "more than the burst never fits"
+    assert limiter.take(b, "b", 1, 0.0) == 0, "another address has its own bucket"
+    assert limiter.take(b, "a", 1, 1.0) == 0
+    assert limiter.take(b, "a", 3, 5.0) == float("inf"), "more than the burst never fits"
+    assert limiter.take(Budget("other", 1.0, 2.0), "a", 2, 1.0) == 0, "budgets are apart"
+
+
+def test_budgets_in_one_file_are_shared_by_every_process_that_maps_it(tmp_path: Path) -> None:
+    # Issue 26 row 7: each worker had its own bucket, so N workers granted N budgets.
+    import multiprocessing
+
+    path = tmp_path / "budgets.bin"
+    b = Budget("bytes", 1e-6, 100.0)
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(2) as pool:
+        granted = sum(pool.starmap(_take_many, [(str(path), 10)] * 4))
+    assert granted == 10  # 4 processes x 10 takes of 10 from one bucket of 100
+    assert SharedBuckets(path).take(b, "a", 10.0) > 0
+
+
+def _take_many(path: str, n: int) -> int:
+    buckets = SharedBuckets(Path(path))
+    got = sum(buckets.take(Budget("bytes", 1e-6, 100.0), "a", 10.0) == 0 for _ in range(n))
+    buckets.close()
+    return got
 
 
 def test_server_config_round_trip_and_limits() -> None:

@@ -240,3 +240,45 @@ def test_unreachable_witnesses_mean_503_and_nothing_lost(tmp_path: Path) -> None
         assert client.get("/api/v1/log").get_json()["tree_size"] == 0
     finally:
         app.extensions["ktl"].close()
+
+
+def test_a_witness_that_does_not_answer_in_time_is_skipped_for_the_round(tmp_path: Path) -> None:
+    """Issue 26 row 2: a stalled witness held every round (and so every submission)."""
+    import threading
+
+    storage = MemoryStorage()
+    seq = Sequencer(storage, SIGNER, SIGNER.name)
+    seq.ensure_checkpoint()
+    seq.integrate([_submission(i) for i in range(2)])
+    a, ca = _witness(tmp_path, SIGNER.verifier_key_string(), SIGNER.name, 11, "w/a")
+    b, _cb = _witness(tmp_path, SIGNER.verifier_key_string(), SIGNER.name, 12, "w/b")
+    release = threading.Event()
+    slow_calls: list[float] = []
+
+    def post(url: str, body: bytes, timeout: float) -> tuple[int, str, bytes]:
+        if url.startswith("http://b"):  # stalls (bounded: released at the end)
+            slow_calls.append(time.monotonic())
+            release.wait(10)
+            return 503, "text/plain", b"late"
+        r = ca.post("/add-checkpoint", data=body)
+        return r.status_code, r.mimetype, r.get_data()
+
+    policy = WitnessPolicy.parse(
+        f"witness A {a.verifier_key_string()} http://a\nwitness B {b.verifier_key_string()} "
+        "http://b\ngroup any1 any A B\nquorum any1\n")
+    w = Witnessing(storage, policy, SIGNER.verifier(), TileCache(),
+                   WitnessingSettings(request_timeout=5, round_timeout=0.3), post=post)
+    try:
+        latest = storage.latest_checkpoint()
+        assert latest is not None
+        start = time.monotonic()
+        assert w._round(latest, {})  # A alone meets the quorum; B is not waited for
+        assert time.monotonic() - start < 2
+        seq.integrate([_submission(2)])
+        newer = storage.latest_checkpoint()
+        assert newer is not None
+        assert w._round(newer, {})
+        assert len(slow_calls) == 1, "B, still stuck, was asked again"
+    finally:
+        release.set()
+        w._pool.shutdown(wait=True)

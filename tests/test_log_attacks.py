@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import requests
 from ledger_support import KTL, entry_bytes, ktl_serve
+from slowloris import Attack, probe
 
 from ledger.merkle import leaf_hash
 from ledger.tiles import TILE_WIDTH, encode_bundle
@@ -161,3 +162,103 @@ def test_a_server_dribbling_bytes_is_cut_off_by_the_overall_deadline(
     stop.set()
     assert res.returncode == 3, res.stderr
     assert "within 2 s" in res.stderr and took < 30  # not the ~60 s the bytes would take
+
+
+def _probes_during(attack: Attack, host: str, port: int, path: str) -> list[float | None]:
+    out: list[float | None] = []
+    with attack:
+        time.sleep(1.5)  # the slow heads are all open by now
+        while not attack._stop.is_set() and len(out) < 20:
+            out.append(probe(host, port, path, timeout=1.0))
+            time.sleep(0.1)
+    return out
+
+
+def test_slow_heads_and_empty_connections_do_not_starve_the_log(tmp_path: Path) -> None:
+    # Row 1: 64 connections sending one header line every 2 s failed half of all requests;
+    # 192-256 failed every one, and 20 empty connections a second failed 6 of 7 probes.
+    with ktl_serve(tmp_path / "log") as (_p, base, _k):
+        host, port = base.removeprefix("http://").split(":")
+        attack = Attack(host, int(port), slow=256, sources=8, empty_per_s=20, seconds=6)
+        got = _probes_during(attack, host, int(port), "/api/v1/log")
+        assert len(got) >= 10 and all(t is not None for t in got), got
+        assert attack.opened >= 256
+        # One address past its cap is cut off; the others are still served.
+        hogs = [socket.create_connection((host, int(port))) for _ in range(80)]
+        try:
+            time.sleep(0.3)
+            dropped = 0
+            for h in hogs:
+                h.settimeout(0.01)
+                try:
+                    if h.recv(1) == b"":
+                        dropped += 1
+                except (TimeoutError, BlockingIOError):
+                    pass
+                except OSError:
+                    dropped += 1
+            assert dropped >= 80 - 2 * 64  # two workers, each capping one address at 64
+            other = socket.socket()
+            other.bind(("127.0.0.9", 0))
+            other.connect((host, int(port)))
+            other.sendall(b"GET /api/v1/log HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            other.settimeout(5)
+            assert other.recv(12).startswith(b"HTTP/1.1 200")
+            other.close()
+        finally:
+            for h in hogs:
+                h.close()
+
+
+def test_slow_heads_do_not_starve_the_witness(tmp_path: Path) -> None:
+    # Row 2: 24 slow connections to a witness stopped every log that requires it.
+    from witness_support import witness_process
+
+    with witness_process(tmp_path / "w") as (_p, base, _k):
+        host, port = base.removeprefix("http://").split(":")
+        attack = Attack(host, int(port), slow=128, sources=4, empty_per_s=20, seconds=5)
+        got = _probes_during(attack, host, int(port), "/nothing-here")
+        assert len(got) >= 8 and all(t is not None for t in got), got
+
+
+def _put_blob(host: str, port: int, source: str, data: bytes) -> int:
+    import hashlib
+    import http.client
+
+    conn = http.client.HTTPConnection(host, port, timeout=30, source_address=(source, 0))
+    try:
+        conn.request("PUT", f"/api/v1/blobs/sha256:{hashlib.sha256(data).hexdigest()}", data,
+                     {"Content-Type": "application/octet-stream"})
+        resp = conn.getresponse()
+        resp.read()
+        return resp.status
+    finally:
+        conn.close()
+
+
+def test_byte_budgets_are_shared_by_workers_and_by_anonymous_writers(tmp_path: Path) -> None:
+    # Row 7: one unauthenticated batch logged 8 MB in 0.9 s; 4 addresses stored ~200 MiB
+    # of blobs in a minute under a 32 MiB budget (per worker, per address, entries only).
+    mib = 1024 * 1024
+    with ktl_serve(tmp_path / "log", "--rate-bytes", str(mib), "--blob-budget",
+                   str(17 * mib)) as (_p, base, _k):
+        host, port = base.removeprefix("http://").split(":")
+        entries = [json.loads(entry_bytes(i)) for i in range(1000)]
+        big = json.dumps({"entries": entries}).encode()
+        assert 1 * mib < len(big) < 2 * mib
+        padded = big[:-1] + b" " * (5 * mib) + b"}"  # more than the 4 MiB burst at once
+        r = requests.post(f"{base}/api/v1/entries:batch", data=padded, timeout=60,
+                          headers={"Content-Type": "application/json"})
+        assert r.status_code == 413 and r.json()["error"]["code"] == "over_budget"
+        statuses = []
+        for lo in range(0, 1000, 250):  # ~5 MiB in all, fast: the burst (4 MiB) runs out
+            body = json.dumps({"entries": entries[lo:lo + 250]}).encode() + b" " * mib
+            statuses.append(requests.post(f"{base}/api/v1/entries:batch", data=body,
+                                          timeout=60,
+                                          headers={"Content-Type": "application/json"}
+                                          ).status_code)
+        assert statuses.count(200) in (2, 3) and statuses[-1] == 429, statuses
+        # Blobs from four addresses (and two workers) draw on one anonymous budget.
+        blob_statuses = [_put_blob(host, int(port), f"127.0.0.{2 + i % 4}", os.urandom(4 * mib))
+                         for i in range(8)]
+        assert blob_statuses.count(201) <= 5 and 429 in blob_statuses, blob_statuses

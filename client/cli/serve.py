@@ -39,13 +39,20 @@ def _fail(message: str, code: int) -> None:
 @click.option("--batch-delay-ms", default=5.0, show_default=True, type=click.FloatRange(0, 10000),
               help="How long the integrator waits to fill a batch.")
 @click.option("--rate", default=20000.0, show_default=True, type=click.FloatRange(0.001),
-              help="Submissions per second per client address (per worker).")
+              help="Submissions per second per client address (shared by all workers).")
+@click.option("--rate-bytes", default=1024 * 1024.0, show_default=True,
+              type=click.FloatRange(1), metavar="BYTES",
+              help="Request bytes of submissions per second per client address (burst: 4 s "
+                   "of it, at least 4 MiB); with open writes, all anonymous writers share one "
+                   "such budget too.")
 @click.option("--blob-grace", default=24 * 3600.0, show_default=True,
               type=click.FloatRange(1, 30 * 24 * 3600.0), metavar="SECONDS",
               help="Delete blobs that no logged entry references this long after upload.")
 @click.option("--blob-budget", default=1024 * 1024 * 1024, show_default=True,
               type=click.IntRange(min=1), metavar="BYTES",
-              help="Blob bytes each client address may upload per hour (per worker).")
+              help="Blob bytes each client address may upload per hour (shared by all workers; "
+                   "with open writes, all anonymous writers share one such budget too, which "
+                   "bounds the unreferenced blobs kept to this times the grace period).")
 @click.option("--witness-policy", "witness_policy", default=None, metavar="FILE",
               type=click.Path(dir_okay=False, exists=True),
               help="Witness policy (witness NAME VKEY URL / group / quorum): ask these witnesses "
@@ -57,15 +64,20 @@ def _fail(message: str, code: int) -> None:
               help="Suggest this tolerance to `ktl reproduce` clients (0.05 = 5%).")
 @click.option("--reproduce-confidence", type=click.FloatRange(0.5, 1.0, max_open=True),
               default=None, help="Suggest this confidence to `ktl reproduce` clients.")
+@click.option("--reproducers", "reproducers", default=None, metavar="FILE",
+              type=click.Path(dir_okay=False, exists=True),
+              help="TOML of [[reproducer]] tables (name, keys, key_files): reproducers the "
+                   "explorer names beside their verdicts; other keys' verdicts show as unknown.")
 @click.option("--access-log/--no-access-log", default=False, help="Log every request.")
 @click.option("--deep-check", is_flag=True,
               help="Before serving, re-hash every entry and compare every bundle file.")
 def serve(
     data_dir: str, database: str | None, host: str, port: int, origin: str | None, key_file: str | None,
     workers: int, threads: int, token_env: str | None, max_batch: int, batch_size: int,
-    batch_delay_ms: float, rate: float, blob_grace: float, blob_budget: int,
+    batch_delay_ms: float, rate: float, rate_bytes: float, blob_grace: float, blob_budget: int,
     witness_policy: str | None, witness_wait: float, reproduce_tolerance: float | None,
-    reproduce_confidence: float | None, access_log: bool, deep_check: bool,
+    reproduce_confidence: float | None, reproducers: str | None, access_log: bool,
+    deep_check: bool,
 ) -> None:
     """Run the transparency log in the foreground.
 
@@ -100,12 +112,22 @@ def serve(
         config = ServerConfig(
             data_dir=data_dir, database=database, origin=log_origin, max_batch=max_batch, batch_size=batch_size,
             batch_delay_ms=batch_delay_ms, rate_per_second=rate, rate_burst=max(2 * rate, 10.0),
+            bytes_per_second=rate_bytes, bytes_burst=max(4 * rate_bytes, 4 * 1024 * 1024.0),
             write_token=token, blob_grace_seconds=blob_grace, blob_bytes_per_hour=blob_budget,
             witness_policy=None if witness_policy is None else os.path.abspath(witness_policy),
             witness_wait=witness_wait,
             reproduce_tolerance=reproduce_tolerance,
             reproduce_confidence=reproduce_confidence,
+            reproducers=None if reproducers is None else os.path.abspath(reproducers),
         )
+        if reproducers is not None:
+            from attest import AttestError
+            from attest.policy import load_reproducers
+
+            try:
+                load_reproducers(reproducers)
+            except AttestError as e:
+                _fail(str(e), 2)
         if witness_policy is not None:
             from ledger.server._witnessing import load_log_policy
 

@@ -14,6 +14,7 @@ from flask import Blueprint, Response, current_app, jsonify, request
 
 from ledger.sequencer import Receipt, SequencerBusy, SequencerClosed, SequencerTimeout, Submission
 from ledger.server._admit import admit, admit_body, parse_json
+from ledger.server._budget import Budget
 from ledger.server._config import check_body_size
 from ledger.server._errors import ApiError
 from ledger.server._params import hex64, int_arg, only_args, parse_int
@@ -52,26 +53,37 @@ def _require_auth(svc: LogService) -> None:
             )
 
 
-def _require_tokens(svc: LogService, cost: int) -> None:
-    wait = svc.limiter.take(request.remote_addr or "unknown", cost)
-    if wait:
-        retry = "3600" if math.isinf(wait) else str(max(1, math.ceil(wait)))
-        raise ApiError(
-            429, "rate_limited", f"too many submissions from this address; retry in {retry} s",
-            {"Retry-After": retry},
-        )
+def _spend(svc: LogService, budget: Budget, cost: float, what: str) -> None:
+    """Charge the client's budget, and for anonymous writers their shared one too."""
+    addr = request.remote_addr or "unknown"
+    clients = [addr] if svc.config.write_token is not None else [addr, "*anonymous*"]
+    for client in clients:
+        wait = svc.budgets.take(budget, client, float(cost))
+        if wait:
+            everyone = client != addr
+            if math.isinf(wait):
+                raise ApiError(
+                    413 if budget is not svc.entry_budget else 429, "over_budget",
+                    f"this request costs {cost:g} {what}, more than the "
+                    f"{budget.burst:g} a client may spend at once; split it",
+                    {"Retry-After": "3600"} if budget is svc.entry_budget else {})
+            retry = str(max(1, math.ceil(wait)))
+            size = (f"{svc.config.blob_bytes_per_hour} bytes per hour"
+                    if budget is svc.blob_budget else
+                    f"{budget.rate:g} {what}/s (burst {budget.burst:g})")
+            raise ApiError(
+                429, "rate_limited",
+                f"{'anonymous writers together have' if everyone else 'this address has'} used "
+                f"the budget of {size}; retry in {retry} s", {"Retry-After": retry})
+
+
+def _require_tokens(svc: LogService, entries: int, size: int) -> None:
+    _spend(svc, svc.entry_budget, entries, "entries")
+    _spend(svc, svc.byte_budget, size, "request bytes")
 
 
 def _require_blob_budget(svc: LogService, size: int) -> None:
-    wait = svc.blob_budget.take(request.remote_addr or "unknown", float(size))
-    if wait:
-        retry = "3600" if math.isinf(wait) else str(max(1, math.ceil(wait)))
-        raise ApiError(
-            429, "rate_limited",
-            f"this address has used its blob upload budget of {svc.config.blob_bytes_per_hour} "
-            f"bytes per hour; retry in {retry} s",
-            {"Retry-After": retry},
-        )
+    _spend(svc, svc.blob_budget, size, "blob bytes")
 
 
 def _require_type(expected: str) -> None:
@@ -144,9 +156,9 @@ def log_info() -> Response:
 def submit_entry() -> Response:
     svc = _service()
     _require_auth(svc)
-    _require_tokens(svc, 1)
     _require_type("application/json")
     body = _body(svc.config.max_entry_body, "log entry request")
+    _require_tokens(svc, 1, len(body))
     sub = admit_body(body, svc.max_entry_bytes)
     (result,) = svc.submit([sub])
     if not isinstance(result, Receipt):
@@ -169,7 +181,7 @@ def submit_batch() -> Response:
             413 if items else 400, "batch_too_large" if items else "invalid_batch",
             f"a batch holds 1 to {svc.max_batch} entries, got {len(items)}",
         )
-    _require_tokens(svc, len(items))
+    _require_tokens(svc, len(items), len(body))
     slots: list[Submission | ApiError] = []
     for n, item in enumerate(items):
         try:
@@ -288,7 +300,7 @@ def _blob_digest(raw: str) -> str:
 def put_blob(raw: str) -> Response:
     svc = _service()
     _require_auth(svc)
-    _require_tokens(svc, 1)
+    _spend(svc, svc.entry_budget, 1, "entries")
     digest = _blob_digest(raw)
     _require_type("application/octet-stream")
     check_body_size(request.content_length, svc.max_blob_bytes, "blob")

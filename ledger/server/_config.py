@@ -30,6 +30,10 @@ class ServerConfig:
     submit_timeout: float = 30.0
     rate_per_second: float = 20000.0
     rate_burst: float = 40000.0
+    #: Request bytes of submissions a second per client address (burst: `bytes_burst`);
+    #: anonymous writers (no write token configured) share the same budget in all.
+    bytes_per_second: float = 1024 * 1024.0
+    bytes_burst: float = 4 * 1024 * 1024.0
     write_token: str | None = None
     max_search_limit: int = 500
     blob_grace_seconds: float = 24 * 3600.0
@@ -41,6 +45,9 @@ class ServerConfig:
     witness_request_timeout: float = 5.0
     reproduce_tolerance: float | None = None
     reproduce_confidence: float | None = None
+    reproducers: str | None = None
+    """Path of a TOML file of [[reproducer]] tables (name, keys, key_files): the reproducers
+    the explorer names beside their verdicts; verdicts by other keys show as unknown."""
 
     def __post_init__(self) -> None:
         if self.database is not None:
@@ -56,6 +63,9 @@ class ServerConfig:
             raise ValueError("body limits must be positive")
         if self.rate_per_second <= 0 or self.rate_burst < 1:
             raise ValueError("rate_per_second must be > 0 and rate_burst >= 1")
+        if self.bytes_per_second <= 0 or self.bytes_burst < self.max_entry_body:
+            raise ValueError(f"bytes_per_second must be > 0 and bytes_burst at least one entry "
+                             f"request ({self.max_entry_body} bytes)")
         if not 1 <= self.blob_grace_seconds <= MAX_BLOB_GRACE:
             raise ValueError(f"blob_grace_seconds must be between 1 and {MAX_BLOB_GRACE:.0f} "
                              "(30 days)")
@@ -81,10 +91,15 @@ class ServerConfig:
             "writes:       " + ("need 'Authorization: Bearer <token>' (entries and blobs)"
                                 if self.write_token is not None else
                                 "open to anyone (no --token-env)"),
-            f"rate:         {self.rate_per_second:g} submissions/s per client address "
-            f"(burst {self.rate_burst:g}, per worker)",
+            f"rate:         {self.rate_per_second:g} submissions/s and "
+            f"{self.bytes_per_second:g} request bytes/s per client address (bursts "
+            f"{self.rate_burst:g}, {self.bytes_burst:g}; shared by all workers"
+            + ("; anonymous writers share one byte budget in all)" if self.write_token is None
+               else ")"),
             f"blobs:        at most {self.max_blob_bytes} bytes each, "
-            f"{self.blob_bytes_per_hour} bytes per client address per hour (per worker)",
+            f"{self.blob_bytes_per_hour} bytes per client address per hour"
+            + (" and in all for anonymous writers" if self.write_token is None else "")
+            + " (shared by all workers)",
             f"blob cleanup: blobs no logged entry references are deleted "
             f"{self.blob_grace_seconds:g} s after upload",
             "witnesses:    " + (f"checkpoints are published once {self.witness_policy} is met; "

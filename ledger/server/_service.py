@@ -5,15 +5,17 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 
 from ledger.merkle import MissingHashError, ProofError, consistency_proof, inclusion_proof
 from ledger.note import NoteSigner
 from ledger.queued import QueuedSequencer, queue_key
 from ledger.sequencer import Receipt, Sequencer, SequencerError, Submission
 from ledger.server._blobgc import BlobCollector, CollectorThread
+from ledger.server._budget import FILE_NAME as BUDGETS_FILE
+from ledger.server._budget import Budget, SharedBuckets
 from ledger.server._config import ServerConfig
 from ledger.server._errors import ApiError
-from ledger.server._ratelimit import RateLimiter
 from ledger.server._served import ServedTiles
 from ledger.server._witnessing import Witnessing, WitnessingSettings, load_log_policy
 from ledger.storage import (
@@ -39,16 +41,20 @@ class LogService:
         self.max_batch = config.max_batch
         self.cache = TileCache(1024)
         self.served = ServedTiles(signer.verifier(), self.origin)
-        self.limiter = RateLimiter(config.rate_per_second, config.rate_burst)
-        self.blob_budget = RateLimiter(config.blob_bytes_per_hour / 3600.0,
-                                       float(config.blob_bytes_per_hour))
+        self.budgets = SharedBuckets(
+            None if config.data_dir is None else Path(config.data_dir) / BUDGETS_FILE)
+        self.entry_budget = Budget("entries", config.rate_per_second, config.rate_burst)
+        self.byte_budget = Budget("bytes", config.bytes_per_second, config.bytes_burst)
+        self.blob_budget = Budget("blob_bytes", config.blob_bytes_per_hour / 3600.0,
+                                  float(config.blob_bytes_per_hour))
         self.blob_collector = BlobCollector(storage, config.blob_grace_seconds)
         self._gc = CollectorThread(self.blob_collector, config.blob_gc_interval)
         self.witnessing: Witnessing | None = None
         if config.witness_policy:
             self.witnessing = Witnessing(
                 storage, load_log_policy(config.witness_policy), signer.verifier(), self.cache,
-                WitnessingSettings(request_timeout=config.witness_request_timeout))
+                WitnessingSettings(request_timeout=config.witness_request_timeout,
+                                   round_timeout=config.witness_request_timeout))
         self.sequencer = Sequencer(
             storage, signer, self.origin, max_batch=config.batch_size,
             max_delay=config.batch_delay_ms / 1000.0, cache=self.cache,
@@ -74,6 +80,7 @@ class LogService:
         if self.witnessing is not None:
             self.witnessing.close()
         self.storage.close()
+        self.budgets.close()
 
     # ---- reads
     def latest_checkpoint(self) -> StoredCheckpoint | None:

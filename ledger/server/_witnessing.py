@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,6 +58,8 @@ def load_log_policy(path: str) -> WitnessPolicy:
 class WitnessingSettings:
     request_timeout: float = 5.0
     max_backoff: float = 5.0
+    #: The most one round waits for all witnesses; a slower one is skipped that round.
+    round_timeout: float = 5.0
 
 
 class Witnessing:
@@ -80,6 +82,7 @@ class Witnessing:
         self._http = threading.local()
         self._post = post or self._requests_post
         self._held: dict[str, int] = {}
+        self._asking: dict[str, Future[bytes | None]] = {}
         self._pending: StoredCheckpoint | None = None
         self._cond = threading.Condition()
         self._closed = False
@@ -148,10 +151,25 @@ class Witnessing:
 
     def _round(self, cp: StoredCheckpoint, lines: dict[str, bytes]) -> bool:
         """Ask every witness that has not cosigned `cp` yet; publish at quorum."""
-        todo = [w for w in self.policy.witnesses if w.name not in lines]
-        for w, got in zip(todo, self._pool.map(lambda w: self._ask(w, cp), todo), strict=True):
-            if got is not None:
-                lines[w.name] = got
+        asked: dict[str, Future[bytes | None]] = {}
+        for w in self.policy.witnesses:
+            if w.name in lines:
+                continue
+            prev = self._asking.get(w.name)
+            if prev is not None and not prev.done():
+                continue  # still stuck on an earlier round: skipped, never asked twice
+            asked[w.name] = self._asking[w.name] = self._pool.submit(self._ask, w, cp)
+        # A witness that does not answer within the round's deadline is skipped for this
+        # round (the others may meet the quorum without it), never waited on.
+        done, _ = wait(list(asked.values()), timeout=self.settings.round_timeout)
+        for name, fut in asked.items():
+            if fut not in done:
+                _log.warning("witness %s did not answer within %g s; skipped this round",
+                             name, self.settings.round_timeout)
+            elif fut.exception() is not None:
+                _log.error("asking witness %s failed: %s", name, fut.exception())
+            elif (got := fut.result()) is not None:
+                lines[name] = got
         signed = [(w.verifier.name, w.verifier.key_id) for w in self.policy.witnesses
                   if w.name in lines]
         met, _, missing = self.policy.evaluate(signed)

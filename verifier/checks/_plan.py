@@ -18,7 +18,7 @@ __all__ = ["PREFILLS", "Case", "FaultKind", "Prefill", "Step", "aligned_shape", 
 
 Prefill = Literal["poison", "zero", "garbage"]
 FaultKind = Literal["crash", "hang", "memory", "load", "not_run", "bad_answer", "oob_read",
-                    "oob_write", "input_mutated"]
+                    "oob_write", "input_mutated", "sandbox_violation", "output_flood"]
 
 
 @dataclass

@@ -183,6 +183,10 @@ def _describe(exc: Exception, result: ChildResult | None, limits: Limits, op: Op
     if res is None:
         return "crash", "crash: the kernel's process could not be started"
     why = res.describe(limits)
+    if res.denied_syscall is not None or res.signal == signal.SIGSYS:
+        return "sandbox_violation", why  # a call the sandbox denies: the run was killed for it
+    if res.output_excess is not None:
+        return "output_flood", why
     if res.timed_out or res.step_timed_out or res.signal == signal.SIGXCPU:
         return "hang", why
     if res.memory_limited:  # the run's cgroup: shared memory and private files included

@@ -36,7 +36,7 @@ from verifier.runtimes._build import Artifact, build_failure
 from verifier.sandbox import Limits, run_sandboxed
 from verifier.worker import TORCH_DRIVER, SharedArena, torch_child_env
 
-__all__ = ["TORCH_BUILD_LIMITS", "TorchBuild", "TorchKernel", "TorchRuntime", "build_extensions",
+__all__ = ["TORCH_BUILD_LIMITS", "TorchBuild", "TorchKernel", "TorchRuntime", "build_extensions", "build_key",
            "cache_root", "torch_unavailable", "torch_version", "triton_version"]
 
 TORCH_BUILD_LIMITS = Limits(cpu_s=600, wall_s=600.0, address_space=4 * 1024**3,
@@ -195,13 +195,19 @@ def build_extensions(kernel: TorchKernel, workdir: Path) -> TorchBuild:
     finally:
         arena.close()
     if not result.ok:
-        raise BuildError(f"building the solution's extensions failed: "
+        raise BuildError(f"building the solution's extensions failed: {_diagnostics(result.stderr)}"
                          f"{build_failure(result, TORCH_BUILD_LIMITS)}")
     _store(ext, entry)
     seconds = time.monotonic() - start
     return TorchBuild(entry, key, False, seconds,
                       f"extensions built in {seconds:.0f} s in the compiler's sandbox and cached "
                       f"({key[:12]})")
+
+
+def _diagnostics(stderr: str) -> str:
+    """The compiler's error lines (they sit above torch's own traceback in the output)."""
+    lines = [line.strip() for line in stderr.splitlines() if "error:" in line][:8]
+    return ("compiler: " + " | ".join(lines)[:1200] + "; ") if lines else ""
 
 
 def _store(built: Path, entry: Path) -> None:

@@ -18,7 +18,9 @@ torch::Tensor gelu_erf(torch::Tensor x) {
   at::parallel_for(0, n, 4096, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const float v = px[i];
-      po[i] = 0.5f * v * (1.0f + std::erf(v * 0.70710678118654752f));
+      // PyTorch's CPU GELU (the reference) gives NaN for +-inf as well as NaN
+      po[i] = std::isfinite(v) ? 0.5f * v * (1.0f + std::erf(v * 0.70710678118654752f))
+                               : NAN;
     }
   });
   return out;

@@ -12,6 +12,8 @@ def _gelu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     mask = offsets < n
     x = tl.load(x_ptr + offsets, mask=mask)
     y = 0.5 * x * (1.0 + tl.math.erf(x * 0.7071067811865476))
+    # PyTorch's CPU GELU (the reference) gives NaN for +-inf as well as NaN
+    y = tl.where(tl.abs(x) < 3.4e38, y, float("nan"))
     tl.store(out_ptr + offsets, y, mask=mask)
 
 
