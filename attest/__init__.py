@@ -40,7 +40,16 @@ from attest.keys import (
     save_private_key,
     save_public_key,
 )
-from attest.policy import PolicyResult, PolicyRule, TrustPolicy
+from attest.policy import (
+    PolicyResult,
+    PolicyRule,
+    QuorumOutcome,
+    Reproducer,
+    Reproduction,
+    TrustPolicy,
+    environment_identity,
+    unknown_signer_phrase,
+)
 from attest.predicates import (
     BENCH_FAULT_KINDS,
     BENCHMARK_V1,
@@ -111,6 +120,9 @@ __all__ = [
     "PolicyResult",
     "PolicyRule",
     "Predicate",
+    "QuorumOutcome",
+    "Reproducer",
+    "Reproduction",
     "ReproductionPredicate",
     "Signature",
     "SignatureError",
@@ -123,6 +135,7 @@ __all__ = [
     "canonical_json",
     "decode_entry",
     "encode_entry",
+    "environment_identity",
     "generate_private_key",
     "keyid",
     "load_private_key",
@@ -140,6 +153,7 @@ __all__ = [
     "sign_envelope",
     "statement_payload",
     "strict_loads",
+    "unknown_signer_phrase",
     "verify_entry",
     "verify_envelope",
 ]

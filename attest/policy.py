@@ -32,6 +32,22 @@ statement. An entry is allowed when any rule covers its kernel and predicate typ
 and at least `threshold` of the rule's keys are among the entry's verified signers;
 the first such rule (in file order) is reported. Otherwise the result says why no
 rule matched. Unknown fields anywhere are errors.
+
+Reproducers. Whose reproductions count is the reader's call too: a reproduction by a key
+the policy does not name is shown as "by an unknown key", never as evidence. Name the
+reproducers you trust, and how many of them must agree, on distinct environments, before
+a claim counts as independently confirmed or refuted:
+
+    reproducer_quorum = 2                       # k of the named reproducers (default 1)
+
+    [[reproducer]]
+    name = "uni-lab"                            # shown beside its verdicts
+    keys = ["9f1e...(64 hex keyid)"]
+    key_files = ["keys/uni-lab.pub"]
+
+`reproducer_quorum` needs at least that many `[[reproducer]]` tables; a key belongs to
+one reproducer at most. Distinct environments: two reproductions count twice only when
+their CPU model, core count, machine or GPU differ (`environment_identity`).
 """
 
 from __future__ import annotations
@@ -57,6 +73,11 @@ _KEYID = re.compile(HEX64_PATTERN)
 _GLOB = re.compile(r"[a-z0-9._/*?\[\]!-]{1,128}")
 _RULE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._ -]{0,63}")
 _RULE_FIELDS = ("name", "kernel", "predicate_types", "keys", "key_files", "threshold")
+_REPRODUCER_FIELDS = ("name", "keys", "key_files")
+_TOP_FIELDS = ("version", "rule", "reproducer", "reproducer_quorum")
+MAX_REPRODUCERS = 64
+ENVIRONMENT_IDENTITY_FIELDS = ("cpu_model", "cores", "machine", "gpu")
+"""The environment fields that make two reproductions independent of each other."""
 
 
 @dataclass(frozen=True)
@@ -85,10 +106,99 @@ class PolicyResult:
 
 
 @dataclass(frozen=True)
+class Reproducer:
+    """A reproducer the reader trusts: its name and keys."""
+
+    name: str
+    keyids: frozenset[str]
+
+
+@dataclass(frozen=True)
+class Reproduction:
+    """What a reader needs of one logged reproduction to weigh it: its signers, the
+    environment it ran in, and its verdict."""
+
+    index: int
+    signer_keyids: tuple[str, ...]
+    environment: tuple[str, ...]
+    verdict: str
+
+
+@dataclass(frozen=True)
+class QuorumOutcome:
+    """Whether a claim is independently settled under a policy's reproducer quorum.
+
+    `status` is "confirmed" or "refuted" once `needed` named reproducers on distinct
+    environments agree (refuted wins when both reach it), else "unsettled". The lists say
+    who agreed, and which reproductions were by keys the policy does not name."""
+
+    status: str
+    needed: int
+    confirming: tuple[str, ...]
+    refuting: tuple[str, ...]
+    unknown: tuple[int, ...]
+
+    def describe(self) -> str:
+        def who(names: tuple[str, ...]) -> str:
+            return ", ".join(names) or "none"
+
+        text = (f"{self.status}: confirmed by {who(self.confirming)}, refuted by "
+                f"{who(self.refuting)} (quorum {self.needed} named reproducer(s) on distinct "
+                "environments)")
+        if self.unknown:
+            text += f"; {len(self.unknown)} reproduction(s) by unknown keys not counted"
+        return text
+
+
+def environment_identity(environment: object) -> tuple[str, ...]:
+    """What makes two environments distinct for the quorum (`ENVIRONMENT_IDENTITY_FIELDS`)."""
+    env = environment if isinstance(environment, dict) else {}
+    return tuple(str(env.get(f)) for f in ENVIRONMENT_IDENTITY_FIELDS)
+
+
+@dataclass(frozen=True)
 class TrustPolicy:
     """An ordered list of rules (see the module docstring for the TOML format)."""
 
     rules: tuple[PolicyRule, ...]
+    reproducers: tuple[Reproducer, ...] = ()
+    reproducer_quorum: int = 1
+
+    def reproducer(self, keyids: Iterable[str]) -> Reproducer | None:
+        """The named reproducer among these signers (the first in file order), if any."""
+        signers = set(keyids)
+        return next((r for r in self.reproducers if r.keyids & signers), None)
+
+    def signer_phrase(self, keyids: Iterable[str]) -> str:
+        """`by reproducer 'uni-lab' (key 9f1e…)` or `by an unknown key 1a2b…`."""
+        keys = sorted(keyids)
+        named = self.reproducer(keys)
+        if named is not None:
+            key = next(k for k in keys if k in named.keyids)
+            return f"by reproducer {named.name!r} (key {key[:16]}…)"
+        return unknown_signer_phrase(keys)
+
+    def quorum(self, reproductions: Iterable[Reproduction]) -> QuorumOutcome:
+        """Whether `reproductions` of one claim reach the reproducer quorum either way.
+
+        Each named reproducer counts once per verdict, and only on an environment no other
+        counted reproducer of that verdict used; unknown keys never count."""
+        seen: dict[str, dict[str, set[tuple[str, ...]]]] = {"confirmed": {}, "refuted": {}}
+        unknown: list[int] = []
+        for rep in reproductions:
+            who = self.reproducer(rep.signer_keyids)
+            if who is None:
+                unknown.append(rep.index)
+                continue
+            if rep.verdict in seen:
+                seen[rep.verdict].setdefault(who.name, set()).add(rep.environment)
+        agreed = {v: _distinct(by) for v, by in seen.items()}
+        k = self.reproducer_quorum
+        status = ("refuted" if len(agreed["refuted"]) >= k and self.reproducers else
+                  "confirmed" if len(agreed["confirmed"]) >= k and self.reproducers else
+                  "unsettled")
+        return QuorumOutcome(status, k, tuple(agreed["confirmed"]), tuple(agreed["refuted"]),
+                             tuple(unknown))
 
     @classmethod
     def from_toml(cls, text: str, base_dir: str | os.PathLike[str] | None = None) -> TrustPolicy:
@@ -100,7 +210,9 @@ class TrustPolicy:
         except tomllib.TOMLDecodeError as exc:
             raise PolicyError(f"policy is not valid TOML: {exc}") from None
         base = Path(base_dir) if base_dir is not None else Path(".")
-        return cls(rules=_parse_policy(doc, base))
+        reproducers, quorum = _parse_reproducers(doc, base)
+        return cls(rules=_parse_policy(doc, base), reproducers=reproducers,
+                   reproducer_quorum=quorum)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> TrustPolicy:
@@ -156,8 +268,8 @@ class TrustPolicy:
 
 def _parse_policy(doc: dict[str, Any], base: Path) -> tuple[PolicyRule, ...]:
     for key in doc:
-        if key not in ("version", "rule"):
-            raise PolicyError(f"{key}: unknown field (allowed: version, rule)")
+        if key not in _TOP_FIELDS:
+            raise PolicyError(f"{key}: unknown field (allowed: {', '.join(_TOP_FIELDS)})")
     if "version" not in doc:
         raise PolicyError("version: required field is missing (write `version = 1`)")
     if doc["version"] != 1 or isinstance(doc["version"], bool):
@@ -174,6 +286,105 @@ def _parse_policy(doc: dict[str, Any], base: Path) -> tuple[PolicyRule, ...]:
             raise PolicyError(f"rule[{i}].name: duplicate rule name {rule.name!r}")
         seen.add(rule.name)
     return parsed
+
+
+def load_reproducers(path: str | os.PathLike[str]) -> dict[str, str]:
+    """keyid -> name of the `[[reproducer]]` tables of a TOML file (a log operator's list of
+    reproducers to name on its explorer; `key_files` are relative to the file)."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()[:MAX_POLICY_BYTES + 1]
+    except OSError as exc:
+        raise PolicyError(f"cannot read reproducers file {path}: {exc.strerror}") from None
+    if len(data) > MAX_POLICY_BYTES:
+        raise PolicyError(f"reproducers file {path} is larger than {MAX_POLICY_BYTES} bytes")
+    try:
+        doc = tomllib.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise PolicyError(f"reproducers file {path} is not UTF-8 TOML: {exc}") from None
+    extra = set(doc) - {"reproducer"}
+    if extra:
+        raise PolicyError(f"{path}: unknown field(s) {sorted(extra)} (allowed: reproducer)")
+    try:
+        found, _ = _parse_reproducers(doc, path.parent)
+    except PolicyError as exc:
+        raise PolicyError(f"{path}: {exc}") from None
+    return {k: r.name for r in found for k in r.keyids}
+
+
+def unknown_signer_phrase(keyids: Iterable[str]) -> str:
+    """`by an unknown key 1a2b…` (the phrase wherever no reader vouches for a signer)."""
+    keys = sorted(keyids)
+    if not keys:
+        return "by no verified key"
+    return ("by an unknown key " if len(keys) == 1 else "by unknown keys ") + ", ".join(
+        f"{k[:16]}…" for k in keys)
+
+
+def _distinct(by_name: dict[str, set[tuple[str, ...]]]) -> list[str]:
+    """Names that can each be matched to an environment no other counted name uses
+    (greedy, fewest environments first: enough for the small counts a quorum needs)."""
+    used: set[tuple[str, ...]] = set()
+    out: list[str] = []
+    for name, envs in sorted(by_name.items(), key=lambda kv: (len(kv[1]), kv[0])):
+        free = sorted(envs - used)
+        if free:
+            used.add(free[0])
+            out.append(name)
+    return out
+
+
+def _keyids(entry: dict[str, Any], path: str, base: Path) -> set[str]:
+    keyids: set[str] = set()
+    for i, kid in enumerate(_string_list(entry.get("keys", []), f"{path}.keys")):
+        if not _KEYID.fullmatch(kid):
+            raise PolicyError(f"{path}.keys[{i}]: must be a keyid (64 lowercase hex characters); "
+                              "put public key files in key_files")
+        keyids.add(kid)
+    for i, file in enumerate(_string_list(entry.get("key_files", []), f"{path}.key_files")):
+        try:
+            keyids.add(keyid(load_public_key(base / file)))
+        except KeyFileError as exc:
+            raise PolicyError(f"{path}.key_files[{i}]: {exc}") from None
+    return keyids
+
+
+def _parse_reproducers(doc: dict[str, Any], base: Path) -> tuple[tuple[Reproducer, ...], int]:
+    tables = doc.get("reproducer", [])
+    if not isinstance(tables, list) or len(tables) > MAX_REPRODUCERS:
+        raise PolicyError(f"reproducer: must be [[reproducer]] tables, at most {MAX_REPRODUCERS}")
+    out: list[Reproducer] = []
+    owner: dict[str, str] = {}
+    for i, table in enumerate(tables):
+        path = f"reproducer[{i}]"
+        if not isinstance(table, dict):
+            raise PolicyError(f"{path}: must be a table")
+        for key in table:
+            if key not in _REPRODUCER_FIELDS:
+                raise PolicyError(f"{path}.{key}: unknown field (allowed: "
+                                  f"{', '.join(_REPRODUCER_FIELDS)})")
+        name = table.get("name")
+        if not isinstance(name, str) or not _RULE_NAME.fullmatch(name):
+            raise PolicyError(f"{path}.name: must be 1-64 letters, digits, spaces, '.', '_' or '-'")
+        if any(r.name == name for r in out):
+            raise PolicyError(f"{path}.name: duplicate reproducer name {name!r}")
+        keys = _keyids(table, path, base)
+        if not keys:
+            raise PolicyError(f"{path}: list at least one key in keys or key_files")
+        for k in keys:
+            if k in owner:
+                raise PolicyError(f"{path}: key {k[:16]}… already belongs to reproducer "
+                                  f"{owner[k]!r}; a key names one reproducer")
+            owner[k] = name
+        out.append(Reproducer(name, frozenset(keys)))
+    quorum = doc.get("reproducer_quorum", 1)
+    if "reproducer_quorum" in doc and not out:
+        raise PolicyError("reproducer_quorum: needs at least one [[reproducer]] table")
+    if isinstance(quorum, bool) or not isinstance(quorum, int) or not (
+            1 <= quorum <= max(1, len(out))):
+        raise PolicyError(f"reproducer_quorum: must be an integer from 1 to the number of "
+                          f"reproducers ({len(out)}), got {quorum!r}")
+    return tuple(out), quorum
 
 
 def _string_list(value: object, path: str) -> list[str]:

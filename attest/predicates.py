@@ -100,6 +100,35 @@ class Environment(Node, path="environment", doc="where a measurement or check ra
     python: str = json_field(Str(64))
 
 
+CATALOGUE_VERSION_FIELD = Int(1, 1 << 20, doc="the op catalogue version of the verifier that "
+                              "made the statement (attest.ops.CATALOGUE_VERSION)")
+
+
+class MeasuredKernel(Node, path="kernel", doc=(
+        "the kernel folder the results were measured on: its name, version and the sha256 of "
+        "its canonical source archive (publish refuses results of another folder)")):
+    name: str = json_field(KERNEL_NAME)
+    version: str = json_field(Str(64, pattern=r"[A-Za-z0-9][A-Za-z0-9.+-]*",
+                                  hint="must be a version such as '1.0.0'"))
+    source_sha256: str = json_field(HEX64)
+
+
+class Conditions(Node, path="conditions", doc=(
+        "the machine's state while the benchmark ran, read by the parent (never the kernel): "
+        "how busy the pinned CPU was with other work, other runnable tasks, CPU frequency, "
+        "steal time; a reproducer under very different conditions does not refute")):
+    pinned_cpu_busy: float | None = json_field(Nullable(Num(
+        doc="share of the pinned CPU's time spent outside this run's processes, 0-1")),
+        default=None)
+    runnable: float = json_field(Num(doc="other runnable tasks on the machine (mean over the "
+                                         "run, from /proc/stat procs_running, less this run's)"))
+    load_1m: float = json_field(Num(doc="the 1-minute load average at the end of the run"))
+    freq_mhz: float | None = json_field(Nullable(Num(doc="mean CPU frequency (cpufreq), if "
+                                                       "the machine exposes it")), default=None)
+    steal: float = json_field(Num(doc="share of CPU time stolen by the hypervisor, 0-1"))
+    cores: int = json_field(Int(1, 1 << 20))
+
+
 # ---- kernel/v1 ------------------------------------------------------------------------------
 
 SOURCE_PATH = Str(
@@ -218,6 +247,7 @@ class Workload(Node, path="workload"):
     dtype: str = json_field(Enum("float32", "float16", "bfloat16", "float64"))
     seed: int = json_field(Int(0, 2**53 - 1))
     shapes: tuple[Shape, ...] = json_field(SHAPES)
+    catalogue_version: int | None = json_field(CATALOGUE_VERSION_FIELD, default=None)
 
 
 class Method(Node, path="method"):
@@ -422,6 +452,8 @@ class BenchmarkPredicate(Node, doc=(
     faults: tuple[BenchFault, ...] = json_field(List(Nested(BenchFault), max_items=64),
                                                 default=())
     torch: TorchOp | None = json_field(TorchOp, default=None)
+    kernel: MeasuredKernel | None = json_field(MeasuredKernel, default=None)
+    conditions: Conditions | None = json_field(Conditions, default=None)
 
     PREDICATE_TYPE: ClassVar[str] = BENCHMARK_V1
 
@@ -506,6 +538,8 @@ class VerificationPredicate(Node, doc=(
     checks: tuple[Check, ...] = json_field(List(Nested(Check), min_items=1, max_items=256))
     verdict: str = json_field(Enum("pass", "fail"))
     torch: TorchOp | None = json_field(TorchOp, default=None)
+    catalogue_version: int | None = json_field(CATALOGUE_VERSION_FIELD, default=None)
+    kernel: MeasuredKernel | None = json_field(MeasuredKernel, default=None)
 
     PREDICATE_TYPE: ClassVar[str] = VERIFICATION_V1
 
@@ -562,6 +596,11 @@ class SpeedupStatistics(Node, path="statistics",
     sigma: float = json_field(Num(doc="between-run spread of the log speed-up measured here"))
     more_runs: int | None = json_field(
         Nullable(Int(1, 1000), doc="further runs here that would decide, if known"))
+    between: float | None = json_field(
+        Num(doc="between-sitting spread allowed for (log units)"), default=None)
+    look: int | None = json_field(
+        Int(1, 64, doc="the sequential look that decided (its confidence spent as "
+                       "1 - (1 - confidence) / 2^look)"), default=None)
 
 
 class EnvironmentDiff(Node, path="environment_diff"):
@@ -613,6 +652,8 @@ class ReproductionPredicate(Node, doc=(
     policy: DecisionPolicy | None = json_field(DecisionPolicy, default=None)
     claims: tuple[ClaimResult, ...] = json_field(List(Nested(ClaimResult), max_items=1024))
     verdict: str = json_field(Enum("confirmed", "refuted", "inconclusive"))
+    catalogue_version: int | None = json_field(CATALOGUE_VERSION_FIELD, default=None)
+    conditions: Conditions | None = json_field(Conditions, default=None)
 
     PREDICATE_TYPE: ClassVar[str] = REPRODUCTION_V1
 

@@ -11,6 +11,9 @@ the JSON API is never trusted here. Each run:
 3. reads each entry bundle from where the last run stopped, checks every entry's
    leaf hash against the verified level-0 tile, verifies its envelope and
    statement, applies the trust policy, and records kernel releases per name;
+   reports every reproduction of a watched kernel (one released in this log, or one the
+   policy covers) with its signer as the policy names it, and a refutation by a
+   reproducer the policy trusts as a `refutation` finding;
 4. saves its position after every bundle, so an interrupted run resumes.
 """
 
@@ -25,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from attest.entry import VerifiedEntry
-from attest.predicates import KERNEL_V1
+from attest.predicates import KERNEL_V1, REPRODUCTION_V1
 from ledger import LedgerError
 from ledger.merkle import consistency_proof, leaf_hash
 from ledger.note import NoteVerifier
@@ -154,6 +157,11 @@ class MonitorReport:
     def violations(self) -> tuple[Finding, ...]:
         return tuple(f for f in self.findings if f.kind == "violation")
 
+    @property
+    def refutations(self) -> tuple[Finding, ...]:
+        """Refutations of watched kernels' claims by reproducers the policy trusts."""
+        return tuple(f for f in self.findings if f.kind == "refutation")
+
     def to_json(self) -> dict[str, Any]:
         return {
             "origin": self.origin,
@@ -162,6 +170,7 @@ class MonitorReport:
             "entries_checked": self.entries_checked,
             "findings": [f.to_json() for f in self.findings],
             "violations": len(self.violations),
+            "refutations": len(self.refutations),
         }
 
     @classmethod
@@ -201,6 +210,33 @@ def _examine(
         out.append(Finding("release", index, name,
                            f"{name} {version} sha256:{rel.sha256[:16]}… signed by "
                            + ", ".join(k[:16] for k in rel.keyids)))
+    elif stmt.predicate_type == REPRODUCTION_V1 and _watched(name, policy, releases):
+        out += _reproduction_findings(index, verified, name, policy)
+    return out
+
+
+def _watched(name: str, policy: TrustPolicy | None, releases: dict[str, Release]) -> bool:
+    """A kernel released in this log, or one a rule of the policy covers."""
+    return name in releases or (policy is not None and any(
+        r.covers_kernel([name]) and KERNEL_TYPE in r.predicate_types for r in policy.rules))
+
+
+def _reproduction_findings(index: int, verified: VerifiedEntry, name: str,
+                           policy: TrustPolicy | None) -> list[Finding]:
+    """A `reproduction` finding naming its signer; a `refutation` when a trusted one refutes."""
+    from attest.policy import unknown_signer_phrase
+
+    body = verified.statement.predicate
+    verdict = str(getattr(body, "verdict", "?"))
+    target = getattr(getattr(body, "target", None), "index", "?")
+    signers = verified.signer_keyids
+    who = policy.signer_phrase(signers) if policy is not None else unknown_signer_phrase(signers)
+    out = [Finding("reproduction", index, name, f"{verdict} (of entry {target}) {who}")]
+    if verdict == "refuted" and policy is not None and policy.reproducer(signers) is not None:
+        refuted = [c for c in getattr(body, "claims", ()) if c.verdict == "refuted"]
+        why = f": {refuted[0].claim}: {refuted[0].reason}"[:600] if refuted else ""
+        out.append(Finding("refutation", index, name,
+                           f"entry {target} refuted {who}{why}"))
     return out
 
 

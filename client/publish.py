@@ -19,6 +19,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from attest import AttestError
 from attest.entry import encode_entry, make_entry
+from attest.ops import OP_DIMS
 from attest.predicates import BENCHMARK_V1, KERNEL_V1, VERIFICATION_V1, parse_predicate
 from attest.statement import Statement, make_statement
 from client._errors import InputError, VerificationFailed
@@ -159,6 +160,185 @@ def submit_verified(
     return res.index, res.inclusion_proof, res.checkpoint, cp.checkpoint.size, res.duplicate
 
 
+def results_mismatches(kernel: Mapping[str, Any], results: Results, digest: str = ""
+                       ) -> list[str]:
+    """Every way the results do not belong to the kernel folder (empty: they do).
+
+    The benchmark's op must be the kernel's; every shape (benchmark workload and results,
+    every check's inputs) must have exactly the op's dimensions; results that name the
+    folder they were measured on (`kernel`: name, version, source_sha256) must name this
+    one, at this version, with this source."""
+    op = str(kernel.get("op"))
+    problems: list[str] = []
+    for what, body in (("verification", results.verification), ("benchmark", results.benchmark)):
+        ref = body.get("kernel") if body is not None else None
+        if not isinstance(ref, dict):
+            continue
+        for field, want in (("name", kernel.get("name")), ("version", kernel.get("version")),
+                            ("source_sha256", digest or None)):
+            if want is not None and ref.get(field) != want:
+                problems.append(f"the {what} was measured on {field} {ref.get(field)!r}, but "
+                                f"the kernel folder's is {want!r}")
+    dims = set(OP_DIMS.get(op, ()))
+    bench = results.benchmark
+    if bench is not None:
+        got = bench.get("workload", {}).get("op") if isinstance(bench.get("workload"), dict) \
+            else None
+        if got != op:
+            problems.append(f"the benchmark measured op {got!r}, but the kernel folder's op is "
+                            f"{op!r}")
+        shapes = [*(bench.get("workload", {}).get("shapes") or [])] if isinstance(
+            bench.get("workload"), dict) else []
+        shapes += [r.get("shape") for r in bench.get("results", []) if isinstance(r, dict)]
+        problems += _shape_problems("benchmark", shapes, dims, op)
+    ver = results.verification
+    if ver is not None:
+        shapes = [s for c in ver.get("checks", []) if isinstance(c, dict)
+                  for s in (c.get("inputs", {}) or {}).get("shapes", [])]
+        problems += _shape_problems("verification", shapes, dims, op)
+    return problems
+
+
+def _shape_problems(what: str, shapes: list[Any], dims: set[str], op: str) -> list[str]:
+    if not dims:
+        return []
+    for shape in shapes:
+        if isinstance(shape, dict) and set(shape) != dims:
+            return [f"the {what} ran shapes with dimensions {sorted(shape)} (e.g. "
+                    f"{json.dumps(shape, sort_keys=True)}), not op {op!r}'s {sorted(dims)}"]
+    return []
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """Every statement of a release built, validated and signed before anything is sent."""
+
+    name: str
+    archive: bytes
+    digest: str
+    claims: tuple[Claim, ...]
+    entries: tuple[bytes, ...]
+    samples: bytes | None
+
+
+def prepare_claims(name: str, archive: bytes, claims: list[Claim], key: Ed25519PrivateKey,
+                   samples: bytes | None = None) -> Prepared:
+    """Build, validate and sign every statement; InputError naming every problem, at once."""
+    digest = hashlib.sha256(archive).hexdigest()
+    entries: list[bytes] = []
+    problems: list[str] = []
+    for claim in claims:
+        try:
+            stmt = statement_for(name, digest, claim)
+            entries.append(encode_entry(make_entry(stmt, [key])))
+        except InputError as exc:
+            problems.append(str(exc))
+        except AttestError as exc:
+            problems.append(f"cannot sign the {claim.kind} statement: {exc}")
+    if problems:
+        raise InputError("nothing was sent: " + "; ".join(problems))
+    return Prepared(name, archive, digest, tuple(claims), tuple(entries), samples)
+
+
+JOURNAL = "publish-pending.json"
+"""Beside the receipts: the signed entries of a publish that has not finished."""
+
+
+def _journal_path(receipt_folder: Path) -> Path:
+    return receipt_folder.parent / JOURNAL
+
+
+def write_journal(receipt_folder: Path, prep: Prepared, signer: str) -> None:
+    """Keep the signed entries before the first submission, so a failure between
+    submissions resumes with the very same bytes (the log answers duplicate for those
+    already logged)."""
+    from base64 import b64encode
+
+    from client.state import atomic_write
+
+    doc = {"subject_sha256": prep.digest, "name": prep.name, "signer": signer,
+           "kinds": [c.kind for c in prep.claims],
+           "entries": [b64encode(e).decode() for e in prep.entries],
+           "samples": None if prep.samples is None else b64encode(prep.samples).decode()}
+    path = _journal_path(receipt_folder)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, json.dumps(doc, sort_keys=True).encode())
+
+
+def read_journal(receipt_folder: Path, digest: str, signer: str) -> dict[str, Any] | None:
+    """The unfinished publish of this archive by this signer, if one is pending."""
+    path = _journal_path(receipt_folder)
+    if not path.is_file():
+        return None
+    try:
+        doc = json.loads(read_capped(path, 4 * MAX_RESULTS_BYTES, "publish journal"))
+    except ValueError as exc:
+        raise InputError(f"{path} is not JSON ({exc}); remove it to publish afresh") from exc
+    if not isinstance(doc, dict) or doc.get("subject_sha256") != digest \
+            or doc.get("signer") != signer:
+        return None
+    return doc
+
+
+def resumed(doc: Mapping[str, Any], prep: Prepared | None, name: str, archive: bytes
+            ) -> Prepared:
+    """The pending publish's entries, checked: equal to `prep`'s when results were given."""
+    from base64 import b64decode
+
+    from attest.entry import decode_entry, verify_entry
+
+    entries = tuple(b64decode(e) for e in doc["entries"])
+    kinds = list(doc["kinds"])
+    if prep is not None and prep.entries != entries:
+        raise InputError("an unfinished publish of this kernel (same source, same key) is "
+                         "pending with other results; rerun without results to finish it, or "
+                         "remove .ktl/" + JOURNAL + " to abandon it (what it logged stays "
+                         "logged)")
+    claims = []
+    for kind, entry in zip(kinds, entries, strict=True):
+        try:
+            verified = verify_entry(decode_entry(entry))
+        except AttestError as exc:
+            raise InputError(f"the pending publish journal holds an unusable entry: {exc}; "
+                             f"remove .ktl/{JOURNAL}") from exc
+        stmt = verified.statement
+        if stmt.subject_sha256 != hashlib.sha256(archive).hexdigest() or \
+                doc["signer"] not in verified.signer_keyids:
+            raise InputError(f"the pending publish journal holds an entry about another source "
+                             f"or by another key; remove .ktl/{JOURNAL}")
+        claims.append(Claim(kind, stmt.predicate_type, stmt.predicate.to_json()))
+    samples = doc.get("samples")
+    return Prepared(name, archive, hashlib.sha256(archive).hexdigest(), tuple(claims), entries,
+                    None if samples is None else b64decode(samples))
+
+
+def submit_prepared(log: LogAPI, verifier: NoteVerifier, origin: str, trusted: TrustedState,
+                    prep: Prepared, receipt_folder: Path,
+                    on_step: Callable[[str], None] | None = None,
+                    quorum: QuorumCheck | None = None) -> list[Published]:
+    """Upload the blobs, then submit and verify each prepared entry, writing receipts."""
+    step = on_step or (lambda _msg: None)
+    step(f"uploading source archive sha256:{prep.digest[:16]}…")
+    if log.put_blob(prep.archive) != prep.digest:
+        raise VerificationFailed("the log stored the source archive under another digest")
+    if prep.samples is not None:
+        step("uploading raw benchmark samples")
+        log.put_blob(prep.samples)
+    out: list[Published] = []
+    for claim, entry_bytes in zip(prep.claims, prep.entries, strict=True):
+        step(f"submitting the {claim.kind} entry ({len(entry_bytes)} bytes)")
+        index, proof, note, size, dup = submit_verified(log, verifier, origin, trusted, entry_bytes,
+                                                      quorum)
+        if dup:
+            step(f"the {claim.kind} entry was already logged at index {index} (resumed)")
+        paths: ReceiptPaths = write_receipt(
+            receipt_folder, claim.kind, entry_bytes, TlogProof(index, tuple(proof), note, None)
+        )
+        out.append(Published(claim.kind, index, leaf_hash(entry_bytes).hex(), size, dup,
+                             str(paths.entry), str(paths.proof)))
+    return out
+
+
 def publish_claims(
     log: LogAPI,
     verifier: NoteVerifier,
@@ -174,31 +354,10 @@ def publish_claims(
     on_step: Callable[[str], None] | None = None,
     quorum: QuorumCheck | None = None,
 ) -> list[Published]:
-    """Upload the blobs, then sign, submit and verify each claim, writing receipts as we go."""
-    digest = hashlib.sha256(archive).hexdigest()
-    step = on_step or (lambda _msg: None)
-    step(f"uploading source archive sha256:{digest[:16]}…")
-    if log.put_blob(archive) != digest:
-        raise VerificationFailed("the log stored the source archive under another digest")
-    if samples is not None:
-        step("uploading raw benchmark samples")
-        log.put_blob(samples)
-    out: list[Published] = []
-    for claim in claims:
-        stmt = statement_for(name, digest, claim)
-        try:
-            entry_bytes = encode_entry(make_entry(stmt, [key]))
-        except AttestError as exc:
-            raise InputError(f"cannot sign the {claim.kind} statement: {exc}") from exc
-        step(f"submitting the {claim.kind} entry ({len(entry_bytes)} bytes)")
-        index, proof, note, size, dup = submit_verified(log, verifier, origin, trusted, entry_bytes,
-                                                      quorum)
-        paths: ReceiptPaths = write_receipt(
-            receipt_folder, claim.kind, entry_bytes, TlogProof(index, tuple(proof), note, None)
-        )
-        out.append(Published(claim.kind, index, leaf_hash(entry_bytes).hex(), size, dup,
-                             str(paths.entry), str(paths.proof)))
-    return out
+    """Sign and validate every claim first (nothing is sent if one fails), then upload the
+    blobs and submit and verify each entry, writing receipts as we go."""
+    prep = prepare_claims(name, archive, claims, key, samples)
+    return submit_prepared(log, verifier, origin, trusted, prep, receipt_folder, on_step, quorum)
 
 
 def kernel_claim(kernel_dir: Path) -> tuple[str, bytes, Claim]:
@@ -270,6 +429,35 @@ def results_from_files(
     return Results(bodies[0], bodies[1], raw)
 
 
+def _claims_of(kclaim: Claim, archive: bytes, results: Results, out: Any) -> list[Claim]:
+    """The release's claims from the results, refused (one message) if they are not this
+    kernel's."""
+    problems = results_mismatches(kclaim.body, results,
+                                  hashlib.sha256(archive).hexdigest())
+    if results.benchmark is not None:
+        ref = results.benchmark.get("samples")
+        if results.samples is not None and isinstance(ref, dict):
+            got = hashlib.sha256(results.samples).hexdigest()
+            if ref.get("sha256") != got:
+                problems.append(f"the raw samples (sha256 {got}) are not the ones the benchmark "
+                                f"names (sha256 {ref.get('sha256')})")
+    if problems:
+        raise InputError("nothing was sent: the results are not this kernel folder's: "
+                         + "; ".join(problems))
+    claims = [kclaim]
+    if results.verification is not None and results.verification.get("verdict") != "pass":
+        out.note("the verification verdict is not 'pass'; publishing it as it is "
+                 "(the log records failures too)", "bold yellow")
+    if results.benchmark is not None and results.benchmark.get("trusted") is False:
+        out.note("the benchmark marks itself untrusted; publishing it with its notes",
+                 "bold yellow")
+    if results.verification is not None:
+        claims.append(Claim("verification", VERIFICATION_V1, results.verification))
+    if results.benchmark is not None:
+        claims.append(Claim("benchmark", BENCHMARK_V1, results.benchmark))
+    return claims
+
+
 def run_publish(
     kernel_dir: Path,
     key_path: Path,
@@ -283,47 +471,52 @@ def run_publish(
     passphrase_env: str | None = None,
     witness_policy: WitnessPolicy | None = None,
 ) -> dict[str, Any]:
-    """`ktl publish`: everything from the kernel folder to verified receipts; returns a report."""
+    """`ktl publish`: everything from the kernel folder to verified receipts; returns a report.
+
+    Every statement is built, validated and signed before anything is sent, and kept in a
+    journal beside the receipts until all are logged: a failure between submissions
+    (network, 503) is resumed by running the same command again."""
+    from attest.keys import keyid
+    from client.claims_view import claims_view
     from client.session import connect, require_url
 
     url = require_url(log_url)
     key = load_signing_key(key_path, passphrase_env)
+    signer = keyid(key.public_key())
     name, archive, kclaim = kernel_claim(kernel_dir)
-    if results is None:
-        results = measure(kernel_dir, budget, out.note)
-    claims = [kclaim]
-    if results.verification is not None and results.verification.get("verdict") != "pass":
-        out.note("the verification verdict is not 'pass'; publishing it as it is "
-                 "(the log records failures too)", "bold yellow")
-    if results.benchmark is not None and results.benchmark.get("trusted") is False:
-        out.note("the benchmark marks itself untrusted; publishing it with its notes",
+    folder = receipts_dir(kernel_dir)
+    pending = read_journal(folder, hashlib.sha256(archive).hexdigest(), signer)
+    prep: Prepared | None = None
+    if results is not None or pending is None:
+        if results is None:
+            results = measure(kernel_dir, budget, out.note)
+        prep = prepare_claims(name, archive, _claims_of(kclaim, archive, results, out), key,
+                              results.samples)
+    if pending is not None:
+        out.note(f"resuming an unfinished publish of sha256:{pending['subject_sha256'][:16]}… "
+                 "(the same signed entries; those already logged come back as duplicates)",
                  "bold yellow")
-    if results.verification is not None:
-        claims.append(Claim("verification", VERIFICATION_V1, results.verification))
-    if results.benchmark is not None:
-        claims.append(Claim("benchmark", BENCHMARK_V1, results.benchmark))
-        ref = results.benchmark.get("samples")
-        if results.samples is not None and isinstance(ref, dict):
-            got = hashlib.sha256(results.samples).hexdigest()
-            if ref.get("sha256") != got:
-                raise InputError(f"the raw samples (sha256 {got}) are not the ones the benchmark "
-                                 f"names (sha256 {ref.get('sha256')})")
+        prep = resumed(pending, prep, name, archive)
+    assert prep is not None
+    write_journal(folder, prep, signer)
     sess = connect(url, trusted, log_key, witness_policy=witness_policy)
     out.note(f"log {sess.origin}: {sess.key.describe()}")
     try:
-        published = publish_claims(
-            sess.log, sess.verifier, sess.origin, sess.trusted, key, name=name, archive=archive,
-            claims=claims, receipt_folder=receipts_dir(kernel_dir), samples=results.samples,
-            on_step=out.note, quorum=sess.quorum,
-        )
+        published = submit_prepared(sess.log, sess.verifier, sess.origin, sess.trusted, prep,
+                                    folder, out.note, sess.quorum)
     finally:
         sess.close()
+    _journal_path(folder).unlink(missing_ok=True)
+    signed = [v.to_json() for c in prep.claims
+              if (v := claims_view(c.predicate_type, c.body)) is not None]
     return {
         "name": name,
         "origin": sess.origin,
         "log_key": sess.key.key,
         "log_key_source": sess.key.how,
-        "subject_sha256": hashlib.sha256(archive).hexdigest(),
+        "subject_sha256": prep.digest,
+        "signer": signer,
         "entries": [p.to_json() for p in published],
-        "receipts": str(receipts_dir(kernel_dir)),
+        "signed": signed,
+        "receipts": str(folder),
     }

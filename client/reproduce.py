@@ -40,6 +40,8 @@ MAX_FETCHED = 256  # candidate entries fetched and verified, at most
 MAX_SKIPS_LISTED = 50
 BENCH_SECONDS = {"quick": 10.0, "full": 30.0}
 """Most seconds of measuring per run (a run stops sooner once its interval is tight)."""
+DEFAULT_TIME_BUDGET_S = 180.0
+"""`--time-budget`: seconds of further measuring while a speed-up claim is undecided."""
 
 
 def resolve_policy(log_defaults: Mapping[str, float] | None, tolerance: float | None,
@@ -365,6 +367,7 @@ def reproduce_entry(
     sess: Session, index: int, workdir: Path, budget: str, note: Callable[[str], None],
     policy: TrustPolicy | None = None, sandbox_record: str | None = None,
     runs: int | None = None, decision: DecisionPolicy | None = None,
+    time_budget_s: float = DEFAULT_TIME_BUDGET_S,
 ) -> ReproductionResult:
     """Gather entry `index` and its claims (all verified), then let the verifier re-run them
     (`runs` independent benchmark runs; `decision` decides speed-up claims).
@@ -392,7 +395,8 @@ def reproduce_entry(
             body = reproduce_kernel(gathered.kernel_dir, claims,
                                     target_json(sess, gathered.target), budget=budget,
                                     time_budget_s=BENCH_SECONDS[budget], progress=note,
-                                    runs=runs or DEFAULT_RUNS, policy=decision or make_policy())
+                                    runs=runs or DEFAULT_RUNS, policy=decision or make_policy(),
+                                    sequential_budget_s=time_budget_s)
     except VerifierError as exc:
         raise InputError(f"the verifier could not reproduce entry {index}: {exc}") from exc
     body = {**body, "claims": judged_rows(list(body["claims"]), gathered.claims)}
@@ -436,7 +440,10 @@ def sign_reproduction(
         entry_bytes = encode_entry(make_entry(stmt, [key]))
     except AttestError as exc:
         raise InputError(f"cannot sign the reproduction statement: {exc}") from exc
-    out: dict[str, Any] = {"leaf_hash": leaf_hash(entry_bytes).hex(), "index": None}
+    from attest.keys import keyid
+
+    out: dict[str, Any] = {"leaf_hash": leaf_hash(entry_bytes).hex(), "index": None,
+                           "signer": keyid(key.public_key())}
     if not submit:
         path = receipt_paths(receipt_dir, f"{kind}-of-{target['index']}").entry
         atomic_write(path, entry_bytes)

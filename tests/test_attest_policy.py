@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -206,3 +207,105 @@ def test_anyone_may_log_a_reproduction_but_not_a_release() -> None:
 def test_any_signer_is_for_reproductions_only(rule: str, message: str) -> None:
     with pytest.raises(PolicyError, match=re.escape(message)):
         TrustPolicy.from_toml(f'version = 1\n[[rule]]\nname = "r"\nkernel = "*"\n{rule}\n')
+
+
+# -- reproducers and their quorum (issue 25) ---------------------------------------------------
+
+_LAB_A, _LAB_B, _LAB_C, _STRANGER = ("a" * 64, "b" * 64, "c" * 64, "d" * 64)
+_REPRO_POLICY = f'''
+version = 1
+reproducer_quorum = 2
+[[rule]]
+name = "anyone may reproduce"
+kernel = "*"
+predicate_types = ["reproduction"]
+keys = ["*"]
+threshold = 1
+[[reproducer]]
+name = "lab-a"
+keys = ["{_LAB_A}"]
+[[reproducer]]
+name = "lab-b"
+keys = ["{_LAB_B}"]
+[[reproducer]]
+name = "lab-c"
+keys = ["{_LAB_C}"]
+'''
+
+
+def _rep(i: int, key: str, env: str, verdict: str) -> Any:
+    from attest.policy import Reproduction
+
+    return Reproduction(i, (key,), (env, "2", "x86_64", "None"), verdict)
+
+
+def test_reproducers_are_named_and_strangers_are_unknown() -> None:
+    policy = TrustPolicy.from_toml(_REPRO_POLICY)
+    assert policy.reproducer_quorum == 2 and [r.name for r in policy.reproducers] == [
+        "lab-a", "lab-b", "lab-c"]
+    assert policy.signer_phrase([_LAB_B]) == f"by reproducer 'lab-b' (key {_LAB_B[:16]}…)"
+    assert policy.signer_phrase([_STRANGER]) == f"by an unknown key {_STRANGER[:16]}…"
+
+
+def test_quorum_needs_k_named_reproducers_on_distinct_environments() -> None:
+    policy = TrustPolicy.from_toml(_REPRO_POLICY)
+    one = policy.quorum([_rep(1, _LAB_A, "epyc", "confirmed")])
+    assert one.status == "unsettled" and one.confirming == ("lab-a",)
+    same_env = policy.quorum([_rep(1, _LAB_A, "epyc", "refuted"),
+                              _rep(2, _LAB_B, "epyc", "refuted")])
+    assert same_env.status == "unsettled"  # two labs, one environment: not independent
+    two = policy.quorum([_rep(1, _LAB_A, "epyc", "refuted"), _rep(2, _LAB_B, "xeon", "refuted")])
+    assert two.status == "refuted" and set(two.refuting) == {"lab-a", "lab-b"}
+    twice = policy.quorum([_rep(1, _LAB_A, "epyc", "confirmed"),
+                           _rep(2, _LAB_A, "xeon", "confirmed")])
+    assert twice.status == "unsettled"  # one reproducer counts once
+    strangers = policy.quorum([_rep(i, _STRANGER, f"env{i}", "refuted") for i in range(9)])
+    assert strangers.status == "unsettled" and len(strangers.unknown) == 9
+
+
+@given(st.lists(st.tuples(st.sampled_from([_LAB_A, _LAB_B, _LAB_C, _STRANGER]),
+                          st.sampled_from(["e1", "e2", "e3"]),
+                          st.sampled_from(["confirmed", "refuted", "inconclusive"])),
+                max_size=12))
+def test_quorum_outcome_against_a_naive_count(reps: list[tuple[str, str, str]]) -> None:
+    """Settled only with >= k distinct named reproducers whose environments can be told
+    apart (brute force over assignments); strangers never change the outcome."""
+    from itertools import permutations
+
+    policy = TrustPolicy.from_toml(_REPRO_POLICY)
+    names = {_LAB_A: "lab-a", _LAB_B: "lab-b", _LAB_C: "lab-c"}
+    got = policy.quorum([_rep(i, k, e, v) for i, (k, e, v) in enumerate(reps)])
+
+    def reached(verdict: str) -> bool:
+        envs: dict[str, set[str]] = {}
+        for k, e, v in reps:
+            if v == verdict and k in names:
+                envs.setdefault(names[k], set()).add(e)
+        for pair in permutations(envs, 2):
+            if any(a != b for a in envs[pair[0]] for b in envs[pair[1]]):
+                return True
+        return False
+
+    want = "refuted" if reached("refuted") else "confirmed" if reached("confirmed") else \
+        "unsettled"
+    assert got.status == want, (reps, got)
+    without = policy.quorum([_rep(i, k, e, v) for i, (k, e, v) in enumerate(reps)
+                             if k != _STRANGER])
+    assert without.status == got.status
+
+
+@pytest.mark.parametrize(("extra", "words"), [
+    ('reproducer_quorum = 4\n', "reproducer_quorum: must be an integer from 1 to the number"),
+    (f'[[reproducer]]\nname = "lab-d"\nkeys = ["{_LAB_A}"]\n', "already belongs to reproducer"),
+    ('[[reproducer]]\nname = "lab-a"\nkeys = ["' + "e" * 64 + '"]\n', "duplicate reproducer"),
+    ('[[reproducer]]\nname = "lab-e"\n', "list at least one key"),
+    ('[[reproducer]]\nname = "lab-f"\nkeys = ["' + "f" * 64 + '"]\nthreshold = 1\n',
+     "unknown field"),
+])
+def test_bad_reproducer_tables_are_refused(extra: str, words: str) -> None:
+    if extra.startswith("reproducer_quorum"):
+        text = _REPRO_POLICY.replace("reproducer_quorum = 2\n", extra)
+    else:
+        text = _REPRO_POLICY + extra
+    with pytest.raises(PolicyError, match=words):
+        TrustPolicy.from_toml(text)

@@ -12,6 +12,7 @@ import json
 import shutil
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from client_server import REPO, Ktl, running_log
@@ -117,3 +118,256 @@ def test_row4_publish_checks_with_a_fresh_seed_and_reproduce_runs_two(tmp_path: 
     verdict = next(c for c in rows if c["claim"] == "verification.verdict")
     assert f"at the claimed seed {seed}" in verdict["reason"]
     assert "at this reproducer's seed" in verdict["reason"]
+
+
+# -- row 1: whose reproductions count ----------------------------------------------------------
+
+
+def _reproduction(url: str, key_path: Path, published: dict[str, Any], verdict: str,
+                  cpu: str = "AMD EPYC 7B13") -> int:
+    """Sign and log a reproduction/v1 of the published benchmark entry, as `key_path`."""
+    from attest.entry import encode_entry, make_entry
+    from attest.keys import load_private_key
+    from attest.predicates import REPRODUCTION_V1, parse_predicate
+    from attest.statement import make_statement
+
+    bench = next(e for e in published["entries"] if e["kind"] == "benchmark")
+    body = examples.reproduction()
+    body["environment"]["cpu_model"] = cpu
+    body["target"].update(index=bench["index"], leaf_hash=bench["leaf_hash"],
+                          subject_sha256=published["subject_sha256"], origin="127.0.0.1/ktl-test")
+    body["claims"] = [{"claim": "benchmark.speedup[M=64,N=64,K=64]", "verdict": verdict,
+                       "claimed": {"speedup": 2.0}, "measured": {"speedup": 1.1},
+                       "reason": "my own words: this vendor is a fraud",
+                       "entry": {"index": bench["index"], "leaf_hash": bench["leaf_hash"]}}]
+    body["verdict"] = verdict
+    stmt = make_statement(published["name"], published["subject_sha256"],
+                          parse_predicate(REPRODUCTION_V1, body))
+    entry = encode_entry(make_entry(stmt, [load_private_key(key_path)]))
+    return LogClient(url).submit(entry).index
+
+
+def _html(url: str) -> str:
+    import requests
+
+    res = requests.get(url, timeout=10)
+    assert res.status_code == 200, res.status_code
+    return res.text
+
+
+def test_row1_a_strangers_refutation_is_shown_as_such_and_readers_decide(tmp_path: Path) -> None:
+    """Row 1: an unknown key's "refuted" is never the kernel page's headline nor a bare red
+    badge; its keyid is shown. A reproducer the operator names is headline; `ktl get` and
+    `ktl monitor --policy` name signers as the reader's policy does, and a refutation by a
+    trusted reproducer is a monitor finding (exit 1)."""
+    from client_server import kernel_folder, small_results
+
+    vendor, _ = _key(tmp_path, "vendor")
+    _, stranger_id = _key(tmp_path, "stranger")
+    _, lab_id = _key(tmp_path, "lab")
+    operator = tmp_path / "reproducers.toml"
+    operator.write_text(f'[[reproducer]]\nname = "lab-on-the-log"\nkeys = ["{lab_id}"]\n')
+    policy = tmp_path / "policy.toml"
+    policy.write_text('version = 1\n[[rule]]\nname = "any-repro"\nkernel = "*"\n'
+                      'predicate_types = ["reproduction"]\nkeys = ["*"]\nthreshold = 1\n'
+                      '[[rule]]\nname = "acme"\nkernel = "acme/*"\npredicate_types = ["*"]\n'
+                      'key_files = ["vendor.pub"]\nthreshold = 1\n'
+                      '[[reproducer]]\nname = "my-lab"\nkey_files = ["lab.pub"]\n')
+    ktl = Ktl(tmp_path / "home")
+    kdir = kernel_folder(tmp_path)
+    with running_log(tmp_path / "log", reproducers=str(operator)) as url:
+        published = ktl.json("publish", str(kdir), "--key", str(vendor), "--results",
+                             str(small_results(tmp_path)), "--log", url)
+        digest = published["subject_sha256"]
+        bench = next(e["index"] for e in published["entries"] if e["kind"] == "benchmark")
+        bad = _reproduction(url, tmp_path / "stranger.key", published, "refuted")
+        page = _html(f"{url}/kernels/{digest}")
+        assert "refuted</strong> by reproducers" not in page  # no headline from a stranger
+        assert f"refuted by an unknown key {stranger_id[:16]}" in page
+        search = _html(f"{url}/search?q={digest}")
+        assert "refuted by an unknown key" in search
+        assert 'class="verdict verdict-refuted"' not in search
+        entry_page = _html(f"{url}/entries/{bench}")
+        assert "bad-card" not in entry_page and stranger_id[:16] in entry_page
+        got = ktl.json("get", "--index", str(bad), "--log", url, "--policy", str(policy))
+        assert got["reproducer"] == f"by an unknown key {stranger_id[:16]}…"
+        claim = ktl.json("get", "--index", str(bench), "--log", url, "--policy", str(policy))
+        assert claim["reproduced"]["independently"]["status"] == "unsettled"
+        assert [r["by"] for r in claim["reproduced"]["reproductions"]] == [
+            f"by an unknown key {stranger_id[:16]}…"]
+        res = ktl("monitor", "--log", url, "--policy", str(policy), "--json")
+        report = json.loads(res.stdout.splitlines()[-1])
+        assert res.exit_code == 0 and report["refutations"] == 0, res.stdout
+        seen = [f for f in report["findings"] if f["kind"] == "reproduction"]
+        assert [f["index"] for f in seen] == [bad] and stranger_id[:16] in seen[0]["detail"]
+
+        named = _reproduction(url, tmp_path / "lab.key", published, "refuted")
+        page = _html(f"{url}/kernels/{digest}")
+        assert "1 claim refuted</strong> by reproducers this log&#39;s operator names" in page \
+            or "1 claim refuted</strong> by reproducers this log's operator names" in page
+        assert "by reproducer &#39;lab-on-the-log&#39;" in page or \
+            "by reproducer 'lab-on-the-log'" in page
+        claim = ktl.json("get", "--index", str(bench), "--log", url, "--policy", str(policy))
+        assert claim["reproduced"]["independently"]["status"] == "refuted"
+        assert claim["reproduced"]["independently"]["refuting"] == ["my-lab"]
+        res = ktl("monitor", "--log", url, "--policy", str(policy), "--json")
+        report = json.loads(res.stdout.splitlines()[-1])
+        assert res.exit_code == 1 and report["refutations"] == 1, res.stdout
+        found = next(f for f in report["findings"] if f["kind"] == "refutation")
+        assert found["index"] == named and "by reproducer 'my-lab'" in found["detail"]
+
+
+# -- rows 2, 3, 5: publish checks everything first, resumes, says what was signed ---------------
+
+
+def _sum_results(tmp: Path) -> Path:
+    """Valid results of another op (sum over rows), as if measured on another kernel."""
+    bench = examples.benchmark()
+    shape = {"R": 64, "C": 64}
+    bench["workload"].update(op="sum", shapes=[shape])
+    bench["results"][0].update(shape=shape, gflops=64 * 64 / 1000.0)
+    ver = examples.verification()
+    for check in ver["checks"]:
+        if "shapes" in check["inputs"]:
+            check["inputs"]["shapes"] = [shape]
+    path = tmp / "sum-results.json"
+    path.write_text(json.dumps({"verification": ver, "benchmark": bench}))
+    return path
+
+
+def _tree_size(ktl: Ktl, url: str) -> int:
+    return int(ktl.json("log-info", "--log", url)["tree_size"])
+
+
+def test_row2_results_of_another_op_are_refused_before_anything_is_sent(tmp_path: Path) -> None:
+    """Row 2: a matmul folder published with sum results is refused with one message naming
+    the mismatches, exit 2, and the log is left as it was."""
+    from client_server import kernel_folder
+
+    key, _ = _key(tmp_path, "vendor")
+    ktl = Ktl(tmp_path / "home")
+    with running_log(tmp_path / "log") as url:
+        res = ktl("publish", str(kernel_folder(tmp_path)), "--key", str(key), "--results",
+                  str(_sum_results(tmp_path)), "--log", url)
+        assert res.exit_code == 2, (res.stdout, res.stderr)
+        assert "nothing was sent" in res.stderr
+        assert "the benchmark measured op 'sum', but the kernel folder's op is 'matmul'" \
+            in res.stderr
+        assert "the verification ran shapes with dimensions ['C', 'R']" in res.stderr
+        assert _tree_size(ktl, url) == 0
+
+
+def test_row3_malformed_results_log_nothing(tmp_path: Path) -> None:
+    """Row 3: a benchmark that is not a valid benchmark/v1 is refused before the kernel and
+    verification entries are sent (nothing stays in the append-only log)."""
+    from client_server import kernel_folder, small_results
+
+    key, _ = _key(tmp_path, "vendor")
+    results = small_results(tmp_path)
+    doc = json.loads(results.read_text())
+    doc["benchmark"]["results"][0]["speedup_ci95"] = [3.0, 1.0]
+    results.write_text(json.dumps(doc))
+    ktl = Ktl(tmp_path / "home")
+    with running_log(tmp_path / "log") as url:
+        res = ktl("publish", str(kernel_folder(tmp_path)), "--key", str(key), "--results",
+                  str(results), "--log", url)
+        assert res.exit_code == 2 and "nothing was sent" in res.stderr, res.stderr
+        assert "speedup_ci95" in res.stderr
+        assert _tree_size(ktl, url) == 0
+
+
+def test_row3_a_failure_between_submissions_resumes_where_it_stopped(tmp_path: Path) -> None:
+    """Row 3: the log refuses the third submission (here: over its entry size limit, as a
+    503 or a dropped connection would stop it); the same command run again logs only what
+    is missing, reusing the already-logged entries (duplicates), and leaves no journal."""
+    from client_server import kernel_folder, small_results
+
+    from attest.keys import load_private_key
+    from client.publish import Claim, kernel_claim, load_results, prepare_claims
+
+    key, _ = _key(tmp_path, "vendor")
+    kdir = kernel_folder(tmp_path)
+    results = small_results(tmp_path)
+    doc = json.loads(results.read_text())
+    doc["benchmark"]["notes"].append("a long note " * 80)  # the biggest entry: sent last
+    results.write_text(json.dumps(doc))
+    name, archive, kclaim = kernel_claim(kdir)
+    got = load_results(results)
+    assert got.verification is not None and got.benchmark is not None
+    sizes = [len(e) for e in prepare_claims(name, archive, [
+        kclaim, Claim("verification", VERIFICATION_V1, got.verification),
+        Claim("benchmark", "https://kerneltransparency.dev/attestation/benchmark/v1",
+              got.benchmark)], load_private_key(key)).entries]
+    assert sizes[2] > max(sizes[:2]), sizes
+    ktl = Ktl(tmp_path / "home")
+    args = ("publish", str(kdir), "--key", str(key), "--results", str(results))
+    with running_log(tmp_path / "log", max_entry_bytes=max(sizes[:2])) as url:
+        port = url.rsplit(":", 1)[1]
+        first = ktl(*args, "--log", url)
+        assert first.exit_code != 0, first.stdout
+        assert (kdir / ".ktl" / "publish-pending.json").is_file()
+    with running_log(tmp_path / "log", port=int(port)) as url:
+        assert _tree_size(ktl, url) == 2
+        done = ktl.json(*args, "--log", url)
+        assert [(e["kind"], e["index"], e["duplicate"]) for e in done["entries"]] == [
+            ("kernel", 0, True), ("verification", 1, True), ("benchmark", 2, False)]
+        assert _tree_size(ktl, url) == 3
+    assert not (kdir / ".ktl" / "publish-pending.json").exists()
+
+
+def test_row5_publish_and_get_say_what_was_signed(tmp_path: Path) -> None:
+    """Row 5: `publish` ends with the claims as signed (speed-up and interval per shape, the
+    check verdict) and `get` on the benchmark shows the same, both saying what below 1x
+    means."""
+    from client_server import kernel_folder, small_results
+
+    key, _ = _key(tmp_path, "vendor")
+    ktl = Ktl(tmp_path / "home")
+    with running_log(tmp_path / "log") as url:
+        res = ktl("publish", str(kernel_folder(tmp_path)), "--key", str(key), "--results",
+                  str(small_results(tmp_path)), "--log", url)
+        assert res.exit_code == 0, res.stderr
+        for text in ("What was signed", "M=64,N=64,K=64", "2.1x (faster than the baseline)",
+                     "[1.95, 2.3]", "verdict PASS", "below 1x it is SLOWER"):
+            assert text in res.stdout, (text, res.stdout)
+        shown = ktl("get", "--index", "2", "--log", url)
+        for text in ("What was signed", "M=64,N=64,K=64", "[1.95, 2.3]", "below 1x it is SLOWER",
+                     "Not reproduced yet"):
+            assert text in shown.stdout, (text, shown.stdout)
+        signed = ktl.json("get", "--index", "2", "--log", url)["signed"]
+        assert signed["rows"][0][:3] == ["M=64,N=64,K=64", "2.1x (faster than the baseline)",
+                                         "[1.95, 2.3]"]
+
+
+def test_a_speedup_below_one_says_slower() -> None:
+    from client.claims_view import speedup_phrase
+
+    assert speedup_phrase(0.394) == "0.394x (SLOWER: 2.5x the baseline's time)"
+    assert speedup_phrase(1.0) == "1x (faster than the baseline)"
+
+
+def test_row2_another_versions_results_are_refused(tmp_path: Path) -> None:
+    """Row 2: results measured on v0.1.0 (they name the folder: name, version, source
+    digest) are refused for v0.1.1, before anything is sent."""
+    from client_server import kernel_folder, small_results
+
+    from verifier.kernel import measured_kernel
+
+    old = kernel_folder(tmp_path / "old", version="0.1.0")
+    new = kernel_folder(tmp_path / "new", version="0.1.1")
+    (new / "matmul.c").write_text((new / "matmul.c").read_text() + "\n/* 0.1.1 */\n")
+    results = small_results(tmp_path)
+    doc = json.loads(results.read_text())
+    doc["verification"]["kernel"] = doc["benchmark"]["kernel"] = measured_kernel(old)
+    results.write_text(json.dumps(doc))
+    key, _ = _key(tmp_path, "vendor")
+    ktl = Ktl(tmp_path / "home")
+    with running_log(tmp_path / "log") as url:
+        res = ktl("publish", str(new), "--key", str(key), "--results", str(results),
+                  "--log", url)
+        assert res.exit_code == 2, (res.stdout, res.stderr)
+        assert "measured on version '0.1.0', but the kernel folder's is '0.1.1'" in res.stderr
+        assert "measured on source_sha256" in res.stderr
+        assert _tree_size(ktl, url) == 0
+        ok = ktl("publish", str(old), "--key", str(key), "--results", str(results), "--log", url)
+        assert ok.exit_code == 0, ok.stderr

@@ -32,7 +32,7 @@ def _blocks() -> list[tuple[str, str]]:
 
 def test_doc_has_three_walkthroughs() -> None:
     kinds = [k for k, _ in _blocks()]
-    assert kinds.count("console") == 3 and "toml" in kinds and "python" in kinds
+    assert kinds.count("console") == 3 and kinds.count("toml") == 2 and "python" in kinds
 
 
 @pytest.mark.slow
@@ -50,7 +50,10 @@ def test_walkthroughs_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
         ran = 0
         for kind, text in _blocks():
             if kind == "toml":
-                (work / "policy.toml").write_text(text)
+                first = text.splitlines()[0]
+                name = first[2:] if first.startswith("# ") and first.endswith(".toml") \
+                    else "policy.toml"
+                (work / name).write_text(text)
                 continue
             if kind == "python":
                 exec(compile(text.replace(DOC_URL, url), str(DOC), "exec"), {})
@@ -71,4 +74,10 @@ def test_walkthroughs_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
                 ok = {0, 4} if args[1] == "reproduce" else {0}
                 assert res.exit_code in ok, (line, res.stdout, res.stderr)
                 ran += 1
-        assert ran == 13  # the last is the auditor's monitor after the customer's reproduction
+        assert ran == 14  # the last is the customer's monitor after its reproduction
+        # the customer's quorum of 2: its own reproduction alone does not settle the claim
+        got = ktl.json("get", "--index", "2", "--policy", str(work / "customer.toml"),
+                       "--log", url)["reproduced"]
+        assert got["independently"]["needed"] == 2
+        assert got["independently"]["status"] == "unsettled", got
+        assert [r["by"].split(" (")[0] for r in got["reproductions"]] == ["by reproducer 'me'"]

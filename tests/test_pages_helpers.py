@@ -153,6 +153,9 @@ def signed(name: str, subject: str, predicate_type: str, body: dict[str, Any],
 
 
 ORIGIN = "test.example/log"
+REPRODUCER_KEY = generate_private_key()
+"""The key the test log's operator names as reproducer "test-lab" (see `make_app`)."""
+REPRODUCER_NAMES = {keyid(REPRODUCER_KEY.public_key()): "test-lab"}
 
 TYPES = {"kernel": KERNEL_V1, "benchmark": BENCHMARK_V1, "verification": VERIFICATION_V1,
          "reproduction": REPRODUCTION_V1}
@@ -170,9 +173,13 @@ def test_helpers_make_entries_that_verify() -> None:
 
 def make_app() -> Flask:
     """The real app (JSON API + pages) over the in-memory storage fake."""
+    from ledger.web._service import REPRODUCERS
+
     signer = NoteSigner(ORIGIN, generate_private_key())
-    return create_app(ServerConfig(origin=ORIGIN, batch_delay_ms=0.0),
-                      storage=MemoryStorage(), signer=signer)
+    app = create_app(ServerConfig(origin=ORIGIN, batch_delay_ms=0.0),
+                     storage=MemoryStorage(), signer=signer)
+    app.extensions[REPRODUCERS] = dict(REPRODUCER_NAMES)  # as `ktl serve --reproducers` does
+    return app
 
 
 def close_app(app: Flask) -> None:
@@ -221,7 +228,8 @@ def populate(client: FlaskClient, fillers: int = 6) -> Populated:
                                            verification_body(), key))
     p.reproduction = submit(client, signed(
         NAME, subject, REPRODUCTION_V1,
-        reproduction_body(p.benchmark, leaf_hash(bench).hex(), subject, [2.0, 6.0], [2.1, 2.0])))
+        reproduction_body(p.benchmark, leaf_hash(bench).hex(), subject, [2.0, 6.0], [2.1, 2.0]),
+        REPRODUCER_KEY))
     evil = "evil/x-kernel"
     p.hostile_kernel = submit(client, signed(evil, hostile_subject, KERNEL_V1,
                                              kernel_body(evil, hostile=True)))
@@ -248,6 +256,8 @@ def _two_claims_on_one_shape(client: FlaskClient, p: Populated, key: Ed25519Priv
     ok_row = (p.claim_ok, leaf_hash(ok).hex(), 1.1, 1.11)
     bad_row = (p.claim_refuted, leaf_hash(bad).hex(), 3.0, 1.11)
     p.first = submit(client, signed(ISSUE_NAME, subject, REPRODUCTION_V1,
-                                    named_reproduction(target, subject, [ok_row, bad_row])))
+                                    named_reproduction(target, subject, [ok_row, bad_row]),
+                                    REPRODUCER_KEY))
     p.second = submit(client, signed(ISSUE_NAME, subject, REPRODUCTION_V1,
-                                     named_reproduction(target, subject, [bad_row])))
+                                     named_reproduction(target, subject, [bad_row]),
+                                     REPRODUCER_KEY))

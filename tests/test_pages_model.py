@@ -9,6 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_pages_helpers import (
     NAME,
+    REPRODUCER_KEY,
+    REPRODUCER_NAMES,
     TYPES,
     XSS,
     benchmark_body,
@@ -77,9 +79,12 @@ def test_summary_pairs_claims_with_reproductions_and_marks_refuted() -> None:
         2: signed(NAME, SUBJECT, TYPES["verification"], verification_body()),
         3: signed(NAME, SUBJECT, TYPES["reproduction"],
                   reproduction_body(1, leaf_hash(key_bench).hex(), SUBJECT, [2.0, 6.0],
-                                    [2.1, 2.0])),
+                                    [2.1, 2.0]), REPRODUCER_KEY),
     }
-    s = summarize_kernel(SUBJECT, [(i, decode_for_display(b)) for i, b in entries.items()])
+    decoded = [(i, decode_for_display(b)) for i, b in entries.items()]
+    stranger = summarize_kernel(SUBJECT, decoded)  # nobody named: a stranger's word only
+    assert stranger.refuted_count == 0 and stranger.unknown_refuted_count == 1
+    s = summarize_kernel(SUBJECT, decoded, reproducers=REPRODUCER_NAMES)
     assert s.names == (NAME,)
     assert [i for i, _ in s.provenance] == [0]
     assert [i for i, _ in s.verifications] == [2]
@@ -118,9 +123,12 @@ def test_a_verdict_counts_only_for_the_leaf_it_names() -> None:
     claim_leaf, other_leaf = "aa" * 32, "bb" * 32
     body = named_reproduction((0, "cc" * 32), SUBJECT, [(2, claim_leaf, 3.0, 1.1),
                                                         (3, other_leaf, 1.0, 1.0)])
-    d = decode_for_display(signed(NAME, SUBJECT, TYPES["reproduction"], body))
+    d = decode_for_display(signed(NAME, SUBJECT, TYPES["reproduction"], body, REPRODUCER_KEY))
     got = verdicts_by_claim([(5, d)], {2: claim_leaf, 3: "dd" * 32})  # 3's leaf is not named
+    assert list(got) == [2] and badge(got[2]) == "refuted by an unknown key"
+    got = verdicts_by_claim([(5, d)], {2: claim_leaf, 3: "dd" * 32}, REPRODUCER_NAMES)
     assert list(got) == [2] and badge(got[2]) == "refuted"
+    assert got[2][0].by == "by reproducer 'test-lab'"
     assert got[2][0].summary.startswith("benchmark.speedup[M=64,N=64,K=64]: measured 1.1\u00d7")
     # an entry whose signatures do not verify judges nothing
     assert verdicts_by_claim([(5, replace(d, signatures_verified=False))], {2: claim_leaf}) == {}

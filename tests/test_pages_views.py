@@ -238,12 +238,13 @@ def test_a_refuted_claims_own_page_says_so_first(client: FlaskClient, log: Popul
     body = client.get(f"/entries/{log.claim_refuted}").get_data(as_text=True)
     text = " ".join(_text(body).split())
     top = text[: text.index("Statement")]  # before the signatures and the predicate
-    assert f"refuted by #{log.first}" in top and f"refuted by #{log.second}" in top
+    assert f"refuted by reproducer 'test-lab' in #{log.first}" in top
+    assert f"refuted by reproducer 'test-lab' in #{log.second}" in top
     assert "measured 1.11\u00d7 [1.07, 1.15] (claimed 3\u00d7)" in top
     assert "below 70% of the claimed lower bound" in top
     assert 'class="card verdicts bad-card"' in body
     ok = " ".join(_text(client.get(f"/entries/{log.claim_ok}").get_data(as_text=True)).split())
-    assert f"confirmed by #{log.first}" in ok and "refuted by" not in ok
+    assert f"confirmed by reproducer 'test-lab' in #{log.first}" in ok and "refuted by" not in ok
 
 
 def test_a_verdict_naming_another_leaf_does_not_count(client: FlaskClient, log: Populated) -> None:
@@ -251,9 +252,9 @@ def test_a_verdict_naming_another_leaf_does_not_count(client: FlaskClient, log: 
     # name only their claims, so the kernel entry they target gets no verdict.
     kernel_page = " ".join(_text(client.get(f"/entries/{log.first - 3}").get_data(
         as_text=True)).split())
-    assert "Independent reproductions" not in kernel_page
+    assert "Reproductions of this claim" not in kernel_page
     legacy = " ".join(_text(client.get(f"/entries/{log.benchmark}").get_data(as_text=True)).split())
-    assert f"refuted by #{log.reproduction}" in legacy
+    assert f"refuted by reproducer 'test-lab' in #{log.reproduction}" in legacy
 
 
 def test_list_pages_carry_verdict_badges(client: FlaskClient, log: Populated) -> None:

@@ -93,15 +93,19 @@ def test_speedup_verdicts() -> None:
     assert _verdict(_bench(HERE), _bench(_times(1.5)))[0] == "confirmed"
     # beyond the tolerance, but the runs here are too noisy to tell: inconclusive, says how many more
     noisy = (0.40, 0.47, 0.41, 0.46, 0.42)
-    verdict, reason = _verdict(_bench(_times(1.15)), _bench(noisy))
+    verdict, reason = _verdict(_bench(_times(1.25)), _bench(noisy))
     assert verdict == "inconclusive" and "more run(s) here would decide" in reason
+    # 12 % overstated with tight runs: within what two honest sittings can differ by
+    # (issue 25: a false refutation is worse than an inconclusive), so not refuted
+    verdict, reason = _verdict(_bench(_times(1.12)), _bench(HERE))
+    assert verdict == "inconclusive" and "between sittings" in reason, reason
 
 
 def test_tolerance_and_confidence_are_options() -> None:
-    claim, here = _bench(_times(1.12)), _bench(HERE)
+    claim, here = _bench(_times(1.25)), _bench(HERE)
     assert _verdict(claim, here)[0] == "refuted"
-    verdict, reason = _verdict(claim, here, make_policy(tolerance=0.15))
-    assert verdict == "confirmed" and "within the 15 % tolerance" in reason
+    verdict, reason = _verdict(claim, here, make_policy(tolerance=0.3))
+    assert verdict == "confirmed" and "within the 30 % tolerance" in reason
     body = compare([(BENCHMARK_V1, claim)], TARGET, ENV, benchmark=here,
                    policy=make_policy(0.10, 0.999))
     assert body["policy"] == {"tolerance": 0.10, "confidence": 0.999, "test": "log-speedup-t"}
@@ -373,3 +377,80 @@ def test_logged_shape_keys_in_sorted_order_match_fresh_results() -> None:
     (c,) = compare_benchmark(claimed, _bench(HERE))
     assert c["verdict"] == "confirmed", c["reason"]
     assert c["claim"] == "benchmark.speedup[M=256,N=256,K=256]"
+
+
+class _Batches:
+    """Stands in for `bench_runs`, giving each call the next injected body."""
+
+    def __init__(self, bodies: list[dict[str, Any]]) -> None:
+        self.bodies = bodies
+        self.asked: list[dict[str, Any]] = []
+
+    def __call__(self, kernel_dir: Path, **kwargs: Any) -> _InjectedRuns:
+        self.asked.append(kwargs)
+        return _InjectedRuns(self.bodies[min(len(self.asked), len(self.bodies)) - 1])
+
+
+NOISY = (0.40, 0.47, 0.41, 0.46, 0.42)
+
+
+def test_an_undecided_claim_is_measured_again_until_it_settles(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 25 row 6: inconclusive after the first runs, `reproduce` keeps measuring
+    (sequential looks, each at its spent confidence) and settles; the progress says so."""
+    import verifier.benchmark
+
+    batches = _Batches([_bench(NOISY), _bench(NOISY), _bench(NOISY)])
+    monkeypatch.setattr(verifier.benchmark, "bench_runs", batches)
+    said: list[str] = []
+    body = reproduce_kernel(ROOT / "examples" / "matmul-blocked",
+                            [(BENCHMARK_V1, _bench(_times(1.3, NOISY)))], TARGET,
+                            time_budget_s=1, runs=5, sequential_budget_s=60,
+                            progress=said.append)
+    (speed,) = body["claims"]
+    assert speed["verdict"] == "refuted", speed["reason"]
+    assert speed["statistics"]["look"] >= 2 and speed["statistics"]["measured_runs"] >= 10
+    assert len(batches.asked) >= 2
+    assert any(m.startswith("look 1: 1 speed-up claim(s) undecided") for m in said), said
+    predicates.parse_predicate(predicates.REPRODUCTION_V1, body)
+
+
+def test_without_time_left_an_undecided_claim_is_inconclusive_with_its_reason(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import verifier.benchmark
+
+    batches = _Batches([_bench(NOISY)])
+    monkeypatch.setattr(verifier.benchmark, "bench_runs", batches)
+    said: list[str] = []
+    body = reproduce_kernel(ROOT / "examples" / "matmul-blocked",
+                            [(BENCHMARK_V1, _bench(_times(1.3, NOISY)))], TARGET,
+                            time_budget_s=1, runs=5, sequential_budget_s=0,
+                            progress=said.append)
+    (speed,) = body["claims"]
+    assert speed["verdict"] == "inconclusive" and "more run(s) here would decide" in speed["reason"]
+    assert len(batches.asked) == 1
+    assert any("time budget spent" in m for m in said), said
+
+
+def test_a_refutation_under_too_different_conditions_is_inconclusive_naming_them() -> None:
+    """Issue 25 row 6b: the claim was measured with the pinned CPU busy with other work and
+    is reproduced on a quiet machine: not refuted, and the reason names the difference."""
+    busy = {"pinned_cpu_busy": 0.9, "runnable": 3.0, "load_1m": 4.0, "steal": 0.0, "cores": 2}
+    quiet = {"pinned_cpu_busy": 0.02, "runnable": 0.0, "load_1m": 0.1, "steal": 0.0, "cores": 2}
+    claim, here = _bench(_times(1.5)), _bench(HERE)
+    claim["conditions"], here["conditions"] = busy, quiet
+    verdict, reason = _verdict(claim, here)
+    assert verdict == "inconclusive", reason
+    assert "other load on the pinned CPU 90 % claimed, 2 % here" in reason
+    assert "other runnable tasks 3.0 claimed, 0.0 here" in reason
+    here["conditions"] = dict(busy, pinned_cpu_busy=0.8)
+    assert _verdict(claim, here)[0] == "refuted"  # comparable conditions: it stands
+
+
+def test_extending_a_benchmark_keeps_it_a_valid_body() -> None:
+    from verifier.reproduce._claims import extend_benchmark
+
+    merged = extend_benchmark(_bench(HERE), _bench(NOISY))
+    parsed = predicates.parse_predicate(BENCHMARK_V1, merged)
+    assert merged["method"]["runs"] == 10 and len(merged["results"][0]["runs"]) == 10
+    assert parsed is not None

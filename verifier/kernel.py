@@ -521,6 +521,17 @@ def pack_kernel(directory: str | Path) -> bytes:
     return buf.getvalue()
 
 
+def measured_kernel(directory: str | Path) -> dict[str, str] | None:
+    """What results measured on this folder record about it: name, version and the sha256
+    of its canonical archive (None when the folder cannot be packed)."""
+    try:
+        spec = KernelSpec.load(directory)
+        digest = hashlib.sha256(pack_kernel(directory)).hexdigest()
+    except (KernelSpecError, ArchiveError, OSError):
+        return None
+    return {"name": spec.name, "version": spec.version, "source_sha256": digest}
+
+
 def unpack_kernel(data: bytes, dest: str | Path) -> Path:
     """Unpack a kernel archive into the empty or new folder `dest` and validate it.
 

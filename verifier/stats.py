@@ -21,6 +21,21 @@ refute if the estimate and spread stayed as they are.
 Only the reproducer's own spread is used: the claimant chooses its runs, and a
 claim reporting wildly spread runs must not widen the interval until nothing can
 be refuted. Claiming more runs only narrows the interval around the claim.
+
+Between sittings. The claim was measured at another time, under other load; runs within
+one sitting do not see that variation. `between` (log units, SIGMA_BETWEEN by default in
+`reproduce`, measured in BENCHMARKS.md) adds it as a known component: the half-width is
+sqrt((t * s * sqrt(1/m + 1/n))^2 + (z * between)^2) (t: Student's with n - 1 degrees of
+freedom, z: the normal quantile, both at the look's confidence), so no number of runs
+here can refute an overstatement smaller than the between-sitting noise allows. A false refutation is worse than an inconclusive.
+
+Sequential looks. When a verdict is undecided, `reproduce` measures more runs and tests
+again. Testing repeatedly at the same level would inflate the false-refutation rate, so
+look k (1, 2, ...) spends alpha_k = (1 - confidence) / 2^k (a group-sequential design with
+a geometric alpha-spending function): the alphas sum to less than 1 - confidence, so the
+chance of ever refuting an honest claim over any number of looks, stopped whenever, stays
+below it (the union bound needs no independence between looks). `look = 0` is the single
+fixed-sample test.
 """
 
 from __future__ import annotations
@@ -30,18 +45,24 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from statistics import NormalDist
 from typing import Any, Literal
 
 __all__ = [
     "DEFAULT_CONFIDENCE",
     "DEFAULT_TOLERANCE",
+    "MAX_LOOKS",
+    "SIGMA_BETWEEN",
     "SIGMA_FLOOR",
     "Decision",
     "InflationTest",
     "StatsError",
     "inflation_test",
+    "look_confidence",
     "max_runs",
+    "sequential_test",
     "simulated_rates",
+    "simulated_sequential_rates",
     "student_t_cdf",
     "student_t_quantile",
 ]
@@ -54,6 +75,10 @@ DEFAULT_CONFIDENCE = 0.99
 SIGMA_FLOOR = 0.005
 """Smallest between-run spread (log units, ~0.5 %) assumed, so identical runs do not
 give a zero-width interval."""
+SIGMA_BETWEEN = 0.04
+"""Spread (log units) of an honest kernel's speed-up between sittings (other load, another
+time) beyond the runs' own spread; see BENCHMARKS.md ("between sittings")."""
+MAX_LOOKS = 8
 
 
 def max_runs() -> int:
@@ -86,6 +111,8 @@ class InflationTest:
     confidence: float
     decision: Decision
     more_runs: int | None
+    between: float = 0.0
+    look: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {"claimed": self.claimed, "measured": self.measured,
@@ -93,7 +120,8 @@ class InflationTest:
                 "inflation": self.inflation, "inflation_interval": list(self.inflation_interval),
                 "measured_interval": list(self.measured_interval), "sigma": self.sigma,
                 "tolerance": self.tolerance, "confidence": self.confidence,
-                "decision": self.decision, "more_runs": self.more_runs}
+                "decision": self.decision, "more_runs": self.more_runs,
+                "between": self.between, "look": self.look}
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> InflationTest:
@@ -106,7 +134,8 @@ class InflationTest:
         return cls(float(obj["claimed"]), float(obj["measured"]), int(obj["claimed_runs"]),
                    int(obj["measured_runs"]), float(obj["inflation"]), (float(lo), float(hi)),
                    (float(mlo), float(mhi)), float(obj["sigma"]), float(obj["tolerance"]),
-                   float(obj["confidence"]), decision, None if more is None else int(more))
+                   float(obj["confidence"]), decision, None if more is None else int(more),
+                   float(obj.get("between", 0.0)), int(obj.get("look", 0)))
 
     def describe(self) -> str:
         """`claimed 1.25x, measured 1.02x [0.98, 1.06]: overstated by 23 % [18 %, 27 %]; ...`"""
@@ -118,13 +147,20 @@ class InflationTest:
                 f"[{_signed(lo)}, {_signed(hi)}]")
         tol = f"{100 * self.tolerance:g} %"
         conf = f"{100 * self.confidence:g} %"
+        if self.between:
+            head += f"; between-sitting spread {100 * self.between:.1f} % allowed"
+        if self.look:
+            head += f"; look {self.look}"
         if self.decision == "refuted":
             return f"{head}; overstated by more than the {tol} tolerance with {conf} confidence"
         if self.decision == "confirmed":
             return f"{head}; consistent with the claim: the estimate is within the {tol} tolerance"
         if self.more_runs is None:
+            limit = ("the allowance for the spread between sittings and the claim's own runs "
+                     "limit the precision" if self.between else
+                     "the claim's own runs limit the precision")
             return (f"{head}; beyond the {tol} tolerance but not with {conf} confidence, and more "
-                    "runs here would not decide (the claim's own runs limit the precision)")
+                    f"runs here would not decide ({limit})")
         return (f"{head}; beyond the {tol} tolerance but not with {conf} confidence; about "
                 f"{self.more_runs} more run(s) here would decide")
 
@@ -249,11 +285,27 @@ def _decide(d: float, half: float, limit: float) -> Decision:
     return "inconclusive"
 
 
-def _more_runs(d: float, sigma: float, m: int, n: int, confidence: float, limit: float) -> int | None:
+def _half(level: float, sigma: float, m: int, n: int, between: float) -> float:
+    """The one-sided half-width at `level` (see the module docstring)."""
+    within = student_t_quantile(level, n - 1) * sigma * math.sqrt(1 / m + 1 / n)
+    if not between:
+        return within
+    return math.hypot(within, NormalDist().inv_cdf(level) * between)
+
+
+def look_confidence(confidence: float, look: int) -> float:
+    """The confidence look `look` tests at: 1 - (1 - confidence) / 2^look (0: no spending)."""
+    if look <= 0:
+        return confidence
+    return 1.0 - (1.0 - confidence) / (2.0 ** min(look, 60))
+
+
+def _more_runs(d: float, sigma: float, m: int, n: int, confidence: float, limit: float,
+               between: float = 0.0) -> int | None:
     """Fewest further runs here that would refute, if `d` and `sigma` stayed as they are."""
     for extra in range(1, _MAX_EXTRA + 1):
         total = n + extra
-        half = student_t_quantile(confidence, total - 1) * sigma * math.sqrt(1 / m + 1 / total)
+        half = _half(confidence, sigma, m, total, between)
         if _decide(d, half, limit) != "inconclusive":
             return extra
     return None
@@ -262,12 +314,19 @@ def _more_runs(d: float, sigma: float, m: int, n: int, confidence: float, limit:
 def inflation_test(
     claimed: Sequence[float], measured: Sequence[float],
     tolerance: float = DEFAULT_TOLERANCE, confidence: float = DEFAULT_CONFIDENCE,
+    between: float = 0.0, look: int = 0,
 ) -> InflationTest:
     """Compare claimed and re-measured per-run speed-ups (see the module docstring).
 
-    One measured run cannot estimate the spread: the decision is then inconclusive.
-    Raises StatsError for unusable inputs.
+    `between`: the between-sitting spread allowed for; `look`: which sequential look this
+    is (its confidence is spent as the docstring says; 0: a single test). One measured run
+    cannot estimate the spread: the decision is then inconclusive. Raises StatsError for
+    unusable inputs.
     """
+    if not (isinstance(between, int | float) and 0.0 <= between <= 1.0):
+        raise StatsError(f"between must be a spread between 0 and 1 (log units), got {between!r}")
+    if not (isinstance(look, int) and 0 <= look <= 60):
+        raise StatsError(f"look must be between 0 and 60, got {look!r}")
     if not (isinstance(tolerance, int | float) and 0.0 <= tolerance <= 1.0):
         raise StatsError(f"tolerance must be between 0 and 1 (a fraction), got {tolerance!r}")
     if not (isinstance(confidence, int | float) and 0.5 <= confidence < 1.0):
@@ -283,18 +342,19 @@ def inflation_test(
         decision: Decision = "inconclusive"
         more: int | None = 1
     else:
-        t = student_t_quantile(confidence, n - 1)
-        half = t * sigma * math.sqrt(1 / m + 1 / n)
-        m_half = t * sigma / math.sqrt(n)
+        level = look_confidence(confidence, look)
+        half = _half(level, sigma, m, n, between)
+        m_half = student_t_quantile(level, n - 1) * sigma / math.sqrt(n)
         decision = _decide(d, half, limit)
-        more = _more_runs(d, sigma, m, n, confidence, limit) if decision == "inconclusive" else None
+        more = (_more_runs(d, sigma, m, n, level, limit, between)
+                if decision == "inconclusive" else None)
     mu = _mean(lm)
     return InflationTest(
         claimed=math.exp(_mean(lc)), measured=math.exp(mu), claimed_runs=m, measured_runs=n,
         inflation=math.exp(d), inflation_interval=(_exp(d - half), _exp(d + half)),
         measured_interval=(_exp(mu - m_half), _exp(mu + m_half)), sigma=sigma,
         tolerance=float(tolerance), confidence=float(confidence), decision=decision,
-        more_runs=more)
+        more_runs=more, between=float(between), look=look)
 
 
 def _exp(x: float) -> float:
@@ -320,4 +380,46 @@ def simulated_rates(
         claim = [inflation * math.exp(rng.gauss(0.0, sigma)) for _ in range(runs)]
         here = [math.exp(rng.gauss(0.0, sigma)) for _ in range(runs)]
         counts[inflation_test(claim, here, tolerance, confidence).decision] += 1
+    return {k: v / trials for k, v in counts.items()}
+
+
+def sequential_test(
+    claimed: Sequence[float], batches: Sequence[Sequence[float]],
+    tolerance: float = DEFAULT_TOLERANCE, confidence: float = DEFAULT_CONFIDENCE,
+    between: float = 0.0,
+) -> InflationTest:
+    """Test after each batch of measured runs (look 1, 2, ...), stopping at the first
+    decision; the last look's test when none decides. The measured runs accumulate, capped
+    at `max_runs()` (later batches are ignored past it)."""
+    if not batches:
+        raise StatsError("a sequential test needs at least one batch of measured runs")
+    runs: list[float] = []
+    test: InflationTest | None = None
+    for look, batch in enumerate(batches[:MAX_LOOKS], start=1):
+        runs = (runs + list(batch))[:max_runs()]
+        test = inflation_test(claimed, runs, tolerance, confidence, between, look)
+        if test.decision != "inconclusive":
+            break
+    assert test is not None
+    return test
+
+
+def simulated_sequential_rates(
+    inflation: float, sigma: float, claimed_runs: int, batch: int, looks: int, trials: int,
+    seed: int = 0, tolerance: float = DEFAULT_TOLERANCE, confidence: float = DEFAULT_CONFIDENCE,
+    between: float = 0.0, shift: float = 0.0,
+) -> dict[Decision, float]:
+    """Share of each decision of `sequential_test` on simulated log-normal runs: the claim's
+    `claimed_runs` multiplied by `inflation`, then up to `looks` batches of `batch` runs
+    here, stopping at the first decision (optional stopping). `shift` (log units) moves
+    the whole sitting here, as another day's load would. Deterministic for a seed."""
+    if not 1 <= trials <= 1_000_000:
+        raise StatsError("trials must be between 1 and 1,000,000")
+    rng = random.Random(seed)
+    counts: dict[Decision, int] = {"confirmed": 0, "refuted": 0, "inconclusive": 0}
+    for _ in range(trials):
+        claim = [inflation * math.exp(rng.gauss(0.0, sigma)) for _ in range(claimed_runs)]
+        here = [[math.exp(shift + rng.gauss(0.0, sigma)) for _ in range(batch)]
+                for _ in range(looks)]
+        counts[sequential_test(claim, here, tolerance, confidence, between).decision] += 1
     return {k: v / trials for k, v in counts.items()}

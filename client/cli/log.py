@@ -11,7 +11,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 from rich.console import Console
 
-from attest.predicates import HEX64_PATTERN, PREDICATE_TYPES
+from attest.predicates import (
+    BENCHMARK_V1,
+    HEX64_PATTERN,
+    PREDICATE_TYPES,
+    REPRODUCTION_V1,
+    VERIFICATION_V1,
+)
 from attest.text import plural
 from client._errors import InputError, NetworkError
 from client._output import Output, kv_table, rows_table, run_guarded, safe
@@ -120,6 +126,8 @@ def publish(kernel_dir: Path, key_path: Path, passphrase_env: str | None,
             ))
             c.print("Every inclusion proof and checkpoint signature was verified before the "
                     "receipts were written.")
+            c.print(safe(f"What was signed (by key {report['signer'][:16]}…):", "bold"))
+            _print_views(c, report["signed"])
 
         out.result(report, render)
         return 0
@@ -237,29 +245,41 @@ def verify(receipt: Path, entry_path: Path | None, log_key: str | None,
 @click.option("--index", required=True, type=click.IntRange(min=0), help="Entry index.")
 @click.option("--out", "out_path", type=click.Path(path_type=Path, dir_okay=False),
               help="Write the entry bytes here and its tlog-proof receipt beside it.")
+@click.option("--policy", "policy_path", type=click.Path(path_type=Path, dir_okay=False),
+              help="Trust policy TOML: name the reproducers it trusts beside their verdicts.")
 @log_option
 @log_key_option
 @witness_policy_option
 @json_option
-def get(index: int, out_path: Path | None, log_url: str | None, log_key: str | None,
-        witness_policy_path: Path | None, as_json: bool) -> None:
-    """Fetch one entry, verify its proof and signature, optionally save it as a receipt."""
+def get(index: int, out_path: Path | None, policy_path: Path | None, log_url: str | None,
+        log_key: str | None, witness_policy_path: Path | None, as_json: bool) -> None:
+    """Fetch one entry, verify its proof and signature, show what it claims, optionally save
+    it as a receipt."""
     out = Output(as_json)
 
     def body() -> int:
+        from client.claims_view import claims_view, signer_phrase
         from client.receipts import PROOF_SUFFIX
         from client.session import connect, fetch_entry, require_url
         from client.state import atomic_write
         from ledger.proof_bundle import TlogProof
 
+        policy = load_policy(policy_path)
         sess = connect(require_url(log_url), TrustedState(), log_key,
                        witness_policy=load_witness_policy(witness_policy_path))
         _key_note(out, sess.key.how, sess.key.describe())
         try:
             fetched = fetch_entry(sess, index)
+            found = None
+            if fetched.verified.statement.predicate_type in (BENCHMARK_V1, VERIFICATION_V1):
+                from client.claims_view import reproductions_of
+
+                found = reproductions_of(sess, fetched, policy)
         finally:
             sess.close()
         data = fetched.summary()
+        if found is not None:
+            data["reproduced"] = found.to_json()
         data["statement"] = fetched.verified.statement.to_json()
         if out_path is not None:
             atomic_write(out_path, fetched.entry_bytes)
@@ -270,14 +290,39 @@ def get(index: int, out_path: Path | None, log_url: str | None, log_key: str | N
             atomic_write(proof_path, proof.to_text().encode("utf-8"))
             data["entry_path"], data["proof_path"] = str(out_path), str(proof_path)
 
+        stmt = fetched.verified.statement
+        view = claims_view(stmt.predicate_type, stmt.predicate.to_json(),
+                           signer_phrase(fetched.verified.signer_keyids, policy))
+        if view is not None:
+            data["signed"] = view.to_json()
+        if stmt.predicate_type == REPRODUCTION_V1:
+            data["reproducer"] = signer_phrase(fetched.verified.signer_keyids, policy)
+
         def render(c: Console) -> None:
-            rows = [(k, v) for k, v in data.items() if k != "statement"]
+            rows = [(k, v) for k, v in data.items() if k not in ("statement", "signed")]
             c.print(kv_table(f"Entry {index} (verified)", rows))
+            if view is not None:
+                c.print(safe("What was signed:", "bold"))
+                _print_views(c, [view.to_json()])
+            if found is not None:
+                c.print(rows_table("Reproductions of this claim", ["entry", "verdict", "by"],
+                                   [(s.index, s.verdict.upper() if s.trusted else s.verdict,
+                                     s.by) for s in found.seen]) if found.seen else
+                        safe("Not reproduced yet (no reproduction entry names this claim)."))
+                c.print(safe(f"Independently: {found.summary()}", "bold"))
 
         out.result(data, render)
         return 0
 
     run_guarded(out, body)
+
+
+def _print_views(c: Console, views: list[dict[str, Any]]) -> None:
+    """The tables of `client.claims_view` (as JSON), each with its legend."""
+    for v in views:
+        c.print(rows_table(v["title"], v["columns"], v["rows"]))
+        if v["legend"]:
+            c.print(safe(v["legend"], "dim"))
 
 
 # -- search -------------------------------------------------------------------------------
@@ -470,7 +515,9 @@ def monitor(since: int | None, policy_path: Path | None, state_path: Path | None
             follow: bool, interval: float, passes: int | None,
             log_url: str | None, log_key: str | None, witness_policy_path: Path | None,
             as_json: bool) -> None:
-    """Tail the log through its tiles: verify everything, report releases and violations.
+    """Tail the log through its tiles: verify everything, report releases, reproductions
+    (with their signers) and violations; exit 1 on a violation or a refutation by a
+    reproducer the policy trusts.
 
     One pass checks everything new since the last pass (the state file) up to the log's
     current checkpoint; --follow repeats it. With --json, each pass prints one JSON line.
@@ -498,7 +545,7 @@ def monitor(since: int | None, policy_path: Path | None, state_path: Path | None
                                          on_progress=advance, jobs=jobs, quorum=sess.quorum)
                 done += 1
                 _monitor_result(out, report, path)
-                if report.violations:
+                if report.violations or report.refutations:
                     return 1
                 if not follow or (passes is not None and done >= passes):
                     return 0
@@ -524,9 +571,11 @@ def _monitor_result(out: Output, report: MonitorReport, path: Path) -> None:
                          ", every tile verified against the signed checkpoint."))
         if report.findings:
             c.print(rows_table("Findings", ["index", "kind", "name", "detail"],
-                               [(f.index, f.kind.upper() if f.kind == "violation" else f.kind,
-                                 f.name, f.detail) for f in report.findings]))
-        c.print(safe(f"{plural(len(report.violations), 'violation')}. State saved to {path}."))
+                               [(f.index, f.kind.upper() if f.kind in ("violation", "refutation")
+                                 else f.kind, f.name, f.detail) for f in report.findings]))
+        c.print(safe(f"{plural(len(report.violations), 'violation')}, "
+                     f"{plural(len(report.refutations), 'refutation')} by trusted reproducers. "
+                     f"State saved to {path}."))
 
     out.result(data, render, one_line=True)
 

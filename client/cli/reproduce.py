@@ -11,6 +11,7 @@ from rich.text import Text
 
 from client._errors import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_VERIFICATION, InputError
 from client._output import Output, rows_table, run_guarded, safe
+from client.claims_view import SPEEDUP_MEANING
 from client.state import TrustedState
 from client.witnesses import load_witness_policy, witness_policy_option
 
@@ -39,6 +40,10 @@ def _short(value: Any) -> str:
                    "(0.05 = 5%) [default: the log's, else 0.05].")
 @click.option("--confidence", type=click.FloatRange(0.5, 1.0, max_open=True), default=None,
               help="Confidence needed to refute a speed-up claim [default: the log's, else 0.99].")
+@click.option("--time-budget", type=click.FloatRange(0.0, 3600.0), default=180.0,
+              show_default=True, metavar="SECONDS",
+              help="While a speed-up claim is undecided, keep measuring (a sequential test "
+                   "whose error rates hold under optional stopping) for up to this long.")
 @click.option("--sign", "sign_key", type=click.Path(path_type=Path, dir_okay=False),
               help="Sign a reproduction/v1 attestation of the verdicts with this key.")
 @click.option("--passphrase-env", metavar="VAR",
@@ -59,7 +64,7 @@ def _short(value: Any) -> str:
 @witness_policy_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
 def reproduce(index: int, budget: str, runs: int | None, tolerance: float | None,
-              confidence: float | None, sign_key: Path | None, passphrase_env: str | None,
+              confidence: float | None, time_budget: float, sign_key: Path | None, passphrase_env: str | None,
               submit: bool, receipt_dir: Path, log_url: str | None, log_key: str | None,
               policy_path: Path | None, allow_weak_sandbox: bool,
               witness_policy_path: Path | None, as_json: bool) -> None:
@@ -92,7 +97,7 @@ def reproduce(index: int, budget: str, runs: int | None, tolerance: float | None
             out.note(f"deciding speed-up claims with {said}")
             with scratch_dir("ktl-reproduce-") as work:
                 result = reproduce_entry(sess, index, work, budget, out.note, policy,
-                                         record, runs, decision)
+                                         record, runs, decision, time_budget)
             data: dict[str, Any] = {"index": index, "subject_name": result.name,
                                     "subject_sha256": result.digest,
                                     "reproduction": result.body,
@@ -112,11 +117,15 @@ def reproduce(index: int, budget: str, runs: int | None, tolerance: float | None
                   _short(cl.get("measured", {})), cl.get("reason", ""))
                  for cl in result.body["claims"]],
             ))
+            if any(str(cl["claim"]).startswith("benchmark") for cl in result.body["claims"]):
+                c.print(safe(SPEEDUP_MEANING, "dim"))
             c.print(Text.assemble("Overall: ", safe(verdict.upper(), "bold")))
             if result.search.skipped_total or not result.search.complete:
                 c.print(safe(f"Note: {result.search.summary()}"))
             att = data.get("attestation")
             if att:
+                c.print(safe(f"Signed by key {att['signer'][:16]}… (readers name it as a "
+                             "reproducer in their policy, or see it as an unknown key)"))
                 c.print(safe(f"Signed reproduction attestation: {att['entry_path']}"
                              + (f" (logged at index {att['index']}, receipt {att['proof_path']})"
                                 if att.get("index") is not None else "")))

@@ -64,6 +64,10 @@ def _fail(message: str, code: int) -> None:
               help="Suggest this tolerance to `ktl reproduce` clients (0.05 = 5%).")
 @click.option("--reproduce-confidence", type=click.FloatRange(0.5, 1.0, max_open=True),
               default=None, help="Suggest this confidence to `ktl reproduce` clients.")
+@click.option("--reproducers", "reproducers", default=None, metavar="FILE",
+              type=click.Path(dir_okay=False, exists=True),
+              help="TOML of [[reproducer]] tables (name, keys, key_files): reproducers the "
+                   "explorer names beside their verdicts; other keys' verdicts show as unknown.")
 @click.option("--access-log/--no-access-log", default=False, help="Log every request.")
 @click.option("--deep-check", is_flag=True,
               help="Before serving, re-hash every entry and compare every bundle file.")
@@ -72,7 +76,8 @@ def serve(
     workers: int, threads: int, token_env: str | None, max_batch: int, batch_size: int,
     batch_delay_ms: float, rate: float, rate_bytes: float, blob_grace: float, blob_budget: int,
     witness_policy: str | None, witness_wait: float, reproduce_tolerance: float | None,
-    reproduce_confidence: float | None, access_log: bool, deep_check: bool,
+    reproduce_confidence: float | None, reproducers: str | None, access_log: bool,
+    deep_check: bool,
 ) -> None:
     """Run the transparency log in the foreground.
 
@@ -113,7 +118,16 @@ def serve(
             witness_wait=witness_wait,
             reproduce_tolerance=reproduce_tolerance,
             reproduce_confidence=reproduce_confidence,
+            reproducers=None if reproducers is None else os.path.abspath(reproducers),
         )
+        if reproducers is not None:
+            from attest import AttestError
+            from attest.policy import load_reproducers
+
+            try:
+                load_reproducers(reproducers)
+            except AttestError as e:
+                _fail(str(e), 2)
         if witness_policy is not None:
             from ledger.server._witnessing import load_log_policy
 

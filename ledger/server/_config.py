@@ -45,6 +45,9 @@ class ServerConfig:
     witness_request_timeout: float = 5.0
     reproduce_tolerance: float | None = None
     reproduce_confidence: float | None = None
+    reproducers: str | None = None
+    """Path of a TOML file of [[reproducer]] tables (name, keys, key_files): the reproducers
+    the explorer names beside their verdicts; verdicts by other keys show as unknown."""
 
     def __post_init__(self) -> None:
         if self.database is not None:

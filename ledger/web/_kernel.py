@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 from attest.ops import ordered_shape
+from attest.policy import unknown_signer_phrase
 from ledger.web._decode import DecodedEntry
 from ledger.web._verdicts import verdicts_of
 from ledger.web.chart import ChartError, ChartRow
@@ -47,6 +48,15 @@ class Reproduction(NamedTuple):
     measured: float | None
     measured_ci: tuple[float, float] | None
     reason: str
+    signers: tuple[str, ...] = ()
+    #: The operator's name for the signer (None: an unknown key; see `_verdicts`).
+    reproducer: str | None = None
+
+    @property
+    def by(self) -> str:
+        if self.reproducer is not None:
+            return f"by reproducer {self.reproducer!r}"
+        return unknown_signer_phrase(self.signers)
 
 
 class KernelSummary(NamedTuple):
@@ -67,9 +77,19 @@ class KernelSummary(NamedTuple):
 
     @property
     def refuted_count(self) -> int:
-        """How many claims (not reproductions, not verdicts) at least one verdict refutes."""
+        """How many claims (not reproductions, not verdicts) a named reproducer refutes:
+        the page's headline, which a stranger's key cannot write."""
         return len({(c.entry, c.shape_label) for c, r in self.pairs
-                    if r is not None and r.verdict == "refuted"})
+                    if r is not None and r.verdict == "refuted" and r.reproducer is not None})
+
+    @property
+    def unknown_refuted_count(self) -> int:
+        """How many claims only keys the operator does not name refute (shown as such)."""
+        named = {(c.entry, c.shape_label) for c, r in self.pairs
+                 if r is not None and r.verdict == "refuted" and r.reproducer is not None}
+        return len({(c.entry, c.shape_label) for c, r in self.pairs
+                    if r is not None and r.verdict == "refuted" and r.reproducer is None}
+                   - named)
 
 
 def _num(value: object) -> float | None:
@@ -135,13 +155,13 @@ def _claims_of(index: int, pred: Mapping[str, Any], signers: tuple[str, ...]) ->
     return claims
 
 
-def _reproductions_of(index: int, d: DecodedEntry, leaf_hex: Mapping[int, str | None]
-                      ) -> list[Reproduction]:
+def _reproductions_of(index: int, d: DecodedEntry, leaf_hex: Mapping[int, str | None],
+                      names: Mapping[str, str]) -> list[Reproduction]:
     return [Reproduction(entry=v.reproduction, target=v.judged, claim=v.claim, verdict=v.verdict,
                          measured=v.measured if v.measured and v.measured > 0 else None,
                          measured_ci=_pair(list(v.measured_ci)) if v.measured_ci else None,
-                         reason=v.reason)
-            for v in verdicts_of(index, d, leaf_hex)]
+                         reason=v.reason, signers=v.signers, reproducer=v.reproducer)
+            for v in verdicts_of(index, d, leaf_hex, names)]
 
 
 def _row(label: str, note: str, claim: Claim, rep: Reproduction | None) -> ChartRow | None:
@@ -165,11 +185,13 @@ def _row(label: str, note: str, claim: Claim, rep: Reproduction | None) -> Chart
 
 
 def summarize_kernel(digest: str, entries: Iterable[tuple[int, DecodedEntry]],
-                     leaf_hex: Mapping[int, str] | None = None) -> KernelSummary:
+                     leaf_hex: Mapping[int, str] | None = None,
+                     reproducers: Mapping[str, str] | None = None) -> KernelSummary:
     """Sort a kernel's entries by kind and pair each claim with its reproductions.
 
     `leaf_hex` (entry index -> leaf hash hex) lets a verdict count only for the claim entry
-    whose leaf hash it names; without it the index alone decides.
+    whose leaf hash it names; without it the index alone decides. `reproducers` (keyid -> name)
+    are the reproducers the log's operator names.
     """
     groups: dict[str, list[tuple[int, DecodedEntry]]] = {
         "kernel": [], "benchmark": [], "verification": [], "reproduction": [], "other": [],
@@ -188,7 +210,7 @@ def summarize_kernel(digest: str, entries: Iterable[tuple[int, DecodedEntry]],
     reproduced: list[Reproduction] = []
     judged: dict[int, tuple[int, ...]] = {}
     for index, d in groups["reproduction"]:
-        mine = _reproductions_of(index, d, claim_leaves)
+        mine = _reproductions_of(index, d, claim_leaves, reproducers or {})
         reproduced.extend(mine)
         judged[index] = tuple(sorted({r.target for r in mine if r.target is not None}))
 

@@ -7,6 +7,7 @@ which itself imports this package.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol, cast
 
 from flask import current_app
@@ -27,3 +28,13 @@ class LogServiceView(Protocol):
 def service() -> LogServiceView:
     """The app's log service; the pages read nothing else."""
     return cast(LogServiceView, current_app.extensions["ktl"])
+
+
+REPRODUCERS = "ktl-reproducers"
+"""`app.extensions` key: keyid -> name of the reproducers the log's operator names."""
+
+
+def reproducer_names() -> Mapping[str, str]:
+    """The reproducers the operator configured for display (empty: none named)."""
+    names = current_app.extensions.get(REPRODUCERS)
+    return names if isinstance(names, dict) else {}

@@ -14,6 +14,7 @@ from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Response as BaseResponse
 
 from attest.ops import ordered_shape
+from attest.policy import unknown_signer_phrase
 from ledger._errors import LedgerError
 from ledger.checkpoint import open_checkpoint
 from ledger.merkle import leaf_hash, verify_inclusion
@@ -28,8 +29,8 @@ from ledger.web._decode import (
 )
 from ledger.web._kernel import summarize_kernel
 from ledger.web._note_lines import signature_lines
-from ledger.web._service import LogServiceView, service
-from ledger.web._verdicts import Verdict, badge, verdicts_by_claim
+from ledger.web._service import LogServiceView, reproducer_names, service
+from ledger.web._verdicts import Verdict, badge, reproducer_name, verdicts_by_claim
 from ledger.web.chart import render_speedup_chart
 
 #: Strict policy: no scripts at all, styles and images only from this origin.
@@ -104,6 +105,14 @@ def _kind(predicate_type: str) -> str:
     return predicate_kind(predicate_type)
 
 
+@bp.app_template_global("reproducer_by")
+def _reproducer_by(signers: object) -> str:
+    """`by reproducer 'uni-lab'` when the operator names a signer, else `by an unknown key …`."""
+    keys = tuple(str(k) for k in signers) if isinstance(signers, list | tuple) else ()
+    name = reproducer_name(keys, reproducer_names())
+    return f"by reproducer {name!r}" if name is not None else unknown_signer_phrase(keys)
+
+
 @bp.app_template_filter("in_op_order")
 def _in_op_order(shape: object, op: object) -> object:
     """A result's shape with the op's dimensions in catalogue order (canonical JSON sorts
@@ -169,7 +178,7 @@ def _verdicts(svc: LogServiceView, rows: list[EntrySummary]) -> dict[int, list[V
                 stored = svc.storage.get_entry(hit.index)
                 if stored is not None:
                     reproductions[hit.index] = decode_for_display(stored.data)
-    return verdicts_by_claim(sorted(reproductions.items()), claims)
+    return verdicts_by_claim(sorted(reproductions.items()), claims, reproducer_names())
 
 
 def _badges(svc: LogServiceView, rows: list[EntrySummary]) -> dict[int, str]:
@@ -265,7 +274,7 @@ def kernel(digest: str) -> str:
         if stored is not None:
             decoded.append((idx, decode_for_display(stored.data)))
             leaves[idx] = stored.leaf_hash.hex()
-    summary = summarize_kernel(digest, decoded, leaves)
+    summary = summarize_kernel(digest, decoded, leaves, reproducer_names())
     chart = Markup(render_speedup_chart(summary.chart_rows))
     return render_template(
         "explorer/kernel.html", digest=digest, s=summary, chart=chart, truncated=truncated,

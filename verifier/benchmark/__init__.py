@@ -12,7 +12,8 @@ May import: the pure model, `sandbox`, `worker` and `runtimes`. Not `checks` or
 from __future__ import annotations
 
 from verifier.benchmark._bench import BenchReport, ShapeResult, bench, machine_peaks
+from verifier.benchmark._conditions import Conditions, conditions_differ, probe
 from verifier.benchmark._runs import DEFAULT_RUNS, RunSet, bench_runs
 
-__all__ = ["DEFAULT_RUNS", "BenchReport", "RunSet", "ShapeResult", "bench", "bench_runs",
-           "machine_peaks"]
+__all__ = ["DEFAULT_RUNS", "BenchReport", "Conditions", "RunSet", "ShapeResult", "bench",
+           "bench_runs", "conditions_differ", "machine_peaks", "probe"]

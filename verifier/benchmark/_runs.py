@@ -28,7 +28,9 @@ from typing import Any
 
 from attest.predicates import BenchFault, derived_gflops
 from verifier.benchmark._bench import BenchReport, ShapeResult, bench, machine_peaks
+from verifier.benchmark._conditions import Conditions, merge, probe
 from verifier.errors import VerifierError
+from verifier.kernel import measured_kernel
 from verifier.stats import max_runs, student_t_quantile
 
 __all__ = ["DEFAULT_RUNS", "RunSet", "bench_runs", "pinned_cpu"]
@@ -70,6 +72,9 @@ class RunSet:
 
     runs: tuple[BenchReport, ...]
     cpu: int | None
+    kernel: Mapping[str, Any] | None = None
+    """The folder measured: name, version, source_sha256 (benchmark/v1 `kernel`)."""
+    conditions: Conditions | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= len(self.runs) <= max_runs():
@@ -132,9 +137,14 @@ class RunSet:
             body = res.to_json()
             body["runs"] = [_run_json(r.results[idx]) for r in self.runs]
             results.append(body)
+        from attest.ops import CATALOGUE_VERSION
+
         return {
             "schema_version": BENCHMARK_SCHEMA_VERSION,
-            "environment": first["environment"], "workload": first["workload"],
+            "environment": first["environment"],
+            "workload": {**first["workload"], "catalogue_version": CATALOGUE_VERSION},
+            **({"kernel": dict(self.kernel)} if self.kernel else {}),
+            **({"conditions": self.conditions.to_json()} if self.conditions else {}),
             "method": method, "results": results,
             "samples": {"sha256": hashlib.sha256(blob).hexdigest(), "size": len(blob),
                         "media_type": "application/json"},
@@ -215,6 +225,7 @@ def bench_runs(
     # The roofline's peaks are measured once, in this process, with every core: measured
     # while pinned they would halve and make honest kernels look faster than possible.
     machine_peaks()
+    before = probe(cpu)
     reports: list[BenchReport] = []
     for k in range(runs):
         say(f"run {k + 1}/{runs}" + (f" (pinned to CPU {cpu})" if cpu is not None else ""))
@@ -226,4 +237,5 @@ def bench_runs(
         reports.append(report)
         if not report.trusted:  # the set is untrusted whatever later runs say: stop here
             break
-    return RunSet(tuple(reports), cpu)
+    return RunSet(tuple(reports), cpu, measured_kernel(directory),
+                  merge(before, probe(cpu)))

@@ -115,6 +115,8 @@ class CheckReport:
     torch: Mapping[str, Any] | None = None
     """For op 'torch': the reference's digest, torch's version, dtype, tolerance and weight
     seeds (attest.predicates.TorchOp)."""
+    kernel_ref: Mapping[str, Any] | None = None
+    """The folder checked: name, version, source_sha256 (verification/v1 `kernel`)."""
 
     @property
     def passed(self) -> bool:
@@ -136,6 +138,11 @@ class CheckReport:
                 "verdict": "pass" if self.passed else "fail"}
         if self.torch is not None:
             body["torch"] = dict(self.torch)
+        from attest.ops import CATALOGUE_VERSION
+
+        body["catalogue_version"] = CATALOGUE_VERSION
+        if self.kernel_ref is not None:
+            body["kernel"] = dict(self.kernel_ref)
         return body
 
     def to_json(self) -> dict[str, Any]:
@@ -147,7 +154,8 @@ class CheckReport:
         return cls(str(obj["kernel"]), str(obj["op"]), str(pred["budget"]), int(pred["seed"]),
                    dict(pred["environment"]),
                    tuple(CheckResult.from_json(c) for c in pred["checks"]),
-                   dict(pred["torch"]) if pred.get("torch") is not None else None)
+                   dict(pred["torch"]) if pred.get("torch") is not None else None,
+                   dict(pred["kernel"]) if isinstance(pred.get("kernel"), dict) else None)
 
 
 

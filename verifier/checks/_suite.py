@@ -17,6 +17,7 @@ compute the float64 reference and judge. Checks:
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 from collections.abc import Sequence
 from pathlib import Path
@@ -41,7 +42,7 @@ from verifier.checks._sanitizers import sanitizer_rows
 from verifier.checks._torch_suite import torch_check
 from verifier.environment import environment_fingerprint
 from verifier.errors import BuildError, RuntimeUnavailableError, VerifierError
-from verifier.kernel import KernelSpec
+from verifier.kernel import KernelSpec, measured_kernel
 from verifier.ops import OPS, OpSpec
 from verifier.runtimes import Artifact, get_runtime
 from verifier.sandbox import (
@@ -80,8 +81,19 @@ def check(
 ) -> CheckReport:
     """Run the verification suite on the kernel folder; never raises for kernel faults.
 
-    Raises KernelSpecError for a malformed folder and VerifierError for a bad budget.
+    Raises KernelSpecError for a malformed folder and VerifierError for a bad budget. The
+    report names the folder it checked (name, version, source digest).
     """
+    report = _check(directory, budget, seed, progress)
+    return dataclasses.replace(report, kernel_ref=measured_kernel(directory))
+
+
+def _check(
+    directory: str | Path,
+    budget: str,
+    seed: int | None,
+    progress: Progress | None,
+) -> CheckReport:
     if budget not in BUDGETS:
         raise VerifierError(f"budget must be one of {sorted(BUDGETS)}, got {budget!r}")
     say: Progress = progress or (lambda _msg: None)

@@ -15,6 +15,7 @@ from attest.predicates import DecisionPolicy
 from verifier.stats import (
     DEFAULT_CONFIDENCE,
     DEFAULT_TOLERANCE,
+    SIGMA_BETWEEN,
     Decision,
     InflationTest,
     StatsError,
@@ -107,30 +108,47 @@ class SpeedupVerdict:
         t = self.test
         if t is None:
             return None
-        return {"claimed_runs": t.claimed_runs, "measured_runs": t.measured_runs,
-                "inflation": t.inflation, "inflation_interval": list(t.inflation_interval),
-                "measured_interval": list(t.measured_interval), "sigma": t.sigma,
-                "more_runs": None if t.more_runs is None else min(t.more_runs, 1000)}
+        out: dict[str, Any] = {
+            "claimed_runs": t.claimed_runs, "measured_runs": t.measured_runs,
+            "inflation": t.inflation, "inflation_interval": list(t.inflation_interval),
+            "measured_interval": list(t.measured_interval), "sigma": t.sigma,
+            "more_runs": None if t.more_runs is None else min(t.more_runs, 1000)}
+        if t.between:
+            out["between"] = t.between
+        if t.look:
+            out["look"] = t.look
+        return out
 
 
 def speedup_verdict(claimed_runs: Sequence[float], measured_runs: Sequence[float], trusted: bool,
                     untrusted_why: str, diff: Sequence[Mapping[str, Any]],
-                    policy: DecisionPolicy = DEFAULT_POLICY) -> SpeedupVerdict:
+                    policy: DecisionPolicy = DEFAULT_POLICY, *, look: int = 1,
+                    between: float = SIGMA_BETWEEN,
+                    conditions: Sequence[str] = ()) -> SpeedupVerdict:
     """The verdict on one shape's speed-up claim.
 
     A measurement distrusted for noise is inconclusive; on different hardware a
-    refutation becomes inconclusive (the ratio itself may differ there).
+    refutation becomes inconclusive (the ratio itself may differ there), and so it does
+    when the two sittings' conditions (`conditions`: each difference named) are too far
+    apart. `look` is the sequential look (see `verifier.stats`); `between` the
+    between-sitting spread allowed for.
     """
     hw = _hardware_phrase(diff)
     if not trusted:
         return SpeedupVerdict("inconclusive", None,
                               f"measurement here not trusted: {untrusted_why}; {hw}")
     try:
-        test = inflation_test(claimed_runs, measured_runs, policy.tolerance, policy.confidence)
+        test = inflation_test(claimed_runs, measured_runs, policy.tolerance, policy.confidence,
+                              between, look)
     except StatsError as exc:
         return SpeedupVerdict("inconclusive", None, f"the claim cannot be tested: {exc}; {hw}")
     text = test.describe()
     if test.decision == "refuted" and not same_hardware(diff):
         return SpeedupVerdict("inconclusive", test,
                               f"{text}; but this is {hw}, which may explain a slower ratio")
+    if test.decision == "refuted" and conditions:
+        return SpeedupVerdict("inconclusive", test,
+                              f"{text}; but the claim was measured under conditions too "
+                              f"different from these to refute it ({'; '.join(conditions)}); "
+                              f"{hw}")
     return SpeedupVerdict(test.decision, test, f"{text}; {hw}")

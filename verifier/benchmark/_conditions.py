@@ -1,0 +1,155 @@
+"""The machine's conditions around a benchmark: other load on the pinned CPU, other runnable
+tasks, frequency, steal time (the `conditions` of benchmark/v1 and reproduction/v1).
+
+Read by the parent from /proc and /sys, in short probe windows just before and just after
+the runs, when nothing of this run is executing, so what the probe sees busy is other
+work. Missing files (another OS, a container hiding cpufreq) give None or 0, never an
+error: conditions inform a verdict, they are not evidence about the kernel.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["PROBE_SECONDS", "Conditions", "conditions_differ", "merge", "probe"]
+
+PROBE_SECONDS = 0.25
+_STAT = Path("/proc/stat")
+_CPUFREQ = Path("/sys/devices/system/cpu")
+
+#: How far two sittings' conditions may be apart and still be "the same conditions".
+BUSY_APART = 0.25
+RUNNABLE_APART = 1.0
+FREQ_APART = 0.10
+STEAL_APART = 0.05
+
+
+@dataclass(frozen=True)
+class Conditions:
+    pinned_cpu_busy: float | None
+    runnable: float
+    load_1m: float
+    freq_mhz: float | None
+    steal: float
+    cores: int
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"runnable": round(self.runnable, 3),
+                               "load_1m": round(self.load_1m, 3), "steal": round(self.steal, 4),
+                               "cores": self.cores}
+        if self.pinned_cpu_busy is not None:
+            out["pinned_cpu_busy"] = round(self.pinned_cpu_busy, 4)
+        if self.freq_mhz is not None:
+            out["freq_mhz"] = round(self.freq_mhz, 1)
+        return out
+
+
+def _cpu_times() -> dict[str, list[int]]:
+    """cpu line name -> its jiffies (user nice system idle iowait irq softirq steal ...)."""
+    out: dict[str, list[int]] = {}
+    try:
+        text = _STAT.read_text()
+    except OSError:
+        return out
+    for line in text.splitlines():
+        if line.startswith("cpu"):
+            name, *fields = line.split()
+            out[name] = [int(x) for x in fields if x.isdigit()]
+    return out
+
+
+def _procs_running() -> int:
+    try:
+        for line in _STAT.read_text().splitlines():
+            if line.startswith("procs_running"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _freq_mhz() -> float | None:
+    freqs = []
+    for path in _CPUFREQ.glob("cpu[0-9]*/cpufreq/scaling_cur_freq"):
+        try:
+            freqs.append(int(path.read_text().strip()) / 1000.0)
+        except (OSError, ValueError):
+            continue
+    return sum(freqs) / len(freqs) if freqs else None
+
+
+def _busy(before: Sequence[int], after: Sequence[int]) -> tuple[float, float]:
+    """(non-idle share, steal share) of one cpu line's time between two reads."""
+    delta = [b - a for a, b in zip(before, after, strict=False)]
+    total = sum(delta[:8]) if len(delta) >= 8 else sum(delta)
+    if total <= 0:
+        return 0.0, 0.0
+    idle = delta[3] + (delta[4] if len(delta) > 4 else 0)
+    steal = delta[7] if len(delta) > 7 else 0
+    return max(0.0, (total - idle) / total), max(0.0, steal / total)
+
+
+def probe(cpu: int | None, seconds: float = PROBE_SECONDS) -> Conditions:
+    """Sample the machine for `seconds` (this process sleeping): what is busy is others."""
+    t0 = _cpu_times()
+    running = [_procs_running()]
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        time.sleep(seconds / 5)
+        running.append(_procs_running())
+    t1 = _cpu_times()
+    pinned = None
+    if cpu is not None and f"cpu{cpu}" in t0 and f"cpu{cpu}" in t1:
+        pinned = _busy(t0[f"cpu{cpu}"], t1[f"cpu{cpu}"])[0]
+    steal = _busy(t0["cpu"], t1["cpu"])[1] if "cpu" in t0 and "cpu" in t1 else 0.0
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        load = 0.0
+    # procs_running counts this process while it reads the file
+    others = max(0.0, sum(running) / len(running) - 1.0)
+    return Conditions(pinned, others, load, _freq_mhz(), steal, os.cpu_count() or 1)
+
+
+def merge(a: Conditions, b: Conditions) -> Conditions:
+    """The conditions over a run from the probes before and after it (their means)."""
+    def mean(x: float | None, y: float | None) -> float | None:
+        vals = [v for v in (x, y) if v is not None]
+        return sum(vals) / len(vals) if vals else None
+
+    return Conditions(mean(a.pinned_cpu_busy, b.pinned_cpu_busy), (a.runnable + b.runnable) / 2,
+                      b.load_1m, mean(a.freq_mhz, b.freq_mhz), (a.steal + b.steal) / 2, b.cores)
+
+
+def conditions_differ(claimed: Mapping[str, Any] | None, here: Mapping[str, Any] | None
+                      ) -> list[str]:
+    """Each way two sittings' conditions are too far apart for a refutation to hold, named
+    (empty: comparable, or one side did not record them)."""
+    if not claimed or not here:
+        return []
+    out: list[str] = []
+
+    def num(m: Mapping[str, Any], k: str) -> float | None:
+        v = m.get(k)
+        return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+    pairs = [("pinned_cpu_busy", BUSY_APART, "other load on the pinned CPU", True),
+             ("runnable", RUNNABLE_APART, "other runnable tasks", False),
+             ("steal", STEAL_APART, "steal time", True)]
+    for key, apart, what, share in pairs:
+        a, b = num(claimed, key), num(here, key)
+        if a is not None and b is not None and abs(a - b) > apart:
+            out.append(f"{what} {_fmt(a, share)} claimed, {_fmt(b, share)} here")
+    fa, fb = num(claimed, "freq_mhz"), num(here, "freq_mhz")
+    if fa and fb and abs(fa - fb) / max(fa, fb) > FREQ_APART:
+        out.append(f"CPU frequency {fa:.0f} MHz claimed, {fb:.0f} MHz here")
+    return out
+
+
+def _fmt(value: float, share: bool) -> str:
+    return f"{100 * value:.0f} %" if share else f"{value:.1f}"
