@@ -137,7 +137,7 @@ def test_padding_the_digest_cannot_bury_the_publishers_later_claim(
     # own claim: the digest search stopped at its cap before the claim, and the rest was
     # CONFIRMED. The publisher's rows are found by its key, which strangers cannot pad.
     log, trusted, digest, vendor = _victim(tmp_path)
-    for i in range(12):
+    for _ in range(12):
         _log_statement(log, [(NAME, digest)], generate_private_key())
     late = _log_statement(log, [(NAME, digest), ("acme/notes", "ef" * 32)], vendor)
     monkeypatch.setattr(rep, "SEARCH_PAGE", 4)
