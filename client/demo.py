@@ -5,7 +5,10 @@
    command below is given that policy ($KTL_WITNESS_POLICY) and refuses checkpoints
    both witnesses did not cosign;
 2. publish every example kernel in examples/ with a fresh key (`ktl publish`: checks,
-   benchmark, signed entries, verified receipts);
+   benchmark, signed entries, verified receipts), the C++ `load_inline` one included;
+   a kernel that cannot be timed here (Triton through its interpreter on a CPU) is
+   only checked (`ktl check`), with the reason printed; one whose runtime is missing is
+   skipped, with the reason printed;
 3. verify each receipt offline (`ktl verify`, no network), witness cosignatures included;
 4. reproduce each benchmark claim (`ktl reproduce`, which logs its verdict);
 5. publish one deliberately inflated claim (a real benchmark with its speed-ups x1.25,
@@ -353,6 +356,21 @@ def _runtime_unavailable(kernel: Path) -> str | None:
     return f"runtime {runtime!r} unavailable here ({reason})" if reason else None
 
 
+def _not_timed_here(kernel: Path) -> str | None:
+    """Why the kernel is checked but not published with a speed-up claim here, or None."""
+    from verifier import KernelSpec, VerifierError
+
+    try:
+        runtime = KernelSpec.load(kernel).runtime
+    except VerifierError:
+        return None
+    if runtime == "triton":
+        return ("runtime 'triton' runs through Triton's interpreter on this machine: ktl check "
+                "judges its correctness, ktl bench does not time it, so there is no speed-up "
+                "claim to publish")
+    return None
+
+
 def _statement_of(entry_file: Path) -> dict[str, Any]:
     entry = json.loads(entry_file.read_text(encoding="utf-8"))
     stmt: dict[str, Any] = json.loads(base64.b64decode(entry["envelope"]["payload"]))
@@ -380,6 +398,7 @@ class Demo:
         self.rows: list[SummaryRow] = []
         self.receipts: list[str] = []
         self.honest: list[str] = []
+        self.check_only: list[tuple[Path, str]] = []
         self.started = time.monotonic()
 
     @contextmanager
@@ -428,8 +447,12 @@ class Demo:
         kernels = []
         for kernel in example_kernels(examples):
             reason = _runtime_unavailable(kernel)
+            untimed = None if reason else _not_timed_here(kernel)
             if reason:
                 self.console.print(safe(f"  skipping {kernel.name}: {reason}"))
+            elif untimed:
+                self.console.print(safe(f"  checking {kernel.name} only: {untimed}"))
+                self.check_only.append((kernel, untimed))
             else:
                 kernels.append(kernel)
         if not kernels:
@@ -513,11 +536,27 @@ class Demo:
         for e in (x for x in lie["entries"] if x["kind"] == "benchmark"):
             with self.step(f"reproducing the inflated benchmark #{e['index']}"):
                 self._reproduced(lie, e, reproducer, server, honest=False)
-        problems = check_summary(self.rows, self.honest)
+        problems = check_summary(self.rows, self.honest) + self._check_only()
         self.console.print(summary_table(self.rows))
         self._where(server, reports)
         self._outcome(problems)
         on_ready(server)
+        return problems
+
+    def _check_only(self) -> list[str]:
+        """`ktl check` each kernel that is not timed here; a failing honest example is a problem."""
+        problems = []
+        for kernel, _why in self.check_only:
+            with self.step(f"checking {kernel.name} (ktl check --budget quick)"):
+                body = self.ktl.run(["check", str(kernel), "--budget", "quick"], ok_codes=(0, 1))
+            failed = [str(c.get("name")) for c in body.get("checks", [])
+                      if isinstance(c, Mapping) and c.get("outcome") == "fail"]
+            verdict = "FAIL" if failed else "PASS"
+            self.console.print(safe(f"  {kernel.name}: {verdict}"
+                                    + (f" ({', '.join(failed)})" if failed else "")))
+            if failed:
+                problems.append(f"the honest example {kernel.name} failed ktl check: "
+                                f"{', '.join(failed)}")
         return problems
 
     def _outcome(self, problems: Sequence[str]) -> None:

@@ -261,3 +261,18 @@ def test_summary_cells_are_text_not_markup() -> None:
     console.print(summary_table([row]))
     text = console.export_text()
     assert "[reverse]a/b[/reverse]" in text and "R=512,C=1024" in text and "\x1b" not in text
+
+
+def test_torch_examples_are_published_and_triton_is_checked_with_a_reason() -> None:
+    from client.demo import _not_timed_here, _runtime_unavailable
+
+    torch_example = REPO / "examples" / "torch-rmsnorm"
+    triton_example = REPO / "examples" / "triton-bias-gelu"
+    assert torch_example in example_kernels(REPO / "examples")
+    assert triton_example in example_kernels(REPO / "examples")
+    assert _not_timed_here(torch_example) is None
+    reason = _not_timed_here(triton_example)
+    assert reason is not None and "interpreter" in reason
+    if _runtime_unavailable(torch_example) is None:
+        return
+    assert "torch" in str(_runtime_unavailable(torch_example))

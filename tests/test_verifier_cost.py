@@ -298,3 +298,22 @@ def test_the_forgeries_gain_nothing_over_their_twin() -> None:
     for name in ("launder", "hidden_parallel", "early_start"):
         speedup, faults = _speedup(name)
         assert faults or (speedup is not None and speedup <= 1.3 * twin), (name, speedup, twin)
+
+
+def test_without_a_cgroup_the_statement_says_process_tree(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rootless run is accounted from /proc (CLONE_VM denied, affinity fixed) and says so in
+    the body's method, which attest accepts."""
+    from attest.predicates import BenchmarkPredicate
+    from verifier.benchmark import bench_runs
+
+    _without_cgroups(monkeypatch)
+    runs = bench_runs(KERNELS / "twin", runs=1, shapes=[{"M": 32, "N": 32, "K": 32}], seed=3,
+                      time_budget_s=1.0)
+    cost = runs.runs[0].cost
+    assert cost is not None and cost.cpu_accounting == "process-tree" and cost.complete
+    assert cost.memory_limit == "address-space"
+    method = runs.to_predicate()["method"]
+    assert method["cpu_accounting"] == "process-tree"
+    assert method["cpu_pinning"] == ("affinity" if runs.cpu is not None else "none")
+    body = BenchmarkPredicate.from_json(runs.to_predicate())
+    assert body.method.cpu_accounting == "process-tree"

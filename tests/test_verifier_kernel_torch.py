@@ -198,3 +198,32 @@ def test_publishing_without_torch_says_what_to_install(tmp_path: Path,
     monkeypatch.setitem(sys.modules, "torch", None)
     with pytest.raises(KernelSpecError, match="pip install 'kernel-transparency-log"):
         spec.kernel_predicate("torch", "unavailable")
+
+
+def test_reproduce_times_a_torch_kernel_at_its_own_shapes(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A claim's shapes never reach bench for op 'torch' (it times get_inputs()'s shapes)."""
+    import verifier.benchmark as benchmark
+    from attest import BENCHMARK_V1
+    from verifier.reproduce import reproduce_kernel
+
+    seen: list[object] = []
+
+    class Stop(Exception):
+        pass
+
+    def fake_bench_runs(kernel_dir: object, runs: int, **kwargs: object) -> None:
+        seen.append(kwargs["shapes"])
+        raise Stop
+
+    monkeypatch.setattr(benchmark, "bench_runs", fake_bench_runs)
+    body = {"workload": {"op": "torch", "shapes": [{"x0": 64, "x1": 512}], "seed": 3},
+            "method": {}}
+    folder = _folder(tmp_path)
+    from verifier.runtimes import get_runtime
+
+    if get_runtime("torch").unavailable_reason():
+        pytest.skip("runtime torch unavailable here")
+    with pytest.raises(Stop):
+        reproduce_kernel(folder, [(BENCHMARK_V1, body)], {})
+    assert seen == [None]

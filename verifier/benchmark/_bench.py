@@ -40,6 +40,7 @@ from attest.predicates import BenchFault, BenchFaultKind, derived_gflops
 from verifier.benchmark._cost import CostRecord, cost_record
 from verifier.benchmark._loop import (
     MAX_BATCH_CALLS,
+    OUTSIDE_FLOOR_NS,
     LoopSettings,
     Measured,
     ShapePlan,
@@ -422,6 +423,10 @@ def _measure(artifact: Artifact, entry: str, op: OpSpec, plans: list[ShapePlan],
             + ("isolated" if result.network_isolated else "not isolated")
             + f"; {filesystem_confinement(artifact.gpu)}")
     cost.append(cost_record(worker, result))
+    if worker.tail_cpu_ns > OUTSIDE_FLOOR_NS:
+        notes.fault("escaped_work", None, f"the kernel's processes used "
+                    f"{worker.tail_cpu_ns / 1e6:.0f} ms of CPU after the last answer (work "
+                    "deferred past every timed call)")
     notes.append(f"timed by the parent over batches of calls (empty-command round trip and the "
                  "OS-accounted run-queue waits subtracted, never below the CPU of the kernel's "
                  "whole process tree, plus that tree's CPU between the previous answer and the "

@@ -222,7 +222,8 @@ def _measure(session: TorchSession, baseline: TorchChild, pool: list[list[Any]],
     nop_k, nop_b = _nop_ns(cand), _nop_ns(baseline)
     one = min(_busy(cand, cand.request(_timed(session, first)[0], CALL_TIMEOUT_S)[0],
                     settings.threads) for _ in range(3)) - nop_k
-    batch = max(1, min(MAX_BATCH, int(MIN_BATCH_NS // max(one, 1000.0)) + 1))
+    batch = max(1, min(MAX_BATCH, session.fit(first[0]),
+                       int(MIN_BATCH_NS // max(one, 1000.0)) + 1))
     out = _Timing(batch=batch)
     start = time.perf_counter_ns()
     call = 0

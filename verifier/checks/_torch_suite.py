@@ -152,11 +152,13 @@ def torch_check(spec: KernelSpec, budget: str = "quick", seed: int | None = None
     if kernel.uses_cuda:
         from verifier._gpu import probe
 
-        if probe().count < 1:
-            return report([CheckResult(
-                "build", "error", "not run: the solution is CUDA (cuda_sources / .cu), which needs "
-                "a CUDA build of torch and a GPU; this machine has none, so nothing was built or "
-                "judged (a CUDA solution never passes without running)")])
+        why = ("this machine has no GPU" if probe().count < 1 else
+               "this harness hands the module CPU tensors: running it on the GPU is not part "
+               "of this verifier build")
+        return report([CheckResult(
+            "build", "error", "not run: the solution is CUDA (cuda_sources / .cu), which needs "
+            f"a CUDA build of torch and a GPU; {why}, so nothing was built or judged (a CUDA "
+            "solution never passes without running)")])
     with tempfile.TemporaryDirectory(prefix="ktl-torch-check-") as tmp:
         return report(_suite(kernel, TORCH_PLANS[budget], seed, Path(tmp), say, statement))
 

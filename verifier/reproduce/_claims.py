@@ -339,7 +339,8 @@ def reproduce_kernel(
     from verifier.kernel import KernelSpec
     from verifier.runtimes import get_runtime
 
-    runtime = KernelSpec.load(kernel_dir).runtime
+    spec = KernelSpec.load(kernel_dir)
+    runtime = spec.runtime
     unavailable = get_runtime(runtime).unavailable_reason()
     if unavailable:  # e.g. a cuda kernel on a machine without a GPU: not evidence either way
         return not_rerun(claimed, target, f"runtime {runtime!r} unavailable here: {unavailable}",
@@ -361,7 +362,9 @@ def reproduce_kernel(
             own = check(kernel_dir, budget=level, seed=own_seed, progress=progress).to_predicate()
         elif ptype == BENCHMARK_V1 and benchmark is None:
             workload = body.get("workload", {})
-            shapes = [dict(s) for s in workload.get("shapes", [])] or None
+            # a torch kernel is timed at its reference's get_inputs() shapes, never given ones
+            shapes = None if spec.is_torch else (
+                [dict(s) for s in workload.get("shapes", [])] or None)
             bench_args = {"shapes": shapes, "seed": int(workload.get("seed", 1)),
                           "time_budget_s": time_budget_s, "threads": claimed_threads(body),
                           "progress": progress}

@@ -166,6 +166,7 @@ class TorchSession:
         self.reference: TorchChild | None = None
         self.candidate: TorchChild | None = None
         self.shapes_cache: dict[tuple[Any, ...], list[tuple[tuple[int, ...], str]]] = {}
+        self.last_overlaps = 0
         ref_dir, cand_dir = work / "reference", work / "candidate"
         ref_dir.mkdir()
         cand_dir.mkdir()
@@ -287,10 +288,35 @@ class TorchSession:
             for mem in (self.cand_mem, self.ref_mem):
                 mem.bytes[off:off + n] = np.resize(word, n)
 
+    def fit(self, call: Call) -> int:
+        """How many calls shaped like `call` fit the arena at once, each in its own region."""
+        _, _, outs = self.layout(Call(call.args, 0))
+        sizes = [self._arg_bytes(a, d) for a, d in zip(call.args, self.arg_dtypes(), strict=True)]
+        total = sum((n + ALIGN - 1) // ALIGN * ALIGN for n in sizes) + sum(
+            (nbytes_of(s, d) + ALIGN - 1) // ALIGN * ALIGN for s, d in outs) + ALIGN
+        return max(1, (self.regions.size - total) // max(total, 1))
+
     def run(self, calls: Sequence[Call], timeout_s: float, threads: int = 1,
             escapes: list[Escape] | None = None) -> list[CallOutcome]:
-        """Run `calls` on the candidate (one command; two threads when `threads` is 2), then on
-        the reference; both sides' outputs, and the inputs the candidate changed."""
+        """Run `calls` on the candidate (one command per group of calls that fit the arena
+        side by side; two threads when `threads` is 2), then on the reference; both sides'
+        outputs, and the inputs the candidate changed."""
+        if not calls:
+            return []
+        room = self.fit(calls[0])
+        if threads == 2:
+            room = max(2, room - room % 2)
+        if len(calls) > room:
+            overlaps, out = 0, []
+            for k in range(0, len(calls), room):
+                out += self._run(calls[k:k + room], timeout_s, threads, escapes)
+                overlaps += self.last_overlaps
+            self.last_overlaps = overlaps
+            return out
+        return self._run(calls, timeout_s, threads, escapes)
+
+    def _run(self, calls: Sequence[Call], timeout_s: float, threads: int,
+             escapes: list[Escape] | None) -> list[CallOutcome]:
         assert self.candidate is not None
         plans = [self.layout(c) for c in calls]
         specs = []

@@ -622,10 +622,15 @@ class NativeWorker(_Channel):
                 os.close(fd)
         if self.cgroup is not None:
             self.final_cpu_ns = self.cgroup.usage().cpu_ns
+            if self._answer_cpu is not None:
+                self.tail_cpu_ns = max(self.final_cpu_ns - self._answer_cpu, 0)
             self.cgroup.remove()
         return self.result
 
     final_cpu_ns = 0
+    tail_cpu_ns = 0
+    """The cgroup's CPU after the last answer, to the end of the run: work deferred past
+    every timed call (0 without a cgroup)."""
     """The cgroup's CPU over the whole run, read at `close` (0 without a cgroup)."""
 
 
