@@ -88,6 +88,11 @@ def test_make_test_leaves_the_slow_tests_to_a_ci_step_of_their_own() -> None:
     steps = [line for line in (ROOT / ".ci" / "run").read_text().splitlines()
              if line.startswith("make ")]
     assert steps[:2] == ["make test", "make slow"] and "make faults" in steps
+    loop = re.search(r"^test-loop:.*\n\t(.*)$", makefile, re.M)  # the README's 10-in-a-row loop
+    script = ROOT / "benchmarks" / "test_loop.sh"
+    assert loop and "benchmarks/test_loop.sh $(or $(RUNS),10)" in loop.group(1)
+    assert script.stat().st_mode & 0o111 and "make -C \"$work/clone\" test" in script.read_text()
+    assert "make test-loop RUNS=10" in README
 
 
 def test_how_reproduce_decides_in_the_readme_is_the_code_s() -> None:
