@@ -27,6 +27,7 @@ from attest.predicates import (
     ReproductionTarget,
 )
 from client._errors import InputError, VerificationFailed
+from client.models import SearchHit
 from client.session import FetchedEntry, Session, fetch_entry
 
 if TYPE_CHECKING:
@@ -195,15 +196,23 @@ def gather(sess: Session, index: int, workdir: Path, policy: TrustPolicy | None 
     return Gathered(target, kernel_dir, claims, search, not_rerun)
 
 
+#: Most index rows one search reads in all (the publisher's entries about other kernels too).
+MAX_ROWS_READ = 50_000
+
+
 def _search_claims(
     sess: Session, name: str, digest: str, publishers: frozenset[str], policy: TrustPolicy | None
 ) -> tuple[tuple[FetchedEntry, ...], ClaimSearch]:
-    """Page through the digest's index rows (capped), fetch and verify plausible claims."""
+    """Page through the index rows (capped), fetch and verify plausible claims.
+
+    Without a trust policy the claims that count are the publisher's own, so they are
+    looked up first by the publisher's keys, which strangers cannot pad: any number of
+    entries about the digest by fresh keys cannot push them past the caps (issue 26).
+    """
     claims: list[FetchedEntry] = []
     skipped: list[Skipped] = []
-    skipped_total = examined = fetched = 0
+    skipped_total = examined = fetched = read = 0
     seen: set[int] = set()
-    cursor: int | None = None
     complete = True
 
     def skip(k: Skipped, at: int) -> None:
@@ -212,36 +221,53 @@ def _search_claims(
         if len(skipped) < MAX_SKIPS_LISTED:
             skipped.append(Skipped(at, k.reason, k.detail))
 
-    while True:
-        page = sess.log.search(digest=digest, cursor=cursor, limit=SEARCH_PAGE)
-        for hit in page.results:
-            if hit.index in seen:
-                continue
-            seen.add(hit.index)
-            if examined >= MAX_SEARCH_HITS or fetched >= MAX_FETCHED or len(claims) >= MAX_CLAIMS:
-                complete = False
+    def examine(hit: SearchHit, by_key: bool) -> bool:
+        """Look at one index row; False once a cap is reached."""
+        nonlocal examined, fetched
+        nonlocal read
+        read += 1
+        if read > MAX_ROWS_READ:
+            return False  # the publisher's other kernels: read, but not without end
+        if hit.index in seen or (by_key and hit.subject_sha256 != digest):
+            return True  # seen, or (first subject) the publisher's entry about another kernel
+        seen.add(hit.index)
+        if examined >= MAX_SEARCH_HITS or fetched >= MAX_FETCHED or len(claims) >= MAX_CLAIMS:
+            return False
+        examined += 1
+        if hit.predicate_type not in CLAIM_TYPES:
+            return True  # kernel/reproduction rows: not claims, and not worth a fetch
+        if policy is None and not publishers & set(hit.keyids):
+            # The index row is not evidence, but a stranger's row is skipped unfetched
+            # so that thousands of them cannot make a reproduction slow.
+            skip(Skipped(-1, "untrusted-signer", "the index names no key of the kernel's "
+                         "publisher (not fetched)"), hit.index)
+            return True
+        fetched += 1
+        entry = fetch_entry(sess, hit.index)
+        why = claim_skip_reason(entry.verified, name, digest, publishers, policy)
+        if why is None:
+            claims.append(entry)
+        else:
+            skip(why, hit.index)
+        return True
+
+    # First the publisher's own rows (by key: strangers cannot pad these), then the
+    # digest's (a claim naming the kernel in another subject position, or another
+    # trusted signer's): padding there can only make the search incomplete, never hide
+    # a claim the first pass found.
+    queries: list[dict[str, str]] = [
+        *([{"keyid": k} for k in sorted(publishers)] if policy is None else []),
+        {"digest": digest}]
+    for query in queries:
+        cursor: int | None = None
+        while complete:
+            page = sess.log.search(**query, cursor=cursor, limit=SEARCH_PAGE)
+            complete = all(examine(hit, "keyid" in query) for hit in page.results)
+            if page.next_cursor is None or not page.results or (
+                cursor is not None and page.next_cursor <= cursor
+            ):
                 break
-            examined += 1
-            if hit.predicate_type not in CLAIM_TYPES:
-                continue  # kernel/reproduction rows: not claims, and not worth a fetch
-            if policy is None and not publishers & set(hit.keyids):
-                # The index row is not evidence, but a stranger's row is skipped unfetched
-                # so that thousands of them cannot make a reproduction slow.
-                skip(Skipped(-1, "untrusted-signer", "the index names no key of the kernel's "
-                             "publisher (not fetched)"), hit.index)
-                continue
-            fetched += 1
-            entry = fetch_entry(sess, hit.index)
-            why = claim_skip_reason(entry.verified, name, digest, publishers, policy)
-            if why is None:
-                claims.append(entry)
-            else:
-                skip(why, hit.index)
-        if not complete or page.next_cursor is None or not page.results or (
-            cursor is not None and page.next_cursor <= cursor
-        ):
-            break
-        cursor = page.next_cursor
+            cursor = page.next_cursor
     return tuple(claims), ClaimSearch(examined, fetched, tuple(skipped), skipped_total, complete)
 
 
@@ -350,6 +376,10 @@ def reproduce_entry(
             env = pred.environment
             pred = dataclasses.replace(pred, environment=dataclasses.replace(
                 env, libraries={**env.libraries, SANDBOX_LIBRARY: sandbox_record}))
+        if not gathered.search.complete and pred.verdict == "confirmed":
+            # Claims the search did not reach were not judged: never CONFIRMED on a part.
+            note(f"verdict inconclusive, not confirmed: {gathered.search.summary()}")
+            pred = dataclasses.replace(pred, verdict="inconclusive")
     except VerifierError as exc:
         raise InputError(f"the verifier could not reproduce entry {index}: {exc}") from exc
     except AttestError as exc:

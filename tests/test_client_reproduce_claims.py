@@ -129,3 +129,19 @@ def test_the_caps_are_the_ones_the_readme_names() -> None:
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     assert (rep.MAX_SEARCH_HITS, rep.MAX_FETCHED) == (2000, 256)
     assert "capped at 2,000 index rows and 256 fetched entries" in " ".join(readme.split())
+
+
+def test_padding_the_digest_cannot_bury_the_publishers_later_claim(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 26 row 4: 2,000 junk entries about the digest by fresh keys, then the vendor's
+    # own claim: the digest search stopped at its cap before the claim, and the rest was
+    # CONFIRMED. The publisher's rows are found by its key, which strangers cannot pad.
+    log, trusted, digest, vendor = _victim(tmp_path)
+    for _ in range(12):
+        _log_statement(log, [(NAME, digest)], generate_private_key())
+    late = _log_statement(log, [(NAME, digest), ("acme/notes", "ef" * 32)], vendor)
+    monkeypatch.setattr(rep, "SEARCH_PAGE", 4)
+    monkeypatch.setattr(rep, "MAX_SEARCH_HITS", 9)
+    got = gather(connect(log, trusted, url="http://memory.test"), 0, tmp_path / "work")
+    assert [c.index for c in got.claims] == [1, late]
+    assert not got.search.complete  # the padding is still reported, and never CONFIRMED

@@ -95,6 +95,7 @@ def test_try_except_fallback_fails_on_its_static_finding(tmp_path: Path) -> None
     assert "torch_fallback" in report.get("static").detail
 
 
+@pytest.mark.slow
 def test_mutated_input_fails(tmp_path: Path) -> None:
     assert faults(check(torch_folder(tmp_path, "mutate.py")))["inputs.unchanged"] == "input_mutated"
 
@@ -153,6 +154,7 @@ def test_torch_needs_its_address_space_grant_and_no_more_syscalls(tmp_path: Path
     assert "TRITON_INTERPRET" not in torch_child_env(1, False)
 
 
+@pytest.mark.slow
 def test_triton_solution_runs_through_the_interpreter(tmp_path: Path) -> None:
     report = check(torch_folder(tmp_path, "honest_triton.py", runtime="triton"))
     assert report.passed, [(c.name, c.detail) for c in report.failures]

@@ -401,9 +401,13 @@ def reproduce_kernel(
 
 
 def _undecided(body: ReproductionPredicate) -> list[str]:
-    """Speed-up claims a further look could decide: inconclusive by the test itself."""
+    """Speed-up claims a further look could decide: inconclusive by the test itself, with
+    more runs here able to decide (never on other hardware, where no count of runs may
+    refute)."""
     return [c.claim for c in body.claims if c.claim.startswith("benchmark.speedup[")
-            and c.verdict == "inconclusive" and c.statistics is not None]
+            and c.verdict == "inconclusive" and c.statistics is not None
+            and c.statistics.more_runs is not None
+            and not any(d.hardware for d in c.environment_diff or ())]
 
 
 @dataclass(frozen=True)
