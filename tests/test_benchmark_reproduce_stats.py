@@ -25,3 +25,16 @@ def test_tiny_experiment_runs_and_prints_its_tables() -> None:
                and "refuted (" in line)
     assert row.count("/1 refuted") == 4
     assert "| between-run spread | honest: refuted |" in text
+
+
+@pytest.mark.slow
+def test_tiny_cross_experiment_runs_and_prints_its_table() -> None:
+    """Issue 25's busy/quiet experiment, tiny: its table comes out (verdicts are timings')."""
+    out = subprocess.run([sys.executable, "benchmarks/bench_reproduce_stats.py", "--only",
+                          "cross", "--tiny", "--time-budget", "2"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=400, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "| kernel | published -> reproduced | honest claims | 1.25x-inflated claim |" \
+        in out.stdout
+    assert "| sum-rows | busy -> quiet |" in out.stdout
+    assert "| sum-rows | quiet -> busy |" in out.stdout

@@ -127,7 +127,9 @@ def _escapees() -> list[str]:
 def test_silent_attack_gets_nothing_and_leaves_nothing(name: str) -> None:
     start = time.monotonic()
     report = check(FLAWED / name, budget="quick", seed=1)
-    assert report.passed, [(c.name, c.detail) for c in report.failures]  # no leak in outputs
+    # no leak in outputs: every row passes but the static audit, which sees the attempt
+    assert [c.name for c in report.failures] == ["audit.library"], \
+        [(c.name, c.detail) for c in report.failures]
     assert time.monotonic() - start < 120  # did not wait for the sleeping grandchild
     assert _escapees() == []
 

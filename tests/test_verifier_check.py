@@ -83,8 +83,9 @@ def test_every_flaw_class_has_a_kernel() -> None:
     on_disk = {p.parent.name for p in FLAWED.glob("*/kernel.toml")}
     sandbox = {"unix_socket", "prlimit_parent", "ptrace_peek", "long_line", "macro_bomb", "root_device",
                "fork_escape"}  # tests/test_verifier_attacks.py
-    harness = {"answer_status", "deep_folder"}  # tests/test_verifier_harness_attacks.py
-    harness |= {"twoface_read", "twoface_read_before", "write_restore"}  # test_verifier_check_attacks
+    harness = {"answer_status", "deep_folder", "include_host"}  # test_verifier_harness_attacks
+    harness |= {"twoface_read", "twoface_read_before", "write_restore", "sandbox_detector",
+                "race_pasted"}  # tests/test_verifier_check_attacks.py
     assert set(CAUGHT_BY) | BENCH_ONLY | FULL_ONLY | HARMLESS | sandbox | harness == on_disk
 
 
@@ -151,6 +152,7 @@ def test_readme_check_table_is_the_report_and_each_row_has_a_kernel() -> None:
         "index.overflow",  # int32_index, test_int32_index_passes_quick_and_fails_index_overflow
         "build",  # test_verifier_sandbox.py::test_build_failure_is_a_failed_check
         "sandbox",  # records what confinement was in force; tests in test_verifier_sandbox.py
+        "audit.library",  # sandbox_detector, tests/test_verifier_check_attacks.py
     }
     assert set(rows) <= tied, set(rows) - tied
 

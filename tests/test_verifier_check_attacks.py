@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from pathlib import Path
 
@@ -16,13 +17,31 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from attest.predicates import VERIFICATION_V1, parse_predicate
 from verifier import check
+from verifier.errors import KernelSpecError
+from verifier.kernel import KernelSpec
 from verifier.ops import OPS
+from verifier.runtimes._audit import AuditError, read_elf
 from verifier.worker import PAGE, layout
 from verifier.worker._arena import PROT_NONE, PROT_READ
 
 ROOT = Path(__file__).resolve().parent.parent
 FLAWED = ROOT / "tests" / "flawed_kernels"
+
+
+def _build_real_elf() -> bytes:
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "k.so"
+        subprocess.run(["gcc", "-O2", "-fopenmp", "-shared", "-fPIC", "-o", str(out),
+                        str(ROOT / "examples" / "attention" / "attention.c"), "-lm"], check=True)
+        return out.read_bytes()
+
+
+_REAL_ELF = _build_real_elf()
 
 CHECK_ATTACKS = {
     # kernel -> (the typed fault, the rows that must fail with it, words of the detail)
@@ -45,6 +64,7 @@ def test_attack_is_caught_in_the_release_build(name: str) -> None:
         assert got.outcome == "fail", (row, got.detail)
         assert got.fault is not None and got.fault.kind == kind, (row, got.to_json())
     assert words in report.get(rows[0]).detail
+    parse_predicate(VERIFICATION_V1, report.to_predicate())
     if name.startswith("twoface"):
         # the sanitizer build is the honest face: it is the release build that gives it away
         assert report.get("sanitizer.asan_ubsan").outcome == "pass"
@@ -83,3 +103,113 @@ def test_unpaged_layouts_are_unchanged() -> None:
     lay = layout(OPS["sum"], {"R": 3, "C": 5})
     assert lay.abut is None and lay.guard_pages == () and lay.protections(0) == []
     assert lay.slots[0].offset == 256
+
+
+# -- the static audit of the built library ----------------------------------------------------
+
+
+def test_a_sandbox_detector_is_found_by_the_audit() -> None:
+    report = check(FLAWED / "sandbox_detector", budget="quick", seed=1)
+    row = report.get("audit.library")
+    assert row.outcome == "fail" and row.fault is not None
+    assert row.fault.kind == "forbidden_import"
+    for words in ("imports fopen (file)", "'/proc/self/status' (host path)",
+                  "'Seccomp:' (sandbox tell)"):
+        assert words in row.detail
+    # its dynamic face is honest: every other row passes, which is why the audit exists
+    assert report.get("correctness.random").outcome == "pass"
+    assert [c.name for c in report.failures] == ["audit.library"]
+    assert row.metrics["undeclared_file"] == 3.0 and row.metrics["undeclared_sandbox_tell"] == 1.0
+    parse_predicate(VERIFICATION_V1, report.to_predicate())  # the typed rows publish
+
+
+def _copy(name: str, dest: Path, extra: str = "") -> Path:
+    folder = dest / name
+    folder.mkdir()
+    for f in (FLAWED / name).iterdir():
+        (folder / f.name).write_bytes(f.read_bytes())
+    with open(folder / "kernel.toml", "a") as fh:
+        fh.write(extra)
+    return folder
+
+
+DECLARED = """
+[audit.allow]
+fopen = "reads its tuning table"
+fgets = "reads its tuning table"
+fclose = "reads its tuning table"
+"/proc/self/status" = "reads the status of the process"
+"""
+
+
+def test_declared_findings_pass_with_their_reasons_and_undeclared_ones_still_fail(
+        tmp_path: Path) -> None:
+    from verifier.checks._static import audit_row
+    from verifier.kernel import KernelSpec
+    from verifier.runtimes import get_runtime
+
+    folder = _copy("sandbox_detector", tmp_path, DECLARED)
+    spec = KernelSpec.load(folder)
+    art = get_runtime("c").build(spec, "release", tmp_path)
+    row, audit = audit_row(art, spec)
+    assert audit is not None
+    assert row.outcome == "fail"  # 'Seccomp:' is not declared
+    assert "'Seccomp:' (sandbox tell)" in row.detail and "fopen" not in row.detail.split(":")[0]
+    assert "declared: reads its tuning table" in row.detail
+    # a declaration names a symbol, an instruction or a path: a sandbox tell cannot be declared
+    (tmp_path / "again").mkdir()
+    whole = DECLARED + '"Seccomp:" = "looks for its own sandbox"\n'
+    with pytest.raises(KernelSpecError, match=r"audit\.allow"):
+        KernelSpec.load(_copy("sandbox_detector", tmp_path / "again", whole))
+
+
+@pytest.mark.parametrize("bad", ['[audit]\nallow = {getenv = "short"}\n',
+                                 '[audit]\nallow = {"a b" = "a long enough reason"}\n',
+                                 '[audit]\ndeny = {}\n'])
+def test_the_audit_table_is_validated(tmp_path: Path, bad: str) -> None:
+    with pytest.raises(KernelSpecError, match="audit"):
+        KernelSpec.load(_copy("sandbox_detector", tmp_path, bad))
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in (ROOT / "examples").iterdir()
+                                           if (p / "kernel.toml").is_file()))
+def test_every_honest_example_passes_the_audit(example: str, tmp_path: Path) -> None:
+    from verifier.checks._static import audit_row
+    from verifier.runtimes import get_runtime
+
+    spec = KernelSpec.load(ROOT / "examples" / example)
+    if spec.runtime != "c":
+        pytest.skip(f"runtime {spec.runtime}: not audited (see audit_row)")
+    art = get_runtime("c").build(spec, "release", tmp_path)
+    row, audit = audit_row(art, spec)
+    assert row.outcome == "pass", row.detail
+    assert audit is not None and audit.threaded == ("-fopenmp" in spec.flags)
+
+
+def test_threads_started_by_a_pasted_name_still_get_thread_sanitizer() -> None:
+    report = check(FLAWED / "race_pasted", budget="quick", seed=1)
+    row = report.get("sanitizer.tsan")
+    assert row.outcome == "fail" and row.fault is not None and row.fault.kind == "race"
+    assert b"pthread_create" not in (FLAWED / "race_pasted" / "k.c").read_bytes()
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.binary(max_size=4096), cut=st.integers(0, 20000), flip=st.integers(0, 20000))
+def test_the_elf_reader_takes_any_bytes(data: bytes, cut: int, flip: int) -> None:
+    real = _REAL_ELF[:cut] + data
+    flipped = bytearray(_REAL_ELF)
+    flipped[flip % len(flipped)] ^= 0xFF
+    for blob in (data, real, bytes(flipped), b"\x7fELF\x02\x01" + data):
+        with contextlib.suppress(AuditError):
+            read_elf(blob)
+
+
+def test_the_elf_reader_lists_what_nm_lists(tmp_path: Path) -> None:
+    import subprocess
+
+    lib = tmp_path / "k.so"
+    lib.write_bytes(_REAL_ELF)
+    nm = subprocess.run(["nm", "-D", "--undefined-only", str(lib)], capture_output=True,
+                        text=True, check=True).stdout.split()
+    expected = sorted({w.split("@")[0] for w in nm if w != "U" and w != "w"})
+    assert list(read_elf(_REAL_ELF).undefined) == expected

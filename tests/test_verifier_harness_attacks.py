@@ -135,3 +135,59 @@ def test_a_kernel_that_nests_3000_folders_still_gets_its_report(tmp_path: Path,
     assert report.get("correctness.random").outcome == "pass"
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("ktl-check-")]
     assert report.get("escape").outcome == "pass"
+
+
+# -- the compiler and its diagnostics ---------------------------------------------------------
+
+
+def _host_secrets() -> list[str]:
+    found = []
+    for path in [*Path("/sys/class/net").glob("*/address"), Path("/etc/hostname")]:
+        try:
+            text = path.read_text().strip()
+        except OSError:
+            continue
+        if len(text) >= 4 and text != "00:00:00:00:00:00":
+            found.append(text)
+    return found
+
+
+def test_an_include_of_host_files_leaks_nothing_into_the_report() -> None:
+    report = check(FLAWED / "include_host", budget="quick", seed=1)
+    row = report.get("build")
+    assert row.outcome == "fail" and row.fault is not None and row.fault.kind == "build"
+    assert "k.c:6: fatal error" in row.detail and "Permission denied" in row.detail
+    body = json.dumps(report.to_json())
+    for secret in _host_secrets():
+        assert secret not in body
+        for part in secret.split(":"):
+            if len(part) >= 3:
+                assert f"'{part}'" not in body
+
+
+GCC_STDERR = """In file included from k.c:6:
+/sys/class/net/eth0/address:1:3: error: expected identifier or \u2018(\u2019 before \u2018:\u2019 token
+    1 | 02:fc:00:00:00:01
+      |   ^
+k.c:9:5: error: unknown type name \u2018fe\u2019
+    9 | fe d5 a3 65
+      | ^~
+k.c:12: warning: "SECRET" redefined
+/usr/bin/ld: k.o: in function `f': k.c:(.text+0x5): undefined reference to `host_key_02fc'
+collect2: error: ld returned 1 exit status
+"""
+
+
+def test_diagnostics_keep_file_line_kind_and_drop_what_was_read() -> None:
+    from verifier.runtimes._build import MAX_DIAGNOSTICS, reduce_diagnostics
+
+    text = reduce_diagnostics(GCC_STDERR)
+    assert "<address>:1: error: expected identifier or '…' before '…' token" in text
+    assert "k.c:9: error: unknown type name '…'" in text
+    assert "k.c:12: warning: '…' redefined" in text
+    assert "linker: undefined reference to '…'" in text
+    for leaked in ("02:fc", "fe d5", "SECRET", "host_key", "/sys/class", "In file included"):
+        assert leaked not in text
+    flood = reduce_diagnostics("k.c:1:1: error: x\n" * 10 + "".join(
+        f"k.c:{i}:1: error: e\n" for i in range(2, 1000)))
+    assert flood.count("; ") <= MAX_DIAGNOSTICS + 1 and "more diagnostics not shown" in flood

@@ -17,6 +17,8 @@ A kernel folder holds `kernel.toml` and its sources::
     prompt_sha256 = "<hex>"           # optional
     [target]
     hardware_class = "x86_64-avx2"
+    [audit.allow]                     # optional: audit findings the kernel declares, with why
+    getenv = "reads KERNEL_TILE to choose a tile size"
 
 A kernel defined by a PyTorch module (the KernelBench format) has op "torch": the op
 is the reference module itself, recorded by its sha256 (`reference_digest`)::
@@ -119,8 +121,11 @@ SOURCE_EXT = {"c": (".c", ".h"), "cuda": (".cu", ".cuh", ".h"),
 
 _TORCH_KEYS = {"reference", "solution", "dtype"}
 _TOP_KEYS = {"name", "version", "op", "runtime", "sources", "entry", "flags", "parent",
-             "generator", "target", "abi_version", *_TORCH_KEYS}
-_REQUIRED = _TOP_KEYS - {"parent", "flags", "abi_version", *_TORCH_KEYS}
+             "generator", "target", "abi_version", "audit", *_TORCH_KEYS}
+_REQUIRED = _TOP_KEYS - {"parent", "flags", "abi_version", "audit", *_TORCH_KEYS}
+MAX_AUDIT_ALLOW = 16
+AUDIT_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}|/[\x21-\x7e]{1,127}")
+"""What `[audit.allow]` may name: a symbol or instruction, or a path string the library holds."""
 _GEN_KEYS = {"agent", "agent_version", "model", "prompt_sha256"}
 
 
@@ -191,6 +196,28 @@ def _text(obj: Mapping[str, Any], key: str, prefix: str = "", limit: int = 128) 
             f"{prefix}{key}: must be printable ASCII text of 1..{limit} characters, got {value!r}"
         )
     return value
+
+
+def _audit_allow(obj: Any) -> tuple[tuple[str, str], ...]:
+    """`[audit] allow = {name = "why"}`: findings of the library audit the kernel declares."""
+    if obj is None:
+        return ()
+    if not isinstance(obj, Mapping) or set(obj) != {"allow"} or not isinstance(obj["allow"], Mapping):
+        raise KernelSpecError("audit: must be a table with exactly allow = {name = \"why\"}")
+    allow = obj["allow"]
+    if len(allow) > MAX_AUDIT_ALLOW:
+        raise KernelSpecError(f"audit.allow: at most {MAX_AUDIT_ALLOW} entries")
+    out = []
+    for name in sorted(allow):
+        if not AUDIT_NAME_RE.fullmatch(name):
+            raise KernelSpecError(f"audit.allow: {name[:80]!r} must be a symbol, an instruction "
+                                  "or a path (/...) of printable ASCII")
+        why = allow[name]
+        if not isinstance(why, str) or not TEXT_RE.fullmatch(why) or not 8 <= len(why) <= 200:
+            raise KernelSpecError(f"audit.allow.{name}: the reason must be printable ASCII text "
+                                  "of 8..200 characters")
+        out.append((name, why))
+    return tuple(out)
 
 
 def _check_source_path(path: Any, runtime: str) -> str:
@@ -308,6 +335,9 @@ class KernelSpec:
     """Runtimes torch/triton: the source defining ModelNew."""
     dtype: str | None = None
     """Runtimes torch/triton: the floating-point dtype of the inputs (TORCH_DTYPES)."""
+    audit_allow: tuple[tuple[str, str], ...] = ()
+    """Findings of the built library's audit the manifest declares, each with its reason
+    (`[audit.allow]`; `verifier.runtimes._audit`)."""
 
     @property
     def is_torch(self) -> bool:
@@ -320,16 +350,6 @@ class KernelSpec:
         if self.reference is None:
             raise KernelSpecError(f"{self.name}: runtime {self.runtime!r} has no reference module")
         return hashlib.sha256(self._read_source(self.reference)).hexdigest()
-
-    @property
-    def uses_threads(self) -> bool:
-        """OpenMP in the flags, or a source that starts threads itself (pthreads, C11)."""
-        if "-fopenmp" in self.flags:
-            return True
-        if self.directory is None:
-            return False
-        return any(marker in data for data in self.read_sources().values()
-                   for marker in (b"pthread_create", b"thrd_create"))
 
     @property
     def relaxed_math(self) -> bool:
@@ -345,6 +365,7 @@ class KernelSpec:
             "abi_version": self.abi_version,
             **({"reference": self.reference, "solution": self.solution, "dtype": self.dtype}
                if self.is_torch else {}),
+            **({"audit": {"allow": dict(self.audit_allow)}} if self.audit_allow else {}),
         }
 
     @classmethod
@@ -397,6 +418,7 @@ class KernelSpec:
             hardware_class=_text(target, "hardware_class", "target.", limit=64),
             parent=parent, abi_version=ABI_VERSION, directory=directory,
             reference=module[0], solution=module[1], dtype=module[2],
+            audit_allow=_audit_allow(obj.get("audit")),
         )
 
     @classmethod

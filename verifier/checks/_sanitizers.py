@@ -15,7 +15,7 @@ from verifier.checks._report import F32, Budget, CheckResult, Progress, make_fau
 from verifier.errors import BuildError, RuntimeUnavailableError
 from verifier.kernel import KernelSpec
 from verifier.ops import OpSpec
-from verifier.runtimes import get_runtime, write_driver_cases
+from verifier.runtimes import Audit, get_runtime, write_driver_cases
 from verifier.sandbox import (
     ChildResult,
     Limits,
@@ -135,18 +135,23 @@ def _tsan_races(stderr: str, openmp: bool) -> list[str]:
 
 def tsan_check(runtime_name: str, spec: KernelSpec, op: OpSpec, workdir: Path,
                 cases: list[tuple[dict[str, int], list[F32]]], wall_s: float,
-                step_wall_s: float) -> CheckResult:
+                step_wall_s: float, audit: Audit | None = None) -> CheckResult:
+    """ThreadSanitizer where the built library starts threads: its imports say so (OpenMP's
+    GOMP_/omp_, pthread_create, thrd_create), never a text search of its sources. Without an
+    audit (a cuda library), where the manifest asks for OpenMP."""
     name = "sanitizer.tsan"
-    if not spec.uses_threads:
-        return CheckResult(name, "skip", "the kernel does not use threads (no -fopenmp, no "
-                           "pthread_create/thrd_create in its sources)")
+    threaded = audit.threaded if audit is not None else "-fopenmp" in spec.flags
+    if not threaded:
+        return CheckResult(name, "skip", "the kernel does not start threads: the built library "
+                           "imports no OpenMP (GOMP_/omp_), pthread_create or thrd_create")
+    openmp = audit.openmp if audit is not None else "-fopenmp" in spec.flags
     inputs = {"shapes": [c[0] for c in cases], "threads": 4}
     try:
         shape, stderr, failed = _run_sanitizer(runtime_name, spec, op, "tsan", workdir, cases, wall_s,
                                                step_wall_s)
     except BuildError as exc:
         return CheckResult(name, "error", f"sanitizer build failed: {exc}"[:500], inputs)
-    races = _tsan_races(stderr, "-fopenmp" in spec.flags)
+    races = _tsan_races(stderr, openmp)
     if races:
         return CheckResult(name, "fail", f"data race between threads: ThreadSanitizer reports "
                            f"{len(races)} race(s) inside {races[0]} on shape {shape}", inputs,
@@ -158,13 +163,14 @@ def tsan_check(runtime_name: str, spec: KernelSpec, op: OpSpec, workdir: Path,
         why = failed.describe(_sanitizer_limits(wall_s, step_wall_s))
         return CheckResult(name, "fail", f"{why} under TSan on shape {shape}", inputs, {},
                            make_fault("crash"))
-    where = "inside parallel regions " if "-fopenmp" in spec.flags else ""
+    where = "inside parallel regions " if openmp else ""
     return CheckResult(name, "pass", f"no data race {where}on {plural(len(cases), 'shape')} "
                        "(OMP_NUM_THREADS=4)", inputs)
 
 
 def sanitizer_rows(spec: KernelSpec, op: OpSpec, plan: Budget, wall_s: float, workdir: Path,
-                   rng: np.random.Generator, say: Progress) -> list[CheckResult]:
+                   rng: np.random.Generator, say: Progress,
+                   audit: Audit | None = None) -> list[CheckResult]:
     """The ASan+UBSan row, then the TSan row, on the budget's driver cases."""
     say("AddressSanitizer + UBSan build")
     san_cases = sanitizer_cases(op, rng, plan.asan_shapes)
@@ -173,5 +179,6 @@ def sanitizer_rows(spec: KernelSpec, op: OpSpec, plan: Budget, wall_s: float, wo
     tsan_cases = [(mid_shape(op), op.random_inputs(mid_shape(op), rng))]
     if plan.tsan_shapes > 1:
         tsan_cases.append((aligned_shape(op), op.random_inputs(aligned_shape(op), rng)))
-    tsan = tsan_check(spec.runtime, spec, op, workdir, tsan_cases, wall_s, 3 * plan.step_wall_s)
+    tsan = tsan_check(spec.runtime, spec, op, workdir, tsan_cases, wall_s, 3 * plan.step_wall_s,
+                      audit)
     return [asan, tsan]

@@ -5,14 +5,17 @@ the child dumps whole arenas (guard regions included); only then does the parent
 compute the float64 reference and judge. Checks:
 
 - build: the release build with the manifest's flags (relaxed math is recorded);
+- audit.library: the built library's imports, strings and instructions against the
+  runtime's allowlist (findings fail unless kernel.toml declares them with a reason);
 - correctness.random / correctness.edge / correctness.large: fresh random inputs
   (seed recorded), edge shapes (1, primes, non-multiples of 8/16/32/64, empty),
   large magnitudes; within the op's tolerance;
 - special_values: NaN, +-Inf, denormals and +-0 handled as the reference does;
-- inputs.unchanged, outputs.poisoned, guards.canaries: over every call;
+- inputs.unchanged, outputs.poisoned, guards.canaries: over every call (inputs read-only
+  and a guard page after, or before, every buffer in the kernel's process);
 - determinism: bitwise identical outputs for identical inputs;
 - state.reuse: the same buffers called again with new contents;
-- sanitizer.asan_ubsan and sanitizer.tsan (when the kernel uses threads).
+- sanitizer.asan_ubsan and sanitizer.tsan (when the built library starts threads).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from verifier.checks._report import (
 )
 from verifier.checks._run import run_cases
 from verifier.checks._sanitizers import sanitizer_rows
+from verifier.checks._static import audit_row
 from verifier.checks._torch_suite import torch_check
 from verifier.environment import environment_fingerprint
 from verifier.errors import BuildError, RuntimeUnavailableError, VerifierError
@@ -127,6 +131,8 @@ def _check(
                             f"{compiler} {version} {' '.join(spec.flags)}{relaxed}".strip(),
                             {"flags": list(spec.flags)},
                             {"relaxed_math": 1.0 if spec.relaxed_math else 0.0})]
+        audited, audit = audit_row(artifact, spec)
+        rows.append(audited)
         cases = plan_cases(op, plan, rng)
         limits = Limits(cpu_s=120, wall_s=300.0, address_space=CHECK_ADDRESS_SPACE,
                         step_wall_s=plan.step_wall_s)
@@ -146,5 +152,5 @@ def _check(
             return report(rows)
         rows.append(_index_overflow_row(artifact, spec, op, plan, work, markers, say))
         rows += sanitizer_rows(spec, op, plan, 60.0 if budget == "quick" else 150.0, work, rng,
-                               say)
+                               say, audit)
     return report(rows)

@@ -379,9 +379,13 @@ def reproduce_kernel(
 
 
 def _undecided(body: Mapping[str, Any]) -> list[str]:
-    """Speed-up claims a further look could decide: inconclusive by the test itself."""
+    """Speed-up claims a further look could decide: inconclusive by the test itself, with
+    more runs here able to decide (never on other hardware, where no count of runs may
+    refute)."""
     return [c["claim"] for c in body["claims"] if c["claim"].startswith("benchmark.speedup[")
-            and c["verdict"] == "inconclusive" and c.get("statistics") is not None]
+            and c["verdict"] == "inconclusive" and c.get("statistics") is not None
+            and c["statistics"].get("more_runs") is not None
+            and not any(d.get("hardware") for d in c.get("environment_diff", []))]
 
 
 def _settle(kernel_dir: str | Path, claimed: Sequence[tuple[str, Mapping[str, Any]]],

@@ -13,6 +13,13 @@ benchmark, reproduce).
 
 from __future__ import annotations
 
+from verifier.runtimes._audit import (
+    ALLOWED_GROUPS,
+    Audit,
+    AuditError,
+    LibraryFinding,
+    audit_library,
+)
 from verifier.runtimes._build import Artifact
 from verifier.runtimes._protocol import (
     BUILD_LIMITS,
@@ -44,9 +51,11 @@ from verifier.runtimes._torch_session import (
     scaled_variants,
 )
 
-__all__ = ["BUILD_LIMITS", "FINDING_KINDS", "RUNTIME_IMPLS", "TORCH_BUILD_LIMITS", "VARIANTS",
-           "Artifact", "CRuntime", "Call", "CallOutcome", "Finding", "FindingKind",
-           "ReferenceError_", "Runtime", "TorchBuild", "TorchKernel", "TorchSession",
-           "audit_solution", "build_extensions", "build_failure", "build_key", "cache_root", "get_runtime",
+__all__ = ["ALLOWED_GROUPS", "BUILD_LIMITS", "FINDING_KINDS", "RUNTIME_IMPLS",
+           "TORCH_BUILD_LIMITS", "VARIANTS", "Artifact", "Audit", "AuditError", "CRuntime",
+           "Call", "CallOutcome", "Finding", "FindingKind", "LibraryFinding", "ReferenceError_",
+           "Runtime", "TorchBuild", "TorchKernel", "TorchSession", "audit_library",
+           "audit_solution", "build_extensions", "build_failure", "build_key", "cache_root",
+           "get_runtime",
            "scaled_variants", "torch_unavailable", "torch_version", "triton_version",
            "write_driver_cases"]

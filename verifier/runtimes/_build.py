@@ -4,6 +4,7 @@ driver program with its case file format."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +15,8 @@ from numpy.typing import NDArray
 from verifier.ops import OpSpec
 from verifier.sandbox import ChildResult, Limits
 
-__all__ = ["BUILD_LIMITS", "VARIANTS", "Artifact", "build_failure", "driver_source",
+__all__ = ["BUILD_LIMITS", "COMPILER_READ_ONLY", "VARIANTS", "Artifact", "build_failure",
+           "driver_source", "reduce_diagnostics",
            "write_driver_cases"]
 
 VARIANTS = ("release", "asan", "tsan")
@@ -26,17 +28,58 @@ in seconds instead of taking the machine's memory), CPU and wall time, output fi
 size, processes (gcc's driver, cc1, as, ld), and capped diagnostics."""
 
 
+MAX_DIAGNOSTICS = 12
+_DIAGNOSTIC = re.compile(r"(?P<file>[^\s:]{1,200}):(?P<line>\d{1,7})(?::\d{1,7})?: "
+                         r"(?P<severity>fatal error|error|warning|note): (?P<message>.*)")
+_LINKER = re.compile(r"(?:.*: )?(?P<message>undefined reference to|multiple definition of|"
+                     r"cannot find -l|relocation .* against|ld returned \d+ exit status)")
+_QUOTED = re.compile(r"[\u2018\u201c'\"`][^\u2019\u201d'\"`]{0,200}[\u2019\u201d'\"`]")
+COMPILER_READ_ONLY = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ld.so.cache",
+                      "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/dev/zero", "/dev/urandom")
+"""What the compiler may read besides the kernel's own folder: the toolchain and the system
+headers and libraries; not /proc, /sys, /etc or /home (an `#include` of a host file fails)."""
+
+
+def reduce_diagnostics(stderr: str) -> str:
+    """Compiler output reduced to what a report needs: `file:line: severity: message` with
+    every quoted part removed (a message can quote bytes of the file it read: an `#include`
+    of a host file would put that file in a statement), no source lines, no include chains,
+    at most `MAX_DIAGNOSTICS` lines; files outside the kernel's folder shown by name only."""
+    kept: list[str] = []
+    for raw in stderr.splitlines():
+        line = raw.strip()
+        hit = _DIAGNOSTIC.fullmatch(line)
+        if hit is not None:
+            where = hit.group("file")
+            name = where if "/" not in where else f"<{where.rsplit('/', 1)[-1][:60]}>"
+            message = _QUOTED.sub("'…'", hit.group("message"))[:160]
+            kept.append(f"{name}:{hit.group('line')}: {hit.group('severity')}: {message}")
+        else:
+            link = _LINKER.match(line)
+            if link is not None:
+                kept.append(f"linker: {link.group('message')} '…'")
+        if len(kept) >= MAX_DIAGNOSTICS:
+            kept.append("(more diagnostics not shown)")
+            break
+    return "; ".join(dict.fromkeys(kept))
+
+
+def killed_why(result: ChildResult, limits: Limits) -> str:
+    """Why a compiler run ended, without its stderr (which can quote what it read)."""
+    return result.describe(limits).split(" (stderr:", 1)[0]
+
+
 def build_failure(result: ChildResult, limits: Limits) -> str:
     """Why a compiler run failed: the limit it hit first, then its diagnostics' tail."""
     cap = limits.address_space or 0
     killed = (result.signal is not None or result.timed_out or result.output_excess is not None
               or result.denied_syscall is not None)
-    why = result.describe(limits) if killed else ""
+    why = killed_why(result, limits) if killed else ""
     if cap and result.maxrss_bytes > cap // 2:
         why = (f"the compiler reached its memory limit of {cap // 2**20} MiB "
                f"(peak RSS {result.maxrss_bytes // 2**20} MiB)" + (f"; {why}" if why else ""))
-    tail = result.stderr.strip()[-1500:]
-    return "; ".join(part for part in (why, tail) if part) or result.describe(limits)
+    tail = reduce_diagnostics(result.stderr)
+    return "; ".join(part for part in (why, tail) if part) or killed_why(result, limits)
 
 
 @dataclass(frozen=True)

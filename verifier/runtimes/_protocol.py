@@ -23,10 +23,12 @@ from verifier.kernel import KernelSpec
 from verifier.ops import OPS
 from verifier.runtimes._build import (
     BUILD_LIMITS,
+    COMPILER_READ_ONLY,
     VARIANTS,
     Artifact,
     build_failure,
     driver_source,
+    reduce_diagnostics,
     write_driver_cases,
 )
 from verifier.runtimes._cuda import CudaRuntime
@@ -99,14 +101,14 @@ class CRuntime:
             argv = [self.gcc, *kept, "-O1", "-g", "-fno-omit-frame-pointer",
                     f"-fsanitize={sanitize}", "-fno-sanitize-recover=all",
                     "-o", str(out), "ktl_driver.c", *c_files, "-lm"]
-        result = run_sandboxed(argv, src_dir, BUILD_LIMITS)
+        result = run_sandboxed(argv, src_dir, BUILD_LIMITS, system=COMPILER_READ_ONLY)
         if not result.ok and f"required symbol `{spec.entry}' not defined" in result.stderr:
             raise BuildError(f"entry symbol {spec.entry!r} not found in the built library: "
                              "kernel.toml's entry must name a non-static function of the sources")
         if not result.ok or not out.is_file():
             why = build_failure(result, BUILD_LIMITS)
             raise BuildError(f"{' '.join(argv[:1] + flags)} failed for {variant}: {why}")
-        return Artifact(self.name, variant, out, tuple(argv), result.stderr[-2000:])
+        return Artifact(self.name, variant, out, tuple(argv), reduce_diagnostics(result.stderr))
 
 
 class UnavailableRuntime:

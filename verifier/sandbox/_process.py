@@ -449,11 +449,13 @@ def run_sandboxed(
     gpu: bool = False,
     pass_fds: Sequence[int] = (),
     accounting: Accounting | None = None,
+    system: Sequence[str] | None = None,
 ) -> ChildResult:
     """Run `argv` (never through a shell) in `workdir` under `limits`.
 
     The child may write only under `workdir` (also its HOME and TMPDIR) and read
-    only system paths, the Python installation, this package and `readable`.
+    only system paths, the Python installation, this package and `readable`; with
+    `system`, only those paths and `readable` (a compiler: its toolchain and headers).
     With `gpu`, it may also use the NVIDIA device nodes and read the driver's
     folders, and has no address-space limit (the driver maps GPU memory into it);
     it may create AF_UNIX sockets (NVIDIA's cuInit needs one) that can reach no
@@ -472,7 +474,8 @@ def run_sandboxed(
     child_env = dict(env if env is not None else base_env())
     child_env.update({"HOME": str(workdir), "TMPDIR": str(workdir),
                       "PYTHONPATH": _import_path(workdir)})
-    read_only = _readable_roots(readable)
+    read_only = (_readable_roots(readable) if system is None else
+                 [*system, *(str(p) for p in readable)])
     read_write = [str(workdir), *DEV_READ_WRITE]
     if gpu:
         driver_dirs, devices = _gpu.sandbox_grants()
