@@ -216,3 +216,32 @@ def test_removal_kills_what_lingers_and_leaves_no_directory() -> None:
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+BIG_PARENT = """
+import json, sys
+from pathlib import Path
+sys.path.insert(0, {root!r})
+from verifier.sandbox import Limits, run_sandboxed
+ballast = bytearray(700 << 20)          # a parent of 700 MiB resident, like a test process
+for i in range(0, len(ballast), 4096):  # that imported torch
+    ballast[i] = 1
+res = run_sandboxed(["/bin/sh", "-c", "kill -SEGV $$"], Path({work!r}),
+                    Limits(wall_s=30.0, address_space=1 << 30))
+print(json.dumps({{"rss": res.maxrss_bytes, "why": res.describe(Limits(address_space=1 << 30))}}))
+"""
+
+
+@needs_cgroup
+def test_a_crash_under_a_big_parent_is_a_crash_not_an_unbounded_allocation(tmp_path: Path) -> None:
+    """wait4's peak RSS carries the high-water mark of the process the child was forked
+    from; with a run's cgroup the sandbox reports its own peak, so a small kernel that
+    crashes is not blamed for the parent's 700 MiB."""
+    import json
+
+    root = str(Path(__file__).resolve().parent.parent)
+    out = subprocess.run([sys.executable, "-c", BIG_PARENT.format(root=root, work=str(tmp_path))],
+                         capture_output=True, text=True, timeout=120, check=True)
+    got = json.loads(out.stdout.splitlines()[-1])
+    assert got["rss"] < 300 * MiB, got
+    assert got["why"].startswith("crash: killed by SIGSEGV"), got

@@ -36,7 +36,7 @@ from pathlib import Path
 from verifier import _gpu
 from verifier.errors import SandboxError
 from verifier.sandbox import _confine, _landlock
-from verifier.sandbox._cgroup import CgroupUnavailable, RunCgroup
+from verifier.sandbox._cgroup import CgroupUnavailable, RunCgroup, Usage
 from verifier.sandbox._confine import SETUP_FAILED, ChildPlan
 from verifier.sandbox._launcher import launcher_binary
 from verifier.sandbox._layers import NO_LAYERS, SandboxLayers
@@ -419,6 +419,20 @@ def _wait(run: _Run, limits: Limits) -> tuple[int, resource.struct_rusage | None
         time.sleep(0.005)
 
 
+def _peak_rss(usage: resource.struct_rusage | None, group: Usage | None) -> int:
+    """The sandbox's peak memory: the smaller of two upper bounds.
+
+    wait4's ru_maxrss keeps the high-water mark of the memory the child was forked
+    from (Linux records the old mm's peak at exec), so under a large parent (a test
+    process that imported torch) every child looks big; the cgroup's peak counts page
+    cache and tmpfs besides resident memory. Each is at least the true peak.
+    """
+    rss = int(usage.ru_maxrss * 1024) if usage else 0
+    if group is not None and group.memory_peak > 0:
+        return min(rss, group.memory_peak) if rss else group.memory_peak
+    return rss
+
+
 def _stderr_tail(fd: int) -> str:
     """The end of stderr, read through the parent's own descriptor (never the path,
     which the child may have replaced with a FIFO or a link)."""
@@ -514,6 +528,7 @@ def _run(argv: Sequence[str], workdir: Path, limits: Limits, child_env: dict[str
     code = os.waitstatus_to_exitcode(status)
     run.proc.returncode = code
     violation = run.watcher.violation if run.watcher is not None else None
+    group = accounting.cgroup.usage() if accounting.cgroup is not None else None
     return ChildResult(
         returncode=code if code >= 0 else None,
         signal=-code if code < 0 else None,
@@ -521,13 +536,13 @@ def _run(argv: Sequence[str], workdir: Path, limits: Limits, child_env: dict[str
         step_timed_out=step_timed_out,
         wall_s=wall,
         cpu_s=(usage.ru_utime + usage.ru_stime) if usage else 0.0,
-        maxrss_bytes=int(usage.ru_maxrss * 1024) if usage else 0,
+        maxrss_bytes=_peak_rss(usage, group),
         lines=list(run.reader.lines),
         stderr=stderr,
         network_isolated=run.layers.network_namespace,
         layers=run.layers,
         denied_syscall=violation.name if violation is not None else None,
         output_excess="stderr" if stderr_excess else run.reader.excess,
-        memory_limited=accounting.cgroup is not None and accounting.cgroup.usage().oom_kills > 0,
+        memory_limited=group is not None and group.oom_kills > 0,
         memory_limit=accounting.cgroup.memory_bytes if accounting.cgroup is not None else 0,
     )
