@@ -315,5 +315,5 @@ def test_without_a_cgroup_the_statement_says_process_tree(monkeypatch: pytest.Mo
     method = runs.to_predicate().to_json()["method"]
     assert method["cpu_accounting"] == "process-tree"
     assert method["cpu_pinning"] == ("affinity" if runs.cpu is not None else "none")
-    body = BenchmarkPredicate.from_json(runs.to_predicate())
+    body = BenchmarkPredicate.from_json(runs.to_predicate().to_json())
     assert body.method.cpu_accounting == "process-tree"

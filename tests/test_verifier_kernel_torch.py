@@ -217,13 +217,19 @@ def test_reproduce_times_a_torch_kernel_at_its_own_shapes(tmp_path: Path,
         raise Stop
 
     monkeypatch.setattr(benchmark, "bench_runs", fake_bench_runs)
-    body = {"workload": {"op": "torch", "shapes": [{"x0": 64, "x1": 512}], "seed": 3},
-            "method": {}}
+    from attest import examples as ex
+    from attest.predicates import BenchmarkPredicate, ReproductionTarget
+
+    claimed = ex.benchmark()
+    claimed["workload"]["op"] = "torch"  # its shapes are the claim's, never bench's
+    body = BenchmarkPredicate.from_json(claimed)
+    target = ReproductionTarget(origin="example.test/log", index=1, leaf_hash="ab" * 32,
+                                predicate_type=BENCHMARK_V1, subject_sha256="cd" * 32)
     folder = _folder(tmp_path)
     from verifier.runtimes import get_runtime
 
     if get_runtime("torch").unavailable_reason():
         pytest.skip("runtime torch unavailable here")
     with pytest.raises(Stop):
-        reproduce_kernel(folder, [(BENCHMARK_V1, body)], {})
+        reproduce_kernel(folder, [body], target)
     assert seen == [None]
