@@ -211,7 +211,7 @@ def test_a_refuted_claim_shows_its_verdict_first_in_red(browser: Any, served: _S
         page.goto(f"{served.url}/entries/{log.claim_refuted}")
         line = page.locator(".verdicts .verdict-line.verdict-refuted").first
         assert line.is_visible()
-        assert f"refuted by #{log.first}" in line.inner_text()
+        assert f"refuted by reproducer 'test-lab' in #{log.first}" in line.inner_text()
         assert "measured 1.11\u00d7" in line.inner_text()
         assert line.evaluate("e => getComputedStyle(e).color") == "rgb(179, 38, 30)"  # --bad
         statement = page.locator("h2", has_text="Statement").bounding_box()
