@@ -85,10 +85,13 @@ def kernel_folder(tmp: Path, name: str = "acme/matmul-blocked", version: str = "
     return dest
 
 
-def small_results(tmp: Path) -> Path:
-    """A prepared `--results` file (valid predicates, tiny) with inline raw samples."""
+def small_results(tmp: Path, op: str | None = None) -> Path:
+    """A prepared `--results` file (valid predicates, tiny) with inline raw samples;
+    `op` names another op than the example's (the benchmark must name the folder's)."""
     samples = json.dumps({"kernel_ns": [1000, 1010], "baseline_ns": [2100, 2090]}).encode()
     bench = examples.benchmark()
+    if op is not None:
+        bench["workload"]["op"] = op
     bench["samples"] = {"sha256": hashlib.sha256(samples).hexdigest(), "size": len(samples),
                         "media_type": "application/json"}
     path = tmp / "results.json"

@@ -39,7 +39,7 @@ def test_publish_get_verify_and_explorer(tmp_path: Path, imported: Path) -> None
     with running_log(tmp_path / "log") as url:
         log_key = ktl.json("log-info", "--log", url)["verifier_key"]
         report = ktl.json("publish", str(imported), "--key", str(tmp_path / "vendor.key"),
-                          "--results", str(small_results(tmp_path)), "--log", url)
+                          "--results", str(small_results(tmp_path, op="torch")), "--log", url)
         kinds = [e["kind"] for e in report["entries"]]
         assert kinds == ["kernel", "verification", "benchmark"]
         index = report["entries"][0]["index"]

@@ -64,7 +64,7 @@ def test_attack_is_caught_in_the_release_build(name: str) -> None:
         assert got.outcome == "fail", (row, got.detail)
         assert got.fault is not None and got.fault.kind == kind, (row, got.to_json())
     assert words in report.get(rows[0]).detail
-    parse_predicate(VERIFICATION_V1, report.to_predicate())
+    parse_predicate(VERIFICATION_V1, report.to_predicate().to_json())
     if name.startswith("twoface"):
         # the sanitizer build is the honest face: it is the release build that gives it away
         assert report.get("sanitizer.asan_ubsan").outcome == "pass"
@@ -120,7 +120,7 @@ def test_a_sandbox_detector_is_found_by_the_audit() -> None:
     assert report.get("correctness.random").outcome == "pass"
     assert [c.name for c in report.failures] == ["audit.library"]
     assert row.metrics["undeclared_file"] == 3.0 and row.metrics["undeclared_sandbox_tell"] == 1.0
-    parse_predicate(VERIFICATION_V1, report.to_predicate())  # the typed rows publish
+    parse_predicate(VERIFICATION_V1, report.to_predicate().to_json())  # the typed rows publish
 
 
 def _copy(name: str, dest: Path, extra: str = "") -> Path:

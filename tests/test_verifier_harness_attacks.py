@@ -191,3 +191,15 @@ def test_diagnostics_keep_file_line_kind_and_drop_what_was_read() -> None:
     flood = reduce_diagnostics("k.c:1:1: error: x\n" * 10 + "".join(
         f"k.c:{i}:1: error: e\n" for i in range(2, 1000)))
     assert flood.count("; ") <= MAX_DIAGNOSTICS + 1 and "more diagnostics not shown" in flood
+
+
+def test_nvcc_diagnostics_are_kept_in_their_own_format_and_reduced_the_same_way() -> None:
+    from verifier.runtimes._build import reduce_diagnostics
+
+    text = reduce_diagnostics('k.cu(1): error: expected a declaration\n  this is not CUDA\n  ^\n'
+                              '/sys/class/net/eth0/address(1): error: identifier "fe" is undefined\n'
+                              '1 error detected in the compilation of "k.cu".\n')
+    assert "k.cu:1: error: expected a declaration" in text
+    assert "<address>:1: error: identifier '…' is undefined" in text
+    for leaked in ("this is not CUDA", '"fe"', "/sys/class"):
+        assert leaked not in text

@@ -173,7 +173,7 @@ class _MissingCgroup:
         return True
 
     def usage(self) -> Any:
-        return types.SimpleNamespace(oom_kills=0)
+        return types.SimpleNamespace(oom_kills=0, memory_peak=0)
 
 
 def test_a_set_up_that_fails_is_reported_as_setup_failed(tmp_path: Path) -> None:

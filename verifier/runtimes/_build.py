@@ -29,8 +29,10 @@ size, processes (gcc's driver, cc1, as, ld), and capped diagnostics."""
 
 
 MAX_DIAGNOSTICS = 12
-_DIAGNOSTIC = re.compile(r"(?P<file>[^\s:]{1,200}):(?P<line>\d{1,7})(?::\d{1,7})?: "
+_DIAGNOSTIC = re.compile(r"(?P<file>[^\s:()]{1,200})(?::(?P<line>\d{1,7})(?::\d{1,7})?|"
+                         r"\((?P<nvline>\d{1,7})\)): "
                          r"(?P<severity>fatal error|error|warning|note): (?P<message>.*)")
+"""gcc's `file:line[:col]: severity: message`, or nvcc's `file(line): severity: message`."""
 _LINKER = re.compile(r"(?:.*: )?(?P<message>undefined reference to|multiple definition of|"
                      r"cannot find -l|relocation .* against|ld returned \d+ exit status)")
 _QUOTED = re.compile(r"[\u2018\u201c'\"`][^\u2019\u201d'\"`]{0,200}[\u2019\u201d'\"`]")
@@ -53,7 +55,8 @@ def reduce_diagnostics(stderr: str) -> str:
             where = hit.group("file")
             name = where if "/" not in where else f"<{where.rsplit('/', 1)[-1][:60]}>"
             message = _QUOTED.sub("'…'", hit.group("message"))[:160]
-            kept.append(f"{name}:{hit.group('line')}: {hit.group('severity')}: {message}")
+            line_no = hit.group("line") or hit.group("nvline")
+            kept.append(f"{name}:{line_no}: {hit.group('severity')}: {message}")
         else:
             link = _LINKER.match(line)
             if link is not None:
