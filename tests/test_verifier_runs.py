@@ -89,8 +89,11 @@ def test_real_runs_are_pinned_and_leave_the_affinity_as_it_was() -> None:
     rs = bench_runs(ROOT / "examples" / "sum-rows", runs=2, shapes=[{"R": 16, "C": 256}], seed=4,
                     time_budget_s=0.5, progress=progress)
     assert os.sched_getaffinity(0) == before
-    assert len(rs.runs) == 2 and all(r.seed == 4 for r in rs.runs)
-    assert rs.cpu == pinned_cpu() and seen == [{rs.cpu}, {rs.cpu}]
+    assert 1 <= len(rs.runs) <= 2 and all(r.seed == 4 for r in rs.runs)
+    # runs stop at the first untrusted one (a busy machine: "too unstable"); every run
+    # that was measured was measured pinned
+    assert len(rs.runs) == 2 or not rs.trusted
+    assert rs.cpu == pinned_cpu() and seen == [{rs.cpu}] * len(rs.runs)
     unpinned = bench_runs(ROOT / "examples" / "sum-rows", runs=1, shapes=[{"R": 16, "C": 256}],
                           time_budget_s=0.5, pin=False)
     assert unpinned.cpu is None and unpinned.to_predicate().to_json()["method"]["cpu_pinned"] is False
