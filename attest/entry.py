@@ -81,6 +81,12 @@ class LogEntry:
             if not isinstance(value, str) or not _PUBLIC_B64.fullmatch(value):
                 raise EntryError(f"keys[{kid!r}]: public key must be the canonical base64 of "
                                  "32 raw bytes (Ed25519)")
+        for i, signature in enumerate(envelope.signatures):
+            # DSSE lets a keyid be any hint; a log entry's names a key in `keys`, so it has
+            # that key's shape (what `ledger/openapi.json` states), or the entry is malformed.
+            if not _KEYID.fullmatch(signature.keyid):
+                raise EntryError(f"envelope.signatures[{i}].keyid: must be 64 lowercase hex "
+                                 "characters (the SHA-256 of a key in keys)")
         return cls(envelope=envelope, keys=dict(keys))
 
 

@@ -17,6 +17,7 @@ from attest import (
     PAYLOAD_TYPE,
     AttestError,
     EntryError,
+    EntryKeysError,
     EntryTooLargeError,
     LogEntry,
     NonCanonicalEntryError,
@@ -275,3 +276,14 @@ def test_an_entry_of_exactly_65535_bytes_encodes_and_one_more_does_not() -> None
     with pytest.raises(EntryTooLargeError, match="65536 bytes; the limit is 65535"):
         encode_entry(entry(2 + 65535 - base))
 
+
+
+@pytest.mark.parametrize("bad", ["", "F" * 64, "f" * 63, "f" * 64 + "*", "k1"])
+def test_a_signature_keyid_that_no_key_can_have_is_a_malformed_entry(bad: str) -> None:
+    # The API contract test found this: DSSE lets a keyid be any hint, but a log entry's
+    # must name one of its keys, so another shape is malformed (400), not a key mismatch.
+    doc = ENTRY.to_json()
+    doc["envelope"]["signatures"][0]["keyid"] = bad
+    with pytest.raises(EntryError, match=r"signatures\[0\]\.keyid: must be 64 lowercase hex") as e:
+        LogEntry.from_json(doc)
+    assert not isinstance(e.value, EntryKeysError)

@@ -217,12 +217,20 @@ def test_a_batch_holding_something_that_is_not_a_log_entry_is_refused_whole(log:
     good = entry_json(40)
     for bad in ({**entry_json(41), "keys": "AAAA"},
                 {**entry_json(42), "keys": {k: v + "*" for k, v in entry_json(42)["keys"].items()}},
-                {"envelope": entry_json(43)["envelope"]}):
+                {"envelope": entry_json(43)["envelope"]},
+                # what the contract test found: a signature's keyid that no key can have
+                _with_sig_keyid(entry_json(44), lambda k: k + "*")):
         r = requests.post(f"{log.base}/api/v1/entries:batch", json={"entries": [good, bad]},
                           timeout=30)
         assert r.status_code == 400, r.text
         assert r.json()["error"]["code"] == "invalid_batch" and "entries[1]" in r.text
     assert log.size_root()[0] == size  # nothing of a refused batch is logged
+
+
+def _with_sig_keyid(obj: dict[str, Any], change: Any) -> dict[str, Any]:
+    sig = obj["envelope"]["signatures"][0]
+    sig["keyid"] = change(sig["keyid"])
+    return obj
 
 
 def _tamper_sig(obj: dict[str, Any]) -> dict[str, Any]:
