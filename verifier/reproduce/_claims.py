@@ -497,7 +497,8 @@ def _conditions_over(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None
                      ) -> dict[str, Any] | None:
     """The conditions over two batches of runs (`verifier.benchmark`'s merge of the two)."""
     if not a or not b:
-        return dict(a or b) if (a or b) else None
+        one = a or b
+        return dict(one) if one else None
     from verifier.benchmark._conditions import Conditions as Probed
     from verifier.benchmark._conditions import merge
 
