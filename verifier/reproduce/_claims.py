@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attest.ops import shape_key, shape_label
+from attest.ops import CATALOGUE_VERSION, shape_key, shape_label
 from attest.predicates import (
     BENCHMARK_V1,
     REPRODUCTION_SCHEMA_VERSION,
@@ -47,6 +47,7 @@ from attest.predicates import (
     BenchmarkResult,
     Check,
     ClaimResult,
+    Conditions,
     DecisionPolicy,
     Environment,
     EnvironmentDiff,
@@ -281,14 +282,18 @@ def compare(
             raise ReproduceError(f"cannot reproduce predicate type {pred.PREDICATE_TYPE!r}; only "
                                  "verification/v1 and benchmark/v1 claims can be re-run")
         claims += [dataclasses.replace(r, entry=item.entry) for r in rows]
-    return _body(target, environment, claims, policy)
+    return _body(target, environment, claims, policy,
+                 benchmark.conditions if benchmark is not None else None)
 
 
 def _body(target: ReproductionTarget, environment: Environment, claims: Sequence[ClaimResult],
-          policy: DecisionPolicy) -> ReproductionPredicate:
+          policy: DecisionPolicy, conditions: Conditions | None = None) -> ReproductionPredicate:
+    """The body, with the op catalogue this verifier knows and the conditions the fresh
+    benchmark was measured under (None when none was run)."""
     return ReproductionPredicate(
         schema_version=REPRODUCTION_SCHEMA_VERSION, target=target, environment=environment,
-        policy=policy, claims=tuple(claims), verdict=overall_verdict(c.verdict for c in claims))
+        policy=policy, claims=tuple(claims), verdict=overall_verdict(c.verdict for c in claims),
+        catalogue_version=CATALOGUE_VERSION, conditions=conditions)
 
 
 def not_rerun(claimed: Sequence[Claimed | Predicate], target: ReproductionTarget, why: str,
@@ -481,10 +486,28 @@ def extend_benchmark(body: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[
     out["method"]["runs"] = total + added
     out["trusted"] = bool(body.get("trusted")) and bool(extra.get("trusted"))
     out["notes"] = [*out.get("notes", []), *extra.get("notes", [])][:64]
+    conditions = _conditions_over(body.get("conditions"), extra.get("conditions"))
+    if conditions is not None:
+        out["conditions"] = conditions
     faults = [*out.get("faults", []), *extra.get("faults", [])][:64]
     if faults:
         out["faults"] = faults
     return out
+
+
+def _conditions_over(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None
+                     ) -> dict[str, Any] | None:
+    """The conditions over two batches of runs (`verifier.benchmark`'s merge of the two)."""
+    if not a or not b:
+        one = a or b
+        return dict(one) if one else None
+    from verifier.benchmark._conditions import Conditions as Probed
+    from verifier.benchmark._conditions import merge
+
+    def probed(c: Mapping[str, Any]) -> Probed:
+        return Probed(c.get("pinned_cpu_busy"), float(c["runnable"]), float(c["load_1m"]),
+                      c.get("freq_mhz"), float(c["steal"]), int(c["cores"]))
+    return merge(probed(a), probed(b)).to_json()
 
 
 def fresh_seed(avoid: int | None = None) -> int:
