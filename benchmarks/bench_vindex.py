@@ -21,11 +21,11 @@ import argparse
 import base64
 import hashlib
 import json
-import shutil
-import tempfile
 import random
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
