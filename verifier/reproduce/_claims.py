@@ -59,7 +59,7 @@ from attest.predicates import (
     SpeedupStatistics,
     VerificationPredicate,
 )
-from verifier.benchmark import DEFAULT_RUNS, conditions_differ
+from verifier.benchmark import DEFAULT_RUNS, BenchSettings, conditions_differ
 from verifier.errors import ReproduceError
 from verifier.progress import Progress, quiet
 from verifier.reproduce._verdict import (
@@ -339,7 +339,7 @@ class ReproduceSettings:
     seconds further sequential looks may take (0: none)."""
 
     budget: str | None = None
-    time_budget_s: float = 10.0
+    time_budget_s: float = BenchSettings.time_budget_s
     runs: int = DEFAULT_RUNS
     policy: DecisionPolicy = DEFAULT_POLICY
     progress: Progress | None = None
@@ -379,7 +379,7 @@ def reproduce_kernel(
     verification: VerificationPredicate | None = None
     own: VerificationPredicate | None = None
     benchmark: BenchmarkPredicate | None = None
-    bench_args: dict[str, Any] = {}
+    bench = BenchSettings()
     for item in items:
         pred = item.predicate
         if isinstance(pred, VerificationPredicate) and verification is None:
@@ -394,14 +394,15 @@ def reproduce_kernel(
         elif isinstance(pred, BenchmarkPredicate) and benchmark is None:
             # a torch kernel is timed at its reference's get_inputs() shapes, never given ones
             shapes = None if spec.is_torch else [dict(s) for s in pred.workload.shapes]
-            bench_args = {"shapes": shapes,
-                          "seed": pred.workload.seed, "time_budget_s": settings.time_budget_s,
-                          "threads": claimed_threads(pred), "progress": settings.progress}
-            benchmark = bench_runs(kernel_dir, runs=settings.runs, **bench_args).to_predicate()
+            bench = BenchSettings(shapes=shapes, seed=pred.workload.seed,
+                                  time_budget_s=settings.time_budget_s,
+                                  threads=claimed_threads(pred))
+            benchmark = bench_runs(kernel_dir, settings.runs, bench,
+                                   progress=settings.progress).to_predicate()
     body = compare(items, target, here, verification, benchmark, settings.policy, own)
     if benchmark is None:
         return body
-    looks = _Looks(kernel_dir, items, target, here, verification, own, settings, bench_args)
+    looks = _Looks(kernel_dir, items, target, here, verification, own, settings, bench)
     return looks.settle(benchmark, body)
 
 
@@ -418,7 +419,7 @@ def _undecided(body: ReproductionPredicate) -> list[str]:
 @dataclass(frozen=True)
 class _Looks:
     """What every further sequential look re-uses: the kernel, the claims, the fresh
-    verifications, the settings and the benchmark's arguments."""
+    verifications, the settings and the benchmark's."""
 
     kernel_dir: str | Path
     claimed: Sequence[Claimed]
@@ -427,7 +428,7 @@ class _Looks:
     verification: VerificationPredicate | None
     own: VerificationPredicate | None
     settings: ReproduceSettings
-    bench_args: dict[str, Any]
+    bench: BenchSettings
 
     def settle(self, fresh: BenchmarkPredicate,
                body: ReproductionPredicate) -> ReproductionPredicate:
@@ -456,7 +457,8 @@ class _Looks:
             say(f"look {look}: {len(open_claims)} speed-up claim(s) undecided "
                 f"({', '.join(open_claims)[:200]}); measuring {more} more run(s), "
                 f"{budget_s - spent:.0f} s of the time budget left")
-            extra = benchmark.bench_runs(self.kernel_dir, runs=more, **self.bench_args)
+            extra = benchmark.bench_runs(self.kernel_dir, more, self.bench,
+                                         progress=self.settings.progress)
             fresh = BenchmarkPredicate.from_json(
                 extend_benchmark(fresh.to_json(), extra.to_predicate().to_json()))
             look += 1
