@@ -428,7 +428,7 @@ class BlobRef(Node, path="blob", doc="a content-addressed blob stored beside the
 
 
 BenchFaultKind = Literal["build_failed", "child_failed", "escaped_work", "outputs_wrong",
-                        "guard_damage", "roofline"]
+                        "guard_damage", "roofline", "late_work", "timer_disagrees"]
 BENCH_FAULT_KINDS: tuple[BenchFaultKind, ...] = get_args(BenchFaultKind)
 
 
@@ -440,10 +440,65 @@ class BenchFault(Node, path="fault", doc=(
         *BENCH_FAULT_KINDS,
         doc="build_failed / child_failed (crash, hang, memory), escaped_work (a thread, "
             "process or answer outliving the timed call), outputs_wrong (rechecked "
-            "after timing), guard_damage, roofline (faster than the machine can be)"))
+            "after timing), guard_damage, roofline (faster than the machine can be), "
+            "late_work (on a device: work finished after the batch answered, seen as a fetch "
+            "of outputs slower than the baseline's, e.g. a side stream or a deferred copy), "
+            "timer_disagrees (in-process CUDA events far from the parent's clock)"))
     shape: Shape | None = json_field(
         Nullable(SHAPE, doc="the shape measured when it showed; null: the whole run"))
     detail: str = json_field(FREE_TEXT)
+
+
+DeviceThrottle = Literal["sw_power_cap", "hw_slowdown", "sw_thermal", "hw_thermal",
+                         "hw_power_brake", "sync_boost", "clocks_varied", "unreadable"]
+DEVICE_THROTTLES: tuple[DeviceThrottle, ...] = get_args(DeviceThrottle)
+"""Why a device measurement is not trusted: an NVML throttle reason seen in a sample, the
+SM clock moving more than 10 % between samples, or conditions that could not be read."""
+
+
+class DeviceRecord(Node, path="device", doc=(
+        "the accelerator a benchmark ran on, read by the parent (never the kernel), and how "
+        "it was timed: the baseline, its versions, the peaks of the physical floor")):
+    model: str = json_field(Str(256))
+    capability: str = json_field(Str(16, pattern=r"[0-9]+\.[0-9]+", hint="must be like '9.0'"))
+    sm_count: int = json_field(Int(1, 1 << 20))
+    l2_bytes: int = json_field(Int(0, 2**40))
+    memory_bytes: int = json_field(Int(0, 2**50))
+    driver: str = json_field(Str(64, doc="the driver's version, e.g. '580.159.04'"))
+    cuda: str = json_field(Str(64, doc="the CUDA version torch was built with"))
+    torch: str = json_field(Str(64))
+    sm_clock_mhz: float = json_field(Num(doc="the SM clock when the run started"))
+    mem_clock_mhz: float = json_field(Num(doc="the memory clock when the run started"))
+    clocks_locked: bool = json_field(Bool(doc="application or locked clocks were set"))
+    baseline: str = json_field(NAME_128)
+    peak_flops: float = json_field(Num(doc="the probe's peak FLOP/s on this device"))
+    peak_bytes_per_s: float = json_field(Num(doc="the probe's peak memory bandwidth"))
+    timer: str = json_field(Enum(
+        "outside", "events-checked",
+        doc="outside: the parent's clock across batches answered after a device-wide "
+            "synchronise, empty-kernel batches subtracted; events-checked: in-process CUDA "
+            "events kept for the distribution because their totals agreed with that clock"))
+    cold: bool = json_field(Bool(doc="an L2 flush (twice the L2 size) separated the calls"))
+
+
+class DeviceConditions(Node, path="device_conditions", doc=(
+        "the device's clocks, power, temperature and throttle reasons before, during "
+        "(sampled between batches) and after the run; any throttle means not trusted")):
+    samples: int = json_field(Int(1, 1_000_000))
+    sm_clock_min_mhz: float = json_field(Num())
+    sm_clock_max_mhz: float = json_field(Num())
+    mem_clock_min_mhz: float = json_field(Num())
+    mem_clock_max_mhz: float = json_field(Num())
+    power_max_w: float = json_field(Num())
+    temperature_max_c: float = json_field(Num())
+    throttle: tuple[DeviceThrottle, ...] = json_field(List(
+        Enum(*DEVICE_THROTTLES), max_items=len(DEVICE_THROTTLES),
+        doc="each reason seen in any sample, in DEVICE_THROTTLES order"))
+
+    def _validate(self, path: str) -> None:
+        if self.sm_clock_min_mhz > self.sm_clock_max_mhz or \
+                self.mem_clock_min_mhz > self.mem_clock_max_mhz:
+            raise ValidationError(path, "a clock's minimum must not exceed its maximum")
 
 
 class BenchmarkPredicate(Node, doc=(
@@ -466,6 +521,8 @@ class BenchmarkPredicate(Node, doc=(
     torch: TorchOp | None = json_field(TorchOp, default=None)
     kernel: MeasuredKernel | None = json_field(MeasuredKernel, default=None)
     conditions: Conditions | None = json_field(Conditions, default=None)
+    device: DeviceRecord | None = json_field(DeviceRecord, default=None)
+    device_conditions: DeviceConditions | None = json_field(DeviceConditions, default=None)
 
     PREDICATE_TYPE: ClassVar[str] = BENCHMARK_V1
 
@@ -480,6 +537,8 @@ class BenchmarkPredicate(Node, doc=(
             _check_runs(result, self.method, self.schema_version, f"{path}.results[{i}]")
         if self.faults and self.trusted:
             raise ValidationError(f"{path}.trusted", "must be false when the body lists faults")
+        if self.trusted and self.device_conditions is not None and self.device_conditions.throttle:
+            raise ValidationError(f"{path}.trusted", "must be false when the device throttled")
 
 
 def _check_runs(result: BenchmarkResult, method: Method, version: int, path: str) -> None:

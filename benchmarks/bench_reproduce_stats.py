@@ -39,10 +39,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from attest.predicates import BenchmarkPredicate
+from attest.predicates import (
+    BENCHMARK_V1,
+    BenchmarkPredicate,
+    ReproductionPredicate,
+    ReproductionTarget,
+)
 from client.demo import inflate_benchmark
 from verifier.benchmark._bench import machine_peaks
 from verifier.benchmark._runs import DEFAULT_RUNS, RunSet, bench_runs
+from verifier.benchmark._settings import BenchSettings
 from verifier.reproduce import compare_benchmark
 from verifier.stats import simulated_rates
 
@@ -83,8 +89,10 @@ def spread(kernels: Sequence[str], runs: int, shapes: list[dict[str, int]] | Non
         for k in range(runs):
             for label, opts in settings.items():
                 say(f"spread: {name} run {k + 1}/{runs}, {label}")
-                rs = bench_runs(ROOT / "examples" / name, runs=1, shapes=shapes, seed=7,
-                                time_budget_s=budget, **opts)
+                rs = bench_runs(ROOT / "examples" / name, runs=1,
+                                settings=BenchSettings(shapes=shapes, seed=7, time_budget_s=budget,
+                                                       warmup=int(opts.get("warmup", 5))),
+                                pin=bool(opts["pin"]))
                 got[label] += _speedups(rs)
         rows.append({"kernel": name, **{label: (statistics.fmean(v), _cv(v), min(v), max(v))
                                         for label, v in got.items()}})
@@ -103,13 +111,15 @@ def cycles(kernels: Sequence[str], n: int, runs: int, shapes: list[dict[str, int
         for c in range(n):
             say(f"cycles: {name} cycle {c + 1}/{n}: publishing ({runs} runs)")
             machine_peaks.cache_clear()  # publisher and reproducer are separate processes
-            published = bench_runs(ROOT / "examples" / name, runs=runs, shapes=shapes, seed=11 + c,
-                                   time_budget_s=budget).to_predicate().to_json()
+            published = bench_runs(ROOT / "examples" / name, runs=runs,
+                                   settings=BenchSettings(shapes=shapes, seed=11 + c,
+                                                          time_budget_s=budget)).to_predicate().to_json()
             say(f"cycles: {name} cycle {c + 1}/{n}: reproducing ({runs} fresh runs)")
             machine_peaks.cache_clear()
             t0 = time.perf_counter()
-            fresh = bench_runs(ROOT / "examples" / name, runs=runs, shapes=shapes, seed=11 + c,
-                               time_budget_s=budget).to_predicate()
+            fresh = bench_runs(ROOT / "examples" / name, runs=runs,
+                               settings=BenchSettings(shapes=shapes, seed=11 + c,
+                                                      time_budget_s=budget)).to_predicate()
             times.append(time.perf_counter() - t0)
             if not (published["results"] and fresh.results):
                 say(f"cycles: {name} cycle {c + 1}: no results (a run failed): "
@@ -150,57 +160,90 @@ def busy_core(on: bool, cpu: int | None) -> Iterator[None]:
         child.wait()
 
 
-def cross(kernels: Sequence[str], n: int, runs: int, shapes: list[dict[str, int]] | None,
-          budget: float, sequential_s: float, say: Say) -> dict[str, Any]:
-    """Publish busy / reproduce quiet and the reverse; the verdicts, times and shifts."""
-    from attest.predicates import BENCHMARK_V1
+Publish = Callable[[str, int, bool], BenchmarkPredicate]
+"""(kernel, seed, busy) -> the published benchmark claim of one sitting."""
+Reproduce = Callable[[str, BenchmarkPredicate, bool], ReproductionPredicate]
+"""(kernel, claim, busy) -> the reproduction of that claim in the other sitting."""
+
+
+def real_publish(runs: int, shapes: list[dict[str, int]] | None, budget: float) -> Publish:
+    """Publishing as `ktl publish` measures: `runs` fresh bench runs of the example."""
     from verifier.benchmark._runs import pinned_cpu
-    from verifier.reproduce import reproduce_kernel
 
     cpu = pinned_cpu()
+
+    def publish(name: str, seed: int, busy: bool) -> BenchmarkPredicate:
+        machine_peaks.cache_clear()  # publisher and reproducer are separate processes
+        with busy_core(busy, cpu):
+            return bench_runs(ROOT / "examples" / name, runs=runs,
+                              settings=BenchSettings(shapes=shapes, seed=seed,
+                                                     time_budget_s=budget)).to_predicate()
+    return publish
+
+
+def real_reproduce(runs: int, budget: float, sequential_s: float, say: Say) -> Reproduce:
+    """Reproducing as `ktl reproduce` does: the real `reproduce_kernel` (between-sitting
+    allowance, conditions, sequential looks within `sequential_s`)."""
+    from verifier.benchmark._runs import pinned_cpu
+    from verifier.reproduce import ReproduceSettings, reproduce_kernel
+
+    cpu = pinned_cpu()
+    settings = ReproduceSettings(time_budget_s=budget, runs=runs, progress=say,
+                                 sequential_budget_s=sequential_s)
+
+    def reproduce(name: str, claim: BenchmarkPredicate, busy: bool) -> ReproductionPredicate:
+        machine_peaks.cache_clear()
+        with busy_core(busy, cpu):
+            return reproduce_kernel(ROOT / "examples" / name, [claim], CROSS_TARGET, settings)
+    return reproduce
+
+
+CROSS_TARGET = ReproductionTarget(origin="bench.local/log", index=0, leaf_hash="00" * 32,
+                                  predicate_type=BENCHMARK_V1, subject_sha256="00" * 32)
+DIRECTIONS = (("busy -> quiet", (True, False)), ("quiet -> busy", (False, True)))
+
+
+def cross(kernels: Sequence[str], n: int, publish: Publish, reproduce: Reproduce, say: Say,
+          clock: Callable[[], float] = time.perf_counter) -> dict[str, Any]:
+    """Publish busy / reproduce quiet and the reverse, `n` cycles per kernel and direction:
+    the verdicts (every honest claim; for sum-rows also the 1.25x-inflated one), the
+    reproduction times and the honest claims' shifts between sittings."""
     rows: list[dict[str, Any]] = []
     shifts: list[float] = []
-    target = {"origin": "bench.local/log", "index": 0, "leaf_hash": "00" * 32,
-              "predicate_type": BENCHMARK_V1, "subject_sha256": "00" * 32}
     for name in kernels:
-        for direction, (pub_busy, rep_busy) in (("busy -> quiet", (True, False)),
-                                                ("quiet -> busy", (False, True))):
+        for direction, (pub_busy, rep_busy) in DIRECTIONS:
             got: dict[str, list[str]] = {"honest": [], "inflated": []}
             times: list[float] = []
             for c in range(n):
                 say(f"cross: {name} {direction} cycle {c + 1}/{n}: publishing")
-                machine_peaks.cache_clear()
-                with busy_core(pub_busy, cpu):
-                    published = bench_runs(ROOT / "examples" / name, runs=runs, shapes=shapes,
-                                           seed=31 + c, time_budget_s=budget).to_predicate()
-                if not published["results"]:
+                published = publish(name, 31 + c, pub_busy)
+                if not published.results:
                     got["honest"].append("no results")
                     continue
                 claims = [("honest", published)]
                 if name == "sum-rows":
-                    claims.append(("inflated", inflate_benchmark(published, LIE)))
+                    claims.append(("inflated", BenchmarkPredicate.from_json(
+                        inflate_benchmark(published.to_json(), LIE))))
                 for label, claim in claims:
                     say(f"cross: {name} {direction} cycle {c + 1}/{n}: reproducing the "
                         f"{label} claim")
-                    machine_peaks.cache_clear()
-                    t0 = time.perf_counter()
-                    with busy_core(rep_busy, cpu):
-                        body = reproduce_kernel(ROOT / "examples" / name, [(BENCHMARK_V1, claim)],
-                                                target, time_budget_s=budget, runs=runs,
-                                                sequential_budget_s=sequential_s, progress=say)
-                    times.append(time.perf_counter() - t0)
-                    for v in body["claims"]:
-                        got[label].append(v["verdict"])
-                        st = v.get("statistics")
-                        if label == "honest" and st:
+                    t0 = clock()
+                    body = reproduce(name, claim, rep_busy)
+                    times.append(clock() - t0)
+                    for v in body.claims:
+                        got[label].append(v.verdict)
+                        if label == "honest" and v.statistics is not None:
                             # the shift between sittings, beyond what the runs explain
-                            shifts.append(abs(math.log(st["inflation"])))
-                        if v["verdict"] != "confirmed":
-                            say(f"cross: {name} {label}: {v['verdict']}: {v['reason'][:400]}")
+                            shifts.append(abs(math.log(v.statistics.inflation)))
+                        if v.verdict != "confirmed":
+                            say(f"cross: {name} {label}: {v.verdict}: {v.reason[:400]}")
             rows.append({"kernel": name, "direction": direction, "verdicts": got,
                          "time_median": statistics.median(times) if times else 0.0,
                          "time_max": max(times) if times else 0.0})
     return {"rows": rows, "shifts": shifts}
+
+
+VERDICT_WORDS = ("refuted", "confirmed", "inconclusive", "no results")
 
 
 def _cross_table(found: dict[str, Any]) -> str:
@@ -210,8 +253,7 @@ def _cross_table(found: dict[str, Any]) -> str:
         def count(vs: list[str]) -> str:
             if not vs:
                 return "—"
-            return ", ".join(f"{vs.count(w)} {w}" for w in ("refuted", "confirmed",
-                                                          "inconclusive") if vs.count(w))
+            return ", ".join(f"{vs.count(w)} {w}" for w in VERDICT_WORDS if vs.count(w))
         out.append(f"| {r['kernel']} | {r['direction']} | {count(r['verdicts']['honest'])} | "
                    f"{count(r['verdicts']['inflated'])} | {r['time_median']:.0f} s / "
                    f"{r['time_max']:.0f} s |")
@@ -299,8 +341,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\n### Busy / quiet sittings ({args.cycles} cycles, {args.runs} runs a side, "
               f"time budget {args.time_budget:g} s; a second process spins on the pinned "
               "core in the busy sitting)\n")
-        print(_cross_table(cross(kernels, args.cycles, args.runs, shapes, budget,
-                                 args.time_budget, say)))
+        print(_cross_table(cross(kernels, args.cycles, real_publish(args.runs, shapes, budget),
+                                 real_reproduce(args.runs, budget, args.time_budget, say), say)))
         print(f"\n(load average after: {_load()})")
         print(f"\ntotal {time.perf_counter() - started:.0f} s")
         return 0

@@ -3,7 +3,7 @@
 Packages: attest is the base; ledger and verifier import attest and not each other;
 client imports the other three; nothing imports client; the pure verifying modules
 import no web framework. Inside verifier the rooms point one way:
-pure model <- sandbox <- worker <- runtimes <- checks | benchmark <- reproduce.
+pure model <- sandbox <- worker <- runtimes | device <- checks | benchmark <- reproduce.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ ALLOWED = {
     "verifier": {"attest", "verifier"},
     "client": {"attest", "ledger", "verifier", "client"},
 }
-ROOM_RANK = {"model": 0, "sandbox": 1, "worker": 2, "runtimes": 3, "checks": 4, "benchmark": 4,
+ROOM_RANK = {"model": 0, "sandbox": 1, "worker": 2, "runtimes": 3, "device": 3, "checks": 4,
+             "benchmark": 4,
              "reproduce": 5, "top": 6}
 MAX_MODULES_PER_FOLDER = 15
 PURE_VERIFYING = ("ledger/merkle.py", "ledger/note.py", "ledger/checkpoint.py",

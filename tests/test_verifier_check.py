@@ -136,6 +136,78 @@ def test_int32_index_passes_quick_and_fails_index_overflow(tmp_path: Path) -> No
     assert outcome == "fail" and detail.startswith(OVERFLOW_REASON), detail
 
 
+def _overflow(kernel: str, op: str, tmp_path: Path) -> tuple[str, str, dict[str, float]]:
+    from verifier.checks._overflow import index_overflow
+    from verifier.ops import OPS
+    from verifier.worker._arena import Markers
+
+    spec = KernelSpec.load(FLAWED / kernel)
+    art = get_runtime("c").build(spec, "release", tmp_path)
+    return index_overflow(art.path, spec.entry, OPS[op], tmp_path, Markers.draw(),
+                          [art.path.parent], False, lambda _m: None)
+
+
+def test_uint32_index_fails_index_overflow_on_its_far_end(tmp_path: Path) -> None:
+    """Issue 22: an unsigned 32-bit row offset wraps to the near end past 2^32, where
+    all-zero inputs would have given the right (zero) answer; the far end's values differ."""
+    from verifier.checks._overflow import OVERFLOW_REASON
+
+    outcome, detail, _ = _overflow("uint32_index", "sum", tmp_path)
+    assert outcome == "fail" and detail.startswith(OVERFLOW_REASON), detail
+    assert "Y[4]" in detail and "R=5" in detail, detail
+
+
+@pytest.mark.slow
+def test_uint32_index_passes_quick() -> None:
+    """The attacker of the test above is right at every shape a quick check allocates."""
+    quick = check(FLAWED / "uint32_index", budget="quick", seed=1)
+    assert quick.passed, [(c.name, c.detail) for c in quick.failures]
+
+
+def test_overflow_outputs_are_the_reference_of_inputs_zero_but_at_their_ends() -> None:
+    """The exact sparse answer the check expects equals the float64 reference of the same
+    inputs written out densely (at shapes small enough to write)."""
+    import numpy as np
+
+    from verifier.checks._overflow import _ends, expected
+    from verifier.ops import OPS
+
+    rng = np.random.default_rng(3)
+    for name, dims in (("sum", {"R": 3, "C": 1500}), ("matmul", {"M": 3, "N": 2, "K": 1100}),
+                       ("matmul", {"M": 2, "N": 3, "K": 1400})):
+        op = OPS[name]
+        ends = [_ends(rng) for _ in op.inputs]
+        dense = []
+        for o, (head, tail) in zip(op.inputs, ends, strict=True):
+            flat = np.zeros(int(np.prod(o.dims_of(dims))), dtype=np.float64)
+            flat[:head.size], flat[flat.size - tail.size:] = head, tail
+            dense.append(flat.reshape(o.dims_of(dims)))
+        (want,) = op.reference(dense, dims)
+        (got,) = expected(op, dims, ends)
+        assert np.array_equal(got, want.astype(np.float32)) and np.any(got != 0), name
+
+
+def test_overflow_shapes_are_decided_by_the_machines_room() -> None:
+    """Past 2^32 where the page tables fit; past 2^31 only, said why, where they do not;
+    skipped with the figures where neither does (computed, never a bare skip)."""
+    from verifier.checks._overflow import BIG, index_overflow, room, shapes_to_run
+    from verifier.ops import OPS
+
+    big = room("MemAvailable:   22013640 kB\n")
+    shapes, left_out = shapes_to_run(OPS["matmul"], big)
+    assert shapes[0]["M"] * shapes[0]["K"] > 2**32 and left_out == ""
+    small = room(f"MemAvailable: {8 * 40 * 2**10} kB\n")  # 40 MiB of page tables allowed
+    shapes, left_out = shapes_to_run(OPS["sum"], small)
+    assert shapes == ({"R": 3, "C": BIG},) and "past 2^32" in left_out and "MiB" in left_out
+    tiny = room("MemAvailable: 1024 kB\n")
+    assert shapes_to_run(OPS["sum"], tiny)[0] == ()
+    outcome, detail, metrics = index_overflow(Path("/nonexistent"), "f", OPS["sum"], Path("/"),
+                                              None, [], False, lambda _m: None,  # type: ignore[arg-type]
+                                              here=tiny)
+    assert outcome == "skip" and detail.startswith("not run:") and "page tables" in detail
+    assert metrics["page_table_bytes_allowed"] == 1024 * 1024 // 8
+
+
 def _readme_check_rows() -> list[str]:
     text = (ROOT / "README.md").read_text()
     table = text.split("### What `ktl check` checks", 1)[1].split("\n\n", 2)[1]

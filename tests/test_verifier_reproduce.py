@@ -26,7 +26,7 @@ from attest.predicates import (
     VerificationPredicate,
     parse_predicate,
 )
-from verifier import ReproduceError
+from verifier import BenchSettings, ReproduceError
 from verifier.reproduce import (
     BENCHMARK_V1,
     VERIFICATION_V1,
@@ -327,8 +327,9 @@ class _InjectedRuns:
         self.body = body
         self.asked: list[dict[str, Any]] = []
 
-    def __call__(self, kernel_dir: Path, **kwargs: Any) -> _InjectedRuns:
-        self.asked.append(kwargs)
+    def __call__(self, kernel_dir: Path, runs: int, settings: BenchSettings,
+                 **kwargs: Any) -> _InjectedRuns:
+        self.asked.append({"runs": runs, "shapes": settings.shapes, "seed": settings.seed})
         return self
 
     def to_predicate(self) -> BenchmarkPredicate:
@@ -370,8 +371,9 @@ def test_reproduce_kernel_end_to_end_on_real_timings() -> None:
     kernel = ROOT / "examples" / "sum-rows"
     shapes = [{"R": 128, "C": 512}]
     ver = check(kernel, budget="quick", seed=5).to_predicate()
-    real = bench_runs(kernel, runs=3, shapes=shapes, seed=5, time_budget_s=1,
-                      max_halfwidth=0.5).to_predicate()
+    real = bench_runs(kernel, runs=3,
+                      settings=BenchSettings(shapes=shapes, seed=5, time_budget_s=1,
+                                             max_halfwidth=0.5)).to_predicate()
     assert real.method.runs == 3 and len(real.results[0].runs or ()) == 3
     inflated = real.to_json()
     for r in [*inflated["results"], *inflated["results"][0]["runs"]]:
@@ -387,6 +389,10 @@ def test_reproduce_kernel_end_to_end_on_real_timings() -> None:
     assert others and all(c["verdict"] == "confirmed" for c in others), others
     assert body["verdict"] in ("refuted", "inconclusive")
     assert body["environment"] == environment_fingerprint()
+    # what the real run recorded about itself: its catalogue and the conditions it probed
+    from attest.ops import CATALOGUE_VERSION
+    assert body["catalogue_version"] == CATALOGUE_VERSION
+    assert {"runnable", "load_1m", "steal", "cores"} <= set(body["conditions"])
     predicates.parse_predicate(predicates.REPRODUCTION_V1, body)
 
 
@@ -445,8 +451,9 @@ class _Batches:
         self.bodies = bodies
         self.asked: list[dict[str, Any]] = []
 
-    def __call__(self, kernel_dir: Path, **kwargs: Any) -> _InjectedRuns:
-        self.asked.append(kwargs)
+    def __call__(self, kernel_dir: Path, runs: int, settings: BenchSettings,
+                 **kwargs: Any) -> _InjectedRuns:
+        self.asked.append({"runs": runs, "shapes": settings.shapes, "seed": settings.seed})
         return _InjectedRuns(self.bodies[min(len(self.asked), len(self.bodies)) - 1])
 
 
@@ -513,3 +520,61 @@ def test_extending_a_benchmark_keeps_it_a_valid_body() -> None:
     parsed = predicates.parse_predicate(BENCHMARK_V1, merged)
     assert merged["method"]["runs"] == 10 and len(merged["results"][0]["runs"]) == 10
     assert parsed is not None
+
+
+QUIET_CONDITIONS = {"pinned_cpu_busy": 0.02, "runnable": 0.0, "load_1m": 0.1, "steal": 0.0,
+                    "cores": 2}
+BUSY_CONDITIONS = {"pinned_cpu_busy": 0.5, "runnable": 2.0, "load_1m": 2.1, "steal": 0.02,
+                   "cores": 2}
+
+
+def test_a_reproduction_records_its_catalogue_and_the_conditions_it_measured_under(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """reproduction/v1's catalogue_version and conditions come from the run: this verifier's
+    op catalogue, and the conditions the fresh benchmark recorded (never the claim's)."""
+    import verifier.benchmark
+    from attest.ops import CATALOGUE_VERSION
+
+    here = _bench(HERE)
+    here["conditions"] = QUIET_CONDITIONS
+    monkeypatch.setattr(verifier.benchmark, "bench_runs", _InjectedRuns(here))
+    claim = _bench(_times(1.0))
+    claim["conditions"] = dict(QUIET_CONDITIONS, load_1m=0.3)
+    body = reproduce_kernel(ROOT / "examples" / "matmul-blocked",
+                            [BenchmarkPredicate.from_json(claim)], TARGET,
+                            ReproduceSettings(time_budget_s=1, runs=5)).to_json()
+    assert body["catalogue_version"] == CATALOGUE_VERSION
+    assert body["conditions"] == QUIET_CONDITIONS
+    parsed = predicates.parse_predicate(predicates.REPRODUCTION_V1, body)
+    assert isinstance(parsed, predicates.ReproductionPredicate)
+    assert parsed.conditions is not None and parsed.conditions.pinned_cpu_busy == 0.02
+
+
+def test_a_reproduction_over_several_looks_records_the_conditions_over_all_of_them(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import verifier.benchmark
+
+    first, later = _bench(NOISY), _bench(NOISY)
+    first["conditions"], later["conditions"] = QUIET_CONDITIONS, BUSY_CONDITIONS
+    batches = _Batches([first, later, later])
+    monkeypatch.setattr(verifier.benchmark, "bench_runs", batches)
+    body = reproduce_kernel(ROOT / "examples" / "matmul-blocked",
+                            [BenchmarkPredicate.from_json(_bench(_times(1.3, NOISY)))], TARGET,
+                            ReproduceSettings(time_budget_s=1, runs=5,
+                                              sequential_budget_s=60)).to_json()
+    assert len(batches.asked) >= 2
+    got = body["conditions"]
+    # the means of the batches' probes; the load average is the last one's
+    assert QUIET_CONDITIONS["runnable"] < got["runnable"] <= BUSY_CONDITIONS["runnable"]
+    assert 0.02 < got["pinned_cpu_busy"] < 0.5 and got["load_1m"] == 2.1
+
+
+def test_a_reproduction_that_ran_no_benchmark_records_no_conditions() -> None:
+    from attest.ops import CATALOGUE_VERSION
+    from verifier.reproduce import not_rerun
+
+    ver = VerificationPredicate.from_json(ex.verification())
+    body = compare([ver], TARGET, HERE_ENV, verification=ver).to_json()
+    assert body["catalogue_version"] == CATALOGUE_VERSION and "conditions" not in body
+    skipped = not_rerun([ver], TARGET, "op layernorm is not known", HERE_ENV).to_json()
+    assert skipped["catalogue_version"] == CATALOGUE_VERSION and "conditions" not in skipped

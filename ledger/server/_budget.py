@@ -54,6 +54,8 @@ class SharedBuckets:
             self._map[:8] = _MAGIC
             self._map[8:40] = secrets.token_bytes(32)
         else:
+            # A frontend on PostgreSQL given --key elsewhere has no data folder yet.
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
             fcntl.lockf(self._fd, fcntl.LOCK_EX, _HEADER, 0)
             try:

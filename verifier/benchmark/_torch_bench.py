@@ -25,7 +25,7 @@ from __future__ import annotations
 import secrets
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,10 +34,13 @@ import numpy as np
 
 from attest.predicates import BenchmarkResult, Environment
 from verifier.benchmark._bench import BenchReport, Findings, bootstrap_speedup
-from verifier.benchmark._torch_pool import POOL, InputPool
+from verifier.benchmark._settings import BenchSettings
+from verifier.benchmark._torch_pool import POOL as POOL
+from verifier.benchmark._torch_pool import InputPool
 from verifier.environment import environment_fingerprint
 from verifier.errors import BuildError, RuntimeUnavailableError, VerifierError
 from verifier.kernel import KernelSpec
+from verifier.progress import Progress
 from verifier.runtimes import (
     Call,
     ReferenceError_,
@@ -72,23 +75,9 @@ RECHECKS = 16
 """Timed calls whose outputs are kept and judged after the loop (one per batch, chosen by
 the parent after the batch answered; a uniform sample of the batches)."""
 MAX_KEPT_BYTES = 256 * 2**20
-Progress = Callable[[str], None]
 _Timed = tuple[Call, list[Any]]
 """A timed call: its Call (shapes, region) and its inputs' bytes."""
 _KERNEL_FAULTS = (WorkerGone, WorkerHung, WorkerOverMemory, BadAnswer, KernelRaised)
-
-
-@dataclass(frozen=True)
-class TorchBenchSettings:
-    time_budget_s: float
-    target: float
-    max_halfwidth: float
-    min_reps: int
-    max_reps: int
-    warmup: int
-    min_time_s: float
-    threads: int
-    compile_baseline: bool = False
 
 
 @dataclass
@@ -116,14 +105,13 @@ class _Kept:
     reference: list[bytes]
 
 
-def torch_bench(spec: KernelSpec, settings: TorchBenchSettings, seed: int | None = None,
-                shapes: Sequence[Mapping[str, int]] | None = None,
+def torch_bench(spec: KernelSpec, settings: BenchSettings,
                 progress: Progress | None = None) -> BenchReport:
     """One bench run of a torch/triton kernel; `trusted` is False (with notes) when it cannot
     be believed. Raises RuntimeUnavailableError where it cannot be timed here."""
     say: Progress = progress or (lambda _msg: None)
     kernel = TorchKernel.from_spec(spec)
-    if shapes:
+    if settings.shapes:
         raise VerifierError("--shape does not apply to op 'torch': the kernel is timed at the "
                             "shapes its reference's get_inputs() returns")
     reason = torch_unavailable(kernel.runtime)
@@ -135,7 +123,7 @@ def torch_bench(spec: KernelSpec, settings: TorchBenchSettings, seed: int | None
             "which executes the kernel's Python op by op: its time says nothing about the "
             "compiled kernel, so ktl bench does not time it here (ktl check judges it; time it "
             "on a GPU)")
-    seed = secrets.randbelow(2**31) if seed is None else int(seed)
+    seed = secrets.randbelow(2**31) if settings.seed is None else int(settings.seed)
     rng = np.random.default_rng(seed)
     notes = Findings()
     env = environment_fingerprint(kernel.runtime)
@@ -154,7 +142,7 @@ def torch_bench(spec: KernelSpec, settings: TorchBenchSettings, seed: int | None
                         open_files=CANDIDATE_GRANTS.open_files,
                         processes=CANDIDATE_GRANTS.processes)
         try:
-            session = TorchSession(kernel, work, build, limits, threads=settings.threads,
+            session = TorchSession(kernel, work, build, limits, threads=settings.cores,
                                    arena_bytes=512 * 2**20)
         except (ReferenceError_, *_KERNEL_FAULTS) as exc:
             raise VerifierError(f"the reference module could not run: {exc}") from exc
@@ -164,7 +152,7 @@ def torch_bench(spec: KernelSpec, settings: TorchBenchSettings, seed: int | None
             session.close()
 
 
-def _measure_all(kernel: TorchKernel, session: TorchSession, settings: TorchBenchSettings,
+def _measure_all(kernel: TorchKernel, session: TorchSession, settings: BenchSettings,
                  seed: int, rng: np.random.Generator, env: dict[str, Any], notes: Findings,
                  say: Progress) -> BenchReport:
     init_seed = int(rng.integers(0, 2**31))
@@ -191,7 +179,7 @@ def _measure_all(kernel: TorchKernel, session: TorchSession, settings: TorchBenc
     notes.append(f"timed by the parent over batches of {timing.batch} call(s) (each side's "
                  "empty-command round trip subtracted); baseline: the reference Model in "
                  f"PyTorch {session.torch_version} eager, in its own sandboxed process, "
-                 f"{settings.threads} thread(s) each side; weights from torch.manual_seed("
+                 f"{settings.cores} thread(s) each side; weights from torch.manual_seed("
                  f"{init_seed}) on both sides")
     return _report(kernel, seed, env, (result,) if result else (), notes, session, init_seed,
                    baselines, trusted, (samples,), timing.span_s)
@@ -212,6 +200,17 @@ def _shape_record(session: TorchSession) -> dict[str, int]:
     return out or {"a0": 1}
 
 
+def _call_inputs(pool: list[list[Any]], call: int, rng: np.random.Generator) -> list[Any]:
+    """Call `call`'s inputs in float64 (the device bench's): a pool set with one element of
+    its first tensor changed."""
+    args = [a.copy() if isinstance(a, np.ndarray) else a for a in pool[call % POOL]]
+    first = next((a for a in args if isinstance(a, np.ndarray) and a.size), None)
+    if first is not None:
+        flat = first.reshape(-1)
+        flat[int(rng.integers(0, flat.size))] += float(rng.standard_normal())
+    return args
+
+
 def _nop_ns(child: TorchChild, threads: int) -> float:
     """An empty command's round trip, less scheduling waits as every timed sample is (a raw
     round trip includes a loaded machine's waits, which `_busy` takes out of the samples: it
@@ -227,15 +226,15 @@ def _busy(child: TorchChild, elapsed: int, threads: int) -> float:
 
 
 def _measure(session: TorchSession, baseline: TorchChild, pool: InputPool,
-             settings: TorchBenchSettings, rng: np.random.Generator) -> _Timing:
+             settings: BenchSettings, rng: np.random.Generator) -> _Timing:
     cand = session.candidate
     assert cand is not None
     first = [_call(pool, 0, 0, rng)]
     for _ in range(max(settings.warmup, 1)):
         session.run([first[0][0]], CALL_TIMEOUT_S)
-    nop_k, nop_b = _nop_ns(cand, settings.threads), _nop_ns(baseline, settings.threads)
+    nop_k, nop_b = _nop_ns(cand, settings.cores), _nop_ns(baseline, settings.cores)
     one = min(_busy(cand, cand.request(_timed(session, first)[0], CALL_TIMEOUT_S)[0],
-                    settings.threads) for _ in range(3)) - nop_k
+                    settings.cores) for _ in range(3)) - nop_k
     batch = max(1, min(MAX_BATCH, session.fit(first[0][0]),
                        int(MIN_BATCH_NS // max(one, 1000.0)) + 1))
     out = _Timing(batch=batch)
@@ -250,12 +249,12 @@ def _measure(session: TorchSession, baseline: TorchChild, pool: InputPool,
         for side in sides:
             if side == 0:
                 ns = cand.request(body, CALL_TIMEOUT_S)[0]
-                out.kernel_ns.append(max(_busy(cand, ns, settings.threads) - nop_k, 0.0) / batch)
+                out.kernel_ns.append(max(_busy(cand, ns, settings.cores) - nop_k, 0.0) / batch)
                 kept = _snapshot(session, session.cand_mem, specs[keep])
                 _watch(cand, out)
             else:
                 ns = baseline.request(body, CALL_TIMEOUT_S)[0]
-                out.baseline_ns.append(max(_busy(baseline, ns, settings.threads) - nop_b, 0.0) / batch)
+                out.baseline_ns.append(max(_busy(baseline, ns, settings.cores) - nop_b, 0.0) / batch)
         _sample(session, specs[keep], kept, out, f"call {call + keep + 1}", rng)
         call += batch
         if i + 1 >= settings.min_reps and (i + 1) % 10 == 0:
@@ -355,7 +354,7 @@ def _tight(out: _Timing, rng: np.random.Generator, target: float) -> bool:
 
 
 def _judge(dims: dict[str, int], t: _Timing, rng: np.random.Generator,
-           settings: TorchBenchSettings, notes: Findings) -> BenchmarkResult | None:
+           settings: BenchSettings, notes: Findings) -> BenchmarkResult | None:
     label = "{" + ",".join(f"{k}={v}" for k, v in dims.items()) + "}"
     for finding in t.escaped:
         notes.fault("escaped_work", dims, f"{label}: work escaping the timed call: {finding}")
@@ -382,7 +381,7 @@ def _judge(dims: dict[str, int], t: _Timing, rng: np.random.Generator,
     return res
 
 
-def _compiled(session: TorchSession, pool: InputPool, settings: TorchBenchSettings,
+def _compiled(session: TorchSession, pool: InputPool, settings: BenchSettings,
               rng: np.random.Generator, notes: Findings, say: Progress) -> list[str]:
     """torch.compile of the reference as a second baseline (a note), or why it did not run."""
     assert session.reference is not None

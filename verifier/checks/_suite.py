@@ -62,15 +62,16 @@ __all__ = ["BUDGETS", "OUTCOMES", "CheckReport", "check"]
 
 
 def _index_overflow_row(artifact: Artifact, spec: KernelSpec, op: OpSpec, plan: Budget,
-                        work: Path, markers: Markers, say: Progress) -> Check:
+                        work: Path, markers: Markers, rng: np.random.Generator,
+                        say: Progress) -> Check:
     shapes = {"shapes": [dict(s) for s in HUGE_SHAPES.get(op.name, ())]}
     if not plan.huge_index:
         return check_row("index.overflow", "skip", "run with --budget full (it maps inputs of "
-                           "8-12 GiB lazily and takes seconds to minutes)", shapes)
-    say("32-bit index overflow: shapes past 2^31 elements")
+                           "16-24 GiB lazily and takes seconds to minutes)", shapes)
+    say("32-bit index overflow: shapes past 2^32 elements")
     outcome, detail, metrics = index_overflow(
         artifact.path, artifact.entry_symbol or spec.entry, op, work, markers,
-        [artifact.path.parent], artifact.gpu, say)
+        [artifact.path.parent], artifact.gpu, say, rng)
     return check_row("index.overflow", outcome, detail, shapes, metrics,
                        make_fault("index_overflow") if outcome == "fail" else None)
 
@@ -153,7 +154,7 @@ def _check(
             rows += [check_row(row, "fail", why, {}, {}, make_fault("not_run"))
                      for row in ("index.overflow", "sanitizer.asan_ubsan", "sanitizer.tsan")]
             return report(rows)
-        rows.append(_index_overflow_row(artifact, spec, op, plan, work, markers, say))
+        rows.append(_index_overflow_row(artifact, spec, op, plan, work, markers, rng, say))
         rows += sanitizer_rows(spec, op, plan, 60.0 if budget == "quick" else 150.0, work, rng,
                                say, audit)
     return report(rows)

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attest.ops import shape_key, shape_label
+from attest.ops import CATALOGUE_VERSION, shape_key, shape_label
 from attest.predicates import (
     BENCHMARK_V1,
     REPRODUCTION_SCHEMA_VERSION,
@@ -47,6 +47,7 @@ from attest.predicates import (
     BenchmarkResult,
     Check,
     ClaimResult,
+    Conditions,
     DecisionPolicy,
     Environment,
     EnvironmentDiff,
@@ -58,7 +59,7 @@ from attest.predicates import (
     SpeedupStatistics,
     VerificationPredicate,
 )
-from verifier.benchmark import DEFAULT_RUNS, conditions_differ
+from verifier.benchmark import DEFAULT_RUNS, BenchSettings, conditions_differ
 from verifier.errors import ReproduceError
 from verifier.progress import Progress, quiet
 from verifier.reproduce._verdict import (
@@ -281,14 +282,18 @@ def compare(
             raise ReproduceError(f"cannot reproduce predicate type {pred.PREDICATE_TYPE!r}; only "
                                  "verification/v1 and benchmark/v1 claims can be re-run")
         claims += [dataclasses.replace(r, entry=item.entry) for r in rows]
-    return _body(target, environment, claims, policy)
+    return _body(target, environment, claims, policy,
+                 benchmark.conditions if benchmark is not None else None)
 
 
 def _body(target: ReproductionTarget, environment: Environment, claims: Sequence[ClaimResult],
-          policy: DecisionPolicy) -> ReproductionPredicate:
+          policy: DecisionPolicy, conditions: Conditions | None = None) -> ReproductionPredicate:
+    """The body, with the op catalogue this verifier knows and the conditions the fresh
+    benchmark was measured under (None when none was run)."""
     return ReproductionPredicate(
         schema_version=REPRODUCTION_SCHEMA_VERSION, target=target, environment=environment,
-        policy=policy, claims=tuple(claims), verdict=overall_verdict(c.verdict for c in claims))
+        policy=policy, claims=tuple(claims), verdict=overall_verdict(c.verdict for c in claims),
+        catalogue_version=CATALOGUE_VERSION, conditions=conditions)
 
 
 def not_rerun(claimed: Sequence[Claimed | Predicate], target: ReproductionTarget, why: str,
@@ -334,7 +339,7 @@ class ReproduceSettings:
     seconds further sequential looks may take (0: none)."""
 
     budget: str | None = None
-    time_budget_s: float = 10.0
+    time_budget_s: float = BenchSettings.time_budget_s
     runs: int = DEFAULT_RUNS
     policy: DecisionPolicy = DEFAULT_POLICY
     progress: Progress | None = None
@@ -374,7 +379,7 @@ def reproduce_kernel(
     verification: VerificationPredicate | None = None
     own: VerificationPredicate | None = None
     benchmark: BenchmarkPredicate | None = None
-    bench_args: dict[str, Any] = {}
+    bench = BenchSettings()
     for item in items:
         pred = item.predicate
         if isinstance(pred, VerificationPredicate) and verification is None:
@@ -389,14 +394,15 @@ def reproduce_kernel(
         elif isinstance(pred, BenchmarkPredicate) and benchmark is None:
             # a torch kernel is timed at its reference's get_inputs() shapes, never given ones
             shapes = None if spec.is_torch else [dict(s) for s in pred.workload.shapes]
-            bench_args = {"shapes": shapes,
-                          "seed": pred.workload.seed, "time_budget_s": settings.time_budget_s,
-                          "threads": claimed_threads(pred), "progress": settings.progress}
-            benchmark = bench_runs(kernel_dir, runs=settings.runs, **bench_args).to_predicate()
+            bench = BenchSettings(shapes=shapes, seed=pred.workload.seed,
+                                  time_budget_s=settings.time_budget_s,
+                                  threads=claimed_threads(pred))
+            benchmark = bench_runs(kernel_dir, settings.runs, bench,
+                                   progress=settings.progress).to_predicate()
     body = compare(items, target, here, verification, benchmark, settings.policy, own)
     if benchmark is None:
         return body
-    looks = _Looks(kernel_dir, items, target, here, verification, own, settings, bench_args)
+    looks = _Looks(kernel_dir, items, target, here, verification, own, settings, bench)
     return looks.settle(benchmark, body)
 
 
@@ -413,7 +419,7 @@ def _undecided(body: ReproductionPredicate) -> list[str]:
 @dataclass(frozen=True)
 class _Looks:
     """What every further sequential look re-uses: the kernel, the claims, the fresh
-    verifications, the settings and the benchmark's arguments."""
+    verifications, the settings and the benchmark's."""
 
     kernel_dir: str | Path
     claimed: Sequence[Claimed]
@@ -422,7 +428,7 @@ class _Looks:
     verification: VerificationPredicate | None
     own: VerificationPredicate | None
     settings: ReproduceSettings
-    bench_args: dict[str, Any]
+    bench: BenchSettings
 
     def settle(self, fresh: BenchmarkPredicate,
                body: ReproductionPredicate) -> ReproductionPredicate:
@@ -451,7 +457,8 @@ class _Looks:
             say(f"look {look}: {len(open_claims)} speed-up claim(s) undecided "
                 f"({', '.join(open_claims)[:200]}); measuring {more} more run(s), "
                 f"{budget_s - spent:.0f} s of the time budget left")
-            extra = benchmark.bench_runs(self.kernel_dir, runs=more, **self.bench_args)
+            extra = benchmark.bench_runs(self.kernel_dir, more, self.bench,
+                                         progress=self.settings.progress)
             fresh = BenchmarkPredicate.from_json(
                 extend_benchmark(fresh.to_json(), extra.to_predicate().to_json()))
             look += 1
@@ -479,10 +486,28 @@ def extend_benchmark(body: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[
     out["method"]["runs"] = total + added
     out["trusted"] = bool(body.get("trusted")) and bool(extra.get("trusted"))
     out["notes"] = [*out.get("notes", []), *extra.get("notes", [])][:64]
+    conditions = _conditions_over(body.get("conditions"), extra.get("conditions"))
+    if conditions is not None:
+        out["conditions"] = conditions
     faults = [*out.get("faults", []), *extra.get("faults", [])][:64]
     if faults:
         out["faults"] = faults
     return out
+
+
+def _conditions_over(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None
+                     ) -> dict[str, Any] | None:
+    """The conditions over two batches of runs (`verifier.benchmark`'s merge of the two)."""
+    if not a or not b:
+        one = a or b
+        return dict(one) if one else None
+    from verifier.benchmark._conditions import Conditions as Probed
+    from verifier.benchmark._conditions import merge
+
+    def probed(c: Mapping[str, Any]) -> Probed:
+        return Probed(c.get("pinned_cpu_busy"), float(c["runnable"]), float(c["load_1m"]),
+                      c.get("freq_mhz"), float(c["steal"]), int(c["cores"]))
+    return merge(probed(a), probed(b)).to_json()
 
 
 def fresh_seed(avoid: int | None = None) -> int:

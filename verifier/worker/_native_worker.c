@@ -8,6 +8,10 @@
  *
  * argv: library entry cmd_fd ans_fd mem_fd mem_bytes
  * command: int64 words {op, count, slot[KTL_NB], dims[KTL_ND], lazy[KTL_NB], arena[count]}
+ *   lazy[i] > 0: buffer i is a fresh private zero mapping of lazy[i] bytes (a multiple of
+ *   the page size), read-only, whose first and last page are the arena's pages at byte
+ *   slot[i] and slot[i] + page (mapped over it, read-only): huge inputs whose ends the
+ *   parent wrote, without the memory.
  *   OP_PAIR: count = 2n + 1; arena[0..n) for the first thread, arena[n..2n) for the
  *   second, arena[2n] the byte offset of 4n int64 words where each call's start and end
  *   (CLOCK_MONOTONIC ns) are written: the first thread's at [2i, 2i+1], the second's at
@@ -43,7 +47,7 @@ typedef void (*ktl_fn)(KTL_PROTO);
 static ktl_fn fn;
 static unsigned char *mem;
 static uint64_t mem_bytes;
-static int cmd_fd, ans_fd;
+static int cmd_fd, ans_fd, mem_fd;
 static float *lazy_ptr[KTL_NB];
 static size_t lazy_len[KTL_NB];
 
@@ -180,19 +184,29 @@ static int run_pair(const int64_t *arena, int64_t count, const int64_t *slot, co
   return 1;
 }
 
-static int map_lazy(const int64_t *lazy) {
+static int map_lazy(const int64_t *lazy, const int64_t *slot) {
+  uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
   for (int i = 0; i < KTL_NB; i++) {
     if (lazy_ptr[i]) munmap(lazy_ptr[i], lazy_len[i]);
     lazy_ptr[i] = NULL;
     lazy_len[i] = 0;
     if (lazy[i] <= 0) continue;
+    uint64_t len = (uint64_t)lazy[i], at = (uint64_t)slot[i];
+    if (len % page || len < 2 * page || at % page || at + 2 * page > mem_bytes) {
+      errno = EINVAL;
+      return 0;
+    }
     /* untouched private anonymous pages read as zero and cost no memory */
-    void *p = mmap(NULL, (size_t)lazy[i], PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
+    unsigned char *p = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                            -1, 0);
     if (p == MAP_FAILED) return 0;
-    madvise(p, (size_t)lazy[i], MADV_HUGEPAGE); /* reads map the huge zero page: fewer faults */
-    lazy_ptr[i] = p;
-    lazy_len[i] = (size_t)lazy[i];
+    madvise(p, len, MADV_HUGEPAGE); /* reads map the huge zero page: fewer faults */
+    lazy_ptr[i] = (float *)p;
+    lazy_len[i] = len;
+    if (mmap(p, page, PROT_READ, MAP_SHARED | MAP_FIXED, mem_fd, (off_t)at) == MAP_FAILED ||
+        mmap(p + len - page, page, PROT_READ, MAP_SHARED | MAP_FIXED, mem_fd,
+             (off_t)(at + page)) == MAP_FAILED)
+      return 0;
   }
   return 1;
 }
@@ -201,7 +215,7 @@ int main(int argc, char **argv) {
   if (argc != 7) return 2;
   cmd_fd = atoi(argv[3]);
   ans_fd = atoi(argv[4]);
-  int mem_fd = atoi(argv[5]);
+  mem_fd = atoi(argv[5]);
   mem_bytes = strtoull(argv[6], NULL, 10);
   mem = mmap(NULL, mem_bytes ? mem_bytes : 1, PROT_READ | PROT_WRITE, MAP_SHARED, mem_fd, 0);
   if (mem == MAP_FAILED) return 4;
@@ -249,7 +263,7 @@ int main(int argc, char **argv) {
       return 8;
     printf("CMD %lld\n", (long long)seq);
     fflush(stdout);
-    if (!map_lazy(lazy)) {
+    if (!map_lazy(lazy, slot)) {
       answer(1, errno);
       continue;
     }

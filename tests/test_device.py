@@ -1,0 +1,227 @@
+"""The device room on a fake device: outside-the-process timing, escaping work, the
+physical floor, conditions and the device record (every figure injected, none timed)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from attest import ValidationError
+from attest.predicates import BenchmarkPredicate, DeviceConditions
+from verifier.device import (
+    Behaviour,
+    FakeDevice,
+    FakeSide,
+    OpCost,
+    Peaks,
+    Sample,
+    TimingPlan,
+    below_floor,
+    device_diff,
+    floor_of,
+    measure,
+    parse_probe,
+    record,
+    summarize,
+    throttle_names,
+)
+
+PLAN = TimingPlan(batch=8, reps=12)
+
+
+def _draw(rep: int, call: int) -> list[np.ndarray]:
+    return [np.full(16, rep * 100.0 + call)]
+
+
+def _agree(a, b) -> bool:
+    return len(a) == len(b) and all(np.allclose(x, y, equal_nan=False) for x, y in zip(a, b, strict=True))
+
+
+BASELINE = Behaviour(kernel_ns=10_000.0)
+
+
+def _run(kernel: Behaviour, baseline: Behaviour = BASELINE,
+         plan: TimingPlan = PLAN, samples=None):
+    dev = FakeDevice() if samples is None else FakeDevice(samples=samples)
+    cand, base = FakeSide(dev, kernel, 1), FakeSide(dev, baseline, 2)
+    timing = measure(cand, base, dev, _draw, _agree, plan, np.random.default_rng(0), dev.clock)
+    return timing, cand, dev
+
+
+def _kinds(timing) -> list[str]:
+    return [k for k, _ in timing.faults]
+
+
+def test_honest_kernel_figures_are_its_device_time_with_the_overhead_subtracted() -> None:
+    timing, cand, _ = _run(Behaviour(kernel_ns=5_000.0))
+    assert timing.kernel.per_call_ns == [5_000.0] * PLAN.reps
+    assert timing.baseline.per_call_ns == [10_000.0] * PLAN.reps
+    assert not timing.wrong and not timing.faults and timing.checked == 2 * PLAN.reps
+    assert timing.timer == "events-checked"
+    assert cand.allocations == PLAN.batch  # buffers allocated once per shape, restaged after
+
+
+def test_cold_mode_flushes_are_measured_in_the_empty_batches_and_subtracted() -> None:
+    cold = dataclasses.replace(PLAN, cold=True)
+    timing, _, _ = _run(Behaviour(kernel_ns=5_000.0, flush_ns=50_000.0), plan=cold)
+    assert timing.kernel.per_call_ns == [5_000.0] * PLAN.reps
+
+
+def test_a_patched_event_timer_gains_nothing_and_is_named() -> None:
+    timing, _, _ = _run(Behaviour(kernel_ns=5_000.0, events_scale=0.1))
+    assert timing.kernel.per_call_ns == [5_000.0] * PLAN.reps
+    assert _kinds(timing) == ["timer_disagrees"] and timing.timer == "outside"
+    assert timing.kernel.events_ns == []  # not kept for the distribution either
+
+
+def test_without_events_the_outside_clock_alone_sets_the_figures() -> None:
+    timing, _, _ = _run(Behaviour(kernel_ns=5_000.0, events_scale=None))
+    assert timing.timer == "outside" and not timing.faults
+    assert timing.kernel.per_call_ns == [5_000.0] * PLAN.reps
+
+
+def test_a_side_stream_whose_fetch_waits_is_charged_and_named_late_work() -> None:
+    """A patched torch.cuda.synchronize: the batch answers with 90 % of its work still
+    running; the fetch waits for it, so the parent's clock still sees it."""
+    timing, _, _ = _run(Behaviour(kernel_ns=20_000.0, late_share=0.9))
+    assert "late_work" in _kinds(timing)
+    assert min(timing.kernel.per_call_ns) >= 20_000.0  # the hidden 90 % is charged back
+    assert not timing.wrong
+
+
+def test_a_side_stream_whose_fetch_does_not_wait_reads_wrong_outputs() -> None:
+    timing, _, _ = _run(Behaviour(kernel_ns=20_000.0, late_share=0.9, fetch_waits=False))
+    assert len(timing.wrong) == timing.checked
+
+
+@pytest.mark.parametrize("cache", ["buffer", "warmup"])
+def test_cached_answers_fail_the_output_checks(cache: str) -> None:
+    """A cache keyed on the buffer (like data_ptr) answers the first inputs staged there;
+    one replayed after warm-up answers the first call's. Inputs change every batch."""
+    timing, _, _ = _run(Behaviour(kernel_ns=1_000.0, cache=cache))  # type: ignore[arg-type]
+    assert timing.wrong and len(timing.wrong) >= timing.checked - 2
+
+
+def test_noise_does_not_make_an_honest_kernel_late_or_a_liar() -> None:
+    timing, _, _ = _run(Behaviour(kernel_ns=5_000.0, jitter=0.01),
+                        Behaviour(kernel_ns=10_000.0, jitter=0.01))
+    assert not timing.faults and not timing.wrong
+
+
+def test_a_timing_plan_refuses_nonsense() -> None:
+    with pytest.raises(ValueError):
+        TimingPlan(batch=0, reps=10)
+    with pytest.raises(ValueError):
+        TimingPlan(batch=4, reps=1)
+
+
+# -- the physical floor ----------------------------------------------------------------------
+
+PEAKS = Peaks(1e15, 4e12, "injected")
+
+
+def test_a_time_below_the_floor_is_impossible() -> None:
+    cost = OpCost(flops=None, nbytes=4e9)  # 4 GB at 1.5 x 4 TB/s: at least 0.667 ms
+    floor = floor_of(cost, PEAKS, batch_bytes=4e9, l2_bytes=50 * 2**20, cold=False)
+    assert floor.ns == pytest.approx(4e9 / 6e12 * 1e9)
+    assert "impossible" in (below_floor([1_000.0, 2_000.0], floor, "softmax") or "")
+    assert below_floor([700_000.0], floor, "softmax") is None
+
+
+def test_the_floor_takes_the_larger_of_compute_and_bandwidth() -> None:
+    cost = OpCost(flops=2 * 8192.0**3, nbytes=3 * 4 * 8192.0**2)
+    floor = floor_of(cost, PEAKS, batch_bytes=1e12, l2_bytes=0, cold=True)
+    assert floor.ns == pytest.approx(2 * 8192.0**3 / 1.5e15 * 1e9)
+    assert "FLOP" in floor.why
+
+
+def test_data_resident_in_l2_drops_the_bandwidth_term_and_says_so() -> None:
+    cost = OpCost(flops=None, nbytes=4096)
+    hot = floor_of(cost, PEAKS, batch_bytes=64 * 4096, l2_bytes=50 * 2**20, cold=False)
+    assert hot.ns == 0.0 and below_floor([0.0], hot, "x") is None
+    cold = floor_of(cost, PEAKS, batch_bytes=64 * 4096, l2_bytes=50 * 2**20, cold=True)
+    assert cold.ns > 0
+
+
+def test_peaks_and_costs_refuse_nonsense() -> None:
+    with pytest.raises(ValueError):
+        Peaks(0.0, 1.0, "x")
+    with pytest.raises(ValueError):
+        OpCost(flops=-1.0, nbytes=1.0)
+
+
+# -- conditions ------------------------------------------------------------------------------
+
+STEADY = Sample(1980.0, 3201.0, 400.0, 50.0, 0x1)
+
+
+def test_throttle_bits_become_typed_reasons_and_benign_bits_do_not() -> None:
+    assert throttle_names(0x1 | 0x2 | 0x100) == frozenset()
+    assert throttle_names(0x4 | 0x40) == {"sw_power_cap", "hw_thermal"}
+
+
+def test_steady_conditions_have_no_reason_not_to_trust() -> None:
+    cond = summarize([STEADY, STEADY])
+    assert cond.throttle == () and cond.samples == 2 and cond.power_max_w == 400.0
+
+
+def test_a_throttle_during_the_run_is_recorded_from_the_samples() -> None:
+    hot = dataclasses.replace(STEADY, throttle_bits=0x20, temperature_c=88.0)
+    timing, _, _ = _run(Behaviour(kernel_ns=5_000.0), samples=[STEADY, STEADY, hot, STEADY])
+    cond = summarize(timing.samples)
+    assert cond.throttle == ("sw_thermal",) and cond.temperature_max_c == 88.0
+    assert len(timing.samples) == 2 + PLAN.reps // PLAN.sample_every
+
+
+def test_clocks_moving_and_missing_samples_are_reasons_too() -> None:
+    slow = dataclasses.replace(STEADY, sm_clock_mhz=1500.0)
+    assert summarize([STEADY, slow]).throttle == ("clocks_varied",)
+    assert summarize([]).throttle == ("unreadable",)
+
+
+def test_a_trusted_benchmark_body_cannot_carry_a_throttled_device() -> None:
+    from attest.examples import benchmark
+
+    body = benchmark()
+    body["trusted"] = True
+    body["device_conditions"] = summarize([dataclasses.replace(STEADY, throttle_bits=0x4)]).to_json()
+    with pytest.raises(ValidationError, match="throttled"):
+        BenchmarkPredicate.from_json(body)
+    body["trusted"] = False
+    assert BenchmarkPredicate.from_json(body).device_conditions is not None
+
+
+def test_device_conditions_refuse_inverted_clocks() -> None:
+    with pytest.raises(ValidationError):
+        DeviceConditions(samples=1, sm_clock_min_mhz=2.0, sm_clock_max_mhz=1.0,
+                         mem_clock_min_mhz=0.0, mem_clock_max_mhz=0.0, power_max_w=0.0,
+                         temperature_max_c=0.0, throttle=())
+
+
+# -- the record and the comparison -------------------------------------------------------------
+
+
+def test_the_record_names_the_device_and_another_model_is_a_hardware_difference() -> None:
+    dev = FakeDevice()
+    here = record(dev.info(), STEADY, PEAKS, "torch-eager", "outside", False)
+    assert here.sm_count == 132 and here.driver == "580.159.04" and here.cuda == "13.0"
+    other = dict(here.to_json(), model="NVIDIA H100 80GB HBM3", sm_count=132, driver="570.1")
+    diff = device_diff(other, here)
+    assert [(d.field, d.hardware) for d in diff] == [("device.model", True),
+                                                      ("device.driver", False)]
+    assert device_diff(here, here) == []
+    assert device_diff(None, here)[0].hardware
+
+
+def test_the_probe_answer_is_parsed_strictly() -> None:
+    good = ('{"model": "NVIDIA H200", "capability": "9.0", "sm_count": 132, "l2_bytes": 52428800,'
+            ' "memory_bytes": 150000000000, "cuda": "13.0", "torch": "2.11.0", "flops": 7e14,'
+            ' "bytes_per_s": 4e12}')
+    got = parse_probe(0, "noise\n" + good + "\n")
+    assert got.error is None and got.peaks is not None and got.info["sm_count"] == 132
+    assert parse_probe(0, '{"error": "torch sees no CUDA device"}').error == "torch sees no CUDA device"
+    assert parse_probe(1, "").error is not None
+    assert "malformed" in (parse_probe(0, '{"model": "x"}').error or "")
+    assert parse_probe(0, good.replace("7e14", "0")).error is not None

@@ -1,0 +1,138 @@
+"""A deterministic fake device for the tests: a virtual clock, injectable timings,
+conditions and faults.
+
+`FakeDevice` holds the clock (`now`, advanced only by the fake's own work) and a script of
+condition samples. `FakeSide` is one process on it, behaving as its `Behaviour` says:
+honest, or one of the ways a kernel tries to move work out of the timed region (a share
+of each call finished after the answer, which a fetch either waits for or not), to cache
+answers (keyed on the buffer, like a `data_ptr` cache, or replayed after warm-up), or to
+report in-process events that are not what happened (a patched `Event.elapsed_time`).
+Outputs are computed for real (`op`, NumPy), so the output checks see what a kernel did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from verifier.device._interface import BatchAnswer, DeviceInfo, Inputs, Peaks, Sample
+
+__all__ = ["Behaviour", "FakeDevice", "FakeSide", "double_plus_one"]
+
+F64 = NDArray[np.float64]
+
+
+def double_plus_one(inputs: Inputs) -> list[F64]:
+    """The fake op: one output, 2x + 1 of the first input."""
+    return [np.asarray(inputs[0], dtype=np.float64) * 2.0 + 1.0]
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    """How a fake process behaves (ns are virtual)."""
+
+    kernel_ns: float = 10_000.0
+    launch_ns: float = 2_000.0
+    round_trip_ns: float = 40_000.0
+    fetch_ns: float = 5_000.0
+    flush_ns: float = 3_000.0
+    late_share: float = 0.0
+    """Share of each call's work that finishes only after the batch answered."""
+    fetch_waits: bool = True
+    """Whether a fetch waits for that late work (else it reads unfinished outputs: NaN)."""
+    cache: Literal["none", "buffer", "warmup"] = "none"
+    events_scale: float | None = 1.0
+    """In-process events report kernel_ns times this (None: no events offered)."""
+    jitter: float = 0.0
+    """Relative noise of each batch's time (deterministic, from the side's seed)."""
+    op: Callable[[Inputs], list[F64]] = double_plus_one
+
+
+@dataclass
+class FakeDevice:
+    """The virtual clock and the condition samples (cycled; the last one repeats)."""
+
+    samples: Sequence[Sample] = (Sample(1980.0, 3201.0, 350.0, 45.0, 0),)
+    device_peaks: Peaks = field(default_factory=lambda: Peaks(1e15, 4.8e12, "fake"))
+    now: int = 0
+    taken: int = 0
+
+    def clock(self) -> int:
+        return self.now
+
+    def advance(self, ns: float) -> None:
+        self.now += max(int(ns), 0)
+
+    def info(self) -> DeviceInfo:
+        return DeviceInfo("Fake H200", "9.0", 132, 50 * 2**20, 141 * 2**30, "580.159.04",
+                          "13.0", "2.11.0+cu130", False)
+
+    def sample(self) -> Sample:
+        s = self.samples[min(self.taken, len(self.samples) - 1)]
+        self.taken += 1
+        return s
+
+    def peaks(self) -> Peaks:
+        return self.device_peaks
+
+
+class FakeSide:
+    """One fake process on a `FakeDevice`; implements `DeviceSide`."""
+
+    def __init__(self, device: FakeDevice, behaviour: Behaviour, seed: int = 0) -> None:
+        self.device, self.b = device, behaviour
+        self.rng = np.random.default_rng(seed)
+        self.staged: list[list[F64]] = []
+        self.outputs: list[list[F64]] = []
+        self.first: dict[int, list[F64]] = {}
+        self.pending_ns = 0.0
+        self.done = 0
+        self.allocations = 0
+
+    def stage(self, calls: Sequence[Inputs]) -> None:
+        if len(calls) > len(self.staged):
+            self.allocations += len(calls) - len(self.staged)
+            self.staged += [[] for _ in range(len(calls) - len(self.staged))]
+        for i, inputs in enumerate(calls):
+            self.staged[i] = [np.array(x, dtype=np.float64) for x in inputs]
+
+    def _answer(self, slot: int) -> list[F64]:
+        fresh = self.b.op(self.staged[slot])
+        if self.b.cache == "buffer":
+            return self.first.setdefault(slot, fresh)
+        if self.b.cache == "warmup":
+            return self.first.setdefault(0, fresh)
+        return fresh
+
+    def run(self, count: int, cold: bool, empty: bool = False) -> BatchAnswer:
+        b = self.b
+        per_call = b.launch_ns + (b.flush_ns if cold else 0.0)
+        work = 0.0 if empty else b.kernel_ns
+        noise = 1.0 + b.jitter * float(self.rng.standard_normal()) if b.jitter else 1.0
+        self.device.advance((b.round_trip_ns + count * (per_call + (1 - b.late_share) * work)) * noise)
+        if empty:
+            return BatchAnswer(None)
+        self.outputs = [self._answer(i) for i in range(count)]
+        self.pending_ns = count * b.late_share * work
+        self.done += count
+        events = None if b.events_scale is None else tuple([work * b.events_scale] * count)
+        return BatchAnswer(events)
+
+    def fetch(self, calls: Sequence[int]) -> list[list[F64]]:
+        b = self.b
+        unfinished = self.pending_ns > 0 and not b.fetch_waits
+        if b.fetch_waits:
+            self.device.advance(self.pending_ns)
+        self.pending_ns = 0.0
+        self.device.advance(b.round_trip_ns + b.fetch_ns * len(calls))
+        got: list[list[Any]] = []
+        for c in calls:
+            outs = [o.copy() for o in self.outputs[c]]
+            if unfinished:
+                outs = [np.full_like(o, np.nan) for o in outs]
+            got.append(outs)
+        return got

@@ -1,0 +1,188 @@
+"""A shape's batches on a device, timed from outside the kernel's process.
+
+For each repetition both sides (candidate and PyTorch baseline, alternating which goes
+first) get the same freshly drawn inputs, distinct per call, staged into their buffers
+outside the timed region. The parent's clock then spans one `run` command, which answers
+only after a device-wide synchronise; the same clock spans an empty-kernel batch of the
+same length, measured in the same run (first and every `empty_every` repetitions), whose
+median is subtracted. The calls whose outputs are checked are drawn by the parent after
+the candidate's batch answered and fetched at once, before the baseline runs (so work
+the candidate left running cannot slow the baseline down); the baseline's outputs of the
+same calls are fetched after its batch and compared.
+
+Work that escapes the batch loses either way: a fetch that waits for it (a side stream,
+a host thread, a lazy result computed on demand) is slower than the slowest of the
+baseline's fetches of the same outputs, and the excess is charged to the candidate's batch (`late_work` when it
+is more than `late_share` of its time); a fetch that does not wait reads unfinished or
+stale outputs (a cached answer, keyed on pointers or replayed after warm-up), which fail
+the comparison (`outputs_wrong`).
+
+In-process CUDA events (the side's `events_ns`) never set the figures. They are kept for
+the per-call distribution only when their total agrees with the outside clock within
+`events_tolerance`; a total further apart means the kernel's process moved its timers
+(`timer_disagrees`). Patching `Event.elapsed_time`, `torch.cuda.synchronize` or `time.*`
+in the kernel's process changes neither the parent's clock nor the outputs it reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from attest.predicates import BenchFaultKind
+from verifier.device._interface import Clock, Device, DeviceSide, Inputs, Sample
+
+__all__ = ["DeviceTiming", "SideTiming", "TimingPlan", "measure"]
+
+Draw = Callable[[int, int], Inputs]
+"""(repetition, call) -> that call's inputs; distinct per call and per repetition."""
+Agree = Callable[[Sequence[NDArray[np.float64]], Sequence[NDArray[np.float64]]], bool]
+"""Whether the candidate's outputs of one call match the baseline's (within tolerance)."""
+
+
+@dataclass(frozen=True)
+class TimingPlan:
+    batch: int
+    reps: int
+    cold: bool = False
+    picks: int = 2
+    empty_every: int = 10
+    sample_every: int = 5
+    events_tolerance: float = 0.10
+    late_share: float = 0.05
+
+    def __post_init__(self) -> None:
+        if not (1 <= self.batch <= 4096 and 2 <= self.reps <= 100_000 and self.picks >= 1
+                and self.empty_every >= 1 and self.sample_every >= 1):
+            raise ValueError(f"a timing plan needs 1..4096 calls per batch, 2..100000 "
+                             f"repetitions and positive intervals, got {self}")
+
+
+@dataclass
+class SideTiming:
+    """One side's figures: per-call means of batches (overhead subtracted, late work
+    charged), the empty batches' totals, the fetches' times and the events offered."""
+
+    per_call_ns: list[float] = field(default_factory=list)
+    empty_ns: list[float] = field(default_factory=list)
+    fetch_ns: list[float] = field(default_factory=list)
+    run_ns: list[float] = field(default_factory=list)
+    events_ns: list[float] = field(default_factory=list)
+    events_missing: bool = False
+
+
+@dataclass
+class DeviceTiming:
+    kernel: SideTiming
+    baseline: SideTiming
+    wrong: list[str]
+    checked: int
+    late_ns: float
+    samples: list[Sample]
+    timer: str = "outside"
+    faults: list[tuple[BenchFaultKind, str]] = field(default_factory=list)
+    """(BenchFaultKind, detail) for each fault this shape's timing exposed."""
+    notes: list[str] = field(default_factory=list)
+
+
+def measure(cand: DeviceSide, base: DeviceSide, device: Device, draw: Draw, agree: Agree,
+            plan: TimingPlan, rng: np.random.Generator, clock: Clock) -> DeviceTiming:
+    """Time `plan.reps` batches per side (see the module docstring)."""
+    k, b = SideTiming(), SideTiming()
+    out = DeviceTiming(k, b, [], 0, 0.0, [device.sample()])
+    for rep in range(plan.reps):
+        calls = [draw(rep, j) for j in range(plan.batch)]
+        picks: list[int] = []
+        fetched: dict[int, list[list[NDArray[np.float64]]]] = {}
+        for side in ((0, 1) if rep % 2 == 0 else (1, 0)):
+            proc, into = (cand, k) if side == 0 else (base, b)
+            _batch(proc, into, calls, rep, plan, clock)
+            if not picks:  # drawn after the first batch answered, the same for both sides
+                picks = sorted(int(i) for i in rng.choice(plan.batch, min(plan.picks, plan.batch),
+                                                          replace=False))
+            t0 = clock()
+            fetched[side] = proc.fetch(picks)
+            into.fetch_ns.append(float(clock() - t0))
+        _charge(out, plan)
+        _compare(out, picks, fetched, agree, rep, plan.batch)
+        if (rep + 1) % plan.sample_every == 0:
+            out.samples.append(device.sample())
+    out.samples.append(device.sample())
+    _judge_late(out, plan)
+    _judge_events(out, plan)
+    return out
+
+
+def _batch(proc: DeviceSide, into: SideTiming, calls: Sequence[Inputs], rep: int,
+           plan: TimingPlan, clock: Clock) -> None:
+    """Stage (untimed), an empty batch now and then, and one timed batch of one side."""
+    proc.stage(calls)
+    if rep % plan.empty_every == 0:
+        t0 = clock()
+        proc.run(plan.batch, plan.cold, empty=True)
+        into.empty_ns.append(float(clock() - t0))
+    t0 = clock()
+    answer = proc.run(plan.batch, plan.cold)
+    into.run_ns.append(float(clock() - t0))
+    _events(answer.events_ns, plan.batch, into)
+
+
+def _events(events: tuple[float, ...] | None, batch: int, into: SideTiming) -> None:
+    if events is None or len(events) != batch:
+        into.events_missing = True
+        return
+    into.events_ns += [float(e) for e in events]
+
+
+def _charge(out: DeviceTiming, plan: TimingPlan) -> None:
+    """This repetition's per-call figure of each side; the candidate pays for a fetch slower
+    than the slowest of the baseline's fetches of the same number of outputs (so the
+    baseline's noise is never charged, and work hidden beyond it always is)."""
+    k, b = out.kernel, out.baseline
+    excess = max(0.0, k.fetch_ns[-1] - max(b.fetch_ns))
+    out.late_ns += excess
+    for side, extra in ((k, excess), (b, 0.0)):
+        overhead = float(np.median(side.empty_ns))
+        side.per_call_ns.append(max(side.run_ns[-1] - overhead + extra, 0.0) / plan.batch)
+
+
+def _compare(out: DeviceTiming, picks: list[int], fetched: dict[int, list[list[NDArray[np.float64]]]],
+             agree: Agree, rep: int, batch: int) -> None:
+    for i, call in enumerate(picks):
+        out.checked += 1
+        mine, theirs = fetched[0], fetched[1]
+        if i >= len(mine) or i >= len(theirs) or not agree(mine[i], theirs[i]):
+            out.wrong.append(f"call {rep * batch + call + 1}")
+
+
+def _judge_late(out: DeviceTiming, plan: TimingPlan) -> None:
+    run = sum(out.kernel.run_ns)
+    if run > 0 and out.late_ns > plan.late_share * run:
+        out.faults.append(("late_work", (
+            f"fetching the candidate's outputs took {out.late_ns / 1e3:.0f} us longer in total "
+            f"than the baseline's slowest fetch of the same outputs ({100 * out.late_ns / run:.0f} % "
+            "of its batches' time): work finished after its batches answered (a side stream, a "
+            "host thread or a result computed on demand); charged to its batches")))
+
+
+def _judge_events(out: DeviceTiming, plan: TimingPlan) -> None:
+    k = out.kernel
+    if k.events_missing or not k.events_ns:
+        out.notes.append("in-process CUDA events: not offered; figures from the parent's clock")
+        return
+    outside = sum(k.per_call_ns) * plan.batch - out.late_ns
+    events = sum(k.events_ns)
+    gap = abs(events - outside) / max(outside, 1.0)
+    if gap <= plan.events_tolerance:
+        out.timer = "events-checked"
+        out.notes.append(f"in-process CUDA events agree with the parent's clock ({100 * gap:.1f} % "
+                         "apart): kept for the per-call distribution only")
+        return
+    k.events_ns.clear()
+    out.faults.append(("timer_disagrees", (
+        f"the kernel's process reported {events / 1e3:.0f} us of CUDA events where the parent's "
+        f"clock measured {outside / 1e3:.0f} us of work ({100 * gap:.0f} % apart, limit "
+        f"{100 * plan.events_tolerance:.0f} %): its timers were moved; events discarded")))
