@@ -10,14 +10,20 @@ from typing import Any
 
 import pytest
 import requests
-from client_fakes import MemoryLog
-from client_server import Ktl, running_log
+from client_fakes import IndexedMemoryLog, MemoryLog
+from client_server import Ktl, kernel_folder, running_log
 
-from attest.entry import decode_entry, verify_entry
+from attest import examples, make_entry, parse_predicate
+from attest.entry import decode_entry, encode_entry, verify_entry
+from attest.keys import generate_private_key
+from attest.predicates import VERIFICATION_V1
+from attest.statement import Statement, Subject
 from client import LogMisbehaviour
 from client.api import LogClient
 from client.models import SearchPage
 from client.monitor import run_monitor
+from client.publish import Claim, kernel_claim, publish_claims
+from client.reproduce import gather
 from client.session import connect
 from client.state import TrustedState
 from client.trust import load_verifier
@@ -30,12 +36,12 @@ from client.vindex import (
     check_listing,
     verified_lookup,
 )
-from ledger.checkpoint import Checkpoint, sign_checkpoint
-from ledger.merkle import tree_root
-from ledger.vindex import IndexKey, VerifiableIndex, commitment_line, entry_keys
+from ledger.vindex import IndexKey, entry_keys
 from tests.ledger_support import entry_bytes
+from verifier.kernel import pack_kernel
 
 N = 12
+NAME = "acme/matmul-blocked"
 
 
 def _entries() -> list[bytes]:
@@ -156,30 +162,13 @@ def test_ktl_search_says_complete_and_catches_a_trimmed_listing(
         assert f"left out entries {want[1]}" in res.stdout + res.stderr
 
 
-class IndexedLog(MemoryLog):
-    """The in-memory log, with checkpoints committing to an index; `lie_skip` leaves
-    entries out of the committed index (a log whose commitment disagrees with its entries)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.lie_skip: set[int] = set()
-
-    def note_at(self, size: int) -> bytes:
-        index = VerifiableIndex()
-        index.extend(0, [b"{}" if i in self.lie_skip else e
-                         for i, e in enumerate(self.entries[:size])])
-        root = tree_root(size, self.store)
-        return sign_checkpoint(Checkpoint(self.origin, size, root,
-                                          (commitment_line(index.root),)), self.signer)
-
-
 def _monitor(log: MemoryLog, tmp: Path) -> Any:
     return run_monitor(log, load_verifier(log.verifier_key), log.origin,
                        TrustedState(tmp / "home"), tmp / "state.json")
 
 
 def test_monitor_recomputes_the_index_and_catches_a_wrong_commitment(tmp_path: Path) -> None:
-    log = IndexedLog()
+    log = IndexedMemoryLog()
     data = _entries()
     for d in data[:7]:
         verify_entry(decode_entry(d))
@@ -233,3 +222,51 @@ def test_the_commitment_line_is_covered_by_the_log_signature(tmp_path: Path) -> 
         with pytest.raises(Exception, match="not validly signed"):
             verified_lookup(sess, IndexKey("name", "acme/k0"))
         sess.close()
+
+
+def _claim_entry(name: str, digest: str, key: Any) -> bytes:
+    stmt = Statement(subjects=(Subject(name, digest),), predicate_type=VERIFICATION_V1,
+                     predicate=parse_predicate(VERIFICATION_V1, examples.verification()))
+    return encode_entry(make_entry(Statement.from_json(stmt.to_json()), [key]))
+
+
+def test_reproduce_catches_a_search_that_hides_an_entry_about_the_digest(tmp_path: Path) -> None:
+    """Attack: the log's search leaves out one entry about the kernel's digest (a
+    refutation, say); `ktl reproduce`'s claim search holds it against the index."""
+    log = IndexedMemoryLog()
+    trusted = TrustedState(tmp_path / "home")
+    archive = pack_kernel(kernel_folder(tmp_path))
+    digest = hashlib.sha256(archive).hexdigest()
+    vendor = generate_private_key()
+    publish_claims(log, load_verifier(log.verifier_key), log.origin, trusted, vendor,
+                   name=NAME, archive=archive,
+                   claims=[kernel_claim(kernel_folder(tmp_path / "k"))[2],
+                           Claim("verification", VERIFICATION_V1, examples.verification())],
+                   receipt_folder=tmp_path / "r")
+    hidden = log.submit(_claim_entry(NAME, digest, generate_private_key())).index
+    sess = connect(log, trusted, url="http://memory.test")
+    honest = gather(sess, 0, tmp_path / "w1")
+    assert honest.search.proven_up_to == len(log.entries)
+    assert "proven complete up to index" in honest.search.summary()
+    honest_search = log.search
+
+    def hiding(**kw: Any) -> SearchPage:
+        page = honest_search(**kw)
+        return SearchPage(tuple(h for h in page.results if h.index != hidden), page.next_cursor)
+
+    log.search = hiding  # type: ignore[method-assign]
+    with pytest.raises(SearchOmitted, match=f"left out entries {hidden}"):
+        gather(connect(log, trusted, url="http://memory.test"), 0, tmp_path / "w2")
+
+
+def test_reproduce_against_a_log_without_an_index_says_not_proven(tmp_path: Path) -> None:
+    log = MemoryLog()
+    trusted = TrustedState(tmp_path / "home")
+    archive = pack_kernel(kernel_folder(tmp_path))
+    publish_claims(log, load_verifier(log.verifier_key), log.origin, trusted,
+                   generate_private_key(), name=NAME, archive=archive,
+                   claims=[kernel_claim(kernel_folder(tmp_path / "k"))[2]],
+                   receipt_folder=tmp_path / "r")
+    got = gather(connect(log, trusted, url="http://memory.test"), 0, tmp_path / "w")
+    assert got.search.proven_up_to is None
+    assert "not proven complete" in got.search.summary()

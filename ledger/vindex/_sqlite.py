@@ -79,7 +79,19 @@ class SqliteIndexRows:
         return out
 
     def write(self, pending: PendingIndex) -> None:
+        """One transaction, not flushed to disk on its own: the index is derived data (a
+        crash that loses it is caught up from the entries), and the log's next durable
+        commit flushes it with its own (one write-ahead log)."""
         conn = self._connect()
+        durable = conn.execute("PRAGMA synchronous").fetchone()[0]
+        conn.execute("PRAGMA synchronous = NORMAL")
+        try:
+            self._write(conn, pending)
+        finally:
+            conn.execute(f"PRAGMA synchronous = {int(durable)}")
+
+    @staticmethod
+    def _write(conn: sqlite3.Connection, pending: PendingIndex) -> None:
         conn.execute("BEGIN IMMEDIATE")
         try:
             have = int(conn.execute("SELECT size FROM vindex_size").fetchone()[0])
