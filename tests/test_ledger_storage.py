@@ -186,7 +186,54 @@ def test_migration_from_version_1(tmp_path: Path) -> None:
     s.close()
     conn = sqlite3.connect(tmp_path / "log.db")
     assert conn.execute("SELECT version FROM schema_version").fetchone() == (SCHEMA_VERSION,)
-    assert SCHEMA_VERSION == 3
+    assert SCHEMA_VERSION == 4
+
+
+def test_digest_summaries_are_kept_at_integration(storage: LogStorage) -> None:
+    # Issue 26 row 3: a page about a digest reads its counts, not its entries.
+    digest, other = "ab" * 32, "cd" * 32
+    entries = []
+    for i in range(7):
+        data = f"entry {i}".encode() + b"x" * i
+        subjects = (("acme/k", digest),) if i != 3 else (("acme/k", digest), ("b/k", digest))
+        if i == 6:
+            subjects = (("o/k", other),)
+        entries.append(StoredEntry(i, leaf_hash(data), data, f"https://p/{i % 2}", subjects,
+                                   (), 1.0))
+    storage.commit_batch(_batch(entries[:4]))
+    storage.commit_batch(_batch(entries[4:]))
+    got = storage.digest_summary(digest)
+    assert got.entries == 6, "an entry naming the digest twice counts once"
+    by_type = {k.predicate_type: k for k in got.kinds}
+    even = [e for e in entries[:6] if e.index % 2 == 0]
+    assert by_type["https://p/0"].entries == 3 and by_type["https://p/0"].last_index == 4
+    assert by_type["https://p/0"].bytes == sum(len(e.data) for e in even)
+    assert by_type["https://p/1"].last_index == 5 and got.count("https://p/1") == 3
+    assert storage.digest_summary(other).entries == 1
+    assert storage.digest_summary("ee" * 32).kinds == ()
+    assert storage.digest_summary("x\x00' OR 1=1 --").kinds == ()
+
+
+def test_migration_to_version_4_summarizes_the_stored_entries(tmp_path: Path) -> None:
+    from ledger.storage._schema import MIGRATIONS
+
+    s = SqliteStorage(tmp_path)
+    s.commit_batch(_batch([_entry(i) for i in range(5)]))
+    s.close()
+    conn = sqlite3.connect(tmp_path / "log.db")
+    conn.execute("DROP TABLE digest_summaries")
+    conn.execute("UPDATE schema_version SET version = 3")
+    conn.commit()
+    conn.close()
+    assert len(MIGRATIONS) == 4
+    s = SqliteStorage(tmp_path)
+    try:
+        first = _entry(0)
+        got = s.digest_summary(first.subjects[0][1])
+        assert [(k.predicate_type, k.entries, k.bytes, k.last_index) for k in got.kinds] == [
+            ("https://p/0", 1, len(first.data), 0)]
+    finally:
+        s.close()
 
 
 def test_entry_facts_need_a_subject() -> None:

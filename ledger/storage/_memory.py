@@ -12,6 +12,7 @@ from ledger.storage._files import check_file_path
 from ledger.storage._types import (
     MAX_PAGE,
     MAX_RANGE,
+    DigestSummary,
     EntrySummary,
     IntegratedBatch,
     SearchPage,
@@ -22,6 +23,8 @@ from ledger.storage._types import (
     check_empty_checkpoint,
     check_range,
     check_search,
+    summary_of,
+    summary_rows,
 )
 
 
@@ -39,6 +42,8 @@ class MemoryStorage:
         self._cosigned: StoredCheckpoint | None = None
         self._blobs: dict[str, tuple[bytes, float]] = {}
         self._files: dict[str, bytes] = {}
+        #: digest -> predicate type -> [entries, bytes, last index]
+        self._summaries: dict[str, dict[str, list[int]]] = {}
 
     def latest_checkpoint(self) -> StoredCheckpoint | None:
         with self._lock:
@@ -90,6 +95,11 @@ class MemoryStorage:
         return SearchPage(
             tuple(e.summary() for e in page), page[-1].index + 1 if more and page else None
         )
+
+    def digest_summary(self, digest: str) -> DigestSummary:
+        with self._lock:
+            kinds = self._summaries.get(digest, {})
+            return summary_of(digest, [(t, n, b, last) for t, (n, b, last) in kinds.items()])
 
     def recent_entries(self, limit: int = 20, before: int | None = None) -> list[EntrySummary]:
         limit = max(1, min(limit, 500))
@@ -181,6 +191,11 @@ class MemoryStorage:
             for e in batch.entries:
                 self._entries.append(e)
                 self._by_leaf[e.leaf_hash] = e.index
+            for digest, ptype, n, nbytes, last in summary_rows(batch.entries):
+                row = self._summaries.setdefault(digest, {}).setdefault(ptype, [0, 0, -1])
+                row[0] += n
+                row[1] += nbytes
+                row[2] = max(row[2], last)
             self._tiles.update(batch.tiles)
             self._nodes.update(batch.nodes)
             sizes = [c.size for c in self._checkpoints]

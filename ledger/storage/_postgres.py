@@ -31,6 +31,8 @@ from ledger.storage._pg_schema import INTEGRATE_LOCK, migrate
 from ledger.storage._types import (
     MAX_PAGE,
     MAX_RANGE,
+    MAX_SUMMARY_KINDS,
+    DigestSummary,
     EntrySummary,
     IntegratedBatch,
     SearchPage,
@@ -41,6 +43,8 @@ from ledger.storage._types import (
     check_empty_checkpoint,
     check_range,
     check_search,
+    summary_of,
+    summary_rows,
 )
 from ledger.storage._url import check_database_url, redact_url
 
@@ -103,6 +107,14 @@ def commit_batch_rows(conn: psycopg.Connection[Any], batch: IntegratedBatch) -> 
             for e in batch.entries:
                 for k in dict.fromkeys(e.keyids):
                     copy.write_row((e.index, k))
+        cur.executemany(
+            "INSERT INTO digest_summaries (sha256, predicate_type, entries, bytes, last_idx) "
+            "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (sha256, predicate_type) DO UPDATE SET "
+            "entries = digest_summaries.entries + EXCLUDED.entries, "
+            "bytes = digest_summaries.bytes + EXCLUDED.bytes, "
+            "last_idx = GREATEST(digest_summaries.last_idx, EXCLUDED.last_idx)",
+            summary_rows(batch.entries),
+        )
         cur.executemany(
             "INSERT INTO tiles (level, idx, hashes, nodes) VALUES (%s, %s, %s, %s) "
             "ON CONFLICT (level, idx) DO UPDATE SET hashes = EXCLUDED.hashes, "
@@ -270,6 +282,16 @@ class PostgresStorage:
             f"SELECT {_SUMMARY_COLS} FROM entries WHERE idx = ANY(%s) ORDER BY idx", (ids,)
         )
         return SearchPage(tuple(_summary(r) for r in rows), ids[-1] + 1 if more else None)
+
+    def digest_summary(self, digest: str) -> DigestSummary:
+        if "\x00" in digest:
+            return summary_of(digest, [])
+        rows = self._all(
+            "SELECT predicate_type, entries, bytes, last_idx FROM digest_summaries "
+            "WHERE sha256 = %s ORDER BY entries DESC, predicate_type LIMIT %s",
+            (digest, MAX_SUMMARY_KINDS + 1),
+        )
+        return summary_of(digest, [(r[0], r[1], r[2], r[3]) for r in rows])
 
     def recent_entries(self, limit: int = 20, before: int | None = None) -> list[EntrySummary]:
         limit = max(1, min(limit, MAX_PAGE))

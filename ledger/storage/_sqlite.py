@@ -26,6 +26,8 @@ from ledger.storage._schema import migrate
 from ledger.storage._types import (
     MAX_PAGE,
     MAX_RANGE,
+    MAX_SUMMARY_KINDS,
+    DigestSummary,
     EntrySummary,
     IntegratedBatch,
     SearchPage,
@@ -36,6 +38,8 @@ from ledger.storage._types import (
     check_empty_checkpoint,
     check_range,
     check_search,
+    summary_of,
+    summary_rows,
 )
 
 DB_NAME = "log.db"
@@ -241,6 +245,14 @@ class SqliteStorage:
         ).fetchall()
         return SearchPage(tuple(_summary(r) for r in rows), ids[-1] + 1 if more else None)
 
+    def digest_summary(self, digest: str) -> DigestSummary:
+        rows = self._conn().execute(
+            "SELECT predicate_type, entries, bytes, last_idx FROM digest_summaries "
+            "WHERE sha256 = ? ORDER BY entries DESC, predicate_type LIMIT ?",
+            (digest, MAX_SUMMARY_KINDS + 1),
+        ).fetchall()
+        return summary_of(digest, rows)
+
     def recent_entries(self, limit: int = 20, before: int | None = None) -> list[EntrySummary]:
         limit = max(1, min(limit, 500))
         bound = (1 << 63) - 1 if before is None else before
@@ -396,6 +408,13 @@ class SqliteStorage:
             conn.executemany(
                 "INSERT OR IGNORE INTO signers (idx, keyid) VALUES (?, ?)",
                 [(e.index, k) for e in batch.entries for k in e.keyids],
+            )
+            conn.executemany(
+                "INSERT INTO digest_summaries (sha256, predicate_type, entries, bytes, last_idx) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (sha256, predicate_type) DO UPDATE SET "
+                "entries = entries + excluded.entries, bytes = bytes + excluded.bytes, "
+                "last_idx = MAX(last_idx, excluded.last_idx)",
+                summary_rows(batch.entries),
             )
             conn.executemany(
                 "INSERT OR REPLACE INTO tiles (level, idx, hashes, nodes) VALUES (?, ?, ?, ?)",
