@@ -14,7 +14,12 @@ the JSON API is never trusted here. Each run:
    reports every reproduction of a watched kernel (one released in this log, or one the
    policy covers) with its signer as the policy names it, and a refutation by a
    reproducer the policy trusts as a `refutation` finding;
-4. saves its position after every bundle, so an interrupted run resumes.
+4. saves its position after every bundle, so an interrupted run resumes;
+5. recomputes the verifiable index from the entries it read (kept beside its state,
+   `client.vindex.RecomputedIndex`) and compares its root with the one the checkpoint
+   commits to: a difference is an `IndexMismatch`, with evidence saved. The index is
+   checked when this monitor has read every entry from 0 in order (a `--since` run,
+   or a lost index file, leaves it unchecked: `index_checked` is false).
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from client.api import LogAPI
 from client.receipts import check_entry
 from client.state import TrustedState, atomic_write, origin_slug, read_capped
 from client.trust import QuorumCheck, extend_trust, open_signed, refuse
+from client.vindex import RecomputedIndex
 
 KERNEL_TYPE = KERNEL_V1
 _MONITOR_WHAT = "the checkpoint the monitor last read, of size"
@@ -152,6 +158,8 @@ class MonitorReport:
     tree_size: int
     entries_checked: int
     findings: tuple[Finding, ...] = field(default=())
+    #: Whether the checkpoint's index commitment was compared with the recomputed index.
+    index_checked: bool = False
 
     @property
     def violations(self) -> tuple[Finding, ...]:
@@ -171,13 +179,15 @@ class MonitorReport:
             "findings": [f.to_json() for f in self.findings],
             "violations": len(self.violations),
             "refutations": len(self.refutations),
+            "index_checked": self.index_checked,
         }
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> MonitorReport:
         return cls(str(obj["origin"]), int(obj["start_index"]), int(obj["tree_size"]),
                    int(obj["entries_checked"]),
-                   tuple(Finding.from_json(f) for f in obj["findings"]))
+                   tuple(Finding.from_json(f) for f in obj["findings"]),
+                   bool(obj.get("index_checked", False)))
 
 
 def _check_one(data: bytes) -> VerifiedEntry | str:
@@ -297,15 +307,31 @@ def run_monitor(
     findings: list[Finding] = []
     pool = (ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"))
             if jobs > 1 and size - start > TILE_WIDTH else None)
+    audit = _open_audit(state_path, start)
     try:
         checked = _read_entries(log, reader, st, state_path, policy, releases, findings,
-                                start, size, pool, jobs, on_progress)
+                                start, size, pool, jobs, on_progress, audit)
+        index_checked = audit is not None and audit.size == size and audit.check(
+            trusted, origin, cp, note)
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
+        if audit is not None:
+            audit.close()
     save_monitor_state(state_path, MonitorState(origin, max(size, st.next_index), note,
                                                 tuple(releases.values())))
-    return MonitorReport(origin, start, size, checked, tuple(findings))
+    return MonitorReport(origin, start, size, checked, tuple(findings), index_checked)
+
+
+def _open_audit(state_path: Path, start: int) -> RecomputedIndex | None:
+    """The recomputed index, if it holds exactly the entries before `start` (from 0: new)."""
+    audit = RecomputedIndex(state_path.with_name(state_path.name + ".vindex.db"))
+    if start == 0 and audit.size:
+        audit.reset()
+    if audit.size == start:
+        return audit
+    audit.close()
+    return None
 
 
 def _read_entries(
@@ -321,8 +347,10 @@ def _read_entries(
     pool: ProcessPoolExecutor | None,
     jobs: int,
     on_progress: Callable[[int, int], None] | None,
+    audit: RecomputedIndex | None = None,
 ) -> int:
-    """Read, check and examine entries [start, size) bundle by bundle; save the position."""
+    """Read, check and examine entries [start, size) bundle by bundle; add them to the
+    recomputed index; save the position."""
     origin = st.origin
     checked = 0
     pos = start
@@ -346,6 +374,8 @@ def _read_entries(
         for i, result in enumerate(results, start=pos):
             findings.extend(_examine(i, result, policy, releases))
             checked += 1
+        if audit is not None:
+            audit.add(pos, fresh)
         pos = lo + width
         save_monitor_state(state_path, MonitorState(origin, pos, st.checkpoint,
                                                     tuple(releases.values())))

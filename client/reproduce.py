@@ -102,17 +102,23 @@ class ClaimSearch:
     skipped: tuple[Skipped, ...] = ()
     skipped_total: int = 0
     complete: bool = True
+    #: The digest's rows were proven to be every entry naming it below this index (the
+    #: log's committed index, `client.vindex`); None: the log commits to no index.
+    proven_up_to: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"examined": self.examined, "fetched": self.fetched,
                 "skipped": [k.to_json() for k in self.skipped],
-                "skipped_total": self.skipped_total, "complete": self.complete}
+                "skipped_total": self.skipped_total, "complete": self.complete,
+                "proven_up_to": self.proven_up_to}
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> ClaimSearch:
+        proven = obj.get("proven_up_to")
         return cls(int(obj["examined"]), int(obj["fetched"]),
                    tuple(Skipped.from_json(k) for k in obj["skipped"]),
-                   int(obj["skipped_total"]), bool(obj["complete"]))
+                   int(obj["skipped_total"]), bool(obj["complete"]),
+                   None if proven is None else int(proven))
 
     def summary(self) -> str:
         text = (f"{self.skipped_total} entr{'y' if self.skipped_total == 1 else 'ies'} about "
@@ -120,6 +126,11 @@ class ClaimSearch:
         if not self.complete:
             text += (f"; the search stopped after {self.examined} index rows / {self.fetched} "
                      "fetched entries, so later claims were not considered")
+        if self.proven_up_to is None:
+            text += "; the log commits to no index, so the search is not proven complete"
+        else:
+            text += f"; the entries about this digest are proven complete up to index " \
+                    f"{self.proven_up_to}"
         return text
 
 
@@ -258,17 +269,41 @@ def _search_claims(
     queries: list[dict[str, str]] = [
         *([{"keyid": k} for k in sorted(publishers)] if policy is None else []),
         {"digest": digest}]
+    digest_rows: list[int] = []
+    read_all = False
     for query in queries:
         cursor: int | None = None
         while complete:
             page = sess.log.search(**query, cursor=cursor, limit=SEARCH_PAGE)
+            if "digest" in query:
+                digest_rows.extend(hit.index for hit in page.results)
             complete = all(examine(hit, "keyid" in query) for hit in page.results)
             if page.next_cursor is None or not page.results or (
                 cursor is not None and page.next_cursor <= cursor
             ):
+                read_all = "digest" in query and page.next_cursor is None
                 break
             cursor = page.next_cursor
-    return tuple(claims), ClaimSearch(examined, fetched, tuple(skipped), skipped_total, complete)
+    proven = _prove_digest_rows(sess, digest, digest_rows, read_all)
+    return tuple(claims), ClaimSearch(examined, fetched, tuple(skipped), skipped_total, complete,
+                                      proven)
+
+
+def _prove_digest_rows(sess: Session, digest: str, rows: list[int], read_all: bool
+                       ) -> int | None:
+    """Hold the digest's search rows against the log's committed index: the size they are
+    proven complete up to; None where the log commits to no index. A log whose rows leave
+    out an entry its index lists is `SearchOmitted` (a refutation hidden from the search)."""
+    from client.vindex import IndexNotCommitted, check_listing, index_key_for, verified_lookup
+
+    if getattr(sess.log, "index_lookup", None) is None:
+        return None
+    try:
+        proved = verified_lookup(sess, index_key_for("digest", digest))
+    except IndexNotCommitted:
+        return None
+    check_listing(proved, rows, up_to=None if read_all else max(rows, default=-1) + 1)
+    return proved.size
 
 
 def target_json(sess: Session, entry: FetchedEntry) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from ledger.server._errors import ApiError
 from ledger.server._params import hex64, int_arg, only_args, parse_int
 from ledger.server._service import LogService
 from ledger.storage import SEARCH_FIELDS
+from ledger.vindex import IndexKey
 
 bp = Blueprint("ktl_api", __name__, url_prefix="/api/v1")
 IMMUTABLE = "public, max-age=31536000, immutable"
@@ -288,6 +289,26 @@ def search() -> Response:
     size = svc.tree_size()
     results = [r.to_json() for r in page.results if r.index < size]
     return _json({"results": results, "next_cursor": page.next_cursor})
+
+
+@bp.get("/index/lookup")
+def index_lookup() -> Response:
+    """Every entry naming a key, with the proof that the list is complete (docs/vindex.md)."""
+    svc = _service()
+    only_args("key")
+    raw = request.args.get("key", "")
+    try:
+        key = IndexKey.parse(raw)
+    except ValueError as e:
+        raise ApiError(400, "invalid_parameter", f"key: {e}") from None
+    answer, cp = svc.index_lookup(key)
+    return _json({
+        "key": key.text(),
+        "size": answer.size,
+        "indices": answer.indices,
+        "proof": answer.proof.to_json(),
+        "checkpoint": cp.note.decode("utf-8"),
+    })
 
 
 def _blob_digest(raw: str) -> str:

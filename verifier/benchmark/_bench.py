@@ -43,6 +43,8 @@ from attest.predicates import (
     BenchmarkPredicate,
     BenchmarkResult,
     BlobRef,
+    DeviceConditions,
+    DeviceRecord,
     Environment,
     Method,
     TorchOp,
@@ -134,6 +136,10 @@ class BenchReport:
     torch: Mapping[str, Any] | None = None
     """For op 'torch': the reference's digest, torch, dtype, tolerance, weight seeds and
     baselines (attest.predicates.TorchOp)."""
+    device: DeviceRecord | None = None
+    """On a device: what it was, how it was timed, the baseline and versions."""
+    device_conditions: DeviceConditions | None = None
+    """On a device: clocks, power, temperature and throttle reasons over the run."""
 
     def samples_blob(self) -> bytes:
         """The raw samples as canonical JSON (sorted keys, no spaces)."""
@@ -162,7 +168,8 @@ class BenchReport:
             environment=self.environment, workload=self.workload(), method=self.method(),
             results=self.results, samples=samples_ref(self.samples_blob()),
             trusted=self.trusted, notes=tuple(n[:2000] for n in self.notes), faults=self.faults,
-            torch=None if self.torch is None else TorchOp.from_json(dict(self.torch)))
+            torch=None if self.torch is None else TorchOp.from_json(dict(self.torch)),
+            device=self.device, device_conditions=self.device_conditions)
 
     def to_json(self) -> dict[str, Any]:
         return {"kernel": self.kernel, "op": self.op, "seed": self.seed,
@@ -172,7 +179,10 @@ class BenchReport:
                 "samples": list(self.samples), "measured_s": self.measured_s,
                 "faults": [f.to_json() for f in self.faults], "threads": self.threads,
                 **({"cost": self.cost.to_json()} if self.cost is not None else {}),
-                **({"torch": dict(self.torch)} if self.torch is not None else {})}
+                **({"torch": dict(self.torch)} if self.torch is not None else {}),
+                **({"device": self.device.to_json()} if self.device is not None else {}),
+                **({"device_conditions": self.device_conditions.to_json()}
+                   if self.device_conditions is not None else {})}
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> BenchReport:
@@ -185,7 +195,10 @@ class BenchReport:
                    tuple(BenchFault.from_json(f) for f in obj.get("faults", ())),
                    int(obj.get("threads", 1)),
                    CostRecord.from_json(obj["cost"]) if "cost" in obj else None,
-                   dict(obj["torch"]) if obj.get("torch") is not None else None)
+                   dict(obj["torch"]) if obj.get("torch") is not None else None,
+                   DeviceRecord.from_json(obj["device"]) if "device" in obj else None,
+                   DeviceConditions.from_json(obj["device_conditions"])
+                   if "device_conditions" in obj else None)
 
 
 def samples_ref(blob: bytes) -> BlobRef:

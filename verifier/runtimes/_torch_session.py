@@ -208,10 +208,12 @@ class TorchSession:
 
     # -- initialisation ---------------------------------------------------------------------------
 
-    def init(self, seed: int, timeout_s: float = 120.0) -> dict[str, Any]:
-        """Construct both modules under `seed`; the candidate gets the reference's matching
-        state. Returns {"loaded", "own", "unmatched"} as the candidate said (bounded)."""
-        body = {"cmd": "init", "seed": seed, "init": self.problem.init, "dtype": self.kernel.dtype}
+    def init(self, seed: int, timeout_s: float = 120.0, device: str | None = None) -> dict[str, Any]:
+        """Construct both modules under `seed` (moved to `device` when given, e.g. "cuda");
+        the candidate gets the reference's matching state. Returns {"loaded", "own",
+        "unmatched"} as the candidate said (bounded)."""
+        body = {"cmd": "init", "seed": seed, "init": self.problem.init, "dtype": self.kernel.dtype,
+                **({"device": device} if device else {})}
         params = self._ref({**body, "params_at": 0, "room": self.params_room}).get("params")
         if not isinstance(params, list):
             raise ReferenceError_("the reference did not list its parameters")
