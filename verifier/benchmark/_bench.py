@@ -51,6 +51,7 @@ from attest.predicates import (
     Workload,
     derived_gflops,
 )
+from verifier import _gpu
 from verifier.benchmark._cost import CostRecord, cost_record
 from verifier.benchmark._loop import (
     MAX_BATCH_CALLS,
@@ -274,7 +275,9 @@ def bench(directory: str | Path, settings: BenchSettings | None = None,
     """Benchmark the kernel folder; `trusted` is False (with notes) when it cannot be believed.
 
     A kernel of op 'torch' is timed against its reference module in PyTorch eager
-    (`verifier.benchmark._torch_bench`; `settings.compile_baseline` adds torch.compile's).
+    (`verifier.benchmark._torch_bench`; `settings.compile_baseline` adds torch.compile's);
+    where a GPU is usable, on that GPU against PyTorch on it (`verifier.benchmark.
+    _device_bench.gpu_bench`: device buffers, the device-wide clock, the physical floor).
 
     Each shape is measured for at least `settings.min_time_s` (and `min_reps` pairs) before
     the interval may stop the loop, so short loops cannot hide a kernel that drifts later.
@@ -291,6 +294,11 @@ def bench(directory: str | Path, settings: BenchSettings | None = None,
     if spec.is_torch:
         from verifier.benchmark._torch_bench import torch_bench
 
+        if _gpu.probe().error is None:  # a GPU: timed on it, against PyTorch on it
+            from verifier.benchmark._device_bench import gpu_bench
+
+            return gpu_bench(spec, settings.time_budget_s, settings.max_halfwidth,
+                             seed=settings.seed, progress=say)
         return torch_bench(spec, dataclasses.replace(
             settings, threads=settings.threads or 1,
             min_time_s=min(settings.min_time_s, settings.time_budget_s)), say)

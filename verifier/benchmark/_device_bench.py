@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from attest.predicates import BenchmarkResult, DeviceConditions, DeviceRecord
+from verifier import _gpu
 from verifier.benchmark._bench import BenchReport, Findings, bootstrap_speedup
 from verifier.benchmark._device_sides import TorchSide, outputs_agree
 from verifier.benchmark._torch_bench import (
@@ -47,15 +48,17 @@ from verifier.device import (
     Clock,
     Device,
     DeviceTiming,
+    NvmlDevice,
     OpCost,
     TimingPlan,
     below_floor,
     floor_of,
     measure,
+    probe_device,
     record,
     summarize,
 )
-from verifier.environment import environment_fingerprint
+from verifier.environment import environment_fingerprint, gpu_fingerprint
 from verifier.errors import BuildError, RuntimeUnavailableError, VerifierError
 from verifier.kernel import KernelSpec
 from verifier.runtimes import (
@@ -70,7 +73,7 @@ from verifier.sandbox import Limits
 from verifier.tensors import nbytes_of
 from verifier.worker import CANDIDATE_GRANTS
 
-__all__ = ["DeviceBenchSettings", "device_bench"]
+__all__ = ["DeviceBenchSettings", "device_bench", "gpu_bench"]
 
 Progress = Callable[[str], None]
 
@@ -108,6 +111,8 @@ def device_bench(spec: KernelSpec, settings: DeviceBenchSettings, device: Device
     seed = secrets.randbelow(2**31) if seed is None else int(seed)
     rng = np.random.default_rng(seed)
     notes, env = Findings(), environment_fingerprint(kernel.runtime)
+    if settings.device == "cuda":
+        env["gpu"], env["gpu_driver"] = gpu_fingerprint(_gpu.probe())
     with tempfile.TemporaryDirectory(prefix="ktl-device-bench-") as tmp:
         work = Path(tmp)
         try:
@@ -117,8 +122,7 @@ def device_bench(spec: KernelSpec, settings: DeviceBenchSettings, device: Device
             return _report(kernel, seed, env, (), notes, None, None)
         limits = Limits(cpu_s=int(settings.time_budget_s * 8 + 600),
                         wall_s=settings.time_budget_s * 4 + 600,
-                        address_space=CANDIDATE_GRANTS.address_space * (8 if settings.device ==
-                                                                        "cuda" else 1),
+                        address_space=CANDIDATE_GRANTS.address_space,  # None with a GPU
                         open_files=CANDIDATE_GRANTS.open_files,
                         processes=CANDIDATE_GRANTS.processes)
         try:
@@ -130,6 +134,24 @@ def device_bench(spec: KernelSpec, settings: DeviceBenchSettings, device: Device
             return _run(kernel, session, settings, device, seed, rng, env, notes, say, clock)
         finally:
             session.close()
+
+
+def gpu_bench(spec: KernelSpec, time_budget_s: float, max_halfwidth: float, cold: bool = False,
+              seed: int | None = None, progress: Progress | None = None) -> BenchReport:
+    """`device_bench` on this machine's first GPU (its properties and peaks probed in a
+    process of ours, its conditions read through NVML). Raises RuntimeUnavailableError
+    naming why when the probe finds no device or NVML cannot be read."""
+    probed = probe_device()
+    if probed.error is not None:
+        raise RuntimeUnavailableError(f"no GPU to time on: {probed.error}")
+    try:
+        device = NvmlDevice(probed)
+    except (ImportError, RuntimeError, OSError) as exc:
+        raise RuntimeUnavailableError(f"the GPU's conditions cannot be read through NVML "
+                                      f"(nvidia-ml-py): {exc}") from exc
+    settings = DeviceBenchSettings(device="cuda", time_budget_s=time_budget_s,
+                                   max_halfwidth=max_halfwidth, cold=cold)
+    return device_bench(spec, settings, device, seed, progress)
 
 
 def _run(kernel: TorchKernel, session: TorchSession, settings: DeviceBenchSettings,

@@ -60,6 +60,7 @@ from attest.predicates import (
     VerificationPredicate,
 )
 from verifier.benchmark import DEFAULT_RUNS, BenchSettings, conditions_differ
+from verifier.device import device_diff
 from verifier.errors import ReproduceError
 from verifier.progress import Progress, quiet
 from verifier.reproduce._verdict import (
@@ -200,7 +201,8 @@ def compare_benchmark(claimed: BenchmarkPredicate, measured: BenchmarkPredicate,
     sequential look `look` (see `verifier.stats`)."""
     op = claimed.workload.op
     mine = {shape_key(op, r.shape): r for r in measured.results}
-    diff = environment_diff(claimed.environment, measured.environment)
+    diff = (*environment_diff(claimed.environment, measured.environment),
+            *device_diff(claimed.device, measured.device))[:32]
     apart = conditions_differ(
         claimed.conditions.to_json() if claimed.conditions is not None else None,
         measured.conditions.to_json() if measured.conditions is not None else None)
