@@ -209,6 +209,8 @@ def gather(sess: Session, index: int, workdir: Path, policy: TrustPolicy | None 
 
 #: Most index rows one search reads in all (the publisher's entries about other kernels too).
 MAX_ROWS_READ = 50_000
+#: Search calls per reproduction, at most (a (digest, key) page may come back empty).
+MAX_SEARCH_CALLS = 500
 
 
 def _search_claims(
@@ -232,15 +234,15 @@ def _search_claims(
         if len(skipped) < MAX_SKIPS_LISTED:
             skipped.append(Skipped(at, k.reason, k.detail))
 
-    def examine(hit: SearchHit, by_key: bool) -> bool:
+    def examine(hit: SearchHit) -> bool:
         """Look at one index row; False once a cap is reached."""
         nonlocal examined, fetched
         nonlocal read
         read += 1
         if read > MAX_ROWS_READ:
-            return False  # the publisher's other kernels: read, but not without end
-        if hit.index in seen or (by_key and hit.subject_sha256 != digest):
-            return True  # seen, or (first subject) the publisher's entry about another kernel
+            return False  # rows read in all, whatever the search: never without end
+        if hit.index in seen:
+            return True
         seen.add(hit.index)
         if examined >= MAX_SEARCH_HITS or fetched >= MAX_FETCHED or len(claims) >= MAX_CLAIMS:
             return False
@@ -262,26 +264,34 @@ def _search_claims(
             skip(why, hit.index)
         return True
 
-    # First the publisher's own rows (by key: strangers cannot pad these), then the
-    # digest's (a claim naming the kernel in another subject position, or another
-    # trusted signer's): padding there can only make the search incomplete, never hide
-    # a claim the first pass found.
+    # First the publisher's own entries about the digest (by digest and key: the server's
+    # search strangers' keys cannot pad), then the digest's (another trusted signer's):
+    # padding there can only make the search incomplete, never hide a claim the first
+    # pass found. A (digest, key) page may be empty with a cursor: the server looked at a
+    # bounded part of the key's entries.
     queries: list[dict[str, str]] = [
-        *([{"keyid": k} for k in sorted(publishers)] if policy is None else []),
+        *([{"digest": digest, "keyid": k} for k in sorted(publishers)] if policy is None
+          else []),
         {"digest": digest}]
+    calls = 0
     digest_rows: list[int] = []
     read_all = False
     for query in queries:
         cursor: int | None = None
         while complete:
+            calls += 1
+            if calls > MAX_SEARCH_CALLS:
+                complete = False  # a key with entries about countless other kernels
+                break
             page = sess.log.search(**query, cursor=cursor, limit=SEARCH_PAGE)
-            if "digest" in query:
+            by_digest = "keyid" not in query  # the digest's own rows, which the index proves
+            if by_digest:
                 digest_rows.extend(hit.index for hit in page.results)
-            complete = all(examine(hit, "keyid" in query) for hit in page.results)
-            if page.next_cursor is None or not page.results or (
+            complete = all(examine(hit) for hit in page.results)
+            if page.next_cursor is None or (not page.results and by_digest) or (
                 cursor is not None and page.next_cursor <= cursor
             ):
-                read_all = "digest" in query and page.next_cursor is None
+                read_all = by_digest and page.next_cursor is None
                 break
             cursor = page.next_cursor
     proven = _prove_digest_rows(sess, digest, digest_rows, read_all)

@@ -36,7 +36,7 @@ from client.vindex import (
     check_listing,
     verified_lookup,
 )
-from ledger.vindex import IndexKey, entry_keys
+from ledger.vindex import IndexKey, LookupProof, entry_keys, verify_lookup
 from tests.ledger_support import entry_bytes
 from verifier.kernel import pack_kernel
 
@@ -270,3 +270,23 @@ def test_reproduce_against_a_log_without_an_index_says_not_proven(tmp_path: Path
     got = gather(connect(log, trusted, url="http://memory.test"), 0, tmp_path / "w")
     assert got.search.proven_up_to is None
     assert "not proven complete" in got.search.summary()
+
+
+def test_the_readme_complete_search_example_is_what_ktl_prints(tmp_path: Path) -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme[readme.index("## Complete search"):readme.index("## The demo and")]
+    command, printed = section.split("```console\n")[1].split("```")[0].splitlines()
+    assert command == '$ ktl search --name acme/k0 --log "$KTL_LOG"'
+    assert "ktl/vindex/v1 <index root, 64 hex>" in section
+    ktl = Ktl(tmp_path / "home")
+    with running_log(tmp_path / "data") as base:
+        _seed(base)
+        res = ktl("search", "--name", "acme/k0", "--log", base)
+        lookup = requests.get(f"{base}/api/v1/index/lookup",
+                              params={"key": "name:acme/matmul-blocked"}, timeout=30).json()
+    assert res.exit_code == 0, res.stdout
+    assert printed in " ".join(res.stdout.split()), res.stdout
+    line = lookup["checkpoint"].splitlines()[3]
+    assert line.startswith("ktl/vindex/v1 ") and lookup["indices"] == []
+    verify_lookup(bytes.fromhex(line.split()[1]), IndexKey("name", "acme/matmul-blocked").hash,
+                  None, LookupProof.from_json(lookup["proof"]))  # a proof of absence

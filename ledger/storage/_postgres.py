@@ -32,6 +32,7 @@ from ledger.storage._types import (
     MAX_PAGE,
     MAX_RANGE,
     MAX_SUMMARY_KINDS,
+    SIGNED_SCAN,
     DigestSummary,
     EntrySummary,
     IntegratedBatch,
@@ -43,6 +44,7 @@ from ledger.storage._types import (
     check_empty_checkpoint,
     check_range,
     check_search,
+    signed_page,
     summary_of,
     summary_rows,
 )
@@ -276,12 +278,28 @@ class PostgresStorage:
         ids = [int(r[0]) for r in self._all(_SEARCH_SQL[field], (value, cursor, limit + 1))]
         more = len(ids) > limit
         ids = ids[:limit]
+        return self._page(ids, ids[-1] + 1 if more and ids else None)
+
+    def _page(self, ids: list[int], next_cursor: int | None) -> SearchPage:
         if not ids:
-            return SearchPage((), None)
+            return SearchPage((), next_cursor)
         rows = self._all(
             f"SELECT {_SUMMARY_COLS} FROM entries WHERE idx = ANY(%s) ORDER BY idx", (ids,)
         )
-        return SearchPage(tuple(_summary(r) for r in rows), ids[-1] + 1 if more else None)
+        return SearchPage(tuple(_summary(r) for r in rows), next_cursor)
+
+    def search_signed(self, digest: str, keyid: str, cursor: int = 0, limit: int = 50
+                      ) -> SearchPage:
+        limit = check_search("digest", cursor, limit)
+        if "\x00" in digest or "\x00" in keyid:
+            return SearchPage((), None)
+        scanned = [(int(r[0]), bool(r[1])) for r in self._all(
+            "SELECT s.idx, EXISTS (SELECT 1 FROM subjects AS j WHERE j.idx = s.idx "
+            "AND j.sha256 = %s) FROM signers AS s "
+            "WHERE s.keyid = %s AND s.idx >= %s ORDER BY s.idx LIMIT %s",
+            (digest, keyid, cursor, SIGNED_SCAN + 1))]
+        ids, next_cursor = signed_page(scanned, limit)
+        return self._page(ids, next_cursor)
 
     def digest_summary(self, digest: str) -> DigestSummary:
         if "\x00" in digest:

@@ -36,6 +36,7 @@ from ledger.web._decode import (
     predicate_kind,
     predicate_type_of,
 )
+from ledger.web._index_status import index_status
 from ledger.web._kernel import summarize_kernel
 from ledger.web._note_lines import signature_lines
 from ledger.web._reading import PerCheckpoint, read_digest_page
@@ -297,9 +298,11 @@ def kernel(digest: str) -> str:
         abort(404, f"No entry about {digest} from index {cursor} on.")
     summary = summarize_kernel(digest, page.entries, page.leaves, reproducer_names())
     chart = Markup(render_speedup_chart(summary.chart_rows))
+    status = index_status(svc, digest, (i for i, _ in page.entries), cursor, page.next_cursor)
     return render_template(
         "explorer/kernel.html", digest=digest, s=summary, chart=chart, page=page,
         counts=[(predicate_kind(k.predicate_type), k) for k in page.summary.kinds],
+        index_status=status,
     )
 
 
