@@ -29,8 +29,9 @@ from ledger.web._decode import (
 )
 from ledger.web._kernel import summarize_kernel
 from ledger.web._note_lines import signature_lines
-from ledger.web._service import LogServiceView, reproducer_names, service
-from ledger.web._verdicts import Verdict, badge, reproducer_name, verdicts_by_claim
+from ledger.web._service import LogServiceView, reproducer_names, reproducer_panel, service
+from ledger.web._verdict_reading import VerdictReading, read_verdicts
+from ledger.web._verdicts import badge, reproducer_name, settled
 from ledger.web.chart import render_speedup_chart
 
 #: Strict policy: no scripts at all, styles and images only from this origin.
@@ -44,11 +45,6 @@ PAGE_MAX = 100
 MAX_QUERY_CHARS = 256
 #: A kernel page reads at most this many entries about one subject.
 KERNEL_MAX_ENTRIES = 2000
-#: Looking for the verdicts a page shows: subject digests searched, index rows read per
-#: digest, and reproduction entries decoded, at most.
-VERDICT_DIGESTS = 25
-VERDICT_ROWS = 500
-VERDICT_ENTRIES = 200
 _CLAIM_KINDS = ("benchmark", "verification")
 _INDEX = re.compile(r"[0-9]{1,18}")
 SEARCH_FIELDS = ("auto", "digest", "name", "keyid", "predicate_type")
@@ -113,6 +109,13 @@ def _reproducer_by(signers: object) -> str:
     return f"by reproducer {name!r}" if name is not None else unknown_signer_phrase(keys)
 
 
+@bp.app_template_global("reproducer_of")
+def _reproducer_of(signers: object) -> str | None:
+    """The operator's name for one of these signers, None for a stranger's key."""
+    keys = tuple(str(k) for k in signers) if isinstance(signers, list | tuple) else ()
+    return reproducer_name(keys, reproducer_names())
+
+
 @bp.app_template_filter("in_op_order")
 def _in_op_order(shape: object, op: object) -> object:
     """A result's shape with the op's dimensions in catalogue order (canonical JSON sorts
@@ -160,30 +163,21 @@ def _checkpoint(svc: LogServiceView) -> CheckpointView | None:
     return CheckpointView(stored, verified, problem, cosigs)
 
 
-def _verdicts(svc: LogServiceView, rows: list[EntrySummary]) -> dict[int, list[Verdict]]:
-    """The logged verdicts about the claim entries among `rows` (capped; see VERDICT_*)."""
+def _verdicts(svc: LogServiceView, rows: list[EntrySummary]) -> VerdictReading:
+    """The logged verdicts about the claim entries among `rows`, bounded and newest first
+    (see `ledger.web._verdict_reading`)."""
     claims = {r.index: r.leaf_hash.hex() for r in rows
               if predicate_kind(r.predicate_type) in _CLAIM_KINDS}
     if not claims:
-        return {}
-    size = svc.tree_size()
-    digests = list(dict.fromkeys(r.subject_sha256 for r in rows if r.index in claims))
-    reproductions: dict[int, Any] = {}
-    for digest in digests[:VERDICT_DIGESTS]:
-        page = svc.storage.search("digest", digest, 0, VERDICT_ROWS)
-        for hit in page.results:
-            if (hit.index < size and hit.index not in reproductions
-                    and predicate_kind(hit.predicate_type) == "reproduction"
-                    and len(reproductions) < VERDICT_ENTRIES):
-                stored = svc.storage.get_entry(hit.index)
-                if stored is not None:
-                    reproductions[hit.index] = decode_for_display(stored.data)
-    return verdicts_by_claim(sorted(reproductions.items()), claims, reproducer_names())
+        return VerdictReading({}, True, 0)
+    digests = [r.subject_sha256 for r in rows if r.index in claims]
+    return read_verdicts(svc.storage, svc.tree_size(), claims, digests, reproducer_names())
 
 
 def _badges(svc: LogServiceView, rows: list[EntrySummary]) -> dict[int, str]:
     """Per claim entry among `rows`: `refuted`, `confirmed` or `inconclusive` (see badge)."""
-    return {index: badge(vs) for index, vs in _verdicts(svc, rows).items()}
+    panel = reproducer_panel()
+    return {index: badge(vs, panel) for index, vs in _verdicts(svc, rows).verdicts.items()}
 
 
 @bp.get("/")
@@ -243,11 +237,14 @@ def entry(index_text: str) -> str:
                 seen.add(r.index)
                 related.append(r)
     related.sort(key=lambda r: r.index)
-    verdicts = _verdicts(svc, [stored.summary(), *related])
+    reading = _verdicts(svc, [stored.summary(), *related])
+    panel = reproducer_panel()
+    mine = reading.verdicts.get(index, [])
     return render_template(
         "explorer/entry.html", index=index, stored=stored, d=decoded, proof=proof, cp=cp,
-        related=related, origin=svc.origin, verdicts=verdicts.get(index, []),
-        badges={i: badge(vs) for i, vs in verdicts.items()},
+        related=related, origin=svc.origin, verdicts=mine, settled=settled(mine, panel),
+        verdicts_complete=reading.complete,
+        badges={i: badge(vs, panel) for i, vs in reading.verdicts.items()},
     )
 
 
@@ -274,7 +271,7 @@ def kernel(digest: str) -> str:
         if stored is not None:
             decoded.append((idx, decode_for_display(stored.data)))
             leaves[idx] = stored.leaf_hash.hex()
-    summary = summarize_kernel(digest, decoded, leaves, reproducer_names())
+    summary = summarize_kernel(digest, decoded, leaves, reproducer_names(), reproducer_panel())
     chart = Markup(render_speedup_chart(summary.chart_rows))
     return render_template(
         "explorer/kernel.html", digest=digest, s=summary, chart=chart, truncated=truncated,
