@@ -481,6 +481,25 @@ class DeviceRecord(Node, path="device", doc=(
     cold: bool = json_field(Bool(doc="an L2 flush (twice the L2 size) separated the calls"))
 
 
+FLOOR_MARGIN = 1.5
+"""A device time is impossible below the op's FLOPs (or bytes) at this many times the
+probed peaks recorded with it (room for a probe that reached less than the true peak)."""
+
+
+def check_device_floor(op: str, shape: Mapping[str, int], median_ns: float, peak_flops: float,
+                       path: str) -> None:
+    """Refuse a claimed median below the physical floor of the device it names: the op's
+    FLOPs at FLOOR_MARGIN times the recorded peak (ops outside the catalogue: no FLOPs)."""
+    flops = op_flops(op, shape)
+    if flops is None or peak_flops <= 0:
+        return
+    floor_ns = flops / (peak_flops * FLOOR_MARGIN) * 1e9
+    if median_ns < floor_ns:
+        raise ValidationError(f"{path}.median_ns", (
+            f"{median_ns:.4g} ns is below the physical floor of {floor_ns:.4g} ns ({flops:.4g} "
+            f"FLOP at {FLOOR_MARGIN:g}x the recorded peak of {peak_flops:.4g} FLOP/s): impossible"))
+
+
 class DeviceConditions(Node, path="device_conditions", doc=(
         "the device's clocks, power, temperature and throttle reasons before, during "
         "(sampled between batches) and after the run; any throttle means not trusted")):
@@ -534,6 +553,9 @@ class BenchmarkPredicate(Node, doc=(
                 raise ValidationError(f"{path}.results[{i}].shape", "is not one of workload.shapes")
             check_gflops(self.workload.op, result.shape, result.median_ns, result.gflops,
                          f"{path}.results[{i}]")
+            if self.device is not None:
+                check_device_floor(self.workload.op, result.shape, result.median_ns,
+                                   self.device.peak_flops, f"{path}.results[{i}]")
             _check_runs(result, self.method, self.schema_version, f"{path}.results[{i}]")
         if self.faults and self.trusted:
             raise ValidationError(f"{path}.trusted", "must be false when the body lists faults")

@@ -48,6 +48,7 @@ from attest.predicates import (
 from client.demo import inflate_benchmark
 from verifier.benchmark._bench import machine_peaks
 from verifier.benchmark._runs import DEFAULT_RUNS, RunSet, bench_runs
+from verifier.benchmark._settings import BenchSettings
 from verifier.reproduce import compare_benchmark
 from verifier.stats import simulated_rates
 
@@ -88,8 +89,10 @@ def spread(kernels: Sequence[str], runs: int, shapes: list[dict[str, int]] | Non
         for k in range(runs):
             for label, opts in settings.items():
                 say(f"spread: {name} run {k + 1}/{runs}, {label}")
-                rs = bench_runs(ROOT / "examples" / name, runs=1, shapes=shapes, seed=7,
-                                time_budget_s=budget, **opts)
+                rs = bench_runs(ROOT / "examples" / name, runs=1,
+                                settings=BenchSettings(shapes=shapes, seed=7, time_budget_s=budget,
+                                                       warmup=int(opts.get("warmup", 5))),
+                                pin=bool(opts["pin"]))
                 got[label] += _speedups(rs)
         rows.append({"kernel": name, **{label: (statistics.fmean(v), _cv(v), min(v), max(v))
                                         for label, v in got.items()}})
@@ -108,13 +111,15 @@ def cycles(kernels: Sequence[str], n: int, runs: int, shapes: list[dict[str, int
         for c in range(n):
             say(f"cycles: {name} cycle {c + 1}/{n}: publishing ({runs} runs)")
             machine_peaks.cache_clear()  # publisher and reproducer are separate processes
-            published = bench_runs(ROOT / "examples" / name, runs=runs, shapes=shapes, seed=11 + c,
-                                   time_budget_s=budget).to_predicate().to_json()
+            published = bench_runs(ROOT / "examples" / name, runs=runs,
+                                   settings=BenchSettings(shapes=shapes, seed=11 + c,
+                                                          time_budget_s=budget)).to_predicate().to_json()
             say(f"cycles: {name} cycle {c + 1}/{n}: reproducing ({runs} fresh runs)")
             machine_peaks.cache_clear()
             t0 = time.perf_counter()
-            fresh = bench_runs(ROOT / "examples" / name, runs=runs, shapes=shapes, seed=11 + c,
-                               time_budget_s=budget).to_predicate()
+            fresh = bench_runs(ROOT / "examples" / name, runs=runs,
+                               settings=BenchSettings(shapes=shapes, seed=11 + c,
+                                                      time_budget_s=budget)).to_predicate()
             times.append(time.perf_counter() - t0)
             if not (published["results"] and fresh.results):
                 say(f"cycles: {name} cycle {c + 1}: no results (a run failed): "
@@ -170,8 +175,9 @@ def real_publish(runs: int, shapes: list[dict[str, int]] | None, budget: float) 
     def publish(name: str, seed: int, busy: bool) -> BenchmarkPredicate:
         machine_peaks.cache_clear()  # publisher and reproducer are separate processes
         with busy_core(busy, cpu):
-            return bench_runs(ROOT / "examples" / name, runs=runs, shapes=shapes, seed=seed,
-                              time_budget_s=budget).to_predicate()
+            return bench_runs(ROOT / "examples" / name, runs=runs,
+                              settings=BenchSettings(shapes=shapes, seed=seed,
+                                                     time_budget_s=budget)).to_predicate()
     return publish
 
 

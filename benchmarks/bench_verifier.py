@@ -23,7 +23,7 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from verifier import KernelSpec, bench, check, get_runtime  # noqa: E402
+from verifier import BenchSettings, KernelSpec, bench, check, get_runtime  # noqa: E402
 from verifier.sandbox import Limits, run_sandboxed  # noqa: E402
 
 
@@ -96,8 +96,8 @@ def _bench_figures(console: Console, names: list[str], budgets: list[float], slo
         table.add_column(col)
     for name in names:
         for budget in budgets:
-            report = bench(ROOT / "examples" / name, seed=1, time_budget_s=budget, target=1e-6,
-                           max_reps=10**6)
+            report = bench(ROOT / "examples" / name,
+                           BenchSettings(seed=1, time_budget_s=budget, target=1e-6, max_reps=10**6))
             for r in report.results:
                 shape = ",".join(f"{k}={v}" for k, v in r.shape.items())
                 table.add_row(name, shape, f"{budget:g} s", f"{report.measured_s:.1f} s",
@@ -111,7 +111,7 @@ def _bench_figures(console: Console, names: list[str], budgets: list[float], slo
     for col in ("kernel", "measured", "n", "half-width", "trusted", "notes"):
         table.add_column(col)
     for name in names:
-        report = bench(ROOT / "examples" / name, seed=2, time_budget_s=30)
+        report = bench(ROOT / "examples" / name, BenchSettings(seed=2, time_budget_s=30))
         for r in report.results:
             table.add_row(name, f"{report.measured_s:.1f} s", str(r.n), f"+-{100 * r.halfwidth:.2f}%",
                           str(report.trusted), "; ".join(report.notes[2:])[:120])

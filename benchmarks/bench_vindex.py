@@ -1,6 +1,16 @@
-"""The verifiable index's map in memory: update cost per entry, lookup + proof, verification.
+"""The verifiable index: update cost per entry, lookup + proof, verification, proof bytes.
 
     python benchmarks/bench_vindex.py [--entries 100000] [--batch 256] [--lookups 2000] [--tiny]
+    python benchmarks/bench_vindex.py --sequencer [--entries 50000] [--batch 256] [--tiny]
+    python benchmarks/bench_vindex.py --stored [--entries 1000000] [--batch 4096] [--tiny]
+
+The first form measures the map alone, in memory. `--sequencer` measures the write
+path as the log runs it: the same entries integrated by two sequencers on SQLite, one
+without the index and one keeping it (its rows in tiles of 8 levels in the same
+database, its root in each checkpoint); then server-side lookups (the index's rows
+read from SQLite, the proof built) and the client's verification. `--stored` builds
+the index on SQLite directly (no log around it, big batches) to measure lookups at
+sizes the sequencer comparison would take hours to reach here.
 
 Entries are synthetic: each names 4 keys (digest, name, signer, type) drawn so that
 digests are mostly fresh, names repeat, signers and types are few, as in a real log.
@@ -11,12 +21,17 @@ The baseline in the same run is the RFC 9162 leaf hashing the sequencer does any
 from __future__ import annotations
 
 import argparse
+import base64
 import hashlib
+import json
 import random
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -32,6 +47,8 @@ from ledger.vindex import (
 )
 from ledger.vindex._proof import LIST_START, extend_list_hash
 
+STATEMENT = "https://in-toto.io/Statement/v1"
+
 
 def synthetic_keys(i: int, rng: random.Random) -> list[IndexKey]:
     return [IndexKey("digest", hashlib.sha256(b"d%d" % rng.randrange(i // 3 + 1)).hexdigest()),
@@ -40,15 +57,158 @@ def synthetic_keys(i: int, rng: random.Random) -> list[IndexKey]:
             IndexKey("type", f"{PREDICATE_NAMESPACE}t{rng.randrange(4)}/v1")]
 
 
+def synthetic_entry(i: int, rng: random.Random) -> tuple[bytes, list[IndexKey]]:
+    """An entry with the shape docs/vindex.md reads (its signature is not checked there)."""
+    keys = synthetic_keys(i, rng)
+    digest, name, signer, ptype = (k.value for k in keys)
+    stmt = {"_type": STATEMENT, "subject": [{"name": name, "digest": {"sha256": digest}}],
+            "predicateType": ptype, "predicate": {"n": i}}
+    payload = base64.b64encode(json.dumps(stmt, separators=(",", ":")).encode()).decode()
+    entry = {"envelope": {"payload": payload, "payloadType": "application/vnd.in-toto+json",
+                          "signatures": [{"keyid": signer, "sig": "AA=="}]},
+             "keys": {signer: "AA=="}}
+    return json.dumps(entry, separators=(",", ":"), sort_keys=True).encode(), keys
+
+
+def _q(values: list[float]) -> str:
+    return f"{statistics.median(values):.3f} / {statistics.quantiles(values, n=100)[98]:.3f}"
+
+
+def _lookups(index: Any, keys: list[IndexKey], n: int, rng: random.Random
+             ) -> tuple[list[float], list[float], list[int], list[int]]:
+    """Server-side lookup+proof times (ms), client verification times (ms), proof JSON
+    bytes and rows read, for `n` keys drawn from `keys`."""
+    root = index.root()
+    lookup_ms, verify_ms, sizes, rows = [], [], [], []
+    for _ in range(n):
+        key = rng.choice(keys)
+        t0 = time.perf_counter()
+        answer = index.lookup(key)
+        lookup_ms.append((time.perf_counter() - t0) * 1e3)
+        raw = index.rows.lookup_rows(key.hash, 100_000)
+        rows.append(len(raw.tiles) + len(raw.indices))
+        t0 = time.perf_counter()
+        verify_lookup(root, key.hash, answer.indices or None, answer.proof)
+        verify_ms.append((time.perf_counter() - t0) * 1e3)
+        sizes.append(len(json.dumps(answer.proof.to_json())))
+    return lookup_ms, verify_ms, sizes, rows
+
+
+def run_stored(args: argparse.Namespace) -> None:
+    """The index alone on SQLite, built in big batches; then lookups."""
+    from ledger.storage import SqliteStorage
+    from ledger.vindex import open_index
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-vindex-"))
+    storage = SqliteStorage(tmp)
+    index = open_index(storage)
+    rng = random.Random(1)
+    sample: list[IndexKey] = []
+    build_s, done = 0.0, 0
+    try:
+        while done < args.entries:
+            n = min(args.batch, args.entries - done)
+            batch = []
+            for j in range(n):
+                data, keys = synthetic_entry(done + j, rng)
+                batch.append(data)
+                if len(sample) < 4 * args.lookups or rng.random() < 0.01:
+                    sample.append(rng.choice(keys))
+            t0 = time.perf_counter()
+            index.commit(index.prepare(done, batch))
+            build_s += time.perf_counter() - t0
+            done += n
+            if done % (args.batch * 25) == 0 or done == args.entries:
+                print(f"  {done:,} entries indexed", file=sys.stderr)
+        lookup_ms, verify_ms, sizes, rows = _lookups(index, sample, args.lookups, rng)
+        db_mb = (tmp / "log.db").stat().st_size / 1e6
+        keys = storage._conn().execute("SELECT count(*) FROM vindex_heads").fetchone()[0]
+    finally:
+        storage.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"| entries | keys | build µs/entry (batches of {args.batch}) | lookup+proof p50/p99 ms "
+          "| rows read p50/max | verify p50/p99 ms | proof JSON bytes p50/max | index MB |")
+    print("|---|---|---|---|---|---|---|---|")
+    print(f"| {args.entries:,} | {keys:,} | {build_s / args.entries * 1e6:.0f} | {_q(lookup_ms)} "
+          f"| {int(statistics.median(rows))} / {max(rows)} | {_q(verify_ms)} "
+          f"| {int(statistics.median(sizes))} / {max(sizes)} | {db_mb:.0f} |")
+
+
+def run_sequencer(args: argparse.Namespace) -> None:
+    """Two sequencers on SQLite, without and with the index; then lookups from SQLite."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from ledger.note import NoteSigner
+    from ledger.sequencer import Sequencer, Submission
+    from ledger.storage import EntryFacts, SqliteStorage
+    from ledger.vindex import open_index
+
+    signer = NoteSigner("bench.example/log", Ed25519PrivateKey.from_private_bytes(b"\x07" * 32))
+    tmp = Path(tempfile.mkdtemp(prefix="bench-vindex-"))
+    plain_store, indexed_store = SqliteStorage(tmp / "plain"), SqliteStorage(tmp / "indexed")
+    index = open_index(indexed_store)
+    plain = Sequencer(plain_store, signer, signer.name)
+    indexed = Sequencer(indexed_store, signer, signer.name, index=index)
+    rng = random.Random(1)
+    plain_s = indexed_s = 0.0
+    all_keys: list[IndexKey] = []
+    done = 0
+    try:
+        while done < args.entries:
+            n = min(args.batch, args.entries - done)
+            subs = []
+            for j in range(n):
+                data, keys = synthetic_entry(done + j, rng)
+                if len(all_keys) < 4 * args.lookups or rng.random() < 0.01:
+                    all_keys.append(rng.choice(keys))  # a sample of the keys, to look up
+                subs.append(Submission(data, EntryFacts(keys[3].value, ((keys[1].value,
+                                                                           keys[0].value),),
+                                                        (keys[2].value,))))
+            t0 = time.perf_counter()
+            plain.integrate(subs)
+            t1 = time.perf_counter()
+            indexed.integrate(subs)
+            t2 = time.perf_counter()
+            plain_s, indexed_s = plain_s + t1 - t0, indexed_s + t2 - t1
+            done += n
+            if done % (args.batch * 200) == 0 or done == args.entries:
+                print(f"  {done:,} entries integrated by each", file=sys.stderr)
+        lookup_ms, verify_ms, sizes, rows = _lookups(index, all_keys, args.lookups, rng)
+        db_mb = (tmp / "indexed" / "log.db").stat().st_size / 1e6
+        plain_mb = (tmp / "plain" / "log.db").stat().st_size / 1e6
+    finally:
+        plain_store.close()
+        indexed_store.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("| entries | sequencer µs/entry | with index µs/entry | write path cost | "
+          "lookup+proof p50/p99 ms | rows read p50/max | verify p50/p99 ms | "
+          "proof JSON bytes p50/max | log.db MB without / with |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    print(f"| {args.entries:,} | {plain_s / args.entries * 1e6:.0f} "
+          f"| {indexed_s / args.entries * 1e6:.0f} | {indexed_s / plain_s:.2f}x "
+          f"| {_q(lookup_ms)} | {int(statistics.median(rows))} / {max(rows)} | {_q(verify_ms)} "
+          f"| {int(statistics.median(sizes))} / {max(sizes)} | {plain_mb:.0f} / {db_mb:.0f} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--entries", type=int, default=100_000)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--lookups", type=int, default=2000)
+    ap.add_argument("--sequencer", action="store_true",
+                    help="the write path on SQLite, without and with the index")
+    ap.add_argument("--stored", action="store_true",
+                    help="the index alone on SQLite, built in big batches; then lookups")
     ap.add_argument("--tiny", action="store_true", help="a smoke run of a few seconds")
     args = ap.parse_args()
     if args.tiny:
         args.entries, args.lookups = 2000, 50
+    if args.sequencer:
+        run_sequencer(args)
+        return
+    if args.stored:
+        run_stored(args)
+        return
     rng = random.Random(1)
     store = MemoryNodes()
     lists: dict[bytes, list[int]] = {}

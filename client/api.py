@@ -68,6 +68,10 @@ class LogAPI(Protocol):
     def get_blob(self, sha256_hex: str) -> bytes: ...
 
 
+#: Largest index lookup answer read: 100,000 indices of up to 19 digits, and the proof.
+MAX_LOOKUP_BYTES = 4 * 1024 * 1024
+
+
 def _env_deadline() -> float:
     """`$KTL_DEADLINE` (seconds), else DEFAULT_DEADLINE."""
     text = os.environ.get("KTL_DEADLINE", "").strip()
@@ -300,6 +304,12 @@ class LogClient:
         if not {"digest", "name", "keyid", "predicate_type"} & params.keys():
             raise InputError("search needs at least one of digest, name, keyid, predicate_type")
         return SearchPage.from_json(self._json("GET", "api/v1/search", params=params))
+
+    def index_lookup(self, key: str) -> Any:
+        """`GET /api/v1/index/lookup`: a key's list with its proof, as JSON (not yet checked:
+        `client.vindex.verified_lookup` verifies it)."""
+        return self._json("GET", "api/v1/index/lookup", params={"key": key},
+                          cap=MAX_LOOKUP_BYTES)
 
     def put_blob(self, data: bytes) -> str:
         digest = hashlib.sha256(data).hexdigest()

@@ -17,7 +17,12 @@ the JSON API is never trusted here. Each run:
    and the explorer apply), and a `refutation` finding once named reproducers on distinct
    environments reach the quorum (their verdicts are kept in the state, so verdicts
    logged between runs add up; strangers' are never kept or counted);
-4. saves its position after every bundle, so an interrupted run resumes.
+4. saves its position after every bundle, so an interrupted run resumes;
+5. recomputes the verifiable index from the entries it read (kept beside its state,
+   `client.vindex.RecomputedIndex`) and compares its root with the one the checkpoint
+   commits to: a difference is an `IndexMismatch`, with evidence saved. The index is
+   checked when this monitor has read every entry from 0 in order (a `--since` run,
+   or a lost index file, leaves it unchecked: `index_checked` is false).
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from client.api import LogAPI
 from client.receipts import check_entry
 from client.state import TrustedState, atomic_write, origin_slug, read_capped
 from client.trust import QuorumCheck, extend_trust, open_signed, refuse
+from client.vindex import RecomputedIndex
 
 KERNEL_TYPE = KERNEL_V1
 _MONITOR_WHAT = "the checkpoint the monitor last read, of size"
@@ -201,6 +207,8 @@ class MonitorReport:
     tree_size: int
     entries_checked: int
     findings: tuple[Finding, ...] = field(default=())
+    #: Whether the checkpoint's index commitment was compared with the recomputed index.
+    index_checked: bool = False
 
     @property
     def violations(self) -> tuple[Finding, ...]:
@@ -220,13 +228,15 @@ class MonitorReport:
             "findings": [f.to_json() for f in self.findings],
             "violations": len(self.violations),
             "refutations": len(self.refutations),
+            "index_checked": self.index_checked,
         }
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> MonitorReport:
         return cls(str(obj["origin"]), int(obj["start_index"]), int(obj["tree_size"]),
                    int(obj["entries_checked"]),
-                   tuple(Finding.from_json(f) for f in obj["findings"]))
+                   tuple(Finding.from_json(f) for f in obj["findings"]),
+                   bool(obj.get("index_checked", False)))
 
 
 def _check_one(data: bytes) -> VerifiedEntry | str:
@@ -369,15 +379,31 @@ def run_monitor(
     findings: list[Finding] = []
     pool = (ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"))
             if jobs > 1 and size - start > TILE_WIDTH else None)
+    audit = _open_audit(state_path, start)
     try:
         checked = _read_entries(log, reader, st, state_path, policy, (releases, ledger),
-                                findings, start, size, pool, jobs, on_progress)
+                                findings, start, size, pool, jobs, on_progress, audit)
+        index_checked = audit is not None and audit.size == size and audit.check(
+            trusted, origin, cp, note)
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
+        if audit is not None:
+            audit.close()
     save_monitor_state(state_path, MonitorState(origin, max(size, st.next_index), note,
                                                 tuple(releases.values()), _weighed(ledger)))
-    return MonitorReport(origin, start, size, checked, tuple(findings))
+    return MonitorReport(origin, start, size, checked, tuple(findings), index_checked)
+
+
+def _open_audit(state_path: Path, start: int) -> RecomputedIndex | None:
+    """The recomputed index, if it holds exactly the entries before `start` (from 0: new)."""
+    audit = RecomputedIndex(state_path.with_name(state_path.name + ".vindex.db"))
+    if start == 0 and audit.size:
+        audit.reset()
+    if audit.size == start:
+        return audit
+    audit.close()
+    return None
 
 
 def _read_entries(
@@ -393,8 +419,10 @@ def _read_entries(
     pool: ProcessPoolExecutor | None,
     jobs: int,
     on_progress: Callable[[int, int], None] | None,
+    audit: RecomputedIndex | None = None,
 ) -> int:
-    """Read, check and examine entries [start, size) bundle by bundle; save the position."""
+    """Read, check and examine entries [start, size) bundle by bundle; add them to the
+    recomputed index; save the position."""
     origin = st.origin
     releases, ledger = seen
     checked = 0
@@ -419,6 +447,8 @@ def _read_entries(
         for i, result in enumerate(results, start=pos):
             findings.extend(_examine(i, result, policy, releases, ledger))
             checked += 1
+        if audit is not None:
+            audit.add(pos, fresh)
         pos = lo + width
         save_monitor_state(state_path, MonitorState(origin, pos, st.checkpoint,
                                                     tuple(releases.values()), _weighed(ledger)))

@@ -103,17 +103,23 @@ class ClaimSearch:
     skipped: tuple[Skipped, ...] = ()
     skipped_total: int = 0
     complete: bool = True
+    #: The digest's rows were proven to be every entry naming it below this index (the
+    #: log's committed index, `client.vindex`); None: the log commits to no index.
+    proven_up_to: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"examined": self.examined, "fetched": self.fetched,
                 "skipped": [k.to_json() for k in self.skipped],
-                "skipped_total": self.skipped_total, "complete": self.complete}
+                "skipped_total": self.skipped_total, "complete": self.complete,
+                "proven_up_to": self.proven_up_to}
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> ClaimSearch:
+        proven = obj.get("proven_up_to")
         return cls(int(obj["examined"]), int(obj["fetched"]),
                    tuple(Skipped.from_json(k) for k in obj["skipped"]),
-                   int(obj["skipped_total"]), bool(obj["complete"]))
+                   int(obj["skipped_total"]), bool(obj["complete"]),
+                   None if proven is None else int(proven))
 
     def summary(self) -> str:
         text = (f"{self.skipped_total} entr{'y' if self.skipped_total == 1 else 'ies'} about "
@@ -121,6 +127,11 @@ class ClaimSearch:
         if not self.complete:
             text += (f"; the search stopped after {self.examined} index rows / {self.fetched} "
                      "fetched entries, so later claims were not considered")
+        if self.proven_up_to is None:
+            text += "; the log commits to no index, so the search is not proven complete"
+        else:
+            text += f"; the entries about this digest are proven complete up to index " \
+                    f"{self.proven_up_to}"
         return text
 
 
@@ -199,6 +210,8 @@ def gather(sess: Session, index: int, workdir: Path, policy: TrustPolicy | None 
 
 #: Most index rows one search reads in all (the publisher's entries about other kernels too).
 MAX_ROWS_READ = 50_000
+#: Search calls per reproduction, at most (a (digest, key) page may come back empty).
+MAX_SEARCH_CALLS = 500
 
 
 def _search_claims(
@@ -222,15 +235,15 @@ def _search_claims(
         if len(skipped) < MAX_SKIPS_LISTED:
             skipped.append(Skipped(at, k.reason, k.detail))
 
-    def examine(hit: SearchHit, by_key: bool) -> bool:
+    def examine(hit: SearchHit) -> bool:
         """Look at one index row; False once a cap is reached."""
         nonlocal examined, fetched
         nonlocal read
         read += 1
         if read > MAX_ROWS_READ:
-            return False  # the publisher's other kernels: read, but not without end
-        if hit.index in seen or (by_key and hit.subject_sha256 != digest):
-            return True  # seen, or (first subject) the publisher's entry about another kernel
+            return False  # rows read in all, whatever the search: never without end
+        if hit.index in seen:
+            return True
         seen.add(hit.index)
         if examined >= MAX_SEARCH_HITS or fetched >= MAX_FETCHED or len(claims) >= MAX_CLAIMS:
             return False
@@ -252,24 +265,56 @@ def _search_claims(
             skip(why, hit.index)
         return True
 
-    # First the publisher's own rows (by key: strangers cannot pad these), then the
-    # digest's (a claim naming the kernel in another subject position, or another
-    # trusted signer's): padding there can only make the search incomplete, never hide
-    # a claim the first pass found.
+    # First the publisher's own entries about the digest (by digest and key: the server's
+    # search strangers' keys cannot pad), then the digest's (another trusted signer's):
+    # padding there can only make the search incomplete, never hide a claim the first
+    # pass found. A (digest, key) page may be empty with a cursor: the server looked at a
+    # bounded part of the key's entries.
     queries: list[dict[str, str]] = [
-        *([{"keyid": k} for k in sorted(publishers)] if policy is None else []),
+        *([{"digest": digest, "keyid": k} for k in sorted(publishers)] if policy is None
+          else []),
         {"digest": digest}]
+    calls = 0
+    digest_rows: list[int] = []
+    read_all = False
     for query in queries:
         cursor: int | None = None
         while complete:
+            calls += 1
+            if calls > MAX_SEARCH_CALLS:
+                complete = False  # a key with entries about countless other kernels
+                break
             page = sess.log.search(**query, cursor=cursor, limit=SEARCH_PAGE)
-            complete = all(examine(hit, "keyid" in query) for hit in page.results)
-            if page.next_cursor is None or not page.results or (
+            by_digest = "keyid" not in query  # the digest's own rows, which the index proves
+            if by_digest:
+                digest_rows.extend(hit.index for hit in page.results)
+            complete = all(examine(hit) for hit in page.results)
+            if page.next_cursor is None or (not page.results and by_digest) or (
                 cursor is not None and page.next_cursor <= cursor
             ):
+                read_all = by_digest and page.next_cursor is None
                 break
             cursor = page.next_cursor
-    return tuple(claims), ClaimSearch(examined, fetched, tuple(skipped), skipped_total, complete)
+    proven = _prove_digest_rows(sess, digest, digest_rows, read_all)
+    return tuple(claims), ClaimSearch(examined, fetched, tuple(skipped), skipped_total, complete,
+                                      proven)
+
+
+def _prove_digest_rows(sess: Session, digest: str, rows: list[int], read_all: bool
+                       ) -> int | None:
+    """Hold the digest's search rows against the log's committed index: the size they are
+    proven complete up to; None where the log commits to no index. A log whose rows leave
+    out an entry its index lists is `SearchOmitted` (a refutation hidden from the search)."""
+    from client.vindex import IndexNotCommitted, check_listing, index_key_for, verified_lookup
+
+    if getattr(sess.log, "index_lookup", None) is None:
+        return None
+    try:
+        proved = verified_lookup(sess, index_key_for("digest", digest))
+    except IndexNotCommitted:
+        return None
+    check_listing(proved, rows, up_to=None if read_all else max(rows, default=-1) + 1)
+    return proved.size
 
 
 def target_json(sess: Session, entry: FetchedEntry) -> dict[str, Any]:

@@ -52,7 +52,7 @@ from client._errors import InputError
 MAX_STATE_FILE_BYTES = 64 * 1024
 MAX_PINS = 10_000
 PinHow = Literal["given", "tofu"]
-EvidenceKind = Literal["rollback", "fork", "pin-mismatch"]
+EvidenceKind = Literal["rollback", "fork", "pin-mismatch", "index-mismatch"]
 
 
 def default_home() -> Path:

@@ -220,7 +220,8 @@ def refuse(state: TrustedState, origin: str, kind: EvidenceKind, new_note: bytes
         except (InputError, VerificationFailed):
             old_note = None
     path = state.save_evidence(origin, kind, old_note or b"", new_note or b"", detail)
-    label = {"rollback": "ROLLBACK", "fork": "FORK", "pin-mismatch": "PIN MISMATCH"}[kind]
+    label = {"rollback": "ROLLBACK", "fork": "FORK", "pin-mismatch": "PIN MISMATCH",
+             "index-mismatch": "INDEX MISMATCH"}[kind]
     return LogMisbehaviour(f"{label} of log {origin!r}: {detail}. Evidence: {path}", path)
 
 

@@ -40,6 +40,8 @@ from ledger.storage import (
     tile_nodes,
 )
 from ledger.tiles import TILE_HEIGHT, TILE_WIDTH, encode_bundle, entries_path, tile_path
+from ledger.vindex import EMPTY as EMPTY_INDEX
+from ledger.vindex import PendingIndex, StoredIndex, commitment_line
 
 _FULL = TILE_WIDTH * HASH_SIZE
 #: Beyond this many entries behind, an integrator reloads the right edge instead.
@@ -189,9 +191,14 @@ class Sequencer:
         max_delay: float = 0.005,
         cache: TileCache | None = None,
         on_checkpoint: Callable[[StoredCheckpoint], None] | None = None,
+        index: StoredIndex | None = None,
     ) -> None:
         """``on_checkpoint`` is called with each checkpoint this sequencer signs, once it is
-        durable (the log asks its witnesses to cosign it); it must not block."""
+        durable (the log asks its witnesses to cosign it); it must not block.
+
+        With ``index``, every checkpoint carries the verifiable index's root for its size
+        (docs/vindex.md): each batch updates the index before its checkpoint is signed
+        and writes the index rows once the batch is durable."""
         if max_batch < 1:
             raise SequencerError("max_batch must be at least 1")
         self.storage = storage
@@ -208,6 +215,7 @@ class Sequencer:
         self._closed = False
         self._thread: threading.Thread | None = None
         self._on_checkpoint = on_checkpoint
+        self.index = index
 
     def ensure_checkpoint(self) -> StoredCheckpoint:
         """The latest checkpoint; a new log signs and stores its size-0 checkpoint first.
@@ -221,7 +229,8 @@ class Sequencer:
             latest = self.storage.latest_checkpoint()
             if latest is not None:
                 return latest
-            note = sign_checkpoint(Checkpoint(self.origin, 0, EMPTY_ROOT), self.signer)
+            ext = () if self.index is None else (commitment_line(EMPTY_INDEX),)
+            note = sign_checkpoint(Checkpoint(self.origin, 0, EMPTY_ROOT, ext), self.signer)
             cp = StoredCheckpoint(0, EMPTY_ROOT, note, time.time())
             self.storage.commit_empty_checkpoint(cp)
             try:
@@ -345,19 +354,41 @@ class Sequencer:
     def _integrate_locked(
         self, submissions: Sequence[Submission], commit: CommitHook | None
     ) -> list[Receipt]:
-        batch, files, receipts = self._prepare(submissions)
+        batch, files, receipts, pending = self._prepare(submissions)
         if commit is not None:
             commit(batch, receipts)
         elif batch is not None:
             self.storage.commit_batch(batch)
+        if pending is not None:
+            self._commit_index(pending)
         if batch is not None:
             self._publish(batch, files)
         return receipts
 
+    def _index_batch(self, size: int, fresh: Sequence[Submission]) -> PendingIndex | None:
+        """The index rows this batch adds (None without an index), after catching the
+        index up with entries a crash or another integrator left out of it."""
+        if self.index is None:
+            return None
+        storage = self.storage
+        self.index.catch_up(lambda lo, hi: [e.data for e in storage.get_entries(lo, hi)], size)
+        return self.index.prepare(size, [s.data for s in fresh])
+
+    def _commit_index(self, pending: PendingIndex) -> None:
+        """Write the index rows of a durable batch; on failure the next batch catches up
+        (the index is a function of the log, so it gets the same roots)."""
+        assert self.index is not None
+        try:
+            self.index.commit(pending)
+        except Exception as e:  # derived data: the published checkpoint already binds it
+            _log.error("integrated up to %d but could not write the index rows: %s",
+                       pending.size, e)
+
     def _prepare(
         self, submissions: Sequence[Submission]
-    ) -> tuple[IntegratedBatch | None, dict[str, bytes], list[Receipt]]:
-        """The batch to commit (None if nothing is new), its derived files, the receipts."""
+    ) -> tuple[IntegratedBatch | None, dict[str, bytes], list[Receipt], PendingIndex | None]:
+        """The batch to commit (None if nothing is new), its derived files, the receipts,
+        the index rows it adds."""
         storage = self.storage
         latest = storage.latest_checkpoint()
         size = 0 if latest is None else latest.size
@@ -386,7 +417,7 @@ class Sequencer:
         if not fresh:
             assert latest is not None
             return None, {}, [Receipt(i, s.leaf_hash, dup, latest)
-                              for s, (i, dup) in zip(submissions, slots, strict=True)]
+                              for s, (i, dup) in zip(submissions, slots, strict=True)], None
         now = time.time()
         entries: list[StoredEntry] = []
         tiles: dict[tuple[int, int], bytes] = {}
@@ -403,7 +434,9 @@ class Sequencer:
             tiles[(tlevel, tindex)] = bytes(buf)
         new_size = rng.size
         root = rng.root()
-        note = sign_checkpoint(Checkpoint(self.origin, new_size, root), self.signer)
+        pending = self._index_batch(size, fresh)
+        ext = () if pending is None else (commitment_line(pending.root),)
+        note = sign_checkpoint(Checkpoint(self.origin, new_size, root, ext), self.signer)
         checkpoint = StoredCheckpoint(new_size, root, note, now)
         files = {
             tile_path(tl, ti, len(data) // HASH_SIZE): data for (tl, ti), data in tiles.items()
@@ -412,7 +445,7 @@ class Sequencer:
         nodes = {k: tile_nodes(v) for k, v in tiles.items() if len(v) == _FULL}
         receipts = [Receipt(i, s.leaf_hash, dup, checkpoint)
                     for s, (i, dup) in zip(submissions, slots, strict=True)]
-        return IntegratedBatch(tuple(entries), tiles, checkpoint, nodes), files, receipts
+        return IntegratedBatch(tuple(entries), tiles, checkpoint, nodes), files, receipts, pending
 
     def _publish(self, batch: IntegratedBatch, files: dict[str, bytes]) -> None:
         """After the commit: cache the new tiles, write the derived files, then the hook."""

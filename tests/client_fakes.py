@@ -129,3 +129,37 @@ class MemoryLog:
         if sha256_hex not in self.blobs:
             raise ServerError(f"no blob {sha256_hex}", 404, "not_found")
         return self.blobs[sha256_hex]
+
+
+class IndexedMemoryLog(MemoryLog):
+    """The in-memory log whose checkpoints commit to the verifiable index (docs/vindex.md)
+    and which answers index lookups with proofs; `lie_skip` leaves those entries out of the
+    committed index (a log whose commitment disagrees with its entries)."""
+
+    def __init__(self, origin: str = "test.example/log", signer: NoteSigner | None = None) -> None:
+        super().__init__(origin, signer)
+        self.lie_skip: set[int] = set()
+
+    def _index(self, size: int) -> Any:
+        from ledger.vindex import VerifiableIndex
+
+        index = VerifiableIndex()
+        index.extend(0, [b"{}" if i in self.lie_skip else e
+                         for i, e in enumerate(self.entries[:size])])
+        return index
+
+    def note_at(self, size: int) -> bytes:
+        from ledger.vindex import commitment_line
+
+        root = tree_root(size, self.store)
+        return sign_checkpoint(Checkpoint(self.origin, size, root,
+                                          (commitment_line(self._index(size).root),)),
+                               self.signer)
+
+    def index_lookup(self, key: str) -> Any:
+        from ledger.vindex import IndexKey
+
+        size = len(self.entries)
+        answer = self._index(size).lookup(IndexKey.parse(key))
+        return {"key": key, "size": size, "indices": answer.indices,
+                "proof": answer.proof.to_json(), "checkpoint": self.note_at(size).decode()}

@@ -142,7 +142,8 @@ def _evil_log() -> Iterator[str]:
 def test_logged_rows_and_server_errors_are_shown_literally(tmp_path: Path) -> None:
     env = {"KTL_HOME": str(tmp_path / "home")}
     with _evil_log() as url:
-        code, written = _on_pty("search", "--name", "acme/x", "--log", url, env=env)
+        code, written = _on_pty("search", "--name", "acme/x", "--unverified", "--log", url,
+                                env=env)
         assert code == 0, written
         _assert_inert(written)
         code, written = _on_pty("log-info", "--log", url, env=env)

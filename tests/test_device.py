@@ -225,3 +225,34 @@ def test_the_probe_answer_is_parsed_strictly() -> None:
     assert parse_probe(1, "").error is not None
     assert "malformed" in (parse_probe(0, '{"model": "x"}').error or "")
     assert parse_probe(0, good.replace("7e14", "0")).error is not None
+
+
+# -- claimed times and reproductions -----------------------------------------------------------
+
+
+def _device_body(peak_flops: float, model: str = "Fake H200") -> dict:
+    from attest.examples import benchmark
+
+    body = benchmark()
+    rec = record(FakeDevice().info(), STEADY, Peaks(peak_flops, 4e12, "x"), "torch-eager",
+                 "outside", False)
+    body["device"] = dict(rec.to_json(), model=model)
+    return body
+
+
+def test_a_claimed_time_below_the_recorded_devices_floor_is_refused() -> None:
+    """64^3 matmul (524288 FLOP) claimed in 1000 ns: fine at 1 TFLOP/s, impossible at 0.1."""
+    assert BenchmarkPredicate.from_json(_device_body(1e12)).device is not None
+    with pytest.raises(ValidationError, match="physical floor"):
+        BenchmarkPredicate.from_json(_device_body(1e11))
+
+
+def test_a_reproduction_on_another_gpu_model_names_the_device_difference() -> None:
+    from verifier.reproduce import compare_benchmark
+
+    claimed = BenchmarkPredicate.from_json(_device_body(1e12, "NVIDIA H100 80GB HBM3"))
+    here = BenchmarkPredicate.from_json(_device_body(1e12))
+    claims = compare_benchmark(claimed, here)
+    diff = claims[0].environment_diff or ()
+    assert ("device.model", True) in [(d.field, d.hardware) for d in diff]
+    assert not compare_benchmark(here, here)[0].environment_diff

@@ -15,11 +15,12 @@ pytest.importorskip("torch", reason="torch is installed by `make test`")
 
 from attest.predicates import BenchmarkPredicate
 from tests.test_torch_check import torch_folder
-from verifier import RuntimeUnavailableError, VerifierError, bench, bench_runs
+from verifier import BenchSettings, RuntimeUnavailableError, VerifierError, bench, bench_runs
 
 
 def test_honest_solution_is_timed_against_eager_and_its_body_validates(tmp_path: Path) -> None:
-    report = bench_runs(torch_folder(tmp_path, "honest.py"), runs=1, time_budget_s=2.0)
+    report = bench_runs(torch_folder(tmp_path, "honest.py"), runs=1,
+                        settings=BenchSettings(time_budget_s=2.0))
     parsed = report.to_predicate()
     assert BenchmarkPredicate.from_json(parsed.to_json()) == parsed
     assert parsed.method.baseline == "torch-eager"
@@ -34,20 +35,20 @@ def test_honest_solution_is_timed_against_eager_and_its_body_validates(tmp_path:
 
 @pytest.mark.slow
 def test_patched_clocks_do_not_help_a_slow_solution(tmp_path: Path) -> None:
-    run = bench(torch_folder(tmp_path, "timer.py"), time_budget_s=2.0, min_reps=2)
+    run = bench(torch_folder(tmp_path, "timer.py"), BenchSettings(time_budget_s=2.0, min_reps=2))
     assert run.results[0].speedup < 0.1  # 50 ms of sleep per call against microseconds
 
 
 @pytest.mark.slow
 def test_outputs_of_timed_calls_are_rechecked(tmp_path: Path) -> None:
-    run = bench(torch_folder(tmp_path, "firstn.py"), time_budget_s=2.0)
+    run = bench(torch_folder(tmp_path, "firstn.py"), BenchSettings(time_budget_s=2.0))
     assert not run.trusted
     assert "outputs_wrong" in {f.kind for f in run.faults}
 
 
 @pytest.mark.slow
 def test_work_left_to_a_thread_is_caught_while_timing(tmp_path: Path) -> None:
-    run = bench(torch_folder(tmp_path, "thread.py"), time_budget_s=2.0)
+    run = bench(torch_folder(tmp_path, "thread.py"), BenchSettings(time_budget_s=2.0))
     assert not run.trusted
     assert {"escaped_work", "outputs_wrong"} & {f.kind for f in run.faults}
 
@@ -59,4 +60,4 @@ def test_triton_on_a_cpu_is_not_timed_and_says_why(tmp_path: Path) -> None:
 
 def test_shapes_do_not_apply_to_torch_kernels(tmp_path: Path) -> None:
     with pytest.raises(VerifierError, match="get_inputs"):
-        bench(torch_folder(tmp_path, "honest.py"), shapes=[{"M": 4}])
+        bench(torch_folder(tmp_path, "honest.py"), BenchSettings(shapes=[{"M": 4}]))

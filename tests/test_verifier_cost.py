@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from verifier import OPS, KernelSpec, get_runtime
-from verifier.benchmark import bench
+from verifier.benchmark import BenchSettings, bench
 from verifier.benchmark._cost import CostRecord
 from verifier.benchmark._loop import OUTSIDE_FLOOR_NS, _busy_ns, outside_calls
 from verifier.sandbox import CgroupUnavailable, Limits, RunCgroup, cgroup_reason
@@ -280,8 +280,9 @@ def test_check_quick_stops_host_exhaustion_with_a_typed_fault(name: str) -> None
 
 def _speedup(name: str) -> tuple[float | None, list[str]]:
     with _pinned():
-        report = bench(KERNELS / name, shapes=[{"M": 96, "N": 96, "K": 96}], seed=7,
-                       time_budget_s=3.0, min_reps=10, min_time_s=1.0)
+        report = bench(KERNELS / name,
+                       BenchSettings(shapes=[{"M": 96, "N": 96, "K": 96}], seed=7,
+                                     time_budget_s=3.0, min_reps=10, min_time_s=1.0))
     kinds = [f.kind for f in report.faults]
     if not report.results:
         return None, kinds
@@ -307,8 +308,9 @@ def test_without_a_cgroup_the_statement_says_process_tree(monkeypatch: pytest.Mo
     from verifier.benchmark import bench_runs
 
     _without_cgroups(monkeypatch)
-    runs = bench_runs(KERNELS / "twin", runs=1, shapes=[{"M": 32, "N": 32, "K": 32}], seed=3,
-                      time_budget_s=1.0)
+    runs = bench_runs(KERNELS / "twin", runs=1,
+                      settings=BenchSettings(shapes=[{"M": 32, "N": 32, "K": 32}], seed=3,
+                                             time_budget_s=1.0))
     cost = runs.runs[0].cost
     assert cost is not None and cost.cpu_accounting == "process-tree" and cost.complete
     assert cost.memory_limit == "address-space"

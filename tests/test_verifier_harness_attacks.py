@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from verifier import bench, check
+from verifier import BenchSettings, bench, check
 from verifier.errors import KernelSpecError
 from verifier.kernel import MAX_MANIFEST_DEPTH, KernelSpec
 from verifier.sandbox import remove_tree, scratch_dir
@@ -53,8 +53,8 @@ def test_ktl_check_reports_the_malformed_answer_and_exits_1() -> None:
 
 
 def test_bench_of_a_malformed_answer_is_an_untrusted_report() -> None:
-    report = bench(FLAWED / "answer_status", shapes=[{"R": 8, "C": 64}], seed=1,
-                   time_budget_s=1)
+    report = bench(FLAWED / "answer_status",
+                   BenchSettings(shapes=[{"R": 8, "C": 64}], seed=1, time_budget_s=1))
     assert not report.trusted and report.results == ()
     assert "child_failed" in {f.kind for f in report.faults}
     assert any("malformed answer" in f.detail for f in report.faults), report.faults

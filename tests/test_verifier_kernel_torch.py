@@ -205,6 +205,7 @@ def test_reproduce_times_a_torch_kernel_at_its_own_shapes(tmp_path: Path,
     """A claim's shapes never reach bench for op 'torch' (it times get_inputs()'s shapes)."""
     import verifier.benchmark as benchmark
     from attest import BENCHMARK_V1
+    from verifier.benchmark import BenchSettings
     from verifier.reproduce import reproduce_kernel
 
     seen: list[object] = []
@@ -212,8 +213,9 @@ def test_reproduce_times_a_torch_kernel_at_its_own_shapes(tmp_path: Path,
     class Stop(Exception):
         pass
 
-    def fake_bench_runs(kernel_dir: object, runs: int, **kwargs: object) -> None:
-        seen.append(kwargs["shapes"])
+    def fake_bench_runs(kernel_dir: object, runs: int, settings: BenchSettings,
+                        **kwargs: object) -> None:
+        seen.append(settings.shapes)
         raise Stop
 
     monkeypatch.setattr(benchmark, "bench_runs", fake_bench_runs)

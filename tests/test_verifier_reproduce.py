@@ -26,7 +26,7 @@ from attest.predicates import (
     VerificationPredicate,
     parse_predicate,
 )
-from verifier import ReproduceError
+from verifier import BenchSettings, ReproduceError
 from verifier.reproduce import (
     BENCHMARK_V1,
     VERIFICATION_V1,
@@ -327,8 +327,9 @@ class _InjectedRuns:
         self.body = body
         self.asked: list[dict[str, Any]] = []
 
-    def __call__(self, kernel_dir: Path, **kwargs: Any) -> _InjectedRuns:
-        self.asked.append(kwargs)
+    def __call__(self, kernel_dir: Path, runs: int, settings: BenchSettings,
+                 **kwargs: Any) -> _InjectedRuns:
+        self.asked.append({"runs": runs, "shapes": settings.shapes, "seed": settings.seed})
         return self
 
     def to_predicate(self) -> BenchmarkPredicate:
@@ -370,8 +371,9 @@ def test_reproduce_kernel_end_to_end_on_real_timings() -> None:
     kernel = ROOT / "examples" / "sum-rows"
     shapes = [{"R": 128, "C": 512}]
     ver = check(kernel, budget="quick", seed=5).to_predicate()
-    real = bench_runs(kernel, runs=3, shapes=shapes, seed=5, time_budget_s=1,
-                      max_halfwidth=0.5).to_predicate()
+    real = bench_runs(kernel, runs=3,
+                      settings=BenchSettings(shapes=shapes, seed=5, time_budget_s=1,
+                                             max_halfwidth=0.5)).to_predicate()
     assert real.method.runs == 3 and len(real.results[0].runs or ()) == 3
     inflated = real.to_json()
     for r in [*inflated["results"], *inflated["results"][0]["runs"]]:
@@ -449,8 +451,9 @@ class _Batches:
         self.bodies = bodies
         self.asked: list[dict[str, Any]] = []
 
-    def __call__(self, kernel_dir: Path, **kwargs: Any) -> _InjectedRuns:
-        self.asked.append(kwargs)
+    def __call__(self, kernel_dir: Path, runs: int, settings: BenchSettings,
+                 **kwargs: Any) -> _InjectedRuns:
+        self.asked.append({"runs": runs, "shapes": settings.shapes, "seed": settings.seed})
         return _InjectedRuns(self.bodies[min(len(self.asked), len(self.bodies)) - 1])
 
 

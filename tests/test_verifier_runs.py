@@ -10,7 +10,7 @@ import pytest
 
 from attest import BENCHMARK_V1, BenchmarkPredicate, parse_predicate
 from attest.predicates import BenchmarkResult, Environment
-from verifier import VerifierError
+from verifier import BenchSettings, VerifierError
 from verifier.benchmark._bench import BenchReport
 from verifier.benchmark._runs import MAX_NOTES, RunSet, bench_runs, pinned_cpu
 from verifier.stats import student_t_quantile
@@ -86,22 +86,24 @@ def test_real_runs_are_pinned_and_leave_the_affinity_as_it_was() -> None:
         if msg.startswith("measuring"):
             seen.append(set(os.sched_getaffinity(0)))
 
-    rs = bench_runs(ROOT / "examples" / "sum-rows", runs=2, shapes=[{"R": 16, "C": 256}], seed=4,
-                    time_budget_s=0.5, progress=progress)
+    rs = bench_runs(ROOT / "examples" / "sum-rows", runs=2,
+                    settings=BenchSettings(shapes=[{"R": 16, "C": 256}], seed=4, time_budget_s=0.5),
+                    progress=progress)
     assert os.sched_getaffinity(0) == before
     assert 1 <= len(rs.runs) <= 2 and all(r.seed == 4 for r in rs.runs)
     # runs stop at the first untrusted one (a busy machine: "too unstable"); every run
     # that was measured was measured pinned
     assert len(rs.runs) == 2 or not rs.trusted
     assert rs.cpu == pinned_cpu() and seen == [{rs.cpu}] * len(rs.runs)
-    unpinned = bench_runs(ROOT / "examples" / "sum-rows", runs=1, shapes=[{"R": 16, "C": 256}],
-                          time_budget_s=0.5, pin=False)
+    unpinned = bench_runs(ROOT / "examples" / "sum-rows", runs=1,
+                          settings=BenchSettings(shapes=[{"R": 16, "C": 256}], time_budget_s=0.5),
+                          pin=False)
     assert unpinned.cpu is None and unpinned.to_predicate().to_json()["method"]["cpu_pinned"] is False
 
 
 def test_a_tampering_kernel_stops_the_runs_at_the_first_untrusted_one() -> None:
     rs = bench_runs(ROOT / "tests" / "flawed_kernels" / "drift", runs=3,
-                    shapes=[{"R": 128, "C": 512}], time_budget_s=1)
+                    settings=BenchSettings(shapes=[{"R": 128, "C": 512}], time_budget_s=1))
     assert len(rs.runs) == 1 and not rs.trusted
     assert {f.kind for f in rs.faults()} == {"outputs_wrong"}, rs.to_predicate().notes
 
@@ -119,8 +121,8 @@ def test_roofline_peaks_are_measured_with_every_core_not_pinned(monkeypatch: pyt
         return machine_peaks()
 
     monkeypatch.setattr(runs_mod, "machine_peaks", recording)
-    bench_runs(ROOT / "examples" / "sum-rows", runs=1, shapes=[{"R": 16, "C": 256}],
-               time_budget_s=0.5)
+    bench_runs(ROOT / "examples" / "sum-rows", runs=1,
+               settings=BenchSettings(shapes=[{"R": 16, "C": 256}], time_budget_s=0.5))
     assert seen == [set(os.sched_getaffinity(0))]
     assert machine_peaks.cache_info().misses == 1  # bench reused it; it did not re-measure pinned
 

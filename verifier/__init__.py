@@ -1,14 +1,15 @@
 """verifier: runs kernels in a sandbox and checks their claims.
 
 Public API (see docs/CONTRACTS.md "verifier"): the op catalogue `OPS`, kernel
-folders (`KernelSpec`, `pack_kernel`, `unpack_kernel`), `check`, `bench` (one run),
+folders (`KernelSpec`, `pack_kernel`, `unpack_kernel`), `check`, `bench` (one run;
+`BenchSettings` says what it measures and how),
 `bench_runs` (a claim: independent runs), `inflation_test` (is a speed-up overstated?),
 `environment_fingerprint`, and `verifier.reproduce` for comparing claims.
 """
 
 from __future__ import annotations
 
-from verifier.benchmark import DEFAULT_RUNS, BenchReport, RunSet, bench, bench_runs
+from verifier.benchmark import DEFAULT_RUNS, BenchReport, BenchSettings, RunSet, bench, bench_runs
 from verifier.checks import BUDGETS, CheckReport, check
 from verifier.environment import environment_fingerprint
 from verifier.errors import (
@@ -33,6 +34,7 @@ __all__ = [
     "OPS",
     "ArchiveError",
     "BenchReport",
+    "BenchSettings",
     "BuildError",
     "CheckReport",
     "GeneratorInfo",

@@ -84,20 +84,40 @@ def check_cmd(kernel_dir: Path, as_json: bool, seed: int | None, budget: str) ->
     run_guarded(out, body)
 
 
+def _bench_default(name: str) -> Any:
+    """The verifier's own default for a `ktl bench` option (imported only when it is needed)."""
+    import dataclasses
+
+    from verifier import BenchSettings
+
+    return next(f.default for f in dataclasses.fields(BenchSettings) if f.name == name)
+
+
+class _VerifierDefault(click.Option):
+    """An option whose default is the verifier's, looked up when parsing or showing help."""
+
+    def get_default(self, ctx: click.Context, call: bool = True) -> Any:
+        return super().get_default(ctx, call=True)
+
+
 @click.command("bench")
 @click.argument("kernel_dir", type=click.Path(path_type=Path, file_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print the benchmark/v1 body.")
 @click.option("--shape", "shapes", multiple=True, metavar="D=N,...",
               help="A shape such as M=256,N=256,K=256 (repeatable; default: the op's bench shapes).")
 @click.option("--seed", type=click.IntRange(0, 2**53 - 1), default=None, help="Seed of the inputs.")
-@click.option("--time-budget", type=click.FloatRange(1.0, 3600.0), default=10.0, show_default=True,
+@click.option("--time-budget", type=click.FloatRange(1.0, 3600.0),
+              default=lambda: _bench_default("time_budget_s"), show_default=True,
+              cls=_VerifierDefault,
               help="Seconds of measuring per run, split across the shapes.")
 @click.option("--runs", type=click.IntRange(1, 64), default=None,
               help="Independent runs (fresh processes) whose spread is part of the claim "
                    "[default: 5].")
 @click.option("--no-pin", is_flag=True,
               help="Do not pin single-threaded runs to one CPU.")
-@click.option("--threads", type=click.IntRange(1, 1024), default=1, show_default=True,
+@click.option("--threads", type=click.IntRange(1, 1024),
+              default=lambda: _bench_default("threads"), show_default=True,
+              cls=_VerifierDefault,
               help="Threads for the kernel (OpenMP) and the baseline (BLAS).")
 @click.option("--torch-compile", "torch_compile", is_flag=True,
               help="For op 'torch': also time the reference under torch.compile (a second "
@@ -112,14 +132,14 @@ def bench_cmd(kernel_dir: Path, as_json: bool, shapes: tuple[str, ...], seed: in
     out = Output(as_json)
 
     def body() -> int:
-        from verifier import DEFAULT_RUNS, VerifierError, bench_runs
+        from verifier import DEFAULT_RUNS, BenchSettings, VerifierError, bench_runs
 
         parsed = [parse_shape(s) for s in shapes] or None
         try:
-            report = bench_runs(kernel_dir, runs=runs or DEFAULT_RUNS, shapes=parsed, seed=seed,
-                                time_budget_s=time_budget, threads=threads, pin=not no_pin,
-                                progress=lambda msg: out.note(f"{msg}…", "dim"),
-                                compile_baseline=torch_compile)
+            settings = BenchSettings(shapes=parsed, seed=seed, time_budget_s=time_budget,
+                                     threads=threads, compile_baseline=torch_compile)
+            report = bench_runs(kernel_dir, runs or DEFAULT_RUNS, settings, pin=not no_pin,
+                                progress=lambda msg: out.note(f"{msg}…", "dim"))
         except VerifierError as exc:
             raise InputError(f"{kernel_dir}: {exc}") from exc
         if samples_out is not None:

@@ -27,6 +27,7 @@ from client.witnesses import cosigners, load_witness_policy, witness_policy_opti
 if TYPE_CHECKING:
     from attest.policy import TrustPolicy
     from client.monitor import MonitorReport
+    from client.vindex import CompleteList
 
 F = TypeVar("F", bound=Callable[..., Any])
 _HEX64 = re.compile(HEX64_PATTERN)
@@ -364,18 +365,25 @@ def _search_type(ptype: str) -> str:
                                       "reproduction.")
 @click.option("--limit", default=100, show_default=True, type=click.IntRange(1, 10000),
               help="At most this many results.")
+@click.option("--unverified", is_flag=True,
+              help="List the log's search rows without asking for the proof that the list "
+                   "is complete (for a log that commits to no index).")
 @log_option
 @log_key_option
 @json_option
 def search(digest: str | None, name: str | None, key: str | None, ptype: str | None, limit: int,
-           log_url: str | None, log_key: str | None, as_json: bool) -> None:
-    """Find entries by subject digest, kernel name, signer key or predicate type."""
+           unverified: bool, log_url: str | None, log_key: str | None, as_json: bool) -> None:
+    """Find entries by subject digest, kernel name, signer key or predicate type.
+
+    The list is proven complete against the log's signed checkpoint (its committed
+    index) and the log's search rows must agree with it; --unverified skips that."""
     out = Output(as_json)
 
     def body() -> int:
         from client.api import LogClient
         from client.models import SearchHit
-        from client.session import connect, require_url
+        from client.session import require_url
+        from client.vindex import check_listing
 
         if not any((digest, name, key, ptype)):
             raise InputError("search needs one of --digest, --name, --key, --type")
@@ -386,15 +394,12 @@ def search(digest: str | None, name: str | None, key: str | None, ptype: str | N
             raise InputError("--digest must be a sha256 digest (64 lowercase hex digits)")
         keyid = _keyid_arg(key) if key else None
         pt = _search_type(ptype) if ptype else None
-        if log_key:  # the rows are not evidence, but the log must be the one the key names
-            sess = connect(require_url(log_url), TrustedState(), log_key)
-            _key_note(out, sess.key.how, sess.key.describe())
-            sess.close()
         filters = {"digest": digest.removeprefix("sha256:") if digest else None,
                    "name": name, "keyid": keyid, "predicate_type": pt}
         given = {k: v for k, v in filters.items() if v is not None}
         field, value = next(iter(given.items()))  # the log searches by one field ...
         rest = {k: v for k, v in given.items() if k != field}  # ... the rest filter here
+        proved = None if unverified else _proved_list(out, log_url, log_key, field, value)
 
         def keep(hit: SearchHit) -> bool:
             return all(
@@ -406,32 +411,60 @@ def search(digest: str | None, name: str | None, key: str | None, ptype: str | N
             )
 
         rows: list[dict[str, Any]] = []
+        listed: list[int] = []
+        read_all = False
         with LogClient(require_url(log_url)) as log:
             cursor: int | None = None
             for _ in range(1000):
                 page = log.search(**{field: value}, cursor=cursor, limit=100)
+                listed.extend(h.index for h in page.results)
                 rows.extend(h.to_json() for h in page.results if keep(h))
-                if len(rows) >= limit or page.next_cursor is None or not page.results:
+                if page.next_cursor is None or not page.results:
+                    read_all = True
+                    break
+                if len(rows) >= limit:
                     break
                 if cursor is not None and page.next_cursor <= cursor:
                     raise InputError("the log's search cursor did not advance; stopping")
                 cursor = page.next_cursor
+        if proved is not None:  # the listing must hold every entry the index proves, no other
+            check_listing(proved, listed,
+                          up_to=None if read_all else max(listed, default=-1) + 1)
         rows = rows[:limit]
 
         def render(c: Console) -> None:
+            if proved is not None:
+                c.print(safe(f"Search {proved.summary()}."))
+            how = ("the list is proven complete" if proved is not None
+                   else "unverified index, not proven complete")
             c.print(rows_table(
-                f"{plural(len(rows), 'entry', 'entries')} (unverified index; "
-                "`ktl get --index N` verifies one)",
+                f"{plural(len(rows), 'entry', 'entries')} ({how}; "
+                "`ktl get --index N` verifies each entry)",
                 ["index", "name", "type", "subject sha256", "signers"],
                 [(r["index"], r["subject_name"], r["predicate_type"].rsplit("/", 2)[-2],
                   r["subject_sha256"][:16] + "…", ", ".join(k[:12] for k in r["keyids"]))
                  for r in rows],
             ))
 
-        out.result({"results": rows}, render)
+        out.result({"results": rows,
+                    "complete": None if proved is None else proved.to_json()}, render)
         return 0
 
     run_guarded(out, body)
+
+
+def _proved_list(out: Output, log_url: str | None, log_key: str | None, field: str,
+                 value: str) -> CompleteList:
+    """The list of entries naming the search key, verified against a trusted checkpoint."""
+    from client.session import connect, require_url
+    from client.vindex import index_key_for, verified_lookup
+
+    sess = connect(require_url(log_url), TrustedState(), log_key)
+    try:
+        _key_note(out, sess.key.how, sess.key.describe())
+        return verified_lookup(sess, index_key_for(field, value))
+    finally:
+        sess.close()
 
 
 # -- log-info -----------------------------------------------------------------------------

@@ -128,8 +128,12 @@ def reproduce(index: int, budget: str, runs: int | None, tolerance: float | None
             for claim, found in data.get("independently", {}).items():
                 c.print(safe(f"Independently (your policy's reproducer quorum), entry {claim}: "
                              f"{found['independently']['summary']}"))
-            if result.search.skipped_total or not result.search.complete:
+            if (result.search.skipped_total or not result.search.complete
+                    or result.search.proven_up_to is None):
                 c.print(safe(f"Note: {result.search.summary()}"))
+            else:
+                c.print(safe("Claims searched: every entry about this digest, proven complete "
+                             f"up to index {result.search.proven_up_to}"))
             att = data.get("attestation")
             if att:
                 c.print(safe(f"Signed by key {att['signer'][:16]}… (readers name it as a "

@@ -20,6 +20,7 @@ from ledger.server._errors import ApiError
 from ledger.server._params import hex64, int_arg, only_args, parse_int
 from ledger.server._service import LogService
 from ledger.storage import SEARCH_FIELDS
+from ledger.vindex import IndexKey
 
 bp = Blueprint("ktl_api", __name__, url_prefix="/api/v1")
 IMMUTABLE = "public, max-age=31536000, immutable"
@@ -272,22 +273,51 @@ def search() -> Response:
     svc = _service()
     only_args(*SEARCH_FIELDS, "cursor", "limit")
     given = [f for f in SEARCH_FIELDS if f in request.args]
-    if len(given) != 1:
+    signed = given == ["digest", "keyid"]  # SEARCH_FIELDS order
+    if len(given) != 1 and not signed:
         raise ApiError(
-            400, "invalid_query", f"give exactly one of {', '.join(SEARCH_FIELDS)} to search by"
+            400, "invalid_query", f"give exactly one of {', '.join(SEARCH_FIELDS)} to search "
+            "by, or digest and keyid together"
         )
-    field = given[0]
-    value = request.args[field]
-    if field in ("digest", "keyid"):
-        value = hex64(value.lower() if len(value) == 64 else value, field)
-    elif not 1 <= len(value) <= 512:
-        raise ApiError(400, "invalid_parameter", f"{field} must be 1 to 512 characters")
+    values = {f: _search_value(f, request.args[f]) for f in given}
     cursor = int_arg("cursor", 0)
     limit = int_arg("limit", 50, lo=1, hi=svc.config.max_search_limit)
-    page = svc.storage.search(field, value, cursor, limit)
+    if signed:
+        # A signer's own entries about a digest: strangers' keys cannot pad this search.
+        page = svc.storage.search_signed(values["digest"], values["keyid"], cursor, limit)
+    else:
+        page = svc.storage.search(given[0], values[given[0]], cursor, limit)
     size = svc.tree_size()
     results = [r.to_json() for r in page.results if r.index < size]
     return _json({"results": results, "next_cursor": page.next_cursor})
+
+
+def _search_value(field: str, value: str) -> str:
+    if field in ("digest", "keyid"):
+        return hex64(value.lower() if len(value) == 64 else value, field)
+    if not 1 <= len(value) <= 512:
+        raise ApiError(400, "invalid_parameter", f"{field} must be 1 to 512 characters")
+    return value
+
+
+@bp.get("/index/lookup")
+def index_lookup() -> Response:
+    """Every entry naming a key, with the proof that the list is complete (docs/vindex.md)."""
+    svc = _service()
+    only_args("key")
+    raw = request.args.get("key", "")
+    try:
+        key = IndexKey.parse(raw)
+    except ValueError as e:
+        raise ApiError(400, "invalid_parameter", f"key: {e}") from None
+    answer, cp = svc.index_lookup(key)
+    return _json({
+        "key": key.text(),
+        "size": answer.size,
+        "indices": answer.indices,
+        "proof": answer.proof.to_json(),
+        "checkpoint": cp.note.decode("utf-8"),
+    })
 
 
 def _blob_digest(raw: str) -> str:

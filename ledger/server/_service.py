@@ -25,6 +25,7 @@ from ledger.storage import (
     TileCache,
     open_queue,
 )
+from ledger.vindex import IndexKey, StoredAnswer, StoredIndex, TooManyResults, open_index
 
 
 class LogService:
@@ -59,7 +60,10 @@ class LogService:
             storage, signer, self.origin, max_batch=config.batch_size,
             max_delay=config.batch_delay_ms / 1000.0, cache=self.cache,
             on_checkpoint=None if self.witnessing is None else self.witnessing.offer,
+            index=open_index(storage),
         )
+        #: The verifiable index the sequencer keeps with the log (docs/vindex.md).
+        self.index: StoredIndex = self.sequencer.index  # type: ignore[assignment]
         queue = open_queue(storage)
         #: In process on SQLite/memory; on PostgreSQL through the shared queue, whichever
         #: frontend integrates (`ledger.queued`).
@@ -131,6 +135,19 @@ class LogService:
             return consistency_proof(old_size, new_size, self.reader(new_size))
         except (ProofError, MissingHashError) as e:
             raise ApiError(500, "internal_error", f"cannot build the proof: {e}") from None
+
+    def index_lookup(self, key: IndexKey) -> tuple[StoredAnswer, StoredCheckpoint]:
+        """`key`'s list and lookup proof at the index's size, with the checkpoint of that
+        size (whose extension line commits to the root); 422 for a list too long."""
+        try:
+            answer = self.index.lookup(key)
+        except TooManyResults as e:
+            raise ApiError(422, "too_many_results", str(e)) from None
+        found = self.storage.checkpoints(1, before_size=answer.size + 1)
+        if not found or found[0].size != answer.size:
+            raise ApiError(503, "index_behind", "the index is being caught up; retry shortly",
+                           {"Retry-After": "1"})
+        return answer, found[0]
 
     # ---- writes
     def submit(self, submissions: Sequence[Submission]) -> list[Receipt | BaseException]:

@@ -12,6 +12,8 @@ from ledger.storage._files import check_file_path
 from ledger.storage._types import (
     MAX_PAGE,
     MAX_RANGE,
+    SIGNED_SCAN,
+    DigestSummary,
     EntrySummary,
     IntegratedBatch,
     SearchPage,
@@ -22,6 +24,9 @@ from ledger.storage._types import (
     check_empty_checkpoint,
     check_range,
     check_search,
+    signed_page,
+    summary_of,
+    summary_rows,
 )
 
 
@@ -39,6 +44,8 @@ class MemoryStorage:
         self._cosigned: StoredCheckpoint | None = None
         self._blobs: dict[str, tuple[bytes, float]] = {}
         self._files: dict[str, bytes] = {}
+        #: digest -> predicate type -> [entries, bytes, last index]
+        self._summaries: dict[str, dict[str, list[int]]] = {}
 
     def latest_checkpoint(self) -> StoredCheckpoint | None:
         with self._lock:
@@ -105,6 +112,21 @@ class MemoryStorage:
         more = len(found) > limit
         return SearchPage(tuple(e.summary() for e in page),
                           page[-1].index if more and page else None)
+
+    def search_signed(self, digest: str, keyid: str, cursor: int = 0, limit: int = 50
+                      ) -> SearchPage:
+        limit = check_search("digest", cursor, limit)
+        with self._lock:
+            mine = [e for e in self._entries[cursor:] if keyid in e.keyids][: SIGNED_SCAN + 1]
+        ids, next_cursor = signed_page(
+            [(e.index, any(d == digest for _, d in e.subjects)) for e in mine], limit)
+        with self._lock:
+            return SearchPage(tuple(self._entries[i].summary() for i in ids), next_cursor)
+
+    def digest_summary(self, digest: str) -> DigestSummary:
+        with self._lock:
+            kinds = self._summaries.get(digest, {})
+            return summary_of(digest, [(t, n, b, last) for t, (n, b, last) in kinds.items()])
 
     def recent_entries(self, limit: int = 20, before: int | None = None) -> list[EntrySummary]:
         limit = max(1, min(limit, 500))
@@ -196,6 +218,11 @@ class MemoryStorage:
             for e in batch.entries:
                 self._entries.append(e)
                 self._by_leaf[e.leaf_hash] = e.index
+            for digest, ptype, n, nbytes, last in summary_rows(batch.entries):
+                row = self._summaries.setdefault(digest, {}).setdefault(ptype, [0, 0, -1])
+                row[0] += n
+                row[1] += nbytes
+                row[2] = max(row[2], last)
             self._tiles.update(batch.tiles)
             self._nodes.update(batch.nodes)
             sizes = [c.size for c in self._checkpoints]

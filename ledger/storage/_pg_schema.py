@@ -100,6 +100,21 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX outcomes_done_at ON outcomes (done_at)
     """,
+    # v4: per-digest summaries, kept at integration (see the SQLite schema's v4).
+    """
+    CREATE TABLE digest_summaries (
+        sha256 TEXT NOT NULL,
+        predicate_type TEXT NOT NULL,
+        entries BIGINT NOT NULL,
+        bytes BIGINT NOT NULL,
+        last_idx BIGINT NOT NULL,
+        PRIMARY KEY (sha256, predicate_type)
+    );
+    INSERT INTO digest_summaries (sha256, predicate_type, entries, bytes, last_idx)
+        SELECT d.sha256, e.predicate_type, COUNT(*), SUM(LENGTH(e.data)), MAX(e.idx)
+        FROM (SELECT DISTINCT idx, sha256 FROM subjects) AS d JOIN entries AS e ON e.idx = d.idx
+        GROUP BY d.sha256, e.predicate_type
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

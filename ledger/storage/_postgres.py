@@ -31,6 +31,9 @@ from ledger.storage._pg_schema import INTEGRATE_LOCK, migrate
 from ledger.storage._types import (
     MAX_PAGE,
     MAX_RANGE,
+    MAX_SUMMARY_KINDS,
+    SIGNED_SCAN,
+    DigestSummary,
     EntrySummary,
     IntegratedBatch,
     SearchPage,
@@ -41,6 +44,9 @@ from ledger.storage._types import (
     check_empty_checkpoint,
     check_range,
     check_search,
+    signed_page,
+    summary_of,
+    summary_rows,
 )
 from ledger.storage._url import check_database_url, redact_url
 
@@ -109,6 +115,14 @@ def commit_batch_rows(conn: psycopg.Connection[Any], batch: IntegratedBatch) -> 
             for e in batch.entries:
                 for k in dict.fromkeys(e.keyids):
                     copy.write_row((e.index, k))
+        cur.executemany(
+            "INSERT INTO digest_summaries (sha256, predicate_type, entries, bytes, last_idx) "
+            "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (sha256, predicate_type) DO UPDATE SET "
+            "entries = digest_summaries.entries + EXCLUDED.entries, "
+            "bytes = digest_summaries.bytes + EXCLUDED.bytes, "
+            "last_idx = GREATEST(digest_summaries.last_idx, EXCLUDED.last_idx)",
+            summary_rows(batch.entries),
+        )
         cur.executemany(
             "INSERT INTO tiles (level, idx, hashes, nodes) VALUES (%s, %s, %s, %s) "
             "ON CONFLICT (level, idx) DO UPDATE SET hashes = EXCLUDED.hashes, "
@@ -270,12 +284,38 @@ class PostgresStorage:
         ids = [int(r[0]) for r in self._all(_SEARCH_SQL[field], (value, cursor, limit + 1))]
         more = len(ids) > limit
         ids = ids[:limit]
+        return self._page(ids, ids[-1] + 1 if more and ids else None)
+
+    def _page(self, ids: list[int], next_cursor: int | None) -> SearchPage:
         if not ids:
-            return SearchPage((), None)
+            return SearchPage((), next_cursor)
         rows = self._all(
             f"SELECT {_SUMMARY_COLS} FROM entries WHERE idx = ANY(%s) ORDER BY idx", (ids,)
         )
-        return SearchPage(tuple(_summary(r) for r in rows), ids[-1] + 1 if more else None)
+        return SearchPage(tuple(_summary(r) for r in rows), next_cursor)
+
+    def search_signed(self, digest: str, keyid: str, cursor: int = 0, limit: int = 50
+                      ) -> SearchPage:
+        limit = check_search("digest", cursor, limit)
+        if "\x00" in digest or "\x00" in keyid:
+            return SearchPage((), None)
+        scanned = [(int(r[0]), bool(r[1])) for r in self._all(
+            "SELECT s.idx, EXISTS (SELECT 1 FROM subjects AS j WHERE j.idx = s.idx "
+            "AND j.sha256 = %s) FROM signers AS s "
+            "WHERE s.keyid = %s AND s.idx >= %s ORDER BY s.idx LIMIT %s",
+            (digest, keyid, cursor, SIGNED_SCAN + 1))]
+        ids, next_cursor = signed_page(scanned, limit)
+        return self._page(ids, next_cursor)
+
+    def digest_summary(self, digest: str) -> DigestSummary:
+        if "\x00" in digest:
+            return summary_of(digest, [])
+        rows = self._all(
+            "SELECT predicate_type, entries, bytes, last_idx FROM digest_summaries "
+            "WHERE sha256 = %s ORDER BY entries DESC, predicate_type LIMIT %s",
+            (digest, MAX_SUMMARY_KINDS + 1),
+        )
+        return summary_of(digest, [(r[0], r[1], r[2], r[3]) for r in rows])
 
     def search_newest(self, field: str, value: str, before: int, limit: int = 50
                       ) -> SearchPage:

@@ -77,6 +77,23 @@ MIGRATIONS: tuple[str, ...] = (
         created REAL NOT NULL
     )
     """,
+    # v4: per-digest summaries (entries, bytes and the newest index per predicate type),
+    # kept at integration so a page about a digest reads one row per type, not its entries
+    # (issue 26 row 3). Keyed by the full digest: an 8-byte prefix is cheap to collide.
+    """
+    CREATE TABLE digest_summaries (
+        sha256 TEXT NOT NULL,
+        predicate_type TEXT NOT NULL,
+        entries INTEGER NOT NULL,
+        bytes INTEGER NOT NULL,
+        last_idx INTEGER NOT NULL,
+        PRIMARY KEY (sha256, predicate_type)
+    ) WITHOUT ROWID;
+    INSERT INTO digest_summaries (sha256, predicate_type, entries, bytes, last_idx)
+        SELECT d.sha256, e.predicate_type, COUNT(*), SUM(LENGTH(e.data)), MAX(e.idx)
+        FROM (SELECT DISTINCT idx, sha256 FROM subjects) AS d JOIN entries AS e ON e.idx = d.idx
+        GROUP BY d.sha256, e.predicate_type
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

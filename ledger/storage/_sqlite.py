@@ -26,6 +26,9 @@ from ledger.storage._schema import migrate
 from ledger.storage._types import (
     MAX_PAGE,
     MAX_RANGE,
+    MAX_SUMMARY_KINDS,
+    SIGNED_SCAN,
+    DigestSummary,
     EntrySummary,
     IntegratedBatch,
     SearchPage,
@@ -36,6 +39,9 @@ from ledger.storage._types import (
     check_empty_checkpoint,
     check_range,
     check_search,
+    signed_page,
+    summary_of,
+    summary_rows,
 )
 
 DB_NAME = "log.db"
@@ -239,13 +245,38 @@ class SqliteStorage:
         ids = [r[0] for r in conn.execute(_SEARCH_SQL[field], args)]
         more = len(ids) > limit
         ids = ids[:limit]
+        return self._page(conn, ids, ids[-1] + 1 if more and ids else None)
+
+    @staticmethod
+    def _page(conn: sqlite3.Connection, ids: list[int], next_cursor: int | None) -> SearchPage:
         if not ids:
-            return SearchPage((), None)
+            return SearchPage((), next_cursor)
         marks = ",".join("?" * len(ids))
         rows = conn.execute(
             f"SELECT {_SUMMARY_COLS} FROM entries WHERE idx IN ({marks}) ORDER BY idx", ids
         ).fetchall()
-        return SearchPage(tuple(_summary(r) for r in rows), ids[-1] + 1 if more else None)
+        return SearchPage(tuple(_summary(r) for r in rows), next_cursor)
+
+    def search_signed(self, digest: str, keyid: str, cursor: int = 0, limit: int = 50
+                      ) -> SearchPage:
+        limit = check_search("digest", cursor, limit)
+        key = _sha_key(digest)  # 0 for what is no digest: then nothing matches
+        conn = self._conn()
+        scanned = [(int(r[0]), bool(r[1])) for r in conn.execute(
+            "SELECT s.idx, EXISTS (SELECT 1 FROM subjects AS j WHERE j.idx = s.idx "
+            "AND j.sha_key = ? AND j.sha256 = ?) FROM signers AS s "
+            "WHERE s.keyid = ? AND s.idx >= ? ORDER BY s.idx LIMIT ?",
+            (key, digest, keyid, cursor, SIGNED_SCAN + 1))]
+        ids, next_cursor = signed_page(scanned, limit)
+        return self._page(conn, ids, next_cursor)
+
+    def digest_summary(self, digest: str) -> DigestSummary:
+        rows = self._conn().execute(
+            "SELECT predicate_type, entries, bytes, last_idx FROM digest_summaries "
+            "WHERE sha256 = ? ORDER BY entries DESC, predicate_type LIMIT ?",
+            (digest, MAX_SUMMARY_KINDS + 1),
+        ).fetchall()
+        return summary_of(digest, rows)
 
     def search_newest(self, field: str, value: str, before: int, limit: int = 50
                       ) -> SearchPage:
@@ -423,6 +454,13 @@ class SqliteStorage:
             conn.executemany(
                 "INSERT OR IGNORE INTO signers (idx, keyid) VALUES (?, ?)",
                 [(e.index, k) for e in batch.entries for k in e.keyids],
+            )
+            conn.executemany(
+                "INSERT INTO digest_summaries (sha256, predicate_type, entries, bytes, last_idx) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (sha256, predicate_type) DO UPDATE SET "
+                "entries = entries + excluded.entries, bytes = bytes + excluded.bytes, "
+                "last_idx = MAX(last_idx, excluded.last_idx)",
+                summary_rows(batch.entries),
             )
             conn.executemany(
                 "INSERT OR REPLACE INTO tiles (level, idx, hashes, nodes) VALUES (?, ?, ?, ?)",

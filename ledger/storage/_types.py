@@ -188,6 +188,63 @@ class SearchPage:
         )
 
 
+#: Index rows of one signer `search_signed` looks at per call, at most: a call costs
+#: O(limit + SIGNED_SCAN) whatever the key signed; the cursor resumes where it stopped.
+SIGNED_SCAN = 2000
+#: Most predicate types a digest summary lists (the busiest first).
+MAX_SUMMARY_KINDS = 32
+
+
+@dataclass(frozen=True)
+class KindCount:
+    """How many entries of one predicate type name a digest, their bytes, the newest."""
+
+    predicate_type: str
+    entries: int
+    bytes: int
+    last_index: int
+
+
+@dataclass(frozen=True)
+class DigestSummary:
+    """What the log holds about one subject digest, kept up to date at integration, so a
+    page can say what it did not read without reading it (issue 26 row 3)."""
+
+    digest: str
+    kinds: tuple[KindCount, ...]
+    #: More predicate types than `MAX_SUMMARY_KINDS` name the digest.
+    more_kinds: bool = False
+
+    @property
+    def entries(self) -> int:
+        return sum(k.entries for k in self.kinds)
+
+    def count(self, predicate_type: str) -> int:
+        return sum(k.entries for k in self.kinds if k.predicate_type == predicate_type)
+
+
+def summary_rows(entries: Sequence[StoredEntry]) -> list[tuple[str, str, int, int, int]]:
+    """A batch's additions to the digest summaries: (digest, predicate type, entries, bytes,
+    last index), each entry counted once per digest it names."""
+    out: dict[tuple[str, str], list[int]] = {}
+    for e in entries:
+        for digest in dict.fromkeys(d for _, d in e.subjects):
+            row = out.setdefault((digest, e.predicate_type), [0, 0, -1])
+            row[0] += 1
+            row[1] += len(e.data)
+            row[2] = max(row[2], e.index)
+    return [(d, t, n, b, last) for (d, t), (n, b, last) in sorted(out.items())]
+
+
+def summary_of(digest: str, rows: Sequence[tuple[str, int, int, int]]) -> DigestSummary:
+    """A `DigestSummary` from (predicate type, entries, bytes, last index) rows, the busiest
+    `MAX_SUMMARY_KINDS` kept."""
+    ordered = sorted(rows, key=lambda r: (-r[1], r[0]))
+    kinds = tuple(KindCount(str(t), int(n), int(b), int(last))
+                  for t, n, b, last in ordered[:MAX_SUMMARY_KINDS])
+    return DigestSummary(digest, kinds, len(ordered) > MAX_SUMMARY_KINDS)
+
+
 @dataclass(frozen=True)
 class IntegratedBatch:
     """Everything one integration writes in a single transaction.
@@ -233,6 +290,16 @@ class LogStorage(Protocol):
                       ) -> SearchPage:
         """`search` newest first: matches below index `before`, highest index first; the
         page's `next_cursor` is the `before` of the next (older) page, None at the oldest."""
+        ...
+    def search_signed(self, digest: str, keyid: str, cursor: int = 0, limit: int = 50
+                      ) -> SearchPage:
+        """Entries naming ``digest`` (any subject) signed by ``keyid``, in index order: what
+        strangers' keys cannot pad. One call looks at no more than `SIGNED_SCAN` of the key's
+        rows; a page may then hold fewer than ``limit`` results and a ``next_cursor``."""
+        ...
+    def digest_summary(self, digest: str) -> DigestSummary:
+        """Counts per predicate type of the entries naming ``digest`` (kept at integration:
+        one row per type read, never the entries)."""
         ...
     def recent_entries(self, limit: int = 20, before: int | None = None) -> list[EntrySummary]: ...
     def read_tile(self, level: int, index: int) -> bytes: ...
@@ -301,6 +368,20 @@ def check_batch_shape(batch: IntegratedBatch) -> tuple[int, int]:
     if len({e.leaf_hash for e in batch.entries}) != len(batch.entries):
         raise StorageError("duplicate leaf hash in batch")
     return first, size
+
+
+def signed_page(scanned: Sequence[tuple[int, bool]], limit: int) -> tuple[list[int], int | None]:
+    """From a signer's index rows in order (index, names the digest), at most
+    `SIGNED_SCAN` + 1 of them: the matching indexes of one page and the next cursor."""
+    ids: list[int] = []
+    for pos, (idx, match) in enumerate(scanned[:SIGNED_SCAN]):
+        if match:
+            ids.append(idx)
+            if len(ids) == limit:
+                return ids, (idx + 1 if pos + 1 < len(scanned) else None)
+    if len(scanned) > SIGNED_SCAN:
+        return ids, scanned[SIGNED_SCAN - 1][0] + 1
+    return ids, None
 
 
 def check_search(field: str, cursor: int, limit: int) -> int:

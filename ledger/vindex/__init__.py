@@ -3,15 +3,22 @@
 Holds which keys an entry names (`_keys`), the map's hashes and the pure
 verification of a lookup proof (`_proof`), the trie with incremental updates and
 proof generation over a node store (`_map`), and the index over a log's entries
-(`_index`). The format is specified in docs/vindex.md.
+(`_index`), the map in tiles of 8 levels (`_tiles`), the index kept next to the
+log's storage and updated with each batch (`_stored`; rows in SQLite `_sqlite`,
+PostgreSQL `_postgres`, chosen by `open_index`), and the checkpoint line that commits
+to the root (`_commit`). The format is specified in docs/vindex.md.
 
-May import: `attest` (its strict JSON reader) and `ledger._errors`. The pure
-verification (`_proof`) imports neither a web framework nor storage, so a client
-verifies lookups with it alone.
+May import: `attest` (its strict JSON reader), `ledger._errors`, `ledger.checkpoint`;
+`ledger.storage` only in the backends, which `open_index` imports when called. The
+pure verification (`_proof`, `_commit`) imports neither a web framework nor storage,
+so a client verifies lookups with it alone.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from ledger.vindex._commit import COMMITMENT_PREFIX, commitment_line, committed_root
 from ledger.vindex._index import IndexAnswer, ListStore, MemoryLists, VerifiableIndex
 from ledger.vindex._keys import KEY_KINDS, IndexKey, entry_keys
 from ledger.vindex._map import MemoryNodes, NodeStore, lookup_proof, root_of, update
@@ -25,8 +32,35 @@ from ledger.vindex._proof import (
     node_hash,
     verify_lookup,
 )
+from ledger.vindex._stored import (
+    MAX_ANSWER,
+    IndexRows,
+    IndexStoreError,
+    MemoryIndexRows,
+    PendingIndex,
+    RawLookup,
+    StoredAnswer,
+    StoredIndex,
+    TooManyResults,
+    path_tiles,
+)
+from ledger.vindex._tiles import TILE_LEVELS, TiledNodes, TileKey, decode_tile, encode_tile
 
-__all__ = ["EMPTY", "KEY_KINDS", "IndexAnswer", "IndexKey", "IndexProofError",
-           "IndexRootMismatchError", "ListStore", "LookupProof", "MemoryLists", "MemoryNodes",
-           "NodeStore", "VerifiableIndex", "entry_keys", "leaf_hash", "list_hash",
-           "lookup_proof", "node_hash", "root_of", "update", "verify_lookup"]
+if TYPE_CHECKING:
+    from ledger.storage import LogStorage
+
+
+def open_index(storage: LogStorage) -> StoredIndex:
+    """The index in `storage`'s backend (SQLite, PostgreSQL; in memory otherwise)."""
+    from ledger.vindex._open import open_index as _open_index
+
+    return _open_index(storage)
+
+
+__all__ = ["COMMITMENT_PREFIX", "EMPTY", "KEY_KINDS", "MAX_ANSWER", "TILE_LEVELS", "IndexAnswer",
+           "IndexKey", "IndexProofError", "IndexRootMismatchError", "IndexRows", "IndexStoreError", "ListStore",
+           "LookupProof", "MemoryIndexRows", "MemoryLists", "MemoryNodes", "NodeStore",
+           "PendingIndex", "RawLookup", "StoredAnswer", "StoredIndex", "TileKey", "TiledNodes",
+           "TooManyResults", "VerifiableIndex", "commitment_line", "committed_root",
+           "decode_tile", "encode_tile", "entry_keys", "leaf_hash", "list_hash", "lookup_proof",
+           "node_hash", "open_index", "path_tiles", "root_of", "update", "verify_lookup"]

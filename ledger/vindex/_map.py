@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Protocol
 
 from ledger.vindex._proof import (
@@ -42,14 +43,15 @@ class Leaf:
 @dataclass(frozen=True)
 class Inner:
     """An inner node keeps its children's hashes, so an update reads no unchanged sibling
-    and a proof reads one node per level."""
+    and a proof reads one node per level. Its own hash is computed when first asked for
+    (a node read from storage to walk past it is never hashed)."""
 
     left: bytes
     right: bytes
-    hash: bytes = b""
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "hash", node_hash(self.left, self.right))
+    @cached_property
+    def hash(self) -> bytes:
+        return node_hash(self.left, self.right)
 
 
 Node = Leaf | Inner

@@ -20,6 +20,11 @@ from ledger.web._verdicts import Verdict, latest_per_signer, settled, verdicts_o
 from ledger.web.chart import ChartError, ChartRow
 
 _CLAIM = re.compile(r"benchmark\.speedup\[([^\]]*)\]")
+#: Claim and verdict rows one kernel page lists, and chart rows it draws, at most: one
+#: benchmark with 256 results of one shape and one reproduction with 1,024 verdicts would
+#: pair into 262,144 rows (issue 26 row 3).
+MAX_PAIRS = 500
+MAX_CHART_ROWS = 100
 
 
 class Claim(NamedTuple):
@@ -82,6 +87,8 @@ class KernelSummary(NamedTuple):
     pairs: tuple[tuple[Claim, Reproduction | None], ...]
     #: Per reproduction entry, the claim entries its verdicts judge.
     judged: Mapping[int, tuple[int, ...]] = {}
+    #: Claim and verdict rows beyond `MAX_PAIRS` (counted, not listed).
+    pairs_dropped: int = 0
     #: The operator's reproducers and quorum (None: one named reproducer settles a claim).
     panel: TrustPolicy | None = None
 
@@ -243,24 +250,7 @@ def summarize_kernel(digest: str, entries: Iterable[tuple[int, DecodedEntry]],
         judged[index] = tuple(sorted({r.target for r in mine if r.target is not None}))
     reproduced = _latest_per_signer(reproduced)
 
-    rows: list[ChartRow] = []
-    pairs: list[tuple[Claim, Reproduction | None]] = []
-    for claim in claims:
-        matching = [
-            r for r in reproduced
-            if r.target == claim.entry and parse_claim_shape(r.claim) == claim.shape
-        ]
-        base = f"#{claim.entry} {claim.shape_label}"
-        pairs.extend((claim, rep) for rep in matching)
-        if not matching:
-            pairs.append((claim, None))
-            row = _row(base, "", claim, None)
-            if row is not None:
-                rows.append(row)
-        for rep in matching:
-            row = _row(base, f"repro #{rep.entry}", claim, rep)
-            if row is not None:
-                rows.append(row)
+    pairs, rows, dropped = _pair_claims(claims, reproduced)
     return KernelSummary(
         digest=digest,
         names=tuple(names),
@@ -274,5 +264,34 @@ def summarize_kernel(digest: str, entries: Iterable[tuple[int, DecodedEntry]],
         chart_rows=tuple(rows),
         pairs=tuple(pairs),
         judged=judged,
+        pairs_dropped=dropped,
         panel=panel,
     )
+
+
+def _pair_claims(claims: list[Claim], reproduced: list[Reproduction]
+                 ) -> tuple[list[tuple[Claim, Reproduction | None]], list[ChartRow], int]:
+    """Each claim with each verdict about it (or None), its chart rows, and how many pairs
+    beyond `MAX_PAIRS` were dropped. Verdicts are grouped by (target, shape) once, so the
+    pairing costs O(claims + verdicts), not their product."""
+    by_claim: dict[tuple[int | None, frozenset[tuple[str, str]]], list[Reproduction]] = {}
+    for r in reproduced:
+        shape = parse_claim_shape(r.claim)
+        if shape is not None:
+            by_claim.setdefault((r.target, frozenset(shape.items())), []).append(r)
+    rows: list[ChartRow] = []
+    pairs: list[tuple[Claim, Reproduction | None]] = []
+    dropped = 0
+    for claim in claims:
+        matching = by_claim.get((claim.entry, frozenset(claim.shape.items())), [])
+        base = f"#{claim.entry} {claim.shape_label}"
+        wanted: list[tuple[Reproduction | None, str]] = (
+            [(rep, f"repro #{rep.entry}") for rep in matching] or [(None, "")])
+        room = max(0, MAX_PAIRS - len(pairs))
+        dropped += max(0, len(wanted) - room)
+        for rep, note in wanted[:room]:
+            pairs.append((claim, rep))
+            row = _row(base, note, claim, rep) if len(rows) < MAX_CHART_ROWS else None
+            if row is not None:
+                rows.append(row)
+    return pairs, rows, dropped

@@ -66,6 +66,10 @@ def read_verdicts(storage: LogStorage, size: int, claims: Mapping[int, str],
         found += _reproductions(page.results, wanted_set)
         complete = complete and page.next_cursor is None
     for digest in wanted[:VERDICT_DIGESTS]:
+        summary = storage.digest_summary(digest)
+        if not summary.more_kinds and not any(
+                predicate_kind(k.predicate_type) == "reproduction" for k in summary.kinds):
+            continue  # its summary (one row per type) says no reproduction names it
         page = storage.search_newest("digest", digest, size, DIGEST_ROWS)
         rows += len(page.results)
         found += _reproductions(page.results, wanted_set)

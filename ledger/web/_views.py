@@ -8,7 +8,16 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from flask import Blueprint, Response, abort, redirect, render_template, request, url_for
+from flask import (
+    Blueprint,
+    Response,
+    abort,
+    current_app,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
 from markupsafe import Markup
 from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Response as BaseResponse
@@ -27,8 +36,10 @@ from ledger.web._decode import (
     predicate_kind,
     predicate_type_of,
 )
+from ledger.web._index_status import index_status
 from ledger.web._kernel import summarize_kernel
 from ledger.web._note_lines import signature_lines
+from ledger.web._reading import PerCheckpoint, read_digest_page
 from ledger.web._service import LogServiceView, reproducer_names, reproducer_panel, service
 from ledger.web._verdict_reading import VerdictReading, read_verdicts
 from ledger.web._verdicts import badge, reproducer_name, settled
@@ -43,8 +54,8 @@ RECENT = 20
 PAGE_DEFAULT = 25
 PAGE_MAX = 100
 MAX_QUERY_CHARS = 256
-#: A kernel page reads at most this many entries about one subject.
-KERNEL_MAX_ENTRIES = 2000
+#: `app.extensions` key of the home page's per-checkpoint cache.
+HOME_CACHE = "ktl-home-cache"
 _CLAIM_KINDS = ("benchmark", "verification")
 _INDEX = re.compile(r"[0-9]{1,18}")
 SEARCH_FIELDS = ("auto", "digest", "name", "keyid", "predicate_type")
@@ -185,10 +196,19 @@ def home() -> str:
     svc = service()
     cp = _checkpoint(svc)
     size = cp.stored.size if cp else 0
-    recent = [r for r in svc.storage.recent_entries(RECENT) if r.index < size]
+
+    def listing() -> tuple[list[EntrySummary], dict[int, str]]:
+        recent = [r for r in svc.storage.recent_entries(RECENT) if r.index < size]
+        return recent, _badges(svc, recent)
+
+    # The listing and its badges change only with the tree: once per checkpoint, not per
+    # visitor (what a visitor sees of the checkpoint itself is read fresh).
+    cache = current_app.extensions.setdefault(HOME_CACHE, PerCheckpoint())
+    recent, badges = cache.get(size, cp.stored.root_hash if cp else b"", listing) \
+        if cp else ([], {})
     return render_template(
         "explorer/home.html", origin=svc.origin, verifier_key=svc.verifier_key, cp=cp,
-        recent=recent, kinds=KINDS, badges=_badges(svc, recent),
+        recent=recent, kinds=KINDS, badges=badges,
     )
 
 
@@ -253,28 +273,21 @@ def kernel(digest: str) -> str:
     if not is_hex64(digest):
         abort(400, "A kernel is named by the SHA-256 of its source archive: 64 lowercase hex "
                    "characters.")
+    cursor = _int_arg(request.args, "cursor", 0, 0, (1 << 63) - 1)
     svc = service()
-    size = svc.tree_size()
-    indices: list[int] = []
-    cursor: int | None = 0
-    while cursor is not None and len(indices) < KERNEL_MAX_ENTRIES:
-        page = svc.storage.search("digest", digest, cursor, 500)
-        indices.extend(r.index for r in page.results if r.index < size)
-        cursor = page.next_cursor
-    if not indices:
-        abort(404, f"No entry in the log names a subject with digest {digest}.")
-    truncated = cursor is not None
-    decoded = []
-    leaves: dict[int, str] = {}
-    for idx in indices[:KERNEL_MAX_ENTRIES]:
-        stored = svc.storage.get_entry(idx)
-        if stored is not None:
-            decoded.append((idx, decode_for_display(stored.data)))
-            leaves[idx] = stored.leaf_hash.hex()
-    summary = summarize_kernel(digest, decoded, leaves, reproducer_names(), reproducer_panel())
+    page = read_digest_page(svc.storage, digest, svc.tree_size(), cursor)
+    if not page.entries:
+        if cursor == 0 or not page.summary.kinds:
+            abort(404, f"No entry in the log names a subject with digest {digest}.")
+        abort(404, f"No entry about {digest} from index {cursor} on.")
+    summary = summarize_kernel(digest, page.entries, page.leaves, reproducer_names(),
+                               reproducer_panel())
     chart = Markup(render_speedup_chart(summary.chart_rows))
+    status = index_status(svc, digest, (i for i, _ in page.entries), cursor, page.next_cursor)
     return render_template(
-        "explorer/kernel.html", digest=digest, s=summary, chart=chart, truncated=truncated,
+        "explorer/kernel.html", digest=digest, s=summary, chart=chart, page=page,
+        counts=[(predicate_kind(k.predicate_type), k) for k in page.summary.kinds],
+        index_status=status,
     )
 
 

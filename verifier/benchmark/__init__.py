@@ -3,7 +3,8 @@
 Holds one bench run (`_bench`: interleaved kernel and baseline processes, the
 roofline floor, outputs of timed calls re-checked), one shape's measurement loop
 (`_loop`: batches on the parent's clock, overhead subtracted) and a claim's k
-independent runs pinned to one CPU (`_runs`).
+independent runs pinned to one CPU (`_runs`), and what every run is given: `BenchSettings`
+(`_settings`, the one set of defaults).
 
 May import: the pure model, `sandbox`, `worker` and `runtimes`. Not `checks` or
 `reproduce`.
@@ -14,6 +15,7 @@ from __future__ import annotations
 from verifier.benchmark._bench import BenchReport, bench, machine_peaks
 from verifier.benchmark._conditions import Conditions, conditions_differ, probe
 from verifier.benchmark._runs import DEFAULT_RUNS, RunSet, bench_runs
+from verifier.benchmark._settings import BenchSettings
 
-__all__ = ["DEFAULT_RUNS", "BenchReport", "Conditions", "RunSet", "bench",
+__all__ = ["DEFAULT_RUNS", "BenchReport", "BenchSettings", "Conditions", "RunSet", "bench",
            "bench_runs", "conditions_differ", "machine_peaks", "probe"]

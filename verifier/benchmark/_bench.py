@@ -43,12 +43,15 @@ from attest.predicates import (
     BenchmarkPredicate,
     BenchmarkResult,
     BlobRef,
+    DeviceConditions,
+    DeviceRecord,
     Environment,
     Method,
     TorchOp,
     Workload,
     derived_gflops,
 )
+from verifier import _gpu
 from verifier.benchmark._cost import CostRecord, cost_record
 from verifier.benchmark._loop import (
     MAX_BATCH_CALLS,
@@ -58,6 +61,7 @@ from verifier.benchmark._loop import (
     ShapePlan,
     measure_shape,
 )
+from verifier.benchmark._settings import BenchSettings
 from verifier.compare_outputs import compare_output
 from verifier.environment import environment_fingerprint
 from verifier.errors import BuildError, RuntimeUnavailableError, VerifierError
@@ -133,6 +137,10 @@ class BenchReport:
     torch: Mapping[str, Any] | None = None
     """For op 'torch': the reference's digest, torch, dtype, tolerance, weight seeds and
     baselines (attest.predicates.TorchOp)."""
+    device: DeviceRecord | None = None
+    """On a device: what it was, how it was timed, the baseline and versions."""
+    device_conditions: DeviceConditions | None = None
+    """On a device: clocks, power, temperature and throttle reasons over the run."""
 
     def samples_blob(self) -> bytes:
         """The raw samples as canonical JSON (sorted keys, no spaces)."""
@@ -161,7 +169,8 @@ class BenchReport:
             environment=self.environment, workload=self.workload(), method=self.method(),
             results=self.results, samples=samples_ref(self.samples_blob()),
             trusted=self.trusted, notes=tuple(n[:2000] for n in self.notes), faults=self.faults,
-            torch=None if self.torch is None else TorchOp.from_json(dict(self.torch)))
+            torch=None if self.torch is None else TorchOp.from_json(dict(self.torch)),
+            device=self.device, device_conditions=self.device_conditions)
 
     def to_json(self) -> dict[str, Any]:
         return {"kernel": self.kernel, "op": self.op, "seed": self.seed,
@@ -171,7 +180,10 @@ class BenchReport:
                 "samples": list(self.samples), "measured_s": self.measured_s,
                 "faults": [f.to_json() for f in self.faults], "threads": self.threads,
                 **({"cost": self.cost.to_json()} if self.cost is not None else {}),
-                **({"torch": dict(self.torch)} if self.torch is not None else {})}
+                **({"torch": dict(self.torch)} if self.torch is not None else {}),
+                **({"device": self.device.to_json()} if self.device is not None else {}),
+                **({"device_conditions": self.device_conditions.to_json()}
+                   if self.device_conditions is not None else {})}
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> BenchReport:
@@ -184,7 +196,10 @@ class BenchReport:
                    tuple(BenchFault.from_json(f) for f in obj.get("faults", ())),
                    int(obj.get("threads", 1)),
                    CostRecord.from_json(obj["cost"]) if "cost" in obj else None,
-                   dict(obj["torch"]) if obj.get("torch") is not None else None)
+                   dict(obj["torch"]) if obj.get("torch") is not None else None,
+                   DeviceRecord.from_json(obj["device"]) if "device" in obj else None,
+                   DeviceConditions.from_json(obj["device_conditions"])
+                   if "device_conditions" in obj else None)
 
 
 def samples_ref(blob: bytes) -> BlobRef:
@@ -255,82 +270,70 @@ def _schedule(rng: np.random.Generator, length: int) -> list[int]:
     return out
 
 
-def bench(
-    directory: str | Path,
-    shapes: Sequence[Mapping[str, int]] | None = None,
-    seed: int | None = None,
-    time_budget_s: float = 20.0,
-    target: float = 0.05,
-    max_halfwidth: float = 0.15,
-    min_reps: int = 20,
-    max_reps: int = 5000,
-    warmup: int = 5,
-    min_time_s: float = 1.0,
-    threads: int | None = 1,
-    progress: Progress | None = None,
-    compile_baseline: bool = False,
-) -> BenchReport:
+def bench(directory: str | Path, settings: BenchSettings | None = None,
+          progress: Progress | None = None) -> BenchReport:
     """Benchmark the kernel folder; `trusted` is False (with notes) when it cannot be believed.
 
     A kernel of op 'torch' is timed against its reference module in PyTorch eager
-    (`verifier.benchmark._torch_bench`; `compile_baseline` adds torch.compile's).
+    (`verifier.benchmark._torch_bench`; `settings.compile_baseline` adds torch.compile's);
+    where a GPU is usable, on that GPU against PyTorch on it (`verifier.benchmark.
+    _device_bench.gpu_bench`: device buffers, the device-wide clock, the physical floor).
 
-    Each shape is measured for at least `min_time_s` (and `min_reps` pairs) before the
-    interval may stop the loop, so short loops cannot hide a kernel that drifts later.
-    `threads` is given to both the kernel (OpenMP) and the baseline (BLAS); the default,
-    one, makes ratios comparable across machines with different core counts and keeps
-    the interval tight on a shared machine; None means every core.
+    Each shape is measured for at least `settings.min_time_s` (and `min_reps` pairs) before
+    the interval may stop the loop, so short loops cannot hide a kernel that drifts later.
+    `settings.threads` is given to both the kernel (OpenMP) and the baseline (BLAS); the
+    default, one, makes ratios comparable across machines with different core counts and
+    keeps the interval tight on a shared machine; None means every core.
 
-    Raises KernelSpecError for a malformed folder and VerifierError for bad arguments.
+    None: `BenchSettings()`. Raises KernelSpecError for a malformed folder and VerifierError
+    for bad shapes.
     """
+    settings = settings or BenchSettings()
     say: Progress = progress or (lambda _msg: None)
     spec = KernelSpec.load(directory)
     if spec.is_torch:
-        from verifier.benchmark._torch_bench import TorchBenchSettings, torch_bench
+        from verifier.benchmark._torch_bench import torch_bench
 
-        if not (0 < target < 1 and 0 < time_budget_s <= 3600 and 2 <= min_reps <= max_reps
-                and 0 <= warmup <= 1000):
-            raise VerifierError("bench parameters out of range")
-        torch_settings = TorchBenchSettings(time_budget_s, target, max_halfwidth, min_reps, max_reps,
-                                            warmup, min(min_time_s, time_budget_s), threads or 1,
-                                            compile_baseline)
-        return torch_bench(spec, torch_settings, seed, shapes, say)
+        if _gpu.probe().error is None:  # a GPU: timed on it, against PyTorch on it
+            from verifier.benchmark._device_bench import gpu_bench
+
+            return gpu_bench(spec, settings.time_budget_s, settings.max_halfwidth,
+                             seed=settings.seed, progress=say)
+        return torch_bench(spec, dataclasses.replace(
+            settings, threads=settings.threads or 1,
+            min_time_s=min(settings.min_time_s, settings.time_budget_s)), say)
     op = OPS[spec.op]
     try:
-        dims_list = [op.check_dims(s) for s in (shapes or op.bench_shapes)]
+        dims_list = [op.check_dims(s) for s in (settings.shapes or op.bench_shapes)]
     except ValueError as exc:
         raise VerifierError(f"bad --shape for op {op.name}: {exc}") from exc
     pool_total = sum((POOL + 1) * op.nbytes(d) for d in dims_list)
     if pool_total > MAX_POOL_BYTES:
         raise VerifierError(f"shapes need {pool_total / 2**20:.0f} MiB of input sets; the cap is "
                             f"{MAX_POOL_BYTES // 2**20} MiB (give smaller --shape values)")
-    if threads is not None and not 1 <= threads <= 1024:
-        raise VerifierError("threads must be between 1 and 1024")
     if not 1 <= len(dims_list) <= 16:
         raise VerifierError("give between 1 and 16 shapes")
-    if not (0 < target < 1 and 0 < time_budget_s <= 3600 and 2 <= min_reps <= max_reps <= 10**6
-            and 0 <= warmup <= 1000):
-        raise VerifierError("bench parameters out of range")
-    seed = secrets.randbelow(2**31) if seed is None else int(seed)
+    seed = secrets.randbelow(2**31) if settings.seed is None else int(settings.seed)
     rng = np.random.default_rng(seed)
     env = Environment.from_json(environment_fingerprint(spec.runtime))
     notes = Findings()
-    cores = threads or os.cpu_count() or 1
+    cores = settings.cores
     cost: list[CostRecord] = []
 
     def report(results: Sequence[BenchmarkResult], trusted: bool,
                samples: Sequence[dict[str, Any]] = (), measured: float = 0.0) -> BenchReport:
         complete = bool(cost) and cost[0].complete
-        return BenchReport(spec.name, spec.op, seed, env, tuple(dims_list), warmup, tuple(results),
-                           trusted and complete and not notes.faults, tuple(notes.notes),
-                           tuple(samples), measured, tuple(notes.faults), cores,
-                           cost[0] if cost else None)
+        return BenchReport(spec.name, spec.op, seed, env, tuple(dims_list), settings.warmup,
+                           tuple(results), trusted and complete and not notes.faults,
+                           tuple(notes.notes), tuple(samples), measured, tuple(notes.faults),
+                           cores, cost[0] if cost else None)
 
     from verifier.runtimes import get_runtime
 
     runtime = get_runtime(spec.runtime)
-    settings = LoopSettings(warmup, min_reps, max_reps, time_budget_s / len(dims_list),
-                            min(min_time_s, time_budget_s / len(dims_list)), target)
+    per_shape_s = settings.time_budget_s / len(dims_list)
+    loop = LoopSettings(settings.warmup, settings.min_reps, settings.max_reps, per_shape_s,
+                        min(settings.min_time_s, per_shape_s), settings.target)
     with scratch_dir("ktl-bench-") as work:
         say("building the kernel")
         try:
@@ -338,9 +341,9 @@ def bench(
         except (BuildError, RuntimeUnavailableError) as exc:
             notes.fault("build_failed", None, f"build failed: {exc}"[:2000])
             return report([], False)
-        plans = [_plan_shape(op, dims, rng, max_reps) for dims in dims_list]
-        settings = dataclasses.replace(settings, threads=cores, adjust_waits=not artifact.gpu)
-        measured = _measure(artifact, spec.entry, op, plans, work, settings, rng, notes, say,
+        plans = [_plan_shape(op, dims, rng, settings.max_reps) for dims in dims_list]
+        loop = dataclasses.replace(loop, threads=cores, adjust_waits=not artifact.gpu)
+        measured = _measure(artifact, spec.entry, op, plans, work, loop, rng, notes, say,
                             cost)
         if cost and not cost[0].complete:
             notes.append("not trusted: the kernel's CPU accounting was incomplete (no cgroup, and "
@@ -348,7 +351,8 @@ def bench(
         if measured is None:
             return report([], False)
         say("re-checking the kept outputs")
-        judging = _Judging(op, rng, target, max_halfwidth, machine_peaks(), notes)
+        judging = _Judging(op, rng, settings.target, settings.max_halfwidth, machine_peaks(),
+                           notes)
         results, samples, trusted, seconds = _analyse(judging, plans, measured)
         return report(results, trusted, samples, seconds)
 

@@ -41,6 +41,7 @@ from attest.predicates import (
 )
 from verifier.benchmark._bench import BenchReport, bench, machine_peaks, samples_ref
 from verifier.benchmark._conditions import Conditions, merge, probe
+from verifier.benchmark._settings import BenchSettings
 from verifier.errors import VerifierError
 from verifier.kernel import measured_kernel
 from verifier.progress import Progress
@@ -200,28 +201,21 @@ def _combine(per_run: Sequence[BenchmarkResult]) -> BenchmarkResult:
         gflops=derived_gflops(flops_per_ns, med), runs=tuple(_run_of(r) for r in per_run))
 
 
-def bench_runs(
-    directory: str | Path,
-    runs: int = DEFAULT_RUNS,
-    shapes: Sequence[Mapping[str, int]] | None = None,
-    seed: int | None = None,
-    time_budget_s: float = 10.0,
-    threads: int | None = 1,
-    pin: bool = True,
-    warmup: int = 5,
-    max_halfwidth: float = 0.15,
-    progress: Progress | None = None,
-    compile_baseline: bool = False,
-) -> RunSet:
-    """`runs` independent `bench` runs of the folder (same shapes and seed, fresh processes).
+def bench_runs(directory: str | Path, runs: int = DEFAULT_RUNS,
+               settings: BenchSettings | None = None, pin: bool = True,
+               progress: Progress | None = None) -> RunSet:
+    """`runs` independent `bench` runs of the folder (same settings, shapes and seed, fresh
+    processes).
 
-    `time_budget_s` is per run. Single-threaded runs are pinned to one CPU unless
-    `pin` is False. Raises VerifierError for bad arguments (and what `bench` raises).
+    `settings.time_budget_s` is per run (None: `BenchSettings()`). Single-threaded runs are
+    pinned to one CPU unless `pin` is False. Raises VerifierError for bad arguments (and what
+    `bench` raises).
     """
+    settings = settings or BenchSettings()
     if not 1 <= runs <= max_runs():
         raise VerifierError(f"runs must be between 1 and {max_runs()}, got {runs}")
     say: Progress = progress or (lambda _msg: None)
-    cpu = pinned_cpu() if pin and threads == 1 else None
+    cpu = pinned_cpu() if pin and settings.threads == 1 else None
     # The roofline's peaks are measured once, in this process, with every core: measured
     # while pinned they would halve and make honest kernels look faster than possible.
     machine_peaks()
@@ -230,10 +224,8 @@ def bench_runs(
     for k in range(runs):
         say(f"run {k + 1}/{runs}" + (f" (pinned to CPU {cpu})" if cpu is not None else ""))
         with _pinned(cpu):
-            report = bench(directory, shapes=shapes, seed=seed, time_budget_s=time_budget_s,
-                           threads=threads, warmup=warmup, max_halfwidth=max_halfwidth,
-                           progress=say, compile_baseline=compile_baseline)
-        seed = report.seed
+            report = bench(directory, settings, progress=say)
+        settings = dataclasses.replace(settings, seed=report.seed)
         reports.append(report)
         if not report.trusted:  # the set is untrusted whatever later runs say: stop here
             break

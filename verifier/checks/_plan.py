@@ -101,6 +101,8 @@ def plan_cases(op: OpSpec, budget: Budget, rng: np.random.Generator) -> list[Cas
         single("correctness.edge", dims, op.random_inputs(dims, rng))
     for dims in op.random_shapes(rng, budget.large):
         single("correctness.large", dims, op.random_inputs(dims, rng, scale=op.large_scale))
+    for dims in [*op.bench_shapes, *op.long_shapes]:  # where speed is claimed; long reductions
+        single("correctness.claimed", dims, op.random_inputs(dims, rng))
     for dims in op.random_shapes(rng, budget.special):
         single("special_values", dims, op.special_inputs(dims, rng))
     mid = mid_shape(op)

@@ -10,6 +10,8 @@ compute the float64 reference and judge. Checks:
 - correctness.random / correctness.edge / correctness.large: fresh random inputs
   (seed recorded), edge shapes (1, primes, non-multiples of 8/16/32/64, empty),
   large magnitudes; within the op's tolerance;
+- correctness.claimed: the op's default bench shapes and its long reductions, within the same
+  tolerance (whose reduction term is what float32 reaches there: `verifier.ops.growth`);
 - special_values: NaN, +-Inf, denormals and +-0 handled as the reference does;
 - inputs.unchanged, outputs.poisoned, guards.canaries: over every call (inputs read-only
   and a guard page after, or before, every buffer in the kernel's process);

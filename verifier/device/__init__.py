@@ -5,7 +5,8 @@ only; `DeviceSide` for one process on it, staged, run and fetched by the parent)
 outside-the-process timing of a shape's batches (`_timing`), the physical floor from
 FLOP and byte counts at the probed peaks (`_floor`), the conditions judged and the
 device compared (`_conditions`), the real device (`_real`: a probe process and NVML,
-imported only where a GPU exists) and a deterministic fake for the tests (`_fake`).
+imported only where a GPU exists), the CPU as a device (`_host`, so the same path runs
+on torch's CPU build) and a deterministic fake for the tests (`_fake`).
 
 May import: the pure model, `sandbox` and `worker`. Not `runtimes` or anything above
 (`checks`, `benchmark` and `reproduce` import it).
@@ -16,6 +17,7 @@ from __future__ import annotations
 from verifier.device._conditions import CLOCK_SPREAD, device_diff, record, summarize
 from verifier.device._fake import Behaviour, FakeDevice, FakeSide, double_plus_one
 from verifier.device._floor import FLOOR_MARGIN, Floor, OpCost, below_floor, floor_of
+from verifier.device._host import HostDevice, cpu_mhz
 from verifier.device._interface import (
     BatchAnswer,
     Clock,
@@ -31,7 +33,7 @@ from verifier.device._real import NvmlDevice, ProbeResult, parse_probe, probe_de
 from verifier.device._timing import DeviceTiming, SideTiming, TimingPlan, measure
 
 __all__ = ["CLOCK_SPREAD", "FLOOR_MARGIN", "BatchAnswer", "Behaviour", "Clock", "Device",
-           "DeviceInfo", "DeviceSide", "DeviceTiming", "FakeDevice", "FakeSide", "Floor",
+           "DeviceInfo", "DeviceSide", "DeviceTiming", "FakeDevice", "FakeSide", "Floor", "HostDevice",
            "Inputs", "NvmlDevice", "OpCost", "Peaks", "ProbeResult", "Sample", "SideTiming",
-           "TimingPlan", "below_floor", "device_diff", "double_plus_one", "floor_of", "measure",
+           "TimingPlan", "below_floor", "cpu_mhz", "device_diff", "double_plus_one", "floor_of", "measure",
            "parse_probe", "probe_device", "record", "summarize", "throttle_names"]

@@ -17,12 +17,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attest.predicates import FLOOR_MARGIN
 from verifier.device._interface import Peaks
 
 __all__ = ["FLOOR_MARGIN", "Floor", "OpCost", "below_floor", "floor_of"]
 
-FLOOR_MARGIN = 1.5
-"""The floor is computed at this many times the probed peaks."""
 
 
 @dataclass(frozen=True)

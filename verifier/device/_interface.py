@@ -29,8 +29,8 @@ from numpy.typing import NDArray
 __all__ = ["BENIGN_THROTTLE_BITS", "NVML_THROTTLE_BITS", "BatchAnswer", "Clock", "Device",
            "DeviceInfo", "DeviceSide", "Inputs", "Peaks", "Sample", "throttle_names"]
 
-Inputs = Sequence[NDArray[Any]]
-"""One call's tensor inputs, as the parent drew them (host arrays; staged on the device)."""
+Inputs = Sequence[Any]
+"""One call's inputs as the parent drew them (host arrays, or plain values; staged on the device)."""
 Clock = Callable[[], int]
 """The parent's clock in ns (time.perf_counter_ns; a fake device brings a virtual one)."""
 

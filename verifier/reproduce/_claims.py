@@ -59,7 +59,8 @@ from attest.predicates import (
     SpeedupStatistics,
     VerificationPredicate,
 )
-from verifier.benchmark import DEFAULT_RUNS, conditions_differ
+from verifier.benchmark import DEFAULT_RUNS, BenchSettings, conditions_differ
+from verifier.device import device_diff
 from verifier.errors import ReproduceError
 from verifier.progress import Progress, quiet
 from verifier.reproduce._verdict import (
@@ -200,7 +201,8 @@ def compare_benchmark(claimed: BenchmarkPredicate, measured: BenchmarkPredicate,
     sequential look `look` (see `verifier.stats`)."""
     op = claimed.workload.op
     mine = {shape_key(op, r.shape): r for r in measured.results}
-    diff = environment_diff(claimed.environment, measured.environment)
+    diff = (*environment_diff(claimed.environment, measured.environment),
+            *device_diff(claimed.device, measured.device))[:32]
     apart = conditions_differ(
         claimed.conditions.to_json() if claimed.conditions is not None else None,
         measured.conditions.to_json() if measured.conditions is not None else None)
@@ -339,7 +341,7 @@ class ReproduceSettings:
     seconds further sequential looks may take (0: none)."""
 
     budget: str | None = None
-    time_budget_s: float = 10.0
+    time_budget_s: float = BenchSettings.time_budget_s
     runs: int = DEFAULT_RUNS
     policy: DecisionPolicy = DEFAULT_POLICY
     progress: Progress | None = None
@@ -379,7 +381,7 @@ def reproduce_kernel(
     verification: VerificationPredicate | None = None
     own: VerificationPredicate | None = None
     benchmark: BenchmarkPredicate | None = None
-    bench_args: dict[str, Any] = {}
+    bench = BenchSettings()
     for item in items:
         pred = item.predicate
         if isinstance(pred, VerificationPredicate) and verification is None:
@@ -394,14 +396,15 @@ def reproduce_kernel(
         elif isinstance(pred, BenchmarkPredicate) and benchmark is None:
             # a torch kernel is timed at its reference's get_inputs() shapes, never given ones
             shapes = None if spec.is_torch else [dict(s) for s in pred.workload.shapes]
-            bench_args = {"shapes": shapes,
-                          "seed": pred.workload.seed, "time_budget_s": settings.time_budget_s,
-                          "threads": claimed_threads(pred), "progress": settings.progress}
-            benchmark = bench_runs(kernel_dir, runs=settings.runs, **bench_args).to_predicate()
+            bench = BenchSettings(shapes=shapes, seed=pred.workload.seed,
+                                  time_budget_s=settings.time_budget_s,
+                                  threads=claimed_threads(pred))
+            benchmark = bench_runs(kernel_dir, settings.runs, bench,
+                                   progress=settings.progress).to_predicate()
     body = compare(items, target, here, verification, benchmark, settings.policy, own)
     if benchmark is None:
         return body
-    looks = _Looks(kernel_dir, items, target, here, verification, own, settings, bench_args)
+    looks = _Looks(kernel_dir, items, target, here, verification, own, settings, bench)
     return looks.settle(benchmark, body)
 
 
@@ -418,7 +421,7 @@ def _undecided(body: ReproductionPredicate) -> list[str]:
 @dataclass(frozen=True)
 class _Looks:
     """What every further sequential look re-uses: the kernel, the claims, the fresh
-    verifications, the settings and the benchmark's arguments."""
+    verifications, the settings and the benchmark's."""
 
     kernel_dir: str | Path
     claimed: Sequence[Claimed]
@@ -427,7 +430,7 @@ class _Looks:
     verification: VerificationPredicate | None
     own: VerificationPredicate | None
     settings: ReproduceSettings
-    bench_args: dict[str, Any]
+    bench: BenchSettings
 
     def settle(self, fresh: BenchmarkPredicate,
                body: ReproductionPredicate) -> ReproductionPredicate:
@@ -456,7 +459,8 @@ class _Looks:
             say(f"look {look}: {len(open_claims)} speed-up claim(s) undecided "
                 f"({', '.join(open_claims)[:200]}); measuring {more} more run(s), "
                 f"{budget_s - spent:.0f} s of the time budget left")
-            extra = benchmark.bench_runs(self.kernel_dir, runs=more, **self.bench_args)
+            extra = benchmark.bench_runs(self.kernel_dir, more, self.bench,
+                                         progress=self.settings.progress)
             fresh = BenchmarkPredicate.from_json(
                 extend_benchmark(fresh.to_json(), extra.to_predicate().to_json()))
             look += 1

@@ -54,6 +54,7 @@ from verifier.worker._torch import (
     KernelRaised,
     TorchChild,
     TorchGrants,
+    parse_call_answers,
 )
 from verifier.worker._torch import DRIVER as TORCH_DRIVER
 from verifier.worker._torch import child_env as torch_child_env
@@ -98,6 +99,7 @@ __all__ = [
     "layout",
     "outputs_of",
     "overlapping_pairs",
+    "parse_call_answers",
     "poison",
     "torch_child_env",
 ]

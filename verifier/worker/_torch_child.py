@@ -171,6 +171,10 @@ class _Server:
         self.model: Any = None
         self.views: dict[tuple[int, str, tuple[int, ...]], Any] = {}
         self.device = "cpu"
+        self.staged: list[list[Any]] = []
+        self.results: list[Any] = []
+        self.flush: Any = None
+        self.tiny: Any = None
 
     def dtype(self, name: str) -> Any:
         if name not in DTYPES:
@@ -217,6 +221,9 @@ class _Server:
         model = self.cls(*cmd["init"])
         if cmd.get("dtype"):
             model = model.to(self.dtype(cmd["dtype"]))
+        if cmd.get("device") and isinstance(model, torch.nn.Module):
+            self.device = str(cmd["device"])
+            model = model.to(self.device)
         self.model = model
         self.views.clear()
         state = model.state_dict() if isinstance(model, torch.nn.Module) else {}
@@ -273,8 +280,12 @@ class _Server:
         torch = self.torch
         with torch.no_grad():
             result = self.model(*self.args(call["in"]))
+        return self.write_outputs(result, call["out"])
+
+    def write_outputs(self, result: Any, regions: list[Any]) -> list[Any]:
+        """Copy a call's outputs into the regions the parent chose; describe each."""
+        torch = self.torch
         outs = list(result) if isinstance(result, (tuple, list)) else [result]
-        regions = call["out"]
         described = []
         for i, o in enumerate(outs):
             if type(o) is not torch.Tensor:
@@ -298,6 +309,73 @@ class _Server:
         answers = [self.one_call(c) for c in calls]
         self._sync()
         return {"outs": answers if cmd.get("report", True) else len(answers)}
+
+    # -- device batches: staged once per shape, run, fetched (verifier.benchmark._device_bench)
+
+    def stage(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        """Copy each call's inputs into that call's own buffers on the device, allocating a
+        buffer only where the shape or dtype changed (so buffers live once per shape)."""
+        torch = self.torch
+        dev = torch.device(str(cmd.get("device", "cpu")))
+        fresh = 0
+        for i, call in enumerate(cmd["calls"]):
+            if i == len(self.staged):
+                self.staged.append([])
+            row = self.staged[i]
+            del row[len(call["in"]):]
+            for j, src in enumerate(self.args(call["in"])):
+                if j == len(row):
+                    row.append(None)
+                if not isinstance(src, torch.Tensor):
+                    row[j] = src
+                    continue
+                slot = row[j]
+                if not (isinstance(slot, torch.Tensor) and slot.shape == src.shape
+                        and slot.dtype == src.dtype and slot.device == dev):
+                    slot = torch.empty(src.shape, dtype=src.dtype, device=dev)
+                    row[j] = slot
+                    fresh += 1
+                slot.copy_(src)
+        self.device = str(dev)
+        self._sync()
+        return {"allocated": fresh}
+
+    def run(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        """Run staged calls 0..count-1, each keeping its own outputs (an L2 flush before each
+        when cold; a one-element add instead when empty); synchronise the device; answer."""
+        torch = self.torch
+        count, cold, empty = int(cmd["count"]), bool(cmd.get("cold")), bool(cmd.get("empty"))
+        if cold and (self.flush is None or self.flush.numel() < int(cmd["flush_bytes"])):
+            self.flush = torch.empty(int(cmd["flush_bytes"]), dtype=torch.uint8, device=self.device)
+        if self.tiny is None or str(self.tiny.device) != self.device:
+            self.tiny = torch.zeros(1, device=self.device)
+        events = bool(cmd.get("events")) and self.device.startswith("cuda")
+        marks, results = [], []
+        with torch.no_grad():
+            for i in range(count):
+                if cold:
+                    self.flush.fill_(i & 0xFF)
+                if events:
+                    marks.append((torch.cuda.Event(enable_timing=True),
+                                  torch.cuda.Event(enable_timing=True)))
+                    marks[-1][0].record()
+                if empty:
+                    self.tiny.add_(1.0)
+                else:
+                    results.append(self.model(*self.staged[i]))
+                if events:
+                    marks[-1][1].record()
+        self._sync()
+        if not empty:
+            self.results = results
+        return {"events": [a.elapsed_time(b) * 1e6 for a, b in marks]} if marks else {}
+
+    def fetch(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        """The outputs of the last batch's calls the parent picked, copied to its regions."""
+        answers = []
+        for index, regions in zip(cmd["calls"], cmd["out"], strict=True):
+            answers.append(self.write_outputs(self.results[int(index)], regions))
+        return {"outs": answers}
 
     def _pair(self, calls: list[Any]) -> dict[str, Any]:
         halves = [calls[0::2], calls[1::2]]
@@ -385,7 +463,8 @@ def main(argv: list[str]) -> int:
         return 3
     _answer(ans_fd, {"ok": True, "ready": True, "torch": torch.__version__})
     handlers = {"describe": lambda c: server.describe(), "init": server.init,
-                "call": server.calls, "nop": lambda c: {}, "compile": server.compile}
+                "call": server.calls, "nop": lambda c: {}, "compile": server.compile,
+                "stage": server.stage, "run": server.run, "fetch": server.fetch}
     while True:
         try:
             cmd = json.loads(read_frame(cmd_fd, MAX_COMMAND))

@@ -1,0 +1,32 @@
+"""Complete search: check a log's index answers against its signed checkpoints.
+
+`verified_lookup` asks the log for every entry naming a key and returns the list only
+once the lookup proof leads to the index root the checkpoint commits to and the
+checkpoint is trusted (signature, consistency with the trusted state, witnesses as
+the session requires); `check_listing` holds a search's rows against that list, so a
+log that leaves an entry out of its answer is caught. `RecomputedIndex` is the
+monitor's: the index recomputed from the entries it reads, compared with every
+checkpoint's commitment. Docs: docs/vindex.md.
+
+Holds the lookup verification (`_verify`) and the monitor's recomputation (`_audit`).
+May import: `client._errors`, `client.session`, `client.state`, `client.trust` and
+`ledger` (its pure `vindex` verification, its checkpoints, the index rows in SQLite);
+`client.cli` and `client.monitor` import it.
+"""
+
+from __future__ import annotations
+
+from client.vindex._audit import IndexMismatch, RecomputedIndex
+from client.vindex._verify import (
+    CompleteList,
+    IncompleteAnswer,
+    IndexNotCommitted,
+    SearchOmitted,
+    check_listing,
+    index_key_for,
+    verified_lookup,
+)
+
+__all__ = ["CompleteList", "IncompleteAnswer", "IndexMismatch", "IndexNotCommitted",
+           "RecomputedIndex", "SearchOmitted", "check_listing", "index_key_for",
+           "verified_lookup"]

@@ -1,0 +1,90 @@
+"""The verifiable index's rows in the log's PostgreSQL database (new tables, next to the log's).
+
+The same tables as on SQLite (`ledger.storage._vindex_sqlite`), BYTEA for blobs. A
+batch's rows are written in one transaction by the integrator (it holds the
+integration lock); a lookup reads in one REPEATABLE READ transaction, the tiles on
+the key's path in one query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from ledger.storage._postgres import PostgresStorage
+from ledger.vindex._stored import IndexStoreError, PendingIndex, RawLookup, path_tiles
+from ledger.vindex._tiles import TileKey
+
+__all__ = ["PgIndexRows"]
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS vindex_tiles (depth INTEGER NOT NULL, path BYTEA NOT NULL, "
+    "data BYTEA NOT NULL, PRIMARY KEY (depth, path))",
+    "CREATE TABLE IF NOT EXISTS vindex_heads (key BYTEA PRIMARY KEY, head BYTEA NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS vindex_postings (key BYTEA NOT NULL, idx BIGINT NOT NULL, "
+    "PRIMARY KEY (key, idx))",
+    "CREATE TABLE IF NOT EXISTS vindex_size (one INTEGER PRIMARY KEY CHECK (one = 1), "
+    "size BIGINT NOT NULL)",
+    "INSERT INTO vindex_size (one, size) VALUES (1, 0) ON CONFLICT DO NOTHING",
+)
+_TILES = ("SELECT t.depth, t.path, t.data FROM vindex_tiles t "
+          "JOIN unnest(%s::integer[], %s::bytea[]) AS u(d, p) ON t.depth = u.d AND t.path = u.p")
+
+
+class PgIndexRows:
+    """`ledger.vindex.IndexRows` in `storage`'s database."""
+
+    def __init__(self, storage: PostgresStorage) -> None:
+        self.storage = storage
+        with storage._conn() as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(7270001)")  # several frontends start
+            for statement in _SCHEMA:
+                conn.execute(statement)
+
+    def indexed_size(self) -> int:
+        return int(self.storage._one("SELECT size FROM vindex_size")[0])
+
+    def read_tiles(self, keys: Iterable[TileKey]) -> dict[TileKey, bytes]:
+        wanted = list(keys)
+        rows = self.storage._all(_TILES, ([d for d, _ in wanted], [p for _, p in wanted]))
+        return {(int(d), bytes(p)): bytes(t) for d, p, t in rows}
+
+    def read_heads(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
+        rows = self.storage._all("SELECT key, head FROM vindex_heads WHERE key = ANY(%s)",
+                                 (list(keys),))
+        return {bytes(k): bytes(h) for k, h in rows}
+
+    def write(self, pending: PendingIndex) -> None:
+        with self.storage._conn() as conn, conn.transaction(), conn.cursor() as cur:
+            row = cur.execute("SELECT size FROM vindex_size FOR UPDATE").fetchone()
+            have = 0 if row is None else int(row[0])
+            if have != pending.start:
+                raise IndexStoreError(f"the index holds entries [0, {have}); "
+                                   f"cannot add from {pending.start}")
+            cur.executemany(
+                "INSERT INTO vindex_tiles (depth, path, data) VALUES (%s, %s, %s) "
+                "ON CONFLICT (depth, path) DO UPDATE SET data = EXCLUDED.data",
+                [(d, p, t) for (d, p), t in pending.tiles.items()])
+            cur.executemany(
+                "INSERT INTO vindex_heads (key, head) VALUES (%s, %s) "
+                "ON CONFLICT (key) DO UPDATE SET head = EXCLUDED.head",
+                list(pending.heads.items()))
+            with cur.copy("COPY vindex_postings (key, idx) FROM STDIN") as copy:
+                for row in pending.postings:
+                    copy.write_row(row)
+            cur.execute("UPDATE vindex_size SET size = %s", (pending.size,))
+
+    def lookup_rows(self, key: bytes, limit: int) -> RawLookup:
+        wanted = path_tiles(key)
+        with self.storage._conn() as conn:
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            try:
+                row = conn.execute("SELECT size FROM vindex_size").fetchone()
+                size = 0 if row is None else int(row[0])
+                rows = conn.execute(_TILES, ([d for d, _ in wanted],
+                                             [p for _, p in wanted])).fetchall()
+                idx = conn.execute("SELECT idx FROM vindex_postings WHERE key = %s AND idx < %s "
+                                   "ORDER BY idx LIMIT %s", (key, size, limit + 1)).fetchall()
+            finally:
+                conn.execute("COMMIT")
+        tiles = {(int(d), bytes(p)): bytes(t) for d, p, t in rows}
+        return RawLookup(size, tiles, [int(r[0]) for r in idx])

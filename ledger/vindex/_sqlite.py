@@ -1,0 +1,124 @@
+"""The verifiable index's rows in the log's SQLite database (new tables, next to the log's).
+
+``vindex_tiles`` holds the map in tiles of 8 levels (`ledger.vindex._tiles`),
+``vindex_heads`` each key's list hash, ``vindex_postings`` one row per (key, entry),
+``vindex_size`` how many entries are in. A batch's rows are written in one
+transaction; a lookup reads in one read transaction (a WAL snapshot).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterable, Sequence
+
+from ledger.vindex._stored import IndexStoreError, PendingIndex, RawLookup, path_tiles
+from ledger.vindex._tiles import TileKey
+
+__all__ = ["SqliteIndexRows"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS vindex_tiles (
+    depth INTEGER NOT NULL, path BLOB NOT NULL, data BLOB NOT NULL,
+    PRIMARY KEY (depth, path)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS vindex_heads (key BLOB PRIMARY KEY, head BLOB NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS vindex_postings (
+    key BLOB NOT NULL, idx INTEGER NOT NULL, PRIMARY KEY (key, idx)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS vindex_size (
+    one INTEGER PRIMARY KEY CHECK (one = 1), size INTEGER NOT NULL);
+INSERT OR IGNORE INTO vindex_size (one, size) VALUES (1, 0);
+"""
+
+
+def _tiles(conn: sqlite3.Connection, keys: Iterable[TileKey], stop_at_gap: bool
+           ) -> dict[TileKey, bytes]:
+    out: dict[TileKey, bytes] = {}
+    for depth, path in keys:
+        row = conn.execute("SELECT data FROM vindex_tiles WHERE depth = ? AND path = ?",
+                           (depth, path)).fetchone()
+        if row is None:
+            if stop_at_gap:
+                break
+            continue
+        out[(depth, path)] = bytes(row[0])
+    return out
+
+
+class SqliteIndexRows:
+    """`ledger.vindex.IndexRows` in the SQLite database `connect()` returns a connection to
+    (autocommit mode: the log's storage gives each thread its own; a monitor, one file)."""
+
+    def __init__(self, connect: Callable[[], sqlite3.Connection]) -> None:
+        self._connect = connect
+        conn = connect()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in filter(str.strip, _SCHEMA.split(";")):
+                conn.execute(statement)
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    def indexed_size(self) -> int:
+        row = self._connect().execute("SELECT size FROM vindex_size").fetchone()
+        return int(row[0])
+
+    def read_tiles(self, keys: Iterable[TileKey]) -> dict[TileKey, bytes]:
+        return _tiles(self._connect(), keys, stop_at_gap=False)
+
+    def read_heads(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
+        conn = self._connect()
+        out: dict[bytes, bytes] = {}
+        for lo in range(0, len(keys), 500):
+            part = keys[lo: lo + 500]
+            rows = conn.execute(
+                f"SELECT key, head FROM vindex_heads WHERE key IN ({','.join('?' * len(part))})",
+                part).fetchall()
+            out.update((bytes(k), bytes(h)) for k, h in rows)
+        return out
+
+    def write(self, pending: PendingIndex) -> None:
+        """One transaction, not flushed to disk on its own: the index is derived data (a
+        crash that loses it is caught up from the entries), and the log's next durable
+        commit flushes it with its own (one write-ahead log)."""
+        conn = self._connect()
+        durable = conn.execute("PRAGMA synchronous").fetchone()[0]
+        conn.execute("PRAGMA synchronous = NORMAL")
+        try:
+            self._write(conn, pending)
+        finally:
+            conn.execute(f"PRAGMA synchronous = {int(durable)}")
+
+    @staticmethod
+    def _write(conn: sqlite3.Connection, pending: PendingIndex) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            have = int(conn.execute("SELECT size FROM vindex_size").fetchone()[0])
+            if have != pending.start:
+                raise IndexStoreError(f"the index holds entries [0, {have}); "
+                                   f"cannot add from {pending.start}")
+            conn.executemany("INSERT OR REPLACE INTO vindex_tiles (depth, path, data) "
+                             "VALUES (?, ?, ?)", [(d, p, t) for (d, p), t in pending.tiles.items()])
+            conn.executemany("INSERT OR REPLACE INTO vindex_heads (key, head) VALUES (?, ?)",
+                             list(pending.heads.items()))
+            conn.executemany("INSERT INTO vindex_postings (key, idx) VALUES (?, ?)",
+                             pending.postings)
+            conn.execute("UPDATE vindex_size SET size = ?", (pending.size,))
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    def lookup_rows(self, key: bytes, limit: int) -> RawLookup:
+        conn = self._connect()
+        conn.execute("BEGIN")
+        try:
+            size = int(conn.execute("SELECT size FROM vindex_size").fetchone()[0])
+            tiles = _tiles(conn, path_tiles(key), stop_at_gap=True)
+            rows = conn.execute("SELECT idx FROM vindex_postings WHERE key = ? AND idx < ? "
+                                "ORDER BY idx LIMIT ?", (key, size, limit + 1)).fetchall()
+        finally:
+            conn.execute("COMMIT")
+        return RawLookup(size, tiles, [int(r[0]) for r in rows])

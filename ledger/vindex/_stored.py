@@ -1,0 +1,197 @@
+"""The index kept in the log's database: prepared with a batch, written after it commits.
+
+The integrator, holding the integration lock, calls `prepare` with the batch's entries
+before it signs the batch's checkpoint (the checkpoint carries the new root), and
+`commit` once the batch is durable. The index is derived data: if the process dies
+between the two, `catch_up` recomputes the missing entries from the log and gets
+the same roots (the index at size N is a function of entries [0, N)).
+
+`IndexRows` is what a backend provides (SQLite and PostgreSQL in ``ledger.storage``,
+`MemoryIndexRows` here); a lookup reads the index's size, the tiles on the key's path
+and the key's list in one consistent snapshot: O(depth / 8 + results) rows.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ledger._errors import LedgerError
+from ledger.vindex._keys import IndexKey, entry_keys
+from ledger.vindex._map import lookup_proof, update
+from ledger.vindex._proof import EMPTY, KEY_BITS, LIST_START, LookupProof, extend_list_hash
+from ledger.vindex._tiles import TILE_LEVELS, TiledNodes, TileKey
+
+__all__ = ["MAX_ANSWER", "IndexRows", "IndexStoreError", "MemoryIndexRows", "PendingIndex", "RawLookup",
+           "StoredAnswer", "StoredIndex", "TooManyResults", "path_tiles"]
+
+MAX_ANSWER = 100_000
+"""Most entry indices one lookup answers with (a longer list: search a narrower key)."""
+_CATCH_UP_CHUNK = 1000
+
+
+class IndexStoreError(LedgerError, ValueError):
+    """Index rows that do not extend the stored index exactly (or a damaged store)."""
+
+
+class TooManyResults(ValueError):
+    """The key's list is longer than a lookup answers with."""
+
+    def __init__(self, key: IndexKey, limit: int) -> None:
+        super().__init__(f"{key.text()} names more than {limit} entries; search by a "
+                         "narrower key (a digest or a kernel name)")
+        self.limit = limit
+
+
+@dataclass(frozen=True)
+class PendingIndex:
+    """The index rows one batch adds, computed before its checkpoint is signed."""
+
+    start: int
+    size: int
+    root: bytes
+    tiles: Mapping[TileKey, bytes]
+    heads: Mapping[bytes, bytes]
+    postings: Sequence[tuple[bytes, int]] = field(default=())
+
+
+@dataclass(frozen=True)
+class RawLookup:
+    """What one snapshot read holds for a key: the size, the tiles on its path, its list."""
+
+    size: int
+    tiles: Mapping[TileKey, bytes]
+    indices: Sequence[int]
+
+
+@dataclass(frozen=True)
+class StoredAnswer:
+    """A key's list at index size `size`, with its lookup proof against that size's root."""
+
+    key: IndexKey
+    size: int
+    indices: list[int]
+    proof: LookupProof
+
+
+def path_tiles(key: bytes) -> list[TileKey]:
+    """Every tile a lookup of `key` can touch, top down."""
+    return [(d, key[: d // 8]) for d in range(0, KEY_BITS + 1, TILE_LEVELS)]
+
+
+class IndexRows(Protocol):
+    def indexed_size(self) -> int: ...
+
+    def read_tiles(self, keys: Iterable[TileKey]) -> dict[TileKey, bytes]: ...
+
+    def read_heads(self, keys: Sequence[bytes]) -> dict[bytes, bytes]: ...
+
+    def write(self, pending: PendingIndex) -> None:
+        """Store `pending` in one transaction; IndexStoreError unless the stored index's
+        size is `pending.start`."""
+        ...
+
+    def lookup_rows(self, key: bytes, limit: int) -> RawLookup:
+        """One snapshot: the size, the tiles of `path_tiles(key)` that exist, and up to
+        `limit` + 1 of the key's indices below the size, ascending."""
+        ...
+
+
+class MemoryIndexRows:
+    """`IndexRows` in dicts (tests, the in-memory log)."""
+
+    def __init__(self) -> None:
+        self.size = 0
+        self.tiles: dict[TileKey, bytes] = {}
+        self.heads: dict[bytes, bytes] = {}
+        self.lists: dict[bytes, list[int]] = {}
+        self._lock = threading.Lock()
+
+    def indexed_size(self) -> int:
+        return self.size
+
+    def read_tiles(self, keys: Iterable[TileKey]) -> dict[TileKey, bytes]:
+        with self._lock:
+            return {k: self.tiles[k] for k in keys if k in self.tiles}
+
+    def read_heads(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
+        with self._lock:
+            return {k: self.heads[k] for k in keys if k in self.heads}
+
+    def write(self, pending: PendingIndex) -> None:
+        with self._lock:
+            if self.size != pending.start:
+                raise IndexStoreError(f"the index holds entries [0, {self.size}); "
+                                 f"cannot add from {pending.start}")
+            self.tiles.update(pending.tiles)
+            self.heads.update(pending.heads)
+            for key, index in pending.postings:
+                self.lists.setdefault(key, []).append(index)
+            self.size = pending.size
+
+    def lookup_rows(self, key: bytes, limit: int) -> RawLookup:
+        with self._lock:
+            tiles = {k: self.tiles[k] for k in path_tiles(key) if k in self.tiles}
+            return RawLookup(self.size, tiles, list(self.lists.get(key, ())[: limit + 1]))
+
+
+class StoredIndex:
+    """The verifiable index over `rows`: prepare/commit per batch, catch up, look up."""
+
+    def __init__(self, rows: IndexRows) -> None:
+        self.rows = rows
+
+    @property
+    def size(self) -> int:
+        return self.rows.indexed_size()
+
+    def root(self) -> bytes:
+        """The root at the stored size (reads the top tile)."""
+        nodes = TiledNodes(self.rows.read_tiles)
+        top = nodes.get_node(0, b"")
+        return EMPTY if top is None else top.hash
+
+    def prepare(self, start: int, entries: Sequence[bytes]) -> PendingIndex:
+        """The rows entries start, start+1, ... add (start must be the stored size)."""
+        have = self.rows.indexed_size()
+        if start != have:
+            raise IndexStoreError(f"the index holds entries [0, {have}); cannot add from {start}")
+        added: dict[bytes, list[int]] = {}
+        for offset, entry in enumerate(entries):
+            for key in entry_keys(entry):
+                added.setdefault(key.hash, []).append(start + offset)
+        heads = self.rows.read_heads(sorted(added))
+        new = {k: extend_list_hash(heads.get(k, LIST_START), more) for k, more in added.items()}
+        nodes = TiledNodes(self.rows.read_tiles)
+        root = update(nodes, new)
+        postings = [(k, i) for k, more in added.items() for i in more]
+        return PendingIndex(start, start + len(entries), root, nodes.changed_tiles(), new,
+                            postings)
+
+    def commit(self, pending: PendingIndex) -> None:
+        self.rows.write(pending)
+
+    def catch_up(self, read_entries: Callable[[int, int], Sequence[bytes]], size: int) -> int:
+        """Index entries [stored size, size) read with `read_entries(start, end)`; how many."""
+        start = first = self.rows.indexed_size()
+        while start < size:
+            end = min(size, start + _CATCH_UP_CHUNK)
+            got = read_entries(start, end)
+            if len(got) != end - start:
+                raise IndexStoreError(f"the log returned {len(got)} entries for [{start}, {end})")
+            self.commit(self.prepare(start, got))
+            start = end
+        return start - first
+
+    def lookup(self, key: IndexKey, limit: int = MAX_ANSWER) -> StoredAnswer:
+        """`key`'s list and proof at the stored size; TooManyResults past `limit`."""
+        raw = self.rows.lookup_rows(key.hash, limit)
+        if len(raw.indices) > limit:
+            raise TooManyResults(key, limit)
+        tiles = dict(raw.tiles)
+        nodes = TiledNodes(lambda keys: {k: tiles[k] for k in keys if k in tiles})
+        proof, leaf = lookup_proof(nodes, key.hash)
+        indices = list(raw.indices) if leaf is not None else []
+        return StoredAnswer(key, raw.size, indices, proof)

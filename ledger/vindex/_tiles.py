@@ -1,0 +1,97 @@
+"""The map's nodes grouped in tiles of 8 levels, so storage reads and writes whole tiles.
+
+A tile is addressed by (depth, path) with depth a multiple of 8 and path the first
+depth/8 bytes of every key below it; it holds the stored nodes at depths depth ..
+depth + 7 under that path. An update of k keys writes O(k * map depth / 8) tiles and
+a lookup proof reads one tile per 8 levels.
+
+A tile's bytes are its nodes, each 67 bytes: the depth below the tile's (0..7), the
+bits of the node's path below the tile's, packed MSB-first (0 at depth 0), the kind
+(0 leaf, 1 inner), then key and value hashes (leaf) or left and right hashes (inner).
+Nodes are sorted by (depth, bits), so equal tiles have equal bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+
+from ledger.vindex._map import Inner, Leaf, Node
+from ledger.vindex._proof import IndexProofError
+
+__all__ = ["TILE_LEVELS", "TileKey", "TiledNodes", "decode_tile", "encode_tile", "tile_of"]
+
+TILE_LEVELS = 8
+_RECORD = 67
+TileKey = tuple[int, bytes]
+"""(depth, path) of a tile: depth a multiple of 8, path of depth/8 bytes."""
+TileNodes = dict[tuple[int, bytes], Node]
+
+
+def tile_of(depth: int, path: bytes) -> TileKey:
+    """The tile holding the node at (depth, path)."""
+    top = depth - depth % TILE_LEVELS
+    return top, path[: top // 8]
+
+
+def encode_tile(nodes: Mapping[tuple[int, bytes], Node]) -> bytes:
+    """The bytes of a tile holding `nodes` (all must lie in one tile)."""
+    out = bytearray()
+    for (depth, path), node in sorted(nodes.items()):
+        rel = depth % TILE_LEVELS
+        out.append(rel)
+        out.append(path[-1] if rel else 0)
+        if isinstance(node, Leaf):
+            out += b"\x00" + node.key + node.value
+        else:
+            out += b"\x01" + node.left + node.right
+    return bytes(out)
+
+
+def decode_tile(top: int, path: bytes, data: bytes) -> TileNodes:
+    """Parse a tile's bytes; IndexProofError on a malformed one (a damaged store)."""
+    if len(data) % _RECORD:
+        raise IndexProofError(f"index tile ({top}, {path.hex()}) is {len(data)} bytes, "
+                              f"not a multiple of {_RECORD}")
+    nodes: TileNodes = {}
+    for at in range(0, len(data), _RECORD):
+        rel, bits, kind = data[at], data[at + 1], data[at + 2]
+        a, b = data[at + 3: at + 35], data[at + 35: at + 67]
+        if rel >= TILE_LEVELS or kind > 1 or (rel == 0 and bits) or bits & (0xFF >> rel):
+            raise IndexProofError(f"index tile ({top}, {path.hex()}) holds a malformed node")
+        where = (top + rel, path + bytes([bits]) if rel else path)
+        nodes[where] = Leaf(a, b) if kind == 0 else Inner(a, b)
+    return nodes
+
+
+class TiledNodes:
+    """A `NodeStore` over tiles read through `read_tiles` (missing tiles are empty).
+
+    Reads are cached for the life of the object; `put_nodes` only records the
+    writes, which `changed_tiles` returns encoded, for the caller to store.
+    """
+
+    def __init__(self, read_tiles: Callable[[Iterable[TileKey]], Mapping[TileKey, bytes]]) -> None:
+        self._read = read_tiles
+        self._tiles: dict[TileKey, TileNodes] = {}
+        self._dirty: set[TileKey] = set()
+
+    def _tile(self, key: TileKey) -> TileNodes:
+        tile = self._tiles.get(key)
+        if tile is None:
+            data = self._read([key]).get(key)
+            tile = {} if data is None else decode_tile(key[0], key[1], data)
+            self._tiles[key] = tile
+        return tile
+
+    def get_node(self, depth: int, path: bytes) -> Node | None:
+        return self._tile(tile_of(depth, path)).get((depth, path))
+
+    def put_nodes(self, nodes: Mapping[tuple[int, bytes], Node]) -> None:
+        for (depth, path), node in nodes.items():
+            key = tile_of(depth, path)
+            self._tile(key)[(depth, path)] = node
+            self._dirty.add(key)
+
+    def changed_tiles(self) -> dict[TileKey, bytes]:
+        """The tiles written since this object was made, encoded."""
+        return {key: encode_tile(self._tiles[key]) for key in sorted(self._dirty)}

@@ -1,0 +1,90 @@
+"""The device path on torch's CPU build (device "cpu", `HostDevice`): the same staging,
+batches, fetches and judging a GPU gets, with real sandboxed torch processes and the
+attacker kernels of tests/torch_flawed. Nothing here asserts a timing beyond a 50 ms
+sleep against a microsecond op. Each test starts two sandboxed Pythons with torch, so all
+but the honest one are marked slow (tests/test_device.py covers every attack on the fake
+device in the fast suite)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch", reason="torch is installed by `make test`")
+
+from attest.predicates import BenchmarkPredicate
+from tests.test_torch_check import torch_folder
+from verifier.benchmark import machine_peaks
+from verifier.benchmark._device_bench import DeviceBenchSettings, device_bench
+from verifier.device import HostDevice, Peaks
+from verifier.environment import library_version
+from verifier.kernel import KernelSpec
+
+QUICK = DeviceBenchSettings(device="cpu", time_budget_s=1.0, min_reps=4, max_reps=8,
+                            min_batch_ns=2e6, max_batch=16)
+
+
+def _host(peaks: Peaks | None = None) -> HostDevice:
+    if peaks is None:
+        flops, bw = machine_peaks()
+        peaks = Peaks(flops, bw, "machine_peaks")
+    return HostDevice(peaks, "test cpu", library_version("torch") or "unknown")
+
+
+def _bench(tmp: Path, solution: str, settings: DeviceBenchSettings = QUICK,
+           peaks: Peaks | None = None):  # type: ignore[no-untyped-def]
+    return device_bench(KernelSpec.load(torch_folder(tmp, solution)), settings, _host(peaks),
+                        seed=3)
+
+
+def test_honest_solution_on_the_device_path_names_its_device_and_validates(tmp_path: Path) -> None:
+    report = _bench(tmp_path, "honest.py")
+    assert not report.faults, report.notes
+    assert report.results and report.results[0].n == len(report.samples[0]["kernel_ns"])
+    body = report.to_predicate()
+    assert BenchmarkPredicate.from_json(body.to_json()) == body
+    assert body.device is not None and body.device.model == "test cpu"
+    assert body.device.baseline.startswith("torch-eager (torch ")
+    assert body.device_conditions is not None and body.device_conditions.samples >= 2
+    # one buffer per call slot, allocated once for the shape and restaged ever after
+    assert report.samples[0]["allocated"] == report.samples[0]["batch"]
+
+
+@pytest.mark.slow
+def test_a_data_ptr_cache_fails_the_output_checks(tmp_path: Path) -> None:
+    report = _bench(tmp_path, "ptrcache.py")
+    assert not report.trusted
+    assert "outputs_wrong" in {f.kind for f in report.faults}
+
+
+@pytest.mark.slow
+def test_an_impossible_time_is_refused_before_any_statistics(tmp_path: Path) -> None:
+    """Peaks injected absurdly low (1 kB/s) and calls separated by a flush: any time is
+    below the floor, so no result is given at all."""
+    cold = DeviceBenchSettings(device="cpu", time_budget_s=1.0, min_reps=2, max_reps=2,
+                               min_batch_ns=1e5, max_batch=2, cold=True)
+    report = _bench(tmp_path, "honest.py", cold, Peaks(1e3, 1e3, "injected"))
+    assert [f.kind for f in report.faults] == ["roofline"] and not report.results
+
+
+@pytest.mark.slow
+def test_patched_clocks_in_the_kernels_process_gain_nothing(tmp_path: Path) -> None:
+    report = _bench(tmp_path, "timer.py")
+    assert report.results[0].speedup < 0.1  # 50 ms of sleep per call against microseconds
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("solution", ["lazy.py", "thread.py"])
+def test_lazy_results_and_deferred_threads_are_caught(tmp_path: Path, solution: str) -> None:
+    report = _bench(tmp_path, solution)
+    assert not report.trusted
+    assert {"outputs_wrong", "escaped_work", "late_work"} & {f.kind for f in report.faults}
+
+
+def test_triton_on_the_cpu_device_path_is_refused_with_the_reason(tmp_path: Path) -> None:
+    from verifier.errors import RuntimeUnavailableError
+
+    with pytest.raises(RuntimeUnavailableError, match="interpreter"):
+        device_bench(KernelSpec.load(torch_folder(tmp_path, "honest.py", runtime="triton")),
+                     QUICK, _host(Peaks(1e9, 1e9, "x")))

@@ -1,0 +1,229 @@
+"""Issue 26 row 3: every explorer page reads O(page) from storage, whatever was logged.
+
+A SQLite log holds a kernel, a 64 KB benchmark claim, a 64 KB reproduction with a verdict
+for every result, and thousands of padding entries naming the same digest. Each page is
+rendered through the real app with the storage behind a meter that counts the rows and
+the entry bytes the page is handed; the budgets are counts, never times.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flask import Flask
+from test_pages_helpers import (
+    NAME,
+    ORIGIN,
+    REPRODUCER_KEY,
+    REPRODUCER_NAMES,
+    benchmark_body,
+    digest_of,
+    kernel_body,
+    named_reproduction,
+    signed,
+)
+
+from attest import BENCHMARK_V1, KERNEL_V1, REPRODUCTION_V1, generate_private_key
+from attest._errors import EntryTooLargeError
+from ledger.merkle import leaf_hash
+from ledger.note import NoteSigner
+from ledger.sequencer import Sequencer, Submission
+from ledger.server import ServerConfig, create_app
+from ledger.server._admit import admit_bytes
+from ledger.storage import EntryFacts, LogStorage, SqliteStorage
+
+PADDING = 3000
+#: What one page may be handed by storage: rows (entries, index rows, summaries,
+#: checkpoints) and entry bytes.
+MAX_ROWS = 1500
+MAX_ENTRY_BYTES = 1 << 20
+#: The HTML a page answers, at most.
+MAX_PAGE_BYTES = 1 << 20
+SHAPE = {"M": 64, "N": 64, "K": 64}
+
+
+class Meter:
+    """The storage as the pages see it, counting rows and entry bytes handed out."""
+
+    def __init__(self, inner: LogStorage) -> None:
+        self.inner = inner
+        self.rows = 0
+        self.entry_bytes = 0
+
+    def reset(self) -> None:
+        self.rows = self.entry_bytes = 0
+
+    def get_entry(self, index: int) -> Any:
+        got = self.inner.get_entry(index)
+        if got is not None:
+            self.rows += 1
+            self.entry_bytes += len(got.data)
+        return got
+
+    def get_entries(self, start: int, end: int) -> Any:
+        got = self.inner.get_entries(start, end)
+        self.rows += len(got)
+        self.entry_bytes += sum(len(e.data) for e in got)
+        return got
+
+    def search(self, *args: Any, **kwargs: Any) -> Any:
+        page = self.inner.search(*args, **kwargs)
+        self.rows += len(page.results)
+        return page
+
+    def recent_entries(self, *args: Any, **kwargs: Any) -> Any:
+        got = self.inner.recent_entries(*args, **kwargs)
+        self.rows += len(got)
+        return got
+
+    def digest_summary(self, digest: str) -> Any:
+        got = self.inner.digest_summary(digest)
+        self.rows += max(1, len(got.kinds))
+        return got
+
+    def checkpoints(self, *args: Any, **kwargs: Any) -> Any:
+        got = self.inner.checkpoints(*args, **kwargs)
+        self.rows += len(got)
+        return got
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+@dataclass
+class World:
+    app: Flask
+    meter: Meter
+    digest: str
+    claim: int
+    reproduction: int
+
+
+def _big_benchmark(key: Any) -> bytes:
+    """A benchmark claim of nearly 64 KB: as many results on one shape as fit."""
+    n = 200
+    while True:
+        body = benchmark_body([2.0] * n, shapes=[SHAPE] * n)
+        try:
+            return signed(NAME, digest_of("k"), BENCHMARK_V1, body, key)
+        except EntryTooLargeError:
+            n -= 10
+
+
+def _big_reproduction(target: tuple[int, str], claim: tuple[int, str]) -> bytes:
+    n = 160
+    while True:
+        rows = [(claim[0], claim[1], 2.0, 1.0)] * n
+        try:
+            return signed(NAME, digest_of("k"), REPRODUCTION_V1,
+                          named_reproduction(target, digest_of("k"), rows), REPRODUCER_KEY)
+        except EntryTooLargeError:
+            n -= 5
+
+
+def _padding(template: bytes, digest: str, count: int) -> list[Submission]:
+    """Entries about `digest` that index as reproductions by a fresh key each (their bytes
+    vary, so their signatures do not verify: the pages must render them anyway)."""
+    out = []
+    for i in range(count):
+        data = template[:-1] + f',"pad":{i}}}'.encode()
+        keyid = hashlib.sha256(b"stranger %d" % i).hexdigest()
+        out.append(Submission(data, EntryFacts(REPRODUCTION_V1, ((NAME, digest),), (keyid,))))
+    return out
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    root: Path = tmp_path_factory.mktemp("budget")
+    storage = SqliteStorage(root)
+    signer = NoteSigner(ORIGIN, generate_private_key())
+    seq = Sequencer(storage, signer, ORIGIN)
+    digest, key = digest_of("k"), generate_private_key()
+    kernel = signed(NAME, digest, KERNEL_V1, kernel_body(), key)
+    bench = _big_benchmark(key)
+    seq.integrate([admit_bytes(kernel), admit_bytes(bench)])
+    repro = _big_reproduction((0, leaf_hash(kernel).hex()), (1, leaf_hash(bench).hex()))
+    seq.integrate([admit_bytes(repro)])
+    template = signed(NAME, digest, REPRODUCTION_V1, named_reproduction(
+        (0, leaf_hash(kernel).hex()), digest, [(1, leaf_hash(bench).hex(), 2.0, 2.0)]))
+    pads = _padding(template, digest, PADDING)
+    for i in range(0, len(pads), 1000):
+        seq.integrate(pads[i : i + 1000])
+    # The newest entries are claims, so the home page looks for their verdicts.
+    seq.integrate([admit_bytes(signed(NAME, digest, BENCHMARK_V1, benchmark_body([1.0 + i]),
+                                      generate_private_key())) for i in range(20)])
+    meter = Meter(storage)
+    from ledger.web._service import REPRODUCERS
+
+    app = create_app(ServerConfig(origin=ORIGIN, batch_delay_ms=0.0), storage=meter,  # type: ignore[arg-type]
+                     signer=signer)
+    app.extensions[REPRODUCERS] = dict(REPRODUCER_NAMES)
+    yield World(app, meter, digest, 1, 2)
+    app.extensions["ktl"].close()
+
+
+def _get(world: World, url: str) -> str:
+    world.meter.reset()
+    resp = world.app.test_client().get(url)
+    assert resp.status_code == 200, (url, resp.status_code)
+    assert world.meter.rows <= MAX_ROWS, (url, world.meter.rows)
+    assert world.meter.entry_bytes <= MAX_ENTRY_BYTES, (url, world.meter.entry_bytes)
+    body = resp.get_data()
+    assert len(body) <= MAX_PAGE_BYTES, (url, len(body))
+    return body.decode()
+
+
+def test_the_summary_counts_what_the_page_does_not_read(world: World) -> None:
+    summary = world.meter.inner.digest_summary(world.digest)
+    assert summary.count(REPRODUCTION_V1) == PADDING + 1
+    assert summary.count(BENCHMARK_V1) == 21 and summary.count(KERNEL_V1) == 1
+
+
+def test_kernel_pages_read_one_page_and_say_what_they_left(world: World) -> None:
+    body = _get(world, f"/kernels/{world.digest}")
+    text = " ".join(re.sub(r"<[^>]+>", " ", body).split())
+    assert f"The log holds {PADDING + 23:,} entries about this digest" in text
+    assert f"{PADDING + 1:,} reproduction" in text and "next page" in text
+    # The big reproduction's verdicts on the big claim are paired on the first page.
+    assert f'href="/entries/{world.reproduction}"' in body
+    nxt = re.search(r'rel="next" href="([^"]+)"', body)
+    assert nxt is not None
+    seen = 0
+    url = nxt.group(1).replace("&amp;", "&")
+    for _ in range(3):  # the pages beyond: bounded the same way
+        body = _get(world, url)
+        seen += 1
+        found = re.search(r'rel="next" href="([^"]+)"', body)
+        if found is None:
+            break
+        url = found.group(1).replace("&amp;", "&")
+    assert seen == 3
+
+
+def test_the_home_entry_and_search_pages_stay_in_budget(world: World) -> None:
+    size = PADDING + 23
+    _get(world, "/")
+    _get(world, "/")  # cached per checkpoint: the second view reads only the checkpoint
+    assert world.meter.rows <= 2 and world.meter.entry_bytes == 0
+    _get(world, f"/entries/{world.claim}")
+    _get(world, f"/entries/{world.reproduction}")
+    _get(world, f"/entries/{size - 1}")
+    _get(world, f"/search?q={world.digest}")
+    _get(world, f"/search?q={world.digest}&cursor=1500&limit=100")
+
+
+def test_the_home_cache_follows_the_tree(world: World) -> None:
+    client = world.app.test_client()
+    before = client.get("/").get_data(as_text=True)
+    svc = world.app.extensions["ktl"]
+    new = signed(NAME, digest_of("other"), KERNEL_V1, kernel_body(), generate_private_key())
+    svc.sequencer.integrate([admit_bytes(new)])
+    after = client.get("/").get_data(as_text=True)
+    index = PADDING + 23
+    assert f'href="/entries/{index}"' in after and f'href="/entries/{index}"' not in before

@@ -1,0 +1,199 @@
+"""The verifiable index in the log's storage: tiles of 8 levels, the integrator's hook,
+catching up after a crash, lookups that read O(depth / 8 + results) rows, on each backend."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from ledger.checkpoint import open_checkpoint
+from ledger.note import NoteSigner
+from ledger.sequencer import Sequencer, Submission
+from ledger.storage import EntryFacts, LogStorage
+from ledger.vindex import (
+    EMPTY,
+    IndexKey,
+    IndexProofError,
+    MemoryIndexRows,
+    MemoryNodes,
+    PendingIndex,
+    StoredIndex,
+    TiledNodes,
+    TooManyResults,
+    VerifiableIndex,
+    committed_root,
+    decode_tile,
+    encode_tile,
+    entry_keys,
+    open_index,
+    update,
+    verify_lookup,
+)
+from ledger.vindex._map import Inner, Leaf
+from tests.ledger_support import entry_bytes
+
+SIGNER = NoteSigner("example.com/log", Ed25519PrivateKey.from_private_bytes(b"\x07" * 32))
+FACTS = EntryFacts("https://p/kernel/v1", (("acme/k", "ab" * 32),), ("cd" * 32,))
+
+
+def sha(data: bytes) -> bytes:
+    return hashlib.sha256(data).digest()
+
+
+def entries(n: int, start: int = 0) -> list[bytes]:
+    return [entry_bytes(i, f"acme/k{i % 3}") for i in range(start, start + n)]
+
+
+def test_tiled_updates_give_the_roots_of_the_plain_map() -> None:
+    rng = random.Random(5)
+    plain, rows = MemoryNodes(), MemoryIndexRows()
+    for _ in range(20):
+        values = {sha(b"%d" % rng.randrange(400)): sha(b"v%d" % rng.random()) for _ in range(15)}
+        tiled = TiledNodes(rows.read_tiles)
+        assert update(tiled, values) == update(plain, values)
+        rows.tiles.update(tiled.changed_tiles())
+    # the tiles hold exactly the plain map's nodes
+    again = TiledNodes(rows.read_tiles)
+    assert all(again.get_node(d, p) == node for (d, p), node in plain.nodes.items())
+
+
+def test_an_update_writes_a_tile_per_8_levels_per_key() -> None:
+    rows, rng = MemoryIndexRows(), random.Random(1)
+    tiled = TiledNodes(rows.read_tiles)
+    update(tiled, {sha(b"%d" % i): sha(b"v") for i in range(5000)})
+    rows.tiles.update(tiled.changed_tiles())
+    for _ in range(10):
+        key = sha(b"new%d" % rng.random())
+        tiled = TiledNodes(rows.read_tiles)
+        update(tiled, {key: sha(b"w")})
+        # 5000 keys: depth about 13..20, so 2 or 3 tiles, never one per level
+        assert 1 <= len(tiled.changed_tiles()) <= 4
+
+
+def test_tile_bytes_are_canonical_and_a_damaged_tile_is_refused() -> None:
+    nodes = {(8, b"\x01"): Inner(sha(b"l"), sha(b"r")), (9, b"\x01\x80"): Leaf(sha(b"k"), sha(b"v"))}
+    data = encode_tile(nodes)
+    assert decode_tile(8, b"\x01", data) == nodes
+    assert encode_tile(dict(reversed(list(nodes.items())))) == data
+    with pytest.raises(IndexProofError, match="not a multiple"):
+        decode_tile(8, b"\x01", data[:-1])
+    bad = bytearray(data)
+    bad[0] = 9  # a depth below the tile's 8 levels
+    with pytest.raises(IndexProofError, match="malformed node"):
+        decode_tile(8, b"\x01", bytes(bad))
+    bad = bytearray(data)
+    bad[67 + 1] = 0x81  # path bits beyond the node's depth
+    with pytest.raises(IndexProofError, match="malformed node"):
+        decode_tile(8, b"\x01", bytes(bad))
+
+
+def test_stored_index_matches_the_in_memory_index(storage: LogStorage) -> None:
+    index, reference = open_index(storage), VerifiableIndex()
+    data = entries(40)
+    for lo in range(0, 40, 7):
+        pending = index.prepare(lo, data[lo: lo + 7])
+        assert pending.root == reference.extend(lo, data[lo: lo + 7])
+        index.commit(pending)
+    assert index.size == 40 and index.root() == reference.root
+    for key in {k for d in data for k in entry_keys(d)} | {IndexKey("name", "nobody/none")}:
+        answer = index.lookup(key)
+        assert answer.size == 40
+        assert answer.indices == reference.lookup(key).indices
+        verify_lookup(index.root(), key.hash, answer.indices or None, answer.proof)
+
+
+def test_stored_index_refuses_rows_that_do_not_extend_it(storage: LogStorage) -> None:
+    index = open_index(storage)
+    pending = index.prepare(0, entries(3))
+    index.commit(pending)
+    with pytest.raises(ValueError, match="cannot add from 0"):
+        index.commit(pending)
+    with pytest.raises(ValueError, match="cannot add from 5"):
+        index.prepare(5, entries(1))
+
+
+def test_a_lookup_answers_at_most_the_limit() -> None:
+    index = StoredIndex(MemoryIndexRows())
+    index.commit(index.prepare(0, entries(6)))
+    key = next(k for k in entry_keys(entries(1)[0]) if k.kind == "type")
+    assert len(index.lookup(key, limit=6).indices) == 6
+    with pytest.raises(TooManyResults):
+        index.lookup(key, limit=5)
+
+
+def _sequencer(storage: LogStorage) -> Sequencer:
+    return Sequencer(storage, SIGNER, SIGNER.name, index=open_index(storage))
+
+
+def _root_in(storage: LogStorage) -> tuple[int, bytes | None]:
+    cp = storage.latest_checkpoint()
+    assert cp is not None
+    opened = open_checkpoint(cp.note, SIGNER.verifier(), SIGNER.name).checkpoint
+    return opened.size, committed_root(opened)
+
+
+def test_every_checkpoint_commits_to_the_index_of_its_size(storage: LogStorage) -> None:
+    seq = _sequencer(storage)
+    seq.ensure_checkpoint()
+    assert _root_in(storage) == (0, EMPTY)
+    data = entries(30)
+    reference = VerifiableIndex()
+    for lo, hi in ((0, 1), (1, 11), (11, 30)):
+        seq.integrate([Submission(d, FACTS) for d in data[lo:hi]])
+        assert _root_in(storage) == (hi, reference.extend(lo, data[lo:hi]))
+    assert seq.index is not None and seq.index.size == 30
+
+
+def test_a_crash_before_the_index_rows_is_caught_up_with_the_same_root(
+        storage: LogStorage, monkeypatch: pytest.MonkeyPatch) -> None:
+    seq = _sequencer(storage)
+    data = entries(12)
+    seq.integrate([Submission(d, FACTS) for d in data[:5]])
+    assert seq.index is not None
+
+    def crash(pending: PendingIndex) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(seq.index, "commit", crash)
+    seq.integrate([Submission(d, FACTS) for d in data[5:9]])  # the batch is durable anyway
+    monkeypatch.undo()
+    assert seq.index.size == 5
+    fresh = _sequencer(storage)  # a restarted integrator
+    fresh.integrate([Submission(d, FACTS) for d in data[9:]])
+    reference = VerifiableIndex()
+    reference.extend(0, data)
+    assert _root_in(storage) == (12, reference.root)
+    assert fresh.index is not None and fresh.index.size == 12
+
+
+def test_the_kernel_page_says_whether_its_listing_is_proven_complete(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Attack: search tables that leave an entry out make the page say 'not proven'."""
+    from test_pages_helpers import close_app, make_app, populate
+
+    from ledger.storage import SearchPage
+
+    app = make_app()
+    try:
+        client = app.test_client()
+        log = populate(client)
+        body = client.get(f"/kernels/{log.subject}").get_data(as_text=True)
+        assert "This listing is proven complete" in body
+        assert f"/api/v1/index/lookup?key=digest:{log.subject}" in body
+        storage = app.extensions["ktl"].storage
+        real = storage.search
+
+        def hiding(field: str, value: str, cursor: int = 0, limit: int = 50) -> SearchPage:
+            page = real(field, value, cursor, limit)
+            return SearchPage(tuple(r for r in page.results if r.index != log.benchmark),
+                              page.next_cursor)
+
+        monkeypatch.setattr(storage, "search", hiding)
+        body = client.get(f"/kernels/{log.subject}").get_data(as_text=True)
+        assert "This listing is not proven complete" in body
+        assert "leaves out 1 and adds 0 entries" in body
+    finally:
+        close_app(app)

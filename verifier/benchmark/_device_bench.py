@@ -1,0 +1,254 @@
+"""`ktl bench` of a torch/triton kernel on a device against PyTorch on the same device.
+
+The candidate (`ModelNew`) and the baseline (the folder's `Model` in PyTorch eager, its
+own sandboxed process) are both `TorchSide`s on one `Device`. A short calibration sizes
+the batch so it lasts `min_batch_ns` (launch and pipe overhead are noise then); the
+repetitions follow from the time budget. `verifier.device.measure` times them from
+outside (see there); this module judges what it measured:
+
+1. the physical floor first: the median per-call time against the bytes every call
+   reads and writes at the probed peak bandwidth (`roofline`, refused before any
+   statistics; a torch module's FLOPs are not known here);
+2. typed faults from the timing (`late_work`, `timer_disagrees`), the output checks
+   (`outputs_wrong`) and the escape watch (`escaped_work`);
+3. the device's conditions (`DeviceConditions`): a throttle reason means not trusted;
+4. the speed-up and its bootstrap interval.
+
+The statement names the device, the baseline, torch, CUDA and the driver
+(`DeviceRecord`). On the CPU (`HostDevice`, device "cpu") the same path runs on torch's
+CPU build, which is how it is tested without a GPU.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attest.predicates import BenchmarkResult, DeviceConditions, DeviceRecord
+from verifier import _gpu
+from verifier.benchmark._bench import BenchReport, Findings, bootstrap_speedup
+from verifier.benchmark._device_sides import TorchSide, outputs_agree
+from verifier.benchmark._torch_bench import (
+    POOL,
+    TORCH_BASELINE,
+    _call_inputs,
+    _draw,
+    _report,
+    _shape_record,
+)
+from verifier.device import (
+    Clock,
+    Device,
+    DeviceTiming,
+    NvmlDevice,
+    OpCost,
+    TimingPlan,
+    below_floor,
+    floor_of,
+    measure,
+    probe_device,
+    record,
+    summarize,
+)
+from verifier.environment import environment_fingerprint, gpu_fingerprint
+from verifier.errors import BuildError, RuntimeUnavailableError, VerifierError
+from verifier.kernel import KernelSpec
+from verifier.runtimes import (
+    Call,
+    ReferenceError_,
+    TorchKernel,
+    TorchSession,
+    build_extensions,
+    torch_unavailable,
+)
+from verifier.sandbox import Limits
+from verifier.tensors import nbytes_of
+from verifier.worker import CANDIDATE_GRANTS
+
+__all__ = ["DeviceBenchSettings", "device_bench", "gpu_bench"]
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class DeviceBenchSettings:
+    device: str = "cuda"
+    time_budget_s: float = 30.0
+    max_halfwidth: float = 0.05
+    min_reps: int = 10
+    max_reps: int = 400
+    min_batch_ns: float = 20e6
+    max_batch: int = 256
+    cold: bool = False
+    picks: int = 2
+
+    def __post_init__(self) -> None:
+        if not (0 < self.time_budget_s <= 3600 and 2 <= self.min_reps <= self.max_reps <= 100_000
+                and 1 <= self.max_batch <= 4096 and self.device in ("cuda", "cpu")):
+            raise VerifierError(f"device bench settings out of range: {self}")
+
+
+def device_bench(spec: KernelSpec, settings: DeviceBenchSettings, device: Device,
+                 seed: int | None = None, progress: Progress | None = None,
+                 clock: Clock = time.perf_counter_ns) -> BenchReport:
+    """One bench run of a torch/triton kernel on `device` (see the module docstring)."""
+    say: Progress = progress or (lambda _msg: None)
+    kernel = TorchKernel.from_spec(spec)
+    reason = torch_unavailable(kernel.runtime)
+    if reason:
+        raise RuntimeUnavailableError(reason)
+    if kernel.runtime == "triton" and settings.device == "cpu":
+        raise RuntimeUnavailableError("runtime 'triton' on a CPU runs through Triton's "
+                                      "interpreter: its time says nothing; time it on a GPU")
+    seed = secrets.randbelow(2**31) if seed is None else int(seed)
+    rng = np.random.default_rng(seed)
+    notes, env = Findings(), environment_fingerprint(kernel.runtime)
+    if settings.device == "cuda":
+        env["gpu"], env["gpu_driver"] = gpu_fingerprint(_gpu.probe())
+    with tempfile.TemporaryDirectory(prefix="ktl-device-bench-") as tmp:
+        work = Path(tmp)
+        try:
+            build = build_extensions(kernel, work)
+        except BuildError as exc:
+            notes.fault("build_failed", None, f"build failed: {exc}"[:2000])
+            return _report(kernel, seed, env, (), notes, None, None)
+        limits = Limits(cpu_s=int(settings.time_budget_s * 8 + 600),
+                        wall_s=settings.time_budget_s * 4 + 600,
+                        address_space=CANDIDATE_GRANTS.address_space,  # None with a GPU
+                        open_files=CANDIDATE_GRANTS.open_files,
+                        processes=CANDIDATE_GRANTS.processes)
+        try:
+            session = TorchSession(kernel, work, build, limits, arena_bytes=512 * 2**20,
+                                   gpu=settings.device == "cuda")
+        except ReferenceError_ as exc:
+            raise VerifierError(f"the reference module could not run: {exc}") from exc
+        try:
+            return _run(kernel, session, settings, device, seed, rng, env, notes, say, clock)
+        finally:
+            session.close()
+
+
+def gpu_bench(spec: KernelSpec, time_budget_s: float, max_halfwidth: float, cold: bool = False,
+              seed: int | None = None, progress: Progress | None = None) -> BenchReport:
+    """`device_bench` on this machine's first GPU (its properties and peaks probed in a
+    process of ours, its conditions read through NVML). Raises RuntimeUnavailableError
+    naming why when the probe finds no device or NVML cannot be read."""
+    probed = probe_device()
+    if probed.error is not None:
+        raise RuntimeUnavailableError(f"no GPU to time on: {probed.error}")
+    try:
+        device = NvmlDevice(probed)
+    except (ImportError, RuntimeError, OSError) as exc:
+        raise RuntimeUnavailableError(f"the GPU's conditions cannot be read through NVML "
+                                      f"(nvidia-ml-py): {exc}") from exc
+    settings = DeviceBenchSettings(device="cuda", time_budget_s=time_budget_s,
+                                   max_halfwidth=max_halfwidth, cold=cold)
+    return device_bench(spec, settings, device, seed, progress)
+
+
+def _run(kernel: TorchKernel, session: TorchSession, settings: DeviceBenchSettings,
+         device: Device, seed: int, rng: np.random.Generator, env: dict[str, Any],
+         notes: Findings, say: Progress, clock: Clock) -> BenchReport:
+    init_seed = int(rng.integers(0, 2**31))
+    dims = _shape_record(session)
+    info = device.info()
+    try:
+        session.start_candidate()
+        session.init(init_seed, device=settings.device)
+        assert session.candidate is not None and session.reference is not None
+        pool = [_draw(session, rng) for _ in range(POOL)]
+        flush = 2 * max(info.l2_bytes, 1)
+        cand = TorchSide(session, session.candidate, session.cand_mem, settings.device, flush, True)
+        base = TorchSide(session, session.reference, session.ref_mem, settings.device, flush, False)
+        plan = _plan(cand, pool, settings, session, rng, clock)
+        say(f"timing ModelNew against Model (PyTorch eager) on {info.model}: {plan.reps} "
+            f"batches of {plan.batch} call(s) per side")
+        shapes = session.output_shapes(pool[0])
+        timing = measure(cand, base, device, lambda r, c: _call_inputs(pool, r * plan.batch + c, rng),
+                         outputs_agree([d for _, d in shapes]), plan, rng, clock)
+    except VerifierError as exc:
+        notes.fault("child_failed", None, f"a process failed on the device: {exc}"[:2000])
+        return _report(kernel, seed, env, (), notes, session, init_seed)
+    cost = OpCost(None, float(sum(nbytes_of(a.shape, d) for a, d in zip(
+        pool[0], session.arg_dtypes(), strict=True) if isinstance(a, np.ndarray))
+        + sum(nbytes_of(s, d) for s, d in shapes)))
+    result = _judge(dims, timing, cost, cand, device, plan, rng, settings, notes)
+    conditions = summarize(timing.samples)
+    if conditions.throttle:
+        notes.append(f"not trusted: the device was throttled or unsteady ({', '.join(conditions.throttle)})")
+    trusted = result is not None and result.halfwidth <= settings.max_halfwidth and \
+        not conditions.throttle
+    samples = {"shape": dims, "kernel_ns": timing.kernel.per_call_ns,
+               "baseline_ns": timing.baseline.per_call_ns, "batch": plan.batch,
+               "baseline": TORCH_BASELINE, "events_ns": timing.kernel.events_ns[:4096],
+               "allocated": cand.allocated, "cold": plan.cold}
+    base_report = _report(kernel, seed, env, (result,) if result else (), notes, session, init_seed,
+                          (TORCH_BASELINE,), trusted, (samples,), 0.0)
+    rec = record(info, timing.samples[0], device.peaks(),
+                 f"{TORCH_BASELINE} (torch {session.torch_version}, own process, same device)",
+                 timing.timer, plan.cold)
+    return _with_device(base_report, rec, conditions)
+
+
+def _with_device(report: BenchReport, rec: DeviceRecord, conditions: DeviceConditions
+                 ) -> BenchReport:
+    return dataclasses.replace(report, device=rec, device_conditions=conditions)
+
+
+def _plan(cand: TorchSide, pool: list[list[Any]], settings: DeviceBenchSettings,
+          session: TorchSession, rng: np.random.Generator, clock: Clock) -> TimingPlan:
+    """A batch lasting about `min_batch_ns`, and as many repetitions as the budget allows."""
+    first = [_call_inputs(pool, 0, rng)]
+    cand.stage(first)
+    cand.run(1, settings.cold)  # warm-up (and a first compile for Triton)
+    t0 = clock()
+    cand.run(1, settings.cold)
+    one = max(float(clock() - t0), 1000.0)
+    batch = int(max(1, min(settings.max_batch, session.fit(Call(first[0])) // 2,
+                           settings.min_batch_ns // one + 1)))
+    per_rep_s = 2 * batch * one / 1e9 + 0.01
+    reps = int(min(settings.max_reps, max(settings.min_reps, settings.time_budget_s / per_rep_s)))
+    return TimingPlan(batch=batch, reps=reps, cold=settings.cold, picks=settings.picks)
+
+
+def _judge(dims: dict[str, int], t: DeviceTiming, cost: OpCost, cand: TorchSide, device: Device,
+           plan: TimingPlan, rng: np.random.Generator, settings: DeviceBenchSettings,
+           notes: Findings) -> BenchmarkResult | None:
+    label = "{" + ",".join(f"{k}={v}" for k, v in dims.items()) + "}"
+    info = device.info()
+    floor = floor_of(cost, device.peaks(), batch_bytes=cost.nbytes * plan.batch,
+                     l2_bytes=info.l2_bytes, cold=plan.cold)
+    impossible = below_floor(t.kernel.per_call_ns, floor, label)
+    if impossible:
+        notes.fault("roofline", dims, impossible)
+        return None
+    for kind, detail in t.faults:
+        notes.fault(kind, dims, f"{label}: {detail}")
+    for finding in cand.escapes:
+        notes.fault("escaped_work", dims, f"{label}: work escaping the timed batch: {finding}")
+    if t.wrong:
+        notes.fault("outputs_wrong", dims, f"{label}: outputs of calls picked after each batch, "
+                    f"against the baseline's: {len(t.wrong)} of {t.checked} wrong (first: "
+                    f"{t.wrong[0]}); the kernel skips work, finishes late or caches results")
+    for note in t.notes:
+        notes.append(note)
+    ks, bs = np.asarray(t.kernel.per_call_ns), np.asarray(t.baseline.per_call_ns)
+    speed, lo, hi = bootstrap_speedup(ks, bs, rng)
+    med = float(np.median(ks))
+    res = BenchmarkResult(shape=dict(dims), n=len(ks), median_ns=med,
+                          p5_ns=float(np.percentile(ks, 5)), p95_ns=float(np.percentile(ks, 95)),
+                          baseline_median_ns=float(np.median(bs)), speedup=speed,
+                          speedup_ci95=(lo, hi), gflops=0.0)
+    notes.append(f"{label}: on {info.model}, timed by the parent over {res.n} batches of "
+                 f"{plan.batch} call(s) per side{' (L2 flushed between calls)' if plan.cold else ''}, "
+                 f"empty-kernel batches subtracted; speed-up interval +-{100 * res.halfwidth:.1f}% "
+                 f"(limit +-{100 * settings.max_halfwidth:.0f}%); floor {floor.ns:.0f} ns per call")
+    return res
