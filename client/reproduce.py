@@ -313,7 +313,10 @@ def _prove_digest_rows(sess: Session, digest: str, rows: list[int], read_all: bo
         proved = verified_lookup(sess, index_key_for("digest", digest))
     except IndexNotCommitted:
         return None
-    check_listing(proved, rows, up_to=None if read_all else max(rows, default=-1) + 1)
+    # the rows reach at least the size the log announced when the session began
+    published = sess.info.tree_size
+    check_listing(proved, rows,
+                  up_to=published if read_all else min(published, max(rows, default=-1) + 1))
     return proved.size
 
 
