@@ -141,3 +141,40 @@ def test_the_catalogue_takes_dims_and_flops_from_attest() -> None:
         assert op.dims == OP_DIMS[name] and op.flops is OP_FLOPS[name], name
         # every operand's dimensions are ones the op declares
         assert {d for o in (*op.inputs, *op.outputs) for d in o.shape} == set(op.dims), name
+
+
+def _accumulate(x: np.ndarray, keep_bits: int) -> np.ndarray:
+    """Row sums of float32 `x` in column order, the running sum rounded to `keep_bits`
+    significant bits after every add (24: float32 itself; 8: bfloat16)."""
+    drop = 24 - keep_bits
+    acc = np.zeros(x.shape[0], dtype=np.float32)
+    for j in range(x.shape[1]):
+        acc = (acc + x[:, j]).astype(np.float32)
+        if drop:
+            bits = acc.view(np.uint32).astype(np.uint64)
+            half = (1 << (drop - 1)) - 1
+            bits = ((bits + half + ((bits >> drop) & 1)) >> drop) << drop
+            acc = bits.astype(np.uint32).view(np.float32)
+    return acc
+
+
+def test_tolerance_is_what_float32_reaches_at_long_reductions() -> None:
+    """Issue 22, on injected sums: at C = 131072 a bfloat16 running sum stays inside the
+    worst-case float32 bound 2 (C + 1) U sum|x| (so that bound would pass it) but not inside
+    the op's tolerance, while float32 summed in the worst order for it (largest terms
+    first, all of one sign before the other) stays far inside."""
+    from verifier.ops import LAMBDA, U, growth
+
+    assert growth(50) == 50 and growth(10_000) == LAMBDA * 100
+    op = OPS["sum"]
+    rng = np.random.default_rng(22)
+    dims = {"R": 16, "C": 131072}
+    x = rng.standard_normal((dims["R"], dims["C"])).astype(np.float32)
+    (ref,) = op.reference([x.astype(np.float64)], dims)
+    (tol,) = op.tolerance([x.astype(np.float64)], [ref], dims)
+    worst_case = 2 * (dims["C"] + 1) * U * np.abs(x.astype(np.float64)).sum(axis=1)
+    bf16 = np.abs(_accumulate(x, 8) - ref)
+    assert np.all(bf16 < worst_case) and np.any(bf16 > tol)
+    ordered = np.ascontiguousarray(-np.sort(-x, axis=1))
+    f32 = np.abs(_accumulate(ordered, 24) - ref)
+    assert np.all(f32 < tol / 10)

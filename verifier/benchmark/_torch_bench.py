@@ -5,10 +5,11 @@ the same weights (one `torch.manual_seed`, recorded). The parent times batches o
 on its own clock, alternating a candidate batch and a reference batch (which goes first
 alternates too), and subtracts each side's empty-command round trip, measured in the same
 run. Every call of a batch gets its own input and output regions, and its own inputs: a
-pool of input sets drawn at `get_inputs`' shapes, one element changed per call. The output
-of one call per batch, chosen by the parent after the batch, is compared with the
-reference's output for the same call (both computed in the timed batches), and one last
-call on inputs never seen before is judged too, so a kernel that skips work, drifts or
+pool of input sets drawn at `get_inputs`' shapes, one element changed per call
+(`_torch_pool`). The outputs of one call per batch, chosen by the parent after the batch,
+are snapshot on both sides (both computed in the timed batches); a uniform sample of up to
+`RECHECKS` batches is kept and compared after the loop, and one last call on inputs never
+seen before is judged against the reference too, so a kernel that skips work, drifts or
 caches results loses. Between batches the parent checks that nothing the candidate started
 is still running and that no answer came unasked.
 
@@ -34,6 +35,8 @@ import numpy as np
 from attest.predicates import BenchmarkResult, Environment
 from verifier.benchmark._bench import BenchReport, Findings, bootstrap_speedup
 from verifier.benchmark._settings import BenchSettings
+from verifier.benchmark._torch_pool import POOL as POOL
+from verifier.benchmark._torch_pool import InputPool
 from verifier.environment import environment_fingerprint
 from verifier.errors import BuildError, RuntimeUnavailableError, VerifierError
 from verifier.kernel import KernelSpec
@@ -65,10 +68,16 @@ from verifier.worker import (
 __all__ = ["TORCH_BASELINE", "torch_bench"]
 
 TORCH_BASELINE = "torch-eager"
-POOL = 4
 MIN_BATCH_NS = 5_000_000
 MAX_BATCH = 64
 CALL_TIMEOUT_S = 60.0
+COMPILE_TIMEOUT_S = 600.0
+RECHECKS = 16
+"""Timed calls whose outputs are kept and judged after the loop (one per batch, chosen by
+the parent after the batch answered; a uniform sample of the batches)."""
+MAX_KEPT_BYTES = 256 * 2**20
+_Timed = tuple[Call, list[Any]]
+"""A timed call: its Call (shapes, region) and its inputs' bytes."""
 _KERNEL_FAULTS = (WorkerGone, WorkerHung, WorkerOverMemory, BadAnswer, KernelRaised)
 
 
@@ -83,6 +92,18 @@ class _Timing:
     checked: int = 0
     escaped: list[Escape] = field(default_factory=list)
     span_s: float = 0.0
+    kept: list[_Kept] = field(default_factory=list)
+    batches: int = 0
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """One timed call's outputs, both sides' bytes as they were when each batch answered."""
+
+    label: str
+    shapes: list[tuple[tuple[int, ...], str]]
+    candidate: list[bytes]
+    reference: list[bytes]
 
 
 def torch_bench(spec: KernelSpec, settings: BenchSettings,
@@ -140,7 +161,7 @@ def _measure_all(kernel: TorchKernel, session: TorchSession, settings: BenchSett
     try:
         session.start_candidate()
         session.init(init_seed)
-        pool = [_draw(session, rng) for _ in range(POOL + 1)]
+        pool = InputPool([_draw(session, rng) for _ in range(POOL + 1)], session.arg_dtypes())
         say(f"timing ModelNew against Model (PyTorch eager) for up to {settings.time_budget_s:g} s")
         assert session.reference is not None
         timing = _measure(session, session.reference, pool, settings, rng)
@@ -181,7 +202,8 @@ def _shape_record(session: TorchSession) -> dict[str, int]:
 
 
 def _call_inputs(pool: list[list[Any]], call: int, rng: np.random.Generator) -> list[Any]:
-    """Call `call`'s inputs: a pool set with one element of its first tensor changed."""
+    """Call `call`'s inputs in float64 (the device bench's): a pool set with one element of
+    its first tensor changed."""
     args = [a.copy() if isinstance(a, np.ndarray) else a for a in pool[call % POOL]]
     first = next((a for a in args if isinstance(a, np.ndarray) and a.size), None)
     if first is not None:
@@ -190,8 +212,12 @@ def _call_inputs(pool: list[list[Any]], call: int, rng: np.random.Generator) -> 
     return args
 
 
-def _nop_ns(child: TorchChild) -> float:
-    return float(np.median([child.request({"cmd": "nop"}, 30.0)[0] for _ in range(9)]))
+def _nop_ns(child: TorchChild, threads: int) -> float:
+    """An empty command's round trip, less scheduling waits as every timed sample is (a raw
+    round trip includes a loaded machine's waits, which `_busy` takes out of the samples: it
+    made `one` call look free and the batches as large as the arena allows)."""
+    return float(np.median([_busy(child, child.request({"cmd": "nop"}, 30.0)[0], threads)
+                            for _ in range(9)]))
 
 
 def _busy(child: TorchChild, elapsed: int, threads: int) -> float:
@@ -200,23 +226,23 @@ def _busy(child: TorchChild, elapsed: int, threads: int) -> float:
     return float(max(elapsed - child.last_waited_ns, child.last_cpu_ns / max(threads, 1)))
 
 
-def _measure(session: TorchSession, baseline: TorchChild, pool: list[list[Any]],
+def _measure(session: TorchSession, baseline: TorchChild, pool: InputPool,
              settings: BenchSettings, rng: np.random.Generator) -> _Timing:
     cand = session.candidate
     assert cand is not None
-    first = [Call(_call_inputs(pool, 0, rng), 0)]
+    first = [_call(pool, 0, 0, rng)]
     for _ in range(max(settings.warmup, 1)):
-        session.run(first, CALL_TIMEOUT_S)
-    nop_k, nop_b = _nop_ns(cand), _nop_ns(baseline)
+        session.run([first[0][0]], CALL_TIMEOUT_S)
+    nop_k, nop_b = _nop_ns(cand, settings.cores), _nop_ns(baseline, settings.cores)
     one = min(_busy(cand, cand.request(_timed(session, first)[0], CALL_TIMEOUT_S)[0],
                     settings.cores) for _ in range(3)) - nop_k
-    batch = max(1, min(MAX_BATCH, session.fit(first[0]),
+    batch = max(1, min(MAX_BATCH, session.fit(first[0][0]),
                        int(MIN_BATCH_NS // max(one, 1000.0)) + 1))
     out = _Timing(batch=batch)
     start = time.perf_counter_ns()
     call = 0
     for i in range(settings.max_reps):
-        calls = [Call(_call_inputs(pool, call + j, rng), j) for j in range(batch)]
+        calls = [_call(pool, call + j, j, rng) for j in range(batch)]
         body, specs = _timed(session, calls)
         keep = int(rng.integers(0, batch))
         sides = (0, 1) if i % 2 == 0 else (1, 0)
@@ -230,7 +256,7 @@ def _measure(session: TorchSession, baseline: TorchChild, pool: list[list[Any]],
             else:
                 ns = baseline.request(body, CALL_TIMEOUT_S)[0]
                 out.baseline_ns.append(max(_busy(baseline, ns, settings.cores) - nop_b, 0.0) / batch)
-        _recheck(session, specs[keep], kept, out, f"call {call + keep + 1}")
+        _sample(session, specs[keep], kept, out, f"call {call + keep + 1}", rng)
         call += batch
         if i + 1 >= settings.min_reps and (i + 1) % 10 == 0:
             elapsed = (time.perf_counter_ns() - start) / 1e9
@@ -238,7 +264,8 @@ def _measure(session: TorchSession, baseline: TorchChild, pool: list[list[Any]],
                     out, rng, settings.target)):
                 break
     out.span_s = (time.perf_counter_ns() - start) / 1e9
-    final = session.run([Call(pool[POOL])], CALL_TIMEOUT_S, escapes=out.escaped)[0]
+    _recheck(out)
+    final = session.run([Call(pool.unseen)], CALL_TIMEOUT_S, escapes=out.escaped)[0]
     out.checked += 1
     if final.answer.bad or any(o is None or not compare_tensor(o, e, d).ok for o, e, d in
                                zip(final.outputs, final.expected, final.expected_dtypes, strict=True)):
@@ -246,13 +273,20 @@ def _measure(session: TorchSession, baseline: TorchChild, pool: list[list[Any]],
     return out
 
 
-def _timed(session: TorchSession, calls: list[Call]) -> tuple[dict[str, Any], list[Any]]:
+def _call(pool: InputPool, k: int, region: int, rng: np.random.Generator) -> _Timed:
+    args, data = pool.call(k, rng)
+    return Call(args, region), data
+
+
+def _timed(session: TorchSession, calls: list[_Timed]) -> tuple[dict[str, Any], list[Any]]:
     """A batch command (no per-call answers) with both arenas filled; the calls' regions."""
     specs = []
-    for call in calls:
+    for call, data in calls:
         ins, outs, shapes = session.layout(call)
-        session.write(session.cand_mem, call.args, ins)
-        session.write(session.ref_mem, call.args, ins)
+        for mem in (session.cand_mem, session.ref_mem):
+            for off, raw in zip(ins, data, strict=True):
+                if raw is not None:
+                    mem.bytes[off:off + raw.size] = raw
         session.prefill(outs, shapes)
         specs.append({"in": session.wire_args(call.args, ins),
                       "out": [[o, nbytes] for o, nbytes in
@@ -282,16 +316,36 @@ def _watch(cand: TorchChild, out: _Timing) -> None:
     out.escaped += [f for f in found if f.key not in {e.key for e in out.escaped}]
 
 
-def _recheck(session: TorchSession, spec: Mapping[str, Any], kept: list[bytes], out: _Timing,
-             label: str) -> None:
-    """The kept call's candidate outputs against the reference's for the same call."""
-    out.checked += 1
-    for (o, n), (shape, dtype), raw in zip(spec["out"], spec["shapes"], kept, strict=True):
-        got = decode(np.frombuffer(raw, dtype=np.uint8).copy(), shape, dtype)
-        want = decode(session.ref_mem.bytes[o:o + n].copy(), shape, dtype)
-        if not compare_tensor(got, want, dtype).ok:
-            out.wrong.append(label)
-            return
+def _sample(session: TorchSession, spec: Mapping[str, Any], kept: list[bytes], out: _Timing,
+            label: str, rng: np.random.Generator) -> None:
+    """Keep this batch's chosen call (both sides' outputs) in a uniform sample of the batches
+    (reservoir sampling), judged after the loop: comparing a 1M-element output took the parent
+    ~0.3 s on a loaded machine, more than the batch, and the budget went to judging."""
+    out.batches += 1
+    size = sum(n for _, n in spec["out"]) * 2
+    room = max(1, min(RECHECKS, MAX_KEPT_BYTES // max(size, 1)))
+    slot = len(out.kept) if len(out.kept) < room else int(rng.integers(0, out.batches))
+    if slot >= room:
+        return
+    item = _Kept(label, list(spec["shapes"]), kept,
+                 [session.ref_mem.bytes[o:o + n].tobytes() for o, n in spec["out"]])
+    if slot < len(out.kept):
+        out.kept[slot] = item
+    else:
+        out.kept.append(item)
+
+
+def _recheck(out: _Timing) -> None:
+    """The kept calls' candidate outputs against the reference's for the same calls."""
+    for item in out.kept:
+        out.checked += 1
+        for (shape, dtype), got_raw, want_raw in zip(item.shapes, item.candidate, item.reference,
+                                                     strict=True):
+            got = decode(np.frombuffer(got_raw, dtype=np.uint8).copy(), shape, dtype)
+            want = decode(np.frombuffer(want_raw, dtype=np.uint8).copy(), shape, dtype)
+            if not compare_tensor(got, want, dtype).ok:
+                out.wrong.append(item.label)
+                break
 
 
 def _tight(out: _Timing, rng: np.random.Generator, target: float) -> bool:
@@ -328,13 +382,16 @@ def _judge(dims: dict[str, int], t: _Timing, rng: np.random.Generator,
     return res
 
 
-def _compiled(session: TorchSession, pool: list[list[Any]], settings: BenchSettings,
+def _compiled(session: TorchSession, pool: InputPool, settings: BenchSettings,
               rng: np.random.Generator, notes: Findings, say: Progress) -> list[str]:
     """torch.compile of the reference as a second baseline (a note), or why it did not run."""
     assert session.reference is not None
     say("compiling the reference with torch.compile (a second baseline)")
     try:
-        session.reference.request({"cmd": "compile"}, 600.0)
+        session.reference.request({"cmd": "compile"}, COMPILE_TIMEOUT_S)
+        # the first call compiles (minutes on a busy machine): made here, untimed, with time
+        # for it, not in the warm-up whose calls must answer within CALL_TIMEOUT_S
+        session.reference.request(_timed(session, [_call(pool, 0, 0, rng)])[0], COMPILE_TIMEOUT_S)
         timing = _measure(session, session.reference, pool, settings, rng)
     except (VerifierError, *_KERNEL_FAULTS) as exc:
         notes.append(f"torch.compile baseline skipped: {exc}"[:2000])
@@ -343,6 +400,9 @@ def _compiled(session: TorchSession, pool: list[list[Any]], settings: BenchSetti
                                       rng)
     notes.append(f"against torch.compile of the reference: speed-up {speed:.3f}x "
                  f"[{lo:.3f}, {hi:.3f}] over {len(timing.kernel_ns)} batches")
+    if timing.wrong:
+        notes.append(f"against torch.compile of the reference: {len(timing.wrong)} of "
+                     f"{timing.checked} sampled calls disagree with the compiled reference")
     return ["torch-compile"]
 
 

@@ -178,6 +178,11 @@ def _correctness(op: OpSpec, name: str, cases: list[Case], evals: dict[int, list
             detail = ("special values (NaN/Inf/denormals) not handled as the reference does while "
                       "correct on finite inputs; " + detail)
             kind = "special_values"
+        elif name == "correctness.claimed" and normal_ok:  # shapes far apart: no block hints
+            detail = ("wrong where speed is claimed or at long reductions while right at every "
+                      "shape drawn (arithmetic that changes with the shape?); " + detail)
+            kind = ("loose" if comp.max_err_over_tol < 1e3 and not comp.nonfinite_mismatches
+                    else "wrong")
         elif name.startswith("correctness") and tail is not None:
             detail += _block_hint(op, good, [d for d, _ in bad]) + "; " + tail.describe()
             kind = "unaligned_remainder"
@@ -211,6 +216,10 @@ def judge(op: OpSpec, cases: list[Case], budget: Budget, markers: Markers) -> li
                      "1, primes, non-multiples of 8/16/32/64, empty"),
     ]
     normal_ok = all(r.outcome == "pass" for r in rows)
+    rows.append(_correctness(op, "correctness.claimed", cases, evals,
+                             by_check["correctness.claimed"],
+                             "the shapes ktl bench claims by default, and reductions of "
+                             + ", ".join(shape_text(d) for d in op.long_shapes), normal_ok))
     rows += [
         _correctness(op, "correctness.large", cases, evals, by_check["correctness.large"],
                      f"magnitude {op.large_scale:g}", normal_ok),
