@@ -308,3 +308,18 @@ def test_on_postgresql_answers_verify_and_a_trimmed_one_is_refused(tmp_path: Pat
         sess.close()
         ktl = Ktl(tmp_path / "home2")
         assert ktl.json("search", "--name", "acme/k1", "--log", base)["complete"]["size"] == N
+
+
+def test_two_index_roots_for_one_size_are_a_fork_with_evidence(tmp_path: Path) -> None:
+    """Attack: the log shows one client an index root and, for the same size, another."""
+    log = IndexedMemoryLog()
+    for d in _entries()[:5]:
+        log.submit(d)
+    trusted = TrustedState(tmp_path / "home")
+    key = IndexKey("name", "acme/k0")
+    assert verified_lookup(connect(log, trusted, url="http://memory.test"), key).indices
+    log.lie_skip = {0}  # the same tree, a second index root for size 5
+    with pytest.raises(LogMisbehaviour, match="different index roots") as caught:
+        verified_lookup(connect(log, trusted, url="http://memory.test"), key)
+    evidence = caught.value.evidence_path
+    assert evidence is not None and evidence.read_text().count("ktl/vindex/v1 ") == 2
