@@ -1,13 +1,16 @@
 """The verifiable index: update cost per entry, lookup + proof, verification, proof bytes.
 
     python benchmarks/bench_vindex.py [--entries 100000] [--batch 256] [--lookups 2000] [--tiny]
-    python benchmarks/bench_vindex.py --sequencer [--entries 1000000] [--batch 256] [--tiny]
+    python benchmarks/bench_vindex.py --sequencer [--entries 50000] [--batch 256] [--tiny]
+    python benchmarks/bench_vindex.py --stored [--entries 1000000] [--batch 4096] [--at 100000,300000]
 
 The first form measures the map alone, in memory. `--sequencer` measures the write
 path as the log runs it: the same entries integrated by two sequencers on SQLite, one
 without the index and one keeping it (its rows in tiles of 8 levels in the same
 database, its root in each checkpoint); then server-side lookups (the index's rows
-read from SQLite, the proof built) and the client's verification.
+read from SQLite, the proof built) and the client's verification. `--stored` builds
+the index on SQLite directly (no log around it, big batches) to measure lookups at
+sizes the sequencer comparison would take hours to reach here.
 
 Entries are synthetic: each names 4 keys (digest, name, signer, type) drawn so that
 digests are mostly fresh, names repeat, signers and types are few, as in a real log.
@@ -28,6 +31,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -70,6 +74,71 @@ def _q(values: list[float]) -> str:
     return f"{statistics.median(values):.3f} / {statistics.quantiles(values, n=100)[98]:.3f}"
 
 
+def _lookups(index: Any, keys: list[IndexKey], n: int, rng: random.Random
+             ) -> tuple[list[float], list[float], list[int], list[int]]:
+    """Server-side lookup+proof times (ms), client verification times (ms), proof JSON
+    bytes and rows read, for `n` keys drawn from `keys`."""
+    root = index.root()
+    lookup_ms, verify_ms, sizes, rows = [], [], [], []
+    for _ in range(n):
+        key = rng.choice(keys)
+        t0 = time.perf_counter()
+        answer = index.lookup(key)
+        lookup_ms.append((time.perf_counter() - t0) * 1e3)
+        raw = index.rows.lookup_rows(key.hash, 100_000)
+        rows.append(len(raw.tiles) + len(raw.indices))
+        t0 = time.perf_counter()
+        verify_lookup(root, key.hash, answer.indices or None, answer.proof)
+        verify_ms.append((time.perf_counter() - t0) * 1e3)
+        sizes.append(len(json.dumps(answer.proof.to_json())))
+    return lookup_ms, verify_ms, sizes, rows
+
+
+def run_stored(args: argparse.Namespace) -> None:
+    """The index alone on SQLite, built in big batches; lookups at each size of `--at`
+    (a row printed as each is reached, so a long run reports what it got to)."""
+    from ledger.storage import SqliteStorage
+    from ledger.vindex import open_index
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-vindex-"))
+    storage = SqliteStorage(tmp)
+    index = open_index(storage)
+    rng = random.Random(1)
+    sample: list[IndexKey] = []
+    build_s, done = 0.0, 0
+    marks = sorted({*(int(a) for a in args.at.split(",") if a), args.entries})
+    print(f"| entries | keys | build µs/entry (batches of {args.batch}) | lookup+proof p50/p99 ms "
+          "| rows read p50/max | verify p50/p99 ms | proof JSON bytes p50/max | index MB |")
+    print("|---|---|---|---|---|---|---|---|", flush=True)
+    try:
+        while done < args.entries:
+            n = min(args.batch, args.entries - done, marks[0] - done)
+            batch = []
+            for j in range(n):
+                data, keys = synthetic_entry(done + j, rng)
+                batch.append(data)
+                if len(sample) < 4 * args.lookups or rng.random() < 0.01:
+                    sample.append(rng.choice(keys))
+            t0 = time.perf_counter()
+            index.commit(index.prepare(done, batch))
+            build_s += time.perf_counter() - t0
+            done += n
+            if done % (args.batch * 25) < n:
+                print(f"  {done:,} entries indexed", file=sys.stderr, flush=True)
+            if done == marks[0]:
+                marks.pop(0)
+                lookup_ms, verify_ms, sizes, rows = _lookups(index, sample, args.lookups, rng)
+                db_mb = (tmp / "log.db").stat().st_size / 1e6
+                keys_n = storage._conn().execute("SELECT count(*) FROM vindex_heads").fetchone()[0]
+                print(f"| {done:,} | {keys_n:,} | {build_s / done * 1e6:.0f} | {_q(lookup_ms)} "
+                      f"| {int(statistics.median(rows))} / {max(rows)} | {_q(verify_ms)} "
+                      f"| {int(statistics.median(sizes))} / {max(sizes)} | {db_mb:.0f} |",
+                      flush=True)
+    finally:
+        storage.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def run_sequencer(args: argparse.Namespace) -> None:
     """Two sequencers on SQLite, without and with the index; then lookups from SQLite."""
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -109,19 +178,7 @@ def run_sequencer(args: argparse.Namespace) -> None:
             done += n
             if done % (args.batch * 200) == 0 or done == args.entries:
                 print(f"  {done:,} entries integrated by each", file=sys.stderr)
-        root = index.root()
-        lookup_ms, verify_ms, sizes, rows = [], [], [], []
-        for _ in range(args.lookups):
-            key = rng.choice(all_keys)
-            t0 = time.perf_counter()
-            answer = index.lookup(key)
-            lookup_ms.append((time.perf_counter() - t0) * 1e3)
-            raw = index.rows.lookup_rows(key.hash, 100_000)
-            rows.append(len(raw.tiles) + len(raw.indices))
-            t0 = time.perf_counter()
-            verify_lookup(root, key.hash, answer.indices or None, answer.proof)
-            verify_ms.append((time.perf_counter() - t0) * 1e3)
-            sizes.append(len(json.dumps(answer.proof.to_json())))
+        lookup_ms, verify_ms, sizes, rows = _lookups(index, all_keys, args.lookups, rng)
         db_mb = (tmp / "indexed" / "log.db").stat().st_size / 1e6
         plain_mb = (tmp / "plain" / "log.db").stat().st_size / 1e6
     finally:
@@ -145,12 +202,19 @@ def main() -> None:
     ap.add_argument("--lookups", type=int, default=2000)
     ap.add_argument("--sequencer", action="store_true",
                     help="the write path on SQLite, without and with the index")
+    ap.add_argument("--stored", action="store_true",
+                    help="the index alone on SQLite, built in big batches; then lookups")
+    ap.add_argument("--at", default="100000,300000",
+                    help="with --stored: also measure lookups at these sizes (comma-separated)")
     ap.add_argument("--tiny", action="store_true", help="a smoke run of a few seconds")
     args = ap.parse_args()
     if args.tiny:
-        args.entries, args.lookups = 2000, 50
+        args.entries, args.lookups, args.at = 2000, 50, "1000"
     if args.sequencer:
         run_sequencer(args)
+        return
+    if args.stored:
+        run_stored(args)
         return
     rng = random.Random(1)
     store = MemoryNodes()

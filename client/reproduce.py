@@ -33,6 +33,7 @@ from client.session import FetchedEntry, Session, fetch_entry
 if TYPE_CHECKING:
     from attest.entry import VerifiedEntry
     from attest.policy import TrustPolicy
+    from client.claims_view import ClaimReproductions
 
 CLAIM_TYPES = (VERIFICATION_V1, BENCHMARK_V1)
 MAX_CLAIMS = 64
@@ -209,6 +210,8 @@ def gather(sess: Session, index: int, workdir: Path, policy: TrustPolicy | None 
 
 #: Most index rows one search reads in all (the publisher's entries about other kernels too).
 MAX_ROWS_READ = 50_000
+#: Search calls per reproduction, at most (a (digest, key) page may come back empty).
+MAX_SEARCH_CALLS = 500
 
 
 def _search_claims(
@@ -232,15 +235,15 @@ def _search_claims(
         if len(skipped) < MAX_SKIPS_LISTED:
             skipped.append(Skipped(at, k.reason, k.detail))
 
-    def examine(hit: SearchHit, by_key: bool) -> bool:
+    def examine(hit: SearchHit) -> bool:
         """Look at one index row; False once a cap is reached."""
         nonlocal examined, fetched
         nonlocal read
         read += 1
         if read > MAX_ROWS_READ:
-            return False  # the publisher's other kernels: read, but not without end
-        if hit.index in seen or (by_key and hit.subject_sha256 != digest):
-            return True  # seen, or (first subject) the publisher's entry about another kernel
+            return False  # rows read in all, whatever the search: never without end
+        if hit.index in seen:
+            return True
         seen.add(hit.index)
         if examined >= MAX_SEARCH_HITS or fetched >= MAX_FETCHED or len(claims) >= MAX_CLAIMS:
             return False
@@ -262,26 +265,34 @@ def _search_claims(
             skip(why, hit.index)
         return True
 
-    # First the publisher's own rows (by key: strangers cannot pad these), then the
-    # digest's (a claim naming the kernel in another subject position, or another
-    # trusted signer's): padding there can only make the search incomplete, never hide
-    # a claim the first pass found.
+    # First the publisher's own entries about the digest (by digest and key: the server's
+    # search strangers' keys cannot pad), then the digest's (another trusted signer's):
+    # padding there can only make the search incomplete, never hide a claim the first
+    # pass found. A (digest, key) page may be empty with a cursor: the server looked at a
+    # bounded part of the key's entries.
     queries: list[dict[str, str]] = [
-        *([{"keyid": k} for k in sorted(publishers)] if policy is None else []),
+        *([{"digest": digest, "keyid": k} for k in sorted(publishers)] if policy is None
+          else []),
         {"digest": digest}]
+    calls = 0
     digest_rows: list[int] = []
     read_all = False
     for query in queries:
         cursor: int | None = None
         while complete:
+            calls += 1
+            if calls > MAX_SEARCH_CALLS:
+                complete = False  # a key with entries about countless other kernels
+                break
             page = sess.log.search(**query, cursor=cursor, limit=SEARCH_PAGE)
-            if "digest" in query:
+            by_digest = "keyid" not in query  # the digest's own rows, which the index proves
+            if by_digest:
                 digest_rows.extend(hit.index for hit in page.results)
-            complete = all(examine(hit, "keyid" in query) for hit in page.results)
-            if page.next_cursor is None or not page.results or (
+            complete = all(examine(hit) for hit in page.results)
+            if page.next_cursor is None or (not page.results and by_digest) or (
                 cursor is not None and page.next_cursor <= cursor
             ):
-                read_all = "digest" in query and page.next_cursor is None
+                read_all = by_digest and page.next_cursor is None
                 break
             cursor = page.next_cursor
     proven = _prove_digest_rows(sess, digest, digest_rows, read_all)
@@ -302,7 +313,10 @@ def _prove_digest_rows(sess: Session, digest: str, rows: list[int], read_all: bo
         proved = verified_lookup(sess, index_key_for("digest", digest))
     except IndexNotCommitted:
         return None
-    check_listing(proved, rows, up_to=None if read_all else max(rows, default=-1) + 1)
+    # the rows reach at least the size the log announced when the session began
+    published = sess.info.tree_size
+    check_listing(proved, rows,
+                  up_to=published if read_all else min(published, max(rows, default=-1) + 1))
     return proved.size
 
 
@@ -462,4 +476,24 @@ def sign_reproduction(
     paths = write_receipt(receipt_dir, kind, entry_bytes, TlogProof(index, tuple(proof), note))
     out.update(index=index, tree_size=size, duplicate=dup, entry_path=str(paths.entry),
                proof_path=str(paths.proof))
+    return out
+
+
+MAX_QUORUM_CLAIMS = 16
+"""Claim entries `independently` weighs after a reproduction, at most."""
+
+
+def independently(sess: Session, body: ReproductionPredicate, policy: TrustPolicy
+                  ) -> dict[int, ClaimReproductions]:
+    """Where each claim entry this reproduction judged stands under the reader's reproducer
+    quorum: its logged reproductions fetched, verified and weighed by `TrustPolicy.quorum`
+    (`client.claims_view.reproductions_of`, as `ktl get` does), this one included once
+    logged. At most `MAX_QUORUM_CLAIMS` claim entries."""
+    from client.claims_view import judged_claims, reproductions_of
+    from client.session import fetch_entry
+
+    out: dict[int, ClaimReproductions] = {}
+    for claim, _leaf in judged_claims(body)[:MAX_QUORUM_CLAIMS]:
+        if claim not in out:
+            out[claim] = reproductions_of(sess, fetch_entry(sess, claim), policy)
     return out

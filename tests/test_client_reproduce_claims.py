@@ -145,3 +145,27 @@ def test_padding_the_digest_cannot_bury_the_publishers_later_claim(
     got = gather(connect(log, trusted, url="http://memory.test"), 0, tmp_path / "work")
     assert [c.index for c in got.claims] == [1, late]
     assert not got.search.complete  # the padding is still reported, and never CONFIRMED
+
+
+def test_the_publishers_other_kernels_cost_no_rows(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # The publisher's claims are asked for by (digest, key): its entries about its other
+    # kernels are not rows of that search, so they cannot exhaust the caps before a claim.
+    log, trusted, digest, vendor = _victim(tmp_path)
+    for i in range(12):
+        _log_statement(log, [(f"acme/other-{i}", f"{i:02x}" * 32)], vendor)
+    late = _log_statement(log, [("acme/notes", "ef" * 32), (NAME, digest)], vendor)
+    asked: list[dict[str, object]] = []
+    search = log.search
+
+    def recording(**query: object) -> SearchPage:
+        asked.append(query)
+        return search(**query)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(log, "search", recording)
+    monkeypatch.setattr(rep, "SEARCH_PAGE", 4)
+    monkeypatch.setattr(rep, "MAX_ROWS_READ", 8)
+    got = gather(connect(log, trusted, url="http://memory.test"), 0, tmp_path / "work")
+    assert [c.index for c in got.claims] == [1, late]
+    assert got.search.complete
+    assert asked[0]["digest"] == digest and asked[0]["keyid"] == keyid(vendor.public_key())  # type: ignore[attr-defined]

@@ -109,6 +109,10 @@ def test_submit_fetch_prove_search(log: Log) -> None:
     assert [x["index"] for x in log.get("/api/v1/search", digest=digest).json()["results"]] == [3]
     keyid = page["results"][0]["keyids"][0]
     assert len(log.get("/api/v1/search", keyid=keyid).json()["results"]) == 4
+    # By digest and signer together: that signer's entries about the digest only.
+    both = log.get("/api/v1/search", digest=digest, keyid=keyid).json()
+    assert [x["index"] for x in both["results"]] == [3] and both["next_cursor"] is None
+    assert log.get("/api/v1/search", digest=digest, keyid="ee" * 32).json()["results"] == []
     ptype = page["results"][0]["predicate_type"]
     assert len(log.get("/api/v1/search", predicate_type=ptype).json()["results"]) == 4
     # Log info.
@@ -303,6 +307,10 @@ BAD_GETS: list[tuple[str, int, str]] = [
     ("/api/v1/proof/consistency?old_size=0x1", 400, "invalid_parameter"),
     ("/api/v1/search", 400, "invalid_query"),
     ("/api/v1/search?name=a/b&digest=" + "0" * 64, 400, "invalid_query"),
+    ("/api/v1/search?name=a/b&keyid=" + "0" * 64, 400, "invalid_query"),
+    ("/api/v1/search?keyid=" + "0" * 64 + "&digest=" + "0" * 64 + "&name=a/b", 400,
+     "invalid_query"),
+    ("/api/v1/search?keyid=" + "0" * 64 + "&digest=abc", 400, "invalid_parameter"),
     ("/api/v1/search?name=a/b&limit=100000", 400, "invalid_parameter"),
     ("/api/v1/search?name=a/b&limit=0", 400, "invalid_parameter"),
     ("/api/v1/search?name=a/b&cursor=-5", 400, "invalid_parameter"),

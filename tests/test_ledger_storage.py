@@ -214,6 +214,69 @@ def test_digest_summaries_are_kept_at_integration(storage: LogStorage) -> None:
     assert storage.digest_summary("x\x00' OR 1=1 --").kinds == ()
 
 
+def test_search_signed_finds_a_keys_entries_about_a_digest(
+        storage: LogStorage, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 26 row 4: reproduce asks for exactly its publisher's entries; strangers' entries
+    # about the digest are not rows of that search, and one call reads a bounded scan.
+    import ledger.storage._memory
+    import ledger.storage._sqlite
+    import ledger.storage._types
+
+    for module in (ledger.storage._types, ledger.storage._memory, ledger.storage._sqlite):
+        monkeypatch.setattr(module, "SIGNED_SCAN", 4)
+    if type(storage).__name__ == "PostgresStorage":
+        import ledger.storage._postgres
+
+        monkeypatch.setattr(ledger.storage._postgres, "SIGNED_SCAN", 4)
+    me, stranger = "aa" * 32, "bb" * 32
+    digest, other = "ab" * 32, "cd" * 32
+    entries = []
+    for i in range(20):
+        data = f"entry {i}".encode()
+        mine = i % 3 == 0
+        about = digest if i % 2 == 0 else other
+        subjects = (("x/k", other), ("acme/k", about)) if i == 6 else (("acme/k", about),)
+        entries.append(StoredEntry(i, leaf_hash(data), data, "https://p", subjects,
+                                   (me,) if mine else (stranger,), 1.0))
+    storage.commit_batch(_batch(entries))
+    want = [e.index for e in entries if me in e.keyids and any(d == digest for _, d in e.subjects)]
+    assert want == [0, 6, 12, 18]
+    got: list[int] = []
+    cursor: int | None = 0
+    calls = 0
+    while cursor is not None:
+        page = storage.search_signed(digest, me, cursor, 1)
+        assert len(page.results) <= 1
+        got.extend(r.index for r in page.results)
+        assert page.next_cursor is None or page.next_cursor > cursor
+        cursor = page.next_cursor
+        calls += 1
+    assert got == want and calls <= 8
+    assert [r.index for r in storage.search_signed(digest, me, 0, 50).results] == [0, 6]
+    assert storage.search_signed(digest, "cc" * 32).results == ()
+    assert storage.search_signed("x\x00' OR 1=1 --", me).results == ()
+
+
+@given(st.lists(st.booleans(), max_size=30), st.integers(1, 5), st.integers(1, 6))
+def test_signed_pages_cover_every_match_once(matches: list[bool], limit: int, scan: int) -> None:
+    import ledger.storage._types as types
+
+    old, types.SIGNED_SCAN = types.SIGNED_SCAN, scan
+    try:
+        rows = [(3 * i, m) for i, m in enumerate(matches)]
+        got: list[int] = []
+        cursor: int | None = 0
+        while cursor is not None:
+            rest = [r for r in rows if r[0] >= cursor][: scan + 1]
+            ids, nxt = types.signed_page(rest, limit)
+            assert len(ids) <= limit and (nxt is None or nxt > cursor)
+            got.extend(ids)
+            cursor = nxt
+        assert got == [i for i, m in rows if m]
+    finally:
+        types.SIGNED_SCAN = old
+
+
 def test_migration_to_version_4_summarizes_the_stored_entries(tmp_path: Path) -> None:
     from ledger.storage._schema import MIGRATIONS
 
@@ -276,3 +339,11 @@ def test_stored_hash_reader_agrees_with_every_stored_hash(size: int, data: st.Da
         assert reader.read_hashes([(level, index)]) == store.read_hashes([(level, index)])
     with pytest.raises(MissingHashError):
         reader.read_hashes([(0, size)])
+
+
+def test_the_signed_scan_is_the_one_the_contract_names() -> None:
+    from ledger.storage import SIGNED_SCAN
+
+    contracts = (Path(__file__).resolve().parent.parent / "docs" / "CONTRACTS.md").read_text()
+    assert SIGNED_SCAN == 2000
+    assert "no more than 2,000 of the key's entries" in " ".join(contracts.split())

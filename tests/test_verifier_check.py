@@ -128,6 +128,7 @@ def test_honest_example_passes_full_budget(kernel: Path) -> None:
 def test_int32_index_passes_quick_and_fails_index_overflow(tmp_path: Path) -> None:
     """Attack 4: right at every shape a test allocates; only the lazily mapped huge shapes see it."""
     from verifier.checks._overflow import OVERFLOW_REASON, index_overflow
+    from verifier.checks._plan import KernelRun
     from verifier.ops import OPS
     from verifier.worker._arena import Markers
 
@@ -136,20 +137,21 @@ def test_int32_index_passes_quick_and_fails_index_overflow(tmp_path: Path) -> No
     assert quick.get("index.overflow").outcome == "skip"
     spec = KernelSpec.load(FLAWED / "int32_index")
     art = get_runtime("c").build(spec, "release", tmp_path)
-    outcome, detail, _ = index_overflow(art.path, spec.entry, OPS["matmul"], tmp_path,
-                                        Markers.draw(), [art.path.parent], False, lambda _m: None)
+    run = KernelRun.of(art, spec, OPS["matmul"], tmp_path, Markers.draw())
+    outcome, detail, _ = index_overflow(run, lambda _m: None)
     assert outcome == "fail" and detail.startswith(OVERFLOW_REASON), detail
 
 
 def _overflow(kernel: str, op: str, tmp_path: Path) -> tuple[str, str, dict[str, float]]:
     from verifier.checks._overflow import index_overflow
+    from verifier.checks._plan import KernelRun
     from verifier.ops import OPS
     from verifier.worker._arena import Markers
 
     spec = KernelSpec.load(FLAWED / kernel)
     art = get_runtime("c").build(spec, "release", tmp_path)
-    return index_overflow(art.path, spec.entry, OPS[op], tmp_path, Markers.draw(),
-                          [art.path.parent], False, lambda _m: None)
+    return index_overflow(KernelRun.of(art, spec, OPS[op], tmp_path, Markers.draw()),
+                          lambda _m: None)
 
 
 def test_uint32_index_fails_index_overflow_on_its_far_end(tmp_path: Path) -> None:
@@ -196,6 +198,7 @@ def test_overflow_shapes_are_decided_by_the_machines_room() -> None:
     """Past 2^32 where the page tables fit; past 2^31 only, said why, where they do not;
     skipped with the figures where neither does (computed, never a bare skip)."""
     from verifier.checks._overflow import BIG, index_overflow, room, shapes_to_run
+    from verifier.checks._plan import KernelRun
     from verifier.ops import OPS
 
     big = room("MemAvailable:   22013640 kB\n")
@@ -206,9 +209,8 @@ def test_overflow_shapes_are_decided_by_the_machines_room() -> None:
     assert shapes == ({"R": 3, "C": BIG},) and "past 2^32" in left_out and "MiB" in left_out
     tiny = room("MemAvailable: 1024 kB\n")
     assert shapes_to_run(OPS["sum"], tiny)[0] == ()
-    outcome, detail, metrics = index_overflow(Path("/nonexistent"), "f", OPS["sum"], Path("/"),
-                                              None, [], False, lambda _m: None,  # type: ignore[arg-type]
-                                              here=tiny)
+    nowhere = KernelRun(Path("/nonexistent"), "f", OPS["sum"], Path("/"), None)  # type: ignore[arg-type]
+    outcome, detail, metrics = index_overflow(nowhere, lambda _m: None, here=tiny)
     assert outcome == "skip" and detail.startswith("not run:") and "page tables" in detail
     assert metrics["page_table_bytes_allowed"] == 1024 * 1024 // 8
 

@@ -167,3 +167,33 @@ def test_a_crash_before_the_index_rows_is_caught_up_with_the_same_root(
     reference.extend(0, data)
     assert _root_in(storage) == (12, reference.root)
     assert fresh.index is not None and fresh.index.size == 12
+
+
+def test_the_kernel_page_says_whether_its_listing_is_proven_complete(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Attack: search tables that leave an entry out make the page say 'not proven'."""
+    from test_pages_helpers import close_app, make_app, populate
+
+    from ledger.storage import SearchPage
+
+    app = make_app()
+    try:
+        client = app.test_client()
+        log = populate(client)
+        body = client.get(f"/kernels/{log.subject}").get_data(as_text=True)
+        assert "This listing is proven complete" in body
+        assert f"/api/v1/index/lookup?key=digest:{log.subject}" in body
+        storage = app.extensions["ktl"].storage
+        real = storage.search
+
+        def hiding(field: str, value: str, cursor: int = 0, limit: int = 50) -> SearchPage:
+            page = real(field, value, cursor, limit)
+            return SearchPage(tuple(r for r in page.results if r.index != log.benchmark),
+                              page.next_cursor)
+
+        monkeypatch.setattr(storage, "search", hiding)
+        body = client.get(f"/kernels/{log.subject}").get_data(as_text=True)
+        assert "This listing is not proven complete" in body
+        assert "leaves out 1 and adds 0 entries" in body
+    finally:
+        close_app(app)

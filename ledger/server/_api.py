@@ -273,22 +273,31 @@ def search() -> Response:
     svc = _service()
     only_args(*SEARCH_FIELDS, "cursor", "limit")
     given = [f for f in SEARCH_FIELDS if f in request.args]
-    if len(given) != 1:
+    signed = given == ["digest", "keyid"]  # SEARCH_FIELDS order
+    if len(given) != 1 and not signed:
         raise ApiError(
-            400, "invalid_query", f"give exactly one of {', '.join(SEARCH_FIELDS)} to search by"
+            400, "invalid_query", f"give exactly one of {', '.join(SEARCH_FIELDS)} to search "
+            "by, or digest and keyid together"
         )
-    field = given[0]
-    value = request.args[field]
-    if field in ("digest", "keyid"):
-        value = hex64(value.lower() if len(value) == 64 else value, field)
-    elif not 1 <= len(value) <= 512:
-        raise ApiError(400, "invalid_parameter", f"{field} must be 1 to 512 characters")
+    values = {f: _search_value(f, request.args[f]) for f in given}
     cursor = int_arg("cursor", 0)
     limit = int_arg("limit", 50, lo=1, hi=svc.config.max_search_limit)
-    page = svc.storage.search(field, value, cursor, limit)
+    if signed:
+        # A signer's own entries about a digest: strangers' keys cannot pad this search.
+        page = svc.storage.search_signed(values["digest"], values["keyid"], cursor, limit)
+    else:
+        page = svc.storage.search(given[0], values[given[0]], cursor, limit)
     size = svc.tree_size()
     results = [r.to_json() for r in page.results if r.index < size]
     return _json({"results": results, "next_cursor": page.next_cursor})
+
+
+def _search_value(field: str, value: str) -> str:
+    if field in ("digest", "keyid"):
+        return hex64(value.lower() if len(value) == 64 else value, field)
+    if not 1 <= len(value) <= 512:
+        raise ApiError(400, "invalid_parameter", f"{field} must be 1 to 512 characters")
+    return value
 
 
 @bp.get("/index/lookup")

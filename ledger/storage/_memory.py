@@ -12,6 +12,7 @@ from ledger.storage._files import check_file_path
 from ledger.storage._types import (
     MAX_PAGE,
     MAX_RANGE,
+    SIGNED_SCAN,
     DigestSummary,
     EntrySummary,
     IntegratedBatch,
@@ -23,6 +24,7 @@ from ledger.storage._types import (
     check_empty_checkpoint,
     check_range,
     check_search,
+    signed_page,
     summary_of,
     summary_rows,
 )
@@ -95,6 +97,31 @@ class MemoryStorage:
         return SearchPage(
             tuple(e.summary() for e in page), page[-1].index + 1 if more and page else None
         )
+
+    def search_newest(self, field: str, value: str, before: int, limit: int = 50
+                      ) -> SearchPage:
+        limit = check_search(field, max(0, before), limit)
+        found: list[StoredEntry] = []
+        with self._lock:
+            for e in reversed(self._entries[:max(0, before)]):
+                if self._matches(e, field, value):
+                    found.append(e)
+                    if len(found) > limit:
+                        break
+        page = found[:limit]
+        more = len(found) > limit
+        return SearchPage(tuple(e.summary() for e in page),
+                          page[-1].index if more and page else None)
+
+    def search_signed(self, digest: str, keyid: str, cursor: int = 0, limit: int = 50
+                      ) -> SearchPage:
+        limit = check_search("digest", cursor, limit)
+        with self._lock:
+            mine = [e for e in self._entries[cursor:] if keyid in e.keyids][: SIGNED_SCAN + 1]
+        ids, next_cursor = signed_page(
+            [(e.index, any(d == digest for _, d in e.subjects)) for e in mine], limit)
+        with self._lock:
+            return SearchPage(tuple(self._entries[i].summary() for i in ids), next_cursor)
 
     def digest_summary(self, digest: str) -> DigestSummary:
         with self._lock:

@@ -32,6 +32,7 @@ from ledger.storage._types import (
     MAX_PAGE,
     MAX_RANGE,
     MAX_SUMMARY_KINDS,
+    SIGNED_SCAN,
     DigestSummary,
     EntrySummary,
     IntegratedBatch,
@@ -43,6 +44,7 @@ from ledger.storage._types import (
     check_empty_checkpoint,
     check_range,
     check_search,
+    signed_page,
     summary_of,
     summary_rows,
 )
@@ -58,6 +60,12 @@ _SEARCH_SQL = {
         "SELECT idx FROM entries WHERE predicate_type = %s AND idx >= %s ORDER BY idx LIMIT %s"
     ),
 }
+#: `search_newest`: the same lookups below an index, newest first.
+_NEWEST_SQL = {
+    field: sql.replace("idx >= %s", "idx < %s").replace("ORDER BY idx", "ORDER BY idx DESC")
+    for field, sql in _SEARCH_SQL.items()
+}
+
 # The server notices a dead integrator's TCP connection within about 10 s.
 _KEEPALIVE = (
     "SET tcp_keepalives_idle = 5; SET tcp_keepalives_interval = 2; SET tcp_keepalives_count = 3"
@@ -276,12 +284,28 @@ class PostgresStorage:
         ids = [int(r[0]) for r in self._all(_SEARCH_SQL[field], (value, cursor, limit + 1))]
         more = len(ids) > limit
         ids = ids[:limit]
+        return self._page(ids, ids[-1] + 1 if more and ids else None)
+
+    def _page(self, ids: list[int], next_cursor: int | None) -> SearchPage:
         if not ids:
-            return SearchPage((), None)
+            return SearchPage((), next_cursor)
         rows = self._all(
             f"SELECT {_SUMMARY_COLS} FROM entries WHERE idx = ANY(%s) ORDER BY idx", (ids,)
         )
-        return SearchPage(tuple(_summary(r) for r in rows), ids[-1] + 1 if more else None)
+        return SearchPage(tuple(_summary(r) for r in rows), next_cursor)
+
+    def search_signed(self, digest: str, keyid: str, cursor: int = 0, limit: int = 50
+                      ) -> SearchPage:
+        limit = check_search("digest", cursor, limit)
+        if "\x00" in digest or "\x00" in keyid:
+            return SearchPage((), None)
+        scanned = [(int(r[0]), bool(r[1])) for r in self._all(
+            "SELECT s.idx, EXISTS (SELECT 1 FROM subjects AS j WHERE j.idx = s.idx "
+            "AND j.sha256 = %s) FROM signers AS s "
+            "WHERE s.keyid = %s AND s.idx >= %s ORDER BY s.idx LIMIT %s",
+            (digest, keyid, cursor, SIGNED_SCAN + 1))]
+        ids, next_cursor = signed_page(scanned, limit)
+        return self._page(ids, next_cursor)
 
     def digest_summary(self, digest: str) -> DigestSummary:
         if "\x00" in digest:
@@ -292,6 +316,21 @@ class PostgresStorage:
             (digest, MAX_SUMMARY_KINDS + 1),
         )
         return summary_of(digest, [(r[0], r[1], r[2], r[3]) for r in rows])
+
+    def search_newest(self, field: str, value: str, before: int, limit: int = 50
+                      ) -> SearchPage:
+        limit = check_search(field, max(0, before), limit)
+        if "\x00" in value:
+            return SearchPage((), None)
+        ids = [int(r[0]) for r in self._all(_NEWEST_SQL[field], (value, before, limit + 1))]
+        more = len(ids) > limit
+        ids = ids[:limit]
+        if not ids:
+            return SearchPage((), None)
+        rows = self._all(
+            f"SELECT {_SUMMARY_COLS} FROM entries WHERE idx = ANY(%s) ORDER BY idx DESC", (ids,)
+        )
+        return SearchPage(tuple(_summary(r) for r in rows), ids[-1] if more else None)
 
     def recent_entries(self, limit: int = 20, before: int | None = None) -> list[EntrySummary]:
         limit = max(1, min(limit, MAX_PAGE))

@@ -27,6 +27,7 @@ from ledger.storage._types import (
     MAX_PAGE,
     MAX_RANGE,
     MAX_SUMMARY_KINDS,
+    SIGNED_SCAN,
     DigestSummary,
     EntrySummary,
     IntegratedBatch,
@@ -38,6 +39,7 @@ from ledger.storage._types import (
     check_empty_checkpoint,
     check_range,
     check_search,
+    signed_page,
     summary_of,
     summary_rows,
 )
@@ -58,6 +60,12 @@ _SEARCH_SQL = {
     "predicate_type": (
         "SELECT idx FROM entries WHERE predicate_type = ? AND idx >= ? ORDER BY idx LIMIT ?"
     ),
+}
+
+#: `search_newest`: the same lookups below an index, newest first.
+_NEWEST_SQL = {
+    field: sql.replace("idx >= ?", "idx < ?").replace("ORDER BY idx", "ORDER BY idx DESC")
+    for field, sql in _SEARCH_SQL.items()
 }
 
 
@@ -237,13 +245,30 @@ class SqliteStorage:
         ids = [r[0] for r in conn.execute(_SEARCH_SQL[field], args)]
         more = len(ids) > limit
         ids = ids[:limit]
+        return self._page(conn, ids, ids[-1] + 1 if more and ids else None)
+
+    @staticmethod
+    def _page(conn: sqlite3.Connection, ids: list[int], next_cursor: int | None) -> SearchPage:
         if not ids:
-            return SearchPage((), None)
+            return SearchPage((), next_cursor)
         marks = ",".join("?" * len(ids))
         rows = conn.execute(
             f"SELECT {_SUMMARY_COLS} FROM entries WHERE idx IN ({marks}) ORDER BY idx", ids
         ).fetchall()
-        return SearchPage(tuple(_summary(r) for r in rows), ids[-1] + 1 if more else None)
+        return SearchPage(tuple(_summary(r) for r in rows), next_cursor)
+
+    def search_signed(self, digest: str, keyid: str, cursor: int = 0, limit: int = 50
+                      ) -> SearchPage:
+        limit = check_search("digest", cursor, limit)
+        key = _sha_key(digest)  # 0 for what is no digest: then nothing matches
+        conn = self._conn()
+        scanned = [(int(r[0]), bool(r[1])) for r in conn.execute(
+            "SELECT s.idx, EXISTS (SELECT 1 FROM subjects AS j WHERE j.idx = s.idx "
+            "AND j.sha_key = ? AND j.sha256 = ?) FROM signers AS s "
+            "WHERE s.keyid = ? AND s.idx >= ? ORDER BY s.idx LIMIT ?",
+            (key, digest, keyid, cursor, SIGNED_SCAN + 1))]
+        ids, next_cursor = signed_page(scanned, limit)
+        return self._page(conn, ids, next_cursor)
 
     def digest_summary(self, digest: str) -> DigestSummary:
         rows = self._conn().execute(
@@ -252,6 +277,27 @@ class SqliteStorage:
             (digest, MAX_SUMMARY_KINDS + 1),
         ).fetchall()
         return summary_of(digest, rows)
+
+    def search_newest(self, field: str, value: str, before: int, limit: int = 50
+                      ) -> SearchPage:
+        limit = check_search(field, max(0, before), limit)
+        conn = self._conn()
+        args: tuple[object, ...] = (value, before, limit + 1)
+        if field == "digest":
+            try:
+                args = (key64(bytes.fromhex(value)), *args)
+            except ValueError:
+                return SearchPage((), None)
+        ids = [r[0] for r in conn.execute(_NEWEST_SQL[field], args)]
+        more = len(ids) > limit
+        ids = ids[:limit]
+        if not ids:
+            return SearchPage((), None)
+        marks = ",".join("?" * len(ids))
+        rows = conn.execute(
+            f"SELECT {_SUMMARY_COLS} FROM entries WHERE idx IN ({marks}) ORDER BY idx DESC", ids
+        ).fetchall()
+        return SearchPage(tuple(_summary(r) for r in rows), ids[-1] if more else None)
 
     def recent_entries(self, limit: int = 20, before: int | None = None) -> list[EntrySummary]:
         limit = max(1, min(limit, 500))

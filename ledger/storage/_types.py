@@ -188,6 +188,9 @@ class SearchPage:
         )
 
 
+#: Index rows of one signer `search_signed` looks at per call, at most: a call costs
+#: O(limit + SIGNED_SCAN) whatever the key signed; the cursor resumes where it stopped.
+SIGNED_SCAN = 2000
 #: Most predicate types a digest summary lists (the busiest first).
 MAX_SUMMARY_KINDS = 32
 
@@ -283,6 +286,17 @@ class LogStorage(Protocol):
     def find_leaf(self, leaf_hash: bytes) -> int | None: ...
     def find_leaves(self, leaf_hashes: Sequence[bytes]) -> dict[bytes, int]: ...
     def search(self, field: str, value: str, cursor: int = 0, limit: int = 50) -> SearchPage: ...
+    def search_newest(self, field: str, value: str, before: int, limit: int = 50
+                      ) -> SearchPage:
+        """`search` newest first: matches below index `before`, highest index first; the
+        page's `next_cursor` is the `before` of the next (older) page, None at the oldest."""
+        ...
+    def search_signed(self, digest: str, keyid: str, cursor: int = 0, limit: int = 50
+                      ) -> SearchPage:
+        """Entries naming ``digest`` (any subject) signed by ``keyid``, in index order: what
+        strangers' keys cannot pad. One call looks at no more than `SIGNED_SCAN` of the key's
+        rows; a page may then hold fewer than ``limit`` results and a ``next_cursor``."""
+        ...
     def digest_summary(self, digest: str) -> DigestSummary:
         """Counts per predicate type of the entries naming ``digest`` (kept at integration:
         one row per type read, never the entries)."""
@@ -354,6 +368,20 @@ def check_batch_shape(batch: IntegratedBatch) -> tuple[int, int]:
     if len({e.leaf_hash for e in batch.entries}) != len(batch.entries):
         raise StorageError("duplicate leaf hash in batch")
     return first, size
+
+
+def signed_page(scanned: Sequence[tuple[int, bool]], limit: int) -> tuple[list[int], int | None]:
+    """From a signer's index rows in order (index, names the digest), at most
+    `SIGNED_SCAN` + 1 of them: the matching indexes of one page and the next cursor."""
+    ids: list[int] = []
+    for pos, (idx, match) in enumerate(scanned[:SIGNED_SCAN]):
+        if match:
+            ids.append(idx)
+            if len(ids) == limit:
+                return ids, (idx + 1 if pos + 1 < len(scanned) else None)
+    if len(scanned) > SIGNED_SCAN:
+        return ids, scanned[SIGNED_SCAN - 1][0] + 1
+    return ids, None
 
 
 def check_search(field: str, cursor: int, limit: int) -> int:

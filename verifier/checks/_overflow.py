@@ -35,6 +35,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from attest.predicates import CheckOutcome
+from verifier.checks._plan import KernelRun
 from verifier.checks._report import shape_text
 from verifier.ops import OpSpec
 from verifier.progress import Progress
@@ -193,13 +194,14 @@ def _run_one(worker: NativeWorker, op: OpSpec, dims: dict[str, int], arena: Shar
     return None
 
 
-def index_overflow(library: Path, entry: str, op: OpSpec, workdir: Path, markers: Markers,
-                   readable: list[Path], gpu: bool, progress: Progress,
-                   rng: np.random.Generator | None = None, here: Room | None = None) -> Outcome:
-    """Run every huge shape of `op` this machine can hold; the row's (outcome, detail, metrics)."""
+def index_overflow(run: KernelRun, progress: Progress, rng: np.random.Generator | None = None,
+                   here: Room | None = None) -> Outcome:
+    """Run every huge shape of the run's op this machine can hold; the row's (outcome, detail,
+    metrics)."""
+    op = run.op
     if op.name not in PAST_2_32:
         return "skip", f"no shape of op {op.name} passes 2^32 elements with small outputs", {}
-    if gpu:
+    if run.gpu:
         return "skip", "not run on a GPU runtime (its wrapper copies inputs to the device)", {}
     here = here or room()
     shapes, left_out = shapes_to_run(op, here)
@@ -211,14 +213,14 @@ def index_overflow(library: Path, entry: str, op: OpSpec, workdir: Path, markers
     arena = SharedArena(64 * 1024)
     limits = Limits(cpu_s=int(CALL_TIMEOUT_S * 4 * len(shapes)), wall_s=CALL_TIMEOUT_S * 2 * len(shapes),
                     address_space=None, step_wall_s=None)
-    folder = workdir / "overflow"
+    folder = run.workdir / "overflow"
     folder.mkdir()
-    worker = NativeWorker(library, entry, op, arena, folder, limits, base_env(QUIET_THREADS),
-                          readable=readable, rss_cap=RSS_CAP)
+    worker = NativeWorker(run.library, run.entry, op, arena, folder, limits,
+                          base_env(QUIET_THREADS), readable=list(run.readable), rss_cap=RSS_CAP)
     try:
         for dims in shapes:
             progress(f"index overflow: shape {shape_text(dims)} (inputs mapped lazily)")
-            wrong = _run_one(worker, op, dims, arena, markers, rng)
+            wrong = _run_one(worker, op, dims, arena, run.markers, rng)
             if wrong:
                 return "fail", f"{OVERFLOW_REASON}: {wrong} on shape {shape_text(dims)}", figures
     except (WorkerGone, WorkerHung, WorkerOverMemory, WorkerMisanswered) as exc:

@@ -4,23 +4,48 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
 
 from verifier.checks._report import F32, Budget
+from verifier.kernel import KernelSpec
 from verifier.ops import OpSpec
-from verifier.worker import Abut, Escape, Layout, layout
+from verifier.runtimes import Artifact
+from verifier.worker import Abut, Escape, Layout, Markers, layout
 
-__all__ = ["PREFILLS", "Case", "CaseFailure", "Prefill", "Step", "aligned_shape", "case_layout",
-           "mid_shape", "plan_cases"]
+__all__ = ["PREFILLS", "Case", "CaseFailure", "KernelRun", "Prefill", "Step", "aligned_shape",
+           "case_layout", "mid_shape", "plan_cases"]
 
 Prefill = Literal["poison", "zero", "garbage"]
 CaseFailure = Literal["crash", "hang", "memory", "load", "not_run", "bad_answer", "oob_read",
                     "oob_write", "input_mutated", "sandbox_violation", "output_flood"]
 """How one case's call went wrong in the harness (`Case.fault`); the row reports it as one of
 attest's `FaultKind` values (`checks._report.CASE_FAULTS`), the only set named FaultKind."""
+
+
+@dataclass(frozen=True)
+class KernelRun:
+    """A built kernel as the checks run it: its library and entry symbol, its op, the folder
+    its sandboxed children work in, the run's markers (guard and poison values), the folders
+    the sandbox may read and whether it runs on a GPU."""
+
+    library: Path
+    entry: str
+    op: OpSpec
+    workdir: Path
+    markers: Markers
+    readable: tuple[Path, ...] = ()
+    gpu: bool = False
+
+    @classmethod
+    def of(cls, artifact: Artifact, spec: KernelSpec, op: OpSpec, workdir: Path,
+           markers: Markers) -> KernelRun:
+        """The run of `artifact` (built from `spec`): it may read its own folder only."""
+        return cls(artifact.path, artifact.entry_symbol or spec.entry, op, workdir, markers,
+                   (artifact.path.parent,), artifact.gpu)
 
 
 @dataclass

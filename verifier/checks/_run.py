@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import signal
 import time
-from pathlib import Path
 
 import numpy as np
 from numpy.typing import NDArray
 
-from verifier.checks._plan import Case, CaseFailure, Prefill, Step, case_layout
+from verifier.checks._plan import Case, CaseFailure, KernelRun, Prefill, Step, case_layout
 from verifier.ops import OpSpec
 from verifier.progress import Progress
 from verifier.sandbox import NO_LAYERS, ChildResult, Limits, SandboxLayers, base_env
@@ -92,8 +91,9 @@ def _watch(worker: NativeWorker, case: Case, mem: SharedArena, offsets: list[int
     return snaps
 
 
-def _run_case(worker: NativeWorker, op: OpSpec, case: Case, mem: SharedArena, markers: Markers,
+def _run_case(worker: NativeWorker, run: KernelRun, case: Case, mem: SharedArena,
               timeout_s: float, rng: np.random.Generator) -> None:
+    op, markers = run.op, run.markers
     lay = case_layout(op, case)
     arenas = 1 + max(s.arena for s in case.steps)
     mem.bytes[:arenas * lay.total] = guard_pattern(arenas * lay.total, markers.guard)
@@ -200,13 +200,13 @@ def _describe(exc: Exception, result: ChildResult | None, limits: Limits, op: Op
     return "crash", why
 
 
-def run_cases(library: Path, entry: str, op: OpSpec, cases: list[Case], workdir: Path,
-              limits: Limits, markers: Markers, rng: np.random.Generator, progress: Progress,
-              readable: list[Path], gpu: bool = False) -> SandboxLayers:
+def run_cases(run: KernelRun, cases: list[Case], limits: Limits, rng: np.random.Generator,
+              progress: Progress) -> SandboxLayers:
     """Run every case, resuming after a crash; fill dumps/failures.
 
     Returns the sandbox layers that were in force (the weakest over every child run)."""
-    if gpu:
+    op = run.op
+    if run.gpu:
         for case in cases:
             case.abut = None  # the cuda wrapper copies the canaries around each buffer too
     size = max(_arena_bytes(op, c) for c in cases)
@@ -222,18 +222,19 @@ def run_cases(library: Path, entry: str, op: OpSpec, cases: list[Case], workdir:
 
     timeout_s = (limits.step_wall_s or limits.wall_s) + 2.0
     env = base_env(QUIET_THREADS)
-    run = 0
+    child = 0
     while todo:
-        run += 1
-        job_dir = workdir / f"run{run}"
+        child += 1
+        job_dir = run.workdir / f"run{child}"
         job_dir.mkdir()
         mem = SharedArena(size)
         progress(f"running {len(todo)} cases in a sandboxed child")
-        worker = NativeWorker(library, entry, op, mem, job_dir, limits, env, readable=readable, gpu=gpu)
+        worker = NativeWorker(run.library, run.entry, op, mem, job_dir, limits, env,
+                              readable=list(run.readable), gpu=run.gpu)
         done = 0
         try:
             for ci in todo:
-                _run_case(worker, op, cases[ci], mem, markers, timeout_s, rng)
+                _run_case(worker, run, cases[ci], mem, timeout_s, rng)
                 done += 1
         except (WorkerGone, WorkerHung, WorkerOverMemory, WorkerMisanswered) as exc:
             result = worker.close()

@@ -4,6 +4,7 @@ cases in the sandbox; their reports become typed rows."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +24,7 @@ from verifier.sandbox import (
     run_sandboxed,
 )
 
-__all__ = ["asan_check", "sanitizer_cases", "sanitizer_rows", "tsan_check"]
+__all__ = ["Sanitizing", "asan_check", "sanitizer_cases", "sanitizer_rows", "tsan_check"]
 
 
 _ASAN_ERR = re.compile(r"ERROR: AddressSanitizer: ([\w-]+)")
@@ -46,11 +47,27 @@ def _sanitizer_limits(wall_s: float, step_wall_s: float) -> Limits:
                   private_bytes=2**30)
 
 
+@dataclass(frozen=True)
+class Sanitizing:
+    """What both sanitizer rows share: the kernel's manifest (each row builds its own
+    variant), its op, the folder they build and run in and the child's wall-clock limits
+    (the whole run, one step)."""
+
+    spec: KernelSpec
+    op: OpSpec
+    workdir: Path
+    wall_s: float
+    step_wall_s: float
+
+    def limits(self) -> Limits:
+        return _sanitizer_limits(self.wall_s, self.step_wall_s)
+
+
 def _run_sanitizer(
-    runtime_name: str, spec: KernelSpec, op: OpSpec, variant: str, workdir: Path,
-    cases: list[tuple[dict[str, int], list[F32]]], wall_s: float, step_wall_s: float,
+    run: Sanitizing, variant: str, cases: list[tuple[dict[str, int], list[F32]]],
 ) -> tuple[str, str, ChildResult | None]:
-    art = get_runtime(runtime_name).build(spec, variant, workdir)
+    op, workdir = run.op, run.workdir
+    art = get_runtime(run.spec.runtime).build(run.spec, variant, workdir)
     data = workdir / f"{variant}-cases.bin"
     write_driver_cases(data, op, cases)
     env = base_env({
@@ -60,7 +77,7 @@ def _run_sanitizer(
         "TSAN_OPTIONS": "halt_on_error=0:exitcode=0:report_signal_unsafe=0:history_size=2",
         "OMP_NUM_THREADS": "4",
     })
-    limits = _sanitizer_limits(wall_s, step_wall_s)
+    limits = run.limits()
     run_dir = workdir / f"{variant}-run"  # its own empty folder: a tmpfs in the sandbox
     run_dir.mkdir(exist_ok=True)
     result = run_sandboxed([str(art.path), str(data)], run_dir, limits, env,
@@ -71,14 +88,11 @@ def _run_sanitizer(
     return shape, result.stderr, result if not result.ok else None
 
 
-def asan_check(runtime_name: str, spec: KernelSpec, op: OpSpec, workdir: Path,
-                cases: list[tuple[dict[str, int], list[F32]]], wall_s: float,
-                step_wall_s: float) -> Check:
+def asan_check(run: Sanitizing, cases: list[tuple[dict[str, int], list[F32]]]) -> Check:
     inputs = {"shapes": [c[0] for c in cases]}
     name = "sanitizer.asan_ubsan"
     try:
-        shape, stderr, failed = _run_sanitizer(runtime_name, spec, op, "asan", workdir, cases, wall_s,
-                                               step_wall_s)
+        shape, stderr, failed = _run_sanitizer(run, "asan", cases)
     except BuildError as exc:
         return check_row(name, "error", f"sanitizer build failed: {exc}"[:500], inputs)
     except RuntimeUnavailableError as exc:
@@ -106,7 +120,7 @@ def asan_check(runtime_name: str, spec: KernelSpec, op: OpSpec, workdir: Path,
                            f"{ub.group(2)[:200]} on shape {shape}", inputs, {},
                            make_fault("undefined_behaviour"))
     if failed is not None:
-        return check_row(name, "fail", f"{failed.describe(_sanitizer_limits(wall_s, step_wall_s))} "
+        return check_row(name, "fail", f"{failed.describe(run.limits())} "
                            f"under ASan+UBSan on shape {shape}",
                            inputs, {}, make_fault("crash"))
     return check_row(name, "pass", f"no AddressSanitizer or UBSan report on {plural(len(cases), 'shape')}",
@@ -133,13 +147,12 @@ def _tsan_races(stderr: str, openmp: bool) -> list[str]:
     return races
 
 
-def tsan_check(runtime_name: str, spec: KernelSpec, op: OpSpec, workdir: Path,
-                cases: list[tuple[dict[str, int], list[F32]]], wall_s: float,
-                step_wall_s: float, audit: Audit | None = None) -> Check:
+def tsan_check(run: Sanitizing, cases: list[tuple[dict[str, int], list[F32]]],
+               audit: Audit | None = None) -> Check:
     """ThreadSanitizer where the built library starts threads: its imports say so (OpenMP's
     GOMP_/omp_, pthread_create, thrd_create), never a text search of its sources. Without an
     audit (a cuda library), where the manifest asks for OpenMP."""
-    name = "sanitizer.tsan"
+    name, spec = "sanitizer.tsan", run.spec
     threaded = audit.threaded if audit is not None else "-fopenmp" in spec.flags
     if not threaded:
         return check_row(name, "skip", "the kernel does not start threads: the built library "
@@ -147,8 +160,7 @@ def tsan_check(runtime_name: str, spec: KernelSpec, op: OpSpec, workdir: Path,
     openmp = audit.openmp if audit is not None else "-fopenmp" in spec.flags
     inputs = {"shapes": [c[0] for c in cases], "threads": 4}
     try:
-        shape, stderr, failed = _run_sanitizer(runtime_name, spec, op, "tsan", workdir, cases, wall_s,
-                                               step_wall_s)
+        shape, stderr, failed = _run_sanitizer(run, "tsan", cases)
     except BuildError as exc:
         return check_row(name, "error", f"sanitizer build failed: {exc}"[:500], inputs)
     races = _tsan_races(stderr, openmp)
@@ -160,7 +172,7 @@ def tsan_check(runtime_name: str, spec: KernelSpec, op: OpSpec, workdir: Path,
         if "unexpected memory mapping" in stderr or "FATAL: ThreadSanitizer" in stderr:
             return check_row(name, "skip", "ThreadSanitizer cannot run on this kernel/OS "
                                f"configuration: {stderr.strip().splitlines()[-1][:200]}", inputs)
-        why = failed.describe(_sanitizer_limits(wall_s, step_wall_s))
+        why = failed.describe(run.limits())
         return check_row(name, "fail", f"{why} under TSan on shape {shape}", inputs, {},
                            make_fault("crash"))
     where = "inside parallel regions " if openmp else ""
@@ -173,12 +185,12 @@ def sanitizer_rows(spec: KernelSpec, op: OpSpec, plan: Budget, wall_s: float, wo
                    audit: Audit | None = None) -> list[Check]:
     """The ASan+UBSan row, then the TSan row, on the budget's driver cases."""
     say("AddressSanitizer + UBSan build")
+    run = Sanitizing(spec, op, workdir, wall_s, 3 * plan.step_wall_s)
     san_cases = sanitizer_cases(op, rng, plan.asan_shapes)
-    asan = asan_check(spec.runtime, spec, op, workdir, san_cases, wall_s, 3 * plan.step_wall_s)
+    asan = asan_check(run, san_cases)
     say("ThreadSanitizer build")
     tsan_cases = [(mid_shape(op), op.random_inputs(mid_shape(op), rng))]
     if plan.tsan_shapes > 1:
         tsan_cases.append((aligned_shape(op), op.random_inputs(aligned_shape(op), rng)))
-    tsan = tsan_check(spec.runtime, spec, op, workdir, tsan_cases, wall_s, 3 * plan.step_wall_s,
-                      audit)
+    tsan = tsan_check(run, tsan_cases, audit)
     return [asan, tsan]

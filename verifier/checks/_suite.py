@@ -32,7 +32,7 @@ import numpy as np
 from attest.predicates import Check, Environment, MeasuredKernel
 from verifier.checks._judge import judge
 from verifier.checks._overflow import HUGE_SHAPES, index_overflow
-from verifier.checks._plan import plan_cases
+from verifier.checks._plan import KernelRun, plan_cases
 from verifier.checks._report import (
     BUDGETS,
     CHECK_ADDRESS_SPACE,
@@ -50,8 +50,8 @@ from verifier.checks._torch_suite import torch_check
 from verifier.environment import environment_fingerprint
 from verifier.errors import BuildError, RuntimeUnavailableError, VerifierError
 from verifier.kernel import KernelSpec, measured_kernel
-from verifier.ops import OPS, OpSpec
-from verifier.runtimes import Artifact, get_runtime
+from verifier.ops import OPS
+from verifier.runtimes import get_runtime
 from verifier.sandbox import (
     Limits,
     sandbox_detail,
@@ -63,17 +63,14 @@ from verifier.worker import Markers
 __all__ = ["BUDGETS", "OUTCOMES", "CheckReport", "check"]
 
 
-def _index_overflow_row(artifact: Artifact, spec: KernelSpec, op: OpSpec, plan: Budget,
-                        work: Path, markers: Markers, rng: np.random.Generator,
-                        say: Progress) -> Check:
-    shapes = {"shapes": [dict(s) for s in HUGE_SHAPES.get(op.name, ())]}
+def _index_overflow_row(run: KernelRun, plan: Budget, rng: np.random.Generator,
+                        progress: Progress) -> Check:
+    shapes = {"shapes": [dict(s) for s in HUGE_SHAPES.get(run.op.name, ())]}
     if not plan.huge_index:
         return check_row("index.overflow", "skip", "run with --budget full (it maps inputs of "
                            "16-24 GiB lazily and takes seconds to minutes)", shapes)
-    say("32-bit index overflow: shapes past 2^32 elements")
-    outcome, detail, metrics = index_overflow(
-        artifact.path, artifact.entry_symbol or spec.entry, op, work, markers,
-        [artifact.path.parent], artifact.gpu, say, rng)
+    progress("32-bit index overflow: shapes past 2^32 elements")
+    outcome, detail, metrics = index_overflow(run, progress, rng)
     return check_row("index.overflow", outcome, detail, shapes, metrics,
                        make_fault("index_overflow") if outcome == "fail" else None)
 
@@ -143,9 +140,8 @@ def _check(
         limits = Limits(cpu_s=120, wall_s=300.0, address_space=CHECK_ADDRESS_SPACE,
                         step_wall_s=plan.step_wall_s)
         markers = Markers.draw()
-        layers = run_cases(artifact.path, artifact.entry_symbol or spec.entry, op, cases, work,
-                           limits, markers, rng, say, readable=[artifact.path.parent],
-                           gpu=artifact.gpu)
+        run = KernelRun.of(artifact, spec, op, work, markers)
+        layers = run_cases(run, cases, limits, rng, say)
         say("comparing with the float64 reference")
         rows.extend(judge(op, cases, plan, markers))
         rows.append(check_row("sandbox", "pass", sandbox_detail(layers), {},
@@ -156,7 +152,7 @@ def _check(
             rows += [check_row(row, "fail", why, {}, {}, make_fault("not_run"))
                      for row in ("index.overflow", "sanitizer.asan_ubsan", "sanitizer.tsan")]
             return report(rows)
-        rows.append(_index_overflow_row(artifact, spec, op, plan, work, markers, rng, say))
+        rows.append(_index_overflow_row(run, plan, rng, say))
         rows += sanitizer_rows(spec, op, plan, 60.0 if budget == "quick" else 150.0, work, rng,
                                say, audit)
     return report(rows)

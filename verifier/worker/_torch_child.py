@@ -32,6 +32,7 @@ import mmap
 import os
 import struct
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -246,6 +247,15 @@ class _Server:
         """torch.compile the module (the reference only: a second baseline)."""
         if self.role != "reference":
             raise PermissionError("only the reference is compiled")
+        # The sandbox denies sockets. Inductor names its cache folder after the user, and
+        # glibc's user lookup asks nscd over a socket (the reference was killed at its first
+        # compiled call): the cache goes to this run's private folder and the user's name is
+        # given, so nothing is looked up. Compiling stays in this process (no worker pool).
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(tempfile.gettempdir(), "inductor")
+        os.environ.setdefault("USER", "ktl-reference")
+        from torch._inductor import config
+
+        config.compile_threads = 1
         self.model = self.torch.compile(self.model)
         return {}
 
