@@ -37,6 +37,7 @@ from ledger.merkle import leaf_hash
 from ledger.note import NoteSigner
 from ledger.server import ServerConfig, create_app
 from ledger.storage import MemoryStorage, SearchPage
+from ledger.web._reading import KERNEL_PAGE
 from ledger.web._verdict_reading import DIGEST_ROWS, KEY_ROWS, VERDICT_ENTRIES
 from ledger.web._verdicts import Verdict, badge, latest_per_signer, settled
 
@@ -184,6 +185,8 @@ def test_a_strangers_reproduction_page_shows_its_verdict_as_a_strangers_word(
 
 def test_the_kernel_page_is_not_red_for_strangers(attacked: Attacked) -> None:
     body = attacked.get(f"/kernels/{attacked.subject}")
+    # one page of the digest's entries, however many strangers logged (`_reading`)
+    assert attacked.storage.rows <= KERNEL_PAGE and attacked.storage.entries <= KERNEL_PAGE
     # the headline counts the named refutations the page read (the inflated claim's is on
     # its first page), never the strangers': the honest claim's row is never red
     headline = re.search(r"<strong>(\d+) claims? refuted</strong>", body)

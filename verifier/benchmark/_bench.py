@@ -416,10 +416,12 @@ def _measure(artifact: Artifact, entry: str, op: OpSpec, plans: list[ShapePlan],
     baseline = BaselineWorker(op, bmem, cores)
     out: list[Measured] = []
     try:
+        owed = worker.loaded()  # the library's loading: charged to the first timed batch
         for plan in plans:
             say(f"measuring shape {plan.dims} for up to {settings.budget_s:g} s")
             out.append(measure_shape(worker, baseline, op, plan, kmem, bmem, markers, settings, rng,
-                                     RECHECK_CALLS))
+                                     RECHECK_CALLS, owed))
+            owed = 0
     except (WorkerGone, WorkerHung, WorkerOverMemory, WorkerMisanswered) as exc:
         result = worker.close()
         cost.append(cost_record(worker, result))
@@ -446,8 +448,10 @@ def _measure(artifact: Artifact, entry: str, op: OpSpec, plans: list[ShapePlan],
                     "deferred past every timed call)")
     notes.append(f"timed by the parent over batches of calls (empty-command round trip and the "
                  "OS-accounted run-queue waits subtracted, never below the CPU of the kernel's "
-                 "whole process tree, plus that tree's CPU between the previous answer and the "
-                 f"command); {cost[-1].describe()}; baseline: NumPy {np.__version__} float32 in its own process with "
+                 "whole process tree, plus that tree's CPU outside the calls since the previous "
+                 "batch and, on the first batch, its CPU before the first call: "
+                 f"{(worker.load_cpu_ns or 0) / 1e6:.1f} ms starting up and loading the library"
+                 f"); {cost[-1].describe()}; baseline: NumPy {np.__version__} float32 in its own process with "
                  f"{cores} BLAS thread(s); kernel OMP_NUM_THREADS={cores}; idle threads sleep "
                  "(OMP_WAIT_POLICY=PASSIVE, OPENBLAS_THREAD_TIMEOUT=4)")
     return out
