@@ -71,6 +71,7 @@ class LogService:
         if queue is not None:
             self.integrator = QueuedSequencer(self.sequencer, queue, queue_key(signer))
         latest = self.integrator.ensure_checkpoint()
+        self.sequencer.catch_up_index()  # an existing log's entries, before any new batch
         if self.witnessing is not None:
             self.witnessing.offer(latest)  # a checkpoint left unwitnessed before a restart
             self.witnessing.start()
