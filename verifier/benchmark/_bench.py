@@ -67,7 +67,7 @@ from verifier.environment import environment_fingerprint
 from verifier.errors import BuildError, RuntimeUnavailableError, VerifierError
 from verifier.kernel import KernelSpec
 from verifier.ops import OPS, OpSpec
-from verifier.progress import Progress
+from verifier.progress import Progress, quiet
 from verifier.runtimes import Artifact
 from verifier.sandbox import ChildResult, Limits, base_env, filesystem_confinement, scratch_dir
 from verifier.worker import (
@@ -289,7 +289,7 @@ def bench(directory: str | Path, settings: BenchSettings | None = None,
     for bad shapes.
     """
     settings = settings or BenchSettings()
-    say: Progress = progress or (lambda _msg: None)
+    progress = progress or quiet
     spec = KernelSpec.load(directory)
     if spec.is_torch:
         from verifier.benchmark._torch_bench import torch_bench
@@ -298,10 +298,10 @@ def bench(directory: str | Path, settings: BenchSettings | None = None,
             from verifier.benchmark._device_bench import gpu_bench
 
             return gpu_bench(spec, settings.time_budget_s, settings.max_halfwidth,
-                             seed=settings.seed, progress=say)
+                             seed=settings.seed, progress=progress)
         return torch_bench(spec, dataclasses.replace(
             settings, threads=settings.threads or 1,
-            min_time_s=min(settings.min_time_s, settings.time_budget_s)), say)
+            min_time_s=min(settings.min_time_s, settings.time_budget_s)), progress)
     op = OPS[spec.op]
     try:
         dims_list = [op.check_dims(s) for s in (settings.shapes or op.bench_shapes)]
@@ -335,7 +335,7 @@ def bench(directory: str | Path, settings: BenchSettings | None = None,
     loop = LoopSettings(settings.warmup, settings.min_reps, settings.max_reps, per_shape_s,
                         min(settings.min_time_s, per_shape_s), settings.target)
     with scratch_dir("ktl-bench-") as work:
-        say("building the kernel")
+        progress("building the kernel")
         try:
             artifact = runtime.build(spec, "release", work)
         except (BuildError, RuntimeUnavailableError) as exc:
@@ -343,14 +343,14 @@ def bench(directory: str | Path, settings: BenchSettings | None = None,
             return report([], False)
         plans = [_plan_shape(op, dims, rng, settings.max_reps) for dims in dims_list]
         loop = dataclasses.replace(loop, threads=cores, adjust_waits=not artifact.gpu)
-        measured = _measure(artifact, spec.entry, op, plans, work, loop, rng, notes, say,
+        measured = _measure(artifact, spec.entry, op, plans, work, loop, rng, notes, progress,
                             cost)
         if cost and not cost[0].complete:
             notes.append("not trusted: the kernel's CPU accounting was incomplete (no cgroup, and "
                          "seccomp did not deny the processes /proc cannot account)")
         if measured is None:
             return report([], False)
-        say("re-checking the kept outputs")
+        progress("re-checking the kept outputs")
         judging = _Judging(op, rng, settings.target, settings.max_halfwidth, machine_peaks(),
                            notes)
         results, samples, trusted, seconds = _analyse(judging, plans, measured)
@@ -368,7 +368,7 @@ def _plan_shape(op: OpSpec, dims: dict[str, int], rng: np.random.Generator, max_
 
 def _measure(artifact: Artifact, entry: str, op: OpSpec, plans: list[ShapePlan], work: Path,
              settings: LoopSettings, rng: np.random.Generator, notes: Findings,
-             say: Progress, cost: list[CostRecord]) -> list[Measured] | None:
+             progress: Progress, cost: list[CostRecord]) -> list[Measured] | None:
     """Run every shape through one worker and one baseline process; None if the kernel failed.
 
     Both get `settings.threads` threads (OpenMP and BLAS). How the kernel's cost was
@@ -391,7 +391,7 @@ def _measure(artifact: Artifact, entry: str, op: OpSpec, plans: list[ShapePlan],
     out: list[Measured] = []
     try:
         for plan in plans:
-            say(f"measuring shape {plan.dims} for up to {settings.budget_s:g} s")
+            progress(f"measuring shape {plan.dims} for up to {settings.budget_s:g} s")
             out.append(measure_shape(worker, baseline, op, plan, kmem, bmem, markers, settings, rng,
                                      RECHECK_CALLS))
     except (WorkerGone, WorkerHung, WorkerOverMemory, WorkerMisanswered) as exc:

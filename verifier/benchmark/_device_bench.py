@@ -25,7 +25,6 @@ import dataclasses
 import secrets
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,6 +60,7 @@ from verifier.device import (
 from verifier.environment import environment_fingerprint, gpu_fingerprint
 from verifier.errors import BuildError, RuntimeUnavailableError, VerifierError
 from verifier.kernel import KernelSpec
+from verifier.progress import Progress, quiet
 from verifier.runtimes import (
     Call,
     ReferenceError_,
@@ -75,7 +75,6 @@ from verifier.worker import CANDIDATE_GRANTS
 
 __all__ = ["DeviceBenchSettings", "device_bench", "gpu_bench"]
 
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -100,7 +99,7 @@ def device_bench(spec: KernelSpec, settings: DeviceBenchSettings, device: Device
                  seed: int | None = None, progress: Progress | None = None,
                  clock: Clock = time.perf_counter_ns) -> BenchReport:
     """One bench run of a torch/triton kernel on `device` (see the module docstring)."""
-    say: Progress = progress or (lambda _msg: None)
+    progress = progress or quiet
     kernel = TorchKernel.from_spec(spec)
     reason = torch_unavailable(kernel.runtime)
     if reason:
@@ -131,7 +130,7 @@ def device_bench(spec: KernelSpec, settings: DeviceBenchSettings, device: Device
         except ReferenceError_ as exc:
             raise VerifierError(f"the reference module could not run: {exc}") from exc
         try:
-            return _run(kernel, session, settings, device, seed, rng, env, notes, say, clock)
+            return _run(kernel, session, settings, device, seed, rng, env, notes, progress, clock)
         finally:
             session.close()
 
@@ -156,7 +155,7 @@ def gpu_bench(spec: KernelSpec, time_budget_s: float, max_halfwidth: float, cold
 
 def _run(kernel: TorchKernel, session: TorchSession, settings: DeviceBenchSettings,
          device: Device, seed: int, rng: np.random.Generator, env: dict[str, Any],
-         notes: Findings, say: Progress, clock: Clock) -> BenchReport:
+         notes: Findings, progress: Progress, clock: Clock) -> BenchReport:
     init_seed = int(rng.integers(0, 2**31))
     dims = _shape_record(session)
     info = device.info()
@@ -169,7 +168,7 @@ def _run(kernel: TorchKernel, session: TorchSession, settings: DeviceBenchSettin
         cand = TorchSide(session, session.candidate, session.cand_mem, settings.device, flush, True)
         base = TorchSide(session, session.reference, session.ref_mem, settings.device, flush, False)
         plan = _plan(cand, pool, settings, session, rng, clock)
-        say(f"timing ModelNew against Model (PyTorch eager) on {info.model}: {plan.reps} "
+        progress(f"timing ModelNew against Model (PyTorch eager) on {info.model}: {plan.reps} "
             f"batches of {plan.batch} call(s) per side")
         shapes = session.output_shapes(pool[0])
         timing = measure(cand, base, device, lambda r, c: _call_inputs(pool, r * plan.batch + c, rng),

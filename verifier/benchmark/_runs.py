@@ -44,7 +44,7 @@ from verifier.benchmark._conditions import Conditions, merge, probe
 from verifier.benchmark._settings import BenchSettings
 from verifier.errors import VerifierError
 from verifier.kernel import measured_kernel
-from verifier.progress import Progress
+from verifier.progress import Progress, quiet
 from verifier.stats import max_runs, student_t_quantile
 
 __all__ = ["DEFAULT_RUNS", "RunSet", "bench_runs", "pinned_cpu"]
@@ -214,7 +214,7 @@ def bench_runs(directory: str | Path, runs: int = DEFAULT_RUNS,
     settings = settings or BenchSettings()
     if not 1 <= runs <= max_runs():
         raise VerifierError(f"runs must be between 1 and {max_runs()}, got {runs}")
-    say: Progress = progress or (lambda _msg: None)
+    progress = progress or quiet
     cpu = pinned_cpu() if pin and settings.threads == 1 else None
     # The roofline's peaks are measured once, in this process, with every core: measured
     # while pinned they would halve and make honest kernels look faster than possible.
@@ -222,9 +222,9 @@ def bench_runs(directory: str | Path, runs: int = DEFAULT_RUNS,
     before = probe(cpu)
     reports: list[BenchReport] = []
     for k in range(runs):
-        say(f"run {k + 1}/{runs}" + (f" (pinned to CPU {cpu})" if cpu is not None else ""))
+        progress(f"run {k + 1}/{runs}" + (f" (pinned to CPU {cpu})" if cpu is not None else ""))
         with _pinned(cpu):
-            report = bench(directory, settings, progress=say)
+            report = bench(directory, settings, progress=progress)
         settings = dataclasses.replace(settings, seed=report.seed)
         reports.append(report)
         if not report.trusted:  # the set is untrusted whatever later runs say: stop here
