@@ -71,8 +71,9 @@ def test_pointer_cache_cannot_win() -> None:
 def test_reduced_precision_at_the_claimed_shape_is_refused() -> None:
     """Issue 22: bf16 running sums only at K >= 256, the shape the claim is made at: the
     outputs re-checked after timing are outside the float32 tolerance there."""
-    report = bench(FLAWED / "bf16_at_scale", shapes=[{"M": 16, "N": 16, "K": 512}], seed=1,
-                   time_budget_s=1, min_reps=4, min_time_s=0.1, warmup=1)
+    report = bench(FLAWED / "bf16_at_scale",
+                   BenchSettings(shapes=[{"M": 16, "N": 16, "K": 512}], seed=1, time_budget_s=1,
+                                 min_reps=4, min_time_s=0.1, warmup=1))
     assert not report.trusted
     assert "outputs_wrong" in {f.kind for f in report.faults}, report.notes
 

@@ -38,6 +38,8 @@ from numpy.typing import NDArray
 
 from attest.ops import shape_label
 from attest.predicates import (
+    BenchCaveat,
+    BenchCaveatKind,
     BenchFault,
     BenchFaultKind,
     BenchmarkPredicate,
@@ -96,14 +98,22 @@ ARENA_BYTES = 64 * 2**20
 
 
 class Findings:
-    """What a benchmark run noticed: prose notes, and the kernel faults among them, typed.
+    """What a benchmark run noticed: prose notes, and among them the kernel faults and the
+    caveats (why it is not trusted without blaming the kernel), typed.
 
-    `append` adds a note; `fault` adds a typed fault and its note. Verdicts are taken from
-    `faults`, never from the notes' text."""
+    `append` adds a note; `fault` adds a typed fault and its note; `caveat` a typed caveat
+    and its note. Verdicts and their reasons are taken from `faults` and `caveats`, never
+    from the notes' text."""
 
     def __init__(self) -> None:
         self.notes: list[str] = []
         self.faults: list[BenchFault] = []
+        self.caveats: list[BenchCaveat] = []
+
+    def caveat(self, kind: BenchCaveatKind, shape: Mapping[str, int] | None, note: str) -> None:
+        self.caveats.append(BenchCaveat(kind=kind, shape=None if shape is None else dict(shape),
+                                        detail=note[:2000]))
+        self.notes.append(note)
 
     def append(self, note: str) -> None:
         self.notes.append(note)
@@ -141,6 +151,8 @@ class BenchReport:
     """On a device: what it was, how it was timed, the baseline and versions."""
     device_conditions: DeviceConditions | None = None
     """On a device: clocks, power, temperature and throttle reasons over the run."""
+    caveats: tuple[BenchCaveat, ...] = ()
+    """Why it is not trusted though no kernel fault was seen (typed; the notes repeat them)."""
 
     def samples_blob(self) -> bytes:
         """The raw samples as canonical JSON (sorted keys, no spaces)."""
@@ -170,7 +182,7 @@ class BenchReport:
             results=self.results, samples=samples_ref(self.samples_blob()),
             trusted=self.trusted, notes=tuple(n[:2000] for n in self.notes), faults=self.faults,
             torch=None if self.torch is None else TorchOp.from_json(dict(self.torch)),
-            device=self.device, device_conditions=self.device_conditions)
+            device=self.device, device_conditions=self.device_conditions, caveats=self.caveats)
 
     def to_json(self) -> dict[str, Any]:
         return {"kernel": self.kernel, "op": self.op, "seed": self.seed,
@@ -183,7 +195,8 @@ class BenchReport:
                 **({"torch": dict(self.torch)} if self.torch is not None else {}),
                 **({"device": self.device.to_json()} if self.device is not None else {}),
                 **({"device_conditions": self.device_conditions.to_json()}
-                   if self.device_conditions is not None else {})}
+                   if self.device_conditions is not None else {}),
+                "caveats": [c.to_json() for c in self.caveats]}
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> BenchReport:
@@ -199,7 +212,8 @@ class BenchReport:
                    dict(obj["torch"]) if obj.get("torch") is not None else None,
                    DeviceRecord.from_json(obj["device"]) if "device" in obj else None,
                    DeviceConditions.from_json(obj["device_conditions"])
-                   if "device_conditions" in obj else None)
+                   if "device_conditions" in obj else None,
+                   tuple(BenchCaveat.from_json(c) for c in obj.get("caveats", ())))
 
 
 def samples_ref(blob: bytes) -> BlobRef:
@@ -326,7 +340,7 @@ def bench(directory: str | Path, settings: BenchSettings | None = None,
         return BenchReport(spec.name, spec.op, seed, env, tuple(dims_list), settings.warmup,
                            tuple(results), trusted and complete and not notes.faults,
                            tuple(notes.notes), tuple(samples), measured, tuple(notes.faults),
-                           cores, cost[0] if cost else None)
+                           cores, cost[0] if cost else None, caveats=tuple(notes.caveats))
 
     from verifier.runtimes import get_runtime
 
@@ -346,7 +360,7 @@ def bench(directory: str | Path, settings: BenchSettings | None = None,
         measured = _measure(artifact, spec.entry, op, plans, work, loop, rng, notes, progress,
                             cost)
         if cost and not cost[0].complete:
-            notes.append("not trusted: the kernel's CPU accounting was incomplete (no cgroup, and "
+            notes.caveat("cost_incomplete", None, "not trusted: the kernel's CPU accounting was incomplete (no cgroup, and "
                          "seccomp did not deny the processes /proc cannot account)")
         if measured is None:
             return report([], False)
@@ -487,7 +501,7 @@ def _judge_shape(
     trusted = True
     n = len(got.kernel_ns)
     if n < 2 or len(got.baseline_ns) != n:
-        notes.append(f"{label}: too few batches measured")
+        notes.caveat("too_few_batches", plan.dims, f"{label}: too few batches measured")
         return False
     for finding in got.escaped:
         trusted = False
@@ -544,7 +558,7 @@ def _judge_speed(judging: _Judging, plan: ShapePlan, res: BenchmarkResult, got: 
     n = res.n
     if res.halfwidth > max_halfwidth:
         trusted = False
-        notes.append(f"{label}: too unstable: the speed-up interval is +-{100 * res.halfwidth:.1f}% "
+        notes.caveat("unstable", plan.dims, f"{label}: too unstable: the speed-up interval is +-{100 * res.halfwidth:.1f}% "
                      f"after {n} batches (limit +-{100 * max_halfwidth:.0f}%); "
                      "rerun on a quieter machine or with a longer budget")
     elif res.halfwidth > target:

@@ -182,7 +182,8 @@ def _run(kernel: TorchKernel, session: TorchSession, settings: DeviceBenchSettin
     result = _judge(dims, timing, cost, cand, device, plan, rng, settings, notes)
     conditions = summarize(timing.samples)
     if conditions.throttle:
-        notes.append(f"not trusted: the device was throttled or unsteady ({', '.join(conditions.throttle)})")
+        notes.caveat("device_throttled", None, "not trusted: the device was throttled or "
+                     f"unsteady ({', '.join(conditions.throttle)})")
     trusted = result is not None and result.halfwidth <= settings.max_halfwidth and \
         not conditions.throttle
     samples = {"shape": dims, "kernel_ns": timing.kernel.per_call_ns,

@@ -363,7 +363,7 @@ def _judge(dims: dict[str, int], t: _Timing, rng: np.random.Generator,
                     f"for the same calls: {len(t.wrong)} of {t.checked} sampled wrong (first: "
                     f"{t.wrong[0]}); the kernel skips work, drifts or caches results")
     if len(t.kernel_ns) < 2:
-        notes.append(f"{label}: too few batches measured")
+        notes.caveat("too_few_batches", dims, f"{label}: too few batches measured")
         return None
     ks, bs = np.asarray(t.kernel_ns), np.asarray(t.baseline_ns)
     speed, lo, hi = bootstrap_speedup(ks, bs, rng)
@@ -373,7 +373,7 @@ def _judge(dims: dict[str, int], t: _Timing, rng: np.random.Generator,
                           baseline_median_ns=float(np.median(bs)), speedup=speed,
                           speedup_ci95=(lo, hi), gflops=0.0)
     if res.halfwidth > settings.max_halfwidth:
-        notes.append(f"{label}: too unstable: the speed-up interval is +-{100 * res.halfwidth:.1f}% "
+        notes.caveat("unstable", dims, f"{label}: too unstable: the speed-up interval is +-{100 * res.halfwidth:.1f}% "
                      f"after {res.n} batches (limit +-{100 * settings.max_halfwidth:.0f}%)")
     else:
         notes.append(f"{label}: speed-up interval +-{100 * res.halfwidth:.1f}% after {res.n} "
@@ -412,4 +412,5 @@ def _report(kernel: TorchKernel, seed: int, env: dict[str, Any], results: tuple[
              "baselines": list(baselines)}
     return BenchReport(kernel.name, "torch", seed, Environment.from_json(env), shapes, 0, results,
                        trusted and bool(results) and not notes.faults, tuple(notes.notes),
-                       samples, seconds, tuple(notes.faults), torch=torch)
+                       samples, seconds, tuple(notes.faults), torch=torch,
+                       caveats=tuple(notes.caveats))

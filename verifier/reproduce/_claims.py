@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attest.ops import CATALOGUE_VERSION, shape_key, shape_label
+from attest.ops import CATALOGUE_VERSION, shape_key
 from attest.predicates import (
     BENCHMARK_V1,
     REPRODUCTION_SCHEMA_VERSION,
@@ -227,8 +227,10 @@ def compare_benchmark(claimed: BenchmarkPredicate, measured: BenchmarkPredicate,
             out.append(_claim(label, "inconclusive", claimed_m, NOTHING,
                               f"shape {key} was not measured here", diff=diff))
             continue
-        # the notes are quoted to say why, never read to decide: `trusted` decides
-        why = "; ".join(n for n in measured.notes if shape_label(op, r.shape) in n) or \
+        # `trusted` decides; the typed caveats of this shape and of the whole run say why
+        # (the notes are prose, never read)
+        why = "; ".join(c.detail for c in measured.caveats
+                        if c.shape is None or shape_key(op, c.shape) == key) or \
             "the measurement here was not stable enough"
         v = speedup_verdict(r.run_speedups(), got.run_speedups(), measured.trusted, why, diff,
                             policy, look=look, conditions=apart)
