@@ -56,7 +56,7 @@ import fnmatch
 import os
 import re
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -288,9 +288,10 @@ def _parse_policy(doc: dict[str, Any], base: Path) -> tuple[PolicyRule, ...]:
     return parsed
 
 
-def load_reproducers(path: str | os.PathLike[str]) -> dict[str, str]:
-    """keyid -> name of the `[[reproducer]]` tables of a TOML file (a log operator's list of
-    reproducers to name on its explorer; `key_files` are relative to the file)."""
+def load_reproducer_panel(path: str | os.PathLike[str]) -> TrustPolicy:
+    """The `[[reproducer]]` tables and `reproducer_quorum` of a TOML file: a log operator's
+    reproducers to name on its explorer, and how many of them on distinct environments
+    settle a claim there (the same rule as a reader's policy; no signing rules)."""
     path = Path(path)
     try:
         data = path.read_bytes()[:MAX_POLICY_BYTES + 1]
@@ -302,14 +303,36 @@ def load_reproducers(path: str | os.PathLike[str]) -> dict[str, str]:
         doc = tomllib.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise PolicyError(f"reproducers file {path} is not UTF-8 TOML: {exc}") from None
-    extra = set(doc) - {"reproducer"}
+    extra = set(doc) - {"reproducer", "reproducer_quorum"}
     if extra:
-        raise PolicyError(f"{path}: unknown field(s) {sorted(extra)} (allowed: reproducer)")
+        raise PolicyError(f"{path}: unknown field(s) {sorted(extra)} (allowed: reproducer, "
+                          "reproducer_quorum)")
     try:
-        found, _ = _parse_reproducers(doc, path.parent)
+        found, quorum = _parse_reproducers(doc, path.parent)
     except PolicyError as exc:
         raise PolicyError(f"{path}: {exc}") from None
-    return {k: r.name for r in found for k in r.keyids}
+    return TrustPolicy(rules=(), reproducers=found, reproducer_quorum=quorum)
+
+
+def load_reproducers(path: str | os.PathLike[str]) -> dict[str, str]:
+    """keyid -> name of the `[[reproducer]]` tables of a TOML file (see
+    `load_reproducer_panel`; `key_files` are relative to the file)."""
+    return reproducer_names(load_reproducer_panel(path))
+
+
+def reproducer_names(policy: TrustPolicy) -> dict[str, str]:
+    """keyid -> name of a policy's reproducers."""
+    return {k: r.name for r in policy.reproducers for k in r.keyids}
+
+
+def reproducer_panel(names: Mapping[str, str], quorum: int = 1) -> TrustPolicy:
+    """A policy of reproducers only from keyid -> name (the inverse of `reproducer_names`)."""
+    keys: dict[str, set[str]] = {}
+    for k, name in names.items():
+        keys.setdefault(name, set()).add(k)
+    found = tuple(Reproducer(n, frozenset(ks)) for n, ks in sorted(keys.items()))
+    return TrustPolicy(rules=(), reproducers=found,
+                       reproducer_quorum=max(1, min(quorum, len(found) or 1)))
 
 
 def unknown_signer_phrase(keyids: Iterable[str]) -> str:

@@ -2,7 +2,7 @@
 
     python benchmarks/bench_vindex.py [--entries 100000] [--batch 256] [--lookups 2000] [--tiny]
     python benchmarks/bench_vindex.py --sequencer [--entries 50000] [--batch 256] [--tiny]
-    python benchmarks/bench_vindex.py --stored [--entries 1000000] [--batch 4096] [--tiny]
+    python benchmarks/bench_vindex.py --stored [--entries 1000000] [--batch 4096] [--at 100000,300000]
 
 The first form measures the map alone, in memory. `--sequencer` measures the write
 path as the log runs it: the same entries integrated by two sequencers on SQLite, one
@@ -95,7 +95,8 @@ def _lookups(index: Any, keys: list[IndexKey], n: int, rng: random.Random
 
 
 def run_stored(args: argparse.Namespace) -> None:
-    """The index alone on SQLite, built in big batches; then lookups."""
+    """The index alone on SQLite, built in big batches; lookups at each size of `--at`
+    (a row printed as each is reached, so a long run reports what it got to)."""
     from ledger.storage import SqliteStorage
     from ledger.vindex import open_index
 
@@ -105,9 +106,13 @@ def run_stored(args: argparse.Namespace) -> None:
     rng = random.Random(1)
     sample: list[IndexKey] = []
     build_s, done = 0.0, 0
+    marks = sorted({*(int(a) for a in args.at.split(",") if a), args.entries})
+    print(f"| entries | keys | build µs/entry (batches of {args.batch}) | lookup+proof p50/p99 ms "
+          "| rows read p50/max | verify p50/p99 ms | proof JSON bytes p50/max | index MB |")
+    print("|---|---|---|---|---|---|---|---|", flush=True)
     try:
         while done < args.entries:
-            n = min(args.batch, args.entries - done)
+            n = min(args.batch, args.entries - done, marks[0] - done)
             batch = []
             for j in range(n):
                 data, keys = synthetic_entry(done + j, rng)
@@ -118,20 +123,20 @@ def run_stored(args: argparse.Namespace) -> None:
             index.commit(index.prepare(done, batch))
             build_s += time.perf_counter() - t0
             done += n
-            if done % (args.batch * 25) == 0 or done == args.entries:
-                print(f"  {done:,} entries indexed", file=sys.stderr)
-        lookup_ms, verify_ms, sizes, rows = _lookups(index, sample, args.lookups, rng)
-        db_mb = (tmp / "log.db").stat().st_size / 1e6
-        keys = storage._conn().execute("SELECT count(*) FROM vindex_heads").fetchone()[0]
+            if done % (args.batch * 25) < n:
+                print(f"  {done:,} entries indexed", file=sys.stderr, flush=True)
+            if done == marks[0]:
+                marks.pop(0)
+                lookup_ms, verify_ms, sizes, rows = _lookups(index, sample, args.lookups, rng)
+                db_mb = (tmp / "log.db").stat().st_size / 1e6
+                keys_n = storage._conn().execute("SELECT count(*) FROM vindex_heads").fetchone()[0]
+                print(f"| {done:,} | {keys_n:,} | {build_s / done * 1e6:.0f} | {_q(lookup_ms)} "
+                      f"| {int(statistics.median(rows))} / {max(rows)} | {_q(verify_ms)} "
+                      f"| {int(statistics.median(sizes))} / {max(sizes)} | {db_mb:.0f} |",
+                      flush=True)
     finally:
         storage.close()
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"| entries | keys | build µs/entry (batches of {args.batch}) | lookup+proof p50/p99 ms "
-          "| rows read p50/max | verify p50/p99 ms | proof JSON bytes p50/max | index MB |")
-    print("|---|---|---|---|---|---|---|---|")
-    print(f"| {args.entries:,} | {keys:,} | {build_s / args.entries * 1e6:.0f} | {_q(lookup_ms)} "
-          f"| {int(statistics.median(rows))} / {max(rows)} | {_q(verify_ms)} "
-          f"| {int(statistics.median(sizes))} / {max(sizes)} | {db_mb:.0f} |")
 
 
 def run_sequencer(args: argparse.Namespace) -> None:
@@ -199,10 +204,12 @@ def main() -> None:
                     help="the write path on SQLite, without and with the index")
     ap.add_argument("--stored", action="store_true",
                     help="the index alone on SQLite, built in big batches; then lookups")
+    ap.add_argument("--at", default="100000,300000",
+                    help="with --stored: also measure lookups at these sizes (comma-separated)")
     ap.add_argument("--tiny", action="store_true", help="a smoke run of a few seconds")
     args = ap.parse_args()
     if args.tiny:
-        args.entries, args.lookups = 2000, 50
+        args.entries, args.lookups, args.at = 2000, 50, "1000"
     if args.sequencer:
         run_sequencer(args)
         return

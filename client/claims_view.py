@@ -33,7 +33,8 @@ if TYPE_CHECKING:
     from client.session import FetchedEntry, Session
 
 __all__ = ["SPEEDUP_MEANING", "ClaimReproductions", "ClaimsView", "SeenReproduction",
-           "claims_view", "reproductions_of", "signer_phrase", "speedup_phrase", "views"]
+           "claims_view", "judged_claims", "reproductions_of", "signer_phrase", "speedup_phrase",
+           "verdict_on", "views"]
 
 SPEEDUP_MEANING = ("speed-up = baseline time / kernel time at the same shape: above 1x the "
                    "kernel is faster than the baseline; below 1x it is SLOWER (0.5x takes twice "
@@ -194,10 +195,14 @@ class ClaimReproductions:
 
 
 def _verdict_for(entry: FetchedEntry, claim_index: int, claim_leaf: str) -> str | None:
-    """The reproduction's own verdict on the claim entry: refuted if any of its rows about
-    the entry refutes, confirmed if all of them confirm, else inconclusive; None when no
-    row is about it."""
-    body = entry.verified.statement.predicate
+    return verdict_on(entry.verified.statement.predicate, claim_index, claim_leaf)
+
+
+def verdict_on(body: object, claim_index: int, claim_leaf: str) -> str | None:
+    """A reproduction body's own verdict on claim entry (index, leaf hash): refuted if any
+    of its rows about the entry refutes, confirmed if all of them confirm, else
+    inconclusive; None when no row is about it (rows logged before verdicts named their
+    entry are about the reproduction's target)."""
     target = getattr(getattr(body, "target", None), "index", None)
     rows = [c for c in getattr(body, "claims", ())
             if (c.entry is not None and c.entry.index == claim_index
@@ -209,6 +214,18 @@ def _verdict_for(entry: FetchedEntry, claim_index: int, claim_leaf: str) -> str 
     if "refuted" in verdicts:
         return "refuted"
     return "confirmed" if verdicts == {"confirmed"} else "inconclusive"
+
+
+def judged_claims(body: object) -> list[tuple[int, str]]:
+    """The claim entries (index, leaf hash) a reproduction body's rows judge, in order."""
+    target = getattr(body, "target", None)
+    out: dict[tuple[int, str], None] = {}
+    for c in getattr(body, "claims", ()):
+        if c.entry is not None:
+            out[(c.entry.index, c.entry.leaf_hash)] = None
+        elif target is not None:
+            out[(target.index, target.leaf_hash)] = None
+    return list(out)
 
 
 def reproductions_of(sess: Session, claim: FetchedEntry, policy: TrustPolicy | None

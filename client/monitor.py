@@ -12,8 +12,11 @@ the JSON API is never trusted here. Each run:
    leaf hash against the verified level-0 tile, verifies its envelope and
    statement, applies the trust policy, and records kernel releases per name;
    reports every reproduction of a watched kernel (one released in this log, or one the
-   policy covers) with its signer as the policy names it, and a refutation by a
-   reproducer the policy trusts as a `refutation` finding;
+   policy covers) with its signer as the policy names it and where each claim it judges
+   stands against the policy's reproducer quorum (`TrustPolicy.quorum`, the rule `ktl get`
+   and the explorer apply), and a `refutation` finding once named reproducers on distinct
+   environments reach the quorum (their verdicts are kept in the state, so verdicts
+   logged between runs add up; strangers' are never kept or counted);
 4. saves its position after every bundle, so an interrupted run resumes;
 5. recomputes the verifiable index from the entries it read (kept beside its state,
    `client.vindex.RecomputedIndex`) and compares its root with the one the checkpoint
@@ -33,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from attest.entry import VerifiedEntry
+from attest.policy import Reproduction, environment_identity
 from attest.predicates import KERNEL_V1, REPRODUCTION_V1
 from ledger import LedgerError
 from ledger.merkle import consistency_proof, leaf_hash
@@ -91,6 +95,47 @@ class Finding:
         return cls(str(obj["kind"]), int(obj["index"]), str(obj["name"]), str(obj["detail"]))
 
 
+MAX_WEIGHED_PER_CLAIM = 64
+"""Named reproducers' verdicts kept per claim entry (strangers' are never kept)."""
+
+
+@dataclass(frozen=True)
+class Weighed:
+    """One named reproducer's verdict on claim entry (claim, leaf), as the quorum weighs it;
+    kept in the monitor's state so that verdicts logged on different runs add up."""
+
+    claim: int
+    leaf: str
+    reproduction: Reproduction
+
+    def to_json(self) -> dict[str, Any]:
+        r = self.reproduction
+        return {"claim": self.claim, "leaf": self.leaf, "index": r.index,
+                "signers": list(r.signer_keyids), "environment": list(r.environment),
+                "verdict": r.verdict}
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> Weighed:
+        return cls(int(obj["claim"]), str(obj["leaf"]), Reproduction(
+            int(obj["index"]), tuple(str(k) for k in obj["signers"]),
+            tuple(str(e) for e in obj["environment"]), str(obj["verdict"])))
+
+
+Ledger = dict[tuple[int, str], list[Reproduction]]
+"""Named reproducers' verdicts per claim entry (index, leaf hash), while a run reads."""
+
+
+def _ledger(weighed: tuple[Weighed, ...]) -> Ledger:
+    out: Ledger = {}
+    for w in weighed:
+        out.setdefault((w.claim, w.leaf), []).append(w.reproduction)
+    return out
+
+
+def _weighed(ledger: Ledger) -> tuple[Weighed, ...]:
+    return tuple(Weighed(c, leaf, r) for (c, leaf), rs in sorted(ledger.items()) for r in rs)
+
+
 @dataclass(frozen=True)
 class MonitorState:
     """Where the monitor stopped: next index to read and the checkpoint it last completed."""
@@ -99,6 +144,8 @@ class MonitorState:
     next_index: int = 0
     checkpoint: bytes | None = None
     releases: tuple[Release, ...] = ()
+    #: Named reproducers' verdicts seen so far, per claim entry (see `Weighed`).
+    weighed: tuple[Weighed, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -106,6 +153,7 @@ class MonitorState:
             "next_index": self.next_index,
             "checkpoint": self.checkpoint.decode("utf-8") if self.checkpoint else None,
             "releases": [r.to_json() for r in self.releases],
+            "weighed": [w.to_json() for w in self.weighed],
         }
 
     @classmethod
@@ -120,6 +168,7 @@ class MonitorState:
                 next_index=next_index,
                 checkpoint=cp.encode("utf-8") if isinstance(cp, str) else None,
                 releases=tuple(Release.from_json(r) for r in obj["releases"]),
+                weighed=tuple(Weighed.from_json(w) for w in obj.get("weighed", [])),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"monitor state is malformed ({exc}); remove it to start over") from exc
@@ -200,7 +249,7 @@ def _check_one(data: bytes) -> VerifiedEntry | str:
 
 def _examine(
     index: int, checked: VerifiedEntry | str, policy: TrustPolicy | None,
-    releases: dict[str, Release],
+    releases: dict[str, Release], ledger: Ledger | None = None,
 ) -> list[Finding]:
     if isinstance(checked, str):
         return [Finding("violation", index, "?", checked)]
@@ -221,7 +270,8 @@ def _examine(
                            f"{name} {version} sha256:{rel.sha256[:16]}… signed by "
                            + ", ".join(k[:16] for k in rel.keyids)))
     elif stmt.predicate_type == REPRODUCTION_V1 and _watched(name, policy, releases):
-        out += _reproduction_findings(index, verified, name, policy)
+        out += _reproduction_findings(index, verified, name, policy,
+                                      {} if ledger is None else ledger)
     return out
 
 
@@ -232,22 +282,43 @@ def _watched(name: str, policy: TrustPolicy | None, releases: dict[str, Release]
 
 
 def _reproduction_findings(index: int, verified: VerifiedEntry, name: str,
-                           policy: TrustPolicy | None) -> list[Finding]:
-    """A `reproduction` finding naming its signer; a `refutation` when a trusted one refutes."""
+                           policy: TrustPolicy | None, ledger: Ledger) -> list[Finding]:
+    """A `reproduction` finding naming its signer and, under a policy, where each claim it
+    judges stands against the reproducer quorum (`TrustPolicy.quorum`, as `ktl get`
+    weighs it); a `refutation` when this verdict makes the quorum refute a claim."""
     from attest.policy import unknown_signer_phrase
+    from client.claims_view import judged_claims, verdict_on
 
     body = verified.statement.predicate
     verdict = str(getattr(body, "verdict", "?"))
     target = getattr(getattr(body, "target", None), "index", "?")
     signers = verified.signer_keyids
     who = policy.signer_phrase(signers) if policy is not None else unknown_signer_phrase(signers)
-    out = [Finding("reproduction", index, name, f"{verdict} (of entry {target}) {who}")]
-    if verdict == "refuted" and policy is not None and policy.reproducer(signers) is not None:
-        refuted = [c for c in getattr(body, "claims", ()) if c.verdict == "refuted"]
-        why = f": {refuted[0].claim}: {refuted[0].reason}"[:600] if refuted else ""
-        out.append(Finding("refutation", index, name,
-                           f"entry {target} refuted {who}{why}"))
-    return out
+    said = f"{verdict} (of entry {target}) {who}"
+    if policy is None or policy.reproducer(signers) is None:  # a stranger's word never counts
+        return [Finding("reproduction", index, name, said)]
+    env = getattr(body, "environment", None)
+    identity = environment_identity(env.to_json() if env is not None else {})
+    out: list[Finding] = []
+    notes: list[str] = []
+    for claim, leaf in judged_claims(body):
+        on = verdict_on(body, claim, leaf)
+        if on is None:
+            continue
+        seen = ledger.setdefault((claim, leaf), [])
+        before = policy.quorum(seen).status
+        if len(seen) < MAX_WEIGHED_PER_CLAIM:
+            seen.append(Reproduction(index, tuple(signers), identity, on))
+        after = policy.quorum(seen)
+        notes.append(f"entry {claim}: {after.describe()}")
+        if after.status == "refuted" and before != "refuted":
+            refuted = [c for c in getattr(body, "claims", ()) if c.verdict == "refuted"]
+            why = f": {refuted[0].claim}: {refuted[0].reason}"[:600] if refuted else ""
+            out.append(Finding("refutation", index, name,
+                               f"entry {claim} refuted {who}, the quorum is met ("
+                               f"{after.describe()}){why}"))
+    detail = f"{said}; " + "; ".join(notes) if notes else said
+    return [Finding("reproduction", index, name, detail[:2000]), *out]
 
 
 def run_monitor(
@@ -304,13 +375,14 @@ def run_monitor(
     if start > size:
         raise InputError(f"--since {start} is beyond the log's size {size}")
     releases = {r.name: r for r in st.releases}
+    ledger = _ledger(st.weighed)
     findings: list[Finding] = []
     pool = (ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"))
             if jobs > 1 and size - start > TILE_WIDTH else None)
     audit = _open_audit(state_path, start)
     try:
-        checked = _read_entries(log, reader, st, state_path, policy, releases, findings,
-                                start, size, pool, jobs, on_progress, audit)
+        checked = _read_entries(log, reader, st, state_path, policy, (releases, ledger),
+                                findings, start, size, pool, jobs, on_progress, audit)
         index_checked = audit is not None and audit.size == size and audit.check(
             trusted, origin, cp, note)
     finally:
@@ -319,7 +391,7 @@ def run_monitor(
         if audit is not None:
             audit.close()
     save_monitor_state(state_path, MonitorState(origin, max(size, st.next_index), note,
-                                                tuple(releases.values())))
+                                                tuple(releases.values()), _weighed(ledger)))
     return MonitorReport(origin, start, size, checked, tuple(findings), index_checked)
 
 
@@ -340,7 +412,7 @@ def _read_entries(
     st: MonitorState,
     state_path: Path,
     policy: TrustPolicy | None,
-    releases: dict[str, Release],
+    seen: tuple[dict[str, Release], Ledger],
     findings: list[Finding],
     start: int,
     size: int,
@@ -352,6 +424,7 @@ def _read_entries(
     """Read, check and examine entries [start, size) bundle by bundle; add them to the
     recomputed index; save the position."""
     origin = st.origin
+    releases, ledger = seen
     checked = 0
     pos = start
     while pos < size:
@@ -372,13 +445,13 @@ def _read_entries(
         results = (pool.map(_check_one, fresh, chunksize=max(1, len(fresh) // (2 * jobs)))
                    if pool is not None else map(_check_one, fresh))
         for i, result in enumerate(results, start=pos):
-            findings.extend(_examine(i, result, policy, releases))
+            findings.extend(_examine(i, result, policy, releases, ledger))
             checked += 1
         if audit is not None:
             audit.add(pos, fresh)
         pos = lo + width
         save_monitor_state(state_path, MonitorState(origin, pos, st.checkpoint,
-                                                    tuple(releases.values())))
+                                                    tuple(releases.values()), _weighed(ledger)))
         if on_progress is not None:
             on_progress(pos - start, size - start)
     return checked

@@ -33,6 +33,7 @@ from client.session import FetchedEntry, Session, fetch_entry
 if TYPE_CHECKING:
     from attest.entry import VerifiedEntry
     from attest.policy import TrustPolicy
+    from client.claims_view import ClaimReproductions
     from verifier.progress import Progress
     from verifier.reproduce import ReproduceSettings
 
@@ -314,7 +315,10 @@ def _prove_digest_rows(sess: Session, digest: str, rows: list[int], read_all: bo
         proved = verified_lookup(sess, index_key_for("digest", digest))
     except IndexNotCommitted:
         return None
-    check_listing(proved, rows, up_to=None if read_all else max(rows, default=-1) + 1)
+    # the rows reach at least the size the log announced when the session began
+    published = sess.info.tree_size
+    check_listing(proved, rows,
+                  up_to=published if read_all else min(published, max(rows, default=-1) + 1))
     return proved.size
 
 
@@ -481,4 +485,24 @@ def sign_reproduction(
     paths = write_receipt(receipt_dir, kind, entry_bytes, TlogProof(index, tuple(proof), note))
     out.update(index=index, tree_size=size, duplicate=dup, entry_path=str(paths.entry),
                proof_path=str(paths.proof))
+    return out
+
+
+MAX_QUORUM_CLAIMS = 16
+"""Claim entries `independently` weighs after a reproduction, at most."""
+
+
+def independently(sess: Session, body: ReproductionPredicate, policy: TrustPolicy
+                  ) -> dict[int, ClaimReproductions]:
+    """Where each claim entry this reproduction judged stands under the reader's reproducer
+    quorum: its logged reproductions fetched, verified and weighed by `TrustPolicy.quorum`
+    (`client.claims_view.reproductions_of`, as `ktl get` does), this one included once
+    logged. At most `MAX_QUORUM_CLAIMS` claim entries."""
+    from client.claims_view import judged_claims, reproductions_of
+    from client.session import fetch_entry
+
+    out: dict[int, ClaimReproductions] = {}
+    for claim, _leaf in judged_claims(body)[:MAX_QUORUM_CLAIMS]:
+        if claim not in out:
+            out[claim] = reproductions_of(sess, fetch_entry(sess, claim), policy)
     return out

@@ -25,7 +25,7 @@ from typing import Literal
 from client._errors import InputError, LogMisbehaviour, VerificationFailed
 from client.state import EvidenceKind, LogRef, Pin, TrustedState, normalize_log_url
 from ledger import LedgerError
-from ledger.checkpoint import SignedCheckpoint, open_checkpoint
+from ledger.checkpoint import Checkpoint, SignedCheckpoint, open_checkpoint
 from ledger.merkle import verify_consistency
 from ledger.note import NoteVerifier
 
@@ -193,6 +193,9 @@ def judge(
         if n.root_hash != o.root_hash:
             return Refused("fork", f"consistency: two checkpoints of size {o.size} with "
                                    "different roots")
+        if _index_roots_differ(o, n):
+            return Refused("fork", f"two checkpoints of size {o.size} commit to different "
+                                   "index roots (docs/vindex.md): two answers to one search")
         return Accepted("same", o.size, n.size)
     if o.size > 0:
         if proof is None:
@@ -204,6 +207,13 @@ def judge(
             return Refused("fork", f"consistency: tree {n.size} does not extend tree "
                                    f"{o.size}: {exc}")
     return Accepted("grew", o.size, n.size)
+
+
+def _index_roots_differ(old: Checkpoint, new: Checkpoint) -> bool:
+    """Both checkpoints commit to an index (or carry a malformed commitment line) and the
+    lines differ: the log signed two index roots for one size."""
+    lines = [tuple(e for e in cp.extensions if e.startswith("ktl/vindex/")) for cp in (old, new)]
+    return bool(lines[0]) and bool(lines[1]) and lines[0] != lines[1]
 
 
 def refuse(state: TrustedState, origin: str, kind: EvidenceKind, new_note: bytes | None,

@@ -365,6 +365,26 @@ class Sequencer:
             self._publish(batch, files)
         return receipts
 
+    def catch_up_index(self) -> int:
+        """Bring the index up to the log (a log that had none, or rows a crash lost), under
+        the integration lock, logging progress; how many entries were indexed."""
+        if self.index is None:
+            return 0
+        storage, index = self.storage, self.index
+        with storage.integration_lock():
+            latest = storage.latest_checkpoint()
+            size = 0 if latest is None else latest.size
+            if index.size >= size:
+                return 0
+            _log.info("indexing entries %d to %d of the log (docs/vindex.md)", index.size, size)
+            done = 0
+            while index.size < size:
+                step = min(size, index.size + 10 * MAX_RANGE)
+                done += index.catch_up(
+                    lambda lo, hi: [e.data for e in storage.get_entries(lo, hi)], step)
+                _log.info("indexed %d of %d entries", index.size, size)
+            return done
+
     def _index_batch(self, size: int, fresh: Sequence[Submission]) -> PendingIndex | None:
         """The index rows this batch adds (None without an index), after catching the
         index up with entries a crash or another integrator left out of it."""

@@ -117,3 +117,27 @@ def test_tiny_cross_experiment_runs_and_prints_its_table() -> None:
         honest, inflated = row.split(" | ")[2:4]
         assert sum(map(int, re.findall(word, honest))) == 1, row
         assert sum(map(int, re.findall(word, inflated))) == 1, row
+
+
+def test_benchmarks_md_gives_the_thresholds_the_code_uses_and_the_full_runs_command() -> None:
+    """BENCHMARKS.md says where each threshold comes from, with the code's own values, and
+    keeps the done-when command (still to be run) that the bench's parser accepts."""
+    from verifier import stats
+    from verifier.benchmark import _conditions as cond
+
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    table = text[text.index("**Where the thresholds come from.**"):]
+    row = {line.split(" | ")[0].strip("| `"): line for line in table.splitlines()
+           if line.startswith("| `")}
+    assert f"| {100 * stats.DEFAULT_TOLERANCE:g} % |" in row["verifier.stats.DEFAULT_TOLERANCE"]
+    assert f"| {100 * stats.DEFAULT_CONFIDENCE:g} % |" in row["verifier.stats.DEFAULT_CONFIDENCE"]
+    assert f"| {100 * stats.SIGMA_BETWEEN:g} % (log units) |" in row["verifier.stats.SIGMA_BETWEEN"]
+    assert f"| {100 * stats.SIGMA_FLOOR:g} % |" in row["verifier.stats.SIGMA_FLOOR"]
+    assert f"| {stats.MAX_LOOKS} |" in row["verifier.stats.MAX_LOOKS"]
+    conditions = next(v for k, v in row.items() if k.startswith("verifier.benchmark._conditions"))
+    assert (f"{100 * cond.BUSY_APART:g} % pinned-CPU load, {cond.RUNNABLE_APART:g} runnable "
+            f"task, {100 * cond.FREQ_APART:g} % frequency, {100 * cond.STEAL_APART:g} % steal"
+            ) in conditions
+    full = "benchmarks/bench_reproduce_stats.py --only cross --cycles 10"
+    assert "**Still to be run**" in text and full in text
+    assert full.split("py ")[1] in (_bench_module().__doc__ or "")  # the bench documents it

@@ -15,7 +15,17 @@ from typing import Any
 
 import pytest
 from flask import Flask
-from test_pages_helpers import NAME, XSS, Populated, close_app, make_app, populate
+from test_pages_helpers import (
+    NAME,
+    XSS,
+    Populated,
+    close_app,
+    digest_of,
+    make_app,
+    populate,
+    reproduction_body,
+    signed,
+)
 from werkzeug.serving import make_server
 
 CHROMIUM = os.environ.get("KTL_CHROMIUM", "/usr/bin/chromium")
@@ -211,7 +221,7 @@ def test_a_refuted_claim_shows_its_verdict_first_in_red(browser: Any, served: _S
         page.goto(f"{served.url}/entries/{log.claim_refuted}")
         line = page.locator(".verdicts .verdict-line.verdict-refuted").first
         assert line.is_visible()
-        assert f"refuted by reproducer 'test-lab' in #{log.first}" in line.inner_text()
+        assert f"refuted by reproducer 'test-lab' in #{log.second}" in line.inner_text()
         assert "measured 1.11\u00d7" in line.inner_text()
         assert line.evaluate("e => getComputedStyle(e).color") == "rgb(179, 38, 30)"  # --bad
         statement = page.locator("h2", has_text="Statement").bounding_box()
@@ -222,5 +232,35 @@ def test_a_refuted_claim_shows_its_verdict_first_in_red(browser: Any, served: _S
         assert row.locator(".verdict-refuted").first.is_visible()
         page.goto(f"{served.url}/kernels/{log.issue_subject}")
         assert page.locator("p.bad-card", has_text="1 claim refuted").is_visible()
+    finally:
+        page.close()
+
+
+def test_a_strangers_refutation_is_shown_as_its_word_not_in_red(browser: Any,
+                                                                 served: _Served) -> None:
+    """Issue 25 row 1: a reproduction by a key the operator does not name shows its verdict
+    muted, as a stranger's word named by its key, never in the page's red."""
+    import json
+    import urllib.request
+
+    from attest import REPRODUCTION_V1
+
+    subject = digest_of("a-strangers-target")
+    data = signed(NAME, subject, REPRODUCTION_V1,
+                  reproduction_body(served.log.benchmark, "00" * 32, subject, [2.0], [0.5]))
+    req = urllib.request.Request(f"{served.url}/api/v1/entries", data=data, method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        index = json.loads(resp.read())["index"]
+    page = browser.new_page()
+    try:
+        page.goto(f"{served.url}/entries/{index}")
+        word = page.locator(".stranger-word .unknown-signer").first
+        assert word.is_visible()
+        assert word.inner_text().startswith("refuted by an unknown key")
+        assert word.evaluate("e => getComputedStyle(e).color") != "rgb(179, 38, 30)"  # --bad
+        assert page.locator(".stranger-word", has_text="a stranger's word").is_visible()
+        assert page.locator("tr.refuted").count() == 0
+        assert page.locator(".verdict-refuted").count() == 0
     finally:
         page.close()

@@ -238,8 +238,9 @@ def test_a_refuted_claims_own_page_says_so_first(client: FlaskClient, log: Popul
     body = client.get(f"/entries/{log.claim_refuted}").get_data(as_text=True)
     text = " ".join(_text(body).split())
     top = text[: text.index("Statement")]  # before the signatures and the predicate
-    assert f"refuted by reproducer 'test-lab' in #{log.first}" in top
+    # test-lab refuted it twice (#first, then #second): its newest verdict, counted once
     assert f"refuted by reproducer 'test-lab' in #{log.second}" in top
+    assert f"in #{log.first}" not in top
     assert "measured 1.11\u00d7 [1.07, 1.15] (claimed 3\u00d7)" in top
     assert "below 70% of the claimed lower bound" in top
     assert 'class="card verdicts bad-card"' in body

@@ -61,3 +61,16 @@ def test_triton_on_a_cpu_is_not_timed_and_says_why(tmp_path: Path) -> None:
 def test_shapes_do_not_apply_to_torch_kernels(tmp_path: Path) -> None:
     with pytest.raises(VerifierError, match="get_inputs"):
         bench(torch_folder(tmp_path, "honest.py"), BenchSettings(shapes=[{"M": 4}]))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_torch_compile_is_a_second_baseline_and_the_reference_survives_it(tmp_path: Path) -> None:
+    # Inductor looked the user up through nscd's socket, which the sandbox denies: the
+    # reference was killed at its first compiled call and the baseline never measured
+    run = bench(torch_folder(tmp_path, "honest.py"),
+                BenchSettings(time_budget_s=2.0, min_reps=2, compile_baseline=True))
+    assert run.torch is not None and run.torch["baselines"] == ["torch-eager", "torch-compile"]
+    assert any(n.startswith("against torch.compile of the reference: speed-up") for n in run.notes)
+    assert not any("skipped" in n for n in run.notes), run.notes
+    assert run.results and not run.faults

@@ -3,6 +3,8 @@
 `tests/cost_kernels/`: `launder` (a CLONE_VM helper process on the same CPU while the
 SCHED_IDLE caller spins), `hidden_parallel` (a CLONE_VM helper widening its affinity),
 `early_start` (a helper thread computing on inputs the parent wrote before the command),
+`load_work` and `load_thread` (CPU spent while the library loads, before any command: in a
+constructor, and on a thread a constructor started),
 their honest `twin` (the same rows, nothing else), and two host-exhaustion kernels
 (`memfd_flood`, `disk_flood`). The accounting arithmetic is tested on injected numbers;
 real runs assert on typed faults and on how the OS accounted the work, never on a timing
@@ -273,6 +275,39 @@ def test_check_quick_stops_host_exhaustion_with_a_typed_fault(name: str) -> None
     assert first.fault.kind == "unbounded_alloc" and "memory limit" in first.detail
     metrics = rows["sandbox"].metrics
     assert metrics["cgroup"] == 1.0 and metrics["private_tmpfs_mib"] > 0
+
+
+# -- CPU before the first command ----------------------------------------------------------
+
+
+def test_cpu_while_the_library_loads_is_the_kernels(tmp_path: Path) -> None:
+    """A constructor's ~300 ms of CPU, used before the parent sent anything, is in the CPU
+    the worker reports for the time before its first call; the twin's start-up is not."""
+    loads = {}
+    for name in ("twin", "load_work"):
+        arena = SharedArena(4096)
+        worker = _worker(name, tmp_path / name, arena)
+        try:
+            loads[name] = worker.loaded()
+            assert worker.loaded() == loads[name]  # measured once, at the first answer
+        finally:
+            worker.close()
+            arena.close()
+    assert loads["load_work"] >= 250_000_000, loads
+    assert loads["twin"] < loads["load_work"] / 5, loads
+
+
+@pytest.mark.parametrize("name", ["load_work", "load_thread"])
+def test_cpu_before_the_first_command_is_charged_and_a_finding(name: str) -> None:
+    """bench charges the CPU used before the first call (in a constructor, or on a thread it
+    started) to the first timed batch and, far past the calls' own CPU, refuses the run."""
+    report = bench(KERNELS / name, BenchSettings(shapes=[{"M": 16, "N": 16, "K": 16}], seed=5,
+                                                 time_budget_s=0.5, min_reps=4, min_time_s=0.1,
+                                                 warmup=1))
+    assert not report.trusted
+    escaped = [f for f in report.faults if f.kind == "escaped_work"]
+    assert escaped and any("outside the timed calls" in f.detail for f in escaped), report.faults
+    assert any("loading the library" in n for n in report.notes), report.notes
 
 
 # -- ktl bench on the forgeries against their honest twin ----------------------------------

@@ -290,3 +290,36 @@ def test_the_readme_complete_search_example_is_what_ktl_prints(tmp_path: Path) -
     assert line.startswith("ktl/vindex/v1 ") and lookup["indices"] == []
     verify_lookup(bytes.fromhex(line.split()[1]), IndexKey("name", "acme/matmul-blocked").hash,
                   None, LookupProof.from_json(lookup["proof"]))  # a proof of absence
+
+
+@pytest.mark.postgresql
+def test_on_postgresql_answers_verify_and_a_trimmed_one_is_refused(tmp_path: Path,
+                                                                   pg_url: str) -> None:
+    """The same on a PostgreSQL log (several frontends, the shared queue's integrator)."""
+    key = IndexKey("name", "acme/k1")
+    with running_log(tmp_path / "data", database=pg_url) as base:
+        data = _seed(base)
+        sess = connect(base, TrustedState(tmp_path / "home"))
+        got = verified_lookup(sess, key)
+        assert (got.size, got.indices) == (N, _expected(data, key))
+        sess.log = Trimming(sess.log, lambda o: {**o, "indices": o["indices"][1:]})  # type: ignore[assignment]
+        with pytest.raises(IncompleteAnswer):
+            verified_lookup(sess, key)
+        sess.close()
+        ktl = Ktl(tmp_path / "home2")
+        assert ktl.json("search", "--name", "acme/k1", "--log", base)["complete"]["size"] == N
+
+
+def test_two_index_roots_for_one_size_are_a_fork_with_evidence(tmp_path: Path) -> None:
+    """Attack: the log shows one client an index root and, for the same size, another."""
+    log = IndexedMemoryLog()
+    for d in _entries()[:5]:
+        log.submit(d)
+    trusted = TrustedState(tmp_path / "home")
+    key = IndexKey("name", "acme/k0")
+    assert verified_lookup(connect(log, trusted, url="http://memory.test"), key).indices
+    log.lie_skip = {0}  # the same tree, a second index root for size 5
+    with pytest.raises(LogMisbehaviour, match="different index roots") as caught:
+        verified_lookup(connect(log, trusted, url="http://memory.test"), key)
+    evidence = caught.value.evidence_path
+    assert evidence is not None and evidence.read_text().count("ktl/vindex/v1 ") == 2

@@ -399,7 +399,8 @@ def search(digest: str | None, name: str | None, key: str | None, ptype: str | N
         given = {k: v for k, v in filters.items() if v is not None}
         field, value = next(iter(given.items()))  # the log searches by one field ...
         rest = {k: v for k, v in given.items() if k != field}  # ... the rest filter here
-        proved = None if unverified else _proved_list(out, log_url, log_key, field, value)
+        proved, published = ((None, 0) if unverified
+                             else _proved_list(out, log_url, log_key, field, value))
 
         def keep(hit: SearchHit) -> bool:
             return all(
@@ -428,8 +429,9 @@ def search(digest: str | None, name: str | None, key: str | None, ptype: str | N
                     raise InputError("the log's search cursor did not advance; stopping")
                 cursor = page.next_cursor
         if proved is not None:  # the listing must hold every entry the index proves, no other
-            check_listing(proved, listed,
-                          up_to=None if read_all else max(listed, default=-1) + 1)
+            # (below the size the log published before: a witnessed log lists no further)
+            reach = published if read_all else min(published, max(listed, default=-1) + 1)
+            check_listing(proved, listed, up_to=reach)
         rows = rows[:limit]
 
         def render(c: Console) -> None:
@@ -454,15 +456,16 @@ def search(digest: str | None, name: str | None, key: str | None, ptype: str | N
 
 
 def _proved_list(out: Output, log_url: str | None, log_key: str | None, field: str,
-                 value: str) -> CompleteList:
-    """The list of entries naming the search key, verified against a trusted checkpoint."""
+                 value: str) -> tuple[CompleteList, int]:
+    """The list of entries naming the search key, verified against a trusted checkpoint,
+    and the tree size the log announced before (its search lists at least that far)."""
     from client.session import connect, require_url
     from client.vindex import index_key_for, verified_lookup
 
     sess = connect(require_url(log_url), TrustedState(), log_key)
     try:
         _key_note(out, sess.key.how, sess.key.describe())
-        return verified_lookup(sess, index_key_for(field, value))
+        return verified_lookup(sess, index_key_for(field, value)), sess.info.tree_size
     finally:
         sess.close()
 

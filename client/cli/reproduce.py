@@ -106,6 +106,11 @@ def reproduce(index: int, budget: str, runs: int | None, tolerance: float | None
             if sign_key is not None:
                 data["attestation"] = sign_reproduction(
                     sess, result, sign_key, passphrase_env, receipt_dir, submit=submit)
+            if policy is not None:  # where each claim stands under the reader's quorum
+                from client.reproduce import independently
+
+                weighed = independently(sess, result.predicate, policy)
+                data["independently"] = {str(k): v.to_json() for k, v in weighed.items()}
         finally:
             sess.close()
         verdict = str(result.body["verdict"])
@@ -121,6 +126,9 @@ def reproduce(index: int, budget: str, runs: int | None, tolerance: float | None
             if any(str(cl["claim"]).startswith("benchmark") for cl in result.body["claims"]):
                 c.print(safe(SPEEDUP_MEANING, "dim"))
             c.print(Text.assemble("Overall: ", safe(verdict.upper(), "bold")))
+            for claim, found in data.get("independently", {}).items():
+                c.print(safe(f"Independently (your policy's reproducer quorum), entry {claim}: "
+                             f"{found['independently']['summary']}"))
             if (result.search.skipped_total or not result.search.complete
                     or result.search.proven_up_to is None):
                 c.print(safe(f"Note: {result.search.summary()}"))

@@ -66,8 +66,9 @@ def _fail(message: str, code: int) -> None:
               default=None, help="Suggest this confidence to `ktl reproduce` clients.")
 @click.option("--reproducers", "reproducers", default=None, metavar="FILE",
               type=click.Path(dir_okay=False, exists=True),
-              help="TOML of [[reproducer]] tables (name, keys, key_files): reproducers the "
-                   "explorer names beside their verdicts; other keys' verdicts show as unknown.")
+              help="TOML of [[reproducer]] tables (name, keys, key_files) and an optional "
+                   "reproducer_quorum: reproducers the explorer names beside their verdicts, "
+                   "and how many settle a claim; other keys' verdicts show as unknown.")
 @click.option("--access-log/--no-access-log", default=False, help="Log every request.")
 @click.option("--deep-check", is_flag=True,
               help="Before serving, re-hash every entry and compare every bundle file.")

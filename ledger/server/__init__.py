@@ -51,10 +51,10 @@ def create_app(
     install_error_handlers(app)
     app.register_blueprint(_read_bp)
     app.register_blueprint(_api_bp)
-    from attest.policy import load_reproducers
+    from attest.policy import load_reproducer_panel
     from ledger.web import init_web
 
-    init_web(app, load_reproducers(config.reproducers) if config.reproducers else None)
+    init_web(app, load_reproducer_panel(config.reproducers) if config.reproducers else None)
     return app
 
 

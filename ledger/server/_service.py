@@ -71,6 +71,7 @@ class LogService:
         if queue is not None:
             self.integrator = QueuedSequencer(self.sequencer, queue, queue_key(signer))
         latest = self.integrator.ensure_checkpoint()
+        self.sequencer.catch_up_index()  # an existing log's entries, before any new batch
         if self.witnessing is not None:
             self.witnessing.offer(latest)  # a checkpoint left unwitnessed before a restart
             self.witnessing.start()
@@ -143,6 +144,9 @@ class LogService:
             answer = self.index.lookup(key)
         except TooManyResults as e:
             raise ApiError(422, "too_many_results", str(e)) from None
+        cosigned = self.storage.latest_cosigned() if self.witnessing is not None else None
+        if cosigned is not None and cosigned.size == answer.size:
+            return answer, cosigned  # with the witnesses' cosignatures, where it has them
         found = self.storage.checkpoints(1, before_size=answer.size + 1)
         if not found or found[0].size != answer.size:
             raise ApiError(503, "index_behind", "the index is being caught up; retry shortly",

@@ -98,6 +98,21 @@ class MemoryStorage:
             tuple(e.summary() for e in page), page[-1].index + 1 if more and page else None
         )
 
+    def search_newest(self, field: str, value: str, before: int, limit: int = 50
+                      ) -> SearchPage:
+        limit = check_search(field, max(0, before), limit)
+        found: list[StoredEntry] = []
+        with self._lock:
+            for e in reversed(self._entries[:max(0, before)]):
+                if self._matches(e, field, value):
+                    found.append(e)
+                    if len(found) > limit:
+                        break
+        page = found[:limit]
+        more = len(found) > limit
+        return SearchPage(tuple(e.summary() for e in page),
+                          page[-1].index if more and page else None)
+
     def search_signed(self, digest: str, keyid: str, cursor: int = 0, limit: int = 50
                       ) -> SearchPage:
         limit = check_search("digest", cursor, limit)

@@ -60,6 +60,12 @@ _SEARCH_SQL = {
         "SELECT idx FROM entries WHERE predicate_type = %s AND idx >= %s ORDER BY idx LIMIT %s"
     ),
 }
+#: `search_newest`: the same lookups below an index, newest first.
+_NEWEST_SQL = {
+    field: sql.replace("idx >= %s", "idx < %s").replace("ORDER BY idx", "ORDER BY idx DESC")
+    for field, sql in _SEARCH_SQL.items()
+}
+
 # The server notices a dead integrator's TCP connection within about 10 s.
 _KEEPALIVE = (
     "SET tcp_keepalives_idle = 5; SET tcp_keepalives_interval = 2; SET tcp_keepalives_count = 3"
@@ -310,6 +316,21 @@ class PostgresStorage:
             (digest, MAX_SUMMARY_KINDS + 1),
         )
         return summary_of(digest, [(r[0], r[1], r[2], r[3]) for r in rows])
+
+    def search_newest(self, field: str, value: str, before: int, limit: int = 50
+                      ) -> SearchPage:
+        limit = check_search(field, max(0, before), limit)
+        if "\x00" in value:
+            return SearchPage((), None)
+        ids = [int(r[0]) for r in self._all(_NEWEST_SQL[field], (value, before, limit + 1))]
+        more = len(ids) > limit
+        ids = ids[:limit]
+        if not ids:
+            return SearchPage((), None)
+        rows = self._all(
+            f"SELECT {_SUMMARY_COLS} FROM entries WHERE idx = ANY(%s) ORDER BY idx DESC", (ids,)
+        )
+        return SearchPage(tuple(_summary(r) for r in rows), ids[-1] if more else None)
 
     def recent_entries(self, limit: int = 20, before: int | None = None) -> list[EntrySummary]:
         limit = max(1, min(limit, MAX_PAGE))

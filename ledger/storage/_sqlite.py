@@ -62,6 +62,12 @@ _SEARCH_SQL = {
     ),
 }
 
+#: `search_newest`: the same lookups below an index, newest first.
+_NEWEST_SQL = {
+    field: sql.replace("idx >= ?", "idx < ?").replace("ORDER BY idx", "ORDER BY idx DESC")
+    for field, sql in _SEARCH_SQL.items()
+}
+
 
 def key64(digest: bytes) -> int:
     """The index key of a random digest: its first 8 bytes as a signed integer."""
@@ -271,6 +277,27 @@ class SqliteStorage:
             (digest, MAX_SUMMARY_KINDS + 1),
         ).fetchall()
         return summary_of(digest, rows)
+
+    def search_newest(self, field: str, value: str, before: int, limit: int = 50
+                      ) -> SearchPage:
+        limit = check_search(field, max(0, before), limit)
+        conn = self._conn()
+        args: tuple[object, ...] = (value, before, limit + 1)
+        if field == "digest":
+            try:
+                args = (key64(bytes.fromhex(value)), *args)
+            except ValueError:
+                return SearchPage((), None)
+        ids = [r[0] for r in conn.execute(_NEWEST_SQL[field], args)]
+        more = len(ids) > limit
+        ids = ids[:limit]
+        if not ids:
+            return SearchPage((), None)
+        marks = ",".join("?" * len(ids))
+        rows = conn.execute(
+            f"SELECT {_SUMMARY_COLS} FROM entries WHERE idx IN ({marks}) ORDER BY idx DESC", ids
+        ).fetchall()
+        return SearchPage(tuple(_summary(r) for r in rows), ids[-1] if more else None)
 
     def recent_entries(self, limit: int = 20, before: int | None = None) -> list[EntrySummary]:
         limit = max(1, min(limit, 500))

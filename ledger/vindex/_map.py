@@ -12,6 +12,7 @@ With key hashes uniformly distributed, depth is about log2(number of keys).
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -115,10 +116,11 @@ class _Batch:
         self.writes[(depth, path)] = node
 
 
-def _split(changes: Sequence[Leaf], depth: int) -> tuple[list[Leaf], list[Leaf]]:
-    left = [c for c in changes if not bit(c.key, depth)]
-    right = [c for c in changes if bit(c.key, depth)]
-    return left, right
+def _split(changes: Sequence[Leaf], depth: int) -> tuple[Sequence[Leaf], Sequence[Leaf]]:
+    """`changes` (sorted by key, sharing their first `depth` bits) by bit `depth`: the keys
+    with 0 come first, so one binary search finds the cut."""
+    cut = bisect.bisect_left(changes, 1, key=lambda c: bit(c.key, depth))
+    return changes[:cut], changes[cut:]
 
 
 def _place(batch: _Batch, depth: int, path: bytes, changes: Sequence[Leaf],
@@ -126,7 +128,8 @@ def _place(batch: _Batch, depth: int, path: bytes, changes: Sequence[Leaf],
     """Write the subtree at (depth, path), now `existing`, with `changes` (not empty) applied."""
     if isinstance(existing, Leaf):
         if all(c.key != existing.key for c in changes):
-            changes = [*changes, existing]
+            changes = list(changes)
+            bisect.insort(changes, existing, key=lambda c: c.key)  # kept sorted for _split
         existing = None
     if existing is None and len(changes) == 1:
         node: Node = changes[0]

@@ -22,7 +22,7 @@ from ledger._errors import LedgerError
 from ledger.vindex._keys import IndexKey, entry_keys
 from ledger.vindex._map import lookup_proof, update
 from ledger.vindex._proof import EMPTY, KEY_BITS, LIST_START, LookupProof, extend_list_hash
-from ledger.vindex._tiles import TILE_LEVELS, TiledNodes, TileKey
+from ledger.vindex._tiles import TILE_LEVELS, TiledNodes, TileKey, TileNodes
 
 __all__ = ["MAX_ANSWER", "IndexRows", "IndexStoreError", "MemoryIndexRows", "PendingIndex", "RawLookup",
            "StoredAnswer", "StoredIndex", "TooManyResults", "path_tiles"]
@@ -30,6 +30,8 @@ __all__ = ["MAX_ANSWER", "IndexRows", "IndexStoreError", "MemoryIndexRows", "Pen
 MAX_ANSWER = 100_000
 """Most entry indices one lookup answers with (a longer list: search a narrower key)."""
 _CATCH_UP_CHUNK = 1000
+_CACHED_TILES = 20_000
+"""Most decoded tiles a `StoredIndex` keeps between batches (the top levels are hot)."""
 
 
 class IndexStoreError(LedgerError, ValueError):
@@ -55,6 +57,7 @@ class PendingIndex:
     tiles: Mapping[TileKey, bytes]
     heads: Mapping[bytes, bytes]
     postings: Sequence[tuple[bytes, int]] = field(default=())
+    decoded: Mapping[TileKey, TileNodes] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)
@@ -142,6 +145,10 @@ class StoredIndex:
 
     def __init__(self, rows: IndexRows) -> None:
         self.rows = rows
+        #: Decoded tiles as of index size `_cached_size` (what this object committed); a
+        #: size that moved otherwise (another process) empties it.
+        self._cache: dict[TileKey, TileNodes] = {}
+        self._cached_size = -1
 
     @property
     def size(self) -> int:
@@ -164,14 +171,20 @@ class StoredIndex:
                 added.setdefault(key.hash, []).append(start + offset)
         heads = self.rows.read_heads(sorted(added))
         new = {k: extend_list_hash(heads.get(k, LIST_START), more) for k, more in added.items()}
-        nodes = TiledNodes(self.rows.read_tiles)
+        if self._cached_size != have or len(self._cache) > _CACHED_TILES:
+            self._cache = {}
+        nodes = TiledNodes(self.rows.read_tiles, self._cache)
         root = update(nodes, new)
         postings = [(k, i) for k, more in added.items() for i in more]
         return PendingIndex(start, start + len(entries), root, nodes.changed_tiles(), new,
-                            postings)
+                            postings, nodes.loaded_nodes())
 
     def commit(self, pending: PendingIndex) -> None:
         self.rows.write(pending)
+        if self._cached_size != pending.start:
+            self._cache = {}
+        self._cache.update(pending.decoded)
+        self._cached_size = pending.size
 
     def catch_up(self, read_entries: Callable[[int, int], Sequence[bytes]], size: int) -> int:
         """Index entries [stored size, size) read with `read_entries(start, end)`; how many."""

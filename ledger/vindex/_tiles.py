@@ -8,7 +8,7 @@ a lookup proof reads one tile per 8 levels.
 A tile's bytes are its nodes, each 67 bytes: the depth below the tile's (0..7), the
 bits of the node's path below the tile's, packed MSB-first (0 at depth 0), the kind
 (0 leaf, 1 inner), then key and value hashes (leaf) or left and right hashes (inner).
-Nodes are sorted by (depth, bits), so equal tiles have equal bytes.
+The order of the nodes is not significant.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from ledger.vindex._map import Inner, Leaf, Node
 from ledger.vindex._proof import IndexProofError
 
-__all__ = ["TILE_LEVELS", "TileKey", "TiledNodes", "decode_tile", "encode_tile", "tile_of"]
+__all__ = ["TILE_LEVELS", "TileKey", "TileNodes", "TiledNodes", "decode_tile", "encode_tile", "tile_of"]
 
 TILE_LEVELS = 8
 _RECORD = 67
@@ -34,17 +34,17 @@ def tile_of(depth: int, path: bytes) -> TileKey:
 
 
 def encode_tile(nodes: Mapping[tuple[int, bytes], Node]) -> bytes:
-    """The bytes of a tile holding `nodes` (all must lie in one tile)."""
-    out = bytearray()
-    for (depth, path), node in sorted(nodes.items()):
+    """The bytes of a tile holding `nodes` (all must lie in one tile), in the mapping's
+    order (a reader does not depend on it)."""
+    out = []
+    for (depth, path), node in nodes.items():
         rel = depth % TILE_LEVELS
-        out.append(rel)
-        out.append(path[-1] if rel else 0)
+        out.append(bytes((rel, path[-1] if rel else 0)))
         if isinstance(node, Leaf):
-            out += b"\x00" + node.key + node.value
+            out += (b"\x00", node.key, node.value)
         else:
-            out += b"\x01" + node.left + node.right
-    return bytes(out)
+            out += (b"\x01", node.left, node.right)
+    return b"".join(out)
 
 
 def decode_tile(top: int, path: bytes, data: bytes) -> TileNodes:
@@ -66,20 +66,26 @@ def decode_tile(top: int, path: bytes, data: bytes) -> TileNodes:
 class TiledNodes:
     """A `NodeStore` over tiles read through `read_tiles` (missing tiles are empty).
 
-    Reads are cached for the life of the object; `put_nodes` only records the
-    writes, which `changed_tiles` returns encoded, for the caller to store.
+    Reads are cached for the life of the object, after `known` (decoded tiles the
+    caller already holds, never modified here: a tile is copied before its first
+    write); `put_nodes` only records the writes, which `changed_tiles` returns
+    encoded (and `changed_nodes` decoded), for the caller to store.
     """
 
-    def __init__(self, read_tiles: Callable[[Iterable[TileKey]], Mapping[TileKey, bytes]]) -> None:
+    def __init__(self, read_tiles: Callable[[Iterable[TileKey]], Mapping[TileKey, bytes]],
+                 known: Mapping[TileKey, TileNodes] | None = None) -> None:
         self._read = read_tiles
+        self._known = known if known is not None else {}
         self._tiles: dict[TileKey, TileNodes] = {}
         self._dirty: set[TileKey] = set()
 
     def _tile(self, key: TileKey) -> TileNodes:
         tile = self._tiles.get(key)
         if tile is None:
-            data = self._read([key]).get(key)
-            tile = {} if data is None else decode_tile(key[0], key[1], data)
+            tile = self._known.get(key)
+            if tile is None:
+                data = self._read([key]).get(key)
+                tile = {} if data is None else decode_tile(key[0], key[1], data)
             self._tiles[key] = tile
         return tile
 
@@ -89,9 +95,15 @@ class TiledNodes:
     def put_nodes(self, nodes: Mapping[tuple[int, bytes], Node]) -> None:
         for (depth, path), node in nodes.items():
             key = tile_of(depth, path)
-            self._tile(key)[(depth, path)] = node
-            self._dirty.add(key)
+            if key not in self._dirty:
+                self._tiles[key] = dict(self._tile(key))  # copy on first write
+                self._dirty.add(key)
+            self._tiles[key][(depth, path)] = node
 
     def changed_tiles(self) -> dict[TileKey, bytes]:
         """The tiles written since this object was made, encoded."""
         return {key: encode_tile(self._tiles[key]) for key in sorted(self._dirty)}
+
+    def loaded_nodes(self) -> dict[TileKey, TileNodes]:
+        """Every tile this object read or wrote, decoded, as of after its writes."""
+        return dict(self._tiles)

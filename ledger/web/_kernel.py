@@ -14,9 +14,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 from attest.ops import ordered_shape
-from attest.policy import unknown_signer_phrase
+from attest.policy import TrustPolicy, unknown_signer_phrase
 from ledger.web._decode import DecodedEntry
-from ledger.web._verdicts import verdicts_of
+from ledger.web._verdicts import Verdict, latest_per_signer, settled, verdicts_of
 from ledger.web.chart import ChartError, ChartRow
 
 _CLAIM = re.compile(r"benchmark\.speedup\[([^\]]*)\]")
@@ -56,6 +56,14 @@ class Reproduction(NamedTuple):
     signers: tuple[str, ...] = ()
     #: The operator's name for the signer (None: an unknown key; see `_verdicts`).
     reproducer: str | None = None
+    #: What makes the reproduction's environment distinct for the quorum.
+    environment: tuple[str, ...] = ()
+
+    def verdict_row(self) -> Verdict:
+        """As `_verdicts` weighs it (quorum, one verdict per signer)."""
+        return Verdict(self.entry, self.target if self.target is not None else -1, self.claim,
+                       self.verdict, None, self.measured, self.measured_ci, self.reason,
+                       self.signers, self.reproducer, self.environment)
 
     @property
     def by(self) -> str:
@@ -81,13 +89,22 @@ class KernelSummary(NamedTuple):
     judged: Mapping[int, tuple[int, ...]] = {}
     #: Claim and verdict rows beyond `MAX_PAIRS` (counted, not listed).
     pairs_dropped: int = 0
+    #: The operator's reproducers and quorum (None: one named reproducer settles a claim).
+    panel: TrustPolicy | None = None
 
     @property
     def refuted_count(self) -> int:
-        """How many claims (not reproductions, not verdicts) a named reproducer refutes:
-        the page's headline, which a stranger's key cannot write."""
-        return len({(c.entry, c.shape_label) for c, r in self.pairs
-                    if r is not None and r.verdict == "refuted" and r.reproducer is not None})
+        """How many claims (not reproductions, not verdicts) the operator's named
+        reproducers refute, at its quorum: the page's headline, which a stranger's key
+        cannot write."""
+        named: dict[tuple[int, str], list[Reproduction]] = {}
+        for c, r in self.pairs:
+            if r is not None and r.reproducer is not None:
+                named.setdefault((c.entry, c.shape_label), []).append(r)
+        if self.panel is None:
+            return sum(any(r.verdict == "refuted" for r in rs) for rs in named.values())
+        return sum(settled([r.verdict_row() for r in rs], self.panel).status == "refuted"
+                   for rs in named.values())
 
     @property
     def unknown_refuted_count(self) -> int:
@@ -167,8 +184,17 @@ def _reproductions_of(index: int, d: DecodedEntry, leaf_hex: Mapping[int, str | 
     return [Reproduction(entry=v.reproduction, target=v.judged, claim=v.claim, verdict=v.verdict,
                          measured=v.measured if v.measured and v.measured > 0 else None,
                          measured_ci=_pair(list(v.measured_ci)) if v.measured_ci else None,
-                         reason=v.reason, signers=v.signers, reproducer=v.reproducer)
+                         reason=v.reason, signers=v.signers, reproducer=v.reproducer,
+                         environment=v.environment)
             for v in verdicts_of(index, d, leaf_hex, names)]
+
+
+def _latest_per_signer(reproduced: list[Reproduction]) -> list[Reproduction]:
+    """Each signer's newest verdict per claim row (`_verdicts.latest_per_signer`), named
+    reproducers first, then the newest first."""
+    rows = {r.verdict_row(): r for r in reproduced}
+    kept = [rows[v] for v in latest_per_signer(rows)[0]]
+    return sorted(kept, key=lambda r: (r.reproducer is None, -r.entry))
 
 
 def _row(label: str, note: str, claim: Claim, rep: Reproduction | None) -> ChartRow | None:
@@ -193,12 +219,14 @@ def _row(label: str, note: str, claim: Claim, rep: Reproduction | None) -> Chart
 
 def summarize_kernel(digest: str, entries: Iterable[tuple[int, DecodedEntry]],
                      leaf_hex: Mapping[int, str] | None = None,
-                     reproducers: Mapping[str, str] | None = None) -> KernelSummary:
+                     reproducers: Mapping[str, str] | None = None,
+                     panel: TrustPolicy | None = None) -> KernelSummary:
     """Sort a kernel's entries by kind and pair each claim with its reproductions.
 
     `leaf_hex` (entry index -> leaf hash hex) lets a verdict count only for the claim entry
     whose leaf hash it names; without it the index alone decides. `reproducers` (keyid -> name)
-    are the reproducers the log's operator names.
+    are the reproducers the log's operator names, `panel` its quorum (see `refuted_count`).
+    Each signer's newest verdict on a claim is kept, its older ones dropped.
     """
     groups: dict[str, list[tuple[int, DecodedEntry]]] = {
         "kernel": [], "benchmark": [], "verification": [], "reproduction": [], "other": [],
@@ -220,6 +248,7 @@ def summarize_kernel(digest: str, entries: Iterable[tuple[int, DecodedEntry]],
         mine = _reproductions_of(index, d, claim_leaves, reproducers or {})
         reproduced.extend(mine)
         judged[index] = tuple(sorted({r.target for r in mine if r.target is not None}))
+    reproduced = _latest_per_signer(reproduced)
 
     pairs, rows, dropped = _pair_claims(claims, reproduced)
     return KernelSummary(
@@ -236,6 +265,7 @@ def summarize_kernel(digest: str, entries: Iterable[tuple[int, DecodedEntry]],
         pairs=tuple(pairs),
         judged=judged,
         pairs_dropped=dropped,
+        panel=panel,
     )
 
 

@@ -8,11 +8,14 @@ which itself imports this package.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Protocol, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 from flask import current_app
 
 from ledger.storage import LogStorage, StoredCheckpoint
+
+if TYPE_CHECKING:
+    from attest.policy import TrustPolicy
 
 
 class LogServiceView(Protocol):
@@ -38,3 +41,15 @@ def reproducer_names() -> Mapping[str, str]:
     """The reproducers the operator configured for display (empty: none named)."""
     names = current_app.extensions.get(REPRODUCERS)
     return names if isinstance(names, dict) else {}
+
+
+REPRODUCER_QUORUM = "ktl-reproducer-quorum"
+"""`app.extensions` key: how many named reproducers on distinct environments settle a claim."""
+
+
+def reproducer_panel() -> TrustPolicy:
+    """The operator's reproducers and quorum as a policy (`TrustPolicy.quorum` decides)."""
+    from attest.policy import reproducer_panel as panel
+
+    quorum = current_app.extensions.get(REPRODUCER_QUORUM, 1)
+    return panel(reproducer_names(), quorum if isinstance(quorum, int) else 1)

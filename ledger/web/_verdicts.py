@@ -9,7 +9,13 @@ raised on: the pages render whatever the log holds.
 Whose word a verdict is stays visible: the explorer has no reader, so a verdict counts
 for the page's headline and badges only when the log's operator names its signer as a
 reproducer (`ktl serve --reproducers FILE`); any other verdict is shown as "refuted by
-an unknown key 1a2b…", beside, never above, the claim.
+an unknown key 1a2b…", beside, never above, the claim. A claim is settled on the pages by
+the operator's reproducer quorum (`attest.policy.TrustPolicy.quorum`, the rule `ktl get`,
+`ktl reproduce` and `ktl monitor` apply to a reader's policy).
+
+One signer's many verdicts on one claim count once: only its newest is kept
+(`latest_per_signer`), so a thousand entries by one key weigh what one does; a named
+reproducer is one signer whichever of its keys signed.
 """
 
 from __future__ import annotations
@@ -18,7 +24,13 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-from attest.policy import unknown_signer_phrase
+from attest.policy import (
+    QuorumOutcome,
+    Reproduction,
+    TrustPolicy,
+    environment_identity,
+    unknown_signer_phrase,
+)
 from ledger.web._decode import DecodedEntry
 
 VERDICTS = ("confirmed", "refuted", "inconclusive")
@@ -41,6 +53,14 @@ class Verdict(NamedTuple):
     signers: tuple[str, ...]
     #: The operator's name for a signer, when it names one (None: an unknown key).
     reproducer: str | None = None
+    #: What makes the reproduction's environment distinct for the quorum.
+    environment: tuple[str, ...] = ()
+
+    @property
+    def signer(self) -> tuple[str, ...]:
+        """Who gave the verdict, for counting once: the named reproducer, else its keys."""
+        return ("reproducer", self.reproducer) if self.reproducer is not None else \
+            ("keys", *sorted(self.signers))
 
     @property
     def by(self) -> str:
@@ -100,6 +120,7 @@ def verdicts_of(index: int, d: DecodedEntry, leaf_hex: Mapping[int, str | None],
     if d.kind != "reproduction" or not d.signatures_verified or not isinstance(d.predicate, dict):
         return []
     who = reproducer_name(d.signer_keyids, names or {})
+    env = environment_identity(d.predicate.get("environment"))
     target = _index(_dict(d.predicate.get("target")).get("index"))
     claims = d.predicate.get("claims")
     out: list[Verdict] = []
@@ -120,23 +141,43 @@ def verdicts_of(index: int, d: DecodedEntry, leaf_hex: Mapping[int, str | None],
             verdict=str(verdict), claimed=_num(claimed.get("speedup")),
             measured=_num(measured.get("speedup")), measured_ci=_ci(measured.get("speedup_ci95")),
             reason=str(row.get("reason", ""))[:2048], signers=d.signer_keyids, reproducer=who,
+            environment=env,
         ))
     return out
+
+
+def latest_per_signer(verdicts: Iterable[Verdict]) -> tuple[list[Verdict], int]:
+    """The newest verdict of each signer per claim (claim entry and claim row), and how many
+    older ones by the same signers were left out."""
+    newest: dict[tuple[object, ...], Verdict] = {}
+    seen = 0
+    for v in verdicts:
+        seen += 1
+        key = (v.judged, v.claim, v.signer)
+        if key not in newest or v.reproduction > newest[key].reproduction:
+            newest[key] = v
+    return list(newest.values()), seen - len(newest)
 
 
 def verdicts_by_claim(reproductions: Iterable[tuple[int, DecodedEntry]],
                       leaf_hex: Mapping[int, str | None],
                       names: Mapping[str, str] | None = None) -> dict[int, list[Verdict]]:
-    """Every verdict about each claim entry: those of named reproducers first, then by
-    verdict (refuted first) and reproduction index."""
+    """The verdicts about each claim entry, each signer's newest only: those of named
+    reproducers first, then the newest first."""
     out: dict[int, list[Verdict]] = {}
-    for index, d in reproductions:
-        for v in verdicts_of(index, d, leaf_hex, names):
-            out.setdefault(v.judged, []).append(v)
-    order = {"refuted": 0, "inconclusive": 1, "confirmed": 2}
+    every = (v for index, d in reproductions for v in verdicts_of(index, d, leaf_hex, names))
+    for v in latest_per_signer(every)[0]:
+        out.setdefault(v.judged, []).append(v)
     for rows in out.values():
-        rows.sort(key=lambda v: (v.reproducer is None, order[v.verdict], v.reproduction))
+        rows.sort(key=lambda v: (v.reproducer is None, -v.reproduction))
     return out
+
+
+def settled(verdicts: Iterable[Verdict], panel: TrustPolicy) -> QuorumOutcome:
+    """Whether the operator's named reproducers settle a claim: `TrustPolicy.quorum` over
+    the verdicts (unknown keys never count)."""
+    return panel.quorum(Reproduction(v.reproduction, v.signers, v.environment, v.verdict)
+                        for v in verdicts)
 
 
 def _worst(seen: set[str]) -> str:
@@ -146,13 +187,18 @@ def _worst(seen: set[str]) -> str:
     return ""
 
 
-def badge(verdicts: Iterable[Verdict]) -> str:
-    """A list row's badge: `refuted` if a named reproducer refutes, else `confirmed` if one
-    confirms, else `inconclusive`; with verdicts by unknown keys only, the same words
-    followed by "by an unknown key" (shown muted); empty when nothing judged the entry."""
+def badge(verdicts: Iterable[Verdict], panel: TrustPolicy | None = None) -> str:
+    """A list row's badge: `refuted` or `confirmed` once the operator's reproducer quorum
+    settles the claim (`panel`; none given: one named reproducer settles it), else
+    `inconclusive` when named reproducers judged it; with verdicts by unknown keys only,
+    the worst word followed by "by an unknown key" (shown muted); empty when nothing
+    judged the entry."""
     rows = list(verdicts)
-    named = _worst({v.verdict for v in rows if v.reproducer is not None})
+    named = [v for v in rows if v.reproducer is not None]
     if named:
-        return named
+        if panel is None:
+            return _worst({v.verdict for v in named})
+        status = settled(named, panel).status
+        return status if status in ("refuted", "confirmed") else "inconclusive"
     unknown = _worst({v.verdict for v in rows})
     return f"{unknown} by an unknown key" if unknown else ""

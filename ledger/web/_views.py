@@ -40,8 +40,9 @@ from ledger.web._index_status import index_status
 from ledger.web._kernel import summarize_kernel
 from ledger.web._note_lines import signature_lines
 from ledger.web._reading import PerCheckpoint, read_digest_page
-from ledger.web._service import LogServiceView, reproducer_names, service
-from ledger.web._verdicts import Verdict, badge, reproducer_name, verdicts_by_claim
+from ledger.web._service import LogServiceView, reproducer_names, reproducer_panel, service
+from ledger.web._verdict_reading import VerdictReading, read_verdicts
+from ledger.web._verdicts import badge, reproducer_name, settled
 from ledger.web.chart import render_speedup_chart
 
 #: Strict policy: no scripts at all, styles and images only from this origin.
@@ -53,13 +54,6 @@ RECENT = 20
 PAGE_DEFAULT = 25
 PAGE_MAX = 100
 MAX_QUERY_CHARS = 256
-#: Looking for the verdicts a page shows: subject digests searched, index rows read per
-#: digest and in all, and reproduction entries and their bytes decoded, at most.
-VERDICT_DIGESTS = 25
-VERDICT_ROWS = 500
-VERDICT_ROWS_TOTAL = 1000
-VERDICT_ENTRIES = 200
-VERDICT_BYTES = 512 * 1024
 #: `app.extensions` key of the home page's per-checkpoint cache.
 HOME_CACHE = "ktl-home-cache"
 _CLAIM_KINDS = ("benchmark", "verification")
@@ -126,6 +120,13 @@ def _reproducer_by(signers: object) -> str:
     return f"by reproducer {name!r}" if name is not None else unknown_signer_phrase(keys)
 
 
+@bp.app_template_global("reproducer_of")
+def _reproducer_of(signers: object) -> str | None:
+    """The operator's name for one of these signers, None for a stranger's key."""
+    keys = tuple(str(k) for k in signers) if isinstance(signers, list | tuple) else ()
+    return reproducer_name(keys, reproducer_names())
+
+
 @bp.app_template_filter("in_op_order")
 def _in_op_order(shape: object, op: object) -> object:
     """A result's shape with the op's dimensions in catalogue order (canonical JSON sorts
@@ -173,41 +174,21 @@ def _checkpoint(svc: LogServiceView) -> CheckpointView | None:
     return CheckpointView(stored, verified, problem, cosigs)
 
 
-def _verdicts(svc: LogServiceView, rows: list[EntrySummary]) -> dict[int, list[Verdict]]:
-    """The logged verdicts about the claim entries among `rows` (capped; see VERDICT_*)."""
+def _verdicts(svc: LogServiceView, rows: list[EntrySummary]) -> VerdictReading:
+    """The logged verdicts about the claim entries among `rows`, bounded and newest first
+    (see `ledger.web._verdict_reading`)."""
     claims = {r.index: r.leaf_hash.hex() for r in rows
               if predicate_kind(r.predicate_type) in _CLAIM_KINDS}
     if not claims:
-        return {}
-    size = svc.tree_size()
-    digests = list(dict.fromkeys(r.subject_sha256 for r in rows if r.index in claims))
-    reproductions: dict[int, Any] = {}
-    rows_left, bytes_left = VERDICT_ROWS_TOTAL, VERDICT_BYTES
-    for digest in digests[:VERDICT_DIGESTS]:
-        if rows_left <= 0 or not _has_reproductions(svc, digest):
-            continue
-        page = svc.storage.search("digest", digest, 0, min(VERDICT_ROWS, rows_left))
-        rows_left -= len(page.results)
-        for hit in page.results:
-            if (hit.index < size and hit.index not in reproductions
-                    and predicate_kind(hit.predicate_type) == "reproduction"
-                    and len(reproductions) < VERDICT_ENTRIES and bytes_left > 0):
-                stored = svc.storage.get_entry(hit.index)
-                if stored is not None:
-                    bytes_left -= len(stored.data)
-                    reproductions[hit.index] = decode_for_display(stored.data)
-    return verdicts_by_claim(sorted(reproductions.items()), claims, reproducer_names())
-
-
-def _has_reproductions(svc: LogServiceView, digest: str) -> bool:
-    """Whether any reproduction names `digest` (its summary: no entry read)."""
-    return any(predicate_kind(k.predicate_type) == "reproduction"
-               for k in svc.storage.digest_summary(digest).kinds)
+        return VerdictReading({}, True, 0)
+    digests = [r.subject_sha256 for r in rows if r.index in claims]
+    return read_verdicts(svc.storage, svc.tree_size(), claims, digests, reproducer_names())
 
 
 def _badges(svc: LogServiceView, rows: list[EntrySummary]) -> dict[int, str]:
     """Per claim entry among `rows`: `refuted`, `confirmed` or `inconclusive` (see badge)."""
-    return {index: badge(vs) for index, vs in _verdicts(svc, rows).items()}
+    panel = reproducer_panel()
+    return {index: badge(vs, panel) for index, vs in _verdicts(svc, rows).verdicts.items()}
 
 
 @bp.get("/")
@@ -276,11 +257,14 @@ def entry(index_text: str) -> str:
                 seen.add(r.index)
                 related.append(r)
     related.sort(key=lambda r: r.index)
-    verdicts = _verdicts(svc, [stored.summary(), *related])
+    reading = _verdicts(svc, [stored.summary(), *related])
+    panel = reproducer_panel()
+    mine = reading.verdicts.get(index, [])
     return render_template(
         "explorer/entry.html", index=index, stored=stored, d=decoded, proof=proof, cp=cp,
-        related=related, origin=svc.origin, verdicts=verdicts.get(index, []),
-        badges={i: badge(vs) for i, vs in verdicts.items()},
+        related=related, origin=svc.origin, verdicts=mine, settled=settled(mine, panel),
+        verdicts_complete=reading.complete,
+        badges={i: badge(vs, panel) for i, vs in reading.verdicts.items()},
     )
 
 
@@ -296,7 +280,8 @@ def kernel(digest: str) -> str:
         if cursor == 0 or not page.summary.kinds:
             abort(404, f"No entry in the log names a subject with digest {digest}.")
         abort(404, f"No entry about {digest} from index {cursor} on.")
-    summary = summarize_kernel(digest, page.entries, page.leaves, reproducer_names())
+    summary = summarize_kernel(digest, page.entries, page.leaves, reproducer_names(),
+                               reproducer_panel())
     chart = Markup(render_speedup_chart(summary.chart_rows))
     status = index_status(svc, digest, (i for i, _ in page.entries), cursor, page.next_cursor)
     return render_template(

@@ -65,7 +65,7 @@ from verifier.benchmark._loop import (
 )
 from verifier.benchmark._settings import BenchSettings
 from verifier.compare_outputs import compare_output
-from verifier.environment import environment_fingerprint
+from verifier.environment import environment_fingerprint, module_runtime_missing
 from verifier.errors import BuildError, RuntimeUnavailableError, VerifierError
 from verifier.kernel import KernelSpec
 from verifier.ops import OPS, OpSpec
@@ -151,6 +151,9 @@ class BenchReport:
     """On a device: what it was, how it was timed, the baseline and versions."""
     device_conditions: DeviceConditions | None = None
     """On a device: clocks, power, temperature and throttle reasons over the run."""
+    baseline: str | None = None
+    """The baseline's name where it is neither NumPy nor a torch reference module (a C ABI
+    kernel on a device: PyTorch's built-in op, e.g. 'torch-softmax')."""
     caveats: tuple[BenchCaveat, ...] = ()
     """Why it is not trusted though no kernel fault was seen (typed; the notes repeat them)."""
 
@@ -166,7 +169,8 @@ class BenchReport:
         return Method(warmup=self.warmup,
                       repetitions=max(1, min((r.n for r in self.results), default=1)),
                       timer="perf_counter_ns", interleaved=True,
-                      baseline=self.torch["baselines"][0] if self.torch else "numpy-float32",
+                      baseline=self.baseline or (self.torch["baselines"][0] if self.torch
+                                                 else "numpy-float32"),
                       fresh_inputs=True, outputs_rechecked=True, threads=self.threads,
                       cpu_accounting=None if self.cost is None else self.cost.cpu_accounting,
                       cpu_pinning=None if self.cost is None else self.cost.cpu_pinning,
@@ -196,6 +200,7 @@ class BenchReport:
                 **({"device": self.device.to_json()} if self.device is not None else {}),
                 **({"device_conditions": self.device_conditions.to_json()}
                    if self.device_conditions is not None else {}),
+                **({"baseline": self.baseline} if self.baseline is not None else {}),
                 "caveats": [c.to_json() for c in self.caveats]}
 
     @classmethod
@@ -213,6 +218,7 @@ class BenchReport:
                    DeviceRecord.from_json(obj["device"]) if "device" in obj else None,
                    DeviceConditions.from_json(obj["device_conditions"])
                    if "device_conditions" in obj else None,
+                   str(obj["baseline"])[:128] if obj.get("baseline") is not None else None,
                    tuple(BenchCaveat.from_json(c) for c in obj.get("caveats", ())))
 
 
@@ -305,14 +311,12 @@ def bench(directory: str | Path, settings: BenchSettings | None = None,
     settings = settings or BenchSettings()
     progress = progress or quiet
     spec = KernelSpec.load(directory)
+    on_gpu = _on_gpu(spec, settings, progress)
+    if on_gpu is not None:
+        return on_gpu
     if spec.is_torch:
         from verifier.benchmark._torch_bench import torch_bench
 
-        if _gpu.probe().error is None:  # a GPU: timed on it, against PyTorch on it
-            from verifier.benchmark._device_bench import gpu_bench
-
-            return gpu_bench(spec, settings.time_budget_s, settings.max_halfwidth,
-                             seed=settings.seed, progress=progress)
         return torch_bench(spec, dataclasses.replace(
             settings, threads=settings.threads or 1,
             min_time_s=min(settings.min_time_s, settings.time_budget_s)), progress)
@@ -371,6 +375,28 @@ def bench(directory: str | Path, settings: BenchSettings | None = None,
         return report(results, trusted, samples, seconds)
 
 
+def _on_gpu(spec: KernelSpec, settings: BenchSettings, progress: Progress) -> BenchReport | None:
+    """Where a GPU is usable: a torch/triton kernel timed on it against its reference module
+    there, a cuda kernel on device pointers against PyTorch's op there (None: no GPU here,
+    or a cuda kernel without torch, timed by its host wrapper against NumPy as before)."""
+    if _gpu.probe().error is not None or not (spec.is_torch or spec.runtime == "cuda"):
+        return None
+    from verifier.benchmark._device_bench import DeviceBenchSettings, gpu_bench, gpu_device
+
+    if spec.is_torch:
+        return gpu_bench(spec, settings.time_budget_s, settings.max_halfwidth,
+                         seed=settings.seed, progress=progress)
+    if module_runtime_missing("torch") is not None:
+        progress("no torch here: the cuda kernel is timed through its host wrapper against NumPy")
+        return None
+    from verifier.benchmark._cabi_bench import cabi_bench
+
+    shapes = len(settings.shapes or OPS[spec.op].bench_shapes)
+    device = DeviceBenchSettings(device="cuda", time_budget_s=settings.time_budget_s / max(shapes, 1),
+                                 max_halfwidth=settings.max_halfwidth)
+    return cabi_bench(spec, device, gpu_device(), settings.shapes, settings.seed, progress)
+
+
 def _plan_shape(op: OpSpec, dims: dict[str, int], rng: np.random.Generator, max_reps: int) -> ShapePlan:
     pool = [op.random_inputs(dims, rng) for _ in range(POOL + 1)]
     first = max(int(pool[0][0].size), 1)
@@ -404,10 +430,12 @@ def _measure(artifact: Artifact, entry: str, op: OpSpec, plans: list[ShapePlan],
     baseline = BaselineWorker(op, bmem, cores)
     out: list[Measured] = []
     try:
+        owed = worker.loaded()  # the library's loading: charged to the first timed batch
         for plan in plans:
             progress(f"measuring shape {plan.dims} for up to {settings.budget_s:g} s")
             out.append(measure_shape(worker, baseline, op, plan, kmem, bmem, markers, settings, rng,
-                                     RECHECK_CALLS))
+                                     RECHECK_CALLS, owed))
+            owed = 0
     except (WorkerGone, WorkerHung, WorkerOverMemory, WorkerMisanswered) as exc:
         result = worker.close()
         cost.append(cost_record(worker, result))
@@ -434,8 +462,10 @@ def _measure(artifact: Artifact, entry: str, op: OpSpec, plans: list[ShapePlan],
                     "deferred past every timed call)")
     notes.append(f"timed by the parent over batches of calls (empty-command round trip and the "
                  "OS-accounted run-queue waits subtracted, never below the CPU of the kernel's "
-                 "whole process tree, plus that tree's CPU between the previous answer and the "
-                 f"command); {cost[-1].describe()}; baseline: NumPy {np.__version__} float32 in its own process with "
+                 "whole process tree, plus that tree's CPU outside the calls since the previous "
+                 "batch and, on the first batch, its CPU before the first call: "
+                 f"{(worker.load_cpu_ns or 0) / 1e6:.1f} ms starting up and loading the library"
+                 f"); {cost[-1].describe()}; baseline: NumPy {np.__version__} float32 in its own process with "
                  f"{cores} BLAS thread(s); kernel OMP_NUM_THREADS={cores}; idle threads sleep "
                  "(OMP_WAIT_POLICY=PASSIVE, OPENBLAS_THREAD_TIMEOUT=4)")
     return out

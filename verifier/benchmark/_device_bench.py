@@ -73,7 +73,7 @@ from verifier.sandbox import Limits
 from verifier.tensors import nbytes_of
 from verifier.worker import CANDIDATE_GRANTS
 
-__all__ = ["DeviceBenchSettings", "device_bench", "gpu_bench"]
+__all__ = ["DeviceBenchSettings", "bench_module", "device_bench", "gpu_bench", "gpu_device"]
 
 
 
@@ -99,14 +99,22 @@ def device_bench(spec: KernelSpec, settings: DeviceBenchSettings, device: Device
                  seed: int | None = None, progress: Progress | None = None,
                  clock: Clock = time.perf_counter_ns) -> BenchReport:
     """One bench run of a torch/triton kernel on `device` (see the module docstring)."""
-    progress = progress or quiet
     kernel = TorchKernel.from_spec(spec)
-    reason = torch_unavailable(kernel.runtime)
-    if reason:
-        raise RuntimeUnavailableError(reason)
     if kernel.runtime == "triton" and settings.device == "cpu":
         raise RuntimeUnavailableError("runtime 'triton' on a CPU runs through Triton's "
                                       "interpreter: its time says nothing; time it on a GPU")
+    return bench_module(kernel, settings, device, seed, progress, clock)
+
+
+def bench_module(kernel: TorchKernel, settings: DeviceBenchSettings, device: Device,
+                 seed: int | None = None, progress: Progress | None = None,
+                 clock: Clock = time.perf_counter_ns, flops: float | None = None) -> BenchReport:
+    """`device_bench` of a torch kernel folder (also one ktl writes for a C ABI kernel,
+    whose FLOPs per call are then known: `flops`)."""
+    progress = progress or quiet
+    reason = torch_unavailable(kernel.runtime)
+    if reason:
+        raise RuntimeUnavailableError(reason)
     seed = secrets.randbelow(2**31) if seed is None else int(seed)
     rng = np.random.default_rng(seed)
     notes, env = Findings(), environment_fingerprint(kernel.runtime)
@@ -130,32 +138,36 @@ def device_bench(spec: KernelSpec, settings: DeviceBenchSettings, device: Device
         except ReferenceError_ as exc:
             raise VerifierError(f"the reference module could not run: {exc}") from exc
         try:
-            return _run(kernel, session, settings, device, seed, rng, env, notes, progress, clock)
+            return _run(kernel, session, settings, device, seed, rng, env, notes, progress, clock,
+                        flops)
         finally:
             session.close()
 
 
-def gpu_bench(spec: KernelSpec, time_budget_s: float, max_halfwidth: float, cold: bool = False,
-              seed: int | None = None, progress: Progress | None = None) -> BenchReport:
-    """`device_bench` on this machine's first GPU (its properties and peaks probed in a
-    process of ours, its conditions read through NVML). Raises RuntimeUnavailableError
-    naming why when the probe finds no device or NVML cannot be read."""
+def gpu_device() -> NvmlDevice:
+    """This machine's first GPU (properties and peaks probed in a process of ours, conditions
+    read through NVML). Raises RuntimeUnavailableError naming why there is none."""
     probed = probe_device()
     if probed.error is not None:
         raise RuntimeUnavailableError(f"no GPU to time on: {probed.error}")
     try:
-        device = NvmlDevice(probed)
+        return NvmlDevice(probed)
     except (ImportError, RuntimeError, OSError) as exc:
         raise RuntimeUnavailableError(f"the GPU's conditions cannot be read through NVML "
                                       f"(nvidia-ml-py): {exc}") from exc
+
+
+def gpu_bench(spec: KernelSpec, time_budget_s: float, max_halfwidth: float, cold: bool = False,
+              seed: int | None = None, progress: Progress | None = None) -> BenchReport:
+    """`device_bench` on this machine's first GPU (`gpu_device`)."""
     settings = DeviceBenchSettings(device="cuda", time_budget_s=time_budget_s,
                                    max_halfwidth=max_halfwidth, cold=cold)
-    return device_bench(spec, settings, device, seed, progress)
+    return device_bench(spec, settings, gpu_device(), seed, progress)
 
 
 def _run(kernel: TorchKernel, session: TorchSession, settings: DeviceBenchSettings,
          device: Device, seed: int, rng: np.random.Generator, env: dict[str, Any],
-         notes: Findings, progress: Progress, clock: Clock) -> BenchReport:
+         notes: Findings, progress: Progress, clock: Clock, flops: float | None) -> BenchReport:
     init_seed = int(rng.integers(0, 2**31))
     dims = _shape_record(session)
     info = device.info()
@@ -176,7 +188,7 @@ def _run(kernel: TorchKernel, session: TorchSession, settings: DeviceBenchSettin
     except VerifierError as exc:
         notes.fault("child_failed", None, f"a process failed on the device: {exc}"[:2000])
         return _report(kernel, seed, env, (), notes, session, init_seed)
-    cost = OpCost(None, float(sum(nbytes_of(a.shape, d) for a, d in zip(
+    cost = OpCost(flops, float(sum(nbytes_of(a.shape, d) for a, d in zip(
         pool[0], session.arg_dtypes(), strict=True) if isinstance(a, np.ndarray))
         + sum(nbytes_of(s, d) for s, d in shapes)))
     result = _judge(dims, timing, cost, cand, device, plan, rng, settings, notes)

@@ -10,9 +10,11 @@ A kernel batch's cost is what its whole process tree used (`verifier.worker._acc
 its cgroup, or /proc of every task): the round trip less the run-queue waits of the parent
 and of the worker's main thread, never below the tree's CPU during the round trip over the
 allowed threads (a helper process's time, which shows as the main thread's wait, counts),
-plus the tree's CPU since the previous answer (work done before the clock started, e.g. on
-inputs the parent had already written). CPU outside the calls past a small share of the
-CPU inside them is itself a finding (`cpu_outside_calls`).
+plus the tree's CPU outside the calls since the previous timed batch (work done before the
+clock started, e.g. on inputs the parent had already written, or around the untimed warm-up
+calls) and, for the run's first batch, its CPU before its first call (start-up and loading
+the library: constructors, threads they started). CPU outside the calls past a small share
+of the CPU inside them is itself a finding (`cpu_outside_calls`).
 
 Between a kernel batch's answer and its next command the parent looks at the
 kernel's process: threads still using CPU or processes still alive mean work
@@ -127,7 +129,9 @@ class Measured:
     inside_cpu_ns: int = 0
     """The kernel tree's CPU inside its timed batches' round trips."""
     outside_cpu_ns: int = 0
-    """Its CPU between the previous answer and each timed batch's command (charged to it)."""
+    """Its CPU outside every call of the shape (between an answer and the next command) and,
+    for the run's first shape, before its first call; what came before a timed batch was
+    charged to it."""
 
 
 def _median_ns(fn: Callable[[], float], count: int) -> float:
@@ -240,9 +244,13 @@ def _batch_size(worker: NativeWorker, baseline: BaselineWorker, plan: ShapePlan,
 
 def measure_shape(worker: NativeWorker, baseline: BaselineWorker, op: OpSpec, plan: ShapePlan,
                   kmem: SharedArena, bmem: SharedArena, markers: Markers, settings: LoopSettings,
-                  rng: np.random.Generator, recheck: int) -> Measured:
-    """Time one shape until the speed-up interval is within target or its budget ends."""
+                  rng: np.random.Generator, recheck: int, owed_ns: int = 0) -> Measured:
+    """Time one shape until the speed-up interval is within target or its budget ends.
+
+    `owed_ns`: CPU the kernel's tree used before this shape that no batch was charged (the
+    library's loading, for the first shape): charged to the first timed batch."""
     lay = layout(op, plan.dims)
+    seen = worker.outside_total_ns
     cap = max(1, min(MAX_BATCH_CALLS, BATCH_CACHE_BYTES // max(lay.total, 1),
                      kmem.nbytes // max(lay.total, 1), bmem.nbytes // max(lay.total, 1)))
     for mem in (kmem, bmem):
@@ -270,8 +278,11 @@ def measure_shape(worker: NativeWorker, baseline: BaselineWorker, op: OpSpec, pl
                               settings.threads, settings.adjust_waits)
                 if settings.adjust_waits:  # CPU: a GPU kernel's work is not CPU time
                     out.inside_cpu_ns += worker.last_cpu_ns
-                    out.outside_cpu_ns += worker.last_before_ns
-                    ns = charged_ns(ns, worker.last_before_ns, settings.threads)
+                    owed_ns += worker.outside_total_ns - seen
+                    seen = worker.outside_total_ns
+                    out.outside_cpu_ns += owed_ns
+                    ns = charged_ns(ns, owed_ns, settings.threads)
+                    owed_ns = 0
                 watch.answered(keep)
                 assert watch.kept is not None
                 latest = (call + keep, watch.kept[1])
@@ -307,6 +318,8 @@ def measure_shape(worker: NativeWorker, baseline: BaselineWorker, op: OpSpec, pl
     out.final = outputs_of(last, lay)
     watch.before_next()
     out.escaped = watch.found
+    if settings.adjust_waits:  # after the last timed batch: counted, charged to none
+        out.outside_cpu_ns += owed_ns + worker.outside_total_ns - seen
     if out.outside_cpu_ns > max(OUTSIDE_SHARE * out.inside_cpu_ns, OUTSIDE_FLOOR_NS):
         out.escaped.append(outside_calls(out.outside_cpu_ns, out.inside_cpu_ns))
     return out
@@ -315,9 +328,10 @@ def measure_shape(worker: NativeWorker, baseline: BaselineWorker, op: OpSpec, pl
 def outside_calls(outside_ns: int, inside_ns: int) -> Escape:
     """The finding for CPU used between the calls (it was charged to them as well)."""
     return Escape("cpu_outside_calls", 0, f"the kernel's processes used {outside_ns / 1e6:.0f} ms "
-                  f"of CPU between the timed calls ({outside_ns / max(inside_ns, 1):.0%} of the "
+                  f"of CPU outside the timed calls ({outside_ns / max(inside_ns, 1):.0%} of the "
                   f"{inside_ns / 1e6:.0f} ms inside them): work started before the clock, e.g. "
-                  "on inputs seen before the command; charged to the calls")
+                  "on inputs seen before the command, or while its library loaded; charged to "
+                  "the calls")
 
 
 def _reservoir(sample: list[tuple[int, list[F32]]], item: tuple[int, list[F32]], seen: int,

@@ -143,7 +143,8 @@ def reference_row(kernel: TorchKernel, session: TorchSession, init_seeds: Sequen
         "loaded": 0, "own": 0, "reference": 0, "unmatched": []}
     unmatched: list[str] = list(first.get("unmatched") or [])
     detail = (f"reference {kernel.reference} sha256 {kernel.reference_digest}, torch "
-              f"{session.torch_version}, dtype {kernel.dtype}, tolerance |out-ref| <= "
+              f"{session.torch_version}, dtype {kernel.dtype}, the reference's answers computed "
+              f"in {session.precision}, tolerance |out-ref| <= "
               f"{tol.atol:g}*rms(ref) + {tol.rtol:g}*|ref|; weights from torch.manual_seed of "
               f"{', '.join(map(str, init_seeds))} in both processes, then {first['loaded']} of "
               f"the candidate's {first['own']} state entries loaded from the reference's "

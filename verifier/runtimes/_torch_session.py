@@ -12,7 +12,13 @@ reference's weights; one that ignores them is caught by the next seed).
 `run(batch)` writes each call's inputs into both arenas at regions the parent chose
 (fresh per call unless a check asks for the same region), prefills each output region
 with this run's poison, calls the candidate, snapshots its regions, calls the reference
-on the same inputs, and returns both sides' outputs decoded to float64. Nothing of the
+on the same inputs, and returns both sides' outputs decoded to float64. The reference's
+answer is computed in float64 (its module copied to float64 with the same weights, the
+inputs widened exactly) and rounded to each output's dtype, so the candidate is judged
+against the op's value at its dtype, not against the rounding errors of computing it in
+float32 or float16 (PyTorch's tests compare low-precision ops with a higher-precision
+reference too); `precision` records it, or why a module had to be run at its dtype.
+A bench's timed reference calls stay at the dtype: they are the eager baseline. Nothing of the
 reference's outputs is ever in the candidate's memory.
 """
 
@@ -36,6 +42,7 @@ from verifier.worker import (
     BadAnswer,
     CallAnswer,
     Escape,
+    KernelRaised,
     SharedArena,
     TorchChild,
     activity,
@@ -167,6 +174,10 @@ class TorchSession:
         self.candidate: TorchChild | None = None
         self.shapes_cache: dict[tuple[Any, ...], list[tuple[tuple[int, ...], str]]] = {}
         self.last_overlaps = 0
+        self.exact = kernel.dtype != "float64"
+        self.precision = ("float64, each output rounded to its dtype" if self.exact else
+                          kernel.dtype)
+        """How the reference's answers the candidate is judged against were computed."""
         ref_dir, cand_dir = work / "reference", work / "candidate"
         ref_dir.mkdir()
         cand_dir.mkdir()
@@ -389,13 +400,35 @@ class TorchSession:
         self.write(self.ref_mem, call.args, ins)
         spec = {"in": self.wire_args(call.args, ins),
                 "out": [[o, nbytes_of(s, d)] for o, (s, d) in zip(outs, shapes, strict=True)]}
-        ref = self._ref({"cmd": "call", "calls": [spec]})
+        ref = self._reference_outputs(spec, shapes)
         ok = isinstance(ref.get("outs"), list) and len(ref["outs"]) == 1
         if not ok or len(ref["outs"][0]) != len(shapes):
             raise ReferenceError_("the reference answered with a different number of outputs")
+        for said, (shape, dtype) in zip(ref["outs"][0], shapes, strict=True):
+            if said != [list(shape), dtype, True]:
+                raise ReferenceError_(f"the reference's output {said!r:.200} is not the "
+                                      f"{dtype}{list(shape)} it gave before")
         expected = [decode(self.ref_mem.bytes[o:o + nbytes_of(s, d)].copy(), s, d)
                     for o, (s, d) in zip(outs, shapes, strict=True)]
         return CallOutcome(answer, got, expected, [d for _, d in shapes], raw, changes)
+
+
+    def _reference_outputs(self, spec: dict[str, Any],
+                           shapes: Sequence[tuple[tuple[int, ...], str]]) -> dict[str, Any]:
+        """The reference's answer for one call written to the ref arena: computed in float64
+        and rounded to each output's dtype (`precision`), or, for a module whose forward
+        does not run in float64, at its dtype (and `precision` says why)."""
+        if self.exact:
+            try:
+                return self._ref({"cmd": "call", "exact": True,
+                                  "calls": [{**spec, "as": [d for _, d in shapes]}]})
+            except ReferenceError_ as exc:
+                if not isinstance(exc.__cause__, KernelRaised):
+                    raise
+                self.exact = False
+                self.precision = (f"{self.kernel.dtype}: its forward does not run in float64 "
+                                  f"({exc})")[:400]
+        return self._ref({"cmd": "call", "calls": [spec]})
 
 
 def scaled_variants(session: TorchSession, rng: np.random.Generator,

@@ -349,6 +349,12 @@ class _Channel(ABC):
     last_before_ns = 0
     """CPU time the child used between the previous answer and the last command (0 before
     the first answer): work done outside the parent's clock, e.g. on inputs seen early."""
+    load_cpu_ns: int | None = None
+    """CPU the child used from its start to its first answer: starting up and loading the
+    kernel's library (its constructors and whatever they started); None before that answer."""
+    outside_total_ns = 0
+    """CPU the child used between an answer and the next command, summed over every command
+    since the first answer: work outside every call, timed or not."""
     _answer_cpu: int | None = None
     last_value = 0
     """The last answer's value: a count from the native worker (never a time: the kernel's
@@ -405,6 +411,9 @@ class _Channel(ABC):
         self.last_waited_ns = (after[0] - before[0]) + (after[1] - before[1])
         self.last_cpu_ns = max(after[2] - before[2], 0)
         self.last_before_ns = 0 if self._answer_cpu is None else max(before[2] - self._answer_cpu, 0)
+        self.outside_total_ns += self.last_before_ns
+        if self._answer_cpu is None:
+            self.load_cpu_ns = after[2]
         self._answer_cpu = after[2]
         status, self.last_value = ANSWER.unpack(buf)
         if status != 0 or (expected is not None and self.last_value != expected):
@@ -589,6 +598,13 @@ class NativeWorker(_Channel):
         self._look()
         self.roundtrip(encode(OP_PROTECT, [0] * len(self.op.inputs + self.op.outputs),
                               [0] * len(self.op.dims), words), timeout_s, len(words))
+
+    def loaded(self, timeout_s: float = 30.0) -> int:
+        """The CPU the child used before its first call (`load_cpu_ns`), answering an empty
+        command first if none was answered yet (the worker answers once the library loaded)."""
+        if self.load_cpu_ns is None:
+            self.nop(timeout_s)
+        return self.load_cpu_ns or 0
 
     def nop(self, timeout_s: float = 10.0) -> int:
         """An empty command's round trip: the parent's overhead per batch."""

@@ -32,6 +32,7 @@ import mmap
 import os
 import struct
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -169,6 +170,8 @@ class _Server:
         self.module = module
         self.cls = getattr(module, cls_name)
         self.model: Any = None
+        self.exact: Any = None
+        self.exact_error = "the module was not initialised"
         self.views: dict[tuple[int, str, tuple[int, ...]], Any] = {}
         self.device = "cpu"
         self.staged: list[list[Any]] = []
@@ -228,6 +231,7 @@ class _Server:
         self.views.clear()
         state = model.state_dict() if isinstance(model, torch.nn.Module) else {}
         if self.role == "reference":
+            self._exact_copy(model)
             return {"params": self._write_state(state, int(cmd["params_at"]), int(cmd["room"]))}
         loaded, unmatched = 0, list[str]()
         given = {p["name"]: p for p in cmd.get("params", [])}
@@ -246,6 +250,15 @@ class _Server:
         """torch.compile the module (the reference only: a second baseline)."""
         if self.role != "reference":
             raise PermissionError("only the reference is compiled")
+        # The sandbox denies sockets. Inductor names its cache folder after the user, and
+        # glibc's user lookup asks nscd over a socket (the reference was killed at its first
+        # compiled call): the cache goes to this run's private folder and the user's name is
+        # given, so nothing is looked up. Compiling stays in this process (no worker pool).
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(tempfile.gettempdir(), "inductor")
+        os.environ.setdefault("USER", "ktl-reference")
+        from torch._inductor import config
+
+        config.compile_threads = 1
         self.model = self.torch.compile(self.model)
         return {}
 
@@ -275,6 +288,36 @@ class _Server:
             else:
                 out.append(a["v"])
         return out
+
+    def _exact_copy(self, model: Any) -> None:
+        """The module in float64 with the same (dtype-rounded) weights: the answer a
+        correctness check compares with (`exact_call`)."""
+        import copy
+
+        self.exact = None
+        try:
+            self.exact = copy.deepcopy(model).to(self.torch.float64)
+        except Exception as exc:  # the reason is the parent's to record
+            self.exact_error = f"{type(exc).__name__}: {exc}"[:300]
+
+    def exact_call(self, call: dict[str, Any]) -> list[Any]:
+        """One call of the float64 module on the inputs widened to float64, each floating
+        output rounded (to nearest) to the dtype the parent names in `as`: the op's answer
+        at its dtype, without the rounding errors of computing it there."""
+        torch = self.torch
+        if self.role != "reference":
+            raise PermissionError("only the reference computes in float64")
+        if self.exact is None:
+            raise RuntimeError(f"no float64 copy of the module: {self.exact_error}")
+        args = [a.to(torch.float64) if isinstance(a, torch.Tensor) and a.is_floating_point()
+                else a for a in self.args(call["in"])]
+        with torch.no_grad():
+            result = self.exact(*args)
+        outs = list(result) if isinstance(result, (tuple, list)) else [result]
+        kinds = list(call.get("as", []))
+        rounded = [o.to(self.dtype(kinds[i])) if isinstance(o, torch.Tensor) and
+                   o.is_floating_point() and i < len(kinds) else o for i, o in enumerate(outs)]
+        return self.write_outputs(rounded, call["out"])
 
     def one_call(self, call: dict[str, Any]) -> list[Any]:
         torch = self.torch
@@ -306,7 +349,8 @@ class _Server:
         calls = cmd["calls"]
         if cmd.get("threads", 1) == 2:
             return self._pair(calls)
-        answers = [self.one_call(c) for c in calls]
+        each = self.exact_call if cmd.get("exact") else self.one_call
+        answers = [each(c) for c in calls]
         self._sync()
         return {"outs": answers if cmd.get("report", True) else len(answers)}
 

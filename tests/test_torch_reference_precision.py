@@ -1,0 +1,144 @@
+"""The reference's answer a torch kernel is judged against is computed in float64 and rounded
+to the output's dtype, not computed at the dtype (the reference driver, in this process)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch", reason="torch is installed by `make test`")
+
+from verifier.tensors import compare_tensor
+from verifier.worker._torch_child import _Server
+
+NAIVE_NORM = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Normalises rows with the one-pass variance E[x^2] - E[x]^2 (cancels in float32)."""
+
+    def forward(self, x):
+        mean = x.mean(dim=-1, keepdim=True)
+        var = (x * x).mean(dim=-1, keepdim=True) - mean * mean
+        return (x - mean) / torch.sqrt(var.clamp_min(0.0) + 1e-5)
+
+
+def get_inputs():
+    return [torch.randn(8, 256) * 0.1 + 300.0]
+
+
+def get_init_inputs():
+    return []
+'''
+SQUARE = '''
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x * x / 1e30
+
+
+def get_inputs():
+    return []
+
+
+def get_init_inputs():
+    return []
+'''
+IN, OUT, ROWS, COLS = 4096, 65536, 8, 256
+
+
+def _server(tmp: Path, source: str) -> tuple[_Server, bytearray]:
+    path = tmp / "reference.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("precision_reference", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    mem = bytearray(1 << 20)
+    server = _Server("reference", mem, module, "Model")
+    server.init({"seed": 0, "init": [], "dtype": "float32", "params_at": 0, "room": IN})
+    return server, mem
+
+
+def _call(server: _Server, mem: bytearray, x: np.ndarray, exact: bool) -> Any:
+    np.frombuffer(mem, dtype=np.float32, count=x.size, offset=IN)[:] = x.reshape(-1)
+    body = server.calls({"cmd": "call", "exact": exact, "calls": [
+        {"in": [{"t": [IN, list(x.shape), "float32"]}], "out": [[OUT, x.size * 4]],
+         "as": ["float32"]}]})
+    assert body["outs"] == [[[list(x.shape), "float32", True]]]
+    return np.frombuffer(mem, dtype=np.float32, count=x.size, offset=OUT).astype(
+        np.float64).reshape(x.shape)
+
+
+def test_an_accurate_kernel_is_judged_against_the_ops_value_not_float32s_errors(
+        tmp_path: Path) -> None:
+    server, mem = _server(tmp_path, NAIVE_NORM)
+    x = (np.random.default_rng(5).standard_normal((ROWS, COLS)) * 0.1 + 300.0).astype(np.float32)
+    x64 = x.astype(np.float64)
+    centred = x64 - x64.mean(axis=-1, keepdims=True)
+    truth = centred / np.sqrt((centred ** 2).mean(axis=-1, keepdims=True) + 1e-5)
+    accurate = truth.astype(np.float32).astype(np.float64)  # a stable kernel, correctly rounded
+    exact = _call(server, mem, x, exact=True)
+    at_dtype = _call(server, mem, x, exact=False)
+    # against the float64 reference: the accurate kernel passes, a copy of the float32
+    # evaluation (bit for bit the old reference's answer) fails
+    assert compare_tensor(accurate, exact, "float32").ok
+    assert not compare_tensor(at_dtype, exact, "float32").ok
+    # against a float32 reference it was the other way round
+    assert not compare_tensor(accurate, at_dtype, "float32").ok
+    assert compare_tensor(at_dtype, at_dtype, "float32").ok
+
+
+def test_the_float64_answer_is_rounded_to_the_dtype_overflow_included(tmp_path: Path) -> None:
+    server, mem = _server(tmp_path, SQUARE)
+    x = np.asarray([[1e20, 3.0, -2e19, 1e-20]], dtype=np.float32)
+    exact = _call(server, mem, x, exact=True)
+    want = (x.astype(np.float64) ** 2 / 1e30).astype(np.float32)
+    assert np.array_equal(exact, want.astype(np.float64))
+    # in float32 x * x overflows before the division: the float64 answer is finite
+    assert np.isinf(_call(server, mem, x, exact=False)[0, 0]) and np.isfinite(exact[0, 0])
+
+
+def test_only_the_reference_computes_in_float64(tmp_path: Path) -> None:
+    server, _ = _server(tmp_path, SQUARE)
+    server.role = "candidate"
+    with pytest.raises(PermissionError):
+        server.exact_call({"in": [], "out": []})
+
+
+STABLE = '''
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    """Two passes: the mean, then the variance of the centred rows (no cancellation)."""
+
+    def forward(self, x):
+        centred = x - x.mean(dim=-1, keepdim=True)
+        return centred / torch.sqrt((centred * centred).mean(dim=-1, keepdim=True) + 1e-5)
+'''
+
+
+@pytest.mark.slow
+def test_check_passes_an_accurate_kernel_whose_float32_reference_is_not(tmp_path: Path) -> None:
+    from tests.test_torch_check import MANIFEST
+    from verifier import check
+
+    folder = tmp_path / "norm"
+    folder.mkdir()
+    (folder / "reference.py").write_text(NAIVE_NORM)
+    (folder / "solution.py").write_text(STABLE)
+    (folder / "kernel.toml").write_text(MANIFEST.format(runtime="torch"))
+    report = check(folder, seed=7)
+    assert "computed in float64" in report.get("reference").detail
+    for row in ("correctness.random", "correctness.shapes"):
+        assert report.get(row).outcome == "pass", report.get(row).detail
