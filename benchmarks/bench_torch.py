@@ -1,6 +1,6 @@
 """Figures for kernels defined by a PyTorch module (issue 23): the examples' check and bench.
 
-    .venv/bin/python benchmarks/bench_torch.py [--runs 3] [--time-budget 10] [--no-cold]
+    .venv/bin/python benchmarks/bench_torch.py [--runs 3] [--time-budget 10] [--no-cold] [--tiny]
 
 - `ktl check` (quick) of examples/torch-rmsnorm (C++ `load_inline`) with an empty build
   cache (a fresh KTL_CACHE_DIR: the extension is built in the compiler's sandbox), then
@@ -56,14 +56,29 @@ def _check_row(label: str, folder: Path) -> dict[str, Any]:
             "build": report.get("build").detail}
 
 
+def _refusal() -> dict[str, Any]:
+    try:
+        bench(GELU, BenchSettings(time_budget_s=2.0))
+        refused = "timed (unexpected without a GPU)"
+    except RuntimeUnavailableError as exc:
+        refused = str(exc)[:120]
+    return {"what": "bench triton-bias-gelu", "refused": refused}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--time-budget", type=float, default=10.0)
     parser.add_argument("--no-cold", action="store_true", help="skip the empty-cache build")
+    parser.add_argument("--tiny", action="store_true",
+                        help="smoke run: only the refusal to time Triton on a CPU (no processes)")
     args = parser.parse_args()
     rows: list[dict[str, Any]] = []
     load = [os.getloadavg()[0]]
+    if args.tiny:
+        rows.append(_refusal())
+        print(json.dumps({"load_average_1min": load, "rows": rows}, indent=1))
+        return 0
     if not args.no_cold:
         with tempfile.TemporaryDirectory(prefix="ktl-bench-cache-") as cache:
             os.environ["KTL_CACHE_DIR"] = cache
@@ -86,12 +101,7 @@ def main() -> int:
                  "kernel_median_us": None if result is None else round(result.median_ns / 1e3, 1),
                  "eager_median_us": None if result is None else
                  round(result.baseline_median_ns / 1e3, 1)})
-    try:
-        bench(GELU, BenchSettings(time_budget_s=2.0))
-        refused = "timed (unexpected on a CPU)"
-    except RuntimeUnavailableError as exc:
-        refused = str(exc)[:120]
-    rows.append({"what": "bench triton-bias-gelu", "refused": refused})
+    rows.append(_refusal())
     load.append(os.getloadavg()[0])
     print(json.dumps({"load_average_1min": load, "rows": rows}, indent=1))
     return 0

@@ -364,7 +364,9 @@ def _not_timed_here(kernel: Path) -> str | None:
         runtime = KernelSpec.load(kernel).runtime
     except VerifierError:
         return None
-    if runtime == "triton":
+    from verifier._gpu import probe
+
+    if runtime == "triton" and probe().error is not None:  # with a GPU it is timed there
         return ("runtime 'triton' runs through Triton's interpreter on this machine: ktl check "
                 "judges its correctness, ktl bench does not time it, so there is no speed-up "
                 "claim to publish")

@@ -5,9 +5,11 @@ reproductions (fetched and verified), this one included once logged."""
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from client_fakes import MemoryLog
 from client_server import kernel_folder
 
@@ -81,3 +83,44 @@ def test_reproduce_reports_the_readers_quorum_over_the_logged_reproductions(
     assert settled.quorum is not None and settled.quorum.status == "refuted"
     assert sorted(settled.quorum.refuting) == ["lab-a", "lab-b"]
     assert "refuted: confirmed by none, refuted by" in settled.summary()
+
+
+@pytest.mark.slow
+def test_ktl_reproduce_policy_ends_with_the_quorum_outcome_its_own_verdict_included(
+        tmp_path: Path) -> None:
+    """Through the real server and `ktl`: a reproducer the reader's policy names signs and
+    logs its reproduction; at quorum 1 the claim is then independently confirmed, said in
+    `independently` (--json) and in the text."""
+    import shutil
+
+    from client_server import REPO, Ktl, running_log
+
+    from attest.keys import save_private_key, save_public_key
+
+    kdir = tmp_path / "sum"
+    shutil.copytree(REPO / "examples" / "sum-rows", kdir)
+    keys = {}
+    for name in ("vendor", "me"):
+        key = generate_private_key()
+        save_private_key(tmp_path / f"{name}.key", key)
+        save_public_key(tmp_path / f"{name}.pub", key.public_key())
+        keys[name] = keyid(key.public_key())
+    policy = tmp_path / "policy.toml"
+    policy.write_text('version = 1\n[[rule]]\nname = "acme"\nkernel = "*"\n'
+                      'predicate_types = ["*"]\nkey_files = ["vendor.pub"]\nthreshold = 1\n'
+                      '[[reproducer]]\nname = "me"\nkey_files = ["me.pub"]\n')
+    ktl = Ktl(tmp_path / "home")
+    with running_log(tmp_path / "log") as url:
+        res = ktl("publish", str(kdir), "--key", str(tmp_path / "vendor.key"), "--log", url,
+                  "--json")
+        assert res.exit_code == 0, res.stderr
+        ver = next(e for e in json.loads(res.stdout)["entries"] if e["kind"] == "verification")
+        args = ["reproduce", "--index", str(ver["index"]), "--log", url, "--policy", str(policy),
+                "--sign", str(tmp_path / "me.key"), "--submit", "--receipts",
+                str(tmp_path / "receipts")]
+        got = ktl.json(*args)
+        weighed = got["independently"][str(ver["index"])]["independently"]
+        assert weighed["status"] == "confirmed" and weighed["confirming"] == ["me"]
+        text = ktl(*args)
+        assert f"Independently (your policy's reproducer quorum), entry {ver['index']}: " \
+            "confirmed: confirmed by me" in " ".join(text.stdout.split())

@@ -256,3 +256,24 @@ def test_a_reproduction_on_another_gpu_model_names_the_device_difference() -> No
     diff = claims[0].environment_diff or ()
     assert ("device.model", True) in [(d.field, d.hardware) for d in diff]
     assert not compare_benchmark(here, here)[0].environment_diff
+
+
+def test_the_gpu_check_script_runs_what_the_readme_says_within_eight_minutes() -> None:
+    """benchmarks/gpu_check.sh names existing folders and attackers, and its deadline plus
+    the longest step's limit stays under 8 minutes."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    script = (root / "benchmarks" / "gpu_check.sh").read_text()
+    deadline = int(re.search(r"^DEADLINE=(\d+)$", script, re.M).group(1))  # type: ignore[union-attr]
+    assert deadline + 15 <= 480
+    for path in re.findall(r"(examples/[a-z0-9-]+|tests/[a-z_]+/[a-z_]+\.py)", script):
+        assert (root / path).exists(), path
+    readme = (root / "README.md").read_text()
+    for name in ("examples/triton-rmsnorm", "examples/triton-bias-gelu", "examples/cuda-softmax",
+                 "data_ptr", "under 8 minutes"):
+        assert name in readme
+    for step in ("triton_rmsnorm_cold", "attack_sidestream", "attack_eventpatch",
+                 "attack_ptrcache", "reproduce_triton_rmsnorm"):
+        assert step in script

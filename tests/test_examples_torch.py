@@ -12,7 +12,7 @@ from verifier import KernelSpec, check, get_runtime
 from verifier.runtimes import audit_solution
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-TORCH_EXAMPLES = {"torch-rmsnorm": "torch", "triton-bias-gelu": "triton"}
+TORCH_EXAMPLES = {"torch-rmsnorm": "torch", "triton-bias-gelu": "triton", "triton-rmsnorm": "triton"}
 
 
 @pytest.mark.parametrize("name", sorted(TORCH_EXAMPLES))

@@ -232,6 +232,37 @@ def test_nvcc_diagnostics_reach_the_build_error(tmp_path: Path) -> None:
 
 
 @needs_nvcc
+def test_nvcc_reads_only_the_kernel_folder_and_the_toolchain(tmp_path: Path) -> None:
+    """Issue 22, the cuda path as the C one: a .cu that includes host files fails to build,
+    and the build error names file:line: kind without a byte of what was read."""
+    host = [p for p in [*Path("/sys/class/net").glob("*/address"), Path("/etc/hostname")]
+            if p.is_file()]
+    source = "".join(f'#include "{p}"\n' for p in host) + (
+        'extern "C" void launch(const float* x, float* y, long r, long c) {}\n')
+    folder = _folder(tmp_path, "include_host", source)
+    with pytest.raises(BuildError) as caught:
+        CudaRuntime(require_gpu=False).build(KernelSpec.load(folder), "release", tmp_path / "b")
+    text = str(caught.value)
+    assert "k.cu:1: " in text and ("Permission denied" in text or "cannot open" in text), text
+    for path in host:
+        secret = path.read_text().strip()
+        if len(secret) >= 4:
+            assert secret not in text and all(
+                f"'{part}'" not in text for part in secret.split(":") if len(part) >= 3)
+
+
+@needs_nvcc
+def test_a_cuda_builds_log_is_reduced_diagnostics(tmp_path: Path) -> None:
+    """What a build logs is `file:line: kind` lines only, as for C: a warning quoting its
+    source line keeps no source text."""
+    folder = _folder(tmp_path, "warns", '#warning "SECRET-TEXT-1234"\n'
+                     'extern "C" void launch(const float* x, float* y, long r, long c) {}\n')
+    art = CudaRuntime(require_gpu=False).build(KernelSpec.load(folder), "release", tmp_path / "b")
+    assert "SECRET-TEXT-1234" not in art.log
+    assert "k.cu:1: warning" in art.log, art.log
+
+
+@needs_nvcc
 def test_tsan_does_not_apply_and_memcheck_needs_its_tool(tmp_path: Path) -> None:
     spec = KernelSpec.load(EXAMPLE)
     runtime = CudaRuntime(require_gpu=False)

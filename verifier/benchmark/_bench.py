@@ -61,6 +61,8 @@ from verifier.benchmark._loop import (
     LoopSettings,
     Measured,
     ShapePlan,
+    bench_layout,
+    guard_fault,
     measure_shape,
 )
 from verifier.benchmark._settings import BenchSettings
@@ -83,7 +85,6 @@ from verifier.worker import (
     WorkerHung,
     WorkerMisanswered,
     WorkerOverMemory,
-    layout,
 )
 
 __all__ = ["BenchReport", "bench", "bootstrap_speedup", "machine_peaks", "samples_ref"]
@@ -360,7 +361,8 @@ def bench(directory: str | Path, settings: BenchSettings | None = None,
             notes.fault("build_failed", None, f"build failed: {exc}"[:2000])
             return report([], False)
         plans = [_plan_shape(op, dims, rng, settings.max_reps) for dims in dims_list]
-        loop = dataclasses.replace(loop, threads=cores, adjust_waits=not artifact.gpu)
+        loop = dataclasses.replace(loop, threads=cores, adjust_waits=not artifact.gpu,
+                                   guard_pages=not artifact.gpu)
         measured = _measure(artifact, spec.entry, op, plans, work, loop, rng, notes, progress,
                             cost)
         if cost and not cost[0].complete:
@@ -414,7 +416,7 @@ def _measure(artifact: Artifact, entry: str, op: OpSpec, plans: list[ShapePlan],
     Both get `settings.threads` threads (OpenMP and BLAS). How the kernel's cost was
     accounted is appended to `cost`, failed or not."""
     cores = settings.threads
-    biggest = max(layout(op, p.dims).total for p in plans)
+    biggest = max(bench_layout(op, p.dims, settings.guard_pages).total for p in plans)
     side = max(biggest, min(ARENA_BYTES, biggest * MAX_BATCH_CALLS))
     limits = Limits(cpu_s=int(settings.budget_s * len(plans) * cores * 4 + 120),
                     wall_s=settings.budget_s * len(plans) * 3 + 120,
@@ -441,6 +443,11 @@ def _measure(artifact: Artifact, entry: str, op: OpSpec, plans: list[ShapePlan],
         cost.append(cost_record(worker, result))
         if worker.unasked or isinstance(exc, WorkerMisanswered):
             notes.fault("escaped_work", None, str(UNASKED_ANSWER))
+        failed = plans[len(out)]
+        touched = guard_fault(exc.result if isinstance(exc, WorkerGone) and exc.result else result,
+                              bench_layout(op, failed.dims, settings.guard_pages), kmem.nbytes)
+        if touched is not None:
+            notes.fault("guard_damage", failed.dims, touched)
         notes.fault("child_failed", None,
                     f"the benchmark child failed: {_failure_text(exc, result, limits)}")
         return None
