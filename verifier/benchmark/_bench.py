@@ -372,8 +372,14 @@ def _on_gpu(spec: KernelSpec, settings: BenchSettings, say: Progress) -> BenchRe
     from verifier.benchmark._device_bench import DeviceBenchSettings, gpu_bench, gpu_device
 
     if spec.is_torch:
-        return gpu_bench(spec, settings.time_budget_s, settings.max_halfwidth,
-                         seed=settings.seed, progress=say)
+        if settings.shapes:
+            return None  # torch_bench says why --shape does not apply
+        report = gpu_bench(spec, settings.time_budget_s, settings.max_halfwidth,
+                           seed=settings.seed, progress=say)
+        if settings.compile_baseline:
+            report = dataclasses.replace(report, notes=(*report.notes, (
+                "torch.compile baseline not measured: the GPU path times PyTorch eager only")))
+        return report
     if module_runtime_missing("torch") is not None:
         say("no torch here: the cuda kernel is timed through its host wrapper against NumPy")
         return None
