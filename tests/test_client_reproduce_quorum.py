@@ -116,7 +116,8 @@ def test_ktl_reproduce_policy_ends_with_the_quorum_outcome_its_own_verdict_inclu
         assert res.exit_code == 0, res.stderr
         ver = next(e for e in json.loads(res.stdout)["entries"] if e["kind"] == "verification")
         args = ["reproduce", "--index", str(ver["index"]), "--log", url, "--policy", str(policy),
-                "--sign", str(tmp_path / "me.key"), "--submit"]
+                "--sign", str(tmp_path / "me.key"), "--submit", "--receipts",
+                str(tmp_path / "receipts")]
         got = ktl.json(*args)
         weighed = got["independently"][str(ver["index"])]["independently"]
         assert weighed["status"] == "confirmed" and weighed["confirming"] == ["me"]

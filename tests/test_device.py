@@ -277,3 +277,12 @@ def test_the_gpu_check_script_runs_what_the_readme_says_within_eight_minutes() -
     for step in ("triton_rmsnorm_cold", "attack_sidestream", "attack_eventpatch",
                  "attack_ptrcache", "reproduce_triton_rmsnorm"):
         assert step in script
+
+
+def test_events_somewhat_apart_are_dropped_with_a_note_not_called_a_moved_timer() -> None:
+    """Launch gaps make honest events differ from the outside clock a little: 30 % off is
+    dropped for the distribution, not a fault; 10x off is a moved timer."""
+    timing, _, _ = _run(Behaviour(kernel_ns=5_000.0, events_scale=0.7))
+    assert not timing.faults and timing.timer == "outside" and timing.kernel.events_ns == []
+    timing, _, _ = _run(Behaviour(kernel_ns=5_000.0, events_scale=10.0))
+    assert _kinds(timing) == ["timer_disagrees"]

@@ -78,6 +78,19 @@ def test_reduced_precision_at_the_claimed_shape_is_refused() -> None:
     assert "outputs_wrong" in {f.kind for f in report.faults}, report.notes
 
 
+def test_an_out_of_bounds_write_during_timing_hits_a_guard_page() -> None:
+    """Issue 22: past its 3000th call the kernel reads past its output's end and writes the
+    value back (no canary changes); the page after every buffer is PROT_NONE in the bench
+    too, so its first access there (the read) is the fault, named by buffer."""
+    report = bench(FLAWED / "late_oob",
+                   BenchSettings(shapes=[{"R": 8, "C": 16}], seed=1, time_budget_s=2,
+                                 min_reps=20, min_time_s=0.5, warmup=1))
+    assert not report.trusted and not report.results
+    guard = [f for f in report.faults if f.kind == "guard_damage"]
+    assert guard and guard[0].shape == {"R": 8, "C": 16}, report.faults
+    assert "out-of-bounds read" in guard[0].detail and "after output Y" in guard[0].detail
+
+
 def test_forged_baseline_finds_no_interpreter_to_patch() -> None:
     """Attack 1: the kernel's constructor patches the baseline if it finds Python in its process.
 

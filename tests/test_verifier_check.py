@@ -78,7 +78,8 @@ FAULT_OF = {
     "bf16_at_scale": "loose",
     "bf16_long_rows": "loose",
 }
-BENCH_ONLY = {"timer_tamper", "drift", "content_cache", "forged_baseline", "fifo_swap"}
+BENCH_ONLY = {"timer_tamper", "drift", "content_cache", "forged_baseline", "fifo_swap",
+              "late_oob"}
 FULL_ONLY = {"int32_index", "uint32_index"}
 HARMLESS = {"input_marker"}  # tries to be judged by text it prints; must simply pass
 

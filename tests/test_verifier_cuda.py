@@ -232,6 +232,68 @@ def test_nvcc_diagnostics_reach_the_build_error(tmp_path: Path) -> None:
 
 
 @needs_nvcc
+def test_nvcc_reads_only_the_kernel_folder_and_the_toolchain(tmp_path: Path) -> None:
+    """Issue 22, the cuda path as the C one: a .cu that includes host files fails to build,
+    and the build error names file:line: kind without a byte of what was read."""
+    host = [p for p in [*Path("/sys/class/net").glob("*/address"), Path("/etc/hostname")]
+            if p.is_file()]
+    source = "".join(f'#include "{p}"\n' for p in host) + (
+        'extern "C" void launch(const float* x, float* y, long r, long c) {}\n')
+    folder = _folder(tmp_path, "include_host", source)
+    with pytest.raises(BuildError) as caught:
+        CudaRuntime(require_gpu=False).build(KernelSpec.load(folder), "release", tmp_path / "b")
+    text = str(caught.value)
+    assert "k.cu:1: " in text and ("Permission denied" in text or "cannot open" in text), text
+    for path in host:
+        secret = path.read_text().strip()
+        if len(secret) >= 4:
+            assert secret not in text and all(
+                f"'{part}'" not in text for part in secret.split(":") if len(part) >= 3)
+
+
+@needs_nvcc
+def test_a_cuda_builds_log_is_reduced_diagnostics(tmp_path: Path) -> None:
+    """What a build logs is `file:line: kind` lines only, as for C: a warning quoting its
+    source line keeps no source text."""
+    folder = _folder(tmp_path, "warns", '#warning "SECRET-TEXT-1234"\n'
+                     'extern "C" void launch(const float* x, float* y, long r, long c) {}\n')
+    art = CudaRuntime(require_gpu=False).build(KernelSpec.load(folder), "release", tmp_path / "b")
+    assert "SECRET-TEXT-1234" not in art.log
+    assert "k.cu:1: warning" in art.log, art.log
+
+
+@needs_nvcc
+def test_a_cuda_kernels_own_code_is_audited_like_c(tmp_path: Path) -> None:
+    """Issue 22: the audit reads the kernel's sources built alone against the shared CUDA
+    runtime (the static one's imports would hide its own): the example passes; a launcher
+    that is honest only where /proc/self/status says `Seccomp: 2` is a typed finding."""
+    from verifier.checks._static import audit_row
+
+    spec = KernelSpec.load(EXAMPLE)
+    art = CudaRuntime(require_gpu=False).build(spec, "release", tmp_path / "ok")
+    assert art.audit_path is not None and art.audit_path != art.path
+    row, audit = audit_row(art, spec)
+    assert row.outcome == "pass" and audit is not None, row.detail
+    assert any(s.startswith("__cudaRegister") for s in audit.imports)
+    folder = _folder(tmp_path, "detector", (
+        "#include <stdio.h>\n#include <string.h>\n"
+        "__global__ void k(const float* x, float* y, long n) {\n"
+        "  long i = blockIdx.x * (long)blockDim.x + threadIdx.x; if (i < n) y[i] = x[i]; }\n"
+        'extern "C" void launch(const float* x, float* y, long r, long c) {\n'
+        '  char line[256] = ""; FILE* f = fopen("/proc/self/status", "r"); int sandboxed = 0;\n'
+        '  while (f && fgets(line, sizeof line, f)) sandboxed |= !strncmp(line, "Seccomp:\\t2", 10);\n'
+        "  if (f) fclose(f);\n"
+        "  k<<<(unsigned)((r * c + 255) / 256), 256>>>(x, y, sandboxed ? r * c : 0); }\n"))
+    bad = KernelSpec.load(folder)
+    art = CudaRuntime(require_gpu=False).build(bad, "release", tmp_path / "bad")
+    row, audit = audit_row(art, bad)
+    assert row.outcome == "fail" and row.fault is not None
+    assert row.fault.kind == "forbidden_import" and audit is not None
+    names = {f.name for f in audit.undeclared}
+    assert {"fopen", "fgets"} <= names and any("/proc/self/status" in n for n in names), names
+
+
+@needs_nvcc
 def test_tsan_does_not_apply_and_memcheck_needs_its_tool(tmp_path: Path) -> None:
     spec = KernelSpec.load(EXAMPLE)
     runtime = CudaRuntime(require_gpu=False)

@@ -4,10 +4,13 @@ Holds one bench run (`_bench`: interleaved kernel and baseline processes, the
 roofline floor, outputs of timed calls re-checked), one shape's measurement loop
 (`_loop`: batches on the parent's clock, overhead subtracted) and a claim's k
 independent runs pinned to one CPU (`_runs`), and what every run is given: `BenchSettings`
-(`_settings`, the one set of defaults).
+(`_settings`, the one set of defaults). On a GPU: `_device_bench` (a torch/triton
+kernel against its reference on the same device, through `verifier.device`),
+`_device_sides` (a torch process as a `DeviceSide`), `_cabi_bench` (a cuda kernel's C
+ABI on device pointers against PyTorch's built-in op).
 
-May import: the pure model, `sandbox`, `worker` and `runtimes`. Not `checks` or
-`reproduce`.
+May import: the pure model, `sandbox`, `worker`, `runtimes` and `device`. Not `checks`
+or `reproduce`.
 """
 
 from __future__ import annotations

@@ -16,6 +16,11 @@ calls) and, for the run's first batch, its CPU before its first call (start-up a
 the library: constructors, threads they started). CPU outside the calls past a small share
 of the CPU inside them is itself a finding (`cpu_outside_calls`).
 
+Every buffer of every call ends at a page mapped `PROT_NONE` in the kernel's process and
+every input is read-only there (`LoopSettings.guard_pages`, off for GPU kernels): a read
+or write past a buffer, or a write to an input, during timing is a SIGSEGV the parent
+places (`guard_fault`), not only guard bytes found changed after the loop.
+
 Between a kernel batch's answer and its next command the parent looks at the
 kernel's process: threads still using CPU or processes still alive mean work
 escaped the timed region; answers that arrive unasked mean it answered for the
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import math
 import select
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,8 +39,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-from verifier.ops import OpSpec
+from verifier.ops import Dims, OpSpec
+from verifier.sandbox import ChildResult
 from verifier.worker import (
+    PAGE,
+    PROT_READ_WRITE,
     UNASKED_ANSWER,
     Activity,
     BaselineWorker,
@@ -53,7 +62,8 @@ from verifier.worker import (
     poison,
 )
 
-__all__ = ["LoopSettings", "Measured", "ShapePlan", "measure_shape", "outside_calls"]
+__all__ = ["LoopSettings", "Measured", "ShapePlan", "bench_layout", "guard_fault", "measure_shape",
+           "outside_calls"]
 
 F32 = NDArray[np.float32]
 MIN_BATCH_NS = 1_000_000
@@ -110,6 +120,40 @@ class LoopSettings:
     """Threads the kernel and the baseline may use (bounds how much CPU time one call can hide)."""
     adjust_waits: bool = True
     """Subtract OS-accounted scheduling latency from round trips (off for GPU kernels)."""
+    guard_pages: bool = True
+    """End every buffer at a PROT_NONE page, inputs read-only, in the kernel's process (off
+    for GPU kernels, whose wrapper copies every buffer with its canaries)."""
+
+
+PROTECT_RANGES = 1024
+"""Page ranges per protect command (each is 3 words of a command)."""
+
+
+def bench_layout(op: OpSpec, dims: Dims, guard_pages: bool) -> Layout:
+    """One timed call's arena: buffers ending at a guard page, or canaries only."""
+    return layout(op, dims, "end" if guard_pages else None)
+
+
+def guard_fault(result: ChildResult | None, lay: Layout, size: int) -> str | None:
+    """What a SIGSEGV/SIGBUS of the worker touched, where it is one of `lay`'s protected pages
+    in an arena of `size` bytes of such calls; None otherwise. The address is the worker's
+    handler's word: it labels a crash the parent saw, it never turns one into a pass."""
+    line = None if result is None else result.last("KTL-FAULT ")
+    if result is None or line is None or result.signal not in (signal.SIGSEGV, signal.SIGBUS):
+        return None
+    parts = line.split()
+    if len(parts) != 4 or not parts[2].lstrip("-").isdigit() or lay.abut is None:
+        return None
+    at = int(parts[2])
+    where = lay.locate(at % lay.total) if 0 <= at < size else None
+    if where is None:
+        return None
+    kind = "output" if where.slot.is_output else "input"
+    if where.region == "input" and where.side == "inside":
+        return f"wrote to input {where.slot.name} (inputs are read-only in the kernel's process)"
+    what = "write" if parts[3] == "w" else "read" if parts[3] == "r" else "access"
+    return (f"out-of-bounds {what} during timing: touched the page {where.side} {kind} "
+            f"{where.slot.name} (PROT_NONE in the kernel's process)")
 
 
 @dataclass
@@ -249,12 +293,17 @@ def measure_shape(worker: NativeWorker, baseline: BaselineWorker, op: OpSpec, pl
 
     `owed_ns`: CPU the kernel's tree used before this shape that no batch was charged (the
     library's loading, for the first shape): charged to the first timed batch."""
-    lay = layout(op, plan.dims)
+    lay = bench_layout(op, plan.dims, settings.guard_pages)
     seen = worker.outside_total_ns
     cap = max(1, min(MAX_BATCH_CALLS, BATCH_CACHE_BYTES // max(lay.total, 1),
                      kmem.nbytes // max(lay.total, 1), bmem.nbytes // max(lay.total, 1)))
     for mem in (kmem, bmem):
         mem.bytes[:cap * lay.total] = guard_pattern(cap * lay.total, markers.guard)
+    if settings.guard_pages:
+        ranges = [(0, -(-kmem.nbytes // PAGE) * PAGE, PROT_READ_WRITE),
+                  *[r for j in range(cap) for r in lay.protections(j * lay.total)]]
+        for k in range(0, len(ranges), PROTECT_RANGES):
+            worker.protect(ranges[k:k + PROTECT_RANGES])
     timeout_s = max(CALL_TIMEOUT_FLOOR_S, settings.budget_s)
     batch, nop_k, nop_b = _batch_size(worker, baseline, plan, lay, kmem, bmem, markers, settings,
                                       cap, timeout_s)

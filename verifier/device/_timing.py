@@ -19,8 +19,9 @@ the comparison (`outputs_wrong`).
 
 In-process CUDA events (the side's `events_ns`) never set the figures. They are kept for
 the per-call distribution only when their total agrees with the outside clock within
-`events_tolerance`; a total further apart means the kernel's process moved its timers
-(`timer_disagrees`). Patching `Event.elapsed_time`, `torch.cuda.synchronize` or `time.*`
+`events_tolerance`; a total more than `events_refuse` times off (either way) means the
+kernel's process moved its timers (`timer_disagrees`); in between they are dropped with a
+note (launch gaps between calls count in one and not fully in the other). Patching `Event.elapsed_time`, `torch.cuda.synchronize` or `time.*`
 in the kernel's process changes neither the parent's clock nor the outputs it reads.
 """
 
@@ -52,6 +53,8 @@ class TimingPlan:
     empty_every: int = 10
     sample_every: int = 5
     events_tolerance: float = 0.10
+    events_refuse: float = 2.0
+    """Events more than this factor away from the parent's clock are a moved timer."""
     late_share: float = 0.05
 
     def __post_init__(self) -> None:
@@ -182,7 +185,11 @@ def _judge_events(out: DeviceTiming, plan: TimingPlan) -> None:
                          "apart): kept for the per-call distribution only")
         return
     k.events_ns.clear()
+    if 1.0 / plan.events_refuse <= events / max(outside, 1.0) <= plan.events_refuse:
+        out.notes.append(f"in-process CUDA events {100 * gap:.0f} % apart from the parent's clock "
+                         "(launch gaps count differently): not kept; figures from the parent's clock")
+        return
     out.faults.append(("timer_disagrees", (
         f"the kernel's process reported {events / 1e3:.0f} us of CUDA events where the parent's "
         f"clock measured {outside / 1e3:.0f} us of work ({100 * gap:.0f} % apart, limit "
-        f"{100 * plan.events_tolerance:.0f} %): its timers were moved; events discarded")))
+        f"{plan.events_refuse:g}x): its timers were moved; events discarded")))

@@ -34,8 +34,15 @@ from verifier._gpu import probe
 from verifier.errors import BuildError, RuntimeUnavailableError
 from verifier.kernel import KernelSpec
 from verifier.ops import OPS, OpSpec
-from verifier.runtimes._build import BUILD_LIMITS, Artifact, build_failure, driver_source
-from verifier.sandbox import _landlock
+from verifier.runtimes._build import (
+    BUILD_LIMITS,
+    COMPILER_READ_ONLY,
+    Artifact,
+    build_failure,
+    driver_source,
+    reduce_diagnostics,
+)
+from verifier.sandbox import Limits, _landlock
 from verifier.worker import GUARD, GUARD_WORD
 
 __all__ = ["CudaRuntime", "arch_flags", "find_tool", "wrapper_source"]
@@ -60,6 +67,15 @@ def find_tool(name: str) -> str | None:
         if path.is_file() and os.access(path, os.X_OK):
             return str(path)
     return shutil.which(name, path="/usr/local/bin:/usr/bin:/bin")
+
+
+def _nvcc_reads(nvcc: str) -> tuple[str, ...]:
+    """What nvcc may read besides the kernel's folder: what gcc may (nvcc drives the host
+    compiler), plus the toolkit it runs from when that lies outside those folders; not
+    /proc, /sys, /etc or /home, so an `#include` of a host file fails as it does for C."""
+    toolkit = Path(os.path.realpath(nvcc)).parent.parent
+    inside = any(toolkit.is_relative_to(d) for d in COMPILER_READ_ONLY)
+    return COMPILER_READ_ONLY if inside else (*COMPILER_READ_ONLY, str(toolkit))
 
 
 def _count_expr(shape: tuple[str, ...]) -> str:
@@ -294,14 +310,30 @@ class CudaRuntime:
             argv = [self.nvcc, *kept, "-O1", "-lineinfo", "-o", str(out), "ktl_driver.c",
                     "ktl_wrapper.cu", *cu_files]
         limits = dataclasses.replace(BUILD_LIMITS, address_space=NVCC_ADDRESS_SPACE)
-        result = run_sandboxed(argv, src_dir, limits)
+        result = run_sandboxed(argv, src_dir, limits, system=_nvcc_reads(self.nvcc))
         if not result.ok or not out.is_file():
             why = build_failure(result, limits)
             raise BuildError(f"nvcc {' '.join(flags)} failed for {variant}: {why}")
+        audit = self._audit_build(src_dir, flags, cu_files, limits) if variant == "release" else None
         if variant == "asan":
             script = src_dir / "driver-asan"
             script.write_text(SANITIZER_SCRIPT.format(tool=sanitizer))
             script.chmod(0o755)
             out = script
-        return Artifact(self.name, variant, out, tuple(argv), result.stderr[-2000:],
-                        entry_symbol=symbol, gpu=True)
+        return Artifact(self.name, variant, out, tuple(argv), reduce_diagnostics(result.stderr),
+                        entry_symbol=symbol, gpu=True, audit_path=audit)
+
+    def _audit_build(self, src_dir: Path, flags: list[str], cu_files: list[str],
+                     limits: Limits) -> Path:
+        """The kernel's sources alone (no wrapper) against the shared CUDA runtime, for the
+        static audit: the static runtime's own imports would hide the kernel's."""
+        from verifier.sandbox import run_sandboxed
+
+        out = src_dir / "kernel-audit.so"
+        argv = [self.nvcc, *flags, "-shared", "-Xcompiler", "-fPIC", "-cudart", "shared", "-o",
+                str(out), *cu_files]
+        result = run_sandboxed(argv, src_dir, limits, system=_nvcc_reads(self.nvcc))
+        if not result.ok or not out.is_file():
+            raise BuildError(f"nvcc {' '.join(flags)} failed for the audit build: "
+                             f"{build_failure(result, limits)}")
+        return out
