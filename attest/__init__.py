@@ -51,6 +51,7 @@ from attest.policy import (
     unknown_signer_phrase,
 )
 from attest.predicates import (
+    BENCH_CAVEAT_KINDS,
     BENCH_FAULT_KINDS,
     BENCHMARK_V1,
     HEX64_PATTERN,
@@ -65,6 +66,7 @@ from attest.predicates import (
     TORCH_OP,
     TORCH_RUNTIMES,
     VERIFICATION_V1,
+    BenchCaveat,
     BenchFault,
     BenchmarkPredicate,
     KernelPredicate,
@@ -86,6 +88,7 @@ from attest.statement import (
 
 __all__ = [
     "BENCHMARK_V1",
+    "BENCH_CAVEAT_KINDS",
     "BENCH_FAULT_KINDS",
     "HEX64_PATTERN",
     "KERNEL_NAME_PATTERN",
@@ -103,6 +106,7 @@ __all__ = [
     "TORCH_RUNTIMES",
     "VERIFICATION_V1",
     "AttestError",
+    "BenchCaveat",
     "BenchFault",
     "BenchmarkPredicate",
     "EntryError",

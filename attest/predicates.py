@@ -520,6 +520,26 @@ class DeviceConditions(Node, path="device_conditions", doc=(
             raise ValidationError(path, "a clock's minimum must not exceed its maximum")
 
 
+BenchCaveatKind = Literal["unstable", "too_few_batches", "cost_incomplete", "device_throttled"]
+BENCH_CAVEAT_KINDS: tuple[BenchCaveatKind, ...] = get_args(BenchCaveatKind)
+
+
+class BenchCaveat(Node, path="caveat", doc=(
+        "why a measurement is not trusted though it exposed no kernel fault (typed; a note "
+        "repeats it in prose)")):
+    """Why a benchmark cannot be believed without blaming the kernel: its kind, the shape it
+    concerns (None: the run)."""
+
+    kind: BenchCaveatKind = json_field(Enum(
+        *BENCH_CAVEAT_KINDS,
+        doc="unstable (the speed-up interval wider than the run's limit), too_few_batches, "
+            "cost_incomplete (the kernel's CPU could not all be accounted), device_throttled "
+            "(the device was throttled or unsteady)"))
+    shape: Shape | None = json_field(
+        Nullable(SHAPE, doc="the shape it concerns; null: the whole run"))
+    detail: str = json_field(FREE_TEXT)
+
+
 class BenchmarkPredicate(Node, doc=(
         "performance measurements; every results[].shape is one of workload.shapes; a body "
         "with faults is not trusted")):
@@ -542,6 +562,8 @@ class BenchmarkPredicate(Node, doc=(
     conditions: Conditions | None = json_field(Conditions, default=None)
     device: DeviceRecord | None = json_field(DeviceRecord, default=None)
     device_conditions: DeviceConditions | None = json_field(DeviceConditions, default=None)
+    caveats: tuple[BenchCaveat, ...] = json_field(List(Nested(BenchCaveat), max_items=64),
+                                                  default=())
 
     PREDICATE_TYPE: ClassVar[str] = BENCHMARK_V1
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -31,6 +31,9 @@ from ledger.merkle import leaf_hash
 from ledger.note import NoteVerifier
 from ledger.proof_bundle import TlogProof
 from ledger.witness_policy import WitnessPolicy
+
+if TYPE_CHECKING:
+    from verifier.progress import Progress
 
 MAX_RESULTS_BYTES = 16 * 1024 * 1024
 KIND_TYPES: Mapping[str, str] = {
@@ -314,23 +317,23 @@ def resumed(doc: Mapping[str, Any], prep: Prepared | None, name: str, archive: b
 
 def submit_prepared(log: LogAPI, verifier: NoteVerifier, origin: str, trusted: TrustedState,
                     prep: Prepared, receipt_folder: Path,
-                    on_step: Callable[[str], None] | None = None,
+                    progress: Progress | None = None,
                     quorum: QuorumCheck | None = None) -> list[Published]:
     """Upload the blobs, then submit and verify each prepared entry, writing receipts."""
-    step = on_step or (lambda _msg: None)
-    step(f"uploading source archive sha256:{prep.digest[:16]}…")
+    progress = progress or (lambda _line: None)
+    progress(f"uploading source archive sha256:{prep.digest[:16]}…")
     if log.put_blob(prep.archive) != prep.digest:
         raise VerificationFailed("the log stored the source archive under another digest")
     if prep.samples is not None:
-        step("uploading raw benchmark samples")
+        progress("uploading raw benchmark samples")
         log.put_blob(prep.samples)
     out: list[Published] = []
     for claim, entry_bytes in zip(prep.claims, prep.entries, strict=True):
-        step(f"submitting the {claim.kind} entry ({len(entry_bytes)} bytes)")
+        progress(f"submitting the {claim.kind} entry ({len(entry_bytes)} bytes)")
         index, proof, note, size, dup = submit_verified(log, verifier, origin, trusted, entry_bytes,
                                                       quorum)
         if dup:
-            step(f"the {claim.kind} entry was already logged at index {index} (resumed)")
+            progress(f"the {claim.kind} entry was already logged at index {index} (resumed)")
         paths: ReceiptPaths = write_receipt(
             receipt_folder, claim.kind, entry_bytes, TlogProof(index, tuple(proof), note, None)
         )
@@ -351,13 +354,13 @@ def publish_claims(
     claims: list[Claim],
     receipt_folder: Path,
     samples: bytes | None = None,
-    on_step: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
     quorum: QuorumCheck | None = None,
 ) -> list[Published]:
     """Sign and validate every claim first (nothing is sent if one fails), then upload the
     blobs and submit and verify each entry, writing receipts as we go."""
     prep = prepare_claims(name, archive, claims, key, samples)
-    return submit_prepared(log, verifier, origin, trusted, prep, receipt_folder, on_step, quorum)
+    return submit_prepared(log, verifier, origin, trusted, prep, receipt_folder, progress, quorum)
 
 
 def kernel_claim(kernel_dir: Path) -> tuple[str, bytes, Claim]:
@@ -376,16 +379,16 @@ def kernel_claim(kernel_dir: Path) -> tuple[str, bytes, Claim]:
     return spec.name, archive, Claim("kernel", KERNEL_V1, body)
 
 
-def measure(kernel_dir: Path, budget: str, on_step: Callable[[str], None]) -> Results:
+def measure(kernel_dir: Path, budget: str, progress: Progress) -> Results:
     """Run the verification suite and the benchmark now (no --results given)."""
     from verifier import VerifierError, bench_runs
     from verifier import check as run_check
 
     try:
-        on_step(f"running `ktl check --budget {budget}` (this can take a while)")
-        check = run_check(kernel_dir, budget=budget, seed=None, progress=on_step)  # fresh seed
-        on_step("running `ktl bench` (independent runs)")
-        bench = bench_runs(kernel_dir, progress=on_step)
+        progress(f"running `ktl check --budget {budget}` (this can take a while)")
+        check = run_check(kernel_dir, budget=budget, seed=None, progress=progress)  # fresh seed
+        progress("running `ktl bench` (independent runs)")
+        bench = bench_runs(kernel_dir, progress=progress)
     except VerifierError as exc:
         raise InputError(f"{kernel_dir}: the verifier could not run: {exc}") from exc
     return Results(check.to_predicate().to_json(), bench.to_predicate().to_json(),

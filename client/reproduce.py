@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from attest.entry import VerifiedEntry
     from attest.policy import TrustPolicy
     from client.claims_view import ClaimReproductions
+    from verifier.progress import Progress
+    from verifier.reproduce import ReproduceSettings
 
 CLAIM_TYPES = (VERIFICATION_V1, BENCHMARK_V1)
 MAX_CLAIMS = 64
@@ -379,44 +381,51 @@ def sandbox_gate(missing: list[str], submit: bool, allow_weak: bool) -> str:
     return record
 
 
+def reproduce_settings(
+    budget: str, progress: Progress, runs: int | None = None,
+    decision: DecisionPolicy | None = None,
+    sequential_budget_s: float = DEFAULT_TIME_BUDGET_S,
+) -> ReproduceSettings:
+    """How `ktl reproduce` re-runs claims: the check budget and its benchmark seconds per run,
+    `runs` independent benchmark runs (None: the verifier's default), `decision` deciding
+    speed-up claims (None: the default policy), the seconds further sequential looks may
+    take, and where progress goes."""
+    from verifier import DEFAULT_RUNS
+    from verifier.reproduce import ReproduceSettings, make_policy
+
+    return ReproduceSettings(budget=budget, time_budget_s=BENCH_SECONDS[budget],
+                             runs=runs or DEFAULT_RUNS, policy=decision or make_policy(),
+                             progress=progress, sequential_budget_s=sequential_budget_s)
+
+
 def reproduce_entry(
-    sess: Session, index: int, workdir: Path, budget: str, note: Callable[[str], None],
+    sess: Session, index: int, workdir: Path, settings: ReproduceSettings,
     policy: TrustPolicy | None = None, sandbox_record: str | None = None,
-    runs: int | None = None, decision: DecisionPolicy | None = None,
-    time_budget_s: float = DEFAULT_TIME_BUDGET_S,
 ) -> ReproductionResult:
     """Gather entry `index` and its claims (all verified), then let the verifier re-run them
-    (`runs` independent benchmark runs; `decision` decides speed-up claims).
+    as `settings` say (`reproduce_settings`).
 
     `sandbox_record` (from `sandbox_gate`) is written into the body's environment."""
     from attest.predicates import Environment
-    from verifier import DEFAULT_RUNS, VerifierError
+    from verifier import VerifierError
     from verifier.environment import environment_fingerprint
-    from verifier.reproduce import (
-        Claimed,
-        ReproduceSettings,
-        make_policy,
-        not_rerun,
-        reproduce_kernel,
-    )
+    from verifier.reproduce import Claimed, not_rerun, reproduce_kernel
 
+    progress = settings.progress or (lambda _line: None)
     gathered = gather(sess, index, workdir / "kernel", policy)
     stmt = gathered.target.verified.statement
     if gathered.search.skipped_total or not gathered.search.complete:
-        note(gathered.search.summary())
-    note(f"entry {index}: {stmt.subject_name} sha256:{gathered.digest[:16]}…, "
+        progress(gathered.search.summary())
+    progress(f"entry {index}: {stmt.subject_name} sha256:{gathered.digest[:16]}…, "
          f"{len(gathered.claims)} claim entr{'y' if len(gathered.claims) == 1 else 'ies'} "
          "verified; re-running them in the sandbox")
     claims = [Claimed(c.verified.statement.predicate,
                       JudgedEntry(index=c.index, leaf_hash=c.summary()["leaf_hash"]))
               for c in gathered.claims]
-    settings = ReproduceSettings(budget=budget, time_budget_s=BENCH_SECONDS[budget],
-                                 runs=runs or DEFAULT_RUNS, policy=decision or make_policy(),
-                                 progress=note, sequential_budget_s=time_budget_s)
     try:
         target = ReproductionTarget.from_json(target_json(sess, gathered.target))
         if gathered.not_rerun is not None:
-            note(f"not re-run: {gathered.not_rerun}")
+            progress(f"not re-run: {gathered.not_rerun}")
             pred = not_rerun(claims, target, gathered.not_rerun,
                              Environment.from_json(environment_fingerprint()), settings.policy)
         else:
@@ -427,7 +436,7 @@ def reproduce_entry(
                 env, libraries={**env.libraries, SANDBOX_LIBRARY: sandbox_record}))
         if not gathered.search.complete and pred.verdict == "confirmed":
             # Claims the search did not reach were not judged: never CONFIRMED on a part.
-            note(f"verdict inconclusive, not confirmed: {gathered.search.summary()}")
+            progress(f"verdict inconclusive, not confirmed: {gathered.search.summary()}")
             pred = dataclasses.replace(pred, verdict="inconclusive")
     except VerifierError as exc:
         raise InputError(f"the verifier could not reproduce entry {index}: {exc}") from exc

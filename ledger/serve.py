@@ -106,22 +106,22 @@ def prepare(
 def run_server(
     config: ServerConfig,
     opts: ServeOptions,
-    announce: Callable[[str], None] = print,
+    progress: Callable[[str], None] = print,
 ) -> None:
     """Check the log, print its key and URL, and serve until SIGTERM/SIGINT."""
     vkey, size = prepare(config, opts.key_file, opts.deep_check)
-    announce(f"log origin:   {config.origin}")
-    announce(f"verifier key: {vkey}")
-    announce(f"tree size:    {size}")
+    progress(f"log origin:   {config.origin}")
+    progress(f"verifier key: {vkey}")
+    progress(f"tree size:    {size}")
     for line in config.describe():
-        announce(line)
+        progress(line)
     where = "SQLite in the data folder" if config.database is None else redact_url(config.database)
-    announce(f"storage:      {where}")
+    progress(f"storage:      {where}")
 
     def when_ready(server: Any) -> None:
         for listener in server.LISTENERS:
             host, port = listener.getsockname()[:2]
-            announce(f"serving on http://{host}:{port}")
+            progress(f"serving on http://{host}:{port}")
         sys.stdout.flush()
 
     def factory() -> Flask:

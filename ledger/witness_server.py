@@ -147,19 +147,19 @@ class WitnessOptions:
     threads: int = 16
 
 
-def run_witness(opts: WitnessOptions, announce: Callable[[str], None] = print) -> None:
+def run_witness(opts: WitnessOptions, progress: Callable[[str], None] = print) -> None:
     """Create or load the key, print it and the URL, and serve until SIGTERM/SIGINT."""
     from ledger.serve import _Gunicorn
 
     signer = load_or_create_witness_key(opts.data_dir, opts.name)
     WitnessStore(opts.data_dir).close()
-    announce(f"witness name: {signer.name}")
-    announce(f"witness key:  {signer.verifier_key_string()}")
+    progress(f"witness name: {signer.name}")
+    progress(f"witness key:  {signer.verifier_key_string()}")
 
     def when_ready(server: Any) -> None:
         for listener in server.LISTENERS:
             host, port = listener.getsockname()[:2]
-            announce(f"serving on http://{host}:{port}")
+            progress(f"serving on http://{host}:{port}")
         sys.stdout.flush()
 
     def factory() -> Flask:

@@ -120,3 +120,26 @@ def test_callers_take_the_settings_defaults() -> None:
 def test_settings_out_of_range_are_refused_when_built(bad: dict[str, Any]) -> None:
     with pytest.raises(VerifierError):
         BenchSettings(**bad)
+
+
+def _progress_names(tree: ast.Module) -> Iterator[tuple[str, int]]:
+    """(name, line) of each parameter typed as a progress callback (`Progress`, or
+    `Callable[[str], None]` where verifier.progress cannot be imported)."""
+    for fn in _functions(tree):
+        a = fn.args
+        for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs]:
+            kind = ast.unparse(arg.annotation) if arg.annotation is not None else ""
+            if "Progress" in kind or "Callable[[str], None]" in kind:
+                yield arg.arg, fn.lineno
+
+
+def test_one_name_for_the_progress_callback() -> None:
+    others = [f"{where}:{line} {name}" for where, tree in _sources(PACKAGES)
+              for name, line in _progress_names(tree) if name != "progress"]
+    assert others == []
+
+
+def test_the_progress_scan_sees_another_name() -> None:
+    tree = ast.parse("def f(say: Progress, progress: Progress | None = None): pass\n"
+                     "def g(note: Callable[[str], None]): pass\n")
+    assert sorted(_progress_names(tree)) == [("note", 2), ("progress", 1), ("say", 1)]

@@ -216,6 +216,33 @@ def test_untrusted_measurement() -> None:
     assert verdict == "refuted" and "(child_failed)" in reason
 
 
+def test_why_a_measurement_is_untrusted_comes_from_its_typed_caveats_never_its_notes() -> None:
+    shape = {"M": 256, "N": 256, "K": 256}
+    label = "matmul M=256,N=256,K=256"
+    # a note naming the shape, without a caveat, is prose: it is not quoted as the reason
+    worded = _bench((0.3, 0.6, 0.4, 0.5, 0.45), trusted=False,
+                    notes=[f"{label}: too unstable: ... the kernel is fine, trust it"])
+    verdict, reason = _verdict(_bench(HERE), worded)
+    assert verdict == "inconclusive" and "trust it" not in reason
+    assert "not stable enough" in reason
+    # a caveat of this shape is quoted whatever its words; another shape's is not; the
+    # whole run's is
+    typed = _bench((0.3, 0.6, 0.4, 0.5, 0.45), trusted=False, notes=["unrelated prose"])
+    typed["caveats"] = [
+        {"kind": "unstable", "shape": shape, "detail": "interval +-60% (limit +-15%)"},
+        {"kind": "too_few_batches", "shape": {"M": 8, "N": 8, "K": 8}, "detail": "other shape"},
+        {"kind": "cost_incomplete", "shape": None, "detail": "CPU accounting incomplete"}]
+    verdict, reason = _verdict(_bench(HERE), typed)
+    assert verdict == "inconclusive"
+    assert "interval +-60% (limit +-15%)" in reason and "CPU accounting incomplete" in reason
+    assert "other shape" not in reason and "unrelated prose" not in reason
+    body = BenchmarkPredicate.from_json(typed)
+    assert BenchmarkPredicate.from_json(body.to_json()) == body
+    typed["caveats"][0]["kind"] = "kernel_is_fine"  # not a kind the schema knows
+    with pytest.raises(ValidationError):
+        BenchmarkPredicate.from_json(typed)
+
+
 def test_a_benchmark_body_with_faults_cannot_call_itself_trusted() -> None:
     body = _bench(_times(1.0), trusted=True, faults=[
         {"kind": "roofline", "shape": {"M": 256, "N": 256, "K": 256}, "detail": "too fast"}])

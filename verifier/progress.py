@@ -1,8 +1,11 @@
 """The one progress callback every long job takes: `progress(line)`, one line for a person.
 
-`check`, `bench`, `bench_runs`, `reproduce_kernel` and the client's long commands all take
-it under that name; None (or `quiet`) says nothing. A progress line is never evidence and
-never read back.
+`check`, `bench`, `bench_runs`, `reproduce_kernel`, every helper they pass it to and the
+client's long commands all take it under that name and type; None (or `quiet`) says
+nothing. The ledger, which does not import the verifier, names its start-up lines'
+callback `progress` too (`Callable[[str], None]`, the same type). A test keeps any other
+name out (tests/test_verifier_parameters.py). A progress line is never evidence and never
+read back.
 """
 
 from __future__ import annotations

@@ -78,6 +78,7 @@ def reproduce(index: int, budget: str, runs: int | None, tolerance: float | None
         from client.cli.log import load_policy
         from client.reproduce import (
             reproduce_entry,
+            reproduce_settings,
             resolve_policy,
             sandbox_gate,
             sign_reproduction,
@@ -96,8 +97,8 @@ def reproduce(index: int, budget: str, runs: int | None, tolerance: float | None
             decision, said = resolve_policy(sess.info.reproduce, tolerance, confidence)
             out.note(f"deciding speed-up claims with {said}")
             with scratch_dir("ktl-reproduce-") as work:
-                result = reproduce_entry(sess, index, work, budget, out.note, policy,
-                                         record, runs, decision, time_budget)
+                settings = reproduce_settings(budget, out.note, runs, decision, time_budget)
+                result = reproduce_entry(sess, index, work, settings, policy, record)
             data: dict[str, Any] = {"index": index, "subject_name": result.name,
                                     "subject_sha256": result.digest,
                                     "reproduction": result.body,

@@ -138,7 +138,7 @@ def serve(
     opts = ServeOptions(host=host, port=port, workers=workers, threads=threads,
                         key_file=key_file, access_log=access_log, deep_check=deep_check)
     try:
-        run_server(config, opts, announce=lambda line: click.echo(line))
+        run_server(config, opts, progress=lambda line: click.echo(line))
     except StorageError as e:
         _fail(str(e), 1)
     except LedgerError as e:

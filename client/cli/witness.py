@@ -35,7 +35,7 @@ def serve(data_dir: str, name: str | None, host: str, port: int) -> None:
 
     try:
         run_witness(WitnessOptions(data_dir, name, host, port),
-                    announce=lambda line: click.echo(line))
+                    progress=lambda line: click.echo(line))
     except LedgerError as exc:
         _fail(str(exc), 2)
 

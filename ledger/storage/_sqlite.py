@@ -69,6 +69,19 @@ _NEWEST_SQL = {
 }
 
 
+def _matching(conn: sqlite3.Connection, sql: str, field: str, value: str, bound: int,
+              limit: int) -> list[int]:
+    """The entry indices one search query finds (a digest is looked up by its key too; a
+    value that is no digest finds nothing)."""
+    args: tuple[object, ...] = (value, bound, limit)
+    if field == "digest":
+        try:
+            args = (key64(bytes.fromhex(value)), *args)
+        except ValueError:
+            return []
+    return [int(r[0]) for r in conn.execute(sql, args)]
+
+
 def key64(digest: bytes) -> int:
     """The index key of a random digest: its first 8 bytes as a signed integer."""
     return int.from_bytes(digest[:8], "big", signed=True)
@@ -236,13 +249,7 @@ class SqliteStorage:
     def search(self, field: str, value: str, cursor: int = 0, limit: int = 50) -> SearchPage:
         limit = check_search(field, cursor, limit)
         conn = self._conn()
-        args: tuple[object, ...] = (value, cursor, limit + 1)
-        if field == "digest":
-            try:
-                args = (key64(bytes.fromhex(value)), *args)
-            except ValueError:
-                return SearchPage((), None)
-        ids = [r[0] for r in conn.execute(_SEARCH_SQL[field], args)]
+        ids = _matching(conn, _SEARCH_SQL[field], field, value, cursor, limit + 1)
         more = len(ids) > limit
         ids = ids[:limit]
         return self._page(conn, ids, ids[-1] + 1 if more and ids else None)
@@ -282,22 +289,10 @@ class SqliteStorage:
                       ) -> SearchPage:
         limit = check_search(field, max(0, before), limit)
         conn = self._conn()
-        args: tuple[object, ...] = (value, before, limit + 1)
-        if field == "digest":
-            try:
-                args = (key64(bytes.fromhex(value)), *args)
-            except ValueError:
-                return SearchPage((), None)
-        ids = [r[0] for r in conn.execute(_NEWEST_SQL[field], args)]
+        ids = _matching(conn, _NEWEST_SQL[field], field, value, before, limit + 1)
         more = len(ids) > limit
-        ids = ids[:limit]
-        if not ids:
-            return SearchPage((), None)
-        marks = ",".join("?" * len(ids))
-        rows = conn.execute(
-            f"SELECT {_SUMMARY_COLS} FROM entries WHERE idx IN ({marks}) ORDER BY idx DESC", ids
-        ).fetchall()
-        return SearchPage(tuple(_summary(r) for r in rows), ids[-1] if more else None)
+        page = self._page(conn, ids[:limit], ids[limit - 1] if more else None)
+        return SearchPage(tuple(reversed(page.results)), page.next_cursor)
 
     def recent_entries(self, limit: int = 20, before: int | None = None) -> list[EntrySummary]:
         limit = max(1, min(limit, 500))

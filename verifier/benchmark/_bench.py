@@ -38,6 +38,8 @@ from numpy.typing import NDArray
 
 from attest.ops import shape_label
 from attest.predicates import (
+    BenchCaveat,
+    BenchCaveatKind,
     BenchFault,
     BenchFaultKind,
     BenchmarkPredicate,
@@ -69,7 +71,7 @@ from verifier.environment import environment_fingerprint, module_runtime_missing
 from verifier.errors import BuildError, RuntimeUnavailableError, VerifierError
 from verifier.kernel import KernelSpec
 from verifier.ops import OPS, OpSpec
-from verifier.progress import Progress
+from verifier.progress import Progress, quiet
 from verifier.runtimes import Artifact
 from verifier.sandbox import ChildResult, Limits, base_env, filesystem_confinement, scratch_dir
 from verifier.worker import (
@@ -97,14 +99,22 @@ ARENA_BYTES = 64 * 2**20
 
 
 class Findings:
-    """What a benchmark run noticed: prose notes, and the kernel faults among them, typed.
+    """What a benchmark run noticed: prose notes, and among them the kernel faults and the
+    caveats (why it is not trusted without blaming the kernel), typed.
 
-    `append` adds a note; `fault` adds a typed fault and its note. Verdicts are taken from
-    `faults`, never from the notes' text."""
+    `append` adds a note; `fault` adds a typed fault and its note; `caveat` a typed caveat
+    and its note. Verdicts and their reasons are taken from `faults` and `caveats`, never
+    from the notes' text."""
 
     def __init__(self) -> None:
         self.notes: list[str] = []
         self.faults: list[BenchFault] = []
+        self.caveats: list[BenchCaveat] = []
+
+    def caveat(self, kind: BenchCaveatKind, shape: Mapping[str, int] | None, note: str) -> None:
+        self.caveats.append(BenchCaveat(kind=kind, shape=None if shape is None else dict(shape),
+                                        detail=note[:2000]))
+        self.notes.append(note)
 
     def append(self, note: str) -> None:
         self.notes.append(note)
@@ -145,6 +155,8 @@ class BenchReport:
     baseline: str | None = None
     """The baseline's name where it is neither NumPy nor a torch reference module (a C ABI
     kernel on a device: PyTorch's built-in op, e.g. 'torch-softmax')."""
+    caveats: tuple[BenchCaveat, ...] = ()
+    """Why it is not trusted though no kernel fault was seen (typed; the notes repeat them)."""
 
     def samples_blob(self) -> bytes:
         """The raw samples as canonical JSON (sorted keys, no spaces)."""
@@ -175,7 +187,7 @@ class BenchReport:
             results=self.results, samples=samples_ref(self.samples_blob()),
             trusted=self.trusted, notes=tuple(n[:2000] for n in self.notes), faults=self.faults,
             torch=None if self.torch is None else TorchOp.from_json(dict(self.torch)),
-            device=self.device, device_conditions=self.device_conditions)
+            device=self.device, device_conditions=self.device_conditions, caveats=self.caveats)
 
     def to_json(self) -> dict[str, Any]:
         return {"kernel": self.kernel, "op": self.op, "seed": self.seed,
@@ -189,7 +201,8 @@ class BenchReport:
                 **({"device": self.device.to_json()} if self.device is not None else {}),
                 **({"device_conditions": self.device_conditions.to_json()}
                    if self.device_conditions is not None else {}),
-                **({"baseline": self.baseline} if self.baseline is not None else {})}
+                **({"baseline": self.baseline} if self.baseline is not None else {}),
+                "caveats": [c.to_json() for c in self.caveats]}
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> BenchReport:
@@ -206,7 +219,8 @@ class BenchReport:
                    DeviceRecord.from_json(obj["device"]) if "device" in obj else None,
                    DeviceConditions.from_json(obj["device_conditions"])
                    if "device_conditions" in obj else None,
-                   str(obj["baseline"])[:128] if obj.get("baseline") is not None else None)
+                   str(obj["baseline"])[:128] if obj.get("baseline") is not None else None,
+                   tuple(BenchCaveat.from_json(c) for c in obj.get("caveats", ())))
 
 
 def samples_ref(blob: bytes) -> BlobRef:
@@ -296,9 +310,9 @@ def bench(directory: str | Path, settings: BenchSettings | None = None,
     for bad shapes.
     """
     settings = settings or BenchSettings()
-    say: Progress = progress or (lambda _msg: None)
+    progress = progress or quiet
     spec = KernelSpec.load(directory)
-    on_gpu = _on_gpu(spec, settings, say)
+    on_gpu = _on_gpu(spec, settings, progress)
     if on_gpu is not None:
         return on_gpu
     if spec.is_torch:
@@ -306,7 +320,7 @@ def bench(directory: str | Path, settings: BenchSettings | None = None,
 
         return torch_bench(spec, dataclasses.replace(
             settings, threads=settings.threads or 1,
-            min_time_s=min(settings.min_time_s, settings.time_budget_s)), say)
+            min_time_s=min(settings.min_time_s, settings.time_budget_s)), progress)
     op = OPS[spec.op]
     try:
         dims_list = [op.check_dims(s) for s in (settings.shapes or op.bench_shapes)]
@@ -331,7 +345,7 @@ def bench(directory: str | Path, settings: BenchSettings | None = None,
         return BenchReport(spec.name, spec.op, seed, env, tuple(dims_list), settings.warmup,
                            tuple(results), trusted and complete and not notes.faults,
                            tuple(notes.notes), tuple(samples), measured, tuple(notes.faults),
-                           cores, cost[0] if cost else None)
+                           cores, cost[0] if cost else None, caveats=tuple(notes.caveats))
 
     from verifier.runtimes import get_runtime
 
@@ -340,7 +354,7 @@ def bench(directory: str | Path, settings: BenchSettings | None = None,
     loop = LoopSettings(settings.warmup, settings.min_reps, settings.max_reps, per_shape_s,
                         min(settings.min_time_s, per_shape_s), settings.target)
     with scratch_dir("ktl-bench-") as work:
-        say("building the kernel")
+        progress("building the kernel")
         try:
             artifact = runtime.build(spec, "release", work)
         except (BuildError, RuntimeUnavailableError) as exc:
@@ -349,21 +363,21 @@ def bench(directory: str | Path, settings: BenchSettings | None = None,
         plans = [_plan_shape(op, dims, rng, settings.max_reps) for dims in dims_list]
         loop = dataclasses.replace(loop, threads=cores, adjust_waits=not artifact.gpu,
                                    guard_pages=not artifact.gpu)
-        measured = _measure(artifact, spec.entry, op, plans, work, loop, rng, notes, say,
+        measured = _measure(artifact, spec.entry, op, plans, work, loop, rng, notes, progress,
                             cost)
         if cost and not cost[0].complete:
-            notes.append("not trusted: the kernel's CPU accounting was incomplete (no cgroup, and "
+            notes.caveat("cost_incomplete", None, "not trusted: the kernel's CPU accounting was incomplete (no cgroup, and "
                          "seccomp did not deny the processes /proc cannot account)")
         if measured is None:
             return report([], False)
-        say("re-checking the kept outputs")
+        progress("re-checking the kept outputs")
         judging = _Judging(op, rng, settings.target, settings.max_halfwidth, machine_peaks(),
                            notes)
         results, samples, trusted, seconds = _analyse(judging, plans, measured)
         return report(results, trusted, samples, seconds)
 
 
-def _on_gpu(spec: KernelSpec, settings: BenchSettings, say: Progress) -> BenchReport | None:
+def _on_gpu(spec: KernelSpec, settings: BenchSettings, progress: Progress) -> BenchReport | None:
     """Where a GPU is usable: a torch/triton kernel timed on it against its reference module
     there, a cuda kernel on device pointers against PyTorch's op there (None: no GPU here,
     or a cuda kernel without torch, timed by its host wrapper against NumPy as before)."""
@@ -375,20 +389,20 @@ def _on_gpu(spec: KernelSpec, settings: BenchSettings, say: Progress) -> BenchRe
         if settings.shapes:
             return None  # torch_bench says why --shape does not apply
         report = gpu_bench(spec, settings.time_budget_s, settings.max_halfwidth,
-                           seed=settings.seed, progress=say)
+                           seed=settings.seed, progress=progress)
         if settings.compile_baseline:
             report = dataclasses.replace(report, notes=(*report.notes, (
                 "torch.compile baseline not measured: the GPU path times PyTorch eager only")))
         return report
     if module_runtime_missing("torch") is not None:
-        say("no torch here: the cuda kernel is timed through its host wrapper against NumPy")
+        progress("no torch here: the cuda kernel is timed through its host wrapper against NumPy")
         return None
     from verifier.benchmark._cabi_bench import cabi_bench
 
     shapes = len(settings.shapes or OPS[spec.op].bench_shapes)
     device = DeviceBenchSettings(device="cuda", time_budget_s=settings.time_budget_s / max(shapes, 1),
                                  max_halfwidth=settings.max_halfwidth)
-    return cabi_bench(spec, device, gpu_device(), settings.shapes, settings.seed, say)
+    return cabi_bench(spec, device, gpu_device(), settings.shapes, settings.seed, progress)
 
 
 def _plan_shape(op: OpSpec, dims: dict[str, int], rng: np.random.Generator, max_reps: int) -> ShapePlan:
@@ -402,7 +416,7 @@ def _plan_shape(op: OpSpec, dims: dict[str, int], rng: np.random.Generator, max_
 
 def _measure(artifact: Artifact, entry: str, op: OpSpec, plans: list[ShapePlan], work: Path,
              settings: LoopSettings, rng: np.random.Generator, notes: Findings,
-             say: Progress, cost: list[CostRecord]) -> list[Measured] | None:
+             progress: Progress, cost: list[CostRecord]) -> list[Measured] | None:
     """Run every shape through one worker and one baseline process; None if the kernel failed.
 
     Both get `settings.threads` threads (OpenMP and BLAS). How the kernel's cost was
@@ -426,7 +440,7 @@ def _measure(artifact: Artifact, entry: str, op: OpSpec, plans: list[ShapePlan],
     try:
         owed = worker.loaded()  # the library's loading: charged to the first timed batch
         for plan in plans:
-            say(f"measuring shape {plan.dims} for up to {settings.budget_s:g} s")
+            progress(f"measuring shape {plan.dims} for up to {settings.budget_s:g} s")
             out.append(measure_shape(worker, baseline, op, plan, kmem, bmem, markers, settings, rng,
                                      RECHECK_CALLS, owed))
             owed = 0
@@ -530,7 +544,7 @@ def _judge_shape(
     trusted = True
     n = len(got.kernel_ns)
     if n < 2 or len(got.baseline_ns) != n:
-        notes.append(f"{label}: too few batches measured")
+        notes.caveat("too_few_batches", plan.dims, f"{label}: too few batches measured")
         return False
     for finding in got.escaped:
         trusted = False
@@ -587,7 +601,7 @@ def _judge_speed(judging: _Judging, plan: ShapePlan, res: BenchmarkResult, got: 
     n = res.n
     if res.halfwidth > max_halfwidth:
         trusted = False
-        notes.append(f"{label}: too unstable: the speed-up interval is +-{100 * res.halfwidth:.1f}% "
+        notes.caveat("unstable", plan.dims, f"{label}: too unstable: the speed-up interval is +-{100 * res.halfwidth:.1f}% "
                      f"after {n} batches (limit +-{100 * max_halfwidth:.0f}%); "
                      "rerun on a quieter machine or with a longer budget")
     elif res.halfwidth > target:

@@ -22,11 +22,12 @@ from pathlib import Path
 from attest.ops import op_flops
 from attest.predicates import BenchmarkResult, derived_gflops
 from verifier.benchmark._bench import BenchReport
-from verifier.benchmark._device_bench import DeviceBenchSettings, Progress, bench_module
+from verifier.benchmark._device_bench import DeviceBenchSettings, bench_module
 from verifier.device import Device
 from verifier.errors import BuildError, VerifierError
 from verifier.kernel import KernelSpec
 from verifier.ops import OPS, RMSNORM_EPS, OpSpec
+from verifier.progress import Progress
 from verifier.runtimes import TorchKernel, get_runtime
 
 __all__ = ["BUILTIN_BASELINES", "cabi_bench", "reference_source", "solution_source"]

@@ -25,7 +25,6 @@ import dataclasses
 import secrets
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,6 +61,7 @@ from verifier.device import (
 from verifier.environment import environment_fingerprint, gpu_fingerprint, library_version
 from verifier.errors import BuildError, RuntimeUnavailableError, VerifierError
 from verifier.kernel import KernelSpec
+from verifier.progress import Progress, quiet
 from verifier.runtimes import (
     Call,
     ReferenceError_,
@@ -77,7 +77,6 @@ from verifier.worker import CANDIDATE_GRANTS
 
 __all__ = ["DeviceBenchSettings", "bench_module", "device_bench", "gpu_bench", "gpu_device"]
 
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -114,7 +113,7 @@ def bench_module(kernel: TorchKernel, settings: DeviceBenchSettings, device: Dev
                  clock: Clock = time.perf_counter_ns, flops: float | None = None) -> BenchReport:
     """`device_bench` of a torch kernel folder (also one ktl writes for a C ABI kernel,
     whose FLOPs per call are then known: `flops`)."""
-    say: Progress = progress or (lambda _msg: None)
+    progress = progress or quiet
     reason = torch_unavailable(kernel.runtime)
     if reason:
         raise RuntimeUnavailableError(reason)
@@ -141,7 +140,7 @@ def bench_module(kernel: TorchKernel, settings: DeviceBenchSettings, device: Dev
         except ReferenceError_ as exc:
             raise VerifierError(f"the reference module could not run: {exc}") from exc
         try:
-            return _run(kernel, session, settings, device, seed, rng, env, notes, say, clock,
+            return _run(kernel, session, settings, device, seed, rng, env, notes, progress, clock,
                         flops)
         finally:
             session.close()
@@ -172,7 +171,7 @@ def gpu_bench(spec: KernelSpec, time_budget_s: float, max_halfwidth: float, cold
 
 def _run(kernel: TorchKernel, session: TorchSession, settings: DeviceBenchSettings,
          device: Device, seed: int, rng: np.random.Generator, env: dict[str, Any],
-         notes: Findings, say: Progress, clock: Clock, flops: float | None) -> BenchReport:
+         notes: Findings, progress: Progress, clock: Clock, flops: float | None) -> BenchReport:
     init_seed = int(rng.integers(0, 2**31))
     dims = _shape_record(session)
     info = device.info()
@@ -185,7 +184,7 @@ def _run(kernel: TorchKernel, session: TorchSession, settings: DeviceBenchSettin
         cand = TorchSide(session, session.candidate, session.cand_mem, settings.device, flush, True)
         base = TorchSide(session, session.reference, session.ref_mem, settings.device, flush, False)
         plan = _plan(cand, pool, settings, session, rng, clock)
-        say(f"timing ModelNew against Model (PyTorch eager) on {info.model}: {plan.reps} "
+        progress(f"timing ModelNew against Model (PyTorch eager) on {info.model}: {plan.reps} "
             f"batches of {plan.batch} call(s) per side")
         shapes = session.output_shapes(pool[0])
         timing = measure(cand, base, device, lambda r, c: _call_inputs(pool, r * plan.batch + c, rng),
@@ -199,7 +198,8 @@ def _run(kernel: TorchKernel, session: TorchSession, settings: DeviceBenchSettin
     result = _judge(dims, timing, cost, cand, device, plan, rng, settings, notes)
     conditions = summarize(timing.samples)
     if conditions.throttle:
-        notes.append(f"not trusted: the device was throttled or unsteady ({', '.join(conditions.throttle)})")
+        notes.caveat("device_throttled", None, "not trusted: the device was throttled or "
+                     f"unsteady ({', '.join(conditions.throttle)})")
     trusted = result is not None and result.halfwidth <= settings.max_halfwidth and \
         not conditions.throttle
     samples = {"shape": dims, "kernel_ns": timing.kernel.per_call_ns,

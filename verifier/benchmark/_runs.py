@@ -24,10 +24,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from attest.predicates import (
     BENCHMARK_SCHEMA_VERSION,
+    BenchCaveat,
     BenchFault,
     BenchmarkPredicate,
     BenchmarkResult,
@@ -44,7 +45,7 @@ from verifier.benchmark._conditions import Conditions, merge, probe
 from verifier.benchmark._settings import BenchSettings
 from verifier.errors import VerifierError
 from verifier.kernel import measured_kernel
-from verifier.progress import Progress
+from verifier.progress import Progress, quiet
 from verifier.stats import max_runs, student_t_quantile
 
 __all__ = ["DEFAULT_RUNS", "RunSet", "bench_runs", "pinned_cpu"]
@@ -54,6 +55,7 @@ DEFAULT_RUNS = 5
 BENCHMARKS.md) five runs a side refute a 1.25x inflation at 99 % confidence and keep
 a reproduction of one example kernel well under two minutes."""
 MAX_NOTES = 64
+_Typed = TypeVar("_Typed", BenchFault, BenchCaveat)
 
 
 def pinned_cpu() -> int | None:
@@ -153,19 +155,28 @@ class RunSet:
             method=method, results=tuple(aggregated),
             samples=samples_ref(self.samples_blob()), trusted=self.trusted,
             notes=tuple(n[:2000] for n in self.notes()), faults=tuple(self.faults()),
+            caveats=tuple(self.caveats()),
             torch=None if first.torch is None else TorchOp.from_json(dict(first.torch)))
+
+    def caveats(self) -> list[BenchCaveat]:
+        """Every run's typed caveats, each (kind, shape) once; capped like the notes."""
+        return _once_each([c for report in self.runs for c in report.caveats])
 
     def faults(self) -> list[BenchFault]:
         """Every run's typed kernel faults, each (kind, shape) once; capped like the notes."""
-        out: list[BenchFault] = []
-        seen: set[tuple[str, str]] = set()
-        for report in self.runs:
-            for f in report.faults:
-                key = (f.kind, json.dumps(f.shape, sort_keys=True))
-                if key not in seen:
-                    seen.add(key)
-                    out.append(f)
-        return out[:MAX_NOTES]
+        return _once_each([f for report in self.runs for f in report.faults])
+
+
+def _once_each(items: list[_Typed]) -> list[_Typed]:
+    """The first of each (kind, shape), in order; at most MAX_NOTES."""
+    out: list[_Typed] = []
+    seen: set[tuple[str, str]] = set()
+    for item in items:
+        key = (item.kind, json.dumps(item.shape, sort_keys=True))
+        if key not in seen:
+            seen.add(key)
+            out.append(item)
+    return out[:MAX_NOTES]
 
 
 def _run_of(r: BenchmarkResult) -> BenchmarkRun:
@@ -214,7 +225,7 @@ def bench_runs(directory: str | Path, runs: int = DEFAULT_RUNS,
     settings = settings or BenchSettings()
     if not 1 <= runs <= max_runs():
         raise VerifierError(f"runs must be between 1 and {max_runs()}, got {runs}")
-    say: Progress = progress or (lambda _msg: None)
+    progress = progress or quiet
     cpu = pinned_cpu() if pin and settings.threads == 1 else None
     # The roofline's peaks are measured once, in this process, with every core: measured
     # while pinned they would halve and make honest kernels look faster than possible.
@@ -222,9 +233,9 @@ def bench_runs(directory: str | Path, runs: int = DEFAULT_RUNS,
     before = probe(cpu)
     reports: list[BenchReport] = []
     for k in range(runs):
-        say(f"run {k + 1}/{runs}" + (f" (pinned to CPU {cpu})" if cpu is not None else ""))
+        progress(f"run {k + 1}/{runs}" + (f" (pinned to CPU {cpu})" if cpu is not None else ""))
         with _pinned(cpu):
-            report = bench(directory, settings, progress=say)
+            report = bench(directory, settings, progress=progress)
         settings = dataclasses.replace(settings, seed=report.seed)
         reports.append(report)
         if not report.trusted:  # the set is untrusted whatever later runs say: stop here

@@ -40,7 +40,7 @@ from verifier.benchmark._torch_pool import InputPool
 from verifier.environment import environment_fingerprint
 from verifier.errors import BuildError, RuntimeUnavailableError, VerifierError
 from verifier.kernel import KernelSpec
-from verifier.progress import Progress
+from verifier.progress import Progress, quiet
 from verifier.runtimes import (
     Call,
     ReferenceError_,
@@ -110,7 +110,7 @@ def torch_bench(spec: KernelSpec, settings: BenchSettings,
                 progress: Progress | None = None) -> BenchReport:
     """One bench run of a torch/triton kernel; `trusted` is False (with notes) when it cannot
     be believed. Raises RuntimeUnavailableError where it cannot be timed here."""
-    say: Progress = progress or (lambda _msg: None)
+    progress = progress or quiet
     kernel = TorchKernel.from_spec(spec)
     if settings.shapes:
         raise VerifierError("--shape does not apply to op 'torch': the kernel is timed at the "
@@ -130,7 +130,7 @@ def torch_bench(spec: KernelSpec, settings: BenchSettings,
     env = environment_fingerprint(kernel.runtime)
     with tempfile.TemporaryDirectory(prefix="ktl-torch-bench-") as tmp:
         work = Path(tmp)
-        say("building the solution's extensions (if any)")
+        progress("building the solution's extensions (if any)")
         try:
             build = build_extensions(kernel, work)
         except BuildError as exc:
@@ -148,21 +148,21 @@ def torch_bench(spec: KernelSpec, settings: BenchSettings,
         except (ReferenceError_, *_KERNEL_FAULTS) as exc:
             raise VerifierError(f"the reference module could not run: {exc}") from exc
         try:
-            return _measure_all(kernel, session, settings, seed, rng, env, notes, say)
+            return _measure_all(kernel, session, settings, seed, rng, env, notes, progress)
         finally:
             session.close()
 
 
 def _measure_all(kernel: TorchKernel, session: TorchSession, settings: BenchSettings,
                  seed: int, rng: np.random.Generator, env: dict[str, Any], notes: Findings,
-                 say: Progress) -> BenchReport:
+                 progress: Progress) -> BenchReport:
     init_seed = int(rng.integers(0, 2**31))
     dims = _shape_record(session)
     try:
         session.start_candidate()
         session.init(init_seed)
         pool = InputPool([_draw(session, rng) for _ in range(POOL + 1)], session.arg_dtypes())
-        say(f"timing ModelNew against Model (PyTorch eager) for up to {settings.time_budget_s:g} s")
+        progress(f"timing ModelNew against Model (PyTorch eager) for up to {settings.time_budget_s:g} s")
         assert session.reference is not None
         timing = _measure(session, session.reference, pool, settings, rng)
     except (ChildLoadError, *_KERNEL_FAULTS) as exc:
@@ -170,7 +170,7 @@ def _measure_all(kernel: TorchKernel, session: TorchSession, settings: BenchSett
         return _report(kernel, seed, env, (), notes, session, init_seed)
     baselines = [TORCH_BASELINE]
     if settings.compile_baseline:
-        baselines += _compiled(session, pool, settings, rng, notes, say)
+        baselines += _compiled(session, pool, settings, rng, notes, progress)
     else:
         notes.append("torch.compile baseline not measured (ask for it with --torch-compile)")
     result = _judge(dims, timing, rng, settings, notes)
@@ -364,7 +364,7 @@ def _judge(dims: dict[str, int], t: _Timing, rng: np.random.Generator,
                     f"for the same calls: {len(t.wrong)} of {t.checked} sampled wrong (first: "
                     f"{t.wrong[0]}); the kernel skips work, drifts or caches results")
     if len(t.kernel_ns) < 2:
-        notes.append(f"{label}: too few batches measured")
+        notes.caveat("too_few_batches", dims, f"{label}: too few batches measured")
         return None
     ks, bs = np.asarray(t.kernel_ns), np.asarray(t.baseline_ns)
     speed, lo, hi = bootstrap_speedup(ks, bs, rng)
@@ -374,7 +374,7 @@ def _judge(dims: dict[str, int], t: _Timing, rng: np.random.Generator,
                           baseline_median_ns=float(np.median(bs)), speedup=speed,
                           speedup_ci95=(lo, hi), gflops=0.0)
     if res.halfwidth > settings.max_halfwidth:
-        notes.append(f"{label}: too unstable: the speed-up interval is +-{100 * res.halfwidth:.1f}% "
+        notes.caveat("unstable", dims, f"{label}: too unstable: the speed-up interval is +-{100 * res.halfwidth:.1f}% "
                      f"after {res.n} batches (limit +-{100 * settings.max_halfwidth:.0f}%)")
     else:
         notes.append(f"{label}: speed-up interval +-{100 * res.halfwidth:.1f}% after {res.n} "
@@ -383,10 +383,10 @@ def _judge(dims: dict[str, int], t: _Timing, rng: np.random.Generator,
 
 
 def _compiled(session: TorchSession, pool: InputPool, settings: BenchSettings,
-              rng: np.random.Generator, notes: Findings, say: Progress) -> list[str]:
+              rng: np.random.Generator, notes: Findings, progress: Progress) -> list[str]:
     """torch.compile of the reference as a second baseline (a note), or why it did not run."""
     assert session.reference is not None
-    say("compiling the reference with torch.compile (a second baseline)")
+    progress("compiling the reference with torch.compile (a second baseline)")
     try:
         session.reference.request({"cmd": "compile"}, COMPILE_TIMEOUT_S)
         # the first call compiles (minutes on a busy machine): made here, untimed, with time
@@ -419,4 +419,5 @@ def _report(kernel: TorchKernel, seed: int, env: dict[str, Any], results: tuple[
              "baselines": list(baselines)}
     return BenchReport(kernel.name, "torch", seed, Environment.from_json(env), shapes, 0, results,
                        trusted and bool(results) and not notes.faults, tuple(notes.notes),
-                       samples, seconds, tuple(notes.faults), torch=torch)
+                       samples, seconds, tuple(notes.faults), torch=torch,
+                       caveats=tuple(notes.caveats))

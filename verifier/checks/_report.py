@@ -23,11 +23,10 @@ from attest.predicates import (
     VerificationPredicate,
 )
 from verifier.errors import VerifierError
-from verifier.progress import Progress
 
 __all__ = [
     "BUDGETS", "CASE_FAULTS", "CHECK_ADDRESS_SPACE", "F32", "MAX_DETAIL", "OUTCOMES", "Budget",
-    "CheckReport", "Progress", "check_row", "make_fault", "shape_text",
+    "CheckReport", "check_row", "make_fault", "shape_text",
 ]
 
 

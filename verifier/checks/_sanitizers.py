@@ -12,10 +12,11 @@ import numpy as np
 from attest.predicates import Check, FaultKind
 from attest.text import plural
 from verifier.checks._plan import aligned_shape, mid_shape
-from verifier.checks._report import F32, Budget, Progress, check_row, make_fault, shape_text
+from verifier.checks._report import F32, Budget, check_row, make_fault, shape_text
 from verifier.errors import BuildError, RuntimeUnavailableError
 from verifier.kernel import KernelSpec
 from verifier.ops import OpSpec
+from verifier.progress import Progress
 from verifier.runtimes import Audit, get_runtime, write_driver_cases
 from verifier.sandbox import (
     ChildResult,
@@ -181,14 +182,14 @@ def tsan_check(run: Sanitizing, cases: list[tuple[dict[str, int], list[F32]]],
 
 
 def sanitizer_rows(spec: KernelSpec, op: OpSpec, plan: Budget, wall_s: float, workdir: Path,
-                   rng: np.random.Generator, say: Progress,
+                   rng: np.random.Generator, progress: Progress,
                    audit: Audit | None = None) -> list[Check]:
     """The ASan+UBSan row, then the TSan row, on the budget's driver cases."""
-    say("AddressSanitizer + UBSan build")
+    progress("AddressSanitizer + UBSan build")
     run = Sanitizing(spec, op, workdir, wall_s, 3 * plan.step_wall_s)
     san_cases = sanitizer_cases(op, rng, plan.asan_shapes)
     asan = asan_check(run, san_cases)
-    say("ThreadSanitizer build")
+    progress("ThreadSanitizer build")
     tsan_cases = [(mid_shape(op), op.random_inputs(mid_shape(op), rng))]
     if plan.tsan_shapes > 1:
         tsan_cases.append((aligned_shape(op), op.random_inputs(aligned_shape(op), rng)))

@@ -39,7 +39,6 @@ from verifier.checks._report import (
     OUTCOMES,
     Budget,
     CheckReport,
-    Progress,
     check_row,
     make_fault,
 )
@@ -51,6 +50,7 @@ from verifier.environment import environment_fingerprint
 from verifier.errors import BuildError, RuntimeUnavailableError, VerifierError
 from verifier.kernel import KernelSpec, measured_kernel
 from verifier.ops import OPS
+from verifier.progress import Progress, quiet
 from verifier.runtimes import get_runtime
 from verifier.sandbox import (
     Limits,
@@ -103,10 +103,10 @@ def _check(
 ) -> CheckReport:
     if budget not in BUDGETS:
         raise VerifierError(f"budget must be one of {sorted(BUDGETS)}, got {budget!r}")
-    say: Progress = progress or (lambda _msg: None)
+    progress = progress or quiet
     spec = KernelSpec.load(directory)
     if spec.is_torch:
-        return torch_check(spec, budget, seed, say)
+        return torch_check(spec, budget, seed, progress)
     plan = BUDGETS[budget]
     seed = secrets.randbelow(2**31) if seed is None else int(seed)
     if not 0 <= seed < 2**63:
@@ -124,7 +124,7 @@ def _check(
     op = OPS[spec.op]
     compiler, version = runtime.compiler()
     with scratch_dir("ktl-check-") as work:
-        say("building the kernel")
+        progress("building the kernel")
         try:
             artifact = runtime.build(spec, "release", work)
         except (BuildError, RuntimeUnavailableError) as exc:
@@ -141,8 +141,8 @@ def _check(
                         step_wall_s=plan.step_wall_s)
         markers = Markers.draw()
         run = KernelRun.of(artifact, spec, op, work, markers)
-        layers = run_cases(run, cases, limits, rng, say)
-        say("comparing with the float64 reference")
+        layers = run_cases(run, cases, limits, rng, progress)
+        progress("comparing with the float64 reference")
         rows.extend(judge(op, cases, plan, markers))
         rows.append(check_row("sandbox", "pass", sandbox_detail(layers), {},
                                 sandbox_metrics(layers)))
@@ -152,7 +152,7 @@ def _check(
             rows += [check_row(row, "fail", why, {}, {}, make_fault("not_run"))
                      for row in ("index.overflow", "sanitizer.asan_ubsan", "sanitizer.tsan")]
             return report(rows)
-        rows.append(_index_overflow_row(run, plan, rng, say))
+        rows.append(_index_overflow_row(run, plan, rng, progress))
         rows += sanitizer_rows(spec, op, plan, 60.0 if budget == "quick" else 150.0, work, rng,
-                               say, audit)
+                               progress, audit)
     return report(rows)

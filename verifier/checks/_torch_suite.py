@@ -51,6 +51,7 @@ from verifier.checks._torch_rows import (
 from verifier.environment import environment_fingerprint
 from verifier.errors import BuildError, VerifierError
 from verifier.kernel import KernelSpec
+from verifier.progress import Progress, quiet
 from verifier.runtimes import (
     Call,
     CallOutcome,
@@ -77,7 +78,6 @@ from verifier.worker import (
 
 __all__ = ["TORCH_PLANS", "TorchPlan", "torch_check"]
 
-Progress = Callable[[str], None]
 CALL_TIMEOUT_S = 60.0
 CONCURRENCY_COMMANDS = 6
 INTERPRETED_CONCURRENCY = (
@@ -136,7 +136,7 @@ def torch_check(spec: KernelSpec, budget: str = "quick", seed: int | None = None
     """The suite on a torch/triton kernel folder's spec; never raises for kernel faults."""
     if budget not in BUDGETS:
         raise VerifierError(f"budget must be one of {sorted(BUDGETS)}, got {budget!r}")
-    say: Progress = progress or (lambda _msg: None)
+    progress = progress or quiet
     kernel = TorchKernel.from_spec(spec)
     seed = secrets.randbelow(2**31) if seed is None else int(seed)
     env = Environment.from_json(environment_fingerprint(kernel.runtime))
@@ -161,13 +161,13 @@ def torch_check(spec: KernelSpec, budget: str = "quick", seed: int | None = None
             f"a CUDA build of torch and a GPU; {why}, so nothing was built or judged (a CUDA "
             "solution never passes without running)")])
     with tempfile.TemporaryDirectory(prefix="ktl-torch-check-") as tmp:
-        return report(_suite(kernel, TORCH_PLANS[budget], seed, Path(tmp), say, statement))
+        return report(_suite(kernel, TORCH_PLANS[budget], seed, Path(tmp), progress, statement))
 
 
-def _suite(kernel: TorchKernel, plan: TorchPlan, seed: int, work: Path, say: Progress,
+def _suite(kernel: TorchKernel, plan: TorchPlan, seed: int, work: Path, progress: Progress,
            statement: dict[str, Any]) -> list[Check]:
     """The rows; `statement` gets the TorchOp fields once the reference has run."""
-    say("building the solution's extensions (if any)")
+    progress("building the solution's extensions (if any)")
     try:
         build = build_extensions(kernel, work)
     except BuildError as exc:
@@ -177,7 +177,7 @@ def _suite(kernel: TorchKernel, plan: TorchPlan, seed: int, work: Path, say: Pro
             static_row(audit_solution(kernel.read()[kernel.solution]))]
     limits = Limits(cpu_s=600, wall_s=900.0, address_space=CANDIDATE_GRANTS.address_space,
                     open_files=CANDIDATE_GRANTS.open_files, processes=CANDIDATE_GRANTS.processes)
-    say("starting the reference and the candidate in their sandboxes")
+    progress("starting the reference and the candidate in their sandboxes")
     try:
         session = TorchSession(kernel, work, build, limits)
     except (ReferenceError_, WorkerGone, WorkerHung, KernelRaised) as exc:
@@ -189,8 +189,8 @@ def _suite(kernel: TorchKernel, plan: TorchPlan, seed: int, work: Path, say: Pro
             detail = f"the solution could not be loaded: {exc}"
             return [*rows, check_row("load", "fail", detail[:1500], {}, {}, make_fault("load"))]
         run = _Run(session, np.random.default_rng(seed))
-        _gather(run, plan, say)
-        say("comparing with the reference's outputs")
+        _gather(run, plan, progress)
+        progress("comparing with the reference's outputs")
         tol = TOLERANCES[kernel.dtype]
         rows.append(reference_row(kernel, session, run.init_seeds, run.loaded, tol))
         statement.update(torch_statement(kernel, session.torch_version, tol, run.init_seeds))
@@ -225,11 +225,11 @@ def _guarded(run: _Run, group: str, body: Callable[[], None]) -> None:
         run.restarts = 99
 
 
-def _gather(run: _Run, plan: TorchPlan, say: Progress) -> None:
+def _gather(run: _Run, plan: TorchPlan, progress: Progress) -> None:
     session = run.session
     run.init_seeds = [int(run.rng.integers(0, 2**31)) for _ in range(plan.inits)]
     for k, init_seed in enumerate(run.init_seeds):
-        say(f"weights #{k + 1} (seed {init_seed}): {plan.random} calls on fresh inputs")
+        progress(f"weights #{k + 1} (seed {init_seed}): {plan.random} calls on fresh inputs")
 
         def random(init_seed: int = init_seed) -> None:
             run.loaded.append(session.init(init_seed))
@@ -239,7 +239,7 @@ def _gather(run: _Run, plan: TorchPlan, say: Progress) -> None:
         _guarded(run, "correctness.random" if k == 0 else f"correctness.random.{k}", random)
         if "restart" in run.failures:
             return
-    say("scaled shapes, special values, determinism, state, two threads")
+    progress("scaled shapes, special values, determinism, state, two threads")
     steps: list[tuple[str, Callable[[], None]]] = [
         ("correctness.shapes", lambda: _shapes(run, plan)),
         ("special_values", lambda: _special(run, plan)),

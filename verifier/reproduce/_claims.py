@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attest.ops import CATALOGUE_VERSION, shape_key, shape_label
+from attest.ops import CATALOGUE_VERSION, shape_key
 from attest.predicates import (
     BENCHMARK_V1,
     REPRODUCTION_SCHEMA_VERSION,
@@ -227,8 +227,10 @@ def compare_benchmark(claimed: BenchmarkPredicate, measured: BenchmarkPredicate,
             out.append(_claim(label, "inconclusive", claimed_m, NOTHING,
                               f"shape {key} was not measured here", diff=diff))
             continue
-        # the notes are quoted to say why, never read to decide: `trusted` decides
-        why = "; ".join(n for n in measured.notes if shape_label(op, r.shape) in n) or \
+        # `trusted` decides; the typed caveats of this shape and of the whole run say why
+        # (the notes are prose, never read)
+        why = "; ".join(c.detail for c in measured.caveats
+                        if c.shape is None or shape_key(op, c.shape) == key) or \
             "the measurement here was not stable enough"
         v = speedup_verdict(r.run_speedups(), got.run_speedups(), measured.trusted, why, diff,
                             policy, look=look, conditions=apart)
@@ -377,7 +379,7 @@ def reproduce_kernel(
     if unavailable:  # e.g. a cuda kernel on a machine without a GPU: not evidence either way
         return not_rerun(items, target, f"runtime {runtime!r} unavailable here: {unavailable}",
                          here, settings.policy)
-    say = settings.progress or quiet
+    progress = settings.progress or quiet
     verification: VerificationPredicate | None = None
     own: VerificationPredicate | None = None
     benchmark: BenchmarkPredicate | None = None
@@ -386,11 +388,11 @@ def reproduce_kernel(
         pred = item.predicate
         if isinstance(pred, VerificationPredicate) and verification is None:
             level = settings.budget or pred.budget
-            say(f"checking at the claimed seed {pred.seed}")
+            progress(f"checking at the claimed seed {pred.seed}")
             verification = check(kernel_dir, budget=level, seed=pred.seed,
                                  progress=settings.progress).to_predicate()
             own_seed = fresh_seed(avoid=pred.seed)
-            say(f"checking at a seed of this reproducer's, {own_seed}")
+            progress(f"checking at a seed of this reproducer's, {own_seed}")
             own = check(kernel_dir, budget=level, seed=own_seed,
                         progress=settings.progress).to_predicate()
         elif isinstance(pred, BenchmarkPredicate) and benchmark is None:
@@ -440,7 +442,7 @@ class _Looks:
         import verifier.benchmark as benchmark
         from verifier.stats import MAX_LOOKS, max_runs
 
-        say = self.settings.progress or quiet
+        progress = self.settings.progress or quiet
         budget_s = self.settings.sequential_budget_s
         batch = max(1, self.settings.runs)
         started = time.monotonic()
@@ -452,11 +454,11 @@ class _Looks:
             if not open_claims or look >= MAX_LOOKS or room <= 0 or not fresh.trusted:
                 return body
             if spent >= budget_s:
-                say(f"time budget spent ({budget_s:.0f} s): {len(open_claims)} speed-up "
+                progress(f"time budget spent ({budget_s:.0f} s): {len(open_claims)} speed-up "
                     "claim(s) still undecided, left inconclusive")
                 return body
             more = min(batch, room)
-            say(f"look {look}: {len(open_claims)} speed-up claim(s) undecided "
+            progress(f"look {look}: {len(open_claims)} speed-up claim(s) undecided "
                 f"({', '.join(open_claims)[:200]}); measuring {more} more run(s), "
                 f"{budget_s - spent:.0f} s of the time budget left")
             extra = benchmark.bench_runs(self.kernel_dir, more, self.bench,
