@@ -263,6 +263,37 @@ def test_a_cuda_builds_log_is_reduced_diagnostics(tmp_path: Path) -> None:
 
 
 @needs_nvcc
+def test_a_cuda_kernels_own_code_is_audited_like_c(tmp_path: Path) -> None:
+    """Issue 22: the audit reads the kernel's sources built alone against the shared CUDA
+    runtime (the static one's imports would hide its own): the example passes; a launcher
+    that is honest only where /proc/self/status says `Seccomp: 2` is a typed finding."""
+    from verifier.checks._static import audit_row
+
+    spec = KernelSpec.load(EXAMPLE)
+    art = CudaRuntime(require_gpu=False).build(spec, "release", tmp_path / "ok")
+    assert art.audit_path is not None and art.audit_path != art.path
+    row, audit = audit_row(art, spec)
+    assert row.outcome == "pass" and audit is not None, row.detail
+    assert any(s.startswith("__cudaRegister") for s in audit.imports)
+    folder = _folder(tmp_path, "detector", (
+        "#include <stdio.h>\n#include <string.h>\n"
+        "__global__ void k(const float* x, float* y, long n) {\n"
+        "  long i = blockIdx.x * (long)blockDim.x + threadIdx.x; if (i < n) y[i] = x[i]; }\n"
+        'extern "C" void launch(const float* x, float* y, long r, long c) {\n'
+        '  char line[256] = ""; FILE* f = fopen("/proc/self/status", "r"); int sandboxed = 0;\n'
+        '  while (f && fgets(line, sizeof line, f)) sandboxed |= !strncmp(line, "Seccomp:\\t2", 10);\n'
+        "  if (f) fclose(f);\n"
+        "  k<<<(unsigned)((r * c + 255) / 256), 256>>>(x, y, sandboxed ? r * c : 0); }\n"))
+    bad = KernelSpec.load(folder)
+    art = CudaRuntime(require_gpu=False).build(bad, "release", tmp_path / "bad")
+    row, audit = audit_row(art, bad)
+    assert row.outcome == "fail" and row.fault is not None
+    assert row.fault.kind == "forbidden_import" and audit is not None
+    names = {f.name for f in audit.undeclared}
+    assert {"fopen", "fgets"} <= names and any("/proc/self/status" in n for n in names), names
+
+
+@needs_nvcc
 def test_tsan_does_not_apply_and_memcheck_needs_its_tool(tmp_path: Path) -> None:
     spec = KernelSpec.load(EXAMPLE)
     runtime = CudaRuntime(require_gpu=False)

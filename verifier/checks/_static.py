@@ -8,7 +8,14 @@ from attest.predicates import Check
 from attest.text import plural
 from verifier.checks._report import check_row, make_fault
 from verifier.kernel import KernelSpec
-from verifier.runtimes import ALLOWED_GROUPS, Artifact, Audit, AuditError, audit_library
+from verifier.runtimes import (
+    ALLOWED_GROUPS,
+    CUDA_GROUPS,
+    Artifact,
+    Audit,
+    AuditError,
+    audit_library,
+)
 
 __all__ = ["audit_row"]
 
@@ -16,12 +23,14 @@ __all__ = ["audit_row"]
 def audit_row(artifact: Artifact, spec: KernelSpec) -> tuple[Check, Audit | None]:
     """The row, and the audit (None where the library was not audited)."""
     name = "audit.library"
-    if artifact.gpu:
+    if artifact.gpu and artifact.audit_path is None:
         return check_row(name, "skip", "not audited: a cuda library links the CUDA runtime "
                            "statically, whose own imports (dlopen, getenv, file reads) would "
                            "hide the kernel's"), None
-    try:
-        audit = audit_library(artifact.path, "-fopenmp" in spec.flags, dict(spec.audit_allow))
+    groups = CUDA_GROUPS if artifact.gpu else ALLOWED_GROUPS
+    try:  # cuda: the kernel's own sources against the shared runtime (`Artifact.audit_path`)
+        audit = audit_library(artifact.audit_path or artifact.path, "-fopenmp" in spec.flags,
+                              dict(spec.audit_allow), cuda=artifact.gpu)
     except AuditError as exc:
         return check_row(name, "error", f"the built library cannot be audited: {exc}", {}, {},
                            None), None
@@ -40,7 +49,7 @@ def audit_row(artifact: Artifact, spec: KernelSpec) -> tuple[Check, Audit | None
             name, "fail",
             f"the built library {', '.join(str(f) for f in found[:8])}"
             + (f" and {len(found) - 8} more" if len(found) > 8 else "")
-            + f": outside what a kernel of runtime {spec.runtime} needs ({ALLOWED_GROUPS}); a "
+            + f": outside what a kernel of runtime {spec.runtime} needs ({groups}); a "
             "kernel that senses its surroundings can behave only inside the harness. Declare "
             "each with its reason in kernel.toml [audit.allow] if it is needed"
             + (f"; {shown}" if shown else ""), inputs, metrics,
@@ -48,6 +57,6 @@ def audit_row(artifact: Artifact, spec: KernelSpec) -> tuple[Check, Audit | None
     code = "" if audit.disassembled else "; instructions not read (objdump unavailable or failed)"
     return check_row(
         name, "pass",
-        f"{plural(len(audit.imports), 'import')} all within {ALLOWED_GROUPS}; no host path or "
+        f"{plural(len(audit.imports), 'import')} all within {groups}; no host path or "
         f"sandbox tell among its strings; no system-call or timer instruction{code}"
         + (f"; {shown}" if shown else ""), inputs, metrics), audit

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from verifier.runtimes._audit import (
     ALLOWED_GROUPS,
+    CUDA_GROUPS,
     Audit,
     AuditError,
     LibraryFinding,
@@ -51,7 +52,7 @@ from verifier.runtimes._torch_session import (
     scaled_variants,
 )
 
-__all__ = ["ALLOWED_GROUPS", "BUILD_LIMITS", "FINDING_KINDS", "RUNTIME_IMPLS",
+__all__ = ["ALLOWED_GROUPS", "BUILD_LIMITS", "CUDA_GROUPS", "FINDING_KINDS", "RUNTIME_IMPLS",
            "TORCH_BUILD_LIMITS", "VARIANTS", "Artifact", "Audit", "AuditError", "CRuntime",
            "Call", "CallOutcome", "Finding", "FindingKind", "LibraryFinding", "ReferenceError_",
            "Runtime", "TorchBuild", "TorchKernel", "TorchSession", "audit_library",

@@ -30,7 +30,7 @@ from typing import Literal
 from verifier.errors import VerifierError
 from verifier.sandbox import Limits, run_sandboxed
 
-__all__ = ["ALLOWED_GROUPS", "MAX_LIBRARY_BYTES", "Audit", "AuditError", "LibraryFinding", "audit_library", "read_elf"]
+__all__ = ["ALLOWED_GROUPS", "CUDA_GROUPS", "MAX_LIBRARY_BYTES", "Audit", "AuditError", "LibraryFinding", "audit_library", "read_elf"]
 
 MAX_LIBRARY_BYTES = 64 * 2**20
 MAX_SECTIONS = 4096
@@ -129,6 +129,18 @@ _LIBGCC = re.compile(r"__[a-z]+(?:[sdthxb]f|[dts]i|[sdx]c)[0-9]")
 """Compiler helpers (`__divti3`, `__extendhfsf2`, `__truncsfbf2`, `__mulsc3`, ...)."""
 _OPENMP = re.compile(r"(?:GOMP|omp)_[A-Za-z0-9_]+")
 ALLOWED_GROUPS = "libc memory and output, math (libm), threads (pthreads, C11), libgcc helpers, OpenMP with -fopenmp"
+_CUDA = re.compile(r"__cuda[A-Z][A-Za-z]*|cuda(?!Ipc)[A-Z][A-Za-z0-9_]*")
+"""The CUDA runtime's API and the registration/launch calls nvcc generates (interprocess
+memory handles excepted: `cudaIpc*` shares device memory with other processes)."""
+_CXX = frozenset({
+    "__cxa_atexit", "__cxa_guard_acquire", "__cxa_guard_release", "__cxa_guard_abort",
+    "__gxx_personality_v0", "_Unwind_Resume", "_Znwm", "_Znam", "_ZdlPv", "_ZdlPvm", "_ZdaPv",
+    "__cxa_begin_catch", "__cxa_end_catch", "__cxa_rethrow", "__cxa_throw",
+    "__cxa_allocate_exception", "__cxa_free_exception", "_ZSt9terminatev",
+})
+"""What nvcc's generated host code needs from the C++ runtime (module registration at load,
+its unregistration at exit, exception unwinding)."""
+CUDA_GROUPS = ALLOWED_GROUPS + ", the CUDA runtime API (no cudaIpc*), C++ runtime support"
 
 _CATEGORIES: Mapping[Category, frozenset[str]] = {
     "file": frozenset({"fopen", "fopen64", "fclose", "open", "open64", "openat", "openat64", "__open_2",
@@ -168,7 +180,9 @@ _CATEGORIES: Mapping[Category, frozenset[str]] = {
 }
 
 
-def _allowed(symbol: str, openmp: bool) -> bool:
+def _allowed(symbol: str, openmp: bool, cuda: bool = False) -> bool:
+    if cuda and (symbol in _CXX or _CUDA.fullmatch(symbol) is not None):
+        return True
     return (symbol in _BASE or symbol in _MEMORY or symbol in _OUTPUT or symbol in _THREADS
             or _MATH.fullmatch(symbol) is not None or _LIBGCC.fullmatch(symbol) is not None
             or (openmp and _OPENMP.fullmatch(symbol) is not None))
@@ -301,16 +315,19 @@ def _instructions(library: Path) -> tuple[list[LibraryFinding], bool]:
     return list(seen.values()), True
 
 
-def audit_library(library: Path, openmp: bool, declared: Mapping[str, str]) -> Audit:
+def audit_library(library: Path, openmp: bool, declared: Mapping[str, str],
+                  cuda: bool = False) -> Audit:
     """Audit the built `library`; `openmp`: the manifest asks for -fopenmp (GOMP_/omp_ imports
-    allowed); `declared`: the manifest's finding -> reason. Raises AuditError."""
+    allowed); `declared`: the manifest's finding -> reason; `cuda`: the kernel's own code of a
+    cuda build, linked against the shared CUDA runtime (its API allowed, `CUDA_GROUPS`).
+    Raises AuditError."""
     try:
         data = library.read_bytes()
     except OSError as exc:
         raise AuditError(f"cannot read the built library: {exc}") from exc
     image = read_elf(data)
     findings = [LibraryFinding("symbol", s, _category(s)) for s in image.undefined
-                if not _allowed(s, openmp)]
+                if not _allowed(s, openmp, cuda)]
     findings += _strings(image.data)
     code, disassembled = _instructions(library)
     findings += code

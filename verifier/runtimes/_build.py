@@ -114,6 +114,9 @@ class Artifact:
     """The symbol the worker calls (None: the spec's entry); cuda exports a host wrapper."""
     gpu: bool = False
     """Its children need the GPU (device nodes, driver, no address-space limit)."""
+    audit_path: Path | None = None
+    """The library the static audit reads where it is not `path` (cuda: the kernel's own
+    sources alone, linked against the shared CUDA runtime, whose imports are then theirs)."""
 
 
 def driver_source(op: OpSpec, entry: str) -> str:

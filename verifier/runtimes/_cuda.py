@@ -43,7 +43,7 @@ from verifier.runtimes._build import (
     reduce_diagnostics,
     stage_sources,
 )
-from verifier.sandbox import _landlock
+from verifier.sandbox import Limits, _landlock
 from verifier.worker import GUARD, GUARD_WORD
 
 __all__ = ["CudaRuntime", "arch_flags", "find_tool", "wrapper_source"]
@@ -308,10 +308,26 @@ class CudaRuntime:
         if not result.ok or not out.is_file():
             why = build_failure(result, limits)
             raise BuildError(f"nvcc {' '.join(flags)} failed for {variant}: {why}")
+        audit = self._audit_build(src_dir, flags, cu_files, limits) if variant == "release" else None
         if variant == "asan":
             script = src_dir / "driver-asan"
             script.write_text(SANITIZER_SCRIPT.format(tool=sanitizer))
             script.chmod(0o755)
             out = script
         return Artifact(self.name, variant, out, tuple(argv), reduce_diagnostics(result.stderr),
-                        entry_symbol=symbol, gpu=True)
+                        entry_symbol=symbol, gpu=True, audit_path=audit)
+
+    def _audit_build(self, src_dir: Path, flags: list[str], cu_files: list[str],
+                     limits: Limits) -> Path:
+        """The kernel's sources alone (no wrapper) against the shared CUDA runtime, for the
+        static audit: the static runtime's own imports would hide the kernel's."""
+        from verifier.sandbox import run_sandboxed
+
+        out = src_dir / "kernel-audit.so"
+        argv = [self.nvcc, *flags, "-shared", "-Xcompiler", "-fPIC", "-cudart", "shared", "-o",
+                str(out), *cu_files]
+        result = run_sandboxed(argv, src_dir, limits, system=_nvcc_reads(self.nvcc))
+        if not result.ok or not out.is_file():
+            raise BuildError(f"nvcc {' '.join(flags)} failed for the audit build: "
+                             f"{build_failure(result, limits)}")
+        return out
