@@ -371,6 +371,9 @@ class Sequencer:
         if self.index is None:
             return 0
         storage, index = self.storage, self.index
+        latest = storage.latest_checkpoint()
+        if index.size >= (0 if latest is None else latest.size):
+            return 0  # up to date: leave the lock to the integrator (another frontend's)
         with storage.integration_lock():
             latest = storage.latest_checkpoint()
             size = 0 if latest is None else latest.size

@@ -127,8 +127,8 @@ class _VerifierDefault(click.Option):
 def bench_cmd(kernel_dir: Path, as_json: bool, shapes: tuple[str, ...], seed: int | None,
               time_budget: float, runs: int | None, no_pin: bool, threads: int,
               torch_compile: bool, samples_out: Path | None) -> None:
-    """Benchmark KERNEL_DIR against the NumPy float32 baseline in independent runs;
-    exit 1 if it cannot be trusted."""
+    """Benchmark KERNEL_DIR against its baseline (NumPy float32; for op 'torch' the
+    reference module in PyTorch eager) in independent runs; exit 1 if it cannot be trusted."""
     out = Output(as_json)
 
     def body() -> int:
