@@ -452,17 +452,7 @@ def _parse_rule(rule: object, path: str, base: Path) -> PolicyRule:
     key_list = _string_list(rule.get("keys", []), f"{path}.keys")
     if "*" in key_list:
         return _any_signer_rule(rule, path, name, kernel, frozenset(types), key_list)
-    keyids: set[str] = set()
-    for i, kid in enumerate(key_list):
-        if not _KEYID.fullmatch(kid):
-            raise PolicyError(f"{path}.keys[{i}]: must be a keyid (64 lowercase hex characters); "
-                              "put public key files in key_files")
-        keyids.add(kid)
-    for i, file in enumerate(_string_list(rule.get("key_files", []), f"{path}.key_files")):
-        try:
-            keyids.add(keyid(load_public_key(base / file)))
-        except KeyFileError as exc:
-            raise PolicyError(f"{path}.key_files[{i}]: {exc}") from None
+    keyids = _keyids(rule, path, base)
     if not keyids:
         raise PolicyError(f"{path}: list at least one trusted key in keys or key_files")
     threshold = rule["threshold"]

@@ -286,3 +286,28 @@ def test_events_somewhat_apart_are_dropped_with_a_note_not_called_a_moved_timer(
     assert not timing.faults and timing.timer == "outside" and timing.kernel.events_ns == []
     timing, _, _ = _run(Behaviour(kernel_ns=5_000.0, events_scale=10.0))
     assert _kinds(timing) == ["timer_disagrees"]
+
+
+def test_the_probe_is_measured_once_per_machine_and_recorded(tmp_path) -> None:
+    from verifier.device import ProbeResult, cached_probe
+
+    runs = []
+    good = ProbeResult(None, {"model": "NVIDIA H200", "capability": "9.0", "sm_count": 132,
+                              "l2_bytes": 1, "memory_bytes": 2, "cuda": "13.0", "torch": "2.11"},
+                       Peaks(7e14, 4e12, "probe"))
+
+    def run() -> ProbeResult:
+        runs.append(1)
+        return good
+
+    first = cached_probe(tmp_path, "H200|580", run)
+    again = cached_probe(tmp_path, "H200|580", run)
+    assert len(runs) == 1 and again.peaks is not None and again.peaks.flops == 7e14
+    assert again.info == first.info
+    cached_probe(tmp_path, "H100|580", run)  # another GPU or driver: measured again
+    assert len(runs) == 2
+    (tmp_path / "device-probe.json").write_text("{not json")
+    assert cached_probe(tmp_path, "H100|580", run).error is None and len(runs) == 3
+    failed = ProbeResult("no device", {}, None)
+    assert cached_probe(tmp_path / "x", "k", lambda: failed).error == "no device"
+    assert not (tmp_path / "x" / "device-probe.json").exists()

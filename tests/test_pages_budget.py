@@ -227,3 +227,20 @@ def test_the_home_cache_follows_the_tree(world: World) -> None:
     after = client.get("/").get_data(as_text=True)
     index = PADDING + 23
     assert f'href="/entries/{index}"' in after and f'href="/entries/{index}"' not in before
+
+
+def test_the_bounds_are_the_ones_the_readme_names() -> None:
+    from ledger.web import _reading
+    from ledger.web import _verdict_reading as v
+
+    readme = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text().split())
+    assert (v.KEY_ROWS, v.NAMED_KEYS, v.DIGEST_ROWS, v.VERDICT_DIGESTS) == (20, 64, 100, 25)
+    assert (v.VERDICT_ENTRIES, v.VERDICT_BYTES) == (200, 512 * 1024)
+    assert (_reading.KERNEL_PAGE, _reading.PAGE_BYTES) == (50, 512 * 1024)
+    assert ("at most 20 index rows per named reproducer key (of at most 64) and 100 per "
+            "subject digest (of at most 25;") in readme
+    assert "decode at most 200 reproductions or 512 KB of them" in readme
+    assert "a page of at most 50 of them (512 KB of entries) at a time" in readme
+    assert (f"counting what storage hands each page (at most {MAX_ROWS:,} rows, 1 MB of "
+            "entries, 1 MB of HTML)") in readme
+    assert MAX_ENTRY_BYTES == MAX_PAGE_BYTES == 1 << 20

@@ -142,3 +142,48 @@ def test_check_passes_an_accurate_kernel_whose_float32_reference_is_not(tmp_path
     assert "computed in float64" in report.get("reference").detail
     for row in ("correctness.random", "correctness.shapes"):
         assert report.get(row).outcome == "pass", report.get(row).detail
+
+
+def _session_with(ref: Any) -> Any:
+    from types import SimpleNamespace
+
+    from verifier.runtimes import TorchSession
+
+    session = object.__new__(TorchSession)
+    session.exact = True
+    session.precision = "float64, each output rounded to its dtype"
+    session.kernel = SimpleNamespace(dtype="float32")  # type: ignore[assignment]
+    session._ref = ref  # type: ignore[method-assign]
+    return session
+
+
+def test_a_module_that_cannot_run_in_float64_is_judged_at_its_dtype_and_says_so() -> None:
+    from verifier.runtimes import ReferenceError_
+    from verifier.worker import KernelRaised
+
+    asked: list[bool] = []
+
+    def ref(body: dict[str, Any]) -> dict[str, Any]:
+        asked.append(bool(body.get("exact")))
+        if body.get("exact"):
+            raise ReferenceError_("the reference module failed") from KernelRaised(
+                "RuntimeError: expected scalar type Float but found Double")
+        return {"outs": [[[[2], "float32", True]]]}
+
+    session = _session_with(ref)
+    spec = {"in": [], "out": [[0, 8]]}
+    assert session._reference_outputs(spec, [((2,), "float32")])["outs"]
+    assert session._reference_outputs(spec, [((2,), "float32")])["outs"]
+    assert asked == [True, False, False]  # tried once, then at the dtype
+    assert session.precision.startswith("float32: its forward does not run in float64")
+
+
+def test_a_reference_that_dies_in_float64_is_not_retried_at_its_dtype() -> None:
+    from verifier.runtimes import ReferenceError_
+    from verifier.worker import WorkerGone
+
+    def ref(body: dict[str, Any]) -> dict[str, Any]:
+        raise ReferenceError_("the reference module failed") from WorkerGone(None, True)
+
+    with pytest.raises(ReferenceError_):
+        _session_with(ref)._reference_outputs({"in": [], "out": []}, [((2,), "float32")])

@@ -51,13 +51,14 @@ from verifier.device import (
     OpCost,
     TimingPlan,
     below_floor,
+    cached_probe,
     floor_of,
     measure,
     probe_device,
     record,
     summarize,
 )
-from verifier.environment import environment_fingerprint, gpu_fingerprint
+from verifier.environment import environment_fingerprint, gpu_fingerprint, library_version
 from verifier.errors import BuildError, RuntimeUnavailableError, VerifierError
 from verifier.kernel import KernelSpec
 from verifier.progress import Progress, quiet
@@ -67,6 +68,7 @@ from verifier.runtimes import (
     TorchKernel,
     TorchSession,
     build_extensions,
+    cache_root,
     torch_unavailable,
 )
 from verifier.sandbox import Limits
@@ -145,9 +147,11 @@ def bench_module(kernel: TorchKernel, settings: DeviceBenchSettings, device: Dev
 
 
 def gpu_device() -> NvmlDevice:
-    """This machine's first GPU (properties and peaks probed in a process of ours, conditions
-    read through NVML). Raises RuntimeUnavailableError naming why there is none."""
-    probed = probe_device()
+    """This machine's first GPU (properties and peaks probed in a process of ours once per
+    GPU, driver and torch, and recorded in the cache folder; conditions read through NVML). Raises RuntimeUnavailableError naming why there is none."""
+    info = _gpu.probe()
+    key = f"{info.name}|{info.driver_version}|{library_version('torch')}"
+    probed = cached_probe(cache_root(), key) if info.error is None else probe_device()
     if probed.error is not None:
         raise RuntimeUnavailableError(f"no GPU to time on: {probed.error}")
     try:

@@ -31,7 +31,7 @@ import numpy as np
 
 from attest.predicates import Check, Environment, MeasuredKernel
 from verifier.checks._judge import judge
-from verifier.checks._overflow import HUGE_SHAPES, index_overflow
+from verifier.checks._overflow import HUGE_SHAPES, index_overflow, room, shapes_to_run
 from verifier.checks._plan import KernelRun, plan_cases
 from verifier.checks._report import (
     BUDGETS,
@@ -70,7 +70,11 @@ def _index_overflow_row(run: KernelRun, plan: Budget, rng: np.random.Generator,
         return check_row("index.overflow", "skip", "run with --budget full (it maps inputs of "
                            "16-24 GiB lazily and takes seconds to minutes)", shapes)
     progress("32-bit index overflow: shapes past 2^32 elements")
-    outcome, detail, metrics = index_overflow(run, progress, rng)
+    here = room()
+    ran = shapes_to_run(run.op, here)[0]
+    if ran:  # what this machine runs (past 2^31 only, where past 2^32 does not fit)
+        shapes = {"shapes": [dict(s) for s in ran]}
+    outcome, detail, metrics = index_overflow(run, progress, rng, here)
     return check_row("index.overflow", outcome, detail, shapes, metrics,
                        make_fault("index_overflow") if outcome == "fail" else None)
 

@@ -29,11 +29,17 @@ from verifier.device._interface import (
     Sample,
     throttle_names,
 )
-from verifier.device._real import NvmlDevice, ProbeResult, parse_probe, probe_device
+from verifier.device._real import (
+    NvmlDevice,
+    ProbeResult,
+    cached_probe,
+    parse_probe,
+    probe_device,
+)
 from verifier.device._timing import DeviceTiming, SideTiming, TimingPlan, measure
 
 __all__ = ["CLOCK_SPREAD", "FLOOR_MARGIN", "BatchAnswer", "Behaviour", "Clock", "Device",
            "DeviceInfo", "DeviceSide", "DeviceTiming", "FakeDevice", "FakeSide", "Floor", "HostDevice",
            "Inputs", "NvmlDevice", "OpCost", "Peaks", "ProbeResult", "Sample", "SideTiming",
-           "TimingPlan", "below_floor", "cpu_mhz", "device_diff", "double_plus_one", "floor_of", "measure",
+           "TimingPlan", "below_floor", "cached_probe", "cpu_mhz", "device_diff", "double_plus_one", "floor_of", "measure",
            "parse_probe", "probe_device", "record", "summarize", "throttle_names"]

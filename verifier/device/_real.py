@@ -15,12 +15,15 @@ import importlib
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from verifier.device._interface import DeviceInfo, Peaks, Sample
 
-__all__ = ["PROBE", "NvmlDevice", "ProbeResult", "parse_probe", "probe_device"]
+__all__ = ["PROBE", "PROBE_FILE", "NvmlDevice", "ProbeResult", "cached_probe", "parse_probe",
+           "probe_device"]
 
 PROBE_TIMEOUT_S = 120.0
 PROBE = r"""
@@ -96,6 +99,35 @@ def probe_device(python: str = sys.executable) -> ProbeResult:
     except OSError as exc:
         return ProbeResult(f"the device probe could not start: {exc}", {}, None)
     return parse_probe(done.returncode, done.stdout)
+
+
+PROBE_FILE = "device-probe.json"
+
+
+def cached_probe(cache_dir: Path, key: str,
+                 run: Callable[[], ProbeResult] = probe_device) -> ProbeResult:
+    """The probe measured once per machine: the answer stored in `cache_dir` for `key` (the
+    GPU's name, driver and torch), else a fresh probe, stored when it found a device."""
+    path = cache_dir / PROBE_FILE
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(stored, dict) and stored.get("key") == key:
+            hit = parse_probe(0, json.dumps(stored.get("answer")))
+            if hit.error is None:
+                return hit
+    except (OSError, ValueError):
+        pass
+    fresh = run()
+    if fresh.error is None and fresh.peaks is not None:
+        answer = {**fresh.info, "flops": fresh.peaks.flops, "bytes_per_s": fresh.peaks.bytes_per_s}
+        try:
+            cache_dir.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"key": key, "answer": answer}), encoding="utf-8")
+            tmp.replace(path)
+        except OSError:
+            pass  # not recorded: measured again next time
+    return fresh
 
 
 class NvmlDevice:

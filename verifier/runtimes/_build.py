@@ -12,11 +12,13 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
+from verifier.errors import BuildError
+from verifier.kernel import KernelSpec
 from verifier.ops import OpSpec
 from verifier.sandbox import ChildResult, Limits
 
 __all__ = ["BUILD_LIMITS", "COMPILER_READ_ONLY", "VARIANTS", "Artifact", "build_failure",
-           "driver_source", "reduce_diagnostics",
+           "driver_source", "reduce_diagnostics", "stage_sources",
            "write_driver_cases"]
 
 VARIANTS = ("release", "asan", "tsan")
@@ -40,6 +42,20 @@ COMPILER_READ_ONLY = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc
                       "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/dev/zero", "/dev/urandom")
 """What the compiler may read besides the kernel's own folder: the toolchain and the system
 headers and libraries; not /proc, /sys, /etc or /home (an `#include` of a host file fails)."""
+
+
+def stage_sources(spec: KernelSpec, src_dir: Path, suffix: str) -> list[str]:
+    """Write the kernel's sources under `src_dir` (their folders too); the listed sources
+    ending in `suffix`, the ones to compile (BuildError where there are none)."""
+    src_dir.mkdir(parents=True, exist_ok=True)
+    for rel, data in spec.read_sources().items():
+        dest = src_dir / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(data)
+    units = [rel for rel in spec.sources if rel.endswith(suffix)]
+    if not units:
+        raise BuildError(f"sources list no {suffix} file to compile")
+    return units
 
 
 def reduce_diagnostics(stderr: str) -> str:

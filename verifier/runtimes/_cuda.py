@@ -41,6 +41,7 @@ from verifier.runtimes._build import (
     build_failure,
     driver_source,
     reduce_diagnostics,
+    stage_sources,
 )
 from verifier.sandbox import Limits, _landlock
 from verifier.worker import GUARD, GUARD_WORD
@@ -287,14 +288,7 @@ class CudaRuntime:
         if variant == "asan" and _landlock.abi_version() >= 1:
             raise RuntimeUnavailableError(MEMCHECK_UNDER_LANDLOCK)
         src_dir = workdir / f"src-cuda-{variant}"
-        src_dir.mkdir(parents=True, exist_ok=True)
-        for rel, data in spec.read_sources().items():
-            dest = src_dir / rel
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_bytes(data)
-        cu_files = [rel for rel in spec.sources if rel.endswith(".cu")]
-        if not cu_files:
-            raise BuildError("sources list no .cu file to compile")
+        cu_files = stage_sources(spec, src_dir, ".cu")
         op = OPS[spec.op]
         (src_dir / "ktl_wrapper.cu").write_text(wrapper_source(op, spec.entry))
         flags = arch_flags(list(spec.flags), probe().capability)

@@ -29,6 +29,7 @@ from verifier.runtimes._build import (
     build_failure,
     driver_source,
     reduce_diagnostics,
+    stage_sources,
     write_driver_cases,
 )
 from verifier.runtimes._cuda import CudaRuntime
@@ -79,14 +80,7 @@ class CRuntime:
         if reason:
             raise RuntimeUnavailableError(reason)
         src_dir = workdir / f"src-{variant}"
-        src_dir.mkdir(parents=True, exist_ok=True)
-        for rel, data in spec.read_sources().items():
-            dest = src_dir / rel
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_bytes(data)
-        c_files = [rel for rel in spec.sources if rel.endswith(".c")]
-        if not c_files:
-            raise BuildError("sources list no .c file to compile")
+        c_files = stage_sources(spec, src_dir, ".c")
         flags = list(spec.flags)
         if variant == "release":
             out = src_dir / "kernel.so"
@@ -109,23 +103,6 @@ class CRuntime:
             why = build_failure(result, BUILD_LIMITS)
             raise BuildError(f"{' '.join(argv[:1] + flags)} failed for {variant}: {why}")
         return Artifact(self.name, variant, out, tuple(argv), reduce_diagnostics(result.stderr))
-
-
-class UnavailableRuntime:
-    """A planned runtime that cannot run here yet (e.g. `cuda`, `triton`)."""
-
-    def __init__(self, name: str, reason: str) -> None:
-        self.name = name
-        self._reason = reason
-
-    def unavailable_reason(self) -> str | None:
-        return self._reason
-
-    def compiler(self) -> tuple[str, str]:
-        return self.name, "unavailable"
-
-    def build(self, spec: KernelSpec, variant: str, workdir: Path) -> Artifact:
-        raise RuntimeUnavailableError(f"runtime {self.name!r}: {self._reason}")
 
 
 RUNTIME_IMPLS: dict[str, Runtime] = {

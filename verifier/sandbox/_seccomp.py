@@ -99,37 +99,28 @@ SELF_ONLY_EPERM = {"sched_setaffinity": 0, "sched_setscheduler": 0, "sched_setpa
                    "sched_setattr": 0}
 """Allowed only on the caller (pid argument 0); else EPERM."""
 
-_X86_64 = {
-    "socket": 41, "socketpair": 53, "ptrace": 101, "process_vm_readv": 310,
-    "process_vm_writev": 311, "mount": 165, "umount2": 166, "pivot_root": 155, "chroot": 161,
-    "unshare": 272, "setns": 308, "keyctl": 250, "add_key": 248, "request_key": 249, "bpf": 321,
-    "perf_event_open": 298, "kexec_load": 246, "kexec_file_load": 320, "init_module": 175,
-    "finit_module": 313, "delete_module": 176, "swapon": 167, "swapoff": 168, "reboot": 169,
-    "acct": 163, "quotactl": 179, "syslog": 103, "name_to_handle_at": 303,
-    "open_by_handle_at": 304, "userfaultfd": 323, "fanotify_init": 300, "move_pages": 279,
-    "migrate_pages": 256, "kcmp": 312, "pidfd_getfd": 438, "io_uring_setup": 425,
-    "io_uring_enter": 426, "io_uring_register": 427, "open_tree": 428, "move_mount": 429,
-    "fsopen": 430, "fsconfig": 431, "fsmount": 432, "mount_setattr": 442,
-    "prlimit64": 302, "setpriority": 141, "ioprio_set": 251, "sched_setaffinity": 203,
-    "sched_setscheduler": 144, "sched_setparam": 142, "sched_setattr": 314, "clone": 56,
-    "clone3": 435, "seccomp": 317,
+_NUMBERS = {  # name: (x86_64, aarch64)
+    "socket": (41, 198), "socketpair": (53, 199), "ptrace": (101, 117),
+    "process_vm_readv": (310, 270), "process_vm_writev": (311, 271), "mount": (165, 40),
+    "umount2": (166, 39), "pivot_root": (155, 41), "chroot": (161, 51), "unshare": (272, 97),
+    "setns": (308, 268), "keyctl": (250, 219), "add_key": (248, 217), "request_key": (249, 218),
+    "bpf": (321, 280), "perf_event_open": (298, 241), "kexec_load": (246, 104),
+    "kexec_file_load": (320, 294), "init_module": (175, 105), "finit_module": (313, 273),
+    "delete_module": (176, 106), "swapon": (167, 224), "swapoff": (168, 225), "reboot": (169, 142),
+    "acct": (163, 89), "quotactl": (179, 60), "syslog": (103, 116),
+    "name_to_handle_at": (303, 264), "open_by_handle_at": (304, 265), "userfaultfd": (323, 282),
+    "fanotify_init": (300, 262), "move_pages": (279, 239), "migrate_pages": (256, 238),
+    "kcmp": (312, 272), "pidfd_getfd": (438, 438), "io_uring_setup": (425, 425),
+    "io_uring_enter": (426, 426), "io_uring_register": (427, 427), "open_tree": (428, 428),
+    "move_mount": (429, 429), "fsopen": (430, 430), "fsconfig": (431, 431), "fsmount": (432, 432),
+    "mount_setattr": (442, 442), "prlimit64": (302, 261), "setpriority": (141, 140),
+    "ioprio_set": (251, 30), "sched_setaffinity": (203, 122), "sched_setscheduler": (144, 119),
+    "sched_setparam": (142, 118), "sched_setattr": (314, 274), "clone": (56, 220),
+    "clone3": (435, 435), "seccomp": (317, 277),
 }
-_AARCH64 = {
-    "socket": 198, "socketpair": 199, "ptrace": 117, "process_vm_readv": 270,
-    "process_vm_writev": 271, "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51,
-    "unshare": 97, "setns": 268, "keyctl": 219, "add_key": 217, "request_key": 218, "bpf": 280,
-    "perf_event_open": 241, "kexec_load": 104, "kexec_file_load": 294, "init_module": 105,
-    "finit_module": 273, "delete_module": 106, "swapon": 224, "swapoff": 225, "reboot": 142,
-    "acct": 89, "quotactl": 60, "syslog": 116, "name_to_handle_at": 264,
-    "open_by_handle_at": 265, "userfaultfd": 282, "fanotify_init": 262, "move_pages": 239,
-    "migrate_pages": 238, "kcmp": 272, "pidfd_getfd": 438, "io_uring_setup": 425,
-    "io_uring_enter": 426, "io_uring_register": 427, "open_tree": 428, "move_mount": 429,
-    "fsopen": 430, "fsconfig": 431, "fsmount": 432, "mount_setattr": 442,
-    "prlimit64": 261, "setpriority": 140, "ioprio_set": 30, "sched_setaffinity": 122,
-    "sched_setscheduler": 119, "sched_setparam": 118, "sched_setattr": 274, "clone": 220,
-    "clone3": 435, "seccomp": 277,
-}
-TABLES = {AUDIT_ARCH_X86_64: _X86_64, AUDIT_ARCH_AARCH64: _AARCH64}
+"""Each syscall the filter names, with its number on each architecture (one row a name)."""
+TABLES = {arch: {name: nrs[i] for name, nrs in _NUMBERS.items()}
+          for i, arch in enumerate((AUDIT_ARCH_X86_64, AUDIT_ARCH_AARCH64))}
 ADDRESS_TABLES = {
     AUDIT_ARCH_X86_64: {"connect": 42, "sendto": 44, "sendmsg": 46, "sendmmsg": 307},
     AUDIT_ARCH_AARCH64: {"connect": 203, "sendto": 206, "sendmsg": 211, "sendmmsg": 269},
@@ -213,8 +204,9 @@ def build_filter(deny: int = RET_KILL_PROCESS, local_unix_sockets: bool = False,
     and affinity changes fail (a kernel's run that no cgroup accounts)."""
     if deny not in (RET_KILL_PROCESS, RET_USER_NOTIF):
         raise ValueError("deny must be RET_KILL_PROCESS or RET_USER_NOTIF")
-    x86 = _arch_block(_X86_64, deny, True, local_unix_sockets, deny_unaccountable)
-    arm = _arch_block(_AARCH64, deny, False, local_unix_sockets, deny_unaccountable)
+    x86 = _arch_block(TABLES[AUDIT_ARCH_X86_64], deny, True, local_unix_sockets, deny_unaccountable)
+    arm = _arch_block(TABLES[AUDIT_ARCH_AARCH64], deny, False, local_unix_sockets,
+                      deny_unaccountable)
     head = [
         _ins(_LD_W_ABS, _OFF_ARCH),
         _ins(_JEQ, AUDIT_ARCH_X86_64, 0, 1),
