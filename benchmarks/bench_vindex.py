@@ -87,10 +87,15 @@ def _lookups(index: Any, keys: list[IndexKey], n: int, rng: random.Random
     bytes and rows read, for `n` keys drawn from `keys`."""
     root = index.root()
     lookup_ms, verify_ms, sizes, rows = [], [], [], []
+    from ledger.vindex import TooManyResults
+
     for _ in range(n):
         key = rng.choice(keys)
         t0 = time.perf_counter()
-        answer = index.lookup(key)
+        try:
+            answer = index.lookup(key)
+        except TooManyResults:  # the server answers 422: search a narrower key
+            continue
         lookup_ms.append((time.perf_counter() - t0) * 1e3)
         raw = index.rows.lookup_rows(key.hash, 100_000)
         rows.append(len(raw.tiles) + len(raw.indices))
