@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,8 +73,11 @@ __all__ = [
     "activity",
     "encode",
     "escaped_work",
+    "find_child",
+    "kill_child",
     "live_descendants",
     "schedstat",
+    "stop_child",
     "stray_processes",
     "worker_binary",
 ]
@@ -309,6 +312,45 @@ def _pipe_inode(fd: int) -> str:
     return f"pipe:[{os.fstat(fd).st_ino}]"
 
 
+def find_child(fd: int, inode: str, is_it: Callable[[int], bool]) -> int | None:
+    """The descendant of this process whose `fd` is our pipe `inode` and that `is_it` accepts
+    (the sandbox's launcher holds the pipe too); None while there is none."""
+    todo = _children(os.getpid())
+    while todo:
+        kid = todo.pop()
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/{kid}/fd/{fd}") == inode and is_it(kid):
+                return kid
+        todo += _children(kid)
+    return None
+
+
+def kill_child(pid: int | None) -> None:
+    """SIGKILL the process group `pid` leads (where it is not ours), else `pid` alone."""
+    if pid is None:
+        return
+    with contextlib.suppress(OSError):
+        group = os.getpgid(pid)
+        if group != os.getpgrp():
+            os.killpg(group, signal.SIGKILL)
+            return
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def stop_child(thread: threading.Thread, grace_s: float, wall_s: float,
+               kill: Callable[[], None], fds: Sequence[int]) -> None:
+    """After a quit was asked: wait `grace_s` for the child's runner thread, else kill the
+    child and wait out its wall limit; then close our ends of its pipes."""
+    thread.join(timeout=grace_s)
+    if thread.is_alive():
+        kill()
+        thread.join(timeout=wall_s + 5)
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
 def _rss_bytes(pid: int) -> int:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -526,32 +568,14 @@ class NativeWorker(_Channel):
 
     def pid(self) -> int | None:
         """The worker's pid: the descendant of this process holding our command pipe."""
-        if self._pid is not None:
-            return self._pid
-        todo = _children(os.getpid())
-        fd = self._child_fds[0]
-        while todo:
-            kid = todo.pop()
-            with contextlib.suppress(OSError):
-                if os.readlink(f"/proc/{kid}/fd/{fd}") == self._inode and \
-                        os.readlink(f"/proc/{kid}/exe") == str(self.binary):
-                    self._pid = kid
-                    return kid
-            todo += _children(kid)
-        return None
+        if self._pid is None:
+            self._pid = find_child(self._child_fds[0], self._inode,
+                                   lambda kid: os.readlink(f"/proc/{kid}/exe") == str(self.binary))
+        return self._pid
 
     def kill(self) -> None:
         self.killed = True
-        pid = self.pid()
-        if pid is None:
-            return
-        with contextlib.suppress(OSError):
-            group = os.getpgid(pid)
-            if group != os.getpgrp():
-                os.killpg(group, signal.SIGKILL)
-                return
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
+        kill_child(self.pid())
 
     def misanswered(self, status: int, value: int, expected: int) -> VerifierError:
         self.kill()
@@ -629,13 +653,8 @@ class NativeWorker(_Channel):
         self._closed = True
         with contextlib.suppress(OSError):
             os.write(self.cmd_w, encode(OP_QUIT, [], [], []))
-        self._thread.join(timeout=2.0)
-        if self._thread.is_alive():
-            self.kill()
-            self._thread.join(timeout=self.limits.wall_s + 5)
-        for fd in (self.cmd_w, self.ans_r, *self._child_fds):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        stop_child(self._thread, 2.0, self.limits.wall_s, self.kill,
+                   (self.cmd_w, self.ans_r, *self._child_fds))
         if self.cgroup is not None:
             self.final_cpu_ns = self.cgroup.usage().cpu_ns
             if self._answer_cpu is not None:

@@ -22,7 +22,6 @@ import contextlib
 import json
 import os
 import select
-import signal
 import sys
 import threading
 import time
@@ -42,10 +41,12 @@ from verifier.worker._native import (
     WorkerGone,
     WorkerHung,
     WorkerOverMemory,
-    _children,
     _pipe_inode,
     _rss_bytes,
+    find_child,
+    kill_child,
     schedstat,
+    stop_child,
     stray_processes,
 )
 
@@ -210,35 +211,17 @@ class TorchChild:
 
     def pid(self) -> int | None:
         """The child's pid: the descendant of this process holding our command pipe."""
-        if self._pid is not None:
-            return self._pid
-        todo = _children(os.getpid())
-        fd = self._child_fds[0]
-        while todo:
-            kid = todo.pop()
-            with contextlib.suppress(OSError):
-                # the sandbox's launcher (keeper and reaper) holds the pipe and names the
-                # driver too: the child is the Python (after its exec) that runs the driver
-                if os.readlink(f"/proc/{kid}/fd/{fd}") == self._inode and \
-                        os.readlink(f"/proc/{kid}/exe") == _PYTHON and \
-                        str(DRIVER).encode() in Path(f"/proc/{kid}/cmdline").read_bytes().split(b"\0"):
-                    self._pid = kid
-                    return kid
-            todo += _children(kid)
-        return None
+        if self._pid is None:
+            # the sandbox's launcher (keeper and reaper) holds the pipe and names the driver
+            # too: the child is the Python (after its exec) that runs the driver
+            self._pid = find_child(self._child_fds[0], self._inode, lambda kid: (
+                os.readlink(f"/proc/{kid}/exe") == _PYTHON
+                and str(DRIVER).encode() in Path(f"/proc/{kid}/cmdline").read_bytes().split(b"\0")))
+        return self._pid
 
     def kill(self) -> None:
         self.killed = True
-        pid = self.pid()
-        if pid is None:
-            return
-        with contextlib.suppress(OSError):
-            group = os.getpgid(pid)
-            if group != os.getpgrp():
-                os.killpg(group, signal.SIGKILL)
-                return
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
+        kill_child(self.pid())
 
     def gone(self) -> VerifierError:
         self._thread.join(timeout=self.limits.wall_s + 5)
@@ -251,13 +234,8 @@ class TorchChild:
         with contextlib.suppress(OSError):
             os.set_blocking(self.cmd_w, False)
             wire.write_frame(self.cmd_w, b'{"cmd":"quit"}')
-        self._thread.join(timeout=3.0)
-        if self._thread.is_alive():
-            self.kill()
-            self._thread.join(timeout=self.limits.wall_s + 5)
-        for fd in (self.cmd_w, self.ans_r, *self._child_fds):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        stop_child(self._thread, 3.0, self.limits.wall_s, self.kill,
+                   (self.cmd_w, self.ans_r, *self._child_fds))
         return self.result
 
     # -- commands ----------------------------------------------------------------------------------
