@@ -110,6 +110,21 @@ def test_noise_does_not_make_an_honest_kernel_late_or_a_liar() -> None:
     assert not timing.faults and not timing.wrong
 
 
+def test_a_busy_machines_fetch_spikes_do_not_make_an_honest_kernel_late() -> None:
+    """What an honest torch module on a loaded CPU met: every fetch, the baseline's too, now
+    and then waits milliseconds for the scheduler. The candidate's are no slower than the
+    slowest of the baseline's, so nothing is late (a median over the baseline's fetches
+    called this honest kernel late_work)."""
+    spikes = (0.0, 900_000.0, 0.0, 1_200_000.0, 600_000.0, 0.0)
+    timing, _, _ = _run(Behaviour(kernel_ns=5_000.0, fetch_spikes_ns=spikes[1:] + spikes[:1]),
+                        Behaviour(kernel_ns=10_000.0, fetch_spikes_ns=spikes))
+    assert "late_work" not in _kinds(timing)
+    # while a side stream's late work, beyond every spike the baseline met, still is
+    timing, _, _ = _run(Behaviour(kernel_ns=400_000.0, late_share=0.9, fetch_spikes_ns=spikes),
+                        Behaviour(kernel_ns=10_000.0, fetch_spikes_ns=spikes))
+    assert "late_work" in _kinds(timing)
+
+
 def test_a_timing_plan_refuses_nonsense() -> None:
     with pytest.raises(ValueError):
         TimingPlan(batch=0, reps=10)

@@ -240,7 +240,9 @@ def test_byte_budgets_are_shared_by_workers_and_by_anonymous_writers(tmp_path: P
     # Row 7: one unauthenticated batch logged 8 MB in 0.9 s; 4 addresses stored ~200 MiB
     # of blobs in a minute under a 32 MiB budget (per worker, per address, entries only).
     mib = 1024 * 1024
-    with ktl_serve(tmp_path / "log", "--rate-bytes", str(mib), "--blob-budget",
+    # A refill of 16 KiB/s (the burst stays 4 MiB): however slowly a loaded machine serves
+    # the four batches below, the budget they draw on does not grow back in between.
+    with ktl_serve(tmp_path / "log", "--rate-bytes", str(16 * 1024), "--blob-budget",
                    str(17 * mib)) as (_p, base, _k):
         host, port = base.removeprefix("http://").split(":")
         entries = [json.loads(entry_bytes(i)) for i in range(1000)]

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import re
 
+from attest import HEX64_PATTERN
 from ledger.checkpoint import Checkpoint
 from ledger.vindex._proof import IndexProofError
 
 __all__ = ["COMMITMENT_PREFIX", "commitment_line", "committed_root"]
 
 COMMITMENT_PREFIX = "ktl/vindex/v1 "
-_LINE = re.compile(r"ktl/vindex/v1 ([0-9a-f]{64})")
+_LINE = re.compile(rf"ktl/vindex/v1 ({HEX64_PATTERN})")
 
 
 def commitment_line(root: bytes) -> str:

@@ -49,6 +49,8 @@ class Behaviour:
     """In-process events report kernel_ns times this (None: no events offered)."""
     jitter: float = 0.0
     """Relative noise of each batch's time (deterministic, from the side's seed)."""
+    fetch_spikes_ns: tuple[float, ...] = ()
+    """Extra time of successive fetches (a busy machine's pipe and scheduler), cycled."""
     op: Callable[[Inputs], list[F64]] = double_plus_one
 
 
@@ -92,6 +94,7 @@ class FakeSide:
         self.pending_ns = 0.0
         self.done = 0
         self.allocations = 0
+        self.fetches = 0
 
     def stage(self, calls: Sequence[Inputs]) -> None:
         if len(calls) > len(self.staged):
@@ -128,7 +131,9 @@ class FakeSide:
         if b.fetch_waits:
             self.device.advance(self.pending_ns)
         self.pending_ns = 0.0
-        self.device.advance(b.round_trip_ns + b.fetch_ns * len(calls))
+        spike = b.fetch_spikes_ns[self.fetches % len(b.fetch_spikes_ns)] if b.fetch_spikes_ns else 0.0
+        self.fetches += 1
+        self.device.advance(b.round_trip_ns + b.fetch_ns * len(calls) + spike)
         got: list[list[Any]] = []
         for c in calls:
             outs = [o.copy() for o in self.outputs[c]]
