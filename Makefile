@@ -56,7 +56,7 @@ typecheck: $(TEST_STAMP)
 # `make test` leaves out the slow end-to-end tests (@pytest.mark.slow; `make slow` runs them,
 # and CI runs both) and the fault injection (`make faults`).
 unit: $(TEST_STAMP)
-	$(BIN)/python -m pytest -q -n 2 -m 'not slow and not faults' $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n 2 -m 'not slow and not faults' --durations=25 $(PYTEST_ARGS)
 
 test: $(TEST_STAMP) browser-deps postgresql-deps lint typecheck unit
 

@@ -28,8 +28,11 @@ sys.path.insert(0, str(ROOT))
 
 from verifier import KernelSpec, check, get_runtime  # noqa: E402
 
-BENCH = ("import json, sys\nfrom verifier import BenchSettings, bench\n"
-         "r = bench(sys.argv[1], BenchSettings(seed=7, time_budget_s=float(sys.argv[2]), target=0.02))\n"
+# The old design's `bench` takes its settings as keywords; the new one as a BenchSettings.
+BENCH = ("import json, sys\nfrom verifier import bench\n"
+         "kw = dict(seed=7, time_budget_s=float(sys.argv[2]), target=0.02)\n"
+         "try:\n    from verifier import BenchSettings\nexcept ImportError:\n"
+         "    r = bench(sys.argv[1], **kw)\nelse:\n    r = bench(sys.argv[1], BenchSettings(**kw))\n"
          "x = r.results[0]\n"
          "print(json.dumps([x.speedup, *x.speedup_ci95, x.median_ns, x.baseline_median_ns, r.trusted]))\n")
 

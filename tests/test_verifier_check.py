@@ -214,6 +214,9 @@ def test_overflow_shapes_are_decided_by_the_machines_room() -> None:
     outcome, detail, metrics = index_overflow(nowhere, lambda _m: None, here=tiny)
     assert outcome == "skip" and detail.startswith("not run:") and "page tables" in detail
     assert metrics["page_table_bytes_allowed"] == 1024 * 1024 // 8
+    # an op with no shape past 2^32 (softmax, attention, ...) has none to run, on any machine
+    assert shapes_to_run(OPS["softmax"], big) == (
+        (), "no shape of op softmax passes 2^32 elements with small outputs")
 
 
 def _readme_check_rows() -> list[str]:

@@ -112,6 +112,8 @@ def room(meminfo: str | None = None) -> Room:
 def shapes_to_run(op: OpSpec, here: Room) -> tuple[tuple[dict[str, int], ...], str]:
     """The shapes this machine can hold, and what was left out (empty: nothing)."""
     far, near = PAST_2_32.get(op.name, ()), PAST_2_31.get(op.name, ())
+    if not far:
+        return (), f"no shape of op {op.name} passes 2^32 elements with small outputs"
     if here.fits(op, far):
         return far, ""
     need = max(here.needed(op, s) for s in far) / 2**20
