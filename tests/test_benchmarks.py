@@ -32,7 +32,17 @@ def test_no_script_shadows_a_package(script: Path) -> None:
     )
 
 
-@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
+#: Tiny runs that take 10-25 s each (a real log or several real benches): `make slow`'s,
+#: so that `make test` keeps to its budget; each still runs in CI.
+HEAVY = {"bench_ledger.py", "bench_witness.py", "bench_reproduce_stats.py", "bench_front.py",
+         "bench_trust_boundary.py", "bench_write_cpu.py"}
+
+
+@pytest.mark.parametrize(
+    "script",
+    [pytest.param(s, marks=pytest.mark.slow) if s.name in HEAVY else s for s in SCRIPTS],
+    ids=lambda p: p.name,
+)
 def test_script_runs_tiny(script: Path, tmp_path: Path) -> None:
     # Run from an unrelated folder, as a user would from anywhere, with the documented
     # `python benchmarks/<script>.py` form.

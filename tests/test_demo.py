@@ -171,6 +171,7 @@ def test_demo_refuses_an_existing_work_folder(tmp_path: Path) -> None:
     assert out.returncode == 2 and "already exists" in out.stderr
 
 
+@pytest.mark.slow  # about 90 s: a real log, witnesses and a kernel published and reproduced
 def test_demo_serves_until_stopped_then_stops_the_log(tmp_path: Path) -> None:
     """Without --exit the log keeps serving; SIGTERM (like Ctrl-C) stops it, orphaning nothing."""
     import shutil
