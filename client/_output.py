@@ -131,12 +131,14 @@ def kv_table(title: str, rows: Sequence[tuple[str, Any]]) -> Table:
     return table
 
 
-def rows_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> Table:
+def rows_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
+               styles: Sequence[str] = ()) -> Table:
+    """A table with a header; `styles[i]` (when given) styles row i, e.g. "dim"."""
     table = Table(title=safe(title), title_justify="left")
     for col in columns:
         table.add_column(col, overflow="fold")
-    for row in rows:
-        table.add_row(*(safe(v) for v in row))
+    for i, row in enumerate(rows):
+        table.add_row(*(safe(v) for v in row), style=styles[i] if i < len(styles) else None)
     return table
 
 

@@ -9,8 +9,11 @@ verdicts per claim, with the signer who gave them. The views are pure: bodies in
 verified (proof, signatures) before it is weighed; the search index only says where to
 look. A verdict counts for claim entry N only when it names N by index and leaf hash (or,
 logged before verdicts named their entry, when its reproduction's target is N).
-Reproductions by keys the reader's policy does not name are listed as "by an unknown
-key" and never count. The search is capped: an incomplete search never confirms.
+The reproductions by the keys the reader's policy names are asked for first, by (digest,
+key): strangers cannot pad that search, so any number of their entries about the kernel
+cannot hide a named reproducer's verdict. Reproductions by other keys are then listed, as
+"by an unknown key", up to a cap the output names when it cuts the list off; they never
+count. A search of the named keys stopped by its own cap never confirms.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from attest.predicates import BENCHMARK_V1, REPRODUCTION_V1, VERIFICATION_V1
 
 if TYPE_CHECKING:
     from attest.policy import TrustPolicy
+    from client.models import SearchHit
     from client.session import FetchedEntry, Session
 
 __all__ = ["SPEEDUP_MEANING", "ClaimReproductions", "ClaimsView", "SeenReproduction",
@@ -150,9 +154,17 @@ def views(claims: Sequence[tuple[str, Mapping[str, Any]]]) -> list[ClaimsView]:
 
 
 MAX_REPRODUCTIONS = 64
-"""Reproduction entries fetched and verified per claim, at most."""
+"""Entries by keys the reader's policy does not name fetched and verified per claim, at
+most: past it the list of strangers' reproductions is cut off (and says so)."""
 MAX_ROWS = 2000
+"""Index rows about the digest read for strangers' reproductions, at most."""
+MAX_TRUSTED = 256
+"""Entries by the policy's reproducers fetched and verified per claim, at most."""
+MAX_CALLS_PER_KEY = 16
+"""(digest, key) search calls per named reproducer key, at most (one call looks at a
+bounded part of the key's entries and may come back empty with a cursor)."""
 SEARCH_PAGE = 100
+
 
 @dataclass(frozen=True)
 class SeenReproduction:
@@ -171,31 +183,44 @@ class SeenReproduction:
 
 @dataclass(frozen=True)
 class ClaimReproductions:
-    """The reproductions of one claim entry found, and the quorum outcome under a policy."""
+    """The reproductions of one claim entry found, and the quorum outcome under a policy.
+
+    `complete`: every reproduction by the policy's reproducers was read (what the quorum
+    rests on). `strangers_complete`: the list of reproductions by other keys was not cut
+    off at `MAX_REPRODUCTIONS` (they never count, so a cut there settles nothing)."""
 
     seen: tuple[SeenReproduction, ...]
     quorum: QuorumOutcome | None
     complete: bool
+    strangers_complete: bool = True
 
     def to_json(self) -> dict[str, Any]:
         q = self.quorum
         return {"reproductions": [s.to_json() for s in self.seen], "complete": self.complete,
+                "strangers_complete": self.strangers_complete,
+                "strangers_note": self.strangers_note(),
                 "independently": None if q is None else {
-                    "status": q.status if self.complete or q.status != "unsettled" else
-                    "unsettled", "needed": q.needed, "confirming": list(q.confirming),
+                    "status": q.status, "needed": q.needed, "confirming": list(q.confirming),
                     "refuting": list(q.refuting), "summary": self.summary()}}
 
+    def strangers_note(self) -> str:
+        """What the reader is not shown: '' when the strangers' list is whole."""
+        if self.strangers_complete:
+            return ""
+        return (f"the list of reproductions by unknown keys was CUT OFF after "
+                f"{MAX_REPRODUCTIONS} entries: more rows about this kernel were not read "
+                "(unknown keys never count)")
+
     def summary(self) -> str:
+        """Where the claim stands under the policy (the strangers' cut: `strangers_note`)."""
         if self.quorum is None:
             return "no reproducer policy given (--policy): no reproduction counts"
         text = self.quorum.describe()
         if not self.complete:
-            text += f"; the search stopped after {MAX_REPRODUCTIONS} reproductions"
+            text += (f"; the search of the named reproducers' entries stopped at its cap "
+                     f"({MAX_TRUSTED} entries or {MAX_CALLS_PER_KEY} calls a key), so it "
+                     "cannot confirm")
         return text
-
-
-def _verdict_for(entry: FetchedEntry, claim_index: int, claim_leaf: str) -> str | None:
-    return verdict_on(entry.verified.statement.predicate, claim_index, claim_leaf)
 
 
 def verdict_on(body: object, claim_index: int, claim_leaf: str) -> str | None:
@@ -228,48 +253,114 @@ def judged_claims(body: object) -> list[tuple[int, str]]:
     return list(out)
 
 
-def reproductions_of(sess: Session, claim: FetchedEntry, policy: TrustPolicy | None
-                     ) -> ClaimReproductions:
-    """Find, fetch and verify the reproductions of `claim` (capped) and weigh them."""
-    from client.session import fetch_entry
+class _Weigher:
+    """Fetches, verifies and weighs reproduction entries of one claim entry, each once."""
 
-    digest = claim.verified.statement.subject_sha256
-    leaf = claim.summary()["leaf_hash"]
-    seen: list[SeenReproduction] = []
-    weighed: list[Reproduction] = []
-    cursor: int | None = None
-    rows = 0
+    def __init__(self, sess: Session, claim: FetchedEntry, policy: TrustPolicy | None) -> None:
+        self.sess, self.claim, self.policy = sess, claim, policy
+        self.leaf = claim.summary()["leaf_hash"]
+        self.looked: set[int] = set()
+        self.seen: list[SeenReproduction] = []
+        self.weighed: list[Reproduction] = []
+
+    def wanted(self, hit: SearchHit) -> bool:
+        """A row worth a fetch: a reproduction logged after the claim, not yet looked at."""
+        return (hit.predicate_type == REPRODUCTION_V1 and hit.index > self.claim.index
+                and hit.index not in self.looked)
+
+    def look(self, index: int) -> None:
+        """Fetch and verify entry `index`; keep its verdict if it judges the claim."""
+        from client.session import fetch_entry
+
+        self.looked.add(index)
+        entry = fetch_entry(self.sess, index)
+        if entry.verified.statement.predicate_type != REPRODUCTION_V1:
+            return
+        verdict = verdict_on(entry.verified.statement.predicate, self.claim.index, self.leaf)
+        if verdict is None:
+            return
+        signers = tuple(entry.verified.signer_keyids)  # verified, not the index row's word
+        policy = self.policy
+        trusted = policy is not None and policy.reproducer(signers) is not None
+        by = policy.signer_phrase(signers) if policy is not None else \
+            unknown_signer_phrase(signers)
+        self.seen.append(SeenReproduction(index, verdict, signers, by, trusted))
+        env = getattr(entry.verified.statement.predicate, "environment", None)
+        self.weighed.append(Reproduction(index, signers, environment_identity(
+            env.to_json() if env is not None else {}), verdict))
+
+
+def _read_named(w: _Weigher, digest: str, keys: Sequence[str]) -> bool:
+    """Each named reproducer key's own entries about `digest` (the server's search by
+    digest and key, which strangers cannot pad): O(keys + their entries). False when a
+    cap stopped it."""
+    fetched = 0
     complete = True
+    for key in keys:
+        cursor: int | None = None
+        for _ in range(MAX_CALLS_PER_KEY):
+            page = w.sess.log.search(digest=digest, keyid=key, cursor=cursor, limit=SEARCH_PAGE)
+            for hit in page.results:
+                if not w.wanted(hit):
+                    continue
+                if fetched >= MAX_TRUSTED:
+                    return False
+                fetched += 1
+                w.look(hit.index)
+            if page.next_cursor is None or (cursor is not None and page.next_cursor <= cursor):
+                break
+            cursor = page.next_cursor
+        else:
+            complete = False  # the key signed about countless other things: its cap
+    return complete
+
+
+def _read_strangers(w: _Weigher, digest: str) -> bool:
+    """The digest's rows from the first, for reproductions not yet looked at (strangers',
+    shown but never counted), capped: False when the cap cut the list off."""
+    cursor: int | None = None
+    rows = fetched = 0
     while True:
-        page = sess.log.search(digest=digest, cursor=cursor, limit=SEARCH_PAGE)
+        page = w.sess.log.search(digest=digest, cursor=cursor, limit=SEARCH_PAGE)
         for hit in page.results:
             rows += 1
-            if hit.predicate_type != REPRODUCTION_V1 or hit.index <= claim.index:
+            if not w.wanted(hit):
                 continue
-            if len(seen) >= MAX_REPRODUCTIONS or rows > MAX_ROWS:
-                complete = False
-                break
-            entry = fetch_entry(sess, hit.index)
-            if entry.verified.statement.predicate_type != REPRODUCTION_V1:
-                continue
-            verdict = _verdict_for(entry, claim.index, leaf)
-            if verdict is None:
-                continue
-            signers = tuple(entry.verified.signer_keyids)
-            trusted = policy is not None and policy.reproducer(signers) is not None
-            by = policy.signer_phrase(signers) if policy is not None else \
-                unknown_signer_phrase(signers)
-            seen.append(SeenReproduction(hit.index, verdict, signers, by, trusted))
-            env = getattr(entry.verified.statement.predicate, "environment", None)
-            weighed.append(Reproduction(hit.index, signers, environment_identity(
-                env.to_json() if env is not None else {}), verdict))
-        if not complete or page.next_cursor is None or not page.results or (
+            if fetched >= MAX_REPRODUCTIONS or rows > MAX_ROWS:
+                return False
+            fetched += 1
+            w.look(hit.index)
+        if page.next_cursor is None or not page.results or (
                 cursor is not None and page.next_cursor <= cursor):
-            break
+            return True
+        if rows >= MAX_ROWS:
+            return False
         cursor = page.next_cursor
-    quorum = policy.quorum(weighed) if policy is not None else None
+
+
+def _named_keys(policy: TrustPolicy | None) -> list[str]:
+    """Every key of the policy's reproducers, sorted (none without a policy)."""
+    if policy is None:
+        return []
+    return sorted({k for r in policy.reproducers for k in r.keyids})
+
+
+def reproductions_of(sess: Session, claim: FetchedEntry, policy: TrustPolicy | None
+                     ) -> ClaimReproductions:
+    """Find, fetch and verify the reproductions of `claim` and weigh them.
+
+    First the reproductions signed by each key the policy's reproducers name, asked for by
+    (digest, key), so that no number of strangers' entries about the kernel can hide
+    them; then the digest's other reproductions (by unknown keys, listed, never counted)
+    up to `MAX_REPRODUCTIONS`, where the list says it was cut off."""
+    digest = claim.verified.statement.subject_sha256
+    w = _Weigher(sess, claim, policy)
+    complete = _read_named(w, digest, _named_keys(policy))
+    strangers_complete = _read_strangers(w, digest)
+    quorum = policy.quorum(w.weighed) if policy is not None else None
     if quorum is not None and not complete and quorum.status == "confirmed":
-        # an incomplete search never confirms: a refutation may be among the unread rows
+        # an incomplete search never confirms: a named refutation may be among the unread
         quorum = QuorumOutcome("unsettled", quorum.needed, quorum.confirming, quorum.refuting,
                                quorum.unknown)
-    return ClaimReproductions(tuple(seen), quorum, complete)
+    seen = sorted(w.seen, key=lambda s: (not s.trusted, s.index))  # the named first
+    return ClaimReproductions(tuple(seen), quorum, complete, strangers_complete)

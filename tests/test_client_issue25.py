@@ -126,6 +126,12 @@ def test_row4_publish_checks_with_a_fresh_seed_and_reproduce_runs_two(tmp_path: 
 def _reproduction(url: str, key_path: Path, published: dict[str, Any], verdict: str,
                   cpu: str = "AMD EPYC 7B13") -> int:
     """Sign and log a reproduction/v1 of the published benchmark entry, as `key_path`."""
+    return LogClient(url).submit(_reproduction_entry(key_path, published, verdict, cpu)).index
+
+
+def _reproduction_entry(key_path: Path, published: dict[str, Any], verdict: str,
+                        cpu: str = "AMD EPYC 7B13") -> bytes:
+    """A signed reproduction/v1 entry of the published benchmark entry, as `key_path`."""
     from attest.entry import encode_entry, make_entry
     from attest.keys import load_private_key
     from attest.predicates import REPRODUCTION_V1, parse_predicate
@@ -143,8 +149,7 @@ def _reproduction(url: str, key_path: Path, published: dict[str, Any], verdict: 
     body["verdict"] = verdict
     stmt = make_statement(published["name"], published["subject_sha256"],
                           parse_predicate(REPRODUCTION_V1, body))
-    entry = encode_entry(make_entry(stmt, [load_private_key(key_path)]))
-    return LogClient(url).submit(entry).index
+    return encode_entry(make_entry(stmt, [load_private_key(key_path)]))
 
 
 def _html(url: str) -> str:
@@ -215,6 +220,53 @@ def test_row1_a_strangers_refutation_is_shown_as_such_and_readers_decide(tmp_pat
         assert res.exit_code == 1 and report["refutations"] == 1, res.stdout
         found = next(f for f in report["findings"] if f["kind"] == "refutation")
         assert found["index"] == named and "by reproducer 'my-lab'" in found["detail"]
+
+
+def test_row1_padding_by_a_stranger_cannot_hide_a_trusted_refutation(tmp_path: Path) -> None:
+    """Row 1 against padding: a stranger logs 100 "confirmed" reproductions of the claim
+    (more than the strangers' cap), then the reader's named reproducer refutes it. `ktl get`
+    asks for the named reproducer's entries by (digest, key) first, so it still shows the
+    refutation and the refuted verdict, lists the stranger's muted, and says plainly that
+    their list was cut off."""
+    from client_server import kernel_folder, small_results
+
+    from client.claims_view import MAX_REPRODUCTIONS
+
+    vendor, _ = _key(tmp_path, "vendor")
+    _, stranger_id = _key(tmp_path, "stranger")
+    _, lab_id = _key(tmp_path, "lab")
+    policy = tmp_path / "policy.toml"
+    policy.write_text('version = 1\n[[rule]]\nname = "acme"\nkernel = "acme/*"\n'
+                      'predicate_types = ["*"]\nkey_files = ["vendor.pub"]\nthreshold = 1\n'
+                      '[[reproducer]]\nname = "my-lab"\nkey_files = ["lab.pub"]\n')
+    ktl = Ktl(tmp_path / "home")
+    padding = 100
+    assert padding > MAX_REPRODUCTIONS
+    with running_log(tmp_path / "log") as url:
+        published = ktl.json("publish", str(kernel_folder(tmp_path)), "--key", str(vendor),
+                             "--results", str(small_results(tmp_path)), "--log", url)
+        bench = next(e["index"] for e in published["entries"] if e["kind"] == "benchmark")
+        pad = [_reproduction_entry(tmp_path / "stranger.key", published, "confirmed",
+                                   cpu=f"padding cpu {i}") for i in range(padding)]
+        answers = LogClient(url).submit_batch(pad)
+        assert all(not isinstance(a, Exception) for a in answers), answers[:3]
+        named = _reproduction(url, tmp_path / "lab.key", published, "refuted")
+        got = ktl.json("get", "--index", str(bench), "--log", url, "--policy", str(policy))
+        shown = ktl("get", "--index", str(bench), "--log", url, "--policy", str(policy))
+    found = got["reproduced"]
+    first = found["reproductions"][0]
+    assert (first["index"], first["verdict"], first["trusted"]) == (named, "refuted", True)
+    assert first["by"].startswith("by reproducer 'my-lab'") and lab_id[:16] in first["by"]
+    assert found["independently"]["status"] == "refuted"
+    assert found["independently"]["refuting"] == ["my-lab"]
+    strangers = found["reproductions"][1:]
+    assert len(strangers) == MAX_REPRODUCTIONS  # the cap, not the padding
+    assert all(not r["trusted"] and stranger_id[:16] in r["by"] for r in strangers)
+    assert found["complete"] is True and found["strangers_complete"] is False
+    assert "CUT OFF" in found["strangers_note"]
+    assert shown.exit_code == 0, shown.stderr
+    assert "Cut off: the list of reproductions by unknown keys was CUT OFF" in shown.stdout
+    assert "REFUTED" in shown.stdout and "Independently: refuted" in shown.stdout
 
 
 # -- rows 2, 3, 5: publish checks everything first, resumes, says what was signed ---------------

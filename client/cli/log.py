@@ -26,6 +26,7 @@ from client.witnesses import cosigners, load_witness_policy, witness_policy_opti
 
 if TYPE_CHECKING:
     from attest.policy import TrustPolicy
+    from client.claims_view import ClaimReproductions
     from client.monitor import MonitorReport
     from client.vindex import CompleteList
 
@@ -306,16 +307,27 @@ def get(index: int, out_path: Path | None, policy_path: Path | None, log_url: st
                 c.print(safe("What was signed:", "bold"))
                 _print_views(c, [view.to_json()])
             if found is not None:
-                c.print(rows_table("Reproductions of this claim", ["entry", "verdict", "by"],
-                                   [(s.index, s.verdict.upper() if s.trusted else s.verdict,
-                                     s.by) for s in found.seen]) if found.seen else
-                        safe("Not reproduced yet (no reproduction entry names this claim)."))
-                c.print(safe(f"Independently: {found.summary()}", "bold"))
+                _print_reproductions(c, found)
 
         out.result(data, render)
         return 0
 
     run_guarded(out, body)
+
+
+def _print_reproductions(c: Console, found: ClaimReproductions) -> None:
+    """The named reproducers' verdicts first, strangers' muted, and what was cut off."""
+    if found.seen:
+        c.print(rows_table("Reproductions of this claim", ["entry", "verdict", "by"],
+                           [(s.index, s.verdict.upper() if s.trusted else s.verdict, s.by)
+                            for s in found.seen],
+                           ["" if s.trusted else "dim" for s in found.seen]))
+    else:
+        c.print(safe("Not reproduced yet (no reproduction entry names this claim)."))
+    note = found.strangers_note()
+    if note:
+        c.print(safe(f"Cut off: {note}.", "bold yellow"))
+    c.print(safe(f"Independently: {found.summary()}", "bold"))
 
 
 def _print_views(c: Console, views: list[dict[str, Any]]) -> None:

@@ -129,6 +129,9 @@ def reproduce(index: int, budget: str, runs: int | None, tolerance: float | None
             for claim, found in data.get("independently", {}).items():
                 c.print(safe(f"Independently (your policy's reproducer quorum), entry {claim}: "
                              f"{found['independently']['summary']}"))
+                if found["strangers_note"]:
+                    c.print(safe(f"Cut off (entry {claim}): {found['strangers_note']}.",
+                                 "bold yellow"))
             if (result.search.skipped_total or not result.search.complete
                     or result.search.proven_up_to is None):
                 c.print(safe(f"Note: {result.search.summary()}"))
