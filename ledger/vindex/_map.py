@@ -13,9 +13,7 @@ With key hashes uniformly distributed, depth is about log2(number of keys).
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from functools import cached_property
+from collections.abc import Mapping
 from typing import Protocol
 
 from ledger.vindex._proof import (
@@ -31,28 +29,56 @@ __all__ = ["Inner", "Leaf", "MemoryNodes", "Node", "NodeStore", "lookup_proof", 
            "root_of", "update"]
 
 
-@dataclass(frozen=True)
 class Leaf:
-    key: bytes
-    value: bytes
+    """A key hash and its value hash (the node where a key's path ends)."""
+
+    __slots__ = ("key", "value")
+
+    def __init__(self, key: bytes, value: bytes) -> None:
+        self.key = key
+        self.value = value
 
     @property
     def hash(self) -> bytes:
         return leaf_hash(self.key, self.value)
 
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Leaf and other.key == self.key and other.value == self.value
 
-@dataclass(frozen=True)
+    def __hash__(self) -> int:
+        return hash((0, self.key, self.value))
+
+    def __repr__(self) -> str:
+        return f"Leaf(key={self.key.hex()}, value={self.value.hex()})"
+
+
 class Inner:
     """An inner node keeps its children's hashes, so an update reads no unchanged sibling
     and a proof reads one node per level. Its own hash is computed when first asked for
-    (a node read from storage to walk past it is never hashed)."""
+    (a node read from storage to walk past it is never hashed), or given by the update
+    that made it (which hashed it to make its parent)."""
 
-    left: bytes
-    right: bytes
+    __slots__ = ("_hash", "left", "right")
 
-    @cached_property
+    def __init__(self, left: bytes, right: bytes, hash: bytes | None = None) -> None:
+        self.left = left
+        self.right = right
+        self._hash = hash
+
+    @property
     def hash(self) -> bytes:
-        return node_hash(self.left, self.right)
+        if self._hash is None:
+            self._hash = node_hash(self.left, self.right)
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Inner and other.left == self.left and other.right == self.right
+
+    def __hash__(self) -> int:
+        return hash((1, self.left, self.right))
+
+    def __repr__(self) -> str:
+        return f"Inner(left={self.left.hex()}, right={self.right.hex()})"
 
 
 Node = Leaf | Inner
@@ -90,80 +116,77 @@ def prefix(key: bytes, depth: int) -> bytes:
     return head
 
 
-def _hash(node: Node | None) -> bytes:
+def root_of(store: NodeStore) -> bytes:
+    """The map's root: the hash of the node at depth 0."""
+    node = store.get_node(0, b"")
     return EMPTY if node is None else node.hash
 
 
-def root_of(store: NodeStore) -> bytes:
-    """The map's root: the hash of the node at depth 0."""
-    return _hash(store.get_node(0, b""))
+class _Update:
+    """One update: the sorted keys and values being set, the nodes read and written."""
 
-
-class _Batch:
-    """The nodes one update reads and writes, so a node read twice is read once."""
-
-    def __init__(self, store: NodeStore) -> None:
+    def __init__(self, store: NodeStore, keys: list[bytes], values: list[bytes],
+                 writes: dict[tuple[int, bytes], Node] | None = None) -> None:
         self.store = store
-        self.writes: dict[tuple[int, bytes], Node] = {}
+        self.get = store.get_node
+        self.keys = keys
+        self.values = values
+        self.writes: dict[tuple[int, bytes], Node] = {} if writes is None else writes
 
-    def get(self, depth: int, path: bytes) -> Node | None:
-        where = (depth, path)
-        if where in self.writes:
-            return self.writes[where]
-        return self.store.get_node(depth, path)
-
-    def put(self, depth: int, path: bytes, node: Node) -> None:
-        self.writes[(depth, path)] = node
-
-
-def _split(changes: Sequence[Leaf], depth: int) -> tuple[Sequence[Leaf], Sequence[Leaf]]:
-    """`changes` (sorted by key, sharing their first `depth` bits) by bit `depth`: the keys
-    with 0 come first, so one binary search finds the cut."""
-    cut = bisect.bisect_left(changes, 1, key=lambda c: bit(c.key, depth))
-    return changes[:cut], changes[cut:]
-
-
-def _place(batch: _Batch, depth: int, path: bytes, changes: Sequence[Leaf],
-           existing: Node | None) -> Node:
-    """Write the subtree at (depth, path), now `existing`, with `changes` (not empty) applied."""
-    if isinstance(existing, Leaf):
-        if all(c.key != existing.key for c in changes):
-            changes = list(changes)
-            bisect.insort(changes, existing, key=lambda c: c.key)  # kept sorted for _split
-        existing = None
-    if existing is None and len(changes) == 1:
-        node: Node = changes[0]
-        batch.put(depth, path, node)
-        return node
-    if depth >= KEY_BITS:
-        raise ValueError("two distinct keys cannot share all 256 bits")
-    left, right = _split(changes, depth)
-    lhash = existing.left if existing is not None else EMPTY
-    rhash = existing.right if existing is not None else EMPTY
-    if left:
-        lpath = prefix(left[0].key, depth + 1)
-        lhash = _place(batch, depth + 1, lpath, left,
-                       batch.get(depth + 1, lpath) if existing is not None else None).hash
-    if right:
-        rpath = prefix(right[0].key, depth + 1)
-        rhash = _place(batch, depth + 1, rpath, right,
-                       batch.get(depth + 1, rpath) if existing is not None else None).hash
-    node = Inner(lhash, rhash)
-    batch.put(depth, path, node)
-    return node
+    def place(self, depth: int, path: bytes, lo: int, hi: int, existing: Node | None) -> bytes:
+        """Write the subtree at (depth, path), now `existing`, with keys[lo:hi] (not empty,
+        sharing `path`) set; its new hash. Each position is visited once per update, so
+        a node is read at most once and never after it is written."""
+        keys = self.keys
+        if type(existing) is Leaf:
+            at = bisect.bisect_left(keys, existing.key, lo, hi)
+            if at == hi or keys[at] != existing.key:  # pushed down beside the changes
+                sub = _Update(self.store, [*keys[lo:at], existing.key, *keys[at:hi]],
+                              [*self.values[lo:at], existing.value, *self.values[at:hi]],
+                              self.writes)
+                return sub.place(depth, path, 0, hi - lo + 1, None)
+            existing = None
+        if existing is None and hi - lo == 1:
+            key, value = keys[lo], self.values[lo]
+            self.writes[(depth, path)] = Leaf(key, value)
+            return leaf_hash(key, value)
+        if depth >= KEY_BITS:
+            raise ValueError("two distinct keys cannot share all 256 bits")
+        key = keys[lo]
+        whole, rest = divmod(depth, 8)
+        head, byte = key[:whole], key[whole] & (0xFF00 >> rest) & 0xFF
+        pivot = head + bytes((byte | (0x80 >> rest),))  # the least key that goes right
+        cut = bisect.bisect_left(keys, pivot, lo, hi)
+        below = depth + 1
+        if existing is None:
+            lhash = rhash = EMPTY
+        else:
+            assert type(existing) is Inner
+            lhash, rhash = existing.left, existing.right
+        # a child whose hash is EMPTY holds nothing: nothing to read
+        if cut > lo:
+            lpath = head + bytes((byte,))
+            lhash = self.place(below, lpath, lo, cut,
+                               None if lhash == EMPTY else self.get(below, lpath))
+        if cut < hi:
+            rhash = self.place(below, pivot, cut, hi,
+                               None if rhash == EMPTY else self.get(below, pivot))
+        digest = node_hash(lhash, rhash)
+        self.writes[(depth, path)] = Inner(lhash, rhash, digest)
+        return digest
 
 
 def update(store: NodeStore, values: Mapping[bytes, bytes]) -> bytes:
     """Set key hash -> value hash for every item of `values`; write the nodes; the new root."""
-    changes = sorted((Leaf(k, v) for k, v in values.items()), key=lambda leaf: leaf.key)
-    if any(len(c.key) != 32 or len(c.value) != 32 for c in changes):
+    keys = sorted(values)
+    if any(len(k) != 32 or len(values[k]) != 32 for k in keys):
         raise ValueError("key and value hashes must be 32 bytes")
-    if not changes:
+    if not keys:
         return root_of(store)
-    batch = _Batch(store)
-    root = _place(batch, 0, b"", changes, store.get_node(0, b""))
-    store.put_nodes(batch.writes)
-    return root.hash
+    run = _Update(store, keys, [values[k] for k in keys])
+    root = run.place(0, b"", 0, len(keys), store.get_node(0, b""))
+    store.put_nodes(run.writes)
+    return root
 
 
 def lookup_proof(store: NodeStore, key: bytes) -> tuple[LookupProof, Leaf | None]:

@@ -22,7 +22,7 @@ from ledger._errors import LedgerError
 from ledger.vindex._keys import IndexKey, entry_keys
 from ledger.vindex._map import lookup_proof, update
 from ledger.vindex._proof import EMPTY, KEY_BITS, LIST_START, LookupProof, extend_list_hash
-from ledger.vindex._tiles import TILE_LEVELS, TiledNodes, TileKey, TileNodes
+from ledger.vindex._tiles import TILE_LEVELS, Tile, TiledNodes, TileKey
 
 __all__ = ["MAX_ANSWER", "IndexRows", "IndexStoreError", "MemoryIndexRows", "PendingIndex", "RawLookup",
            "StoredAnswer", "StoredIndex", "TooManyResults", "path_tiles"]
@@ -57,7 +57,7 @@ class PendingIndex:
     tiles: Mapping[TileKey, bytes]
     heads: Mapping[bytes, bytes]
     postings: Sequence[tuple[bytes, int]] = field(default=())
-    decoded: Mapping[TileKey, TileNodes] = field(default_factory=dict, compare=False)
+    decoded: Mapping[TileKey, Tile] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)
@@ -147,7 +147,7 @@ class StoredIndex:
         self.rows = rows
         #: Decoded tiles as of index size `_cached_size` (what this object committed); a
         #: size that moved otherwise (another process) empties it.
-        self._cache: dict[TileKey, TileNodes] = {}
+        self._cache: dict[TileKey, Tile] = {}
         self._cached_size = -1
 
     @property
@@ -177,7 +177,7 @@ class StoredIndex:
         root = update(nodes, new)
         postings = [(k, i) for k, more in added.items() for i in more]
         return PendingIndex(start, start + len(entries), root, nodes.changed_tiles(), new,
-                            postings, nodes.loaded_nodes())
+                            postings, nodes.loaded_tiles())
 
     def commit(self, pending: PendingIndex) -> None:
         self.rows.write(pending)

@@ -18,7 +18,8 @@ from collections.abc import Callable, Iterable, Mapping
 from ledger.vindex._map import Inner, Leaf, Node
 from ledger.vindex._proof import IndexProofError
 
-__all__ = ["TILE_LEVELS", "TileKey", "TileNodes", "TiledNodes", "decode_tile", "encode_tile", "tile_of"]
+__all__ = ["TILE_LEVELS", "Tile", "TileKey", "TileNodes", "TiledNodes", "decode_tile", "encode_tile",
+           "tile_of"]
 
 TILE_LEVELS = 8
 _RECORD = 67
@@ -33,26 +34,52 @@ def tile_of(depth: int, path: bytes) -> TileKey:
     return top, path[: top // 8]
 
 
+def _record(depth: int, path: bytes, node: Node) -> bytes:
+    """One node's 67 bytes in its tile."""
+    rel = depth % TILE_LEVELS
+    head = bytes((rel, path[-1] if rel else 0))
+    if type(node) is Leaf:
+        return head + b"\x00" + node.key + node.value
+    assert type(node) is Inner
+    return head + b"\x01" + node.left + node.right
+
+
+class Tile:
+    """A tile's nodes, decoded, with each node's record: re-encoding a tile after an
+    update encodes only the nodes it wrote and joins the others' bytes as they were."""
+
+    __slots__ = ("nodes", "records")
+
+    def __init__(self) -> None:
+        self.nodes: TileNodes = {}
+        self.records: dict[tuple[int, bytes], bytes] = {}
+
+    def copy(self) -> Tile:
+        other = Tile()
+        other.nodes, other.records = dict(self.nodes), dict(self.records)
+        return other
+
+    def put(self, depth: int, path: bytes, node: Node) -> None:
+        self.nodes[(depth, path)] = node
+        self.records[(depth, path)] = _record(depth, path, node)
+
+    def encode(self) -> bytes:
+        return b"".join(self.records.values())
+
+
 def encode_tile(nodes: Mapping[tuple[int, bytes], Node]) -> bytes:
     """The bytes of a tile holding `nodes` (all must lie in one tile), in the mapping's
     order (a reader does not depend on it)."""
-    out = []
-    for (depth, path), node in nodes.items():
-        rel = depth % TILE_LEVELS
-        out.append(bytes((rel, path[-1] if rel else 0)))
-        if isinstance(node, Leaf):
-            out += (b"\x00", node.key, node.value)
-        else:
-            out += (b"\x01", node.left, node.right)
-    return b"".join(out)
+    return b"".join(_record(depth, path, node) for (depth, path), node in nodes.items())
 
 
-def decode_tile(top: int, path: bytes, data: bytes) -> TileNodes:
+def parse_tile(top: int, path: bytes, data: bytes) -> Tile:
     """Parse a tile's bytes; IndexProofError on a malformed one (a damaged store)."""
     if len(data) % _RECORD:
         raise IndexProofError(f"index tile ({top}, {path.hex()}) is {len(data)} bytes, "
                               f"not a multiple of {_RECORD}")
-    nodes: TileNodes = {}
+    tile = Tile()
+    nodes, records = tile.nodes, tile.records
     for at in range(0, len(data), _RECORD):
         rel, bits, kind = data[at], data[at + 1], data[at + 2]
         a, b = data[at + 3: at + 35], data[at + 35: at + 67]
@@ -60,50 +87,63 @@ def decode_tile(top: int, path: bytes, data: bytes) -> TileNodes:
             raise IndexProofError(f"index tile ({top}, {path.hex()}) holds a malformed node")
         where = (top + rel, path + bytes([bits]) if rel else path)
         nodes[where] = Leaf(a, b) if kind == 0 else Inner(a, b)
-    return nodes
+        records[where] = data[at: at + _RECORD]
+    return tile
+
+
+def decode_tile(top: int, path: bytes, data: bytes) -> TileNodes:
+    """A tile's nodes from its bytes; IndexProofError on a malformed one (a damaged store)."""
+    return parse_tile(top, path, data).nodes
 
 
 class TiledNodes:
     """A `NodeStore` over tiles read through `read_tiles` (missing tiles are empty).
 
-    Reads are cached for the life of the object, after `known` (decoded tiles the
-    caller already holds, never modified here: a tile is copied before its first
-    write); `put_nodes` only records the writes, which `changed_tiles` returns
-    encoded (and `changed_nodes` decoded), for the caller to store.
+    Reads are cached for the life of the object, after `known` (tiles the caller
+    already holds, never modified here: a tile is copied before its first write);
+    `put_nodes` only records the writes, which `changed_tiles` returns encoded, for
+    the caller to store.
     """
 
     def __init__(self, read_tiles: Callable[[Iterable[TileKey]], Mapping[TileKey, bytes]],
-                 known: Mapping[TileKey, TileNodes] | None = None) -> None:
+                 known: Mapping[TileKey, Tile] | None = None) -> None:
         self._read = read_tiles
         self._known = known if known is not None else {}
-        self._tiles: dict[TileKey, TileNodes] = {}
+        self._tiles: dict[TileKey, Tile] = {}
         self._dirty: set[TileKey] = set()
 
-    def _tile(self, key: TileKey) -> TileNodes:
+    def _tile(self, key: TileKey) -> Tile:
         tile = self._tiles.get(key)
         if tile is None:
             tile = self._known.get(key)
             if tile is None:
                 data = self._read([key]).get(key)
-                tile = {} if data is None else decode_tile(key[0], key[1], data)
+                tile = Tile() if data is None else parse_tile(key[0], key[1], data)
             self._tiles[key] = tile
         return tile
 
     def get_node(self, depth: int, path: bytes) -> Node | None:
-        return self._tile(tile_of(depth, path)).get((depth, path))
+        top = depth - depth % TILE_LEVELS
+        key = (top, path[: top >> 3])
+        tile = self._tiles.get(key)
+        if tile is None:
+            tile = self._tile(key)
+        return tile.nodes.get((depth, path))
 
     def put_nodes(self, nodes: Mapping[tuple[int, bytes], Node]) -> None:
+        tiles, dirty = self._tiles, self._dirty
         for (depth, path), node in nodes.items():
-            key = tile_of(depth, path)
-            if key not in self._dirty:
-                self._tiles[key] = dict(self._tile(key))  # copy on first write
-                self._dirty.add(key)
-            self._tiles[key][(depth, path)] = node
+            top = depth - depth % TILE_LEVELS
+            key = (top, path[: top >> 3])
+            if key not in dirty:
+                tiles[key] = self._tile(key).copy()  # copy on first write
+                dirty.add(key)
+            tiles[key].put(depth, path, node)
 
     def changed_tiles(self) -> dict[TileKey, bytes]:
         """The tiles written since this object was made, encoded."""
-        return {key: encode_tile(self._tiles[key]) for key in sorted(self._dirty)}
+        return {key: self._tiles[key].encode() for key in sorted(self._dirty)}
 
-    def loaded_nodes(self) -> dict[TileKey, TileNodes]:
-        """Every tile this object read or wrote, decoded, as of after its writes."""
+    def loaded_tiles(self) -> dict[TileKey, Tile]:
+        """Every tile this object read or wrote, as of after its writes."""
         return dict(self._tiles)
