@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,22 +144,21 @@ class WitnessOptions:
     host: str = "127.0.0.1"
     port: int = 8090
     threads: int = 16
+    #: Seconds the worker has to boot and answer before the witness gives up (`BootWatch`).
+    boot_timeout: float = 60.0
 
 
 def run_witness(opts: WitnessOptions, progress: Callable[[str], None] = print) -> None:
-    """Create or load the key, print it and the URL, and serve until SIGTERM/SIGINT."""
-    from ledger.serve import _Gunicorn
+    """Create or load the key, print it, serve, print the URL once the worker answers, and
+    serve until SIGTERM/SIGINT; `ledger.serve.ServeError` if it never comes up."""
+    from ledger.serve import BootWatch, _Gunicorn
 
     signer = load_or_create_witness_key(opts.data_dir, opts.name)
     WitnessStore(opts.data_dir).close()
     progress(f"witness name: {signer.name}")
     progress(f"witness key:  {signer.verifier_key_string()}")
 
-    def when_ready(server: Any) -> None:
-        for listener in server.LISTENERS:
-            host, port = listener.getsockname()[:2]
-            progress(f"serving on http://{host}:{port}")
-        sys.stdout.flush()
+    watch = BootWatch(1, "/", opts.boot_timeout, progress)
 
     def factory() -> Flask:
         return create_witness_app(WitnessStore(opts.data_dir), signer)
@@ -168,8 +166,8 @@ def run_witness(opts: WitnessOptions, progress: Callable[[str], None] = print) -
     options: dict[str, Any] = {
         "bind": f"{opts.host}:{opts.port}", "workers": 1, "worker_class": "ledger._front.FrontWorker",
         "threads": opts.threads, "timeout": 60, "keepalive": 5, "errorlog": "-",
-        "loglevel": "warning", "when_ready": when_ready, "proc_name": "ktl-witness",
-        "graceful_timeout": 10, "accesslog": None,
+        "loglevel": "warning", "proc_name": "ktl-witness",
+        "graceful_timeout": 10, "accesslog": None, **watch.options(),
     }
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    _Gunicorn(factory, options).run()
+    watch.run(_Gunicorn(factory, options))

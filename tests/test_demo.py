@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -11,12 +12,14 @@ from pathlib import Path
 
 import pytest
 import requests
+from rich.console import Console
 from test_pages_helpers import benchmark_body
 
 from attest import BENCHMARK_V1, parse_predicate
 from attest import examples as ex
 from client.demo import (
     INFLATE,
+    Demo,
     DemoError,
     SummaryRow,
     check_summary,
@@ -119,6 +122,53 @@ def test_rows_from_reproduction_reads_speedup_claims_only() -> None:
     assert rows == [SummaryRow("a/b", "matmul", 4, "benchmark.speedup[M=8]", 6.0, 2.0,
                                "refuted", False, 9, "below")]
     assert summary_table(rows).row_count == 1
+
+
+def _speedup_claim(verdict: str, low: float) -> dict[str, object]:
+    return {"claim": "benchmark.speedup[M=8]", "verdict": verdict, "claimed": {"speedup": 0.21},
+            "measured": {"speedup": 0.16}, "reason": "words the demo does not read",
+            "statistics": {"inflation": 1.33, "inflation_interval": [low, 1.53]}}
+
+
+def test_a_verdict_held_back_by_the_sittings_is_read_from_the_numbers() -> None:
+    """Held back: inconclusive although the interval's lower bound is past 1 + tolerance
+    (the test refuted; other hardware or conditions stopped the verdict)."""
+    def rows(*claims: dict[str, object]) -> list[SummaryRow]:
+        return rows_from_reproduction({"policy": {"tolerance": 0.05}, "claims": list(claims)},
+                                      kernel="a/b", op="matmul", entry=4, honest=False,
+                                      reproduction_entry=None)
+
+    assert [r.held_back for r in rows(_speedup_claim("inconclusive", 1.15))] == [True]
+    # the test itself undecided, or decided and given: nothing held back
+    assert [r.held_back for r in rows(_speedup_claim("inconclusive", 0.98))] == [False]
+    assert [r.held_back for r in rows(_speedup_claim("refuted", 1.15))] == [False]
+    assert [r.held_back for r in rows({**_speedup_claim("inconclusive", 1.15),
+                                       "statistics": None})] == [False]
+    row = rows(_speedup_claim("inconclusive", 1.15))[0]
+    assert SummaryRow.from_json(row.to_json()) == row
+
+
+def test_a_held_back_claim_gets_one_more_sitting(tmp_path: Path) -> None:
+    """The same rule for every claim: one more sitting when the first held its verdict
+    back, never a third (a reproducer who retried until refuted would be fishing)."""
+    held = _row("a/b", "inconclusive", honest=False)
+    held = SummaryRow(**{**held.__dict__, "held_back": True})
+    sittings = [[held], [held], [_row("a/b", "refuted", honest=False)]]
+    demo = Demo(tmp_path, Console(file=io.StringIO()))
+    calls = []
+
+    def sitting(*_args: object, **_kw: object) -> list[SummaryRow]:
+        calls.append(1)
+        return sittings[len(calls) - 1]
+
+    demo._sitting = sitting  # type: ignore[method-assign]
+    demo._reproduced({}, {"index": 7}, tmp_path, None, honest=False)  # type: ignore[arg-type]
+    assert len(calls) == 2 and demo.rows == [held]
+    demo.rows.clear()
+    sittings[:2] = [[_row("a/b", "refuted", honest=False)]] * 2
+    calls.clear()
+    demo._reproduced({}, {"index": 7}, tmp_path, None, honest=False)  # type: ignore[arg-type]
+    assert len(calls) == 1 and demo.rows[0].verdict == "refuted"
 
 
 def test_examples_are_found() -> None:

@@ -175,8 +175,8 @@ def _strace_workers(proc: subprocess.Popen[str], calls: str, error: str, when: s
                     paths: list[Path]) -> subprocess.Popen[bytes]:
     if shutil.which("strace") is None:
         pytest.skip("strace is not installed (Debian: apt-get install strace)")
-    # `serving on` is printed before every worker has started: wait for all of them, or
-    # one left untraced takes the requests and no fault is ever seen.
+    # Every worker must be traced, or one left untraced takes the requests and no fault is
+    # ever seen (`serving on` comes after they all booted; this checks it again).
     deadline = time.monotonic() + 20
     while True:
         kids = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,

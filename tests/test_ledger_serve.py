@@ -7,6 +7,7 @@ import hashlib
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -149,3 +150,61 @@ def test_ktl_serve_prints_its_write_settings_and_blobs_need_the_token(tmp_path: 
         r = requests.put(url, data=blob, headers={**octet, "Authorization": "Bearer s3cret"},
                          timeout=10)
         assert r.status_code == 201, r.text
+
+
+# -- "serving on" only once the workers answer ----------------------------------------------
+
+_WORKER_FAULT = """
+import os, sys, time
+import ledger.serve  # the master's own reference to the key loader is taken here
+import ledger.server
+
+real = ledger.server.load_or_create_signer
+fault = os.environ["KTL_TEST_WORKER_FAULT"]
+
+def worker_key(data_dir, origin, key_file=None):  # only the workers' create_app calls this
+    if fault == "hang":
+        time.sleep(4)
+        return real(data_dir, origin, key_file)
+    raise PermissionError(13, "Permission denied", os.path.join(data_dir, "log.key"))
+
+ledger.server.load_or_create_signer = worker_key
+from client.cli import main
+main()
+"""
+
+
+def _serve_with_worker_fault(data: Path, fault: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    """`ktl serve` whose workers (not its master, which checks the log first) cannot read
+    the log key (`unreadable`) or take 4 s to boot (`hang`)."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "KTL_TEST_WORKER_FAULT": fault}
+    return subprocess.run(
+        [sys.executable, "-c", _WORKER_FAULT, "serve", "--data", str(data), "--port", "0",
+         "--workers", "2", "--threads", "4", *extra],
+        capture_output=True, text=True, env=env, timeout=90)
+
+
+def test_workers_that_cannot_boot_give_an_error_not_serving_on(tmp_path: Path) -> None:
+    res = _serve_with_worker_fault(tmp_path / "log", "unreadable")
+    out = res.stdout + res.stderr
+    assert res.returncode == 1, out
+    assert "serving on" not in out
+    assert "error: the server's workers did not start" in res.stderr, out
+    assert "Permission denied" in out  # the worker's own error, above it
+
+
+def test_workers_that_do_not_come_up_in_time_give_an_error(tmp_path: Path) -> None:
+    res = _serve_with_worker_fault(tmp_path / "log", "hang", "--boot-timeout", "1")
+    out = res.stdout + res.stderr
+    assert res.returncode == 1, out
+    assert "serving on" not in out
+    assert "error: the server did not come up within 1 s: 0 of 2 worker(s) booted" in res.stderr
+
+
+def test_serving_on_is_printed_once_every_worker_answers(tmp_path: Path) -> None:
+    with ktl_serve(tmp_path / "log") as (proc, base, _vkey):
+        # at once, no retry: the banner came after the workers booted and answered
+        assert requests.get(f"{base}/api/v1/log", timeout=5).status_code == 200
+        kids = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
+                              text=True).stdout.split()
+        assert len(kids) == 2, kids

@@ -72,13 +72,17 @@ def _fail(message: str, code: int) -> None:
 @click.option("--access-log/--no-access-log", default=False, help="Log every request.")
 @click.option("--deep-check", is_flag=True,
               help="Before serving, re-hash every entry and compare every bundle file.")
+@click.option("--boot-timeout", default=60.0, show_default=True,
+              type=click.FloatRange(1, 3600), metavar="SECONDS",
+              help="How long the workers have to boot and answer; past it, or when a worker "
+                   "fails to boot, ktl serve stops with an error (exit 1) instead of serving.")
 def serve(
     data_dir: str, database: str | None, host: str, port: int, origin: str | None, key_file: str | None,
     workers: int, threads: int, token_env: str | None, max_batch: int, batch_size: int,
     batch_delay_ms: float, rate: float, rate_bytes: float, blob_grace: float, blob_budget: int,
     witness_policy: str | None, witness_wait: float, reproduce_tolerance: float | None,
     reproduce_confidence: float | None, reproducers: str | None, access_log: bool,
-    deep_check: bool,
+    deep_check: bool, boot_timeout: float,
 ) -> None:
     """Run the transparency log in the foreground.
 
@@ -87,7 +91,7 @@ def serve(
     after its batch and checkpoint are durable.
     """
     from ledger import LedgerError
-    from ledger.serve import ServeOptions, run_server
+    from ledger.serve import ServeError, ServeOptions, run_server
     from ledger.server import DEFAULT_ORIGIN, ServerConfig, read_verifier_key
     from ledger.server._keys import log_key_path
     from ledger.storage import StorageError
@@ -136,10 +140,11 @@ def serve(
     except ValueError as e:
         _fail(str(e), 2)
     opts = ServeOptions(host=host, port=port, workers=workers, threads=threads,
-                        key_file=key_file, access_log=access_log, deep_check=deep_check)
+                        key_file=key_file, access_log=access_log, deep_check=deep_check,
+                        boot_timeout=boot_timeout)
     try:
         run_server(config, opts, progress=lambda line: click.echo(line))
-    except StorageError as e:
+    except (StorageError, ServeError) as e:
         _fail(str(e), 1)
     except LedgerError as e:
         _fail(str(e), 2)

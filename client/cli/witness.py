@@ -31,11 +31,14 @@ def witness() -> None:
 def serve(data_dir: str, name: str | None, host: str, port: int) -> None:
     """Serve POST /add-checkpoint in the foreground (key created on first start)."""
     from ledger import LedgerError
+    from ledger.serve import ServeError
     from ledger.witness_server import WitnessOptions, run_witness
 
     try:
         run_witness(WitnessOptions(data_dir, name, host, port),
                     progress=lambda line: click.echo(line))
+    except ServeError as exc:  # its worker never came up: not a usage error
+        _fail(str(exc), 1)
     except LedgerError as exc:
         _fail(str(exc), 2)
 

@@ -9,6 +9,7 @@ error: conditions inform a verdict, they are not evidence about the kernel.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -16,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PROBE_SECONDS", "Conditions", "conditions_differ", "merge", "probe"]
+__all__ = ["PROBE_SECONDS", "Conditions", "conditions_differ", "idlest", "merge", "probe",
+           "probe_idlest"]
 
 PROBE_SECONDS = 0.25
 _STAT = Path("/proc/stat")
@@ -96,6 +98,33 @@ def _busy(before: Sequence[int], after: Sequence[int]) -> tuple[float, float]:
 
 def probe(cpu: int | None, seconds: float = PROBE_SECONDS) -> Conditions:
     """Sample the machine for `seconds` (this process sleeping): what is busy is others."""
+    return _probe(cpu, seconds)[1]
+
+
+def idlest(busy: Mapping[int, float]) -> int:
+    """The CPU other work used least (ties: the highest, the old fixed choice). Pure."""
+    if not busy:
+        raise ValueError("idlest needs at least one CPU")
+    return min(busy, key=lambda c: (busy[c], -c))
+
+
+def probe_idlest(cpus: Sequence[int] | frozenset[int] | set[int],
+                 seconds: float = PROBE_SECONDS) -> tuple[int, Conditions]:
+    """One probe window over every CPU of `cpus`: the one other work used least, and the
+    conditions as seen from it. A run pinned to a CPU another process keeps busy would
+    measure under load (and a refutation would then be blocked as "conditions too
+    different") while the other CPU sits idle."""
+    allowed = sorted(cpus)
+    if not allowed:
+        raise ValueError("probe_idlest needs at least one CPU")
+    busy, seen = _probe(None, seconds, allowed)
+    chosen = idlest(busy) if busy else allowed[-1]
+    return chosen, _probe_result(busy.get(chosen), seen)
+
+
+def _probe(cpu: int | None, seconds: float, every: Sequence[int] = ()
+           ) -> tuple[dict[int, float], Conditions]:
+    """(busy share of each CPU of `every` [and `cpu`], the conditions seen from `cpu`)."""
     t0 = _cpu_times()
     running = [_procs_running()]
     deadline = time.monotonic() + seconds
@@ -103,9 +132,9 @@ def probe(cpu: int | None, seconds: float = PROBE_SECONDS) -> Conditions:
         time.sleep(seconds / 5)
         running.append(_procs_running())
     t1 = _cpu_times()
-    pinned = None
-    if cpu is not None and f"cpu{cpu}" in t0 and f"cpu{cpu}" in t1:
-        pinned = _busy(t0[f"cpu{cpu}"], t1[f"cpu{cpu}"])[0]
+    busy = {c: _busy(t0[f"cpu{c}"], t1[f"cpu{c}"])[0]
+            for c in {*every, *([] if cpu is None else [cpu])}
+            if f"cpu{c}" in t0 and f"cpu{c}" in t1}
     steal = _busy(t0["cpu"], t1["cpu"])[1] if "cpu" in t0 and "cpu" in t1 else 0.0
     try:
         load = os.getloadavg()[0]
@@ -113,7 +142,12 @@ def probe(cpu: int | None, seconds: float = PROBE_SECONDS) -> Conditions:
         load = 0.0
     # procs_running counts this process while it reads the file
     others = max(0.0, sum(running) / len(running) - 1.0)
-    return Conditions(pinned, others, load, _freq_mhz(), steal, os.cpu_count() or 1)
+    seen = Conditions(None, others, load, _freq_mhz(), steal, os.cpu_count() or 1)
+    return busy, _probe_result(None if cpu is None else busy.get(cpu), seen)
+
+
+def _probe_result(pinned: float | None, seen: Conditions) -> Conditions:
+    return dataclasses.replace(seen, pinned_cpu_busy=pinned)
 
 
 def merge(a: Conditions, b: Conditions) -> Conditions:

@@ -8,7 +8,9 @@ headline speed-up is their geometric mean with a t interval over the runs.
 
 From the parent side, every run of a single-threaded benchmark is pinned to one CPU
 (the parent's affinity, inherited by the child), so kernel and baseline always share
-one core's caches and clock and the child is never migrated. Measured on the shared
+one core's caches and clock and the child is never migrated. The CPU is the one other
+work used least in the probe before the runs (ties: the highest), so a process that keeps
+one core of the machine busy does not sit on the runs' core. Measured on the shared
 2-core machine at load 13-40 (BENCHMARKS.md, "reproduce"), it did not measurably
 change the between-run spread (1-2 % for sum-rows and matmul-blocked either way); the
 spread that matters is measured in every reproduction anyway.
@@ -41,7 +43,7 @@ from attest.predicates import (
     Conditions as ConditionsBody,
 )
 from verifier.benchmark._bench import BenchReport, bench, machine_peaks, samples_ref
-from verifier.benchmark._conditions import Conditions, merge, probe
+from verifier.benchmark._conditions import Conditions, merge, probe, probe_idlest
 from verifier.benchmark._settings import BenchSettings
 from verifier.errors import VerifierError
 from verifier.kernel import measured_kernel
@@ -59,12 +61,25 @@ _Typed = TypeVar("_Typed", BenchFault, BenchCaveat)
 
 
 def pinned_cpu() -> int | None:
-    """The CPU runs are pinned to: the highest one this process may use (None: no affinity API)."""
+    """The CPU runs are pinned to on a quiet machine: the highest one this process may use
+    (None: no affinity API). With other load, `bench_runs` takes the idlest instead."""
     try:
         allowed = os.sched_getaffinity(0)
     except (AttributeError, OSError):
         return None
     return max(allowed) if allowed else None
+
+
+def _choose_cpu(pin: bool) -> tuple[int | None, Conditions]:
+    """The CPU the runs are pinned to (the one other work used least in a short probe;
+    None when not pinning or no affinity API) and the conditions seen before the runs."""
+    try:
+        allowed = os.sched_getaffinity(0) if pin else set()
+    except (AttributeError, OSError):
+        allowed = set()
+    if not allowed:
+        return None, probe(None)
+    return probe_idlest(allowed)
 
 
 @contextmanager
@@ -226,11 +241,10 @@ def bench_runs(directory: str | Path, runs: int = DEFAULT_RUNS,
     if not 1 <= runs <= max_runs():
         raise VerifierError(f"runs must be between 1 and {max_runs()}, got {runs}")
     progress = progress or quiet
-    cpu = pinned_cpu() if pin and settings.threads == 1 else None
     # The roofline's peaks are measured once, in this process, with every core: measured
     # while pinned they would halve and make honest kernels look faster than possible.
     machine_peaks()
-    before = probe(cpu)
+    cpu, before = _choose_cpu(pin and settings.threads == 1)
     reports: list[BenchReport] = []
     for k in range(runs):
         progress(f"run {k + 1}/{runs}" + (f" (pinned to CPU {cpu})" if cpu is not None else ""))
