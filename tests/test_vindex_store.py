@@ -32,8 +32,8 @@ from ledger.vindex import (
     update,
     verify_lookup,
 )
-from ledger.vindex._map import Inner, Leaf
-from ledger.vindex._tiles import Tile, TileKey, tile_of
+from ledger.vindex._map import inner_node, leaf_node
+from ledger.vindex._tiles import Tile, TileKey, TilePath, tile_of
 from tests.ledger_support import entry_bytes
 
 SIGNER = NoteSigner("example.com/log", Ed25519PrivateKey.from_private_bytes(b"\x07" * 32))
@@ -68,7 +68,7 @@ def test_tiles_reencoded_from_kept_records_hold_exactly_the_plain_maps_nodes() -
     to the plain map's nodes in it, no more, and the roots agree."""
     rng = random.Random(11)
     plain, rows = MemoryNodes(), MemoryIndexRows()
-    kept: dict[TileKey, Tile] = {}
+    kept: dict[TilePath, Tile] = {}
     for _ in range(30):
         values = {}
         for _ in range(rng.randrange(1, 40)):
@@ -101,7 +101,8 @@ def test_an_update_writes_a_tile_per_8_levels_per_key() -> None:
 
 
 def test_tile_bytes_round_trip_in_any_order_and_a_damaged_tile_is_refused() -> None:
-    nodes = {(8, b"\x01"): Inner(sha(b"l"), sha(b"r")), (9, b"\x01\x80"): Leaf(sha(b"k"), sha(b"v"))}
+    nodes = {(8, b"\x01"): inner_node(sha(b"l"), sha(b"r")),
+             (9, b"\x01\x80"): leaf_node(sha(b"k"), sha(b"v"))}
     data = encode_tile(nodes)
     assert decode_tile(8, b"\x01", data) == nodes
     assert decode_tile(8, b"\x01", encode_tile(dict(reversed(list(nodes.items()))))) == nodes
