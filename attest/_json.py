@@ -17,7 +17,7 @@ def strict_loads(data: bytes) -> Any:
     except UnicodeDecodeError:
         raise JSONRejected("is not UTF-8") from None
     try:
-        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
+        return _DECODER.decode(text)
     except RecursionError:
         raise JSONRejected("is nested too deeply") from None
     except ValueError as exc:
@@ -37,3 +37,8 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not allowed")
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
+"""Built once (`json.loads` with hooks builds a decoder per call); stateless between calls,
+shared as the standard library shares its default one."""

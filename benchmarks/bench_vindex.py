@@ -141,7 +141,8 @@ def run_stored(args: argparse.Namespace) -> None:
                 marks.pop(0)
                 lookup_ms, verify_ms, sizes, rows = _lookups(index, sample, args.lookups, rng)
                 db_mb = (tmp / "log.db").stat().st_size / 1e6
-                keys_n = storage._conn().execute("SELECT count(*) FROM vindex_heads").fetchone()[0]
+                keys_n = storage._conn().execute(
+                    "SELECT count(DISTINCT key) FROM vindex_postings").fetchone()[0]
                 print(f"| {done:,} | {keys_n:,} | {build_s / done * 1e6:.0f} | {_q(lookup_ms)}; "
                       f"{_small(lookup_ms, rows)} "
                       f"| {int(statistics.median(rows))} / {max(rows)} | {_q(verify_ms)} "

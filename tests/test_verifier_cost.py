@@ -139,16 +139,20 @@ def _call_cpu(name: str, tmp: Path, n: int) -> tuple[int, int]:
 
 
 @needs_cgroup
-def test_a_clone_vm_helpers_cpu_is_the_kernels(tmp_path: Path) -> None:
-    """The launder kernel's helper is a process, not a thread of the worker: its CPU is in
-    the cgroup's count of the call, not in the worker's threads' (the old floor)."""
+@pytest.mark.parametrize("name", ["launder", "hidden_parallel"])
+def test_a_clone_vm_helpers_cpu_is_the_kernels(name: str, tmp_path: Path) -> None:
+    """The helper is a process, not a thread of the worker: its CPU is in the cgroup's
+    count of the call, not in the worker's threads' (the old floor). With it counted, and
+    the helper held to the pinned CPU (below), a batch's cost is never below the whole
+    tree's CPU, so neither trick can gain (the timing comparison is the slow test below)."""
     n = 160
     with _pinned():
         twin, _ = _call_cpu("twin", tmp_path / "twin", n)
-        tree, threads_only = _call_cpu("launder", tmp_path / "launder", n)
-    # the helper ran 60 % of the same rows: the CPU outside the worker's threads is at
-    # least a good part of what the twin needs for them (CPU, not wall time: the caller's
-    # spinning while it waits counts too, and is the kernel's own cost)
+        tree, threads_only = _call_cpu(name, tmp_path / name, n)
+    # the helper ran 60 % (launder) or 50 % (hidden_parallel) of the same rows: the CPU
+    # outside the worker's threads is at least a good part of what the twin needs for
+    # them (CPU, not wall time: the caller's spinning while it waits counts too, and is
+    # the kernel's own cost)
     assert tree - threads_only >= 0.25 * twin, (tree, threads_only, twin)
     assert tree >= threads_only
 
@@ -326,21 +330,25 @@ def _speedup(name: str) -> tuple[float | None, list[str]]:
 
 @pytest.mark.slow
 @needs_cgroup
-@pytest.mark.parametrize("name", [
-    "launder",
-    pytest.param("hidden_parallel", marks=pytest.mark.xfail(
-        reason="OPEN HOLE: on a quiet 2-core machine the CLONE_VM helper that widens its "
-        "affinity reports about 1.7x its twin (0.083 vs 0.048) with no fault, under a cgroup "
-        "and cpuset, at this commit and at 3c9a16b alike; see the closing note")),
-    "early_start",
-])
+@pytest.mark.parametrize("name", ["launder", "hidden_parallel", "early_start"])
 def test_the_forgeries_gain_nothing_over_their_twin(name: str) -> None:
-    """Each trick reports at most its honest twin's speed-up (wide margin: timing on a shared
-    machine) or is refused with a typed fault."""
-    twin, twin_faults = _speedup("twin")
-    assert twin is not None and not twin_faults
-    speedup, faults = _speedup(name)
-    assert faults or (speedup is not None and speedup <= 1.3 * twin), (name, speedup, twin)
+    """Each trick reports at most its honest twin's speed-up or is refused with a typed
+    fault. Timing on a shared machine: twin and forgery alternate (twin, forgery, forgery,
+    twin), and the forgery's best run is held to 1.3x the twin's best (one run of the same
+    code moved by up to 40 % between runs here; a trick that worked gains 1.7x or more in
+    every run, as hidden_parallel seemed to against the twin's old inlined loop)."""
+    twins, forged = [], []
+    for who in ("twin", name, name, "twin"):
+        speedup, faults = _speedup(who)
+        if who == "twin":
+            assert speedup is not None and not faults, faults
+            twins.append(speedup)
+        elif faults:
+            return  # refused with a typed fault: nothing gained
+        else:
+            assert speedup is not None
+            forged.append(speedup)
+    assert max(forged) <= 1.3 * max(twins), (name, forged, twins)
 
 
 def test_without_a_cgroup_the_statement_says_process_tree(monkeypatch: pytest.MonkeyPatch) -> None:

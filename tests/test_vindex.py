@@ -20,7 +20,9 @@ from ledger.vindex import (
     LookupProof,
     MemoryNodes,
     VerifiableIndex,
+    entry_key_hashes,
     entry_keys,
+    extend_lists,
     list_hash,
     lookup_proof,
     root_of,
@@ -162,6 +164,21 @@ def test_incremental_batches_match_the_naive_root(batches: list[dict[bytes, byte
 
 
 @settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.one_of(keys32, clustered), max_size=12), min_size=1, max_size=5))
+def test_extending_lists_in_place_matches_the_naive_root(batches: list[list[bytes]]) -> None:
+    """extend_lists reads each key's current list hash from its own leaf (none: a new key):
+    batch j appends entry j to the lists of its keys; the root is the naive one over
+    the whole lists, batch after batch, with leaves pushed down beside new keys."""
+    store = MemoryNodes()
+    lists: dict[bytes, list[int]] = {}
+    for j, batch in enumerate(batches):
+        for key in set(batch):
+            lists.setdefault(key, []).append(j)
+        root = extend_lists(store, {key: [j] for key in set(batch)})
+        assert root == naive_root({k: list_hash(v) for k, v in lists.items()})
+
+
+@settings(max_examples=60, deadline=None)
 @given(st.dictionaries(st.one_of(keys32, clustered), st.lists(st.integers(0, 2**40), min_size=1,
                                                                max_size=5, unique=True),
                        min_size=0, max_size=20), st.one_of(keys32, clustered))
@@ -273,6 +290,9 @@ def test_an_entry_names_its_subjects_signer_and_predicate_type() -> None:
     assert keys == {IndexKey("digest", d1), IndexKey("digest", d2), IndexKey("name", "acme/mm"),
                     IndexKey("name", "acme/mm2"), IndexKey("signer", kid),
                     IndexKey("type", "https://x/kernel/v1")}
+    # the map's own reading names the same keys, by hash
+    raw = _entry([("acme/mm", d1), ("acme/mm2", d2)], "https://x/kernel/v1", kid)
+    assert sorted(entry_key_hashes(raw)) == sorted(k.hash for k in keys)
 
 
 def test_an_entry_counts_once_per_key_and_a_signer_needs_its_key() -> None:
@@ -288,7 +308,7 @@ def test_an_entry_counts_once_per_key_and_a_signer_needs_its_key() -> None:
 @pytest.mark.parametrize("junk", [b"", b"[]", b"{\"envelope\": 1}", b"\xff",
                                   b"{\"envelope\": {\"payload\": \"!!\"}}", b"x" * 70000])
 def test_an_entry_without_the_shape_names_nothing(junk: bytes) -> None:
-    assert entry_keys(junk) == frozenset()
+    assert entry_keys(junk) == frozenset() and entry_key_hashes(junk) == []
 
 
 def test_the_index_answers_every_entry_of_a_key_in_order_with_a_proof() -> None:

@@ -45,7 +45,7 @@ class RecomputedIndex:
 
     def reset(self) -> None:
         """Forget everything (to recompute from entry 0)."""
-        for table in ("vindex_tiles", "vindex_heads", "vindex_postings"):
+        for table in ("vindex_tiles", "vindex_postings"):
             self._conn.execute(f"DELETE FROM {table}")
         self._conn.execute("UPDATE vindex_size SET size = 0")
 

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 
 from ledger.vindex._commit import COMMITMENT_PREFIX, commitment_line, committed_root
 from ledger.vindex._index import IndexAnswer, ListStore, MemoryLists, VerifiableIndex
-from ledger.vindex._keys import KEY_KINDS, IndexKey, entry_keys
-from ledger.vindex._map import MemoryNodes, NodeStore, lookup_proof, root_of, update
+from ledger.vindex._keys import KEY_KINDS, IndexKey, entry_key_hashes, entry_keys
+from ledger.vindex._map import MemoryNodes, NodeStore, extend_lists, lookup_proof, root_of, update
 from ledger.vindex._proof import (
     EMPTY,
     IndexProofError,
@@ -62,5 +62,6 @@ __all__ = ["COMMITMENT_PREFIX", "EMPTY", "KEY_KINDS", "MAX_ANSWER", "TILE_LEVELS
            "LookupProof", "MemoryIndexRows", "MemoryLists", "MemoryNodes", "NodeStore",
            "PendingIndex", "RawLookup", "StoredAnswer", "StoredIndex", "TileKey", "TiledNodes",
            "TooManyResults", "VerifiableIndex", "commitment_line", "committed_root",
-           "decode_tile", "encode_tile", "entry_keys", "leaf_hash", "list_hash", "lookup_proof",
+           "decode_tile", "encode_tile", "entry_key_hashes", "entry_keys", "extend_lists", "leaf_hash", "list_hash",
+           "lookup_proof",
            "node_hash", "open_index", "path_tiles", "root_of", "update", "verify_lookup"]

@@ -25,7 +25,7 @@ from typing import Any
 from attest._json import JSONRejected, strict_loads
 from attest.predicates import HEX64_PATTERN
 
-__all__ = ["KEY_KINDS", "MAX_KEY_VALUE", "IndexKey", "entry_keys"]
+__all__ = ["KEY_KINDS", "MAX_KEY_VALUE", "IndexKey", "entry_key_hashes", "entry_keys", "key_hash"]
 
 KEY_KINDS = ("digest", "name", "signer", "type")
 MAX_KEY_VALUE = 256
@@ -50,9 +50,8 @@ class IndexKey:
 
     @property
     def hash(self) -> bytes:
-        """SHA-256("ktl/vindex/v1 key" 0x00 kind 0x00 value): where the key sits in the map."""
-        return hashlib.sha256(_KEY_DOMAIN + self.kind.encode() + b"\x00"
-                              + self.value.encode("utf-8")).digest()
+        """Where the key sits in the map (`key_hash`)."""
+        return key_hash(self.kind, self.value)
 
     def text(self) -> str:
         return f"{self.kind}:{self.value}"
@@ -68,21 +67,30 @@ class IndexKey:
         return cls(kind, value)
 
 
+def key_hash(kind: str, value: str) -> bytes:
+    """SHA-256("ktl/vindex/v1 key" 0x00 kind 0x00 value)."""
+    return hashlib.sha256(_KEY_DOMAIN + kind.encode() + b"\x00" + value.encode("utf-8")).digest()
+
+
+_Named = set[tuple[str, str]]
+"""(kind, value) pairs, each already within the limits an IndexKey checks."""
+
+
 def _text(value: Any) -> str | None:
     if isinstance(value, str) and 0 < len(value) <= MAX_KEY_VALUE and "\x00" not in value:
         return value
     return None
 
 
-def _signers(envelope: dict[str, Any], keys: Any) -> set[IndexKey]:
-    found: set[IndexKey] = set()
+def _signers(envelope: dict[str, Any], keys: Any) -> _Named:
+    found: _Named = set()
     signatures = envelope.get("signatures")
     if not isinstance(signatures, list) or not isinstance(keys, dict):
         return found
     for sig in signatures[:16]:
         kid = sig.get("keyid") if isinstance(sig, dict) else None
         if isinstance(kid, str) and _HEX64.fullmatch(kid) and kid in keys:
-            found.add(IndexKey("signer", kid))
+            found.add(("signer", kid))
     return found
 
 
@@ -98,8 +106,8 @@ def _statement(envelope: dict[str, Any]) -> dict[str, Any] | None:
     return statement if isinstance(statement, dict) else None
 
 
-def _subjects(statement: dict[str, Any]) -> set[IndexKey]:
-    found: set[IndexKey] = set()
+def _subjects(statement: dict[str, Any]) -> _Named:
+    found: _Named = set()
     subjects = statement.get("subject")
     if not isinstance(subjects, list):
         return found
@@ -108,30 +116,40 @@ def _subjects(statement: dict[str, Any]) -> set[IndexKey]:
             continue
         name = _text(subject.get("name"))
         if name is not None:
-            found.add(IndexKey("name", name))
+            found.add(("name", name))
         digest = subject.get("digest")
         sha = digest.get("sha256") if isinstance(digest, dict) else None
         if isinstance(sha, str) and _HEX64.fullmatch(sha):
-            found.add(IndexKey("digest", sha))
+            found.add(("digest", sha))
     return found
 
 
-def entry_keys(entry: bytes) -> frozenset[IndexKey]:
-    """The index keys `entry` (a log entry's bytes) names; empty if it has no such shape."""
+def _named(entry: bytes) -> _Named:
     if len(entry) > MAX_ENTRY_BYTES:
-        return frozenset()
+        return set()
     try:
         obj = strict_loads(entry)
     except JSONRejected:
-        return frozenset()
+        return set()
     if not isinstance(obj, dict) or not isinstance(obj.get("envelope"), dict):
-        return frozenset()
+        return set()
     envelope = obj["envelope"]
     found = _signers(envelope, obj.get("keys"))
     statement = _statement(envelope)
     if statement is not None:
         ptype = _text(statement.get("predicateType"))
         if ptype is not None:
-            found.add(IndexKey("type", ptype))
+            found.add(("type", ptype))
         found |= _subjects(statement)
-    return frozenset(found)
+    return found
+
+
+def entry_keys(entry: bytes) -> frozenset[IndexKey]:
+    """The index keys `entry` (a log entry's bytes) names; empty if it has no such shape."""
+    return frozenset(IndexKey(kind, value) for kind, value in _named(entry))
+
+
+def entry_key_hashes(entry: bytes) -> list[bytes]:
+    """The hashes of the keys `entry` names, as `entry_keys` finds them (what the map
+    needs, without building the keys)."""
+    return [key_hash(kind, value) for kind, value in _named(entry)]

@@ -13,20 +13,22 @@ With key hashes uniformly distributed, depth is about log2(number of keys).
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Protocol
 
 from ledger.vindex._proof import (
     EMPTY,
     KEY_BITS,
+    LIST_START,
     LookupProof,
     bit,
+    extend_list_hash,
     leaf_hash,
     node_hash,
 )
 
-__all__ = ["Inner", "Leaf", "MemoryNodes", "Node", "NodeStore", "lookup_proof", "prefix",
-           "root_of", "update"]
+__all__ = ["Inner", "Leaf", "MemoryNodes", "NewValue", "Node", "NodeStore", "extend_lists",
+           "lookup_proof", "prefix", "root_of", "update"]
 
 
 class Leaf:
@@ -122,16 +124,21 @@ def root_of(store: NodeStore) -> bytes:
     return EMPTY if node is None else node.hash
 
 
-class _Update:
-    """One update: the sorted keys and values being set, the nodes read and written."""
+NewValue = Callable[[bytes, "bytes | None"], bytes]
+"""A key's new value hash given its current one (None: the key is not in the map yet)."""
 
-    def __init__(self, store: NodeStore, keys: list[bytes], values: list[bytes],
-                 writes: dict[tuple[int, bytes], Node] | None = None) -> None:
-        self.store = store
+
+class _Update:
+    """One update: the sorted keys being set, how each gets its value, the nodes read
+    and written, the current values met on the way."""
+
+    def __init__(self, store: NodeStore, keys: list[bytes], new_value: NewValue) -> None:
         self.get = store.get_node
         self.keys = keys
-        self.values = values
-        self.writes: dict[tuple[int, bytes], Node] = {} if writes is None else writes
+        self.new_value = new_value
+        self.writes: dict[tuple[int, bytes], Node] = {}
+        self.old: dict[bytes, bytes] = {}  # a changed key's current value, from its leaf
+        self.kept: dict[bytes, bytes] = {}  # an unchanged leaf pushed down, with its value
 
     def place(self, depth: int, path: bytes, lo: int, hi: int, existing: Node | None) -> bytes:
         """Write the subtree at (depth, path), now `existing`, with keys[lo:hi] (not empty,
@@ -141,13 +148,19 @@ class _Update:
         if type(existing) is Leaf:
             at = bisect.bisect_left(keys, existing.key, lo, hi)
             if at == hi or keys[at] != existing.key:  # pushed down beside the changes
-                sub = _Update(self.store, [*keys[lo:at], existing.key, *keys[at:hi]],
-                              [*self.values[lo:at], existing.value, *self.values[at:hi]],
-                              self.writes)
-                return sub.place(depth, path, 0, hi - lo + 1, None)
+                self.kept[existing.key] = existing.value
+                self.keys = [*keys[lo:at], existing.key, *keys[at:hi]]  # for this subtree
+                try:
+                    return self.place(depth, path, 0, hi - lo + 1, None)
+                finally:
+                    self.keys = keys
+            self.old[existing.key] = existing.value
             existing = None
         if existing is None and hi - lo == 1:
-            key, value = keys[lo], self.values[lo]
+            key = keys[lo]
+            value = self.kept.get(key)
+            if value is None:
+                value = self.new_value(key, self.old.get(key))
             self.writes[(depth, path)] = Leaf(key, value)
             return leaf_hash(key, value)
         if depth >= KEY_BITS:
@@ -176,17 +189,31 @@ class _Update:
         return digest
 
 
-def update(store: NodeStore, values: Mapping[bytes, bytes]) -> bytes:
-    """Set key hash -> value hash for every item of `values`; write the nodes; the new root."""
-    keys = sorted(values)
-    if any(len(k) != 32 or len(values[k]) != 32 for k in keys):
-        raise ValueError("key and value hashes must be 32 bytes")
-    if not keys:
+def _apply(store: NodeStore, keys: Collection[bytes], new_value: NewValue) -> bytes:
+    ordered = sorted(keys)
+    if any(len(k) != 32 for k in ordered):
+        raise ValueError("key hashes must be 32 bytes")
+    if not ordered:
         return root_of(store)
-    run = _Update(store, keys, [values[k] for k in keys])
-    root = run.place(0, b"", 0, len(keys), store.get_node(0, b""))
+    run = _Update(store, ordered, new_value)
+    root = run.place(0, b"", 0, len(ordered), store.get_node(0, b""))
     store.put_nodes(run.writes)
     return root
+
+
+def update(store: NodeStore, values: Mapping[bytes, bytes]) -> bytes:
+    """Set key hash -> value hash for every item of `values`; write the nodes; the new root."""
+    if any(len(v) != 32 for v in values.values()):
+        raise ValueError("key and value hashes must be 32 bytes")
+    return _apply(store, values, lambda key, _old: values[key])
+
+
+def extend_lists(store: NodeStore, added: Mapping[bytes, Sequence[int]]) -> bytes:
+    """Extend each key's list by `added[key]` (ascending, past its last index): its value
+    becomes the list's chain hash extended from the one in its leaf (from LIST_START
+    for a new key), read on the update's own way down; write the nodes; the new root."""
+    return _apply(store, added, lambda key, old: extend_list_hash(
+        LIST_START if old is None else old, added[key]))
 
 
 def lookup_proof(store: NodeStore, key: bytes) -> tuple[LookupProof, Leaf | None]:

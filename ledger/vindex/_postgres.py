@@ -8,7 +8,7 @@ the key's path in one query.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from ledger.storage._postgres import PostgresStorage
 from ledger.vindex._stored import IndexStoreError, PendingIndex, RawLookup, path_tiles
@@ -19,7 +19,7 @@ __all__ = ["PgIndexRows"]
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS vindex_tiles (depth INTEGER NOT NULL, path BYTEA NOT NULL, "
     "data BYTEA NOT NULL, PRIMARY KEY (depth, path))",
-    "CREATE TABLE IF NOT EXISTS vindex_heads (key BYTEA PRIMARY KEY, head BYTEA NOT NULL)",
+    "DROP TABLE IF EXISTS vindex_heads",  # a key's list hash is its leaf's value
     "CREATE TABLE IF NOT EXISTS vindex_postings (key BYTEA NOT NULL, idx BIGINT NOT NULL, "
     "PRIMARY KEY (key, idx))",
     "CREATE TABLE IF NOT EXISTS vindex_size (one INTEGER PRIMARY KEY CHECK (one = 1), "
@@ -48,11 +48,6 @@ class PgIndexRows:
         rows = self.storage._all(_TILES, ([d for d, _ in wanted], [p for _, p in wanted]))
         return {(int(d), bytes(p)): bytes(t) for d, p, t in rows}
 
-    def read_heads(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
-        rows = self.storage._all("SELECT key, head FROM vindex_heads WHERE key = ANY(%s)",
-                                 (list(keys),))
-        return {bytes(k): bytes(h) for k, h in rows}
-
     def write(self, pending: PendingIndex) -> None:
         with self.storage._conn() as conn, conn.transaction(), conn.cursor() as cur:
             row = cur.execute("SELECT size FROM vindex_size FOR UPDATE").fetchone()
@@ -64,10 +59,6 @@ class PgIndexRows:
                 "INSERT INTO vindex_tiles (depth, path, data) VALUES (%s, %s, %s) "
                 "ON CONFLICT (depth, path) DO UPDATE SET data = EXCLUDED.data",
                 [(d, p, t) for (d, p), t in pending.tiles.items()])
-            cur.executemany(
-                "INSERT INTO vindex_heads (key, head) VALUES (%s, %s) "
-                "ON CONFLICT (key) DO UPDATE SET head = EXCLUDED.head",
-                list(pending.heads.items()))
             with cur.copy("COPY vindex_postings (key, idx) FROM STDIN") as copy:
                 for row in pending.postings:
                     copy.write_row(row)

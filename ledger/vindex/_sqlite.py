@@ -1,7 +1,7 @@
 """The verifiable index's rows in the log's SQLite database (new tables, next to the log's).
 
-``vindex_tiles`` holds the map in tiles of 8 levels (`ledger.vindex._tiles`),
-``vindex_heads`` each key's list hash, ``vindex_postings`` one row per (key, entry),
+``vindex_tiles`` holds the map in tiles of 8 levels (`ledger.vindex._tiles`; a key's
+leaf holds its list's hash), ``vindex_postings`` one row per (key, entry),
 ``vindex_size`` how many entries are in. A batch's rows are written in one
 transaction; a lookup reads in one read transaction (a WAL snapshot).
 """
@@ -9,7 +9,7 @@ transaction; a lookup reads in one read transaction (a WAL snapshot).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 
 from ledger.vindex._stored import IndexStoreError, PendingIndex, RawLookup, path_tiles
 from ledger.vindex._tiles import TileKey
@@ -20,7 +20,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS vindex_tiles (
     depth INTEGER NOT NULL, path BLOB NOT NULL, data BLOB NOT NULL,
     PRIMARY KEY (depth, path)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS vindex_heads (key BLOB PRIMARY KEY, head BLOB NOT NULL) WITHOUT ROWID;
+DROP TABLE IF EXISTS vindex_heads;
 CREATE TABLE IF NOT EXISTS vindex_postings (
     key BLOB NOT NULL, idx INTEGER NOT NULL, PRIMARY KEY (key, idx)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS vindex_size (
@@ -67,17 +67,6 @@ class SqliteIndexRows:
     def read_tiles(self, keys: Iterable[TileKey]) -> dict[TileKey, bytes]:
         return _tiles(self._connect(), keys, stop_at_gap=False)
 
-    def read_heads(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
-        conn = self._connect()
-        out: dict[bytes, bytes] = {}
-        for lo in range(0, len(keys), 500):
-            part = keys[lo: lo + 500]
-            rows = conn.execute(
-                f"SELECT key, head FROM vindex_heads WHERE key IN ({','.join('?' * len(part))})",
-                part).fetchall()
-            out.update((bytes(k), bytes(h)) for k, h in rows)
-        return out
-
     def write(self, pending: PendingIndex) -> None:
         """One transaction, not flushed to disk on its own: the index is derived data (a
         crash that loses it is caught up from the entries), and the log's next durable
@@ -100,8 +89,6 @@ class SqliteIndexRows:
                                    f"cannot add from {pending.start}")
             conn.executemany("INSERT OR REPLACE INTO vindex_tiles (depth, path, data) "
                              "VALUES (?, ?, ?)", [(d, p, t) for (d, p), t in pending.tiles.items()])
-            conn.executemany("INSERT OR REPLACE INTO vindex_heads (key, head) VALUES (?, ?)",
-                             list(pending.heads.items()))
             conn.executemany("INSERT INTO vindex_postings (key, idx) VALUES (?, ?)",
                              pending.postings)
             conn.execute("UPDATE vindex_size SET size = ?", (pending.size,))

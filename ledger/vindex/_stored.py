@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ledger._errors import LedgerError
-from ledger.vindex._keys import IndexKey, entry_keys
-from ledger.vindex._map import lookup_proof, update
-from ledger.vindex._proof import EMPTY, KEY_BITS, LIST_START, LookupProof, extend_list_hash
+from ledger.vindex._keys import IndexKey, entry_key_hashes
+from ledger.vindex._map import extend_lists, lookup_proof
+from ledger.vindex._proof import EMPTY, KEY_BITS, LookupProof
 from ledger.vindex._tiles import TILE_LEVELS, Tile, TiledNodes, TileKey
 
 __all__ = ["MAX_ANSWER", "IndexRows", "IndexStoreError", "MemoryIndexRows", "PendingIndex", "RawLookup",
@@ -55,7 +55,6 @@ class PendingIndex:
     size: int
     root: bytes
     tiles: Mapping[TileKey, bytes]
-    heads: Mapping[bytes, bytes]
     postings: Sequence[tuple[bytes, int]] = field(default=())
     decoded: Mapping[TileKey, Tile] = field(default_factory=dict, compare=False)
 
@@ -89,8 +88,6 @@ class IndexRows(Protocol):
 
     def read_tiles(self, keys: Iterable[TileKey]) -> dict[TileKey, bytes]: ...
 
-    def read_heads(self, keys: Sequence[bytes]) -> dict[bytes, bytes]: ...
-
     def write(self, pending: PendingIndex) -> None:
         """Store `pending` in one transaction; IndexStoreError unless the stored index's
         size is `pending.start`."""
@@ -108,7 +105,6 @@ class MemoryIndexRows:
     def __init__(self) -> None:
         self.size = 0
         self.tiles: dict[TileKey, bytes] = {}
-        self.heads: dict[bytes, bytes] = {}
         self.lists: dict[bytes, list[int]] = {}
         self._lock = threading.Lock()
 
@@ -119,17 +115,12 @@ class MemoryIndexRows:
         with self._lock:
             return {k: self.tiles[k] for k in keys if k in self.tiles}
 
-    def read_heads(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
-        with self._lock:
-            return {k: self.heads[k] for k in keys if k in self.heads}
-
     def write(self, pending: PendingIndex) -> None:
         with self._lock:
             if self.size != pending.start:
                 raise IndexStoreError(f"the index holds entries [0, {self.size}); "
                                  f"cannot add from {pending.start}")
             self.tiles.update(pending.tiles)
-            self.heads.update(pending.heads)
             for key, index in pending.postings:
                 self.lists.setdefault(key, []).append(index)
             self.size = pending.size
@@ -167,16 +158,14 @@ class StoredIndex:
             raise IndexStoreError(f"the index holds entries [0, {have}); cannot add from {start}")
         added: dict[bytes, list[int]] = {}
         for offset, entry in enumerate(entries):
-            for key in entry_keys(entry):
-                added.setdefault(key.hash, []).append(start + offset)
-        heads = self.rows.read_heads(sorted(added))
-        new = {k: extend_list_hash(heads.get(k, LIST_START), more) for k, more in added.items()}
+            for key in entry_key_hashes(entry):
+                added.setdefault(key, []).append(start + offset)
         if self._cached_size != have or len(self._cache) > _CACHED_TILES:
             self._cache = {}
         nodes = TiledNodes(self.rows.read_tiles, self._cache)
-        root = update(nodes, new)
+        root = extend_lists(nodes, added)  # each list's head is its leaf's value
         postings = [(k, i) for k, more in added.items() for i in more]
-        return PendingIndex(start, start + len(entries), root, nodes.changed_tiles(), new,
+        return PendingIndex(start, start + len(entries), root, nodes.changed_tiles(),
                             postings, nodes.loaded_tiles())
 
     def commit(self, pending: PendingIndex) -> None:

@@ -44,24 +44,29 @@ def _record(depth: int, path: bytes, node: Node) -> bytes:
     return head + b"\x01" + node.left + node.right
 
 
+def _node(record: bytes) -> Node:
+    """The node a (checked) record holds."""
+    if record[2]:
+        return Inner(record[3:35], record[35:67])
+    return Leaf(record[3:35], record[35:67])
+
+
 class Tile:
-    """A tile's nodes, decoded, with each node's record: re-encoding a tile after an
-    update encodes only the nodes it wrote and joins the others' bytes as they were."""
+    """A tile as its nodes' records: a node is decoded when read, and re-encoding a tile
+    after an update encodes only the nodes it wrote and joins the others' bytes as
+    they were."""
 
-    __slots__ = ("nodes", "records")
+    __slots__ = ("records",)
 
-    def __init__(self) -> None:
-        self.nodes: TileNodes = {}
-        self.records: dict[tuple[int, bytes], bytes] = {}
+    def __init__(self, records: dict[tuple[int, bytes], bytes] | None = None) -> None:
+        self.records: dict[tuple[int, bytes], bytes] = {} if records is None else records
 
-    def copy(self) -> Tile:
-        other = Tile()
-        other.nodes, other.records = dict(self.nodes), dict(self.records)
-        return other
+    def get(self, where: tuple[int, bytes]) -> Node | None:
+        record = self.records.get(where)
+        return None if record is None else _node(record)
 
-    def put(self, depth: int, path: bytes, node: Node) -> None:
-        self.nodes[(depth, path)] = node
-        self.records[(depth, path)] = _record(depth, path, node)
+    def nodes(self) -> TileNodes:
+        return {where: _node(record) for where, record in self.records.items()}
 
     def encode(self) -> bytes:
         return b"".join(self.records.values())
@@ -74,26 +79,22 @@ def encode_tile(nodes: Mapping[tuple[int, bytes], Node]) -> bytes:
 
 
 def parse_tile(top: int, path: bytes, data: bytes) -> Tile:
-    """Parse a tile's bytes; IndexProofError on a malformed one (a damaged store)."""
+    """Split and check a tile's bytes; IndexProofError on a malformed one (a damaged store)."""
     if len(data) % _RECORD:
         raise IndexProofError(f"index tile ({top}, {path.hex()}) is {len(data)} bytes, "
                               f"not a multiple of {_RECORD}")
-    tile = Tile()
-    nodes, records = tile.nodes, tile.records
+    records: dict[tuple[int, bytes], bytes] = {}
     for at in range(0, len(data), _RECORD):
         rel, bits, kind = data[at], data[at + 1], data[at + 2]
-        a, b = data[at + 3: at + 35], data[at + 35: at + 67]
         if rel >= TILE_LEVELS or kind > 1 or (rel == 0 and bits) or bits & (0xFF >> rel):
             raise IndexProofError(f"index tile ({top}, {path.hex()}) holds a malformed node")
-        where = (top + rel, path + bytes([bits]) if rel else path)
-        nodes[where] = Leaf(a, b) if kind == 0 else Inner(a, b)
-        records[where] = data[at: at + _RECORD]
-    return tile
+        records[(top + rel, path + bytes((bits,)) if rel else path)] = data[at: at + _RECORD]
+    return Tile(records)
 
 
 def decode_tile(top: int, path: bytes, data: bytes) -> TileNodes:
     """A tile's nodes from its bytes; IndexProofError on a malformed one (a damaged store)."""
-    return parse_tile(top, path, data).nodes
+    return parse_tile(top, path, data).nodes()
 
 
 class TiledNodes:
@@ -128,17 +129,21 @@ class TiledNodes:
         tile = self._tiles.get(key)
         if tile is None:
             tile = self._tile(key)
-        return tile.nodes.get((depth, path))
+        record = tile.records.get((depth, path))
+        return None if record is None else _node(record)
 
     def put_nodes(self, nodes: Mapping[tuple[int, bytes], Node]) -> None:
         tiles, dirty = self._tiles, self._dirty
         for (depth, path), node in nodes.items():
             top = depth - depth % TILE_LEVELS
             key = (top, path[: top >> 3])
-            if key not in dirty:
-                tiles[key] = self._tile(key).copy()  # copy on first write
+            if key in dirty:
+                records = tiles[key].records
+            else:  # copy on first write
+                records = dict(self._tile(key).records)
+                tiles[key] = Tile(records)
                 dirty.add(key)
-            tiles[key].put(depth, path, node)
+            records[(depth, path)] = _record(depth, path, node)
 
     def changed_tiles(self) -> dict[TileKey, bytes]:
         """The tiles written since this object was made, encoded."""

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-static void rows(const float *A, const float *B, float *C, int64_t N, int64_t K,
+__attribute__((noinline, aligned(64))) static void rows(const float *A, const float *B, float *C, int64_t N, int64_t K,
                  int64_t r0, int64_t r1) {
   for (int64_t i = r0; i < r1; i++) {
     float *c = C + i * N;
