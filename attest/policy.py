@@ -169,6 +169,19 @@ class TrustPolicy:
         signers = set(keyids)
         return next((r for r in self.reproducers if r.keyids & signers), None)
 
+    def signers_for(self, name: str, predicate_types: Iterable[str]) -> frozenset[str] | None:
+        """Every key a rule lets sign one of `predicate_types` about kernel `name` (alone
+        or with others: a superset of the keys `evaluate` may allow); None when a rule lets
+        any signer."""
+        types = set(predicate_types)
+        keys: set[str] = set()
+        for rule in self.rules:
+            if rule.covers_kernel([name]) and rule.predicate_types & types:
+                if rule.any_signer:
+                    return None
+                keys |= rule.keyids
+        return frozenset(keys)
+
     def signer_phrase(self, keyids: Iterable[str]) -> str:
         """`by reproducer 'uni-lab' (key 9f1e…)` or `by an unknown key 1a2b…`."""
         keys = sorted(keyids)

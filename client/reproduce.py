@@ -221,10 +221,13 @@ def _search_claims(
 ) -> tuple[tuple[FetchedEntry, ...], ClaimSearch]:
     """Page through the index rows (capped), fetch and verify plausible claims.
 
-    Without a trust policy the claims that count are the publisher's own, so they are
-    looked up first by the publisher's keys, which strangers cannot pad: any number of
-    entries about the digest by fresh keys cannot push them past the caps (issue 26).
+    The claims that count are signed by the publisher or by a key the policy trusts for
+    the kernel's claims, so they are looked up first by those keys, which strangers cannot
+    pad: any number of entries about the digest by fresh keys cannot push them past the
+    caps (issue 26). Rows by no such key are skipped unfetched (a policy rule letting any
+    signer log claims turns that off: every claim row is then fetched).
     """
+    vouched = publishers if policy is None else _claim_signers(policy, name, publishers)
     claims: list[FetchedEntry] = []
     skipped: list[Skipped] = []
     skipped_total = examined = fetched = read = 0
@@ -252,11 +255,13 @@ def _search_claims(
         examined += 1
         if hit.predicate_type not in CLAIM_TYPES:
             return True  # kernel/reproduction rows: not claims, and not worth a fetch
-        if policy is None and not publishers & set(hit.keyids):
+        if vouched is not None and not vouched & set(hit.keyids):
             # The index row is not evidence, but a stranger's row is skipped unfetched
             # so that thousands of them cannot make a reproduction slow.
             skip(Skipped(-1, "untrusted-signer", "the index names no key of the kernel's "
-                         "publisher (not fetched)"), hit.index)
+                         "publisher" + (" nor one the policy trusts for its claims"
+                                        if policy is not None else "") + " (not fetched)"),
+                 hit.index)
             return True
         fetched += 1
         entry = fetch_entry(sess, hit.index)
@@ -273,9 +278,7 @@ def _search_claims(
     # pass found. A (digest, key) page may be empty with a cursor: the server looked at a
     # bounded part of the key's entries.
     queries: list[dict[str, str]] = [
-        *([{"digest": digest, "keyid": k} for k in sorted(publishers)] if policy is None
-          else []),
-        {"digest": digest}]
+        *({"digest": digest, "keyid": k} for k in sorted(vouched or ())), {"digest": digest}]
     calls = 0
     digest_rows: list[int] = []
     read_all = False
@@ -298,8 +301,24 @@ def _search_claims(
                 break
             cursor = page.next_cursor
     proven = _prove_digest_rows(sess, digest, digest_rows, read_all)
+    claims.sort(key=lambda e: e.index)  # in log order, whichever key found them first
     return tuple(claims), ClaimSearch(examined, fetched, tuple(skipped), skipped_total, complete,
                                       proven)
+
+
+#: Most keys asked for by (digest, key) per reproduction; past it the digest's own rows
+#: are read for the rest (a policy trusting countless keys is its own padding).
+MAX_VOUCHED_KEYS = 256
+
+
+def _claim_signers(policy: TrustPolicy, name: str, publishers: frozenset[str]
+                   ) -> frozenset[str] | None:
+    """The publisher's keys and every key the policy trusts for claims about `name`;
+    None when a rule lets any signer (or too many keys to ask for each)."""
+    trusted = policy.signers_for(name, CLAIM_TYPES)
+    if trusted is None or len(trusted | publishers) > MAX_VOUCHED_KEYS:
+        return None
+    return trusted | publishers
 
 
 def _prove_digest_rows(sess: Session, digest: str, rows: list[int], read_all: bool

@@ -15,7 +15,7 @@ from client_server import kernel_folder
 from attest import examples, make_entry, parse_predicate
 from attest.entry import encode_entry
 from attest.keys import generate_private_key, keyid
-from attest.predicates import VERIFICATION_V1
+from attest.predicates import REPRODUCTION_V1, VERIFICATION_V1
 from attest.statement import Statement, Subject
 from client import reproduce as rep
 from client.models import SearchPage
@@ -169,3 +169,31 @@ def test_the_publishers_other_kernels_cost_no_rows(tmp_path: Path,
     assert [c.index for c in got.claims] == [1, late]
     assert got.search.complete
     assert asked[0]["digest"] == digest and asked[0]["keyid"] == keyid(vendor.public_key())  # type: ignore[attr-defined]
+
+
+def test_padding_cannot_bury_a_claim_by_a_key_the_policy_trusts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # With a policy the claims that count are also those by the keys it trusts for the
+    # kernel: they are asked for by (digest, key), and strangers' rows are not fetched, so
+    # padding the digest neither buries the auditor's later claim nor costs a fetch a row.
+    from attest import TrustPolicy
+
+    log, trusted, digest, _ = _victim(tmp_path)
+    auditor = generate_private_key()
+    for _ in range(12):
+        _log_statement(log, [(NAME, digest)], generate_private_key())
+    late = _log_statement(log, [(NAME, digest)], auditor)
+    policy = TrustPolicy.from_toml(
+        'version = 1\n[[rule]]\nname = "auditors"\nkernel = "acme/*"\npredicate_types = ["*"]\n'
+        f'keys = ["{keyid(auditor.public_key())}"]\nthreshold = 1\n'
+        '[[rule]]\nname = "anyone-reproduces"\nkernel = "*"\npredicate_types = ["reproduction"]\n'
+        'keys = ["*"]\nthreshold = 1\n')
+    assert policy.signers_for(NAME, [VERIFICATION_V1]) == {keyid(auditor.public_key())}
+    assert policy.signers_for("other/k", [VERIFICATION_V1]) == frozenset()
+    assert policy.signers_for(NAME, [REPRODUCTION_V1]) is None  # any signer: no key to ask
+    monkeypatch.setattr(rep, "SEARCH_PAGE", 4)
+    monkeypatch.setattr(rep, "MAX_SEARCH_HITS", 9)
+    got = gather(connect(log, trusted, url="http://memory.test"), 0, tmp_path / "work", policy)
+    assert [c.index for c in got.claims] == [1, late]
+    assert got.search.fetched == 2  # the vendor's and the auditor's claims, no stranger's
+    assert not got.search.complete  # the padding is still reported, and never CONFIRMED
