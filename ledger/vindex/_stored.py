@@ -31,7 +31,8 @@ MAX_ANSWER = 100_000
 """Most entry indices one lookup answers with (a longer list: search a narrower key)."""
 _CATCH_UP_CHUNK = 1000
 _CACHED_TILES = 20_000
-"""Most decoded tiles a `StoredIndex` keeps between batches (the top levels are hot)."""
+"""Most tiles (split into their records) a `StoredIndex` keeps between batches (the top
+levels are hot)."""
 
 
 class IndexStoreError(LedgerError, ValueError):
@@ -56,7 +57,7 @@ class PendingIndex:
     root: bytes
     tiles: Mapping[TileKey, bytes]
     postings: Sequence[tuple[bytes, int]] = field(default=())
-    decoded: Mapping[TilePath, Tile] = field(default_factory=dict, compare=False)
+    loaded: Mapping[TilePath, Tile] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,7 @@ class StoredIndex:
 
     def __init__(self, rows: IndexRows) -> None:
         self.rows = rows
-        #: Decoded tiles as of index size `_cached_size` (what this object committed); a
+        #: Tiles as of index size `_cached_size` (what this object committed); a
         #: size that moved otherwise (another process) empties it.
         self._cache: dict[TilePath, Tile] = {}
         self._cached_size = -1
@@ -170,7 +171,7 @@ class StoredIndex:
         self.rows.write(pending)
         if self._cached_size != pending.start:
             self._cache = {}
-        self._cache.update(pending.decoded)
+        self._cache.update(pending.loaded)
         self._cached_size = pending.size
 
     def catch_up(self, read_entries: Callable[[int, int], Sequence[bytes]], size: int) -> int:
