@@ -23,6 +23,8 @@ import sqlite_utils
 
 from ledger.storage._files import TileFiles
 from ledger.storage._schema import migrate
+from ledger.storage._sqlite_summaries import summary_batch
+from ledger.storage._summaries import SummaryBatch, SummaryCursor
 from ledger.storage._types import (
     MAX_PAGE,
     MAX_RANGE,
@@ -284,6 +286,10 @@ class SqliteStorage:
             (digest, MAX_SUMMARY_KINDS + 1),
         ).fetchall()
         return summary_of(digest, rows)
+
+    def summary_batch(self, cursor: SummaryCursor, limit: int, fix: bool) -> SummaryBatch:
+        """One batch of `check_summaries` (see `ledger.storage._summaries`)."""
+        return summary_batch(self._conn(), cursor, limit, fix)
 
     def search_newest(self, field: str, value: str, before: int, limit: int = 50
                       ) -> SearchPage:
