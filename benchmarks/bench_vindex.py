@@ -42,6 +42,7 @@ from ledger.vindex import (
     IndexKey,
     MemoryNodes,
     lookup_proof,
+    root_of,
     update,
     verify_lookup,
 )
@@ -262,9 +263,7 @@ def main() -> None:
         done += n
         if done % (args.batch * 100) == 0 or done == args.entries:
             print(f"  {done:,} entries indexed", file=sys.stderr)
-    root = store.get_node(0, b"")
-    assert root is not None
-    root_hash = root.hash
+    root_hash = root_of(store)
     keys = list(lists)
     lookup_ms, verify_ms, sizes = [], [], []
     for _ in range(args.lookups):

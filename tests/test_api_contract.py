@@ -50,6 +50,7 @@ def _seed(base: str) -> None:
     assert r.status_code == 201, r.text
 
 
+@pytest.mark.slow
 def test_schemathesis_finds_nothing_against_a_seeded_server(tmp_path: Path) -> None:
     with running_log(tmp_path / "data") as base:
         _seed(base)

@@ -222,6 +222,36 @@ def test_row1_a_strangers_refutation_is_shown_as_such_and_readers_decide(tmp_pat
         assert found["index"] == named and "by reproducer 'my-lab'" in found["detail"]
 
 
+def _cost_of_reproductions(url: str, tmp: Path, claim: int, policy_path: Path
+                           ) -> tuple[list[tuple[str, str]], int]:
+    """The searches `reproductions_of` asks for claim entry `claim`, and its entry fetches."""
+    from attest.policy import TrustPolicy
+    from client.claims_view import reproductions_of
+    from client.session import connect, fetch_entry
+
+    sess = connect(url, TrustedState(tmp / "cost-home"))
+    try:
+        target = fetch_entry(sess, claim)
+        asked: list[tuple[str, str]] = []
+        fetched = [0]
+        search, entry = sess.log.search, sess.log.entry
+
+        def recording_search(**query: Any) -> Any:
+            asked.append(("digest+keyid" if query.get("keyid") else "digest",
+                          str(query.get("keyid") or "")))
+            return search(**query)
+
+        def counting_entry(index: int) -> Any:
+            fetched[0] += 1
+            return entry(index)
+
+        sess.log.search, sess.log.entry = recording_search, counting_entry  # type: ignore[method-assign]
+        reproductions_of(sess, target, TrustPolicy.load(policy_path))
+    finally:
+        sess.close()
+    return asked, fetched[0]
+
+
 def test_row1_padding_by_a_stranger_cannot_hide_a_trusted_refutation(tmp_path: Path) -> None:
     """Row 1 against padding: a stranger logs 100 "confirmed" reproductions of the claim
     (more than the strangers' cap), then the reader's named reproducer refutes it. `ktl get`
@@ -253,6 +283,11 @@ def test_row1_padding_by_a_stranger_cannot_hide_a_trusted_refutation(tmp_path: P
         named = _reproduction(url, tmp_path / "lab.key", published, "refuted")
         got = ktl.json("get", "--index", str(bench), "--log", url, "--policy", str(policy))
         shown = ktl("get", "--index", str(bench), "--log", url, "--policy", str(policy))
+        asked, fetched = _cost_of_reproductions(url, tmp_path, bench, policy)
+    # O(keys named + results): one (digest, key) page for the one named key, then one page
+    # of the digest's rows, cut at the strangers' cap; one fetch per reproduction listed
+    assert asked == [("digest+keyid", lab_id), ("digest", "")], asked
+    assert fetched == 1 + MAX_REPRODUCTIONS
     found = got["reproduced"]
     first = found["reproductions"][0]
     assert (first["index"], first["verdict"], first["trusted"]) == (named, "refuted", True)

@@ -50,6 +50,7 @@ CAUGHT_BY = {
     # issue 22: reduced precision only where the claim is, or at long reductions
     "bf16_at_scale": "correctness.claimed",
     "bf16_long_rows": "correctness.claimed",
+    "fp16_long_rows": "correctness.claimed",
 }
 # flawed kernel -> the typed fault kind its failing row records
 FAULT_OF = {
@@ -77,6 +78,7 @@ FAULT_OF = {
     "always_crash": "crash",
     "bf16_at_scale": "loose",
     "bf16_long_rows": "loose",
+    "fp16_long_rows": "wrong",  # on same-sign inputs its running sum passes float16's range
 }
 BENCH_ONLY = {"timer_tamper", "drift", "content_cache", "forged_baseline", "fifo_swap",
               "late_oob"}

@@ -29,7 +29,8 @@ from ledger.vindex import (
     update,
     verify_lookup,
 )
-from ledger.vindex._proof import bit
+from ledger.vindex._map import inner_node, is_leaf, leaf_node, node_digest
+from ledger.vindex._proof import bit, leaf_hash, node_hash
 
 VECTORS = Path(__file__).parent / "vectors" / "vindex.json"
 
@@ -71,6 +72,13 @@ def test_one_key_root_is_its_leaf_hash() -> None:
     store = MemoryNodes()
     key, value = sha(b"k"), list_hash([7])
     assert update(store, {key: value}) == sha(b"\x00" + key + value)
+
+
+def test_a_stored_node_is_its_hash_preimage() -> None:
+    k, v = sha(b"k"), sha(b"v")
+    assert node_digest(leaf_node(k, v)) == leaf_hash(k, v) == sha(b"\x00" + k + v)
+    assert node_digest(inner_node(k, v)) == node_hash(k, v) == sha(b"\x01" + k + v)
+    assert is_leaf(leaf_node(k, v)) and not is_leaf(inner_node(k, v))
 
 
 def test_list_hash_is_a_chain_of_big_endian_indices() -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import random
+import sqlite3
+from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -32,8 +34,9 @@ from ledger.vindex import (
     update,
     verify_lookup,
 )
-from ledger.vindex._map import Inner, Leaf
-from ledger.vindex._tiles import Tile, TileKey, tile_of
+from ledger.vindex._map import inner_node, leaf_node
+from ledger.vindex._sqlite import SqliteIndexRows
+from ledger.vindex._tiles import Tile, TileKey, TilePath, tile_of
 from tests.ledger_support import entry_bytes
 
 SIGNER = NoteSigner("example.com/log", Ed25519PrivateKey.from_private_bytes(b"\x07" * 32))
@@ -68,7 +71,7 @@ def test_tiles_reencoded_from_kept_records_hold_exactly_the_plain_maps_nodes() -
     to the plain map's nodes in it, no more, and the roots agree."""
     rng = random.Random(11)
     plain, rows = MemoryNodes(), MemoryIndexRows()
-    kept: dict[TileKey, Tile] = {}
+    kept: dict[TilePath, Tile] = {}
     for _ in range(30):
         values = {}
         for _ in range(rng.randrange(1, 40)):
@@ -101,7 +104,8 @@ def test_an_update_writes_a_tile_per_8_levels_per_key() -> None:
 
 
 def test_tile_bytes_round_trip_in_any_order_and_a_damaged_tile_is_refused() -> None:
-    nodes = {(8, b"\x01"): Inner(sha(b"l"), sha(b"r")), (9, b"\x01\x80"): Leaf(sha(b"k"), sha(b"v"))}
+    nodes = {(8, b"\x01"): inner_node(sha(b"l"), sha(b"r")),
+             (9, b"\x01\x80"): leaf_node(sha(b"k"), sha(b"v"))}
     data = encode_tile(nodes)
     assert decode_tile(8, b"\x01", data) == nodes
     assert decode_tile(8, b"\x01", encode_tile(dict(reversed(list(nodes.items()))))) == nodes
@@ -130,6 +134,22 @@ def test_stored_index_matches_the_in_memory_index(storage: LogStorage) -> None:
         assert answer.size == 40
         assert answer.indices == reference.lookup(key).indices
         verify_lookup(index.root(), key.hash, answer.indices or None, answer.proof)
+
+
+def test_an_index_written_with_a_heads_table_opens_without_it(tmp_path: Path) -> None:
+    """Earlier code kept each key's list hash in vindex_heads as well as in its leaf; the
+    table is dropped when the index is opened, and the index goes on from its rows."""
+    conn = sqlite3.connect(tmp_path / "log.db", isolation_level=None)
+    index = StoredIndex(SqliteIndexRows(lambda: conn))
+    index.commit(index.prepare(0, entries(5)))
+    conn.execute("CREATE TABLE vindex_heads (key BLOB PRIMARY KEY, head BLOB NOT NULL)")
+    again = StoredIndex(SqliteIndexRows(lambda: conn))
+    assert conn.execute("SELECT name FROM sqlite_master WHERE name = 'vindex_heads'"
+                        ).fetchone() is None
+    again.commit(again.prepare(5, entries(5, start=5)))
+    reference = VerifiableIndex()
+    reference.extend(0, entries(10))
+    assert again.root() == reference.root
 
 
 def test_stored_index_refuses_rows_that_do_not_extend_it(storage: LogStorage) -> None:

@@ -10,6 +10,7 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
 import requests
 from client_server import Ktl, kernel_folder, small_results
 from ledger_support import entry_bytes
@@ -43,6 +44,7 @@ def _submit(base: str, i: int, name: str = "acme/matmul") -> requests.Response:
                          headers={"Content-Type": "application/json"})
 
 
+@pytest.mark.slow
 def test_witnessed_log_end_to_end(tmp_path: Path) -> None:
     ktl = Ktl(tmp_path / "home")
     w1d, w2d, logd = tmp_path / "w1", tmp_path / "w2", tmp_path / "log"

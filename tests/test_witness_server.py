@@ -291,3 +291,30 @@ def test_racing_requests_from_one_old_size_get_one_cosignature(tmp_path: Path) -
     assert sorted(statuses) == [200] + [409] * 7
     held = store.held(log.origin)
     assert held is not None and held.checkpoint.size > 2
+
+
+_WITNESS_WORKER_FAULT = """
+import ledger.witness_server
+
+def unreadable(store, signer):  # only the worker's app factory calls this
+    raise PermissionError(13, "Permission denied", "witness.db")
+
+ledger.witness_server.create_witness_app = unreadable
+from client.cli import main
+main()
+"""
+
+
+def test_a_witness_whose_worker_cannot_boot_gives_an_error_not_serving_on(tmp_path: Path
+                                                                         ) -> None:
+    import sys
+
+    res = subprocess.run(
+        [sys.executable, "-c", _WITNESS_WORKER_FAULT, "witness", "serve", "--data",
+         str(tmp_path / "w"), "--port", "0"],
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    out = res.stdout + res.stderr
+    assert res.returncode == 1, out
+    assert "serving on" not in out and "Permission denied" in out
+    assert "error: the server's workers did not start" in res.stderr

@@ -2,8 +2,10 @@
 
 A node is addressed by (depth, path prefix): the first `depth` bits of any key below
 it, packed MSB-first into ceil(depth / 8) bytes with the unused low bits zero. A
-stored node is a leaf (key hash, value hash) or an inner node (its hash); an absent
-node is an empty subtree. Keys are only ever added or given a longer list (the log
+stored node is the 65 bytes its hash is the SHA-256 of: 0x00 key hash value hash (a
+leaf) or 0x01 left right (an inner node, its children's hashes); an absent node is
+an empty subtree. Nodes are plain bytes, so an update allocates nothing the garbage
+collector has to follow. Keys are only ever added or given a longer list (the log
 is append-only), so an inner node never turns back into a leaf.
 
 An update of k keys touches O(k * depth) nodes; a lookup reads one node per level.
@@ -13,77 +15,46 @@ With key hashes uniformly distributed, depth is about log2(number of keys).
 from __future__ import annotations
 
 import bisect
+import hashlib
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Protocol
 
 from ledger.vindex._proof import (
     EMPTY,
+    INNER,
     KEY_BITS,
+    LEAF,
     LIST_START,
     LookupProof,
     bit,
     extend_list_hash,
-    leaf_hash,
-    node_hash,
 )
 
-__all__ = ["Inner", "Leaf", "MemoryNodes", "NewValue", "Node", "NodeStore", "extend_lists",
-           "lookup_proof", "prefix", "root_of", "update"]
+__all__ = ["MemoryNodes", "NewValue", "Node", "NodeStore", "extend_lists", "inner_node", "is_leaf",
+           "leaf_node", "lookup_proof", "node_digest", "prefix", "root_of", "update"]
+
+_sha256 = hashlib.sha256
 
 
-class Leaf:
-    """A key hash and its value hash (the node where a key's path ends)."""
-
-    __slots__ = ("key", "value")
-
-    def __init__(self, key: bytes, value: bytes) -> None:
-        self.key = key
-        self.value = value
-
-    @property
-    def hash(self) -> bytes:
-        return leaf_hash(self.key, self.value)
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is Leaf and other.key == self.key and other.value == self.value
-
-    def __hash__(self) -> int:
-        return hash((0, self.key, self.value))
-
-    def __repr__(self) -> str:
-        return f"Leaf(key={self.key.hex()}, value={self.value.hex()})"
+Node = bytes
+"""A stored node: LEAF key value, or INNER left right (65 bytes); its hash is SHA-256 of it."""
 
 
-class Inner:
-    """An inner node keeps its children's hashes, so an update reads no unchanged sibling
-    and a proof reads one node per level. Its own hash is computed when first asked for
-    (a node read from storage to walk past it is never hashed), or given by the update
-    that made it (which hashed it to make its parent)."""
-
-    __slots__ = ("_hash", "left", "right")
-
-    def __init__(self, left: bytes, right: bytes, hash: bytes | None = None) -> None:
-        self.left = left
-        self.right = right
-        self._hash = hash
-
-    @property
-    def hash(self) -> bytes:
-        if self._hash is None:
-            self._hash = node_hash(self.left, self.right)
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is Inner and other.left == self.left and other.right == self.right
-
-    def __hash__(self) -> int:
-        return hash((1, self.left, self.right))
-
-    def __repr__(self) -> str:
-        return f"Inner(left={self.left.hex()}, right={self.right.hex()})"
+def leaf_node(key: bytes, value: bytes) -> Node:
+    return LEAF + key + value
 
 
-Node = Leaf | Inner
+def inner_node(left: bytes, right: bytes) -> Node:
+    return INNER + left + right
+
+
+def is_leaf(node: Node) -> bool:
+    return node[0] == LEAF[0]
+
+
+def node_digest(node: Node) -> bytes:
+    """The node's hash: `leaf_hash(key, value)` or `node_hash(left, right)`."""
+    return _sha256(node).digest()
 
 
 class NodeStore(Protocol):
@@ -121,7 +92,7 @@ def prefix(key: bytes, depth: int) -> bytes:
 def root_of(store: NodeStore) -> bytes:
     """The map's root: the hash of the node at depth 0."""
     node = store.get_node(0, b"")
-    return EMPTY if node is None else node.hash
+    return EMPTY if node is None else node_digest(node)
 
 
 NewValue = Callable[[bytes, "bytes | None"], bytes]
@@ -145,24 +116,26 @@ class _Update:
         sharing `path`) set; its new hash. Each position is visited once per update, so
         a node is read at most once and never after it is written."""
         keys = self.keys
-        if type(existing) is Leaf:
-            at = bisect.bisect_left(keys, existing.key, lo, hi)
-            if at == hi or keys[at] != existing.key:  # pushed down beside the changes
-                self.kept[existing.key] = existing.value
-                self.keys = [*keys[lo:at], existing.key, *keys[at:hi]]  # for this subtree
+        if existing is not None and existing[0] == LEAF[0]:
+            here = existing[1:33]
+            at = bisect.bisect_left(keys, here, lo, hi)
+            if at == hi or keys[at] != here:  # pushed down beside the changes
+                self.kept[here] = existing[33:]
+                self.keys = [*keys[lo:at], here, *keys[at:hi]]  # for this subtree
                 try:
                     return self.place(depth, path, 0, hi - lo + 1, None)
                 finally:
                     self.keys = keys
-            self.old[existing.key] = existing.value
+            self.old[here] = existing[33:]
             existing = None
         if existing is None and hi - lo == 1:
             key = keys[lo]
             value = self.kept.get(key)
             if value is None:
                 value = self.new_value(key, self.old.get(key))
-            self.writes[(depth, path)] = Leaf(key, value)
-            return leaf_hash(key, value)
+            node = LEAF + key + value
+            self.writes[(depth, path)] = node
+            return _sha256(node).digest()
         if depth >= KEY_BITS:
             raise ValueError("two distinct keys cannot share all 256 bits")
         key = keys[lo]
@@ -174,8 +147,7 @@ class _Update:
         if existing is None:
             lhash = rhash = EMPTY
         else:
-            assert type(existing) is Inner
-            lhash, rhash = existing.left, existing.right
+            lhash, rhash = existing[1:33], existing[33:]
         # a child whose hash is EMPTY holds nothing: nothing to read
         if cut > lo:
             lpath = head + bytes((byte,))
@@ -184,9 +156,9 @@ class _Update:
         if cut < hi:
             rhash = self.place(below, pivot, cut, hi,
                                None if rhash == EMPTY else self.get(below, pivot))
-        digest = node_hash(lhash, rhash)
-        self.writes[(depth, path)] = Inner(lhash, rhash, digest)
-        return digest
+        node = INNER + lhash + rhash
+        self.writes[(depth, path)] = node
+        return _sha256(node).digest()
 
 
 def _apply(store: NodeStore, keys: Collection[bytes], new_value: NewValue) -> bytes:
@@ -216,16 +188,16 @@ def extend_lists(store: NodeStore, added: Mapping[bytes, Sequence[int]]) -> byte
         LIST_START if old is None else old, added[key]))
 
 
-def lookup_proof(store: NodeStore, key: bytes) -> tuple[LookupProof, Leaf | None]:
+def lookup_proof(store: NodeStore, key: bytes) -> tuple[LookupProof, Node | None]:
     """The proof for `key`, and its leaf if present (None: absent)."""
     siblings: list[bytes] = []
     node = store.get_node(0, b"")
     depth = 0
-    while isinstance(node, Inner):
-        siblings.append(node.left if bit(key, depth) else node.right)
+    while node is not None and not is_leaf(node):
+        siblings.append(node[1:33] if bit(key, depth) else node[33:])
         node = store.get_node(depth + 1, prefix(key, depth + 1))
         depth += 1
-    if isinstance(node, Leaf):
-        proof = LookupProof(tuple(siblings), node.key, node.value)
-        return proof, node if node.key == key else None
+    if node is not None:
+        proof = LookupProof(tuple(siblings), node[1:33], node[33:])
+        return proof, node if node[1:33] == key else None
     return LookupProof(tuple(siblings)), None

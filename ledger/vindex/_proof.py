@@ -26,7 +26,9 @@ from ledger._errors import LedgerError
 
 __all__ = [
     "EMPTY",
+    "INNER",
     "KEY_BITS",
+    "LEAF",
     "LIST_START",
     "MAX_LIST",
     "IndexProofError",
@@ -84,12 +86,18 @@ def list_hash(indices: Sequence[int]) -> bytes:
     return extend_list_hash(LIST_START, indices)
 
 
+LEAF = b"\x00"
+"""The first byte hashed for a leaf (then its key hash and value hash)."""
+INNER = b"\x01"
+"""The first byte hashed for an inner node (then its children's hashes)."""
+
+
 def leaf_hash(key: bytes, value: bytes) -> bytes:
-    return _sha256(b"\x00" + key + value).digest()
+    return _sha256(LEAF + key + value).digest()
 
 
 def node_hash(left: bytes, right: bytes) -> bytes:
-    return _sha256(b"\x01" + left + right).digest()
+    return _sha256(INNER + left + right).digest()
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,9 @@ from typing import Protocol
 
 from ledger._errors import LedgerError
 from ledger.vindex._keys import IndexKey, entry_key_hashes
-from ledger.vindex._map import extend_lists, lookup_proof
-from ledger.vindex._proof import EMPTY, KEY_BITS, LookupProof
-from ledger.vindex._tiles import TILE_LEVELS, Tile, TiledNodes, TileKey
+from ledger.vindex._map import extend_lists, lookup_proof, root_of
+from ledger.vindex._proof import KEY_BITS, LookupProof
+from ledger.vindex._tiles import TILE_LEVELS, Tile, TiledNodes, TileKey, TilePath
 
 __all__ = ["MAX_ANSWER", "IndexRows", "IndexStoreError", "MemoryIndexRows", "PendingIndex", "RawLookup",
            "StoredAnswer", "StoredIndex", "TooManyResults", "path_tiles"]
@@ -31,7 +31,8 @@ MAX_ANSWER = 100_000
 """Most entry indices one lookup answers with (a longer list: search a narrower key)."""
 _CATCH_UP_CHUNK = 1000
 _CACHED_TILES = 20_000
-"""Most decoded tiles a `StoredIndex` keeps between batches (the top levels are hot)."""
+"""Most tiles (split into their records) a `StoredIndex` keeps between batches (the top
+levels are hot)."""
 
 
 class IndexStoreError(LedgerError, ValueError):
@@ -56,7 +57,7 @@ class PendingIndex:
     root: bytes
     tiles: Mapping[TileKey, bytes]
     postings: Sequence[tuple[bytes, int]] = field(default=())
-    decoded: Mapping[TileKey, Tile] = field(default_factory=dict, compare=False)
+    loaded: Mapping[TilePath, Tile] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)
@@ -136,9 +137,9 @@ class StoredIndex:
 
     def __init__(self, rows: IndexRows) -> None:
         self.rows = rows
-        #: Decoded tiles as of index size `_cached_size` (what this object committed); a
+        #: Tiles as of index size `_cached_size` (what this object committed); a
         #: size that moved otherwise (another process) empties it.
-        self._cache: dict[TileKey, Tile] = {}
+        self._cache: dict[TilePath, Tile] = {}
         self._cached_size = -1
 
     @property
@@ -147,9 +148,7 @@ class StoredIndex:
 
     def root(self) -> bytes:
         """The root at the stored size (reads the top tile)."""
-        nodes = TiledNodes(self.rows.read_tiles)
-        top = nodes.get_node(0, b"")
-        return EMPTY if top is None else top.hash
+        return root_of(TiledNodes(self.rows.read_tiles))
 
     def prepare(self, start: int, entries: Sequence[bytes]) -> PendingIndex:
         """The rows entries start, start+1, ... add (start must be the stored size)."""
@@ -172,7 +171,7 @@ class StoredIndex:
         self.rows.write(pending)
         if self._cached_size != pending.start:
             self._cache = {}
-        self._cache.update(pending.decoded)
+        self._cache.update(pending.loaded)
         self._cached_size = pending.size
 
     def catch_up(self, read_entries: Callable[[int, int], Sequence[bytes]], size: int) -> int:

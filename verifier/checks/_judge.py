@@ -219,7 +219,8 @@ def judge(op: OpSpec, cases: list[Case], budget: Budget, markers: Markers) -> li
     rows.append(_correctness(op, "correctness.claimed", cases, evals,
                              by_check["correctness.claimed"],
                              "the shapes ktl bench claims by default, and reductions of "
-                             + ", ".join(shape_text(d) for d in op.long_shapes), normal_ok))
+                             + ", ".join(shape_text(d) for d in op.long_shapes)
+                             + " with normal and with same-sign inputs", normal_ok))
     rows += [
         _correctness(op, "correctness.large", cases, evals, by_check["correctness.large"],
                      f"magnitude {op.large_scale:g}", normal_ok),
