@@ -11,6 +11,19 @@ from ledger.storage._types import StorageError
 # (the WAL volume per entry is what limits sequencing speed); lookups compare the
 # full value.
 
+def key64(digest: bytes) -> int:
+    """The index key of a random digest: its first 8 bytes as a signed integer."""
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def sha_key(hex_digest: str) -> int:
+    """The index key of a subject digest (0 for what is no hex digest)."""
+    try:
+        return key64(bytes.fromhex(hex_digest[:16]))
+    except ValueError:
+        return 0
+
+
 #: The digest summaries recomputed from the entries (migration v4 and `ktl repair
 #: --summaries`): rows of (digest, predicate type, entries, bytes, last index) for the
 #: subjects `where` selects (a WHERE clause on `subjects`, or nothing).
