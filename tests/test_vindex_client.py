@@ -70,8 +70,8 @@ class Trimming:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def index_lookup(self, key: str) -> Any:
-        return self.edit(self.inner.index_lookup(key))
+    def index_lookup(self, key: str, **page: Any) -> Any:
+        return self.edit(self.inner.index_lookup(key, **page))
 
 
 def test_server_answers_verify_for_present_and_absent_keys(tmp_path: Path) -> None:
@@ -110,11 +110,12 @@ def test_a_proof_for_another_size_or_a_reshaped_answer_is_refused(tmp_path: Path
     with running_log(tmp_path / "data") as base:
         _seed(base)
         edits = {
-            "is for size": lambda o: {**o, "size": o["size"] - 1},
+            "past the page's size 11": lambda o: {**o, "size": o["size"] - 1},
             "asked about": lambda o: {**o, "key": "name:acme/k0"},
             "at most": lambda o: {**o, "indices": "all of them"},
             "an object with key": lambda o: {k: v for k, v in o.items() if k != "proof"},
-            "past the size": lambda o: {**o, "indices": [*o["indices"], 10**6]},
+            "past the page's size 12": lambda o: {**o, "indices": [*o["indices"], 10**6]},
+            "is for size 13": lambda o: {**o, "size": o["size"] + 1},
         }
         for message, edit in edits.items():
             sess = connect(base, TrustedState(tmp_path / "home"))
@@ -194,8 +195,8 @@ def test_a_log_that_commits_to_no_index_is_not_called_complete(tmp_path: Path) -
     assert not report.index_checked
 
     class Answering(MemoryLog):
-        def index_lookup(self, key: str) -> Any:
-            return {"key": key, "size": 1, "indices": [0],
+        def index_lookup(self, key: str, **page: Any) -> Any:
+            return {"key": key, "size": 1, "after": None, "indices": [0], "more": False,
                     "proof": {"siblings": [], "leaf": None},
                     "checkpoint": self.note_at(1).decode()}
 
