@@ -5,6 +5,8 @@ give is caught (`client.vindex`, `ktl search`, `ktl monitor`)."""
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -285,6 +287,14 @@ def test_the_readme_complete_search_example_is_what_ktl_prints(tmp_path: Path) -
         res = ktl("search", "--name", "acme/k0", "--log", base)
         lookup = requests.get(f"{base}/api/v1/index/lookup",
                               params={"key": "name:acme/matmul-blocked"}, timeout=30).json()
+        flat = " ".join(section.split())
+        paged = re.search(r"`GET (/api/v1/index/lookup\?[^`]*limit=[^`]*)` answers `([^`]+)`",
+                          flat)
+        assert paged is not None, "the README's page example"
+        page = requests.get(base + paged.group(1), timeout=30).json()
+        assert json.loads("{" + paged.group(2) + "}").items() <= page.items(), page
+        for option in ("--max-pages", "TooManyPages", "PageOutOfOrder", "ChainMismatch"):
+            assert option in section, option
     assert res.exit_code == 0, res.stdout
     assert printed in " ".join(res.stdout.split()), res.stdout
     line = lookup["checkpoint"].splitlines()[3]

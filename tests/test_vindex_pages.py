@@ -1,5 +1,5 @@
-"""A key's list proven complete page by page (docs/vindex.md, 6): the store answers a page
-in O(page) rows on each backend, the pure chain check catches a page that does not
+"""A key's list proven complete page by page (docs/vindex.md, "Lookup answers in pages"):
+the store answers a page in O(page) rows on each backend, the pure chain check catches a page that does not
 continue the list, and the client proves a list longer than a whole-list answer allows
 (> 100,000 entries) while a log that skips, repeats or reorders an index in a middle
 page, or serves a page elsewhere in the list, is caught with a typed error."""

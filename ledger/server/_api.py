@@ -303,7 +303,7 @@ def _search_value(field: str, value: str) -> str:
 @bp.get("/index/lookup")
 def index_lookup() -> Response:
     """Every entry naming a key, with the proof that the list is complete (docs/vindex.md);
-    with `after` or `limit`, one page of the list (docs/vindex.md, 6)."""
+    with `after` or `limit`, one page of the list ("Lookup answers in pages" there)."""
     svc = _service()
     only_args("key", "after", "limit")
     raw = request.args.get("key", "")

@@ -1,8 +1,8 @@
 """A key's list read page by page: the page's wire form and the pure check of the chain.
 
-A lookup with `after`/`limit` (docs/vindex.md, 6) answers the key's next `limit` entry
-indices above `after`, whether more follow (`more`), and, like a whole-list answer, the
-lookup proof and checkpoint at the answer's size. A list only grows at its end (new
+A lookup with `after`/`limit` (docs/vindex.md, "Lookup answers in pages") answers the
+key's next `limit` entry indices above `after`, whether more follow (`more`), and, like
+a whole-list answer, the lookup proof and checkpoint at the answer's size. A list only grows at its end (new
 entries have higher indices), so the pages of one list read at growing sizes line up:
 `ListChain` folds each page into the chain hash from where the last one stopped (a
 reader from the start knows the chain state at every page start), and at the page
