@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -169,6 +170,43 @@ def test_a_held_back_claim_gets_one_more_sitting(tmp_path: Path) -> None:
     calls.clear()
     demo._reproduced({}, {"index": 7}, tmp_path, None, honest=False)  # type: ignore[arg-type]
     assert len(calls) == 1 and demo.rows[0].verdict == "refuted"
+
+
+def test_reproductions_wait_for_the_demos_own_servers_to_go_quiet() -> None:
+    """Injected tick readings: busy windows (a log integrating, witnesses cosigning) are
+    waited out; a quiet window ends the wait; a limit stops it (the reproduction goes
+    ahead and its verdict says if the conditions held it back)."""
+    from client.demo import _TICKS, wait_quiet
+
+    busy = int(_TICKS)  # one CPU second per window of 1 s: fully busy
+    readings = iter([0, busy, 2 * busy, 2 * busy])
+    slept: list[float] = []
+    assert wait_quiet(lambda: next(readings), limit_s=10, window_s=1.0,
+                      sleep=slept.append)
+    assert slept == [1.0, 1.0, 1.0]
+    always = iter(range(0, 100 * busy, busy))
+    slept.clear()
+    assert not wait_quiet(lambda: next(always), limit_s=3, window_s=1.0, sleep=slept.append)
+    assert slept == [1.0, 1.0, 1.0]
+
+
+def test_session_ticks_counts_a_spinning_process_of_the_session() -> None:
+    """A real process in a session of its own: its CPU shows in its session's ticks (a
+    reading that only grows; asserted on growth, not on an amount)."""
+    from client.demo import session_ticks
+
+    spin = subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                            start_new_session=True)
+    try:
+        first = session_ticks({spin.pid})
+        deadline = time.monotonic() + 20
+        while session_ticks({spin.pid}) <= first and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert session_ticks({spin.pid}) > first
+        assert session_ticks({-5}) == 0
+    finally:
+        spin.kill()
+        spin.wait()
 
 
 def test_examples_are_found() -> None:

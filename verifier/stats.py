@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from statistics import NormalDist
@@ -302,13 +302,11 @@ def look_confidence(confidence: float, look: int) -> float:
     return 1.0 - (1.0 - confidence) / (2.0 ** min(look, 60))
 
 
-def _more_runs(d: float, sigma: float, m: int, n: int, confidence: float, limit: float,
-               between: float = 0.0) -> int | None:
-    """Fewest further runs here that would refute, if `d` and `sigma` stayed as they are."""
+def _more_runs(d: float, n: int, limit: float, half_at: Callable[[int], float]) -> int | None:
+    """Fewest further runs here that would refute, if `d` and the spread stayed as they are;
+    `half_at(total)`: the half-width after `total` runs here."""
     for extra in range(1, _MAX_EXTRA + 1):
-        total = n + extra
-        half = _half(confidence, sigma, m, total, between)
-        if _decide(d, half, limit) != "inconclusive":
+        if _decide(d, half_at(n + extra), limit) != "inconclusive":
             return extra
     return None
 
@@ -348,7 +346,7 @@ def inflation_test(
         half = _half(level, sigma, m, n, between)
         m_half = student_t_quantile(level, n - 1) * sigma / math.sqrt(n)
         decision = _decide(d, half, limit)
-        more = (_more_runs(d, sigma, m, n, level, limit, between)
+        more = (_more_runs(d, n, limit, lambda total: _half(level, sigma, m, total, between))
                 if decision == "inconclusive" else None)
     mu = _mean(lm)
     return InflationTest(

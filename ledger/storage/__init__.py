@@ -17,6 +17,14 @@ from ledger.storage._memory import MemoryStorage
 from ledger.storage._queue import MAX_QUEUED, Outcome, Queued, QueueFull, QueueRow, SharedQueue
 from ledger.storage._schema import SCHEMA_VERSION
 from ledger.storage._sqlite import DB_NAME, SqliteStorage
+from ledger.storage._summaries import (
+    SUMMARY_BATCH,
+    SummaryCheck,
+    SummaryCursor,
+    SummaryDrift,
+    SummarySource,
+    check_summaries,
+)
 from ledger.storage._types import (
     MAX_PAGE,
     MAX_RANGE,
@@ -73,6 +81,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "SEARCH_FIELDS",
     "SIGNED_SCAN",
+    "SUMMARY_BATCH",
     "CopyResult",
     "DigestSummary",
     "EntryFacts",
@@ -96,10 +105,15 @@ __all__ = [
     "StoredCheckpoint",
     "StoredEntry",
     "StoredHashReader",
+    "SummaryCheck",
+    "SummaryCursor",
+    "SummaryDrift",
+    "SummarySource",
     "TileCache",
     "audit_log",
     "check_database_url",
     "check_log",
+    "check_summaries",
     "copy_log",
     "expand_tile",
     "open_queue",

@@ -11,6 +11,28 @@ from ledger.storage._types import StorageError
 # (the WAL volume per entry is what limits sequencing speed); lookups compare the
 # full value.
 
+def key64(digest: bytes) -> int:
+    """The index key of a random digest: its first 8 bytes as a signed integer."""
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def sha_key(hex_digest: str) -> int:
+    """The index key of a subject digest (0 for what is no hex digest)."""
+    try:
+        return key64(bytes.fromhex(hex_digest[:16]))
+    except ValueError:
+        return 0
+
+
+#: The digest summaries recomputed from the entries (migration v4 and `ktl repair
+#: --summaries`): rows of (digest, predicate type, entries, bytes, last index) for the
+#: subjects `where` selects (a WHERE clause on `subjects`, or nothing).
+SUMMARY_RECOMPUTE = """
+    SELECT d.sha256, e.predicate_type, COUNT(*), SUM(LENGTH(e.data)), MAX(e.idx)
+    FROM (SELECT DISTINCT idx, sha256 FROM subjects {where}) AS d JOIN entries AS e ON e.idx = d.idx
+    GROUP BY d.sha256, e.predicate_type
+"""
+
 #: Each migration moves the schema from version i to i + 1.
 MIGRATIONS: tuple[str, ...] = (
     """
@@ -90,10 +112,7 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (sha256, predicate_type)
     ) WITHOUT ROWID;
     INSERT INTO digest_summaries (sha256, predicate_type, entries, bytes, last_idx)
-        SELECT d.sha256, e.predicate_type, COUNT(*), SUM(LENGTH(e.data)), MAX(e.idx)
-        FROM (SELECT DISTINCT idx, sha256 FROM subjects) AS d JOIN entries AS e ON e.idx = d.idx
-        GROUP BY d.sha256, e.predicate_type
-    """,
+    """ + SUMMARY_RECOMPUTE.format(where=""),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -22,7 +22,8 @@ from typing import Any
 import sqlite_utils
 
 from ledger.storage._files import TileFiles
-from ledger.storage._schema import migrate
+from ledger.storage._schema import key64, migrate, sha_key
+from ledger.storage._summaries import SummaryBatch, SummaryCursor, summary_batch
 from ledger.storage._types import (
     MAX_PAGE,
     MAX_RANGE,
@@ -80,18 +81,6 @@ def _matching(conn: sqlite3.Connection, sql: str, field: str, value: str, bound:
         except ValueError:
             return []
     return [int(r[0]) for r in conn.execute(sql, args)]
-
-
-def key64(digest: bytes) -> int:
-    """The index key of a random digest: its first 8 bytes as a signed integer."""
-    return int.from_bytes(digest[:8], "big", signed=True)
-
-
-def _sha_key(hex_digest: str) -> int:
-    try:
-        return key64(bytes.fromhex(hex_digest[:16]))
-    except ValueError:
-        return 0
 
 
 def _keyids(text: str) -> tuple[str, ...]:
@@ -267,7 +256,7 @@ class SqliteStorage:
     def search_signed(self, digest: str, keyid: str, cursor: int = 0, limit: int = 50
                       ) -> SearchPage:
         limit = check_search("digest", cursor, limit)
-        key = _sha_key(digest)  # 0 for what is no digest: then nothing matches
+        key = sha_key(digest)  # 0 for what is no digest: then nothing matches
         conn = self._conn()
         scanned = [(int(r[0]), bool(r[1])) for r in conn.execute(
             "SELECT s.idx, EXISTS (SELECT 1 FROM subjects AS j WHERE j.idx = s.idx "
@@ -284,6 +273,10 @@ class SqliteStorage:
             (digest, MAX_SUMMARY_KINDS + 1),
         ).fetchall()
         return summary_of(digest, rows)
+
+    def summary_batch(self, cursor: SummaryCursor, limit: int, fix: bool) -> SummaryBatch:
+        """One batch of `check_summaries` (see `ledger.storage._summaries`)."""
+        return summary_batch(self._conn(), cursor, limit, fix)
 
     def search_newest(self, field: str, value: str, before: int, limit: int = 50
                       ) -> SearchPage:
@@ -443,7 +436,7 @@ class SqliteStorage:
             )
             conn.executemany(
                 "INSERT INTO subjects (idx, pos, name, sha256, sha_key) VALUES (?, ?, ?, ?, ?)",
-                [(e.index, p, n, d, _sha_key(d))
+                [(e.index, p, n, d, sha_key(d))
                  for e in batch.entries for p, (n, d) in enumerate(e.subjects)],
             )
             conn.executemany(

@@ -60,6 +60,7 @@ from verifier.benchmark._loop import (
     OUTSIDE_FLOOR_NS,
     LoopSettings,
     Measured,
+    Rig,
     ShapePlan,
     bench_layout,
     guard_fault,
@@ -436,13 +437,13 @@ def _measure(artifact: Artifact, entry: str, op: OpSpec, plans: list[ShapePlan],
     worker = NativeWorker(artifact.path, artifact.entry_symbol or entry, op, kmem, run_dir, limits,
                           env, readable=[artifact.path.parent], gpu=artifact.gpu)
     baseline = BaselineWorker(op, bmem, cores)
+    rig = Rig(op, worker, baseline, kmem, bmem, markers)
     out: list[Measured] = []
     try:
         owed = worker.loaded()  # the library's loading: charged to the first timed batch
         for plan in plans:
             progress(f"measuring shape {plan.dims} for up to {settings.budget_s:g} s")
-            out.append(measure_shape(worker, baseline, op, plan, kmem, bmem, markers, settings, rng,
-                                     RECHECK_CALLS, owed))
+            out.append(measure_shape(rig, plan, settings, rng, RECHECK_CALLS, owed))
             owed = 0
     except (WorkerGone, WorkerHung, WorkerOverMemory, WorkerMisanswered) as exc:
         result = worker.close()

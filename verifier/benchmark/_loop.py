@@ -62,8 +62,8 @@ from verifier.worker import (
     poison,
 )
 
-__all__ = ["LoopSettings", "Measured", "ShapePlan", "bench_layout", "guard_fault", "measure_shape",
-           "outside_calls"]
+__all__ = ["LoopSettings", "Measured", "Rig", "ShapePlan", "bench_layout", "guard_fault",
+           "measure_shape", "outside_calls"]
 
 F32 = NDArray[np.float32]
 MIN_BATCH_NS = 1_000_000
@@ -123,6 +123,19 @@ class LoopSettings:
     guard_pages: bool = True
     """End every buffer at a PROT_NONE page, inputs read-only, in the kernel's process (off
     for GPU kernels, whose wrapper copies every buffer with its canaries)."""
+
+
+@dataclass(frozen=True)
+class Rig:
+    """What every shape of one run is timed with: the operation, the kernel's worker and
+    the baseline process, the arena each reads its inputs from, and the run's markers."""
+
+    op: OpSpec
+    worker: NativeWorker
+    baseline: BaselineWorker
+    kmem: SharedArena
+    bmem: SharedArena
+    markers: Markers
 
 
 PROTECT_RANGES = 1024
@@ -237,14 +250,13 @@ class _Watch:
         self.kept = None
 
 
-def _write_batch(plan: ShapePlan, lay: Layout, first: int, batch: int, kmem: SharedArena,
-                 bmem: SharedArena, markers: Markers) -> None:
+def _write_batch(rig: Rig, plan: ShapePlan, lay: Layout, first: int, batch: int) -> None:
     for j in range(batch):
         inputs = plan.inputs_of_call(first + j)
-        for mem in (kmem, bmem):
+        for mem in (rig.kmem, rig.bmem):
             region = mem.bytes[j * lay.total:(j + 1) * lay.total]
             fill_inputs(region, lay, inputs)
-        poison(kmem.bytes[j * lay.total:(j + 1) * lay.total], lay, markers.poison)
+        poison(rig.kmem.bytes[j * lay.total:(j + 1) * lay.total], lay, rig.markers.poison)
 
 
 def _busy_ns(side: NativeWorker | BaselineWorker, elapsed: int, threads: int, adjust: bool) -> float:
@@ -267,13 +279,13 @@ def _baseline_ns(baseline: BaselineWorker, arenas: list[int], slots: list[int], 
     return float(baseline.last_value)
 
 
-def _batch_size(worker: NativeWorker, baseline: BaselineWorker, plan: ShapePlan, lay: Layout,
-                kmem: SharedArena, bmem: SharedArena, markers: Markers, settings: LoopSettings,
-                cap: int, timeout_s: float) -> tuple[int, float, float]:
+def _batch_size(rig: Rig, plan: ShapePlan, lay: Layout, settings: LoopSettings, cap: int,
+                timeout_s: float) -> tuple[int, float, float]:
     """Warm both sides up, measure their overheads; the batch size that makes overhead noise."""
+    worker, baseline = rig.worker, rig.baseline
     slots = [s.offset for s in lay.slots]
     dims = list(plan.dims.values())
-    _write_batch(plan, lay, 0, 1, kmem, bmem, markers)
+    _write_batch(rig, plan, lay, 0, 1)
     worker.call([0] * max(settings.warmup, 1), slots, dims, timeout_s)
     baseline.call([0] * max(settings.warmup, 1), slots, dims, timeout_s)
     threads, adjust = settings.threads, settings.adjust_waits
@@ -286,14 +298,15 @@ def _batch_size(worker: NativeWorker, baseline: BaselineWorker, plan: ShapePlan,
     return max(1, min(cap, math.ceil(want / max(one, 1000.0)))), nop_k, nop_b
 
 
-def measure_shape(worker: NativeWorker, baseline: BaselineWorker, op: OpSpec, plan: ShapePlan,
-                  kmem: SharedArena, bmem: SharedArena, markers: Markers, settings: LoopSettings,
-                  rng: np.random.Generator, recheck: int, owed_ns: int = 0) -> Measured:
+def measure_shape(rig: Rig, plan: ShapePlan, settings: LoopSettings, rng: np.random.Generator,
+                  recheck: int, owed_ns: int = 0) -> Measured:
     """Time one shape until the speed-up interval is within target or its budget ends.
 
     `owed_ns`: CPU the kernel's tree used before this shape that no batch was charged (the
     library's loading, for the first shape): charged to the first timed batch."""
-    lay = bench_layout(op, plan.dims, settings.guard_pages)
+    worker, baseline, kmem, bmem = rig.worker, rig.baseline, rig.kmem, rig.bmem
+    markers = rig.markers
+    lay = bench_layout(rig.op, plan.dims, settings.guard_pages)
     seen = worker.outside_total_ns
     cap = max(1, min(MAX_BATCH_CALLS, BATCH_CACHE_BYTES // max(lay.total, 1),
                      kmem.nbytes // max(lay.total, 1), bmem.nbytes // max(lay.total, 1)))
@@ -305,8 +318,7 @@ def measure_shape(worker: NativeWorker, baseline: BaselineWorker, op: OpSpec, pl
         for k in range(0, len(ranges), PROTECT_RANGES):
             worker.protect(ranges[k:k + PROTECT_RANGES])
     timeout_s = max(CALL_TIMEOUT_FLOOR_S, settings.budget_s)
-    batch, nop_k, nop_b = _batch_size(worker, baseline, plan, lay, kmem, bmem, markers, settings,
-                                      cap, timeout_s)
+    batch, nop_k, nop_b = _batch_size(rig, plan, lay, settings, cap, timeout_s)
     out = Measured(batch=batch, overhead_ns=(nop_k, nop_b))
     slots = [s.offset for s in lay.slots]
     dims = list(plan.dims.values())
@@ -319,7 +331,7 @@ def measure_shape(worker: NativeWorker, baseline: BaselineWorker, op: OpSpec, pl
     i = 0
     while i < settings.max_reps:
         watch.before_next()
-        _write_batch(plan, lay, call, batch, kmem, bmem, markers)
+        _write_batch(rig, plan, lay, call, batch)
         keep = int(rng.integers(0, batch))
         for side in ((0, 1) if i % 2 == 0 else (1, 0)):
             if side == 0:

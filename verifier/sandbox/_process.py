@@ -342,18 +342,35 @@ def memory_limit(limits: Limits) -> int:
     return limits.address_space if limits.address_space is not None else 3 * GiB
 
 
-def _start(argv: Sequence[str], workdir: Path, env: dict[str, str], limits: Limits,
-           read_only: Sequence[str], read_write: Sequence[str], stderr_fd: int,
-           gpu: bool, pass_fds: Sequence[int] = (), accounting: Accounting = Accounting()) -> _Run:
+@dataclass(frozen=True)
+class _Launch:
+    """One child as `run_sandboxed` resolved it: the command, its folder, environment and
+    limits, the paths it may read and write, its GPU grant, inherited descriptors and
+    accounting."""
+
+    argv: Sequence[str]
+    workdir: Path
+    env: dict[str, str]
+    limits: Limits
+    read_only: Sequence[str]
+    read_write: Sequence[str]
+    gpu: bool
+    pass_fds: Sequence[int]
+    accounting: Accounting
+
+
+def _start(launch: _Launch, stderr_fd: int) -> _Run:
     """Start the launcher (no Python runs in the forked child: subprocess forks and execs
     in C, and the launcher does the set-up), then wait for its report and its exec."""
+    argv, workdir, limits = launch.argv, launch.workdir, launch.limits
     ctl, ctl_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    accounting = launch.accounting
     group = accounting.cgroup
     plan = ChildPlan(cpu_s=limits.cpu_s, address_space=limits.address_space,
                      file_size=limits.file_size, open_files=limits.open_files,
-                     processes=limits.processes, read_only=tuple(read_only),
-                     read_write=tuple(read_write), control_fd=ctl_child.fileno(), listen=True,
-                     local_unix_sockets=gpu,
+                     processes=limits.processes, read_only=tuple(launch.read_only),
+                     read_write=tuple(launch.read_write), control_fd=ctl_child.fileno(),
+                     listen=True, local_unix_sockets=launch.gpu,
                      cgroup_procs=group.procs_paths if group is not None else (),
                      deny_unaccountable=accounting.deny_unaccountable and group is None,
                      private_dir=str(workdir) if limits.private_bytes else None,
@@ -365,10 +382,11 @@ def _start(argv: Sequence[str], workdir: Path, env: dict[str, str], limits: Limi
             start = time.monotonic()  # wall time includes the set-up, as the child's CPU does
             try:
                 proc = subprocess.Popen(
-                    [launcher, str(plan_fd), *argv], executable=launcher, cwd=workdir, env=env,
+                    [launcher, str(plan_fd), *argv], executable=launcher, cwd=workdir,
+                    env=launch.env,
                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr_fd,
                     start_new_session=True, close_fds=True,
-                    pass_fds=(ctl_child.fileno(), plan_fd, *pass_fds))
+                    pass_fds=(ctl_child.fileno(), plan_fd, *launch.pass_fds))
             finally:
                 ctl_child.close()
                 os.close(plan_fd)
@@ -487,8 +505,8 @@ def run_sandboxed(
     own = _own_cgroup(limits) if accounting is None else None
     accounting = accounting or Accounting(own)
     try:
-        return _run(argv, workdir, limits, child_env, read_only, read_write, gpu, pass_fds,
-                    accounting)
+        return _run(_Launch(argv, workdir, child_env, limits, read_only, read_write, gpu,
+                            pass_fds, accounting))
     finally:
         if own is not None:
             own.remove()
@@ -502,16 +520,14 @@ def _own_cgroup(limits: Limits) -> RunCgroup | None:
         return None
 
 
-def _run(argv: Sequence[str], workdir: Path, limits: Limits, child_env: dict[str, str],
-         read_only: Sequence[str], read_write: Sequence[str], gpu: bool, pass_fds: Sequence[int],
-         accounting: Accounting) -> ChildResult:
-    stderr_fd = os.open(workdir / ".stderr", os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
-                        | os.O_NOFOLLOW, 0o600)
+def _run(launch: _Launch) -> ChildResult:
+    accounting = launch.accounting
+    stderr_fd = os.open(launch.workdir / ".stderr", os.O_RDWR | os.O_CREAT | os.O_TRUNC
+                        | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     try:
-        run = _start(argv, workdir, child_env, limits, read_only, read_write, stderr_fd, gpu,
-                     pass_fds, accounting)
+        run = _start(launch, stderr_fd)
         try:
-            status, usage, timed_out, step_timed_out, stderr_excess = _wait(run, limits)
+            status, usage, timed_out, step_timed_out, stderr_excess = _wait(run, launch.limits)
         finally:
             run.kill()  # whatever is left of the sandbox
             if accounting.cgroup is not None:
