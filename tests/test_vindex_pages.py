@@ -6,6 +6,8 @@ page, or serves a page elsewhere in the list, is caught with a typed error."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -302,3 +304,11 @@ def test_on_postgresql_the_client_proves_a_list_page_by_page(tmp_path: Path, pg_
         with pytest.raises(PageOutOfOrder):
             verified_lookup(sess, K0, Paging(page_size=1))
         sess.close()
+
+
+def test_the_pages_benchmark_runs_as_benchmarks_md_documents_it(tmp_path: Path) -> None:
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_vindex.py"
+    proc = subprocess.run([sys.executable, str(script), "--pages", "--tiny"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "| 120,000 | start " in proc.stdout and "| 12 |" in proc.stdout, proc.stdout
