@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import requests
 from client_fakes import IndexedMemoryLog, MemoryLog
-from client_server import running_log
+from client_server import Ktl, running_log
 
 from client.session import connect
 from client.state import TrustedState
@@ -290,6 +290,13 @@ def test_the_route_serves_pages_and_keeps_the_whole_list_answer(tmp_path: Path) 
         got = verified_lookup(sess, K0, Paging(page_size=1))
         assert got.indices == (0, 3, 6, 9) and got.pages == 4
         sess.close()
+        ktl = Ktl(tmp_path / "cli")
+        res = ktl("search", "--name", "acme/k0", "--page-size", "1", "--max-pages", "4",
+                  "--log", base)
+        assert res.exit_code == 0 and "read in 4 pages" in " ".join(res.stdout.split())
+        res = ktl("search", "--name", "acme/k0", "--page-size", "1", "--max-pages", "3",
+                  "--log", base)
+        assert res.exit_code == 4, res.stdout  # not read to its end: not proven complete
 
 
 @pytest.mark.postgresql
