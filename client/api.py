@@ -305,11 +305,17 @@ class LogClient:
             raise InputError("search needs at least one of digest, name, keyid, predicate_type")
         return SearchPage.from_json(self._json("GET", "api/v1/search", params=params))
 
-    def index_lookup(self, key: str) -> Any:
+    def index_lookup(self, key: str, *, after: int | None = None, limit: int | None = None
+                     ) -> Any:
         """`GET /api/v1/index/lookup`: a key's list with its proof, as JSON (not yet checked:
-        `client.vindex.verified_lookup` verifies it)."""
-        return self._json("GET", "api/v1/index/lookup", params={"key": key},
-                          cap=MAX_LOOKUP_BYTES)
+        `client.vindex.verified_lookup` verifies it); with `limit`, the page of `limit`
+        indices above `after` (None: from the first)."""
+        params: dict[str, Any] = {"key": key}
+        if limit is not None:
+            params["limit"] = limit
+            if after is not None:
+                params["after"] = after
+        return self._json("GET", "api/v1/index/lookup", params=params, cap=MAX_LOOKUP_BYTES)
 
     def put_blob(self, data: bytes) -> str:
         digest = hashlib.sha256(data).hexdigest()

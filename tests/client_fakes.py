@@ -156,10 +156,16 @@ class IndexedMemoryLog(MemoryLog):
                                           (commitment_line(self._index(size).root),)),
                                self.signer)
 
-    def index_lookup(self, key: str) -> Any:
-        from ledger.vindex import IndexKey
+    def index_lookup(self, key: str, *, after: int | None = None, limit: int | None = None
+                     ) -> Any:
+        from ledger.vindex import IndexKey, ListPage
 
         size = len(self.entries)
         answer = self._index(size).lookup(IndexKey.parse(key))
-        return {"key": key, "size": size, "indices": answer.indices,
-                "proof": answer.proof.to_json(), "checkpoint": self.note_at(size).decode()}
+        note = self.note_at(size).decode()
+        if limit is None:
+            return {"key": key, "size": size, "indices": answer.indices,
+                    "proof": answer.proof.to_json(), "checkpoint": note}
+        rest = [i for i in answer.indices if after is None or i > after]
+        return ListPage(key, size, after, rest[:limit], len(rest) > limit, answer.proof,
+                        note).to_json()

@@ -29,6 +29,7 @@ from attest.dsse import MAX_SIGNATURES
 from attest.entry import MAX_KEYS, PUBLIC_KEY_B64_PATTERN
 from ledger.server import ServerConfig
 from ledger.server._params import MAX_INT
+from ledger.vindex import MAX_ANSWER, MAX_PAGE
 
 HERE = Path(__file__).resolve().parent
 CONFIG = HERE / "contract" / "schemathesis.toml"
@@ -93,6 +94,11 @@ def test_the_document_states_the_limits_the_code_enforces() -> None:
                 assert prm["schema"]["maximum"] == MAX_INT, (path, prm["name"])
     limit = next(p for p in _schema("/api/v1/search", "get")["parameters"] if p["name"] == "limit")
     assert limit["schema"]["maximum"] == ServerConfig().max_search_limit
+    page = next(p for p in _schema("/api/v1/index/lookup", "get")["parameters"]
+                if p["name"] == "limit")
+    assert (page["schema"]["maximum"], page["schema"]["minimum"]) == (MAX_PAGE, 1)
+    assert schemas["IndexLookupPage"]["properties"]["indices"]["maxItems"] == MAX_PAGE
+    assert schemas["IndexLookup"]["properties"]["indices"]["maxItems"] == MAX_ANSWER
 
 
 def test_the_config_never_lets_a_schema_valid_request_be_refused_400() -> None:

@@ -5,6 +5,8 @@ give is caught (`client.vindex`, `ktl search`, `ktl monitor`)."""
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -70,8 +72,8 @@ class Trimming:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def index_lookup(self, key: str) -> Any:
-        return self.edit(self.inner.index_lookup(key))
+    def index_lookup(self, key: str, **page: Any) -> Any:
+        return self.edit(self.inner.index_lookup(key, **page))
 
 
 def test_server_answers_verify_for_present_and_absent_keys(tmp_path: Path) -> None:
@@ -110,11 +112,12 @@ def test_a_proof_for_another_size_or_a_reshaped_answer_is_refused(tmp_path: Path
     with running_log(tmp_path / "data") as base:
         _seed(base)
         edits = {
-            "is for size": lambda o: {**o, "size": o["size"] - 1},
+            "past the page's size 11": lambda o: {**o, "size": o["size"] - 1},
             "asked about": lambda o: {**o, "key": "name:acme/k0"},
             "at most": lambda o: {**o, "indices": "all of them"},
             "an object with key": lambda o: {k: v for k, v in o.items() if k != "proof"},
-            "past the size": lambda o: {**o, "indices": [*o["indices"], 10**6]},
+            "past the page's size 12": lambda o: {**o, "indices": [*o["indices"], 10**6]},
+            "is for size 13": lambda o: {**o, "size": o["size"] + 1},
         }
         for message, edit in edits.items():
             sess = connect(base, TrustedState(tmp_path / "home"))
@@ -194,8 +197,8 @@ def test_a_log_that_commits_to_no_index_is_not_called_complete(tmp_path: Path) -
     assert not report.index_checked
 
     class Answering(MemoryLog):
-        def index_lookup(self, key: str) -> Any:
-            return {"key": key, "size": 1, "indices": [0],
+        def index_lookup(self, key: str, **page: Any) -> Any:
+            return {"key": key, "size": 1, "after": None, "indices": [0], "more": False,
                     "proof": {"siblings": [], "leaf": None},
                     "checkpoint": self.note_at(1).decode()}
 
@@ -284,6 +287,14 @@ def test_the_readme_complete_search_example_is_what_ktl_prints(tmp_path: Path) -
         res = ktl("search", "--name", "acme/k0", "--log", base)
         lookup = requests.get(f"{base}/api/v1/index/lookup",
                               params={"key": "name:acme/matmul-blocked"}, timeout=30).json()
+        flat = " ".join(section.split())
+        paged = re.search(r"`GET (/api/v1/index/lookup\?[^`]*limit=[^`]*)` answers `([^`]+)`",
+                          flat)
+        assert paged is not None, "the README's page example"
+        page = requests.get(base + paged.group(1), timeout=30).json()
+        assert json.loads("{" + paged.group(2) + "}").items() <= page.items(), page
+        for option in ("--max-pages", "TooManyPages", "PageOutOfOrder", "ChainMismatch"):
+            assert option in section, option
     assert res.exit_code == 0, res.stdout
     assert printed in " ".join(res.stdout.split()), res.stdout
     line = lookup["checkpoint"].splitlines()[3]

@@ -1,6 +1,7 @@
 """Complete search: check a log's index answers against its signed checkpoints.
 
-`verified_lookup` asks the log for every entry naming a key and returns the list only
+`verified_lookup` asks the log for every entry naming a key, page by page (`Paging`:
+the page size, a limit on pages, progress), and returns the list only
 once the lookup proof leads to the index root the checkpoint commits to and the
 checkpoint is trusted (signature, consistency with the trusted state, witnesses as
 the session requires); `check_listing` holds a search's rows against that list, so a
@@ -18,15 +19,20 @@ from __future__ import annotations
 
 from client.vindex._audit import IndexMismatch, RecomputedIndex
 from client.vindex._verify import (
+    DEFAULT_MAX_PAGES,
+    ChainMismatch,
     CompleteList,
     IncompleteAnswer,
     IndexNotCommitted,
+    PageOutOfOrder,
+    Paging,
     SearchOmitted,
+    TooManyPages,
     check_listing,
     index_key_for,
     verified_lookup,
 )
 
-__all__ = ["CompleteList", "IncompleteAnswer", "IndexMismatch", "IndexNotCommitted",
-           "RecomputedIndex", "SearchOmitted", "check_listing", "index_key_for",
-           "verified_lookup"]
+__all__ = ["DEFAULT_MAX_PAGES", "ChainMismatch", "CompleteList", "IncompleteAnswer",
+           "IndexMismatch", "IndexNotCommitted", "PageOutOfOrder", "Paging", "RecomputedIndex",
+           "SearchOmitted", "TooManyPages", "check_listing", "index_key_for", "verified_lookup"]

@@ -20,7 +20,7 @@ from ledger.server._errors import ApiError
 from ledger.server._params import hex64, int_arg, only_args, parse_int
 from ledger.server._service import LogService
 from ledger.storage import SEARCH_FIELDS
-from ledger.vindex import IndexKey
+from ledger.vindex import MAX_PAGE, IndexKey, ListPage
 
 bp = Blueprint("ktl_api", __name__, url_prefix="/api/v1")
 IMMUTABLE = "public, max-age=31536000, immutable"
@@ -302,22 +302,29 @@ def _search_value(field: str, value: str) -> str:
 
 @bp.get("/index/lookup")
 def index_lookup() -> Response:
-    """Every entry naming a key, with the proof that the list is complete (docs/vindex.md)."""
+    """Every entry naming a key, with the proof that the list is complete (docs/vindex.md);
+    with `after` or `limit`, one page of the list ("Lookup answers in pages" there)."""
     svc = _service()
-    only_args("key")
+    only_args("key", "after", "limit")
     raw = request.args.get("key", "")
     try:
         key = IndexKey.parse(raw)
     except ValueError as e:
         raise ApiError(400, "invalid_parameter", f"key: {e}") from None
-    answer, cp = svc.index_lookup(key)
-    return _json({
-        "key": key.text(),
-        "size": answer.size,
-        "indices": answer.indices,
-        "proof": answer.proof.to_json(),
-        "checkpoint": cp.note.decode("utf-8"),
-    })
+    if "after" not in request.args and "limit" not in request.args:
+        answer, cp = svc.index_lookup(key)
+        return _json({
+            "key": key.text(),
+            "size": answer.size,
+            "indices": answer.indices,
+            "proof": answer.proof.to_json(),
+            "checkpoint": cp.note.decode("utf-8"),
+        })
+    after = int_arg("after") if "after" in request.args else None
+    limit = int_arg("limit", MAX_PAGE, lo=1, hi=MAX_PAGE)
+    answer, cp = svc.index_lookup(key, (after, limit))
+    return _json(ListPage(key.text(), answer.size, after, answer.indices, answer.more,
+                          answer.proof, cp.note.decode("utf-8")).to_json())
 
 
 def _blob_digest(raw: str) -> str:

@@ -137,11 +137,14 @@ class LogService:
         except (ProofError, MissingHashError) as e:
             raise ApiError(500, "internal_error", f"cannot build the proof: {e}") from None
 
-    def index_lookup(self, key: IndexKey) -> tuple[StoredAnswer, StoredCheckpoint]:
+    def index_lookup(self, key: IndexKey, page: tuple[int | None, int] | None = None
+                     ) -> tuple[StoredAnswer, StoredCheckpoint]:
         """`key`'s list and lookup proof at the index's size, with the checkpoint of that
-        size (whose extension line commits to the root); 422 for a list too long."""
+        size (whose extension line commits to the root); 422 for a list too long.
+        `page` (after, limit): only the next `limit` indices above `after`."""
         try:
-            answer = self.index.lookup(key)
+            answer = (self.index.lookup(key) if page is None
+                      else self.index.lookup_page(key, *page))
         except TooManyResults as e:
             raise ApiError(422, "too_many_results", str(e)) from None
         cosigned = self.storage.latest_cosigned() if self.witnessing is not None else None

@@ -6,7 +6,7 @@ proof generation over a node store (`_map`), and the index over a log's entries
 (`_index`), the map in tiles of 8 levels (`_tiles`), the index kept next to the
 log's storage and updated with each batch (`_stored`; rows in SQLite `_sqlite`,
 PostgreSQL `_postgres`, chosen by `open_index`), and the checkpoint line that commits
-to the root (`_commit`). The format is specified in docs/vindex.md.
+to the root (`_commit`), and a long list read and checked page by page (`_pages`). The format is specified in docs/vindex.md.
 
 May import: `attest` (its strict JSON reader), `ledger._errors`, `ledger.checkpoint`;
 `ledger.storage` only in the backends, which `open_index` imports when called. The
@@ -22,15 +22,18 @@ from ledger.vindex._commit import COMMITMENT_PREFIX, commitment_line, committed_
 from ledger.vindex._index import IndexAnswer, ListStore, MemoryLists, VerifiableIndex
 from ledger.vindex._keys import KEY_KINDS, IndexKey, entry_key_hashes, entry_keys
 from ledger.vindex._map import MemoryNodes, NodeStore, extend_lists, lookup_proof, root_of, update
+from ledger.vindex._pages import MAX_PAGE, ListChain, ListPage, PageOrderError
 from ledger.vindex._proof import (
     EMPTY,
     IndexProofError,
     IndexRootMismatchError,
+    ListHashMismatch,
     LookupProof,
     leaf_hash,
     list_hash,
     node_hash,
     verify_lookup,
+    verify_lookup_value,
 )
 from ledger.vindex._stored import (
     MAX_ANSWER,
@@ -57,11 +60,52 @@ def open_index(storage: LogStorage) -> StoredIndex:
     return _open_index(storage)
 
 
-__all__ = ["COMMITMENT_PREFIX", "EMPTY", "KEY_KINDS", "MAX_ANSWER", "TILE_LEVELS", "IndexAnswer",
-           "IndexKey", "IndexProofError", "IndexRootMismatchError", "IndexRows", "IndexStoreError", "ListStore",
-           "LookupProof", "MemoryIndexRows", "MemoryLists", "MemoryNodes", "NodeStore",
-           "PendingIndex", "RawLookup", "StoredAnswer", "StoredIndex", "TileKey", "TiledNodes",
-           "TooManyResults", "VerifiableIndex", "commitment_line", "committed_root",
-           "decode_tile", "encode_tile", "entry_key_hashes", "entry_keys", "extend_lists", "leaf_hash", "list_hash",
-           "lookup_proof",
-           "node_hash", "open_index", "path_tiles", "root_of", "update", "verify_lookup"]
+__all__ = [
+    "COMMITMENT_PREFIX",
+    "EMPTY",
+    "KEY_KINDS",
+    "MAX_ANSWER",
+    "MAX_PAGE",
+    "TILE_LEVELS",
+    "IndexAnswer",
+    "IndexKey",
+    "IndexProofError",
+    "IndexRootMismatchError",
+    "IndexRows",
+    "IndexStoreError",
+    "ListChain",
+    "ListHashMismatch",
+    "ListPage",
+    "ListStore",
+    "LookupProof",
+    "MemoryIndexRows",
+    "MemoryLists",
+    "MemoryNodes",
+    "NodeStore",
+    "PageOrderError",
+    "PendingIndex",
+    "RawLookup",
+    "StoredAnswer",
+    "StoredIndex",
+    "TileKey",
+    "TiledNodes",
+    "TooManyResults",
+    "VerifiableIndex",
+    "commitment_line",
+    "committed_root",
+    "decode_tile",
+    "encode_tile",
+    "entry_key_hashes",
+    "entry_keys",
+    "extend_lists",
+    "leaf_hash",
+    "list_hash",
+    "lookup_proof",
+    "node_hash",
+    "open_index",
+    "path_tiles",
+    "root_of",
+    "update",
+    "verify_lookup",
+    "verify_lookup_value",
+]

@@ -64,7 +64,7 @@ class PgIndexRows:
                     copy.write_row(row)
             cur.execute("UPDATE vindex_size SET size = %s", (pending.size,))
 
-    def lookup_rows(self, key: bytes, limit: int) -> RawLookup:
+    def lookup_rows(self, key: bytes, limit: int, after: int = -1) -> RawLookup:
         wanted = path_tiles(key)
         with self.storage._conn() as conn:
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
@@ -73,8 +73,9 @@ class PgIndexRows:
                 size = 0 if row is None else int(row[0])
                 rows = conn.execute(_TILES, ([d for d, _ in wanted],
                                              [p for _, p in wanted])).fetchall()
-                idx = conn.execute("SELECT idx FROM vindex_postings WHERE key = %s AND idx < %s "
-                                   "ORDER BY idx LIMIT %s", (key, size, limit + 1)).fetchall()
+                idx = conn.execute("SELECT idx FROM vindex_postings WHERE key = %s AND idx > %s "
+                                   "AND idx < %s ORDER BY idx LIMIT %s",
+                                   (key, after, size, limit + 1)).fetchall()
             finally:
                 conn.execute("COMMIT")
         tiles = {(int(d), bytes(p)): bytes(t) for d, p, t in rows}

@@ -33,6 +33,7 @@ __all__ = [
     "MAX_LIST",
     "IndexProofError",
     "IndexRootMismatchError",
+    "ListHashMismatch",
     "LookupProof",
     "bit",
     "extend_list_hash",
@@ -40,6 +41,7 @@ __all__ = [
     "list_hash",
     "node_hash",
     "verify_lookup",
+    "verify_lookup_value",
 ]
 
 HASH_SIZE = 32
@@ -63,6 +65,10 @@ class IndexRootMismatchError(IndexProofError):
                          f"not the committed {expected_root.hex()}")
         self.expected_root = expected_root
         self.computed_root = computed_root
+
+
+class ListHashMismatch(IndexProofError):
+    """The proof ends at the key's leaf, but the leaf holds another list than the one shown."""
 
 
 def bit(key: bytes, depth: int) -> int:
@@ -169,18 +175,34 @@ def verify_lookup(root: bytes, key: bytes, indices: Sequence[int] | None,
                   proof: LookupProof) -> None:
     """Check that the map with `root` holds `indices` for `key` (None: holds no list for it).
 
-    Preconditions first (sizes, the leaf on the key's path, canonical shape), then
-    the fold to the root. Raises IndexProofError, or IndexRootMismatchError when a
-    well-formed proof leads elsewhere.
+    Preconditions first (sizes, the list sorted, the leaf on the key's path, canonical
+    shape), then the fold to the root (`verify_lookup_value`).
     """
-    _check_shape(key, proof, root)
     if indices is not None:
         if not 0 < len(indices) <= MAX_LIST:
             raise IndexProofError(f"a key's list holds 1 to {MAX_LIST} entry indices")
         if any(b <= a for a, b in itertools.pairwise(indices)) or indices[0] < 0:
             raise IndexProofError("a key's entry indices must be distinct and ascending")
-        if proof.leaf_key != key or proof.leaf_value != list_hash(indices):
+    verify_lookup_value(root, key, None if indices is None else list_hash(indices), proof)
+
+
+def verify_lookup_value(root: bytes, key: bytes, value: bytes | None, proof: LookupProof) -> None:
+    """Check that the map with `root` holds the list with chain hash `value` for `key`
+    (None: holds no list for it).
+
+    Preconditions first, then the fold to the root. Raises IndexProofError,
+    ListHashMismatch when the key's leaf holds another list, or IndexRootMismatchError
+    when a well-formed proof leads elsewhere.
+    """
+    _check_shape(key, proof, root)
+    if value is not None:
+        if len(value) != HASH_SIZE:
+            raise IndexProofError("a list's chain hash is 32 bytes")
+        if proof.leaf_key != key:
             raise IndexProofError("the proof does not end at this key's leaf with this list")
+        if proof.leaf_value != value:
+            raise ListHashMismatch("the proof does not end at this key's leaf with this list: "
+                                   "the leaf holds another list")
     elif proof.leaf_key == key:
         raise IndexProofError("the proof shows the key present, not absent")
     if proof.leaf_key is None or proof.leaf_value is None:

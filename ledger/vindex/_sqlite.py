@@ -98,14 +98,14 @@ class SqliteIndexRows:
                 conn.execute("ROLLBACK")
             raise
 
-    def lookup_rows(self, key: bytes, limit: int) -> RawLookup:
+    def lookup_rows(self, key: bytes, limit: int, after: int = -1) -> RawLookup:
         conn = self._connect()
         conn.execute("BEGIN")
         try:
             size = int(conn.execute("SELECT size FROM vindex_size").fetchone()[0])
             tiles = _tiles(conn, path_tiles(key), stop_at_gap=True)
-            rows = conn.execute("SELECT idx FROM vindex_postings WHERE key = ? AND idx < ? "
-                                "ORDER BY idx LIMIT ?", (key, size, limit + 1)).fetchall()
+            rows = conn.execute("SELECT idx FROM vindex_postings WHERE key = ? AND idx > ? "
+                                "AND idx < ? ORDER BY idx LIMIT ?", (key, after, size, limit + 1)).fetchall()
         finally:
             conn.execute("COMMIT")
         return RawLookup(size, tiles, [int(r[0]) for r in rows])

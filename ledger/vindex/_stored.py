@@ -13,6 +13,7 @@ and the key's list in one consistent snapshot: O(depth / 8 + results) rows.
 
 from __future__ import annotations
 
+import bisect
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -77,6 +78,8 @@ class StoredAnswer:
     size: int
     indices: list[int]
     proof: LookupProof
+    more: bool = False
+    """A page only: more of the key's indices follow the last one here."""
 
 
 def path_tiles(key: bytes) -> list[TileKey]:
@@ -94,9 +97,10 @@ class IndexRows(Protocol):
         size is `pending.start`."""
         ...
 
-    def lookup_rows(self, key: bytes, limit: int) -> RawLookup:
+    def lookup_rows(self, key: bytes, limit: int, after: int = -1) -> RawLookup:
         """One snapshot: the size, the tiles of `path_tiles(key)` that exist, and up to
-        `limit` + 1 of the key's indices below the size, ascending."""
+        `limit` + 1 of the key's indices above `after` and below the size, ascending
+        (O(depth / 8 + limit) rows: a range of the (key, index) primary key)."""
         ...
 
 
@@ -126,10 +130,12 @@ class MemoryIndexRows:
                 self.lists.setdefault(key, []).append(index)
             self.size = pending.size
 
-    def lookup_rows(self, key: bytes, limit: int) -> RawLookup:
+    def lookup_rows(self, key: bytes, limit: int, after: int = -1) -> RawLookup:
         with self._lock:
             tiles = {k: self.tiles[k] for k in path_tiles(key) if k in self.tiles}
-            return RawLookup(self.size, tiles, list(self.lists.get(key, ())[: limit + 1]))
+            have = self.lists.get(key, [])
+            start = bisect.bisect_right(have, after)
+            return RawLookup(self.size, tiles, have[start: start + limit + 1])
 
 
 class StoredIndex:
@@ -191,8 +197,20 @@ class StoredIndex:
         raw = self.rows.lookup_rows(key.hash, limit)
         if len(raw.indices) > limit:
             raise TooManyResults(key, limit)
-        tiles = dict(raw.tiles)
-        nodes = TiledNodes(lambda keys: {k: tiles[k] for k in keys if k in tiles})
-        proof, leaf = lookup_proof(nodes, key.hash)
-        indices = list(raw.indices) if leaf is not None else []
-        return StoredAnswer(key, raw.size, indices, proof)
+        return _answer(key, raw, limit)
+
+    def lookup_page(self, key: IndexKey, after: int | None, limit: int) -> StoredAnswer:
+        """The next `limit` of `key`'s indices above `after` (None: from the first), with
+        the proof at the stored size and whether more follow: O(depth / 8 + limit) rows."""
+        if limit < 1:
+            raise ValueError("a page holds at least one index")
+        raw = self.rows.lookup_rows(key.hash, limit, -1 if after is None else after)
+        return _answer(key, raw, limit)
+
+
+def _answer(key: IndexKey, raw: RawLookup, limit: int) -> StoredAnswer:
+    tiles = dict(raw.tiles)
+    nodes = TiledNodes(lambda keys: {k: tiles[k] for k in keys if k in tiles})
+    proof, leaf = lookup_proof(nodes, key.hash)
+    indices = list(raw.indices[:limit]) if leaf is not None else []
+    return StoredAnswer(key, raw.size, indices, proof, leaf is not None and len(raw.indices) > limit)

@@ -45,6 +45,7 @@ from verifier.worker import (
     KernelRaised,
     SharedArena,
     TorchChild,
+    TorchProgram,
     activity,
     escaped_work,
     overlapping_pairs,
@@ -185,8 +186,9 @@ class TorchSession:
         kernel.copy_sources(cand_dir)
         interpret = kernel.runtime == "triton" and not gpu
         try:
-            self.reference = TorchChild("reference", ref_dir, kernel.reference, "Model",
-                                        self.ref_mem, limits, threads, gpu=gpu)
+            self.reference = TorchChild(
+                TorchProgram("reference", ref_dir, kernel.reference, "Model", threads, gpu=gpu),
+                self.ref_mem, limits)
         except BadAnswer as exc:
             raise ReferenceError_(f"the reference's process: {exc}") from exc
         self.torch_version = self.reference.torch_version
@@ -198,9 +200,9 @@ class TorchSession:
         if self.candidate is not None:
             self.candidate.close()
         folder, ext_dir, interpret = self._cand_args
-        self.candidate = TorchChild("candidate", folder, self.kernel.solution, self.kernel.entry,
-                                    self.cand_mem, self.limits, self.threads, ext_dir=ext_dir,
-                                    interpret_triton=interpret, gpu=self.gpu)
+        program = TorchProgram("candidate", folder, self.kernel.solution, self.kernel.entry,
+                               self.threads, ext_dir, interpret, self.gpu)
+        self.candidate = TorchChild(program, self.cand_mem, self.limits)
         return self.candidate
 
     def _ref(self, body: dict[str, Any], timeout_s: float = 120.0) -> dict[str, Any]:

@@ -54,6 +54,7 @@ from verifier.worker._torch import (
     KernelRaised,
     TorchChild,
     TorchGrants,
+    TorchProgram,
     parse_call_answers,
 )
 from verifier.worker._torch import DRIVER as TORCH_DRIVER
@@ -86,6 +87,7 @@ __all__ = [
     "SharedArena",
     "TorchChild",
     "TorchGrants",
+    "TorchProgram",
     "Where",
     "WorkerGone",
     "WorkerHung",

@@ -51,7 +51,8 @@ from verifier.worker._native import (
 )
 
 __all__ = ["CANDIDATE_GRANTS", "DRIVER", "BadAnswer", "CallAnswer", "ChildLoadError",
-           "KernelRaised", "Role", "TorchChild", "TorchGrants", "parse_call_answers"]
+           "KernelRaised", "Role", "TorchChild", "TorchGrants", "TorchProgram",
+           "parse_call_answers"]
 
 Role = Literal["reference", "candidate", "build"]
 DRIVER = Path(wire.__file__).resolve()
@@ -144,11 +145,27 @@ def parse_call_answers(body: Mapping[str, Any], calls: int) -> list[CallAnswer]:
     return parsed
 
 
-def _driver_argv(role: Role, cmd_r: int, ans_w: int, arena: SharedArena, folder: Path,
-                 module: str, cls: str, threads: int, ext_dir: Path | None) -> list[str]:
-    return [sys.executable, "-s", "-B", str(DRIVER), role, str(cmd_r), str(ans_w), str(arena.fd),
-            str(arena.nbytes), str(folder), str(folder / module), cls, str(threads),
-            str(ext_dir) if ext_dir is not None else "-"]
+@dataclass(frozen=True)
+class TorchProgram:
+    """What one torch child runs: its role, the folder holding `module` whose class `cls`
+    it loads, the threads it may use, the built extensions' folder (None: none), whether
+    Triton runs through its interpreter and whether it gets the GPU."""
+
+    role: Role
+    folder: Path
+    module: str
+    cls: str
+    threads: int = 1
+    ext_dir: Path | None = None
+    interpret_triton: bool = False
+    gpu: bool = False
+
+
+def _driver_argv(program: TorchProgram, cmd_r: int, ans_w: int, arena: SharedArena) -> list[str]:
+    folder, ext_dir = program.folder, program.ext_dir
+    return [sys.executable, "-s", "-B", str(DRIVER), program.role, str(cmd_r), str(ans_w),
+            str(arena.fd), str(arena.nbytes), str(folder), str(folder / program.module),
+            program.cls, str(program.threads), str(ext_dir) if ext_dir is not None else "-"]
 
 
 def child_env(threads: int, interpret_triton: bool) -> dict[str, str]:
@@ -162,11 +179,9 @@ def child_env(threads: int, interpret_triton: bool) -> dict[str, str]:
 class TorchChild:
     """One sandboxed torch process (`role` reference or candidate): `request`, `close`."""
 
-    def __init__(self, role: Role, workdir: Path, module: str, cls: str, arena: SharedArena,
-                 limits: Limits, threads: int, *, ext_dir: Path | None = None,
-                 interpret_triton: bool = False, gpu: bool = False,
+    def __init__(self, program: TorchProgram, arena: SharedArena, limits: Limits, *,
                  ready_timeout_s: float = 120.0, rss_cap: int | None = None) -> None:
-        self.role, self.arena, self.limits, self.rss_cap = role, arena, limits, rss_cap
+        self.role, self.arena, self.limits, self.rss_cap = program.role, arena, limits, rss_cap
         cmd_r, cmd_w = os.pipe()
         ans_r, ans_w = os.pipe()
         self.cmd_w, self.ans_r = cmd_w, ans_r
@@ -183,11 +198,12 @@ class TorchChild:
         self.last_processes: tuple[int, ...] = ()
         self.last_cpu_ns = 0
         self.last_waited_ns = 0
-        argv = _driver_argv(role, cmd_r, ans_w, arena, workdir, module, cls, threads, ext_dir)
+        argv = _driver_argv(program, cmd_r, ans_w, arena)
+        ext_dir = program.ext_dir
         readable = [DRIVER.parent, *([ext_dir] if ext_dir is not None else [])]
-        env = child_env(threads, interpret_triton)
+        env = child_env(program.threads, program.interpret_triton)
         self._thread = threading.Thread(target=self._run, daemon=True,
-                                        args=(argv, workdir, env, readable, gpu))
+                                        args=(argv, program.folder, env, readable, program.gpu))
         self._thread.start()
         ready = self._receive(ready_timeout_s, time.monotonic() + ready_timeout_s)
         if ready.get("ok") is not True:
