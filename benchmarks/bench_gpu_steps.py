@@ -151,7 +151,7 @@ def step_reproduce(out: Path, label: str, claim: Path, folder: Path, seconds: fl
 def tiny() -> int:
     """The fake device: an honest kernel and a side-stream one, no GPU needed."""
     dev = FakeDevice()
-    plan = TimingPlan(batch=8, reps=10)
+    plan = TimingPlan(batch=8, reps=10, cold=False)
     for name, kernel in (("honest", Behaviour(kernel_ns=5_000.0)),
                          ("side stream", Behaviour(kernel_ns=5_000.0, late_share=0.9))):
         t = measure(FakeSide(dev, kernel, 1), FakeSide(dev, Behaviour(), 2), dev,

@@ -29,7 +29,7 @@ from verifier.device import (
     throttle_names,
 )
 
-PLAN = TimingPlan(batch=8, reps=12)
+PLAN = TimingPlan(batch=8, reps=12, cold=False)
 
 
 def _draw(rep: int, call: int) -> list[np.ndarray]:
@@ -128,9 +128,9 @@ def test_a_busy_machines_fetch_spikes_do_not_make_an_honest_kernel_late() -> Non
 
 def test_a_timing_plan_refuses_nonsense() -> None:
     with pytest.raises(ValueError):
-        TimingPlan(batch=0, reps=10)
+        TimingPlan(batch=0, reps=10, cold=False)
     with pytest.raises(ValueError):
-        TimingPlan(batch=4, reps=1)
+        TimingPlan(batch=4, reps=1, cold=False)
 
 
 # -- the physical floor ----------------------------------------------------------------------
@@ -396,3 +396,15 @@ def test_conditions_refuse_mid_batch_reasons_missing_from_the_whole() -> None:
         DeviceConditions.from_json({**good, "during_throttle": ["hw_slowdown"]})
     with pytest.raises(ValidationError, match="during_samples"):
         DeviceConditions.from_json({**good, "during_samples": good["samples"] + 1})
+
+
+def test_the_runs_of_a_claim_keep_the_worst_conditions_of_any_run() -> None:
+    from verifier.device import combine
+
+    hot = dataclasses.replace(STEADY, sm_clock_mhz=1500.0, throttle_bits=0x40, temperature_c=90.0)
+    calm, braked = summarize([STEADY], [STEADY]), summarize([STEADY], [hot])
+    both = combine([calm, braked])
+    assert both is not None and both.samples == calm.samples + braked.samples
+    assert both.throttle == braked.throttle and both.during_throttle == ("hw_thermal",)
+    assert both.sm_clock_min_mhz == 1500.0 and both.temperature_max_c == 90.0
+    assert both.during_samples == 2 and combine([]) is None

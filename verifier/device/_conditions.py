@@ -5,7 +5,8 @@ ran (`_watch`) and after a shape into attest's `DeviceConditions`: every throttl
 seen (typed, `DEVICE_THROTTLES`), the SM clock moving more than `CLOCK_SPREAD` between
 samples (`clocks_varied`), or no sample at all or a read that failed (`unreadable`); the
 reasons seen while a batch ran are also named apart (`during_throttle`), so a throttle
-that only a mid-batch sample caught says so. Any of them makes the result not trusted. `record` is the environment
+that only a mid-batch sample caught says so. Any of them makes the result not trusted;
+`combine` takes the worst of several runs' conditions. `record` is the environment
 of a device result (`DeviceRecord`); `device_diff` names each way a claim's device
 differs from this one, hardware fields first, so a reproduction on another GPU model is
 inconclusive and says why.
@@ -25,8 +26,8 @@ from attest.predicates import (
 )
 from verifier.device._interface import DeviceInfo, Peaks, Sample
 
-__all__ = ["CLOCK_SPREAD", "DEVICE_HARDWARE", "DEVICE_SOFTWARE", "device_diff", "record",
-           "summarize"]
+__all__ = ["CLOCK_SPREAD", "DEVICE_HARDWARE", "DEVICE_SOFTWARE", "combine", "device_diff",
+           "record", "summarize"]
 
 CLOCK_SPREAD = 0.10
 DEVICE_HARDWARE = ("model", "capability", "sm_count", "l2_bytes", "memory_bytes")
@@ -55,6 +56,26 @@ def summarize(samples: Sequence[Sample], during: Sequence[Sample] = (),
                             temperature_max_c=max(s.temperature_c for s in every),
                             throttle=_ordered(seen), during_samples=len(during),
                             during_throttle=_ordered(mid))
+
+
+def combine(conditions: Sequence[DeviceConditions]) -> DeviceConditions | None:
+    """The conditions over several runs of one claim: every sample counted, the widest clock
+    range, the highest power and temperature, every reason any run saw (None: no run had a
+    device)."""
+    if not conditions:
+        return None
+    c = conditions
+    return DeviceConditions(
+        samples=min(sum(x.samples for x in c), 1_000_000),
+        sm_clock_min_mhz=min(x.sm_clock_min_mhz for x in c),
+        sm_clock_max_mhz=max(x.sm_clock_max_mhz for x in c),
+        mem_clock_min_mhz=min(x.mem_clock_min_mhz for x in c),
+        mem_clock_max_mhz=max(x.mem_clock_max_mhz for x in c),
+        power_max_w=max(x.power_max_w for x in c),
+        temperature_max_c=max(x.temperature_max_c for x in c),
+        throttle=_ordered({t for x in c for t in x.throttle}),
+        during_samples=min(sum(x.during_samples for x in c), 1_000_000),
+        during_throttle=_ordered({t for x in c for t in x.during_throttle}))
 
 
 def _reasons(samples: Sequence[Sample]) -> set[str]:

@@ -51,7 +51,8 @@ Agree = Callable[[Sequence[NDArray[np.float64]], Sequence[NDArray[np.float64]]],
 class TimingPlan:
     batch: int
     reps: int
-    cold: bool = False
+    cold: bool
+    """An L2 flush before each call (the caller always says which mode it times)."""
     picks: int = 2
     empty_every: int = 10
     sample_every: int = 5
