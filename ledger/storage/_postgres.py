@@ -316,6 +316,7 @@ class PostgresStorage:
             return cur.fetchall() if cur.description is not None else []
 
         with self._conn() as conn, conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")  # one snapshot
             return run_batch(query, POSTGRES_SQL, cursor, limit, fix)
 
     def digest_summary(self, digest: str) -> DigestSummary:
