@@ -63,6 +63,10 @@ def _summary(report: Any, seconds: float) -> dict[str, Any]:
         "faults": [f.kind for f in body.faults],
         "timer": body.device.timer if body.device else None,
         "throttle": list(body.device_conditions.throttle) if body.device_conditions else None,
+        "during_samples": body.device_conditions.during_samples if body.device_conditions else None,
+        "during_throttle": list(body.device_conditions.during_throttle)
+        if body.device_conditions else None,
+        "cold": body.device.cold if body.device else None,
         "batch": report.samples[0].get("batch") if report.samples else None,
         "seconds": round(seconds, 1),
     }

@@ -11,7 +11,8 @@ outside (see there); this module judges what it measured:
    statistics; a torch module's FLOPs are not known here);
 2. typed faults from the timing (`late_work`, `timer_disagrees`), the output checks
    (`outputs_wrong`) and the escape watch (`escaped_work`);
-3. the device's conditions (`DeviceConditions`): a throttle reason means not trusted;
+3. the device's conditions (`DeviceConditions`, read before, between repetitions, while
+   the timed batches ran and after): a throttle reason means not trusted;
 4. the speed-up and its bootstrap interval.
 
 The statement names the device, the baseline, torch, CUDA and the driver
@@ -196,10 +197,12 @@ def _run(kernel: TorchKernel, session: TorchSession, settings: DeviceBenchSettin
         pool[0], session.arg_dtypes(), strict=True) if isinstance(a, np.ndarray))
         + sum(nbytes_of(s, d) for s, d in shapes)))
     result = _judge(dims, timing, cost, cand, device, plan, rng, settings, notes)
-    conditions = summarize(timing.samples)
+    conditions = summarize(timing.samples, timing.during, timing.watch_failed)
     if conditions.throttle:
+        mid = (f"; while the timed batches ran: {', '.join(conditions.during_throttle)}"
+               if conditions.during_throttle else "")
         notes.caveat("device_throttled", None, "not trusted: the device was throttled or "
-                     f"unsteady ({', '.join(conditions.throttle)})")
+                     f"unsteady ({', '.join(conditions.throttle)}{mid})")
     trusted = result is not None and result.halfwidth <= settings.max_halfwidth and \
         not conditions.throttle
     samples = {"shape": dims, "kernel_ns": timing.kernel.per_call_ns,
