@@ -6,6 +6,7 @@ page, or serves a page elsewhere in the list, is caught with a typed error."""
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -45,6 +46,7 @@ from ledger.vindex import (
     extend_lists,
     open_index,
 )
+from ledger.vindex._sqlite import SqliteIndexRows
 from tests.ledger_support import entry_bytes
 
 N = 30
@@ -87,6 +89,20 @@ def test_a_page_reads_its_rows_only() -> None:
     index = StoredIndex(rows)
     index.commit(index.prepare(0, _entries()))
     assert rows.lookup_rows(K0.hash, 2, after=9).indices == [12, 15, 18]  # limit + 1
+
+
+def test_on_sqlite_a_page_is_a_range_of_the_primary_key(tmp_path: Path) -> None:
+    """No OFFSET scan: the page's query searches the (key, idx) key from `after` on."""
+    conn = sqlite3.connect(tmp_path / "log.db", isolation_level=None)
+    index = StoredIndex(SqliteIndexRows(lambda: conn))
+    index.commit(index.prepare(0, _entries()))
+    seen: list[str] = []
+    conn.set_trace_callback(seen.append)
+    assert index.lookup_page(K0, 9, 2).indices == [12, 15]
+    conn.set_trace_callback(None)
+    query = next(q for q in seen if "FROM vindex_postings" in q)
+    plan = " ".join(str(r[3]) for r in conn.execute("EXPLAIN QUERY PLAN " + query))
+    assert "USING PRIMARY KEY (key=? AND idx>? AND idx<?)" in plan, plan
 
 
 def _honest(indices: list[int], limit: int) -> list[ListPage]:
