@@ -369,3 +369,38 @@ def test_without_a_cgroup_the_statement_says_process_tree(monkeypatch: pytest.Mo
     assert method["cpu_pinning"] == ("affinity" if runs.cpu is not None else "none")
     body = BenchmarkPredicate.from_json(runs.to_predicate().to_json())
     assert body.method.cpu_accounting == "process-tree"
+
+
+def test_a_threads_late_accounting_is_not_work_after_the_call() -> None:
+    """Injected readings: an OpenMP thread's schedstat grew 4 ms over the pause (its CPU
+    from before the answer, accounted at the next tick) while the process's exact clock
+    grew 0.1 ms: nothing escaped. With the clock grown as much, it did."""
+    from verifier.worker._native import Activity, escaped_work
+
+    before = Activity({1: 10_000_000, 2: 50_000_000}, (), cpu_ns=60_000_000)
+    lagged = Activity({1: 10_000_000, 2: 54_000_000}, (), cpu_ns=60_100_000)
+    assert escaped_work(1, before, lagged, pause_ns=13_000_000) == []
+    working = Activity({1: 10_000_000, 2: 54_000_000}, (), cpu_ns=64_000_000)
+    [found] = escaped_work(1, before, working, pause_ns=13_000_000)
+    assert found.kind == "threads" and found.count == 1
+    # no exact clock on either side: the per-thread readings decide, as before
+    unknown = Activity({1: 10_000_000, 2: 54_000_000}, ())
+    assert escaped_work(1, Activity(before.threads, ()), unknown, pause_ns=13_000_000)
+
+
+def test_the_exact_process_clock_of_a_live_worker_is_readable(tmp_path: Path) -> None:
+    n = 32
+    arena = SharedArena(layout(OPS["matmul"], {"M": n, "N": n, "K": n}).total)
+    worker = _worker("twin", tmp_path, arena)
+    try:
+        _matmul_call(worker, arena, n)
+        pid = worker.pid()
+        assert pid is not None
+        first = activity(pid).cpu_ns
+        assert first is not None and first > 0
+        _matmul_call(worker, arena, n)
+        later = activity(pid).cpu_ns
+        assert later is not None and later >= first
+    finally:
+        worker.close()
+        arena.close()
