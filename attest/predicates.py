@@ -502,8 +502,9 @@ def check_device_floor(op: str, shape: Mapping[str, int], median_ns: float, peak
 
 class DeviceConditions(Node, path="device_conditions", doc=(
         "the device's clocks, power, temperature and throttle reasons before, during "
-        "(sampled between batches) and after the run; any throttle means not trusted")):
-    samples: int = json_field(Int(1, 1_000_000))
+        "(sampled between batches and while the timed batches ran) and after the run; "
+        "any throttle means not trusted")):
+    samples: int = json_field(Int(1, 1_000_000, doc="all samples, those during the batches included"))
     sm_clock_min_mhz: float = json_field(Num())
     sm_clock_max_mhz: float = json_field(Num())
     mem_clock_min_mhz: float = json_field(Num())
@@ -513,11 +514,20 @@ class DeviceConditions(Node, path="device_conditions", doc=(
     throttle: tuple[DeviceThrottle, ...] = json_field(List(
         Enum(*DEVICE_THROTTLES), max_items=len(DEVICE_THROTTLES),
         doc="each reason seen in any sample, in DEVICE_THROTTLES order"))
+    during_samples: int = json_field(Int(0, 1_000_000, doc=(
+        "of those, the samples read while a timed batch ran (0: not sampled then)")), default=0)
+    during_throttle: tuple[DeviceThrottle, ...] = json_field(List(
+        Enum(*DEVICE_THROTTLES), max_items=len(DEVICE_THROTTLES),
+        doc="the reasons seen while a timed batch ran (a subset of throttle)"), default=())
 
     def _validate(self, path: str) -> None:
         if self.sm_clock_min_mhz > self.sm_clock_max_mhz or \
                 self.mem_clock_min_mhz > self.mem_clock_max_mhz:
             raise ValidationError(path, "a clock's minimum must not exceed its maximum")
+        if self.during_samples > self.samples:
+            raise ValidationError(f"{path}.during_samples", "must not exceed samples")
+        if not set(self.during_throttle) <= set(self.throttle):
+            raise ValidationError(f"{path}.during_throttle", "must be a subset of throttle")
 
 
 BenchCaveatKind = Literal["unstable", "too_few_batches", "cost_incomplete", "device_throttled"]

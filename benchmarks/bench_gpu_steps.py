@@ -63,6 +63,10 @@ def _summary(report: Any, seconds: float) -> dict[str, Any]:
         "faults": [f.kind for f in body.faults],
         "timer": body.device.timer if body.device else None,
         "throttle": list(body.device_conditions.throttle) if body.device_conditions else None,
+        "during_samples": body.device_conditions.during_samples if body.device_conditions else None,
+        "during_throttle": list(body.device_conditions.during_throttle)
+        if body.device_conditions else None,
+        "cold": body.device.cold if body.device else None,
         "batch": report.samples[0].get("batch") if report.samples else None,
         "seconds": round(seconds, 1),
     }
@@ -147,7 +151,7 @@ def step_reproduce(out: Path, label: str, claim: Path, folder: Path, seconds: fl
 def tiny() -> int:
     """The fake device: an honest kernel and a side-stream one, no GPU needed."""
     dev = FakeDevice()
-    plan = TimingPlan(batch=8, reps=10)
+    plan = TimingPlan(batch=8, reps=10, cold=False)
     for name, kernel in (("honest", Behaviour(kernel_ns=5_000.0)),
                          ("side stream", Behaviour(kernel_ns=5_000.0, late_share=0.9))):
         t = measure(FakeSide(dev, kernel, 1), FakeSide(dev, Behaviour(), 2), dev,

@@ -3,6 +3,7 @@
     python benchmarks/bench_vindex.py [--entries 100000] [--batch 256] [--lookups 2000] [--tiny]
     python benchmarks/bench_vindex.py --sequencer [--entries 50000] [--batch 256] [--tiny]
     python benchmarks/bench_vindex.py --stored [--entries 1000000] [--batch 4096] [--at 100000,300000]
+    python benchmarks/bench_vindex.py --pages [--entries 300000] [--lookups 20] [--tiny]
 
 The first form measures the map alone, in memory. `--sequencer` measures the write
 path as the log runs it: the same entries integrated by two sequencers on SQLite, one
@@ -10,7 +11,11 @@ without the index and one keeping it (its rows in tiles of 8 levels in the same
 database, its root in each checkpoint); then server-side lookups (the index's rows
 read from SQLite, the proof built) and the client's verification. `--stored` builds
 the index on SQLite directly (no log around it, big batches) to measure lookups at
-sizes the sequencer comparison would take hours to reach here.
+sizes the sequencer comparison would take hours to reach here. `--pages` writes one
+key's list of `--entries` indices (with 10,000 other keys around it) on SQLite and reads
+it page by page as a client does: a page's cost at the list's start, middle and end
+(it must not grow with the offset), against the baseline of the largest whole-list
+answer (100,000 indices), and the client's check of every page.
 
 Entries are synthetic: each names 4 keys (digest, name, signer, type) drawn so that
 digests are mostly fresh, names repeat, signers and types are few, as in a real log.
@@ -212,9 +217,78 @@ def run_sequencer(args: argparse.Namespace) -> None:
           f"| {int(statistics.median(sizes))} / {max(sizes)} | {plain_mb:.0f} / {db_mb:.0f} |")
 
 
+def run_pages(args: argparse.Namespace) -> None:
+    """One long list on SQLite, read page by page (server and client)."""
+    from ledger.storage import SqliteStorage
+    from ledger.vindex import (
+        MAX_ANSWER,
+        MAX_PAGE,
+        ListChain,
+        ListPage,
+        PendingIndex,
+        TiledNodes,
+        extend_lists,
+        open_index,
+    )
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-vindex-pages-"))
+    storage = SqliteStorage(tmp)
+    try:
+        index = open_index(storage)
+        n, key = args.entries, IndexKey("type", "https://bench.example/long/v1")
+        lists = {key.hash: list(range(n))}
+        lists.update({hashlib.sha256(b"%d" % i).digest(): [i % n] for i in range(10_000)})
+        nodes = TiledNodes(index.rows.read_tiles)
+        root = extend_lists(nodes, lists)
+        index.rows.write(PendingIndex(0, n, root, nodes.changed_tiles(),
+                                      [(k, i) for k, v in lists.items() for i in v]))
+        reps = max(2, args.lookups)
+        cells = []
+        for where, after in (("start", None), ("middle", n // 2), ("end", n - MAX_PAGE - 1)):
+            ms = []
+            for _ in range(reps):
+                t0 = time.perf_counter()
+                index.lookup_page(key, after, MAX_PAGE)
+                ms.append((time.perf_counter() - t0) * 1e3)
+            cells.append(f"{where} {_q(ms)}")
+        whole = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            raw = index.rows.lookup_rows(key.hash, MAX_ANSWER - 1)
+            whole.append((time.perf_counter() - t0) * 1e3)
+        assert len(raw.indices) == MAX_ANSWER
+        chain, server_s, client_s, page_bytes = ListChain(MAX_PAGE), 0.0, 0.0, 0
+        while True:
+            t0 = time.perf_counter()
+            a = index.lookup_page(key, chain.last, MAX_PAGE)
+            obj = ListPage(key.text(), a.size, chain.last, a.indices, a.more, a.proof,
+                           "").to_json()
+            text = json.dumps(obj)
+            t1 = time.perf_counter()
+            page = ListPage.from_json(json.loads(text), MAX_PAGE)
+            chain.add(page)
+            if not page.more:
+                chain.finish(root, key.hash, page.proof)
+            client_s += time.perf_counter() - t1
+            server_s += t1 - t0
+            page_bytes = max(page_bytes, len(text))
+            if not page.more:
+                break
+        print(f"| list length | page of {MAX_PAGE:,}: lookup+proof p50/p99 ms "
+              f"| whole answer of {MAX_ANSWER:,} rows p50/p99 ms (baseline) | pages "
+              "| all pages: server s / client s (client µs/entry) | page JSON bytes max |")
+        print("|---|---|---|---|---|---|")
+        print(f"| {n:,} | {'; '.join(cells)} | {_q(whole)} | {chain.pages} "
+              f"| {server_s:.2f} / {client_s:.2f} ({client_s / n * 1e6:.2f}) | {page_bytes:,} |")
+    finally:
+        storage.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--entries", type=int, default=100_000)
+    ap.add_argument("--entries", type=int, default=None,
+                    help="default 100,000 (300,000 with --pages)")
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--lookups", type=int, default=2000)
     ap.add_argument("--sequencer", action="store_true",
@@ -223,8 +297,16 @@ def main() -> None:
                     help="the index alone on SQLite, built in big batches; then lookups")
     ap.add_argument("--at", default="100000,300000",
                     help="with --stored: also measure lookups at these sizes (comma-separated)")
+    ap.add_argument("--pages", action="store_true",
+                    help="one long list on SQLite, read page by page")
     ap.add_argument("--tiny", action="store_true", help="a smoke run of a few seconds")
     args = ap.parse_args()
+    if args.pages:
+        args.entries = 120_000 if args.tiny else args.entries or 300_000
+        args.lookups = 3 if args.tiny else min(args.lookups, 20)
+        run_pages(args)
+        return
+    args.entries = args.entries or 100_000
     if args.tiny:
         args.entries, args.lookups, args.at = 2000, 50, "1000"
     if args.sequencer:

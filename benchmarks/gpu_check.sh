@@ -86,7 +86,11 @@ run() {  # run LIMIT EXPECT STEP...: one step, its summary line, and whether it 
   local line; line=$(steps "$cap" "$@")
   say "${line:-$3: no answer: $(tail -1 "$OUT/stderr.txt" | cut -c1-300)}"
   case "$expect" in
-    ok) [ -n "$line" ] && echo "$line" | grep -qv '"trusted": false' || status=1 ;;
+    # ok: trusted, and conditions were read while the timed batches ran; cold: ok, in the
+    # L2-flush mode, and the statement says so
+    ok|cold) { [ -n "$line" ] && echo "$line" | grep -qv '"trusted": false' \
+               && echo "$line" | grep -q '"during_samples": [1-9]'; } || status=1
+             [ "$expect" != cold ] || echo "$line" | grep -q '"cold": true' || status=1 ;;
     refused) echo "$line" | grep -q '"refused": true' || status=1 ;;
     confirmed) echo "$line" | grep -q '"verdicts": \["confirmed"' || status=1 ;;
     any) ;;
@@ -97,9 +101,10 @@ run 90 any probe "$OUT"
 if ! grep -q '"error": null' "$OUT/probe.json" 2>/dev/null; then
   say "no usable GPU (see probe.json): the device steps are not run"; status=1
 else
-# The examples against PyTorch on the same GPU: hot (L2 kept) and cold (L2 flushed).
+# The examples against PyTorch on the same GPU: hot (L2 kept) and cold (L2 flushed), the
+# device's conditions also read while the timed batches run (a throttle then: not trusted).
 run 80 ok bench "$OUT" triton_rmsnorm examples/triton-rmsnorm 20
-run 70 ok bench "$OUT" triton_rmsnorm_cold examples/triton-rmsnorm 15 --cold
+run 70 cold bench "$OUT" triton_rmsnorm_cold examples/triton-rmsnorm 15 --cold
 run 60 ok bench "$OUT" triton_bias_gelu examples/triton-bias-gelu 15
 run 60 ok bench "$OUT" cuda_softmax examples/cuda-softmax 15 --shape R=4096,C=1024
 # Attackers: each must be refused (a typed fault, or not trusted).

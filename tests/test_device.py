@@ -17,6 +17,7 @@ from verifier.device import (
     OpCost,
     Peaks,
     Sample,
+    ThreadWatch,
     TimingPlan,
     below_floor,
     device_diff,
@@ -28,7 +29,7 @@ from verifier.device import (
     throttle_names,
 )
 
-PLAN = TimingPlan(batch=8, reps=12)
+PLAN = TimingPlan(batch=8, reps=12, cold=False)
 
 
 def _draw(rep: int, call: int) -> list[np.ndarray]:
@@ -127,9 +128,9 @@ def test_a_busy_machines_fetch_spikes_do_not_make_an_honest_kernel_late() -> Non
 
 def test_a_timing_plan_refuses_nonsense() -> None:
     with pytest.raises(ValueError):
-        TimingPlan(batch=0, reps=10)
+        TimingPlan(batch=0, reps=10, cold=False)
     with pytest.raises(ValueError):
-        TimingPlan(batch=4, reps=1)
+        TimingPlan(batch=4, reps=1, cold=False)
 
 
 # -- the physical floor ----------------------------------------------------------------------
@@ -326,3 +327,84 @@ def test_the_probe_is_measured_once_per_machine_and_recorded(tmp_path) -> None:
     failed = ProbeResult("no device", {}, None)
     assert cached_probe(tmp_path / "x", "k", lambda: failed).error == "no device"
     assert not (tmp_path / "x" / "device-probe.json").exists()
+
+
+def test_a_throttle_seen_only_while_the_timed_batches_ran_is_not_trusted() -> None:
+    # the attacker's device: clocks fine before, between repetitions and after; throttled
+    # (power brake, clocks down) only while a timed batch runs
+    braked = dataclasses.replace(STEADY, sm_clock_mhz=1100.0, throttle_bits=0x80)
+    dev = FakeDevice(samples=[STEADY], during=[braked])
+    cand, base = FakeSide(dev, Behaviour(kernel_ns=5_000.0), 1), FakeSide(dev, BASELINE, 2)
+    timing = measure(cand, base, dev, _draw, _agree, PLAN, np.random.default_rng(0), dev.clock)
+    assert summarize(timing.samples).throttle == ()  # before/between/after alone: fine
+    cond = summarize(timing.samples, timing.during, timing.watch_failed)
+    assert cond.throttle == ("hw_power_brake", "clocks_varied")
+    assert cond.during_throttle == ("hw_power_brake",)  # the clocks moved between the two kinds
+    assert cond.sm_clock_min_mhz == 1100.0 and cond.during_samples == len(timing.during) > 0
+    # every timed batch of both sides (and their empty batches) was watched
+    empties = 2 * len(range(0, PLAN.reps, PLAN.empty_every))
+    assert len(timing.during) == 2 * PLAN.reps + empties
+    assert DeviceConditions.from_json(cond.to_json()) == cond
+
+
+def test_the_watch_keeps_no_more_samples_than_its_cap() -> None:
+    dev = FakeDevice()
+    cand, base = FakeSide(dev, BASELINE, 1), FakeSide(dev, BASELINE, 2)
+    plan = dataclasses.replace(PLAN, watch_cap=5)
+    timing = measure(cand, base, dev, _draw, _agree, plan, np.random.default_rng(0), dev.clock)
+    assert len(timing.during) == 5 and not timing.watch_failed
+    assert summarize(timing.samples, timing.during).throttle == ()
+    with pytest.raises(ValueError, match="samples"):
+        dataclasses.replace(PLAN, watch_cap=0)
+
+
+def test_a_watch_that_cannot_read_makes_the_conditions_unreadable() -> None:
+    dev = FakeDevice(during=())
+    cand, base = FakeSide(dev, BASELINE, 1), FakeSide(dev, BASELINE, 2)
+    timing = measure(cand, base, dev, _draw, _agree, PLAN, np.random.default_rng(0), dev.clock)
+    cond = summarize(timing.samples, timing.during, timing.watch_failed)
+    assert timing.watch_failed and cond.throttle == ("unreadable",)
+    assert cond.during_throttle == ("unreadable",) and cond.during_samples == 0
+
+
+def test_the_thread_watch_reads_while_entered_stops_at_its_cap_and_at_a_failed_read() -> None:
+    reads: list[int] = []
+
+    def read() -> Sample:
+        reads.append(1)
+        if len(reads) > 3:
+            raise RuntimeError("NVML went away")
+        return STEADY
+
+    watch = ThreadWatch(read, 0.001, 2)
+    for _ in range(3):
+        with watch:
+            pass
+    assert watch.samples == [STEADY, STEADY] and not watch.failed
+    failing = ThreadWatch(read, 0.001, 100)
+    for _ in range(3):
+        with failing:
+            pass
+    assert failing.failed and len(failing.samples) == 1
+    with pytest.raises(ValueError):
+        ThreadWatch(read, 0.0, 10)
+
+
+def test_conditions_refuse_mid_batch_reasons_missing_from_the_whole() -> None:
+    good = summarize([STEADY], [STEADY]).to_json()
+    with pytest.raises(ValidationError, match="during_throttle"):
+        DeviceConditions.from_json({**good, "during_throttle": ["hw_slowdown"]})
+    with pytest.raises(ValidationError, match="during_samples"):
+        DeviceConditions.from_json({**good, "during_samples": good["samples"] + 1})
+
+
+def test_the_runs_of_a_claim_keep_the_worst_conditions_of_any_run() -> None:
+    from verifier.device import combine
+
+    hot = dataclasses.replace(STEADY, sm_clock_mhz=1500.0, throttle_bits=0x40, temperature_c=90.0)
+    calm, braked = summarize([STEADY], [STEADY]), summarize([STEADY], [hot])
+    both = combine([calm, braked])
+    assert both is not None and both.samples == calm.samples + braked.samples
+    assert both.throttle == braked.throttle and both.during_throttle == ("hw_thermal",)
+    assert both.sm_clock_min_mhz == 1500.0 and both.temperature_max_c == 90.0
+    assert both.during_samples == 2 and combine([]) is None

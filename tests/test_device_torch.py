@@ -88,3 +88,22 @@ def test_triton_on_the_cpu_device_path_is_refused_with_the_reason(tmp_path: Path
     with pytest.raises(RuntimeUnavailableError, match="interpreter"):
         device_bench(KernelSpec.load(torch_folder(tmp_path, "honest.py", runtime="triton")),
                      QUICK, _host(Peaks(1e9, 1e9, "x")))
+
+
+def test_a_device_throttled_only_while_its_batches_ran_makes_the_statement_untrusted(
+        tmp_path: Path) -> None:
+    # real processes (torch's CPU build), a fake device's conditions: steady before, between
+    # repetitions and after, power-braked only while a timed batch runs
+    from verifier.device import FakeDevice, Sample
+
+    steady = Sample(1980.0, 3201.0, 350.0, 45.0, 0)
+    braked = Sample(1100.0, 3201.0, 700.0, 80.0, 0x80)
+    report = device_bench(KernelSpec.load(torch_folder(tmp_path, "honest.py")), QUICK,
+                          FakeDevice(samples=[steady], during=[braked]), seed=3)
+    body = report.to_predicate()
+    assert not body.trusted and not report.faults, report.notes
+    cond = body.device_conditions
+    assert cond is not None and cond.during_samples > 0
+    assert "hw_power_brake" in cond.during_throttle and "hw_power_brake" in cond.throttle
+    assert [c.kind for c in body.caveats] == ["device_throttled"]
+    assert BenchmarkPredicate.from_json(body.to_json()) == body

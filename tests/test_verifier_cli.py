@@ -103,3 +103,34 @@ def test_parse_shape() -> None:
     for bad in ("", "M", "M=", "M=1,M=2", "M=-1", "1=2", "M=1,,N=2"):
         with pytest.raises(InputError):
             parse_shape(bad)
+
+
+def test_bench_cold_on_the_device_path_records_the_mode_and_the_mid_batch_samples() -> None:
+    """`--device cpu` runs a torch kernel on the device path without a GPU (torch's CPU
+    build): `--cold` flushes the L2 between calls and the statement says so."""
+    pytest.importorskip("torch", reason="torch is installed by `make test`")
+    args = ("bench", "examples/torch-rmsnorm", "--device", "cpu", "--json", "--runs", "1",
+            "--time-budget", "1", "--seed", "2")
+    for cold in (True, False):
+        out = _ktl(*args, *(("--cold",) if cold else ()))
+        assert out.returncode in (0, 1), out.stderr
+        body = json.loads(out.stdout)
+        assert body["device"]["cold"] is cold and body["device"]["model"]
+        conditions = body["device_conditions"]
+        assert 0 < conditions.get("during_samples", 0) <= conditions["samples"]
+        assert out.returncode == (0 if body["trusted"] else 1)
+
+
+def test_bench_cold_or_a_device_where_there_is_none_exits_2() -> None:
+    from verifier import _gpu
+
+    refused = [("examples/sum-rows", "--shape", "R=64,C=256", "--cold"),
+               ("examples/sum-rows", "--device", "cpu")]
+    if _gpu.probe().error is not None:
+        refused.append(("examples/sum-rows", "--device", "cuda"))
+    for args in refused:
+        out = _ktl("bench", *args, "--time-budget", "1", "--runs", "1")
+        assert out.returncode == 2, (args, out.stderr)
+        assert "--cold" in out.stderr or "--device" in out.stderr, out.stderr
+    out = _ktl("bench", "examples/sum-rows", "--device", "tpu")
+    assert out.returncode == 2 and "--device" in out.stderr

@@ -6,13 +6,16 @@ page, or serves a page elsewhere in the list, is caught with a typed error."""
 
 from __future__ import annotations
 
+import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
 from client_fakes import IndexedMemoryLog, MemoryLog
-from client_server import running_log
+from client_server import Ktl, running_log
 
 from client.session import connect
 from client.state import TrustedState
@@ -43,6 +46,7 @@ from ledger.vindex import (
     extend_lists,
     open_index,
 )
+from ledger.vindex._sqlite import SqliteIndexRows
 from tests.ledger_support import entry_bytes
 
 N = 30
@@ -85,6 +89,20 @@ def test_a_page_reads_its_rows_only() -> None:
     index = StoredIndex(rows)
     index.commit(index.prepare(0, _entries()))
     assert rows.lookup_rows(K0.hash, 2, after=9).indices == [12, 15, 18]  # limit + 1
+
+
+def test_on_sqlite_a_page_is_a_range_of_the_primary_key(tmp_path: Path) -> None:
+    """No OFFSET scan: the page's query searches the (key, idx) key from `after` on."""
+    conn = sqlite3.connect(tmp_path / "log.db", isolation_level=None)
+    index = StoredIndex(SqliteIndexRows(lambda: conn))
+    index.commit(index.prepare(0, _entries()))
+    seen: list[str] = []
+    conn.set_trace_callback(seen.append)
+    assert index.lookup_page(K0, 9, 2).indices == [12, 15]
+    conn.set_trace_callback(None)
+    query = next(q for q in seen if "FROM vindex_postings" in q)
+    plan = " ".join(str(r[3]) for r in conn.execute("EXPLAIN QUERY PLAN " + query))
+    assert "USING PRIMARY KEY (key=? AND idx>? AND idx<?)" in plan, plan
 
 
 def _honest(indices: list[int], limit: int) -> list[ListPage]:
@@ -288,6 +306,13 @@ def test_the_route_serves_pages_and_keeps_the_whole_list_answer(tmp_path: Path) 
         got = verified_lookup(sess, K0, Paging(page_size=1))
         assert got.indices == (0, 3, 6, 9) and got.pages == 4
         sess.close()
+        ktl = Ktl(tmp_path / "cli")
+        res = ktl("search", "--name", "acme/k0", "--page-size", "1", "--max-pages", "4",
+                  "--log", base)
+        assert res.exit_code == 0 and "read in 4 pages" in " ".join(res.stdout.split())
+        res = ktl("search", "--name", "acme/k0", "--page-size", "1", "--max-pages", "3",
+                  "--log", base)
+        assert res.exit_code == 4, res.stdout  # not read to its end: not proven complete
 
 
 @pytest.mark.postgresql
@@ -302,3 +327,11 @@ def test_on_postgresql_the_client_proves_a_list_page_by_page(tmp_path: Path, pg_
         with pytest.raises(PageOutOfOrder):
             verified_lookup(sess, K0, Paging(page_size=1))
         sess.close()
+
+
+def test_the_pages_benchmark_runs_as_benchmarks_md_documents_it(tmp_path: Path) -> None:
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_vindex.py"
+    proc = subprocess.run([sys.executable, str(script), "--pages", "--tiny"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "| 120,000 | start " in proc.stdout and "| 12 |" in proc.stdout, proc.stdout

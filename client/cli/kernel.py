@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import click
 from rich.console import Console
@@ -93,6 +93,10 @@ def _bench_default(name: str) -> Any:
     return next(f.default for f in dataclasses.fields(BenchSettings) if f.name == name)
 
 
+_DEVICES: dict[str, Literal["auto", "cuda", "cpu"]] = {"auto": "auto", "cuda": "cuda", "cpu": "cpu"}
+"""`--device`'s names, as BenchSettings types them."""
+
+
 class _VerifierDefault(click.Option):
     """An option whose default is the verifier's, looked up when parsing or showing help."""
 
@@ -124,9 +128,17 @@ class _VerifierDefault(click.Option):
                    "baseline, reported in the notes; compiling takes a while).")
 @click.option("--samples-out", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write the raw samples (the blob whose sha256 is in the body) to FILE.")
+@click.option("--device", type=click.Choice(list(_DEVICES)),
+              default=lambda: _bench_default("device"), show_default=True, cls=_VerifierDefault,
+              help="auto: on the GPU where one is usable, else on the host; cuda: on the GPU "
+                   "(refused without one); cpu: a torch/triton kernel on the device path on "
+                   "torch's CPU build.")
+@click.option("--cold", is_flag=True,
+              help="On the device path: flush the L2 between calls (cold caches; the "
+                   "statement records the mode).")
 def bench_cmd(kernel_dir: Path, as_json: bool, shapes: tuple[str, ...], seed: int | None,
               time_budget: float, runs: int | None, no_pin: bool, threads: int,
-              torch_compile: bool, samples_out: Path | None) -> None:
+              torch_compile: bool, samples_out: Path | None, device: str, cold: bool) -> None:
     """Benchmark KERNEL_DIR against its baseline (NumPy float32; for op 'torch' the
     reference module in PyTorch eager) in independent runs; exit 1 if it cannot be trusted."""
     out = Output(as_json)
@@ -137,7 +149,8 @@ def bench_cmd(kernel_dir: Path, as_json: bool, shapes: tuple[str, ...], seed: in
         parsed = [parse_shape(s) for s in shapes] or None
         try:
             settings = BenchSettings(shapes=parsed, seed=seed, time_budget_s=time_budget,
-                                     threads=threads, compile_baseline=torch_compile)
+                                     threads=threads, compile_baseline=torch_compile,
+                                     device=_DEVICES[device], cold=cold)
             report = bench_runs(kernel_dir, runs or DEFAULT_RUNS, settings, pin=not no_pin,
                                 progress=lambda msg: out.note(f"{msg}…", "dim"))
         except VerifierError as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -22,7 +23,7 @@ from attest.text import plural
 from client._errors import InputError, NetworkError
 from client._output import Output, kv_table, rows_table, run_guarded, safe
 from client.state import TrustedState, read_capped
-from client.vindex import DEFAULT_MAX_PAGES
+from client.vindex import DEFAULT_MAX_PAGES, Paging
 from client.witnesses import cosigners, load_witness_policy, witness_policy_option
 from ledger.vindex import MAX_PAGE
 
@@ -384,14 +385,16 @@ def _search_type(ptype: str) -> str:
                    "is complete (for a log that commits to no index).")
 @click.option("--max-pages", default=DEFAULT_MAX_PAGES, show_default=True,
               type=click.IntRange(1, None),
-              help=f"Read the index's list in at most this many pages ({MAX_PAGE:,} entries each); "
-                   "a longer list is not proven complete (exit 4).")
+              help="Read the index's list in at most this many pages; a longer list is not "
+                   "proven complete (exit 4).")
+@click.option("--page-size", default=MAX_PAGE, show_default=True,
+              type=click.IntRange(1, MAX_PAGE), help="Entries of the list asked for a page.")
 @log_option
 @log_key_option
 @json_option
 def search(digest: str | None, name: str | None, key: str | None, ptype: str | None, limit: int,
-           unverified: bool, max_pages: int, log_url: str | None, log_key: str | None,
-           as_json: bool) -> None:
+           unverified: bool, max_pages: int, page_size: int, log_url: str | None,
+           log_key: str | None, as_json: bool) -> None:
     """Find entries by subject digest, kernel name, signer key or predicate type.
 
     The list is proven complete against the log's signed checkpoint (its committed
@@ -420,7 +423,7 @@ def search(digest: str | None, name: str | None, key: str | None, ptype: str | N
         rest = {k: v for k, v in given.items() if k != field}  # ... the rest filter here
         proved, published = ((None, 0) if unverified
                              else _proved_list(out, log_url, log_key, (field, value),
-                                               max_pages))
+                                               Paging(page_size, max_pages)))
 
         def keep(hit: SearchHit) -> bool:
             return all(
@@ -476,19 +479,19 @@ def search(digest: str | None, name: str | None, key: str | None, ptype: str | N
 
 
 def _proved_list(out: Output, log_url: str | None, log_key: str | None,
-                 search: tuple[str, str], max_pages: int) -> tuple[CompleteList, int]:
+                 search: tuple[str, str], paging: Paging) -> tuple[CompleteList, int]:
     """The list of entries naming the search key (field, value), verified against a
-    trusted checkpoint page by page (at most `max_pages`, progress on stderr), and the
+    trusted checkpoint page by page (as `paging` says, progress on stderr), and the
     tree size the log announced before (its search lists at least that far)."""
     from client.session import connect, require_url
-    from client.vindex import Paging, index_key_for, verified_lookup
+    from client.vindex import index_key_for, verified_lookup
 
     sess = connect(require_url(log_url), TrustedState(), log_key)
     try:
         _key_note(out, sess.key.how, sess.key.describe())
         with out.progress("proving the list complete, entries read", None) as advance_to:
-            paging = Paging(max_pages=max_pages, progress=lambda _pages, n: advance_to(n, None))
-            proved = verified_lookup(sess, index_key_for(*search), paging)
+            shown = replace(paging, progress=lambda _pages, n: advance_to(n, None))
+            proved = verified_lookup(sess, index_key_for(*search), shown)
         return proved, sess.info.tree_size
     finally:
         sess.close()

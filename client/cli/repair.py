@@ -10,13 +10,15 @@ from typing import TYPE_CHECKING
 import click
 
 if TYPE_CHECKING:
-    from ledger.storage import SqliteStorage, SummaryCheck, SummaryCursor
+    from ledger.storage import SummaryCheck, SummaryCursor, SummarySource
 
 
 @click.command("repair")
-@click.option("--data", "data_dir", required=True,
+@click.option("--data", "data_dir", default=None,
               type=click.Path(file_okay=False, exists=True),
               help="The log's data folder (stop `ktl serve` first; the integration lock is taken).")
+@click.option("--database", default=None, envvar="KTL_DATABASE", metavar="URL",
+              help="With --summaries: a PostgreSQL log's database URL instead of --data.")
 @click.option("--key-file", default=None, type=click.Path(dir_okay=False, exists=True),
               help="Log key file if it is not in the data folder.")
 @click.option("--check-only", is_flag=True, help="List what is damaged; change nothing.")
@@ -24,10 +26,8 @@ if TYPE_CHECKING:
 @click.option("--summaries", is_flag=True,
               help="Instead: check the per-digest summaries against the entries and rewrite "
                    "those that disagree (only these rows; with --check-only, list them).")
-@click.option("--batch", default=1000, show_default=True, type=click.IntRange(1, 10_000),
-              help="With --summaries: entries per transaction.")
-def repair(data_dir: str, key_file: str | None, check_only: bool, as_json: bool,
-           summaries: bool, batch: int) -> None:
+def repair(data_dir: str | None, database: str | None, key_file: str | None,
+           check_only: bool, as_json: bool, summaries: bool) -> None:
     """Audit the log deeply and rewrite every damaged or missing tile, bundle or checkpoint file.
 
     Only files derivable from entries that hash to their leaves under a signed root are
@@ -35,15 +35,23 @@ def repair(data_dir: str, key_file: str | None, check_only: bool, as_json: bool,
     is named and nothing is touched: exit 1, restore it from a backup.
 
     The summaries the explorer reads (entries per predicate type and digest) are derived
-    from the entries too: `--summaries` recomputes them batch by batch, showing progress,
-    rewriting only the rows that disagree (a second run changes nothing); with --check-only
-    it lists them and exits 1 if there are any.
+    from the entries too: `--summaries` (of a SQLite log, or of a PostgreSQL one with
+    --database) recomputes them 1,000 entries per transaction, showing progress, rewriting
+    only the rows that disagree (a second run changes nothing); with --check-only it lists
+    them and exits 1 if there are any.
     """
     from ledger import LedgerError
     from ledger.note import NoteVerifier
     from ledger.server import read_verifier_key
     from ledger.storage import DB_NAME, SqliteStorage, StorageError, audit_log, repair_log
 
+    if summaries or database is not None:
+        if not summaries:
+            raise click.UsageError("--database works with --summaries only: the files "
+                                   "`ktl repair` rewrites live in the data folder")
+        raise SystemExit(_summaries_main(data_dir, database, check_only, as_json))
+    if data_dir is None:
+        raise click.UsageError("give the log's --data folder")
     if not os.path.exists(os.path.join(data_dir, DB_NAME)):
         raise click.ClickException(f"{data_dir} holds no log database ({DB_NAME})")
     try:
@@ -53,8 +61,6 @@ def repair(data_dir: str, key_file: str | None, check_only: bool, as_json: bool,
         raise click.ClickException(str(e)) from None
     try:
         with storage.integration_lock():
-            if summaries:
-                raise SystemExit(_repair_summaries(storage, check_only, as_json, batch))
             audit = audit_log(storage, verifier, verifier.name)
             if as_json:
                 click.echo(json.dumps(audit.to_json(), indent=1))
@@ -76,19 +82,45 @@ def repair(data_dir: str, key_file: str | None, check_only: bool, as_json: bool,
         storage.close()
 
 
-def _repair_summaries(storage: SqliteStorage, check_only: bool, as_json: bool,
-                      batch: int) -> int:
+def _summaries_main(data_dir: str | None, database: str | None, check_only: bool,
+                    as_json: bool) -> int:
+    """`ktl repair --summaries` on the SQLite log in `data_dir` or the PostgreSQL one at
+    `database`, under the integration lock."""
+    from ledger import LedgerError
+    from ledger.storage import DB_NAME, SummarySource, open_storage
+
+    if database is None and (data_dir is None
+                             or not os.path.exists(os.path.join(data_dir, DB_NAME))):
+        raise click.ClickException(f"{data_dir} holds no log database ({DB_NAME})")
+    try:
+        storage = open_storage(data_dir if database is None else None, database)
+    except LedgerError as e:
+        raise click.ClickException(str(e)) from None
+    try:
+        total = storage.entry_count()
+        with storage.integration_lock():
+            if not isinstance(storage, SummarySource):
+                raise click.ClickException("this storage keeps no digest summaries")
+            return _repair_summaries(storage, total, check_only, as_json)
+    finally:
+        storage.close()
+
+
+def _repair_summaries(storage: SummarySource, total: int, check_only: bool,
+                      as_json: bool) -> int:
     from ledger.storage import check_summaries
 
-    total = storage.entry_count()
-
     def progress(so_far: SummaryCheck, cursor: SummaryCursor | None) -> None:
-        where = ("done" if cursor is None else f"{min(cursor.index, total):,} of {total:,} "
-                 "entries" if cursor.digest is None else "unnamed digests")
+        if cursor is None:
+            where = "done"
+        elif cursor.digest is None:
+            where = f"{min(cursor.index, total):,} of {total:,} entries"
+        else:
+            where = f"{total:,} of {total:,} entries, then the digests no entry names"
         click.echo(f"summaries: {where}: {so_far.digests:,} digests, {so_far.wrong:,} rows "
                    "disagree", err=True)
 
-    result = check_summaries(storage, fix=not check_only, batch=batch, progress=progress)
+    result = check_summaries(storage, fix=not check_only, progress=progress)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=1))
     else:

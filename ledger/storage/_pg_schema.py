@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ledger.storage._schema import SUMMARY_RECOMPUTE
 from ledger.storage._types import StorageError
 
 #: Advisory lock keys (one namespace per log database).
@@ -111,10 +112,7 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (sha256, predicate_type)
     );
     INSERT INTO digest_summaries (sha256, predicate_type, entries, bytes, last_idx)
-        SELECT d.sha256, e.predicate_type, COUNT(*), SUM(LENGTH(e.data)), MAX(e.idx)
-        FROM (SELECT DISTINCT idx, sha256 FROM subjects) AS d JOIN entries AS e ON e.idx = d.idx
-        GROUP BY d.sha256, e.predicate_type
-    """,
+    """ + SUMMARY_RECOMPUTE.format(where=""),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -28,6 +28,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ledger.storage._files import check_file_path
 from ledger.storage._pg_schema import INTEGRATE_LOCK, migrate
+from ledger.storage._summaries import POSTGRES_SQL, SummaryBatch, SummaryCursor, run_batch
 from ledger.storage._types import (
     MAX_PAGE,
     MAX_RANGE,
@@ -306,6 +307,17 @@ class PostgresStorage:
             (digest, keyid, cursor, SIGNED_SCAN + 1))]
         ids, next_cursor = signed_page(scanned, limit)
         return self._page(ids, next_cursor)
+
+    def summary_batch(self, cursor: SummaryCursor, limit: int, fix: bool) -> SummaryBatch:
+        """One batch of `check_summaries` in one transaction (a rebuild runs under
+        `integration_lock`: see `ledger.storage._summaries`)."""
+        def query(sql: str, args: tuple[object, ...]) -> list[Any]:
+            cur = conn.execute(sql, args)
+            return cur.fetchall() if cur.description is not None else []
+
+        with self._conn() as conn, conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")  # one snapshot
+            return run_batch(query, POSTGRES_SQL, cursor, limit, fix)
 
     def digest_summary(self, digest: str) -> DigestSummary:
         if "\x00" in digest:

@@ -23,7 +23,7 @@ import sqlite_utils
 
 from ledger.storage._files import TileFiles
 from ledger.storage._schema import key64, migrate, sha_key
-from ledger.storage._summaries import SummaryBatch, SummaryCursor, summary_batch
+from ledger.storage._summaries import SummaryBatch, SummaryCursor, sqlite_batch
 from ledger.storage._types import (
     MAX_PAGE,
     MAX_RANGE,
@@ -276,7 +276,7 @@ class SqliteStorage:
 
     def summary_batch(self, cursor: SummaryCursor, limit: int, fix: bool) -> SummaryBatch:
         """One batch of `check_summaries` (see `ledger.storage._summaries`)."""
-        return summary_batch(self._conn(), cursor, limit, fix)
+        return sqlite_batch(self._conn(), cursor, limit, fix)
 
     def search_newest(self, field: str, value: str, before: int, limit: int = 50
                       ) -> SearchPage:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from ledger.storage._schema import SUMMARY_RECOMPUTE, sha_key
 
@@ -89,6 +89,7 @@ class SummaryCheck:
                 "drift": [d.to_json() for d in self.drift]}
 
 
+@runtime_checkable
 class SummarySource(Protocol):
     """A storage whose summaries can be recomputed one batch at a time."""
 
@@ -131,77 +132,84 @@ def check_summaries(storage: SummarySource, fix: bool, batch: int = SUMMARY_BATC
     return SummaryCheck(digests, wrong, tuple(listed), fix)
 
 
-# ---- SQLite (`SqliteStorage.summary_batch`)
-def summary_batch(conn: sqlite3.Connection, cursor: SummaryCursor, limit: int, fix: bool
-                  ) -> SummaryBatch:
-    """One batch in one transaction (written only when `fix` and something drifted)."""
+# ---- one batch, in either dialect (statements written with `?` marks)
+
+
+@dataclass(frozen=True)
+class SummarySql:
+    """What differs between the dialects: the parameter mark, and how `subjects` is
+    searched for one digest (a WHERE clause and its arguments)."""
+
+    mark: str
+    one_digest: str
+    digest_args: Callable[[str], tuple[object, ...]]
+
+
+#: Runs one statement with its arguments; the rows it returns ([] for none).
+Query = Callable[[str, tuple[object, ...]], Sequence[tuple[Any, ...]]]
+
+SQLITE_SQL = SummarySql("?", "sha_key = ? AND sha256 = ?", lambda d: (sha_key(d), d))
+POSTGRES_SQL = SummarySql("%s", "sha256 = ?", lambda d: (d,))
+
+_UPSERT = ("INSERT INTO digest_summaries (sha256, predicate_type, entries, bytes, last_idx) "
+           "VALUES (?, ?, ?, ?, ?) ON CONFLICT (sha256, predicate_type) DO UPDATE SET "
+           "entries = excluded.entries, bytes = excluded.bytes, last_idx = excluded.last_idx")
+
+
+def run_batch(query: Query, sql: SummarySql, cursor: SummaryCursor, limit: int, fix: bool
+              ) -> SummaryBatch:
+    """One batch (the caller holds the transaction): rows in drift are rewritten when `fix`."""
+    def q(statement: str, *args: object) -> Sequence[tuple[Any, ...]]:
+        return query(statement.replace("?", sql.mark), args)
+
     nxt: SummaryCursor | None
+    if cursor.digest is None:
+        named = [str(r[0]) for r in q(
+            "SELECT DISTINCT sha256 FROM subjects WHERE idx >= ? AND idx < ?",
+            cursor.index, cursor.index + limit)]
+        digests = [d for d in named if not q(
+            f"SELECT 1 FROM subjects WHERE {sql.one_digest} AND idx < ? LIMIT 1",
+            *sql.digest_args(d), cursor.index)]
+        more = q("SELECT 1 FROM entries WHERE idx >= ? LIMIT 1", cursor.index + limit)
+        nxt = SummaryCursor(cursor.index + limit) if more else SummaryCursor(digest="")
+    else:
+        listed = [str(r[0]) for r in q(
+            "SELECT DISTINCT sha256 FROM digest_summaries WHERE sha256 > ? ORDER BY sha256 "
+            "LIMIT ?", cursor.digest, limit)]
+        digests = [d for d in listed if not q(
+            f"SELECT 1 FROM subjects WHERE {sql.one_digest} LIMIT 1", *sql.digest_args(d))]
+        nxt = SummaryCursor(digest=listed[-1]) if len(listed) == limit else None
+    expected: list[SummaryRow] = []
+    stored: list[SummaryRow] = []
+    for d in digests:
+        expected += _rows(q(SUMMARY_RECOMPUTE.format(where=f"WHERE {sql.one_digest}"),
+                            *sql.digest_args(d)))
+        stored += _rows(q("SELECT sha256, predicate_type, entries, bytes, last_idx "
+                          "FROM digest_summaries WHERE sha256 = ?", d))
+    drift = summary_drift(expected, stored)
+    for row in drift if fix else ():
+        if row.expected is None:
+            q("DELETE FROM digest_summaries WHERE sha256 = ? AND predicate_type = ?",
+              row.digest, row.predicate_type)
+        else:
+            q(_UPSERT, row.digest, row.predicate_type, *row.expected)
+    return SummaryBatch(len(digests), drift, nxt)
+
+
+def _rows(rows: Sequence[tuple[Any, ...]]) -> list[SummaryRow]:
+    return [(str(d), str(t), int(n), int(b), int(last)) for d, t, n, b, last in rows]
+
+
+def sqlite_batch(conn: sqlite3.Connection, cursor: SummaryCursor, limit: int, fix: bool
+                 ) -> SummaryBatch:
+    """`run_batch` in one SQLite transaction."""
     conn.execute("BEGIN IMMEDIATE" if fix else "BEGIN")
     try:
-        if cursor.digest is None:
-            digests, nxt = _first_seen(conn, cursor.index, limit)
-        else:
-            digests, nxt = _unnamed(conn, cursor.digest, limit)
-        drift = summary_drift(_recomputed(conn, digests), _stored(conn, digests))
-        if fix and drift:
-            _rewrite(conn, drift)
+        got = run_batch(lambda s, a: conn.execute(s, a).fetchall(), SQLITE_SQL, cursor,
+                        limit, fix)
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
-    return SummaryBatch(len(digests), drift, nxt)
-
-
-def _first_seen(conn: sqlite3.Connection, start: int, limit: int
-                ) -> tuple[list[tuple[int, str]], SummaryCursor]:
-    """The (index key, digest) of the digests whose first entry is in [start, start+limit)."""
-    named = conn.execute(
-        "SELECT DISTINCT sha_key, sha256 FROM subjects WHERE idx >= ? AND idx < ?",
-        (start, start + limit)).fetchall()
-    first = [(int(k), str(d)) for k, d in named if conn.execute(
-        "SELECT 1 FROM subjects WHERE sha_key = ? AND sha256 = ? AND idx < ? LIMIT 1",
-        (k, d, start)).fetchone() is None]
-    more = conn.execute("SELECT 1 FROM entries WHERE idx >= ? LIMIT 1",
-                        (start + limit,)).fetchone() is not None
-    return first, SummaryCursor(start + limit) if more else SummaryCursor(digest="")
-
-
-def _unnamed(conn: sqlite3.Connection, after: str, limit: int
-             ) -> tuple[list[tuple[int, str]], SummaryCursor | None]:
-    """The summary digests above `after` (the next `limit`) that no entry names."""
-    digests = [str(r[0]) for r in conn.execute(
-        "SELECT DISTINCT sha256 FROM digest_summaries WHERE sha256 > ? ORDER BY sha256 LIMIT ?",
-        (after, limit))]
-    unnamed = [(sha_key(d), d) for d in digests if conn.execute(
-        "SELECT 1 FROM subjects WHERE sha_key = ? AND sha256 = ? LIMIT 1",
-        (sha_key(d), d)).fetchone() is None]
-    return unnamed, SummaryCursor(digest=digests[-1]) if len(digests) == limit else None
-
-
-def _recomputed(conn: sqlite3.Connection, digests: Sequence[tuple[int, str]]) -> list[SummaryRow]:
-    out: list[SummaryRow] = []
-    for key, digest in digests:
-        out += [(str(d), str(t), int(n), int(b), int(last)) for d, t, n, b, last in conn.execute(
-            SUMMARY_RECOMPUTE.format(where="WHERE sha_key = ? AND sha256 = ?"), (key, digest))]
-    return out
-
-
-def _stored(conn: sqlite3.Connection, digests: Sequence[tuple[int, str]]) -> list[SummaryRow]:
-    out: list[SummaryRow] = []
-    for _, digest in digests:
-        out += [(str(d), str(t), int(n), int(b), int(last)) for d, t, n, b, last in conn.execute(
-            "SELECT sha256, predicate_type, entries, bytes, last_idx FROM digest_summaries "
-            "WHERE sha256 = ?", (digest,))]
-    return out
-
-
-def _rewrite(conn: sqlite3.Connection, drift: Sequence[SummaryDrift]) -> None:
-    for d in drift:
-        if d.expected is None:
-            conn.execute("DELETE FROM digest_summaries WHERE sha256 = ? AND predicate_type = ?",
-                         (d.digest, d.predicate_type))
-        else:
-            conn.execute(
-                "INSERT OR REPLACE INTO digest_summaries (sha256, predicate_type, entries, "
-                "bytes, last_idx) VALUES (?, ?, ?, ?, ?)", (d.digest, d.predicate_type, *d.expected))
+    return got

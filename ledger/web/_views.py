@@ -185,6 +185,12 @@ def _verdicts(svc: LogServiceView, rows: list[EntrySummary]) -> VerdictReading:
     return read_verdicts(svc.storage, svc.tree_size(), claims, digests, reproducer_names())
 
 
+def _reproductions_logged(svc: LogServiceView, digest: str) -> int:
+    """How many reproductions name `digest`, from its summary (one row per type)."""
+    return sum(k.entries for k in svc.storage.digest_summary(digest).kinds
+               if predicate_kind(k.predicate_type) == "reproduction")
+
+
 def _badges(svc: LogServiceView, rows: list[EntrySummary]) -> dict[int, str]:
     """Per claim entry among `rows`: `refuted`, `confirmed` or `inconclusive` (see badge)."""
     panel = reproducer_panel()
@@ -264,6 +270,8 @@ def entry(index_text: str) -> str:
         "explorer/entry.html", index=index, stored=stored, d=decoded, proof=proof, cp=cp,
         related=related, origin=svc.origin, verdicts=mine, settled=settled(mine, panel),
         verdicts_complete=reading.complete,
+        reproductions_logged=0 if reading.complete else _reproductions_logged(
+            svc, stored.summary().subject_sha256),
         badges={i: badge(vs, panel) for i, vs in reading.verdicts.items()},
     )
 

@@ -53,7 +53,6 @@ from attest.predicates import (
     Workload,
     derived_gflops,
 )
-from verifier import _gpu
 from verifier.benchmark._cost import CostRecord, cost_record
 from verifier.benchmark._loop import (
     MAX_BATCH_CALLS,
@@ -68,7 +67,7 @@ from verifier.benchmark._loop import (
 )
 from verifier.benchmark._settings import BenchSettings
 from verifier.compare_outputs import compare_output
-from verifier.environment import environment_fingerprint, module_runtime_missing
+from verifier.environment import environment_fingerprint
 from verifier.errors import BuildError, RuntimeUnavailableError, VerifierError
 from verifier.kernel import KernelSpec
 from verifier.ops import OPS, OpSpec
@@ -299,7 +298,7 @@ def bench(directory: str | Path, settings: BenchSettings | None = None,
     A kernel of op 'torch' is timed against its reference module in PyTorch eager
     (`verifier.benchmark._torch_bench`; `settings.compile_baseline` adds torch.compile's);
     where a GPU is usable, on that GPU against PyTorch on it (`verifier.benchmark.
-    _device_bench.gpu_bench`: device buffers, the device-wide clock, the physical floor).
+    _device_bench.on_device`: device buffers, the device-wide clock, the physical floor).
 
     Each shape is measured for at least `settings.min_time_s` (and `min_reps` pairs) before
     the interval may stop the loop, so short loops cannot hide a kernel that drifts later.
@@ -379,31 +378,11 @@ def bench(directory: str | Path, settings: BenchSettings | None = None,
 
 
 def _on_gpu(spec: KernelSpec, settings: BenchSettings, progress: Progress) -> BenchReport | None:
-    """Where a GPU is usable: a torch/triton kernel timed on it against its reference module
-    there, a cuda kernel on device pointers against PyTorch's op there (None: no GPU here,
-    or a cuda kernel without torch, timed by its host wrapper against NumPy as before)."""
-    if _gpu.probe().error is not None or not (spec.is_torch or spec.runtime == "cuda"):
-        return None
-    from verifier.benchmark._device_bench import DeviceBenchSettings, gpu_bench, gpu_device
+    """The device path where `settings.device` and this machine give one (None: the host
+    path below; see `verifier.benchmark._device_bench.on_device`)."""
+    from verifier.benchmark._device_bench import on_device
 
-    if spec.is_torch:
-        if settings.shapes:
-            return None  # torch_bench says why --shape does not apply
-        report = gpu_bench(spec, settings.time_budget_s, settings.max_halfwidth,
-                           seed=settings.seed, progress=progress)
-        if settings.compile_baseline:
-            report = dataclasses.replace(report, notes=(*report.notes, (
-                "torch.compile baseline not measured: the GPU path times PyTorch eager only")))
-        return report
-    if module_runtime_missing("torch") is not None:
-        progress("no torch here: the cuda kernel is timed through its host wrapper against NumPy")
-        return None
-    from verifier.benchmark._cabi_bench import cabi_bench
-
-    shapes = len(settings.shapes or OPS[spec.op].bench_shapes)
-    device = DeviceBenchSettings(device="cuda", time_budget_s=settings.time_budget_s / max(shapes, 1),
-                                 max_halfwidth=settings.max_halfwidth)
-    return cabi_bench(spec, device, gpu_device(), settings.shapes, settings.seed, progress)
+    return on_device(spec, settings, progress)
 
 
 def _plan_shape(op: OpSpec, dims: dict[str, int], rng: np.random.Generator, max_reps: int) -> ShapePlan:

@@ -11,7 +11,8 @@ outside (see there); this module judges what it measured:
    statistics; a torch module's FLOPs are not known here);
 2. typed faults from the timing (`late_work`, `timer_disagrees`), the output checks
    (`outputs_wrong`) and the escape watch (`escaped_work`);
-3. the device's conditions (`DeviceConditions`): a throttle reason means not trusted;
+3. the device's conditions (`DeviceConditions`, read before, between repetitions, while
+   the timed batches ran and after): a throttle reason means not trusted;
 4. the speed-up and its bootstrap interval.
 
 The statement names the device, the baseline, torch, CUDA and the driver
@@ -33,8 +34,9 @@ import numpy as np
 
 from attest.predicates import BenchmarkResult, DeviceConditions, DeviceRecord
 from verifier import _gpu
-from verifier.benchmark._bench import BenchReport, Findings, bootstrap_speedup
+from verifier.benchmark._bench import BenchReport, Findings, bootstrap_speedup, machine_peaks
 from verifier.benchmark._device_sides import TorchSide, outputs_agree
+from verifier.benchmark._settings import BenchSettings
 from verifier.benchmark._torch_bench import (
     POOL,
     TORCH_BASELINE,
@@ -47,8 +49,10 @@ from verifier.device import (
     Clock,
     Device,
     DeviceTiming,
+    HostDevice,
     NvmlDevice,
     OpCost,
+    Peaks,
     TimingPlan,
     below_floor,
     cached_probe,
@@ -58,9 +62,15 @@ from verifier.device import (
     record,
     summarize,
 )
-from verifier.environment import environment_fingerprint, gpu_fingerprint, library_version
+from verifier.environment import (
+    environment_fingerprint,
+    gpu_fingerprint,
+    library_version,
+    module_runtime_missing,
+)
 from verifier.errors import BuildError, RuntimeUnavailableError, VerifierError
 from verifier.kernel import KernelSpec
+from verifier.ops import OPS
 from verifier.progress import Progress, quiet
 from verifier.runtimes import (
     Call,
@@ -75,7 +85,8 @@ from verifier.sandbox import Limits
 from verifier.tensors import nbytes_of
 from verifier.worker import CANDIDATE_GRANTS
 
-__all__ = ["DeviceBenchSettings", "bench_module", "device_bench", "gpu_bench", "gpu_device"]
+__all__ = ["DeviceBenchSettings", "bench_module", "device_bench", "gpu_device", "host_device",
+           "on_device"]
 
 
 
@@ -161,12 +172,59 @@ def gpu_device() -> NvmlDevice:
                                       f"(nvidia-ml-py): {exc}") from exc
 
 
-def gpu_bench(spec: KernelSpec, time_budget_s: float, max_halfwidth: float, cold: bool = False,
-              seed: int | None = None, progress: Progress | None = None) -> BenchReport:
-    """`device_bench` on this machine's first GPU (`gpu_device`)."""
-    settings = DeviceBenchSettings(device="cuda", time_budget_s=time_budget_s,
-                                   max_halfwidth=max_halfwidth, cold=cold)
-    return device_bench(spec, settings, gpu_device(), seed, progress)
+def host_device() -> HostDevice:
+    """This machine's CPU as the device (`--device cpu`): peaks from `machine_peaks`."""
+    flops, bytes_per_s = machine_peaks()
+    return HostDevice(Peaks(flops, bytes_per_s, "machine_peaks"),
+                      str(environment_fingerprint().get("cpu_model", "cpu")),
+                      library_version("torch") or "unknown")
+
+
+def on_device(spec: KernelSpec, settings: BenchSettings, progress: Progress) -> BenchReport | None:
+    """`ktl bench` on the device path where `settings.device` and this machine give one: a
+    torch/triton kernel against its reference on the same device (on torch's CPU build with
+    device cpu), a cuda kernel on device pointers against PyTorch's op (a GPU and torch
+    needed). None: the host path (no GPU with device auto, a cuda kernel without torch,
+    --shape for op 'torch', which torch_bench refuses, or another runtime). `cold` on the
+    host path is refused (it has no L2 flush mode), as are device cuda without a GPU and
+    device cpu for a kernel that is not a torch module."""
+    report = _device_path(spec, settings, progress)
+    if report is None and settings.cold:
+        raise VerifierError("--cold flushes the L2 between calls on the device path only, and "
+                            "this kernel is timed on the host path (no GPU here, or not a "
+                            "torch/triton/cuda kernel; a torch kernel takes --device cpu)")
+    if report is not None and settings.compile_baseline:
+        report = dataclasses.replace(report, notes=(*report.notes, (
+            "torch.compile baseline not measured: the device path times PyTorch eager only")))
+    return report
+
+
+def _device_path(spec: KernelSpec, settings: BenchSettings, progress: Progress
+                 ) -> BenchReport | None:
+    gpu_error = _gpu.probe().error
+    if settings.device == "cuda" and gpu_error is not None:
+        raise RuntimeUnavailableError(f"--device cuda: no GPU to time on: {gpu_error}")
+    if settings.device == "cpu" and not spec.is_torch:
+        raise VerifierError(f"--device cpu runs torch/triton kernels on the device path; a "
+                            f"{spec.runtime} kernel is timed on the host path without it")
+    if (settings.device == "auto" and gpu_error is not None) or \
+            not (spec.is_torch or spec.runtime == "cuda") or (spec.is_torch and settings.shapes):
+        return None  # for op 'torch', torch_bench says why --shape does not apply
+    device = "cpu" if settings.device == "cpu" else "cuda"
+    if spec.is_torch:
+        dev: Device = host_device() if device == "cpu" else gpu_device()
+        return device_bench(spec, DeviceBenchSettings(
+            device=device, time_budget_s=settings.time_budget_s,
+            max_halfwidth=settings.max_halfwidth, cold=settings.cold), dev, settings.seed, progress)
+    if module_runtime_missing("torch") is not None:
+        progress("no torch here: the cuda kernel is timed through its host wrapper against NumPy")
+        return None
+    from verifier.benchmark._cabi_bench import cabi_bench
+
+    shapes = len(settings.shapes or OPS[spec.op].bench_shapes)
+    per_shape = DeviceBenchSettings(device="cuda", time_budget_s=settings.time_budget_s / max(shapes, 1),
+                                    max_halfwidth=settings.max_halfwidth, cold=settings.cold)
+    return cabi_bench(spec, per_shape, gpu_device(), settings.shapes, settings.seed, progress)
 
 
 def _run(kernel: TorchKernel, session: TorchSession, settings: DeviceBenchSettings,
@@ -196,10 +254,12 @@ def _run(kernel: TorchKernel, session: TorchSession, settings: DeviceBenchSettin
         pool[0], session.arg_dtypes(), strict=True) if isinstance(a, np.ndarray))
         + sum(nbytes_of(s, d) for s, d in shapes)))
     result = _judge(dims, timing, cost, cand, device, plan, rng, settings, notes)
-    conditions = summarize(timing.samples)
+    conditions = summarize(timing.samples, timing.during, timing.watch_failed)
     if conditions.throttle:
+        mid = (f"; while the timed batches ran: {', '.join(conditions.during_throttle)}"
+               if conditions.during_throttle else "")
         notes.caveat("device_throttled", None, "not trusted: the device was throttled or "
-                     f"unsteady ({', '.join(conditions.throttle)})")
+                     f"unsteady ({', '.join(conditions.throttle)}{mid})")
     trusted = result is not None and result.halfwidth <= settings.max_halfwidth and \
         not conditions.throttle
     samples = {"shape": dims, "kernel_ns": timing.kernel.per_call_ns,

@@ -45,6 +45,7 @@ from attest.predicates import (
 from verifier.benchmark._bench import BenchReport, bench, machine_peaks, samples_ref
 from verifier.benchmark._conditions import Conditions, merge, probe, probe_idlest
 from verifier.benchmark._settings import BenchSettings
+from verifier.device import combine
 from verifier.errors import VerifierError
 from verifier.kernel import measured_kernel
 from verifier.progress import Progress, quiet
@@ -170,7 +171,9 @@ class RunSet:
             method=method, results=tuple(aggregated),
             samples=samples_ref(self.samples_blob()), trusted=self.trusted,
             notes=tuple(n[:2000] for n in self.notes()), faults=tuple(self.faults()),
-            caveats=tuple(self.caveats()),
+            caveats=tuple(self.caveats()), device=first.device,
+            device_conditions=combine([r.device_conditions for r in self.runs
+                                       if r.device_conditions is not None]),
             torch=None if first.torch is None else TorchOp.from_json(dict(first.torch)))
 
     def caveats(self) -> list[BenchCaveat]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from verifier.errors import VerifierError
 
@@ -22,7 +23,10 @@ class BenchSettings:
     95% interval and the widest one still trusted; the bounds on timed pairs; warm-up calls;
     the least seconds per shape before the interval may stop the loop; the threads each side
     (OpenMP and BLAS; None: every core) and, for op 'torch', whether torch.compile's baseline
-    is timed too. VerifierError when a value is out of range."""
+    is timed too. Where it runs: `device` auto (a GPU where usable, else the host path), cuda
+    (the GPU, refused without one) or cpu (a torch/triton kernel on the device path on
+    torch's CPU build); `cold`: the L2 flushed between calls (the device path only).
+    VerifierError when a value is out of range."""
 
     shapes: Sequence[Mapping[str, int]] | None = None
     seed: int | None = None
@@ -35,8 +39,12 @@ class BenchSettings:
     min_time_s: float = 1.0
     threads: int | None = 1
     compile_baseline: bool = False
+    device: Literal["auto", "cuda", "cpu"] = "auto"
+    cold: bool = False
 
     def __post_init__(self) -> None:
+        if self.device not in ("auto", "cuda", "cpu"):
+            raise VerifierError(f"device must be auto, cuda or cpu, got {self.device!r}")
         if self.threads is not None and not 1 <= self.threads <= 1024:
             raise VerifierError("threads must be between 1 and 1024")
         if not (0 < self.target < 1 and 0 < self.time_budget_s <= 3600

@@ -14,8 +14,8 @@ May import: the pure model, `sandbox` and `worker`. Not `runtimes` or anything a
 
 from __future__ import annotations
 
-from verifier.device._conditions import CLOCK_SPREAD, device_diff, record, summarize
-from verifier.device._fake import Behaviour, FakeDevice, FakeSide, double_plus_one
+from verifier.device._conditions import CLOCK_SPREAD, combine, device_diff, record, summarize
+from verifier.device._fake import Behaviour, FakeDevice, FakeSide, ScriptedWatch, double_plus_one
 from verifier.device._floor import FLOOR_MARGIN, Floor, OpCost, below_floor, floor_of
 from verifier.device._host import HostDevice, cpu_mhz
 from verifier.device._interface import (
@@ -37,9 +37,11 @@ from verifier.device._real import (
     probe_device,
 )
 from verifier.device._timing import DeviceTiming, SideTiming, TimingPlan, measure
+from verifier.device._watch import WATCH_CAP, ThreadWatch, Watch
 
-__all__ = ["CLOCK_SPREAD", "FLOOR_MARGIN", "BatchAnswer", "Behaviour", "Clock", "Device",
+__all__ = ["CLOCK_SPREAD", "FLOOR_MARGIN", "WATCH_CAP", "BatchAnswer", "Behaviour", "Clock", "Device",
            "DeviceInfo", "DeviceSide", "DeviceTiming", "FakeDevice", "FakeSide", "Floor", "HostDevice",
-           "Inputs", "NvmlDevice", "OpCost", "Peaks", "ProbeResult", "Sample", "SideTiming",
-           "TimingPlan", "below_floor", "cached_probe", "cpu_mhz", "device_diff", "double_plus_one", "floor_of", "measure",
-           "parse_probe", "probe_device", "record", "summarize", "throttle_names"]
+           "Inputs", "NvmlDevice", "OpCost", "Peaks", "ProbeResult", "Sample", "ScriptedWatch",
+           "SideTiming", "ThreadWatch", "TimingPlan", "Watch", "below_floor", "cached_probe", "combine", "cpu_mhz",
+           "device_diff", "double_plus_one", "floor_of", "measure", "parse_probe", "probe_device",
+           "record", "summarize", "throttle_names"]

@@ -1,9 +1,12 @@
 """A device's conditions judged, its record built, and two devices compared.
 
-`summarize` turns the samples taken before, during and after a shape into attest's
-`DeviceConditions`: every throttle reason seen (typed, `DEVICE_THROTTLES`), the SM clock
-moving more than `CLOCK_SPREAD` between samples (`clocks_varied`), or no sample at all
-(`unreadable`). Any of them makes the result not trusted. `record` is the environment
+`summarize` turns the samples taken before, between repetitions, while the timed batches
+ran (`_watch`) and after a shape into attest's `DeviceConditions`: every throttle reason
+seen (typed, `DEVICE_THROTTLES`), the SM clock moving more than `CLOCK_SPREAD` between
+samples (`clocks_varied`), or no sample at all or a read that failed (`unreadable`); the
+reasons seen while a batch ran are also named apart (`during_throttle`), so a throttle
+that only a mid-batch sample caught says so. Any of them makes the result not trusted;
+`combine` takes the worst of several runs' conditions. `record` is the environment
 of a device result (`DeviceRecord`); `device_diff` names each way a claim's device
 differs from this one, hardware fields first, so a reproduction on another GPU model is
 inconclusive and says why.
@@ -23,20 +26,60 @@ from attest.predicates import (
 )
 from verifier.device._interface import DeviceInfo, Peaks, Sample
 
-__all__ = ["CLOCK_SPREAD", "DEVICE_HARDWARE", "DEVICE_SOFTWARE", "device_diff", "record",
-           "summarize"]
+__all__ = ["CLOCK_SPREAD", "DEVICE_HARDWARE", "DEVICE_SOFTWARE", "combine", "device_diff",
+           "record", "summarize"]
 
 CLOCK_SPREAD = 0.10
 DEVICE_HARDWARE = ("model", "capability", "sm_count", "l2_bytes", "memory_bytes")
 DEVICE_SOFTWARE = ("driver", "cuda", "torch", "clocks_locked")
 
 
-def summarize(samples: Sequence[Sample]) -> DeviceConditions:
-    """The conditions over a shape's samples, with every reason not to trust it."""
-    if not samples:
+def summarize(samples: Sequence[Sample], during: Sequence[Sample] = (),
+              watch_failed: bool = False) -> DeviceConditions:
+    """The conditions over a shape's samples (`samples` read outside the batches, `during`
+    read while they ran; `watch_failed`: a read then failed), with every reason not to
+    trust it; the reasons seen during the batches are named apart."""
+    every = [*samples, *during]
+    if not every:
         return DeviceConditions(samples=1, sm_clock_min_mhz=0.0, sm_clock_max_mhz=0.0,
                                 mem_clock_min_mhz=0.0, mem_clock_max_mhz=0.0, power_max_w=0.0,
                                 temperature_max_c=0.0, throttle=("unreadable",))
+    seen = _reasons(every)
+    mid = _reasons(during) if during else set()
+    if watch_failed:
+        seen.add("unreadable")
+        mid.add("unreadable")
+    sm, mem = [s.sm_clock_mhz for s in every], [s.mem_clock_mhz for s in every]
+    return DeviceConditions(samples=len(every), sm_clock_min_mhz=min(sm), sm_clock_max_mhz=max(sm),
+                            mem_clock_min_mhz=min(mem), mem_clock_max_mhz=max(mem),
+                            power_max_w=max(s.power_w for s in every),
+                            temperature_max_c=max(s.temperature_c for s in every),
+                            throttle=_ordered(seen), during_samples=len(during),
+                            during_throttle=_ordered(mid))
+
+
+def combine(conditions: Sequence[DeviceConditions]) -> DeviceConditions | None:
+    """The conditions over several runs of one claim: every sample counted, the widest clock
+    range, the highest power and temperature, every reason any run saw (None: no run had a
+    device)."""
+    if not conditions:
+        return None
+    c = conditions
+    return DeviceConditions(
+        samples=min(sum(x.samples for x in c), 1_000_000),
+        sm_clock_min_mhz=min(x.sm_clock_min_mhz for x in c),
+        sm_clock_max_mhz=max(x.sm_clock_max_mhz for x in c),
+        mem_clock_min_mhz=min(x.mem_clock_min_mhz for x in c),
+        mem_clock_max_mhz=max(x.mem_clock_max_mhz for x in c),
+        power_max_w=max(x.power_max_w for x in c),
+        temperature_max_c=max(x.temperature_max_c for x in c),
+        throttle=_ordered({t for x in c for t in x.throttle}),
+        during_samples=min(sum(x.during_samples for x in c), 1_000_000),
+        during_throttle=_ordered({t for x in c for t in x.during_throttle}))
+
+
+def _reasons(samples: Sequence[Sample]) -> set[str]:
+    """The throttle reasons of some samples, the SM clock spread and unreadable clocks."""
     seen: set[str] = set()
     for s in samples:
         seen |= s.throttle
@@ -45,13 +88,11 @@ def summarize(samples: Sequence[Sample]) -> DeviceConditions:
         seen.add("clocks_varied")
     if max(sm) <= 0:
         seen.add("unreadable")
-    throttle: tuple[DeviceThrottle, ...] = tuple(t for t in DEVICE_THROTTLES if t in seen)
-    mem = [s.mem_clock_mhz for s in samples]
-    return DeviceConditions(samples=len(samples), sm_clock_min_mhz=min(sm), sm_clock_max_mhz=max(sm),
-                            mem_clock_min_mhz=min(mem), mem_clock_max_mhz=max(mem),
-                            power_max_w=max(s.power_w for s in samples),
-                            temperature_max_c=max(s.temperature_c for s in samples),
-                            throttle=throttle)
+    return seen
+
+
+def _ordered(seen: set[str]) -> tuple[DeviceThrottle, ...]:
+    return tuple(t for t in DEVICE_THROTTLES if t in seen)
 
 
 def record(info: DeviceInfo, first: Sample, peaks: Peaks, baseline: str, timer: str,

@@ -1,8 +1,8 @@
 """A deterministic fake device for the tests: a virtual clock, injectable timings,
 conditions and faults.
 
-`FakeDevice` holds the clock (`now`, advanced only by the fake's own work) and a script of
-condition samples. `FakeSide` is one process on it, behaving as its `Behaviour` says:
+`FakeDevice` holds the clock (`now`, advanced only by the fake's own work) and two scripts
+of condition samples: read outside the batches, and read while a timed batch runs. `FakeSide` is one process on it, behaving as its `Behaviour` says:
 honest, or one of the ways a kernel tries to move work out of the timed region (a share
 of each call finished after the answer, which a fetch either waits for or not), to cache
 answers (keyed on the buffer, like a `data_ptr` cache, or replayed after warm-up), or to
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from types import TracebackType
 from typing import Any, Literal
 
 import numpy as np
@@ -21,7 +22,7 @@ from numpy.typing import NDArray
 
 from verifier.device._interface import BatchAnswer, DeviceInfo, Inputs, Peaks, Sample
 
-__all__ = ["Behaviour", "FakeDevice", "FakeSide", "double_plus_one"]
+__all__ = ["STEADY", "Behaviour", "FakeDevice", "FakeSide", "ScriptedWatch", "double_plus_one"]
 
 F64 = NDArray[np.float64]
 
@@ -54,14 +55,44 @@ class Behaviour:
     op: Callable[[Inputs], list[F64]] = double_plus_one
 
 
+STEADY = Sample(1980.0, 3201.0, 350.0, 45.0, 0)
+
+
+class ScriptedWatch:
+    """The fake's `Watch`: each batch it is entered around reads the next of the device's
+    `during` samples (the last one repeats; `cap` in all, as a real watch)."""
+
+    def __init__(self, device: FakeDevice, cap: int) -> None:
+        self.device, self.cap = device, cap
+        self.samples: list[Sample] = []
+        self.failed = False
+
+    def __enter__(self) -> ScriptedWatch:
+        d = self.device
+        if not d.during:
+            self.failed = True
+        elif len(self.samples) < self.cap:
+            self.samples.append(d.during[min(d.during_taken, len(d.during) - 1)])
+            d.during_taken += 1
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        return None
+
+
 @dataclass
 class FakeDevice:
-    """The virtual clock and the condition samples (cycled; the last one repeats)."""
+    """The virtual clock and the condition samples: `samples` read outside the batches,
+    `during` read while each timed batch runs (none: a watch that cannot read); in both
+    the last one repeats."""
 
-    samples: Sequence[Sample] = (Sample(1980.0, 3201.0, 350.0, 45.0, 0),)
+    samples: Sequence[Sample] = (STEADY,)
     device_peaks: Peaks = field(default_factory=lambda: Peaks(1e15, 4.8e12, "fake"))
     now: int = 0
     taken: int = 0
+    during: Sequence[Sample] = (STEADY,)
+    during_taken: int = 0
 
     def clock(self) -> int:
         return self.now
@@ -77,6 +108,9 @@ class FakeDevice:
         s = self.samples[min(self.taken, len(self.samples) - 1)]
         self.taken += 1
         return s
+
+    def watch(self, every_s: float, cap: int) -> ScriptedWatch:
+        return ScriptedWatch(self, cap)
 
     def peaks(self) -> Peaks:
         return self.device_peaks

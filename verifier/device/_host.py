@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from verifier.device._interface import DeviceInfo, Peaks, Sample
+from verifier.device._watch import ThreadWatch
 
 __all__ = ["HostDevice", "cpu_mhz"]
 
@@ -72,6 +73,9 @@ class HostDevice:
 
     def sample(self) -> Sample:
         return Sample(cpu_mhz(), 0.0, 0.0, 0.0, 0)
+
+    def watch(self, every_s: float, cap: int) -> ThreadWatch:
+        return ThreadWatch(self.sample, every_s, cap)
 
     def peaks(self) -> Peaks:
         return self._peaks

@@ -21,10 +21,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
+
+if TYPE_CHECKING:
+    from verifier.device._watch import Watch
 
 __all__ = ["BENIGN_THROTTLE_BITS", "NVML_THROTTLE_BITS", "BatchAnswer", "Clock", "Device",
            "DeviceInfo", "DeviceSide", "Inputs", "Peaks", "Sample", "throttle_names"]
@@ -117,10 +120,13 @@ class DeviceSide(Protocol):
 
 
 class Device(Protocol):
-    """The machine's side: properties, condition samples, peaks."""
+    """The machine's side: properties, condition samples (one now, or a `Watch` of them
+    read while timed batches run: `verifier.device._watch`), peaks."""
 
     def info(self) -> DeviceInfo: ...
 
     def sample(self) -> Sample: ...
+
+    def watch(self, every_s: float, cap: int) -> Watch: ...
 
     def peaks(self) -> Peaks: ...

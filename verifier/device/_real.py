@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from verifier.device._interface import DeviceInfo, Peaks, Sample
+from verifier.device._watch import ThreadWatch
 
 __all__ = ["PROBE", "PROBE_FILE", "NvmlDevice", "ProbeResult", "cached_probe", "parse_probe",
            "probe_device"]
@@ -168,6 +169,9 @@ class NvmlDevice:
                       nv.nvmlDeviceGetPowerUsage(h) / 1000.0,
                       float(nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
                       int(reasons(h)))
+
+    def watch(self, every_s: float, cap: int) -> ThreadWatch:
+        return ThreadWatch(self.sample, every_s, cap)
 
     def peaks(self) -> Peaks:
         return self._peaks

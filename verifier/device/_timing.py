@@ -5,7 +5,9 @@ first) get the same freshly drawn inputs, distinct per call, staged into their b
 outside the timed region. The parent's clock then spans one `run` command, which answers
 only after a device-wide synchronise; the same clock spans an empty-kernel batch of the
 same length, measured in the same run (first and every `empty_every` repetitions), whose
-median is subtracted. The calls whose outputs are checked are drawn by the parent after
+median is subtracted. While each batch runs, the device's conditions are read by a watch
+(`_watch`: every `watch_every_s`, `watch_cap` samples per shape at most), besides the
+samples before, between repetitions and after; `DeviceTiming.during` keeps them. The calls whose outputs are checked are drawn by the parent after
 the candidate's batch answered and fetched at once, before the baseline runs (so work
 the candidate left running cannot slow the baseline down); the baseline's outputs of the
 same calls are fetched after its batch and compared.
@@ -34,7 +36,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from attest.predicates import BenchFaultKind
-from verifier.device._interface import Clock, Device, DeviceSide, Inputs, Sample
+from verifier.device._interface import BatchAnswer, Clock, Device, DeviceSide, Inputs, Sample
+from verifier.device._watch import WATCH_CAP, Watch
 
 __all__ = ["DeviceTiming", "SideTiming", "TimingPlan", "measure"]
 
@@ -48,7 +51,8 @@ Agree = Callable[[Sequence[NDArray[np.float64]], Sequence[NDArray[np.float64]]],
 class TimingPlan:
     batch: int
     reps: int
-    cold: bool = False
+    cold: bool
+    """An L2 flush before each call (the caller always says which mode it times)."""
     picks: int = 2
     empty_every: int = 10
     sample_every: int = 5
@@ -56,12 +60,18 @@ class TimingPlan:
     events_refuse: float = 2.0
     """Events more than this factor away from the parent's clock are a moved timer."""
     late_share: float = 0.05
+    watch_every_s: float = 0.01
+    """Conditions read every this many seconds while a timed batch runs (`_watch`)."""
+    watch_cap: int = 2048
+    """At most this many samples read during the batches of one shape."""
 
     def __post_init__(self) -> None:
         if not (1 <= self.batch <= 4096 and 2 <= self.reps <= 100_000 and self.picks >= 1
-                and self.empty_every >= 1 and self.sample_every >= 1):
+                and self.empty_every >= 1 and self.sample_every >= 1
+                and 0 < self.watch_every_s <= 60 and 1 <= self.watch_cap <= WATCH_CAP):
             raise ValueError(f"a timing plan needs 1..4096 calls per batch, 2..100000 "
-                             f"repetitions and positive intervals, got {self}")
+                             f"repetitions, positive intervals and 1..{WATCH_CAP} samples "
+                             f"watched, got {self}")
 
 
 @dataclass
@@ -85,6 +95,11 @@ class DeviceTiming:
     checked: int
     late_ns: float
     samples: list[Sample]
+    """Read before the shape, between repetitions (every `sample_every`) and after it."""
+    during: list[Sample] = field(default_factory=list)
+    """Read while the timed batches ran (`TimingPlan.watch_cap` at most)."""
+    watch_failed: bool = False
+    """A read during the batches failed (the conditions are partly unreadable)."""
     timer: str = "outside"
     faults: list[tuple[BenchFaultKind, str]] = field(default_factory=list)
     """(BenchFaultKind, detail) for each fault this shape's timing exposed."""
@@ -96,13 +111,14 @@ def measure(cand: DeviceSide, base: DeviceSide, device: Device, draw: Draw, agre
     """Time `plan.reps` batches per side (see the module docstring)."""
     k, b = SideTiming(), SideTiming()
     out = DeviceTiming(k, b, [], 0, 0.0, [device.sample()])
+    timer = _Timer(clock, device.watch(plan.watch_every_s, plan.watch_cap))
     for rep in range(plan.reps):
         calls = [draw(rep, j) for j in range(plan.batch)]
         picks: list[int] = []
         fetched: dict[int, list[list[NDArray[np.float64]]]] = {}
         for side in ((0, 1) if rep % 2 == 0 else (1, 0)):
             proc, into = (cand, k) if side == 0 else (base, b)
-            _batch(proc, into, calls, rep, plan, clock)
+            _batch(proc, into, calls, rep, plan, timer)
             if not picks:  # drawn after the first batch answered, the same for both sides
                 picks = sorted(int(i) for i in rng.choice(plan.batch, min(plan.picks, plan.batch),
                                                           replace=False))
@@ -114,22 +130,35 @@ def measure(cand: DeviceSide, base: DeviceSide, device: Device, draw: Draw, agre
         if (rep + 1) % plan.sample_every == 0:
             out.samples.append(device.sample())
     out.samples.append(device.sample())
+    out.during, out.watch_failed = list(timer.watch.samples), timer.watch.failed
     _judge_late(out, plan)
     _judge_events(out, plan)
     return out
 
 
+@dataclass(frozen=True)
+class _Timer:
+    """The parent's clock, and the watch entered around each batch it spans (entered
+    before the clock starts and left after it stops, so the watch's own start is not timed)."""
+
+    clock: Clock
+    watch: Watch
+
+    def run(self, proc: DeviceSide, plan: TimingPlan, empty: bool) -> tuple[float, BatchAnswer]:
+        with self.watch:
+            t0 = self.clock()
+            answer = proc.run(plan.batch, plan.cold, empty=empty)
+            return float(self.clock() - t0), answer
+
+
 def _batch(proc: DeviceSide, into: SideTiming, calls: Sequence[Inputs], rep: int,
-           plan: TimingPlan, clock: Clock) -> None:
+           plan: TimingPlan, timer: _Timer) -> None:
     """Stage (untimed), an empty batch now and then, and one timed batch of one side."""
     proc.stage(calls)
     if rep % plan.empty_every == 0:
-        t0 = clock()
-        proc.run(plan.batch, plan.cold, empty=True)
-        into.empty_ns.append(float(clock() - t0))
-    t0 = clock()
-    answer = proc.run(plan.batch, plan.cold)
-    into.run_ns.append(float(clock() - t0))
+        into.empty_ns.append(timer.run(proc, plan, empty=True)[0])
+    ns, answer = timer.run(proc, plan, empty=False)
+    into.run_ns.append(ns)
     _events(answer.events_ns, plan.batch, into)
 
 
