@@ -140,26 +140,27 @@ def _calls_row(name: str, cases: list[Case], inputs: dict[str, Any],
                        inputs, metrics)
 
 
-def _correctness(op: OpSpec, name: str, cases: list[Case], evals: dict[int, list[_StepEval]],
-                 idx: list[int], what: str, normal_ok: bool = False) -> Check:
-    shapes = [cases[i].dims for i in idx]
-    crashed = [(cases[i].dims, cases[i].failure) for i in idx if cases[i].failure]
-    comps = [c for i in idx for e in evals.get(i, []) for c in e.comparisons]
+def _correctness(op: OpSpec, name: str, judged: list[tuple[Case, list[_StepEval]]], what: str,
+                 normal_ok: bool = False) -> Check:
+    """The row of check `name` from its cases, each with its steps' evaluations."""
+    shapes = [case.dims for case, _ in judged]
+    crashed = [(case.dims, case.failure) for case, _ in judged if case.failure]
+    comps = [c for _, steps in judged for e in steps for c in e.comparisons]
     bad: list[tuple[dict[str, int], Comparison]] = []
     good: list[dict[str, int]] = []
-    for i in idx:
-        if cases[i].failure:
+    for case, steps in judged:
+        if case.failure:
             continue
-        worst = [c for e in evals[i] for c in e.comparisons if not c.ok]
+        worst = [c for e in steps for c in e.comparisons if not c.ok]
         if worst:
-            bad.append((cases[i].dims, worst[0]))
+            bad.append((case.dims, worst[0]))
         else:
-            good.append(cases[i].dims)
+            good.append(case.dims)
     metrics = _merge_metrics(comps)
     inputs = {"shapes": shapes}
     if crashed:
         dims, why = crashed[0]
-        first = next(cases[i].fault for i in idx if cases[i].failure)
+        first = next(case.fault for case, _ in judged if case.failure)
         return check_row(name, "fail", f"{why} on shape {shape_text(dims)}", inputs, metrics,
                            make_fault(CASE_FAULTS[first or "crash"], dims))
     if bad:
@@ -169,7 +170,7 @@ def _correctness(op: OpSpec, name: str, cases: list[Case], evals: dict[int, list
         detail = _describe_bad(op, dims, comp, out_name)
         kind: FaultKind = "wrong"
         if len(bad) > 1:
-            detail += f"; {len(bad)} of {plural(len(idx), 'shape')} wrong"
+            detail += f"; {len(bad)} of {plural(len(judged), 'shape')} wrong"
         if name == "correctness.large" and normal_ok:
             detail = (f"overflow or lost range on large inputs ({what}) while correct at normal "
                       f"magnitudes ({comp.nonfinite_mismatches} non-finite outputs); " + detail)
@@ -198,7 +199,7 @@ def _correctness(op: OpSpec, name: str, cases: list[Case], evals: dict[int, list
     return check_row(
         name, "pass",
         f"max rel err {metrics.get('max_rel_err', 0.0):.3g}, max {metrics.get('max_ulp', 0):.0f} ULP, "
-        f"worst err/tol {metrics.get('max_err_over_tol', 0.0):.3g} on {plural(len(idx), 'shape')} ({what})",
+        f"worst err/tol {metrics.get('max_err_over_tol', 0.0):.3g} on {plural(len(judged), 'shape')} ({what})",
         inputs, metrics)
 
 
@@ -209,22 +210,23 @@ def judge(op: OpSpec, cases: list[Case], budget: Budget, markers: Markers) -> li
     by_check: dict[str, list[int]] = {}
     for i, case in enumerate(cases):
         by_check.setdefault(case.check, []).append(i)
+    def of(name: str) -> list[tuple[Case, list[_StepEval]]]:
+        return [(cases[i], evals[i]) for i in by_check[name]]
+
     rows = [
-        _correctness(op, "correctness.random", cases, evals, by_check["correctness.random"],
-                     "random normal inputs"),
-        _correctness(op, "correctness.edge", cases, evals, by_check["correctness.edge"],
+        _correctness(op, "correctness.random", of("correctness.random"), "random normal inputs"),
+        _correctness(op, "correctness.edge", of("correctness.edge"),
                      "1, primes, non-multiples of 8/16/32/64, empty"),
     ]
     normal_ok = all(r.outcome == "pass" for r in rows)
-    rows.append(_correctness(op, "correctness.claimed", cases, evals,
-                             by_check["correctness.claimed"],
+    rows.append(_correctness(op, "correctness.claimed", of("correctness.claimed"),
                              "the shapes ktl bench claims by default, and reductions of "
                              + ", ".join(shape_text(d) for d in op.long_shapes)
                              + " with normal and with same-sign inputs", normal_ok))
     rows += [
-        _correctness(op, "correctness.large", cases, evals, by_check["correctness.large"],
+        _correctness(op, "correctness.large", of("correctness.large"),
                      f"magnitude {op.large_scale:g}", normal_ok),
-        _correctness(op, "special_values", cases, evals, by_check["special_values"],
+        _correctness(op, "special_values", of("special_values"),
                      "NaN, +-Inf, denormals, +-0 planted in the first input", normal_ok),
     ]
     all_steps = [(cases[i].dims, e) for i in evals for e in evals[i]]
