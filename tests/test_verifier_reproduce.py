@@ -605,3 +605,23 @@ def test_a_reproduction_that_ran_no_benchmark_records_no_conditions() -> None:
     assert body["catalogue_version"] == CATALOGUE_VERSION and "conditions" not in body
     skipped = not_rerun([ver], TARGET, "op layernorm is not known", HERE_ENV).to_json()
     assert skipped["catalogue_version"] == CATALOGUE_VERSION and "conditions" not in skipped
+
+
+def test_a_cold_claim_is_re_measured_cold_where_a_gpu_runs_the_device_path(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A claim measured with the L2 flushed between calls is re-measured the same way (a
+    hot re-measurement of it would favour the kernel's cache reuse); without a GPU the host
+    path has one mode only."""
+    from types import SimpleNamespace
+
+    from verifier import _gpu
+    from verifier.reproduce._claims import claimed_cold
+
+    cold = SimpleNamespace(device=SimpleNamespace(cold=True))
+    hot = SimpleNamespace(device=SimpleNamespace(cold=False))
+    monkeypatch.setattr(_gpu, "probe", lambda: SimpleNamespace(error=None))
+    assert claimed_cold(cold) is True  # type: ignore[arg-type]
+    assert claimed_cold(hot) is False  # type: ignore[arg-type]
+    assert claimed_cold(SimpleNamespace(device=None)) is False  # type: ignore[arg-type]
+    monkeypatch.setattr(_gpu, "probe", lambda: SimpleNamespace(error="no GPU"))
+    assert claimed_cold(cold) is False  # type: ignore[arg-type]

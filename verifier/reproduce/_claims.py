@@ -320,6 +320,15 @@ def unknown_op_reason(op: str, catalogue_version: int) -> str:
 _LEGACY_THREADS = re.compile(r"kernel OMP_NUM_THREADS=([0-9]{1,4})")
 
 
+def claimed_cold(pred: BenchmarkPredicate) -> bool:
+    """Re-measure in the claim's mode: calls separated by an L2 flush when the claim's were
+    and a GPU is here to run the device path (without one the host path re-measures, in
+    its only mode, and the device difference keeps a refutation from standing)."""
+    from verifier import _gpu
+
+    return bool(pred.device is not None and pred.device.cold and _gpu.probe().error is None)
+
+
 def claimed_threads(body: BenchmarkPredicate) -> int:
     """The thread count a benchmark claim was measured with: `method.threads`.
 
@@ -400,7 +409,7 @@ def reproduce_kernel(
             shapes = None if spec.is_torch else [dict(s) for s in pred.workload.shapes]
             bench = BenchSettings(shapes=shapes, seed=pred.workload.seed,
                                   time_budget_s=settings.time_budget_s,
-                                  threads=claimed_threads(pred))
+                                  threads=claimed_threads(pred), cold=claimed_cold(pred))
             benchmark = bench_runs(kernel_dir, settings.runs, bench,
                                    progress=settings.progress).to_predicate()
     body = compare(items, target, here, verification, benchmark, settings.policy, own)
