@@ -112,6 +112,7 @@ def test_work_deferred_past_the_call_is_caught() -> None:
     assert "escaped_work" in {f.kind for f in report.faults}, report.notes
 
 
+@pytest.mark.slow  # over 10 s of make test's CPU; CI runs it in make slow
 def test_work_deferred_to_a_forked_process_is_caught() -> None:
     """The same by fork: the process sharing the outputs is alive at each batch's answer."""
     report = bench(FLAWED / "lazy_fork", BenchSettings(shapes=SMALL, seed=1, time_budget_s=1))

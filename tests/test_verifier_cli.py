@@ -83,6 +83,7 @@ def _ktl_measured(*args: str) -> tuple[subprocess.CompletedProcess[str], float, 
             float(last[2]), int(last[3]) * 1024)
 
 
+@pytest.mark.slow  # over 10 s of make test's CPU; CI runs it in make slow
 def test_fifo_swapping_kernel_neither_hangs_nor_bloats_ktl() -> None:
     """Attack 10: the kernel swaps every file a harness might read back for a FIFO."""
     for args in (("check", "tests/flawed_kernels/fifo_swap", "--seed", "1"),
@@ -105,6 +106,7 @@ def test_parse_shape() -> None:
             parse_shape(bad)
 
 
+@pytest.mark.slow  # about 20 s of make test's CPU; CI runs it in make slow
 def test_bench_cold_on_the_device_path_records_the_mode_and_the_mid_batch_samples() -> None:
     """`--device cpu` runs a torch kernel on the device path without a GPU (torch's CPU
     build): `--cold` flushes the L2 between calls and the statement says so."""
