@@ -32,6 +32,7 @@ from typing import Any
 
 from flask import Flask
 from gunicorn.app.base import BaseApplication
+from gunicorn.errors import HaltServer
 
 from ledger._errors import LedgerError
 from ledger.server import ServerConfig, create_app, load_or_create_signer
@@ -173,6 +174,12 @@ class BootWatch:
             if os.getpid() != master:
                 raise  # a forked worker leaving with its own status, which gunicorn reads
             code = stop.code
+        except HaltServer as halt:
+            # gunicorn lets it escape when a second worker fails to boot while the master
+            # is already halting for the first (reap_workers inside stop)
+            if os.getpid() != master:
+                raise
+            code = halt.exit_status
         finally:
             if os.getpid() == master:
                 self._stop.set()

@@ -208,3 +208,21 @@ def test_serving_on_is_printed_once_every_worker_answers(tmp_path: Path) -> None
         kids = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
                               text=True).stdout.split()
         assert len(kids) == 2, kids
+
+
+def test_a_second_worker_failing_while_the_master_halts_is_the_same_error() -> None:
+    """gunicorn raises HaltServer out of run() when a second worker fails to boot while the
+    master is already halting for the first (seen once in ten fresh-clone runs): the same
+    clear error, not a traceback."""
+    import pytest
+    from gunicorn.errors import HaltServer
+
+    from ledger.serve import BootWatch, ServeError
+
+    class Halting:
+        def run(self) -> None:
+            raise HaltServer("Worker failed to boot.", 3)
+
+    watch = BootWatch(2, "/api/v1/log", 5.0, lambda _line: None)
+    with pytest.raises(ServeError, match=r"workers did not start .*status 3"):
+        watch.run(Halting())  # type: ignore[arg-type]
