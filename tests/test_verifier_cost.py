@@ -118,6 +118,22 @@ def _matmul_call(worker: NativeWorker, arena: SharedArena, n: int) -> np.ndarray
     return out
 
 
+@contextmanager
+def _after_one_call(name: str, tmp: Path, n: int
+                    ) -> Iterator[tuple[NativeWorker, SharedArena, int]]:
+    """The kernel's worker after one n^3 matmul call: (worker, arena, its pid)."""
+    arena = SharedArena(layout(OPS["matmul"], {"M": n, "N": n, "K": n}).total)
+    worker = _worker(name, tmp, arena)
+    try:
+        _matmul_call(worker, arena, n)
+        pid = worker.pid()
+        assert pid is not None
+        yield worker, arena, pid
+    finally:
+        worker.close()
+        arena.close()
+
+
 def _call_cpu(name: str, tmp: Path, n: int) -> tuple[int, int]:
     """(tree CPU, the worker's threads' CPU) of one warm call, in ns."""
     arena = SharedArena(layout(OPS["matmul"], {"M": n, "N": n, "K": n}).total)
@@ -190,19 +206,10 @@ def test_without_a_cgroup_threads_still_work_and_are_accounted(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The early-start kernel's helper is a thread (allowed): /proc sees it."""
     _without_cgroups(monkeypatch)
-    n = 64
-    arena = SharedArena(layout(OPS["matmul"], {"M": n, "N": n, "K": n}).total)
-    worker = _worker("early_start", tmp_path, arena)
-    try:
-        _matmul_call(worker, arena, n)
-        pid = worker.pid()
-        assert pid is not None
+    with _after_one_call("early_start", tmp_path, 64) as (worker, _arena, pid):
         threads = activity(pid).threads
         assert len(threads) >= 2  # the helper thread is listed, so its CPU is read
         assert worker.clock.cpu_ns(pid) >= sum(threads.values())  # read later: never less
-    finally:
-        worker.close()
-        arena.close()
 
 
 @needs_cgroup
@@ -389,18 +396,9 @@ def test_a_threads_late_accounting_is_not_work_after_the_call() -> None:
 
 
 def test_the_exact_process_clock_of_a_live_worker_is_readable(tmp_path: Path) -> None:
-    n = 32
-    arena = SharedArena(layout(OPS["matmul"], {"M": n, "N": n, "K": n}).total)
-    worker = _worker("twin", tmp_path, arena)
-    try:
-        _matmul_call(worker, arena, n)
-        pid = worker.pid()
-        assert pid is not None
+    with _after_one_call("twin", tmp_path, 32) as (worker, arena, pid):
         first = activity(pid).cpu_ns
         assert first is not None and first > 0
-        _matmul_call(worker, arena, n)
+        _matmul_call(worker, arena, 32)
         later = activity(pid).cpu_ns
         assert later is not None and later >= first
-    finally:
-        worker.close()
-        arena.close()
