@@ -31,7 +31,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-import re
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -317,9 +316,6 @@ def unknown_op_reason(op: str, catalogue_version: int) -> str:
     return f"op {op} is not known to this verifier (catalogue version {catalogue_version})"
 
 
-_LEGACY_THREADS = re.compile(r"kernel OMP_NUM_THREADS=([0-9]{1,4})")
-
-
 def claimed_cold(pred: BenchmarkPredicate) -> bool:
     """Re-measure in the claim's mode: calls separated by an L2 flush when the claim's were
     and a GPU is here to run the device path (without one the host path re-measures, in
@@ -330,19 +326,10 @@ def claimed_cold(pred: BenchmarkPredicate) -> bool:
 
 
 def claimed_threads(body: BenchmarkPredicate) -> int:
-    """The thread count a benchmark claim was measured with: `method.threads`.
-
-    Entries logged before `method.threads` existed record it only in a note's prose
-    ("kernel OMP_NUM_THREADS=N"), which is read for them alone, so that re-running one of
-    those entries gives its kernel the threads it was measured with; absent both, 1 (the
-    bench default)."""
-    if body.method.threads is not None:
-        return body.method.threads
-    for note in body.notes:
-        found = _LEGACY_THREADS.search(note)
-        if found:
-            return max(1, min(int(found.group(1)), 1024))
-    return 1
+    """The thread count a benchmark claim was measured with: `method.threads`, or 1 (the
+    bench default) where an entry does not record it. A note's prose is never read for it:
+    notes are the claimant's words, not a field any rule may decide on."""
+    return body.method.threads if body.method.threads is not None else 1
 
 
 @dataclass(frozen=True)
