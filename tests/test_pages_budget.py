@@ -10,7 +10,6 @@ with its reason where PostgreSQL is missing; about 5 s, so not marked slow).
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,23 +21,19 @@ from flask import Flask
 from test_pages_helpers import (
     NAME,
     ORIGIN,
-    REPRODUCER_KEY,
     REPRODUCER_NAMES,
-    benchmark_body,
     digest_of,
     kernel_body,
-    named_reproduction,
+    seed_adversarial,
     signed,
 )
 
 from attest import BENCHMARK_V1, KERNEL_V1, REPRODUCTION_V1, generate_private_key
-from attest._errors import EntryTooLargeError
-from ledger.merkle import leaf_hash
 from ledger.note import NoteSigner
-from ledger.sequencer import Sequencer, Submission
+from ledger.sequencer import Sequencer
 from ledger.server import ServerConfig, create_app
 from ledger.server._admit import admit_bytes
-from ledger.storage import EntryFacts, LogStorage, SqliteStorage
+from ledger.storage import LogStorage, SqliteStorage
 
 PADDING = 10_000
 #: What one page may be handed by storage: rows (entries, index rows, summaries,
@@ -47,7 +42,6 @@ MAX_ROWS = 1500
 MAX_ENTRY_BYTES = 1 << 20
 #: The HTML a page answers, at most.
 MAX_PAGE_BYTES = 1 << 20
-SHAPE = {"M": 64, "N": 64, "K": 64}
 
 
 class Meter:
@@ -107,39 +101,6 @@ class World:
     reproduction: int
 
 
-def _big_benchmark(key: Any) -> bytes:
-    """A benchmark claim of nearly 64 KB: as many results on one shape as fit."""
-    n = 200
-    while True:
-        body = benchmark_body([2.0] * n, shapes=[SHAPE] * n)
-        try:
-            return signed(NAME, digest_of("k"), BENCHMARK_V1, body, key)
-        except EntryTooLargeError:
-            n -= 10
-
-
-def _big_reproduction(target: tuple[int, str], claim: tuple[int, str]) -> bytes:
-    n = 160
-    while True:
-        rows = [(claim[0], claim[1], 2.0, 1.0)] * n
-        try:
-            return signed(NAME, digest_of("k"), REPRODUCTION_V1,
-                          named_reproduction(target, digest_of("k"), rows), REPRODUCER_KEY)
-        except EntryTooLargeError:
-            n -= 5
-
-
-def _padding(template: bytes, digest: str, count: int) -> list[Submission]:
-    """Entries about `digest` that index as reproductions by a fresh key each (their bytes
-    vary, so their signatures do not verify: the pages must render them anyway)."""
-    out = []
-    for i in range(count):
-        data = template[:-1] + f',"pad":{i}}}'.encode()
-        keyid = hashlib.sha256(b"stranger %d" % i).hexdigest()
-        out.append(Submission(data, EntryFacts(REPRODUCTION_V1, ((NAME, digest),), (keyid,))))
-    return out
-
-
 def _storage(request: pytest.FixtureRequest, root: Path) -> LogStorage:
     if request.param == "sqlite":
         return SqliteStorage(root)
@@ -155,28 +116,14 @@ def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     root: Path = tmp_path_factory.mktemp("budget")
     storage = _storage(request, root)
     signer = NoteSigner(ORIGIN, generate_private_key())
-    seq = Sequencer(storage, signer, ORIGIN)
-    digest, key = digest_of("k"), generate_private_key()
-    kernel = signed(NAME, digest, KERNEL_V1, kernel_body(), key)
-    bench = _big_benchmark(key)
-    seq.integrate([admit_bytes(kernel), admit_bytes(bench)])
-    repro = _big_reproduction((0, leaf_hash(kernel).hex()), (1, leaf_hash(bench).hex()))
-    seq.integrate([admit_bytes(repro)])
-    template = signed(NAME, digest, REPRODUCTION_V1, named_reproduction(
-        (0, leaf_hash(kernel).hex()), digest, [(1, leaf_hash(bench).hex(), 2.0, 2.0)]))
-    pads = _padding(template, digest, PADDING)
-    for i in range(0, len(pads), 1000):
-        seq.integrate(pads[i : i + 1000])
-    # The newest entries are claims, so the home page looks for their verdicts.
-    seq.integrate([admit_bytes(signed(NAME, digest, BENCHMARK_V1, benchmark_body([1.0 + i]),
-                                      generate_private_key())) for i in range(20)])
+    seeded = seed_adversarial(Sequencer(storage, signer, ORIGIN), PADDING)
     meter = Meter(storage)
     from ledger.web._service import REPRODUCERS
 
     app = create_app(ServerConfig(origin=ORIGIN, batch_delay_ms=0.0), storage=meter,  # type: ignore[arg-type]
                      signer=signer)
     app.extensions[REPRODUCERS] = dict(REPRODUCER_NAMES)
-    yield World(app, meter, digest, 1, 2)
+    yield World(app, meter, seeded.digest, seeded.claim, seeded.reproduction)
     app.extensions["ktl"].close()
 
 

@@ -29,11 +29,14 @@ from attest import (
     parse_predicate,
     verify_entry,
 )
+from attest._errors import EntryTooLargeError
 from attest.ops import op_flops
 from ledger.merkle import leaf_hash
 from ledger.note import NoteSigner
+from ledger.sequencer import Sequencer, Submission
 from ledger.server import ServerConfig, create_app
-from ledger.storage import MemoryStorage
+from ledger.server._admit import admit_bytes
+from ledger.storage import EntryFacts, MemoryStorage
 
 XSS = '<script>alert("xss")</script><img src=x onerror=alert(2)>'
 NAME = "acme/matmul-blocked"
@@ -150,6 +153,76 @@ def signed(name: str, subject: str, predicate_type: str, body: dict[str, Any],
     pred = parse_predicate(predicate_type, body)
     entry = make_entry(make_statement(name, subject, pred), [key or generate_private_key()])
     return encode_entry(entry)
+
+
+SHAPE = SHAPES[0]
+"""The one shape of the big claim's results."""
+
+
+def big_benchmark(key: Any) -> bytes:
+    """A benchmark claim of nearly 64 KB: as many results on one shape as fit."""
+    n = 200
+    while True:
+        body = benchmark_body([2.0] * n, shapes=[SHAPE] * n)
+        try:
+            return signed(NAME, digest_of("k"), BENCHMARK_V1, body, key)
+        except EntryTooLargeError:
+            n -= 10
+
+
+def big_reproduction(target: tuple[int, str], claim: tuple[int, str]) -> bytes:
+    """A reproduction of nearly 64 KB by the named reproducer: one verdict row per claim
+    result, all on `claim` (index, leaf hex), refuting it."""
+    n = 160
+    while True:
+        rows = [(claim[0], claim[1], 2.0, 1.0)] * n
+        try:
+            return signed(NAME, digest_of("k"), REPRODUCTION_V1,
+                          named_reproduction(target, digest_of("k"), rows), REPRODUCER_KEY)
+        except EntryTooLargeError:
+            n -= 5
+
+
+def padding_reproductions(template: bytes, digest: str, count: int) -> list[Submission]:
+    """Entries about `digest` that index as reproductions by a fresh key each (their bytes
+    vary, so their signatures do not verify: the pages must render them anyway)."""
+    out = []
+    for i in range(count):
+        data = template[:-1] + f',"pad":{i}}}'.encode()
+        keyid = hashlib.sha256(b"stranger %d" % i).hexdigest()
+        out.append(Submission(data, EntryFacts(REPRODUCTION_V1, ((NAME, digest),), (keyid,))))
+    return out
+
+
+@dataclass(frozen=True)
+class Adversarial:
+    """Where `seed_adversarial` put the honest claim and its named refutation."""
+
+    digest: str
+    claim: int
+    reproduction: int
+
+
+def seed_adversarial(seq: Sequencer, padding: int) -> Adversarial:
+    """Log the adversarial content of the pages' budget (issue 26 rows 3 and 5) after
+    whatever `seq`'s log holds: a kernel, a 64 KB benchmark claim, a 64 KB refutation of
+    it by the named reproducer, `padding` reproductions by fresh keys about the digest,
+    and 20 newer claims (so the home page looks for their verdicts)."""
+    digest, key = digest_of("k"), generate_private_key()
+    kernel = signed(NAME, digest, KERNEL_V1, kernel_body(), key)
+    bench = big_benchmark(key)
+    first = seq.integrate([admit_bytes(kernel), admit_bytes(bench)])
+    k, b = first[0].index, first[1].index
+    repro = big_reproduction((k, leaf_hash(kernel).hex()), (b, leaf_hash(bench).hex()))
+    r = seq.integrate([admit_bytes(repro)])[0].index
+    template = signed(NAME, digest, REPRODUCTION_V1, named_reproduction(
+        (k, leaf_hash(kernel).hex()), digest, [(b, leaf_hash(bench).hex(), 2.0, 2.0)]))
+    pads = padding_reproductions(template, digest, padding)
+    for i in range(0, len(pads), 1000):
+        seq.integrate(pads[i : i + 1000])
+    seq.integrate([admit_bytes(signed(NAME, digest, BENCHMARK_V1, benchmark_body([1.0 + i]),
+                                      generate_private_key())) for i in range(20)])
+    return Adversarial(digest, b, r)
 
 
 ORIGIN = "test.example/log"
