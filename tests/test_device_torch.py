@@ -38,6 +38,7 @@ def _bench(tmp: Path, solution: str, settings: DeviceBenchSettings = QUICK,
                         seed=3)
 
 
+@pytest.mark.slow  # 7-11 s, among make test's longest: CI's slow step runs it
 def test_honest_solution_on_the_device_path_names_its_device_and_validates(tmp_path: Path) -> None:
     report = _bench(tmp_path, "honest.py")
     assert not report.faults, report.notes

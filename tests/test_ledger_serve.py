@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import requests
 from ledger_support import (
     JSON,
@@ -193,6 +194,7 @@ def test_workers_that_cannot_boot_give_an_error_not_serving_on(tmp_path: Path) -
     assert "Permission denied" in out  # the worker's own error, above it
 
 
+@pytest.mark.slow  # 7-11 s, among make test's longest: CI's slow step runs it
 def test_workers_that_do_not_come_up_in_time_give_an_error(tmp_path: Path) -> None:
     res = _serve_with_worker_fault(tmp_path / "log", "hang", "--boot-timeout", "1")
     out = res.stdout + res.stderr

@@ -141,6 +141,7 @@ def test_score_leaves_out_equivalents_and_flags_wrong_entries() -> None:
     assert any("stale" in p for p in run.score(spec, stale, []).problems)
 
 
+@pytest.mark.slow  # 7-11 s, among make test's longest: CI's slow step runs it
 def test_a_mutant_run_kills_and_a_clean_run_passes() -> None:
     """One real fork: the unmutated module passes its tests; a deleted raise is caught."""
     spec = run.ModuleSpec("ledger/checkpoint.py", ("tests/test_checkpoint.py",))

@@ -18,6 +18,7 @@ from tests.test_torch_check import torch_folder
 from verifier import BenchSettings, RuntimeUnavailableError, VerifierError, bench, bench_runs
 
 
+@pytest.mark.slow  # 7-11 s, among make test's longest: CI's slow step runs it
 def test_honest_solution_is_timed_against_eager_and_its_body_validates(tmp_path: Path) -> None:
     report = bench_runs(torch_folder(tmp_path, "honest.py"), runs=1,
                         settings=BenchSettings(time_budget_s=2.0))

@@ -41,6 +41,7 @@ def test_check_bad_folder_exits_2() -> None:
     assert out.returncode == 2 and "not a folder" in out.stderr
 
 
+@pytest.mark.slow  # 7-11 s, among make test's longest: CI's slow step runs it
 def test_bench_json_and_samples(tmp_path: Path) -> None:
     samples = tmp_path / "samples.json"
     out = _ktl("bench", "examples/sum-rows", "--json", "--shape", "R=64,C=256", "--time-budget", "1",
@@ -56,6 +57,7 @@ def test_bench_json_and_samples(tmp_path: Path) -> None:
     assert out.returncode == (0 if body["trusted"] else 1)
 
 
+@pytest.mark.slow  # 7-11 s, among make test's longest: CI's slow step runs it
 def test_bench_escaping_work_exits_1() -> None:
     """The lazy kernel is never trusted, and for the right reason on a loaded machine too:
     the thread each call starts is still running at the call's answer."""

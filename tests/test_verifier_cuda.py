@@ -262,6 +262,7 @@ def test_a_cuda_builds_log_is_reduced_diagnostics(tmp_path: Path) -> None:
     assert "k.cu:1: warning" in art.log, art.log
 
 
+@pytest.mark.slow  # 7-11 s, among make test's longest: CI's slow step runs it
 @needs_nvcc
 def test_a_cuda_kernels_own_code_is_audited_like_c(tmp_path: Path) -> None:
     """Issue 22: the audit reads the kernel's sources built alone against the shared CUDA

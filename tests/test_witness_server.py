@@ -222,6 +222,7 @@ def _ktl(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*KTL, *args], capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.slow  # 7-11 s, among make test's longest: CI's slow step runs it
 def test_ktl_witness_commands_and_sigkill_keep_the_fork_refused(tmp_path: Path) -> None:
     data = tmp_path / "w"
     log = FakeLog().grow(5)
