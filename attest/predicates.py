@@ -530,7 +530,8 @@ class DeviceConditions(Node, path="device_conditions", doc=(
             raise ValidationError(f"{path}.during_throttle", "must be a subset of throttle")
 
 
-BenchCaveatKind = Literal["unstable", "too_few_batches", "cost_incomplete", "device_throttled"]
+BenchCaveatKind = Literal["unstable", "too_few_batches", "cost_incomplete", "device_throttled",
+                          "below_resolution"]
 BENCH_CAVEAT_KINDS: tuple[BenchCaveatKind, ...] = get_args(BenchCaveatKind)
 
 
@@ -544,7 +545,9 @@ class BenchCaveat(Node, path="caveat", doc=(
         *BENCH_CAVEAT_KINDS,
         doc="unstable (the speed-up interval wider than the run's limit), too_few_batches, "
             "cost_incomplete (the kernel's CPU could not all be accounted), device_throttled "
-            "(the device was throttled or unsteady)"))
+            "(the device was throttled or unsteady), below_resolution (a batch's work, the "
+            "batch less the empty batches' median, within the empty batches' own spread: "
+            "too short to judge, neither a time nor a floor test)"))
     shape: Shape | None = json_field(
         Nullable(SHAPE, doc="the shape it concerns; null: the whole run"))
     detail: str = json_field(FREE_TEXT)

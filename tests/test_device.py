@@ -126,6 +126,56 @@ def test_a_busy_machines_fetch_spikes_do_not_make_an_honest_kernel_late() -> Non
     assert "late_work" in _kinds(timing)
 
 
+def test_an_honest_batch_well_above_the_overheads_noise_is_resolved() -> None:
+    timing, _, _ = _run(Behaviour(kernel_ns=5_000.0, jitter=0.01),
+                        Behaviour(kernel_ns=10_000.0, jitter=0.01))
+    assert timing.unresolved is None
+
+
+def test_work_within_the_empty_batches_noise_is_too_short_to_judge() -> None:
+    """The noticed case: an honest kernel whose batch's work (8 calls of 200 ns) is lost in
+    the noise of a 40 us round trip (20 % jitter): the per-call estimate is an artefact,
+    so the timing says so instead of handing 0 ns to the floor."""
+    plan = TimingPlan(batch=8, reps=40, cold=False, empty_every=2)
+    timing, _, _ = _run(Behaviour(kernel_ns=200.0, launch_ns=0.0, jitter=0.2),
+                        Behaviour(kernel_ns=200.0, launch_ns=0.0, jitter=0.2), plan)
+    assert timing.unresolved is not None and "too short to judge" in timing.unresolved
+    assert "candidate" in timing.unresolved or "baseline" in timing.unresolved
+
+
+def _judged(timing, plan: TimingPlan, cost: OpCost):
+    """`_device_bench._judge` on an injected timing; (result, findings)."""
+    from types import SimpleNamespace
+
+    from verifier.benchmark._bench import Findings
+    from verifier.benchmark._device_bench import DeviceBenchSettings, _judge
+
+    notes = Findings()
+    result = _judge({"N": 1}, timing, cost, SimpleNamespace(escapes=[]), FakeDevice(), plan,
+                    np.random.default_rng(0), DeviceBenchSettings(), notes)
+    return result, notes
+
+
+def test_an_unresolved_shape_is_a_caveat_not_an_impossible_kernel_nor_a_figure() -> None:
+    plan = TimingPlan(batch=8, reps=40, cold=False, empty_every=2)
+    timing, _, _ = _run(Behaviour(kernel_ns=200.0, launch_ns=0.0, jitter=0.2),
+                        Behaviour(kernel_ns=200.0, launch_ns=0.0, jitter=0.2), plan)
+    cost = OpCost(flops=None, nbytes=4e6)  # 4 MB a call: a floor of ~0.7 us
+    result, notes = _judged(timing, plan, cost)
+    assert result is None and not notes.faults
+    assert [c.kind for c in notes.caveats] == ["below_resolution"]
+
+
+def test_a_resolved_time_below_the_floor_is_still_refused_as_impossible() -> None:
+    """The attacker's side of the guard: a kernel whose resolved batches are faster than the
+    device can move its bytes is refused by the floor, not excused as too short."""
+    timing, _, _ = _run(Behaviour(kernel_ns=5_000.0), Behaviour(kernel_ns=10_000.0))
+    assert timing.unresolved is None
+    result, notes = _judged(timing, PLAN, OpCost(flops=None, nbytes=4e9))
+    assert result is None and [f.kind for f in notes.faults] == ["roofline"]
+    assert not notes.caveats
+
+
 def test_a_timing_plan_refuses_nonsense() -> None:
     with pytest.raises(ValueError):
         TimingPlan(batch=0, reps=10, cold=False)
@@ -342,7 +392,7 @@ def test_a_throttle_seen_only_while_the_timed_batches_ran_is_not_trusted() -> No
     assert cond.during_throttle == ("hw_power_brake",)  # the clocks moved between the two kinds
     assert cond.sm_clock_min_mhz == 1100.0 and cond.during_samples == len(timing.during) > 0
     # every timed batch of both sides (and their empty batches) was watched
-    empties = 2 * len(range(0, PLAN.reps, PLAN.empty_every))
+    empties = 2 * sum(PLAN.empty_at(r) for r in range(PLAN.reps))
     assert len(timing.during) == 2 * PLAN.reps + empties
     assert DeviceConditions.from_json(cond.to_json()) == cond
 

@@ -22,7 +22,13 @@ from verifier.environment import library_version
 from verifier.kernel import KernelSpec
 
 QUICK = DeviceBenchSettings(device="cpu", time_budget_s=1.0, min_reps=4, max_reps=8,
-                            min_batch_ns=2e6, max_batch=16)
+                            min_batch_ns=2e7, max_batch=4096)
+"""Batches of about 20 ms of work: tiny torch modules on the CPU resolve well above the
+noise of the empty batches' round trip (`below_resolution` otherwise)."""
+ATTACK = DeviceBenchSettings(device="cpu", time_budget_s=1.0, min_reps=4, max_reps=8,
+                             min_batch_ns=2e6, max_batch=16)
+"""Short batches, where a deferred call's work is a large share of its batch (faults are
+judged whether or not the batches resolve)."""
 
 
 def _host(peaks: Peaks | None = None) -> HostDevice:
@@ -61,24 +67,28 @@ def test_a_data_ptr_cache_fails_the_output_checks(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_an_impossible_time_is_refused_before_any_statistics(tmp_path: Path) -> None:
-    """Peaks injected absurdly low (1 kB/s) and calls separated by a flush: any time is
-    below the floor, so no result is given at all."""
-    cold = DeviceBenchSettings(device="cpu", time_budget_s=1.0, min_reps=2, max_reps=2,
-                               min_batch_ns=1e5, max_batch=2, cold=True)
-    report = _bench(tmp_path, "honest.py", cold, Peaks(1e3, 1e3, "injected"))
+    """Peaks injected absurdly low (1 kB/s): any time the batches resolve is below the
+    floor, so no result is given at all."""
+    report = _bench(tmp_path, "honest.py", QUICK, Peaks(1e3, 1e3, "injected"))
     assert [f.kind for f in report.faults] == ["roofline"] and not report.results
 
 
 @pytest.mark.slow
 def test_patched_clocks_in_the_kernels_process_gain_nothing(tmp_path: Path) -> None:
+    """50 ms of sleep per call against microseconds: a batch of one call, in which the
+    baseline's work may not resolve from the round trip's noise; either way no figure
+    makes it fast."""
     report = _bench(tmp_path, "timer.py")
-    assert report.results[0].speedup < 0.1  # 50 ms of sleep per call against microseconds
+    assert not report.trusted
+    assert all(r.speedup < 0.1 for r in report.results), report.results
+    if not report.results:
+        assert [c.kind for c in report.caveats] == ["below_resolution"], report.notes
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("solution", ["lazy.py", "thread.py"])
 def test_lazy_results_and_deferred_threads_are_caught(tmp_path: Path, solution: str) -> None:
-    report = _bench(tmp_path, solution)
+    report = _bench(tmp_path, solution, ATTACK)
     assert not report.trusted
     assert {"outputs_wrong", "escaped_work", "late_work"} & {f.kind for f in report.faults}
 

@@ -8,7 +8,9 @@ outside (see there); this module judges what it measured:
 
 1. the physical floor first: the median per-call time against the bytes every call
    reads and writes at the probed peak bandwidth (`roofline`, refused before any
-   statistics; a torch module's FLOPs are not known here);
+   statistics; a torch module's FLOPs are not known here), unless the batches' work could
+   not be told from the empty batches' noise (`below_resolution`: too short to judge, a
+   caveat, no figures);
 2. typed faults from the timing (`late_work`, `timer_disagrees`), the output checks
    (`outputs_wrong`) and the escape watch (`escaped_work`);
 3. the device's conditions (`DeviceConditions`, read before, between repetitions, while
@@ -281,18 +283,38 @@ def _with_device(report: BenchReport, rec: DeviceRecord, conditions: DeviceCondi
 
 def _plan(cand: TorchSide, pool: list[list[Any]], settings: DeviceBenchSettings,
           session: TorchSession, rng: np.random.Generator, clock: Clock) -> TimingPlan:
-    """A batch lasting about `min_batch_ns`, and as many repetitions as the budget allows."""
+    """A batch whose calls' work (the round trip excluded) lasts about `min_batch_ns`, and as
+    many repetitions as the budget allows. One call's work is a one-call batch less a
+    one-call empty batch: sized on the whole round trip, a batch of calls far shorter than
+    the pipe's answer stayed within the overhead's noise (`below_resolution`)."""
     first = [_call_inputs(pool, 0, rng)]
     cand.stage(first)
     cand.run(1, settings.cold)  # warm-up (and a first compile for Triton)
+    cand.run(1, settings.cold, empty=True)
+    t0 = clock()
+    cand.run(1, settings.cold, empty=True)
+    empty = float(clock() - t0)
     t0 = clock()
     cand.run(1, settings.cold)
-    one = max(float(clock() - t0), 1000.0)
+    one = max(float(clock() - t0) - empty, 1000.0)
     batch = int(max(1, min(settings.max_batch, session.fit(Call(first[0])) // 2,
                            settings.min_batch_ns // one + 1)))
-    per_rep_s = 2 * batch * one / 1e9 + 0.01
+    per_rep_s = 2 * (batch * one + empty) / 1e9 + 0.01
     reps = int(min(settings.max_reps, max(settings.min_reps, settings.time_budget_s / per_rep_s)))
     return TimingPlan(batch=batch, reps=reps, cold=settings.cold, picks=settings.picks)
+
+
+def _faults(label: str, dims: dict[str, int], t: DeviceTiming, cand: TorchSide,
+            notes: Findings) -> None:
+    """The typed faults one shape's timing, escape watch and output checks exposed."""
+    for kind, detail in t.faults:
+        notes.fault(kind, dims, f"{label}: {detail}")
+    for finding in cand.escapes:
+        notes.fault("escaped_work", dims, f"{label}: work escaping the timed batch: {finding}")
+    if t.wrong:
+        notes.fault("outputs_wrong", dims, f"{label}: outputs of calls picked after each batch, "
+                    f"against the baseline's: {len(t.wrong)} of {t.checked} wrong (first: "
+                    f"{t.wrong[0]}); the kernel skips work, finishes late or caches results")
 
 
 def _judge(dims: dict[str, int], t: DeviceTiming, cost: OpCost, cand: TorchSide, device: Device,
@@ -302,18 +324,15 @@ def _judge(dims: dict[str, int], t: DeviceTiming, cost: OpCost, cand: TorchSide,
     info = device.info()
     floor = floor_of(cost, device.peaks(), batch_bytes=cost.nbytes * plan.batch,
                      l2_bytes=info.l2_bytes, cold=plan.cold)
+    if t.unresolved is not None:  # no figure to test against the floor, nor a speed-up
+        notes.caveat("below_resolution", dims, f"{label}: not trusted: {t.unresolved}")
+        _faults(label, dims, t, cand, notes)  # what the timing and checks caught still counts
+        return None
     impossible = below_floor(t.kernel.per_call_ns, floor, label)
     if impossible:
         notes.fault("roofline", dims, impossible)
         return None
-    for kind, detail in t.faults:
-        notes.fault(kind, dims, f"{label}: {detail}")
-    for finding in cand.escapes:
-        notes.fault("escaped_work", dims, f"{label}: work escaping the timed batch: {finding}")
-    if t.wrong:
-        notes.fault("outputs_wrong", dims, f"{label}: outputs of calls picked after each batch, "
-                    f"against the baseline's: {len(t.wrong)} of {t.checked} wrong (first: "
-                    f"{t.wrong[0]}); the kernel skips work, finishes late or caches results")
+    _faults(label, dims, t, cand, notes)
     for note in t.notes:
         notes.append(note)
     ks, bs = np.asarray(t.kernel.per_call_ns), np.asarray(t.baseline.per_call_ns)

@@ -4,7 +4,8 @@ For each repetition both sides (candidate and PyTorch baseline, alternating whic
 first) get the same freshly drawn inputs, distinct per call, staged into their buffers
 outside the timed region. The parent's clock then spans one `run` command, which answers
 only after a device-wide synchronise; the same clock spans an empty-kernel batch of the
-same length, measured in the same run (first and every `empty_every` repetitions), whose
+same length, measured in the same run (in the first `empties_first` repetitions and every
+`empty_every`-th), whose
 median is subtracted. While each batch runs, the device's conditions are read by a watch
 (`_watch`: every `watch_every_s`, `watch_cap` samples per shape at most), besides the
 samples before, between repetitions and after; `DeviceTiming.during` keeps them. The calls whose outputs are checked are drawn by the parent after
@@ -39,7 +40,10 @@ from attest.predicates import BenchFaultKind
 from verifier.device._interface import BatchAnswer, Clock, Device, DeviceSide, Inputs, Sample
 from verifier.device._watch import WATCH_CAP, Watch
 
-__all__ = ["DeviceTiming", "SideTiming", "TimingPlan", "measure"]
+__all__ = ["RESOLUTION_MADS", "DeviceTiming", "SideTiming", "TimingPlan", "measure"]
+
+RESOLUTION_MADS = 3.0
+"""A batch's work must exceed this many median absolute deviations of the empty batches."""
 
 Draw = Callable[[int, int], Inputs]
 """(repetition, call) -> that call's inputs; distinct per call and per repetition."""
@@ -55,6 +59,9 @@ class TimingPlan:
     """An L2 flush before each call (the caller always says which mode it times)."""
     picks: int = 2
     empty_every: int = 10
+    empties_first: int = 3
+    """Empty batches in each of the first repetitions too, so the overhead's median and its
+    noise rest on at least this many (the first of a process's batches may be its slowest)."""
     sample_every: int = 5
     events_tolerance: float = 0.10
     events_refuse: float = 2.0
@@ -65,9 +72,13 @@ class TimingPlan:
     watch_cap: int = 2048
     """At most this many samples read during the batches of one shape."""
 
+    def empty_at(self, rep: int) -> bool:
+        """Whether an empty batch precedes repetition `rep`'s timed batch on each side."""
+        return rep < self.empties_first or rep % self.empty_every == 0
+
     def __post_init__(self) -> None:
         if not (1 <= self.batch <= 4096 and 2 <= self.reps <= 100_000 and self.picks >= 1
-                and self.empty_every >= 1 and self.sample_every >= 1
+                and self.empty_every >= 1 and self.empties_first >= 0 and self.sample_every >= 1
                 and 0 < self.watch_every_s <= 60 and 1 <= self.watch_cap <= WATCH_CAP):
             raise ValueError(f"a timing plan needs 1..4096 calls per batch, 2..100000 "
                              f"repetitions, positive intervals and 1..{WATCH_CAP} samples "
@@ -101,6 +112,9 @@ class DeviceTiming:
     watch_failed: bool = False
     """A read during the batches failed (the conditions are partly unreadable)."""
     timer: str = "outside"
+    unresolved: str | None = None
+    """Why the batches' work could not be told from the empty batches' noise (`_judge_resolution`),
+    or None: no per-call figure of this shape means anything then."""
     faults: list[tuple[BenchFaultKind, str]] = field(default_factory=list)
     """(BenchFaultKind, detail) for each fault this shape's timing exposed."""
     notes: list[str] = field(default_factory=list)
@@ -131,6 +145,7 @@ def measure(cand: DeviceSide, base: DeviceSide, device: Device, draw: Draw, agre
             out.samples.append(device.sample())
     out.samples.append(device.sample())
     out.during, out.watch_failed = list(timer.watch.samples), timer.watch.failed
+    out.unresolved = _judge_resolution(out)
     _judge_late(out, plan)
     _judge_events(out, plan)
     return out
@@ -155,7 +170,7 @@ def _batch(proc: DeviceSide, into: SideTiming, calls: Sequence[Inputs], rep: int
            plan: TimingPlan, timer: _Timer) -> None:
     """Stage (untimed), an empty batch now and then, and one timed batch of one side."""
     proc.stage(calls)
-    if rep % plan.empty_every == 0:
+    if plan.empty_at(rep):
         into.empty_ns.append(timer.run(proc, plan, empty=True)[0])
     ns, answer = timer.run(proc, plan, empty=False)
     into.run_ns.append(ns)
@@ -188,6 +203,27 @@ def _compare(out: DeviceTiming, picks: list[int], fetched: dict[int, list[list[N
         mine, theirs = fetched[0], fetched[1]
         if i >= len(mine) or i >= len(theirs) or not agree(mine[i], theirs[i]):
             out.wrong.append(f"call {rep * batch + call + 1}")
+
+
+def _judge_resolution(out: DeviceTiming) -> str | None:
+    """Each side's median batch less its empty batches' median is the work the figures rest
+    on; where that is no larger than the empty batches' own noise (`RESOLUTION_MADS` median
+    absolute deviations: one hiccup among them does not move it), the subtraction cannot
+    tell the work from the overhead and a per-call figure (0 ns, or any) would be an
+    artefact: the floor would refuse an honest kernel as impossible, a speed-up would be
+    noise. Too short to judge, with the figures that say so."""
+    for name, side in (("candidate", out.kernel), ("baseline", out.baseline)):
+        if not side.run_ns or not side.empty_ns:
+            continue
+        empty = np.asarray(side.empty_ns)
+        overhead = float(np.median(empty))
+        work = float(np.median(side.run_ns)) - overhead
+        spread = RESOLUTION_MADS * float(np.median(np.abs(empty - overhead)))
+        if work <= spread:
+            return (f"the {name}'s batches took {work / 1e3:.1f} us more than its empty batches "
+                    f"(median {overhead / 1e3:.1f} us), within their own noise ({RESOLUTION_MADS:g} "
+                    f"median absolute deviations: {spread / 1e3:.1f} us): too short to judge")
+    return None
 
 
 def _judge_late(out: DeviceTiming, plan: TimingPlan) -> None:
