@@ -277,3 +277,41 @@ def test_integrators_taking_turns_and_a_failed_write_keep_the_roots_right() -> N
         who.commit(pending)
         lo = hi
     assert first.root() == second.root() == reference.root
+
+
+def test_the_kernel_page_checks_a_bounded_list_and_says_when_it_did_not() -> None:
+    """Attack: pad a digest past what a page checks per view. The page reads at most
+    STATUS_LIMIT + 1 of the index's rows for it, and says the listing is not proven here
+    (rather than reading the whole list on every view)."""
+    from test_pages_helpers import close_app, make_app, populate
+
+    from ledger.web import _index_status
+
+    app = make_app()
+    try:
+        client = app.test_client()
+        log = populate(client)
+        index = app.extensions["ktl"].index
+        seen: list[int] = []
+        real = index.rows.lookup_rows
+
+        def counting(key: bytes, limit: int, after: int = -1):  # type: ignore[no-untyped-def]
+            got = real(key, limit, after)
+            seen.append(len(got.indices))
+            return got
+
+        index.rows.lookup_rows = counting
+        body = client.get(f"/kernels/{log.subject}").get_data(as_text=True)
+        assert "This listing is proven complete" in body and max(seen) > 3
+        seen.clear()
+        old = _index_status.STATUS_LIMIT
+        _index_status.STATUS_LIMIT = 2  # the digest's list is now "too long"
+        try:
+            body = client.get(f"/kernels/{log.subject}").get_data(as_text=True)
+        finally:
+            _index_status.STATUS_LIMIT = old
+        assert "This listing is not proven complete" in body
+        assert "ktl search --digest proves them page by page" in body
+        assert seen == [3]  # STATUS_LIMIT + 1 rows read, not the whole list
+    finally:
+        close_app(app)

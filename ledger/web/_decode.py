@@ -93,8 +93,12 @@ def _pretty(obj: object) -> str:
     return json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False)
 
 
-def decode_for_display(data: bytes) -> DecodedEntry:
-    """Decode canonical entry bytes for display; a malformed entry yields problems, not errors."""
+def decode_for_display(data: bytes, pretty: bool = False) -> DecodedEntry:
+    """Decode canonical entry bytes for display; a malformed entry yields problems, not errors.
+
+    `pretty`: also the indented JSON of the entry and its statement (the entry's own page
+    shows them); the listings and verdict readers, which decode up to a few hundred entries
+    a view, leave them empty (their re-encoding was most of a view's time)."""
     problems: list[str] = []
     raw = data[:MAX_DISPLAY_BYTES].decode("utf-8", errors="replace")
     if len(data) > MAX_DISPLAY_BYTES:
@@ -105,7 +109,7 @@ def decode_for_display(data: bytes) -> DecodedEntry:
         return DecodedEntry(raw, raw, None, "", None, "", "other", (), (), False,
                             (f"entry is not JSON: {exc}",))
     statement: Mapping[str, Any] | None = None
-    entry_pretty = _pretty(entry_obj)
+    entry_pretty = _pretty(entry_obj) if pretty else ""
     envelope = entry_obj.get("envelope") if isinstance(entry_obj, dict) else None
     payload = envelope.get("payload") if isinstance(envelope, dict) else None
     if isinstance(payload, str):
@@ -152,7 +156,7 @@ def decode_for_display(data: bytes) -> DecodedEntry:
         raw_text=raw,
         entry_pretty=entry_pretty,
         statement=statement,
-        statement_pretty=_pretty(statement) if statement is not None else "",
+        statement_pretty=_pretty(statement) if pretty and statement is not None else "",
         predicate=predicate,
         predicate_type=predicate_type,
         kind=predicate_kind(predicate_type),

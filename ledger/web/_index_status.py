@@ -19,7 +19,12 @@ from ledger.note import NoteVerifier
 from ledger.vindex import IndexKey, StoredIndex, TooManyResults, committed_root, verify_lookup
 from ledger.web._service import LogServiceView
 
-__all__ = ["IndexStatus", "index_status"]
+__all__ = ["STATUS_LIMIT", "IndexStatus", "index_status"]
+
+STATUS_LIMIT = 2_000
+"""The longest list a kernel page checks: the lookup proof covers the key's whole list, so
+checking a longer one would cost every view O(what was logged about the digest); past
+it the page says so and points to `ktl search --digest`, which proves it page by page."""
 
 
 class IndexStatus(NamedTuple):
@@ -43,9 +48,11 @@ def index_status(svc: LogServiceView, digest: str, listed: Iterable[int], start:
         return None
     key = IndexKey("digest", digest)
     try:
-        answer = index.lookup(key)
-    except TooManyResults as exc:
-        return IndexStatus(key.text(), False, start, start, 0, str(exc))
+        answer = index.lookup(key, limit=STATUS_LIMIT)
+    except TooManyResults:
+        return IndexStatus(key.text(), False, start, start, 0,
+                           f"more than {STATUS_LIMIT:,} entries name this digest, more than a "
+                           "page checks per view; ktl search --digest proves them page by page")
     bound = answer.size if end is None else min(end, answer.size)
     found = svc.storage.checkpoints(1, before_size=answer.size + 1)
     if not found or found[0].size != answer.size:

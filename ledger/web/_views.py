@@ -252,7 +252,7 @@ def entry(index_text: str) -> str:
     stored = svc.storage.get_entry(index) if index < size else None
     if stored is None or cp is None:
         abort(404, f"The log has no entry {index}: it holds {size} entries (0 to {size - 1}).")
-    decoded = decode_for_display(stored.data)
+    decoded = decode_for_display(stored.data, pretty=True)
     proof = _prove(svc, index, stored.data, stored.leaf_hash, cp)
     related: list[EntrySummary] = []
     seen: set[int] = {index}
