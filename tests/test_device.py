@@ -166,6 +166,18 @@ def test_an_unresolved_shape_is_a_caveat_not_an_impossible_kernel_nor_a_figure()
     assert [c.kind for c in notes.caveats] == ["below_resolution"]
 
 
+def test_an_unresolved_shape_whose_whole_batches_beat_the_floor_is_impossible() -> None:
+    """The attacker's way round: stay below resolution to dodge the floor. Each batch's
+    whole time divided by its calls (the overhead kept) is never below the call's own
+    time, so when even that beats the floor the shape is refused as impossible."""
+    plan = TimingPlan(batch=8, reps=40, cold=False, empty_every=2)
+    timing, _, _ = _run(Behaviour(kernel_ns=200.0, launch_ns=0.0, jitter=0.2),
+                        Behaviour(kernel_ns=200.0, launch_ns=0.0, jitter=0.2), plan)
+    assert timing.unresolved is not None
+    result, notes = _judged(timing, plan, OpCost(flops=None, nbytes=4e9))
+    assert result is None and [f.kind for f in notes.faults] == ["roofline"]
+
+
 def test_a_resolved_time_below_the_floor_is_still_refused_as_impossible() -> None:
     """The attacker's side of the guard: a kernel whose resolved batches are faster than the
     device can move its bytes is refused by the floor, not excused as too short."""
