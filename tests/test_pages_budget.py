@@ -221,3 +221,15 @@ def test_the_bounds_are_the_ones_the_readme_names() -> None:
     assert (f"counting what storage hands each page (at most {MAX_ROWS:,} rows, 1 MB of "
             "entries, 1 MB of HTML)") in readme
     assert MAX_ENTRY_BYTES == MAX_PAGE_BYTES == 1 << 20
+
+
+def test_the_kernel_page_shows_a_bounded_number_of_each_entrys_rows(world: World) -> None:
+    """A 64 KB claim holds about 190 results, its refutation about 150 verdict rows: the
+    kernel page shows 20 of each entry's rows and says how many more its own page has
+    (the page's time was mostly rendering them); the claim's own page shows them all."""
+    body = _get(world, f"/kernels/{world.digest}")
+    text = " ".join(re.sub(r"<[^>]+>", " ", body).split())
+    assert re.search(r"[0-9,]+ more rows on the page of #" + str(world.claim), text), text[:2000]
+    assert re.search(r"[0-9,]+ more rows on the page of #" + str(world.reproduction), text)
+    own = _get(world, f"/entries/{world.claim}")
+    assert own.count("<strong>2\u00d7</strong>") > 100 and "more rows on the page" not in own
