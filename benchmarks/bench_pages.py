@@ -33,6 +33,7 @@ sys.path.insert(1, str(ROOT / "benchmarks"))
 sys.path.insert(2, str(ROOT / "tests"))
 
 from bench_ledger import prefill  # noqa: E402
+from flask import Flask  # noqa: E402
 from test_pages_helpers import ORIGIN, REPRODUCER_NAMES, seed_adversarial  # noqa: E402
 
 from attest import generate_private_key  # noqa: E402
@@ -117,11 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _measure(app: object, digest: str, claim: int, reproduction: int, size: int,
+def _measure(app: Flask, digest: str, claim: int, reproduction: int, size: int,
              padding: int, views: int) -> list[Timed]:
-    from flask import Flask
-
-    assert isinstance(app, Flask)
     client = app.test_client()
 
     def getter(url: str) -> Callable[[], bytes]:
