@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import os
 import queue
 import shutil
@@ -223,12 +224,30 @@ def inflate_benchmark(body: Mapping[str, Any], factor: float = INFLATE) -> dict[
 
 
 def lie_target(names: Sequence[str], rows: Sequence[SummaryRow]) -> int:
-    """Index of the first kernel whose honest speed-up claims all came out confirmed (else 0)."""
+    """Index of the kernel to plant the lie on: of those whose honest speed-up claims all
+    came out confirmed, the one whose reproduction came closest to its own claim (else 0).
+
+    The lie is the honest benchmark x INFLATE, so it overstates what reproduction measures
+    by INFLATE x claimed/reproduced: on a kernel whose honest claim happened to be measured
+    13 % slow at publication, "x1.25" is an 11 % lie that five runs cannot decide. The
+    kernel whose claim reproduced most exactly carries the lie the demo says it tells.
+    """
+    best, best_gap = 0, math.inf
     for i, name in enumerate(names):
         mine = [r for r in rows if r.honest and r.kernel == name]
-        if mine and all(r.verdict == "confirmed" for r in mine):
-            return i
-    return 0
+        if not mine or any(r.verdict != "confirmed" for r in mine):
+            continue
+        gap = max(_log_gap(r) for r in mine)
+        if gap < best_gap:
+            best, best_gap = i, gap
+    return best
+
+
+def _log_gap(row: SummaryRow) -> float:
+    """|log(reproduced / claimed)|: how far a reproduction landed from its claim (inf if unknown)."""
+    if not row.claimed or not row.reproduced or row.claimed <= 0 or row.reproduced <= 0:
+        return math.inf
+    return abs(math.log(row.reproduced / row.claimed))
 
 
 def rows_from_reproduction(

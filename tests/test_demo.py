@@ -111,6 +111,24 @@ def test_the_lie_is_planted_where_the_honest_claim_reproduced() -> None:
     assert lie_target(["x/y", "a/b"], rows) == 0
 
 
+def test_the_lie_goes_to_the_claim_that_reproduced_most_exactly() -> None:
+    """The failure seen in CI: attention's honest 0.15x reproduced at 0.17x, so its x1.25 lie
+    was only 11 % above the truth and came out inconclusive; matmul's 0.34x reproduced at 0.34x."""
+    def row(kernel: str, claimed: float, reproduced: float | None, verdict: str = "confirmed",
+            claim: str = "s[M=1]") -> SummaryRow:
+        return SummaryRow(kernel, "op", 1, f"benchmark.speedup[{claim}]", claimed, reproduced,
+                          verdict, True, 3)
+    names = ["attention", "matmul", "softmax", "sum"]
+    rows = [row("attention", 0.15, 0.17), row("matmul", 0.34, 0.345),
+            row("softmax", 0.33, 0.30, "refuted"), row("sum", 0.57, 0.571),
+            row("sum", 0.57, 0.70, claim="t")]
+    assert lie_target(names, rows) == 1
+    # A claim with no reproduced figure is never the closest.
+    assert lie_target(["attention", "x"], [row("attention", 0.15, 0.17), row("x", 1.0, None)]) == 0
+    # A claimed speed-up overstated by the publisher counts as far as one understated.
+    assert lie_target(["a", "b"], [row("a", 1.0, 0.8), row("b", 1.0, 1.2)]) == 1
+
+
 def test_rows_from_reproduction_reads_speedup_claims_only() -> None:
     predicate = {"claims": [
         {"claim": "benchmark.speedup[M=8]", "verdict": "refuted",
