@@ -381,8 +381,9 @@ def run_monitor(
             if jobs > 1 and size - start > TILE_WIDTH else None)
     audit = _open_audit(state_path, start)
     try:
-        checked = _read_entries(log, reader, st, state_path, policy, (releases, ledger),
-                                findings, start, size, pool, jobs, on_progress, audit)
+        reading = _Reading(log, reader, st, state_path, policy, releases, ledger, findings,
+                           pool, jobs, on_progress, audit)
+        checked = reading.read(start, size)
         index_checked = audit is not None and audit.size == size and audit.check(
             trusted, origin, cp, note)
     finally:
@@ -406,34 +407,56 @@ def _open_audit(state_path: Path, start: int) -> RecomputedIndex | None:
     return None
 
 
-def _read_entries(
-    log: LogAPI,
-    reader: TileHashReader,
-    st: MonitorState,
-    state_path: Path,
-    policy: TrustPolicy | None,
-    seen: tuple[dict[str, Release], Ledger],
-    findings: list[Finding],
-    start: int,
-    size: int,
-    pool: ProcessPoolExecutor | None,
-    jobs: int,
-    on_progress: Callable[[int, int], None] | None,
-    audit: RecomputedIndex | None = None,
-) -> int:
-    """Read, check and examine entries [start, size) bundle by bundle; add them to the
-    recomputed index; save the position."""
-    origin = st.origin
-    releases, ledger = seen
-    checked = 0
-    pos = start
-    while pos < size:
-        n = pos // TILE_WIDTH
-        lo = n * TILE_WIDTH
-        width = min(TILE_WIDTH, size - lo)
+@dataclass
+class _Reading:
+    """What one monitoring pass reads entries with: the log and its verified tiles, the
+    state they extend, the policy they are weighed by, and where findings, the recomputed
+    index and progress go."""
+
+    log: LogAPI
+    reader: TileHashReader
+    st: MonitorState
+    state_path: Path
+    policy: TrustPolicy | None
+    releases: dict[str, Release]
+    ledger: Ledger
+    findings: list[Finding]
+    pool: ProcessPoolExecutor | None
+    jobs: int
+    on_progress: Callable[[int, int], None] | None
+    audit: RecomputedIndex | None
+
+    def read(self, start: int, size: int) -> int:
+        """Read, check and examine entries [start, size) bundle by bundle; add them to the
+        recomputed index; save the position. How many were checked."""
+        checked = 0
+        pos = start
+        while pos < size:
+            n = pos // TILE_WIDTH
+            lo = n * TILE_WIDTH
+            width = min(TILE_WIDTH, size - lo)
+            fresh = self._bundle(n, lo, width, pos)
+            results = (self.pool.map(_check_one, fresh,
+                                     chunksize=max(1, len(fresh) // (2 * self.jobs)))
+                       if self.pool is not None else map(_check_one, fresh))
+            for i, result in enumerate(results, start=pos):
+                self.findings.extend(_examine(i, result, self.policy, self.releases, self.ledger))
+                checked += 1
+            if self.audit is not None:
+                self.audit.add(pos, fresh)
+            pos = lo + width
+            save_monitor_state(self.state_path, MonitorState(
+                self.st.origin, pos, self.st.checkpoint, tuple(self.releases.values()),
+                _weighed(self.ledger)))
+            if self.on_progress is not None:
+                self.on_progress(pos - start, size - start)
+        return checked
+
+    def _bundle(self, n: int, lo: int, width: int, pos: int) -> list[bytes]:
+        """Entries [pos, lo + width) of bundle `n`, each checked against its verified leaf."""
         try:
-            bundle = decode_bundle(log.tile(entries_path(n, width)), width)
-            hashes = reader.read_hashes([(0, i) for i in range(pos, lo + width)])
+            bundle = decode_bundle(self.log.tile(entries_path(n, width)), width)
+            hashes = self.reader.read_hashes([(0, i) for i in range(pos, lo + width)])
         except LedgerError as exc:
             raise VerificationFailed(f"tile: entry bundle or tile {n} rejected: {exc}") from exc
         fresh = bundle[pos - lo :]
@@ -442,16 +465,4 @@ def _read_entries(
                 raise VerificationFailed(
                     f"entry bundle {n}: entry {i} does not hash to the leaf in the verified tile"
                 )
-        results = (pool.map(_check_one, fresh, chunksize=max(1, len(fresh) // (2 * jobs)))
-                   if pool is not None else map(_check_one, fresh))
-        for i, result in enumerate(results, start=pos):
-            findings.extend(_examine(i, result, policy, releases, ledger))
-            checked += 1
-        if audit is not None:
-            audit.add(pos, fresh)
-        pos = lo + width
-        save_monitor_state(state_path, MonitorState(origin, pos, st.checkpoint,
-                                                    tuple(releases.values()), _weighed(ledger)))
-        if on_progress is not None:
-            on_progress(pos - start, size - start)
-    return checked
+        return list(fresh)

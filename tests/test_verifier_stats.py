@@ -171,12 +171,13 @@ from hypothesis import settings as _settings  # noqa: E402
 from hypothesis import strategies as _st  # noqa: E402
 
 from verifier.stats import (  # noqa: E402
-    inflation_test as _inflation_test,
-)
-from verifier.stats import (  # noqa: E402
+    Sittings,
     look_confidence,
     sequential_test,
     simulated_sequential_rates,
+)
+from verifier.stats import (  # noqa: E402
+    inflation_test as _inflation_test,
 )
 
 
@@ -188,7 +189,7 @@ def test_sequential_type_one_error_holds_under_optional_stopping(
     after every batch and stopped at the first decision: refuted at most at alpha (here
     10 %, so a few hundred trials can see it), plus Monte-Carlo slack of 3 sigma."""
     trials, alpha = 300, 0.10
-    rates = simulated_sequential_rates(1.05, sigma, claimed_runs=5, batch=3, looks=looks,
+    rates = simulated_sequential_rates(Sittings(1.05, sigma, claimed_runs=5, batch=3, looks=looks),
                                        trials=trials, seed=seed, confidence=1 - alpha)
     slack = 3 * (alpha * (1 - alpha) / trials) ** 0.5
     assert rates["refuted"] <= alpha + slack, rates

@@ -57,6 +57,7 @@ __all__ = [
     "SIGMA_FLOOR",
     "Decision",
     "InflationTest",
+    "Sittings",
     "StatsError",
     "inflation_test",
     "look_confidence",
@@ -404,22 +405,36 @@ def sequential_test(
     return test
 
 
+@dataclass(frozen=True)
+class Sittings:
+    """Simulated sittings of a sequential reproduction: the claim's `claimed_runs`
+    log-normal runs multiplied by `inflation`, then up to `looks` batches of `batch` runs
+    here, every run with between-run spread `sigma`; `shift` (log units) moves the whole
+    sitting here, as another day's load would."""
+
+    inflation: float
+    sigma: float
+    claimed_runs: int
+    batch: int
+    looks: int
+    shift: float = 0.0
+
+
 def simulated_sequential_rates(
-    inflation: float, sigma: float, claimed_runs: int, batch: int, looks: int, trials: int,
-    seed: int = 0, tolerance: float = DEFAULT_TOLERANCE, confidence: float = DEFAULT_CONFIDENCE,
-    between: float = 0.0, shift: float = 0.0,
+    sittings: Sittings, trials: int, seed: int = 0, tolerance: float = DEFAULT_TOLERANCE,
+    confidence: float = DEFAULT_CONFIDENCE, between: float = 0.0,
 ) -> dict[Decision, float]:
-    """Share of each decision of `sequential_test` on simulated log-normal runs: the claim's
-    `claimed_runs` multiplied by `inflation`, then up to `looks` batches of `batch` runs
-    here, stopping at the first decision (optional stopping). `shift` (log units) moves
-    the whole sitting here, as another day's load would. Deterministic for a seed."""
+    """Share of each decision of `sequential_test` on `trials` simulated `sittings`,
+    stopping at the first decision (optional stopping). Deterministic for a seed."""
     if not 1 <= trials <= 1_000_000:
         raise StatsError("trials must be between 1 and 1,000,000")
     rng = random.Random(seed)
+    sim = sittings
     counts: dict[Decision, int] = {"confirmed": 0, "refuted": 0, "inconclusive": 0}
     for _ in range(trials):
-        claim = [inflation * math.exp(rng.gauss(0.0, sigma)) for _ in range(claimed_runs)]
-        here = [[math.exp(shift + rng.gauss(0.0, sigma)) for _ in range(batch)]
-                for _ in range(looks)]
+        claim = [sim.inflation * math.exp(rng.gauss(0.0, sim.sigma))
+                 for _ in range(sim.claimed_runs)]
+        here = [[math.exp(sim.shift + rng.gauss(0.0, sim.sigma)) for _ in range(sim.batch)]
+                for _ in range(sim.looks)]
         counts[sequential_test(claim, here, tolerance, confidence, between).decision] += 1
     return {k: v / trials for k, v in counts.items()}
