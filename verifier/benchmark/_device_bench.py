@@ -44,7 +44,9 @@ from verifier.benchmark._torch_bench import (
     TORCH_BASELINE,
     _call_inputs,
     _draw,
+    _Measured,
     _report,
+    _Run,
     _shape_record,
 )
 from verifier.device import (
@@ -135,13 +137,14 @@ def bench_module(kernel: TorchKernel, settings: DeviceBenchSettings, device: Dev
     notes, env = Findings(), environment_fingerprint(kernel.runtime)
     if settings.device == "cuda":
         env["gpu"], env["gpu_driver"] = gpu_fingerprint(_gpu.probe())
+    run = _Run(kernel, seed, rng, env, notes, progress)
     with tempfile.TemporaryDirectory(prefix="ktl-device-bench-") as tmp:
         work = Path(tmp)
         try:
             build = build_extensions(kernel, work)
         except BuildError as exc:
             notes.fault("build_failed", None, f"build failed: {exc}"[:2000])
-            return _report(kernel, seed, env, (), notes, None, None)
+            return _report(run, None, None)
         limits = Limits(cpu_s=int(settings.time_budget_s * 8 + 600),
                         wall_s=settings.time_budget_s * 4 + 600,
                         address_space=CANDIDATE_GRANTS.address_space,  # None with a GPU
@@ -153,8 +156,7 @@ def bench_module(kernel: TorchKernel, settings: DeviceBenchSettings, device: Dev
         except ReferenceError_ as exc:
             raise VerifierError(f"the reference module could not run: {exc}") from exc
         try:
-            return _run(kernel, session, settings, device, seed, rng, env, notes, progress, clock,
-                        flops)
+            return _run(run, session, settings, device, clock, flops)
         finally:
             session.close()
 
@@ -229,9 +231,9 @@ def _device_path(spec: KernelSpec, settings: BenchSettings, progress: Progress
     return cabi_bench(spec, per_shape, gpu_device(), settings.shapes, settings.seed, progress)
 
 
-def _run(kernel: TorchKernel, session: TorchSession, settings: DeviceBenchSettings,
-         device: Device, seed: int, rng: np.random.Generator, env: dict[str, Any],
-         notes: Findings, progress: Progress, clock: Clock, flops: float | None) -> BenchReport:
+def _run(run: _Run, session: TorchSession, settings: DeviceBenchSettings, device: Device,
+         clock: Clock, flops: float | None) -> BenchReport:
+    rng, notes, progress = run.rng, run.notes, run.progress
     init_seed = int(rng.integers(0, 2**31))
     dims = _shape_record(session)
     info = device.info()
@@ -251,7 +253,7 @@ def _run(kernel: TorchKernel, session: TorchSession, settings: DeviceBenchSettin
                          outputs_agree([d for _, d in shapes]), plan, rng, clock)
     except VerifierError as exc:
         notes.fault("child_failed", None, f"a process failed on the device: {exc}"[:2000])
-        return _report(kernel, seed, env, (), notes, session, init_seed)
+        return _report(run, session, init_seed)
     cost = OpCost(flops, float(sum(nbytes_of(a.shape, d) for a, d in zip(
         pool[0], session.arg_dtypes(), strict=True) if isinstance(a, np.ndarray))
         + sum(nbytes_of(s, d) for s, d in shapes)))
@@ -268,8 +270,8 @@ def _run(kernel: TorchKernel, session: TorchSession, settings: DeviceBenchSettin
                "baseline_ns": timing.baseline.per_call_ns, "batch": plan.batch,
                "baseline": TORCH_BASELINE, "events_ns": timing.kernel.events_ns[:4096],
                "allocated": cand.allocated, "cold": plan.cold}
-    base_report = _report(kernel, seed, env, (result,) if result else (), notes, session, init_seed,
-                          (TORCH_BASELINE,), trusted, (samples,), 0.0)
+    base_report = _report(run, session, init_seed, _Measured(
+        (result,) if result else (), (TORCH_BASELINE,), trusted, (samples,), 0.0))
     rec = record(info, timing.samples[0], device.peaks(),
                  f"{TORCH_BASELINE} (torch {session.torch_version}, own process, same device)",
                  timing.timer, plan.cold)

@@ -106,6 +106,31 @@ class _Kept:
     reference: list[bytes]
 
 
+@dataclass(frozen=True)
+class _Run:
+    """One bench run of a torch module's fixed inputs (this path's and the device path's):
+    the kernel, the seed and its generator, the environment, the notes the run collects
+    and where progress goes."""
+
+    kernel: TorchKernel
+    seed: int
+    rng: np.random.Generator
+    env: dict[str, Any]
+    notes: Findings
+    progress: Progress
+
+
+@dataclass(frozen=True)
+class _Measured:
+    """What a timing that ran gives the report: its results and how they were taken."""
+
+    results: tuple[BenchmarkResult, ...]
+    baselines: Sequence[str]
+    trusted: bool
+    samples: tuple[dict[str, Any], ...]
+    seconds: float
+
+
 def torch_bench(spec: KernelSpec, settings: BenchSettings,
                 progress: Progress | None = None) -> BenchReport:
     """One bench run of a torch/triton kernel; `trusted` is False (with notes) when it cannot
@@ -127,7 +152,7 @@ def torch_bench(spec: KernelSpec, settings: BenchSettings,
     seed = secrets.randbelow(2**31) if settings.seed is None else int(settings.seed)
     rng = np.random.default_rng(seed)
     notes = Findings()
-    env = environment_fingerprint(kernel.runtime)
+    run = _Run(kernel, seed, rng, environment_fingerprint(kernel.runtime), notes, progress)
     with tempfile.TemporaryDirectory(prefix="ktl-torch-bench-") as tmp:
         work = Path(tmp)
         progress("building the solution's extensions (if any)")
@@ -135,7 +160,7 @@ def torch_bench(spec: KernelSpec, settings: BenchSettings,
             build = build_extensions(kernel, work)
         except BuildError as exc:
             notes.fault("build_failed", None, f"build failed: {exc}"[:2000])
-            return _report(kernel, seed, env, (), notes, None, None)
+            return _report(run, None, None)
         notes.append(build.detail)
         limits = Limits(cpu_s=int(settings.time_budget_s * 8 + 600),
                         wall_s=settings.time_budget_s * 4 + 600,
@@ -148,14 +173,13 @@ def torch_bench(spec: KernelSpec, settings: BenchSettings,
         except (ReferenceError_, *_KERNEL_FAULTS) as exc:
             raise VerifierError(f"the reference module could not run: {exc}") from exc
         try:
-            return _measure_all(kernel, session, settings, seed, rng, env, notes, progress)
+            return _measure_all(run, session, settings)
         finally:
             session.close()
 
 
-def _measure_all(kernel: TorchKernel, session: TorchSession, settings: BenchSettings,
-                 seed: int, rng: np.random.Generator, env: dict[str, Any], notes: Findings,
-                 progress: Progress) -> BenchReport:
+def _measure_all(run: _Run, session: TorchSession, settings: BenchSettings) -> BenchReport:
+    rng, notes, progress = run.rng, run.notes, run.progress
     init_seed = int(rng.integers(0, 2**31))
     dims = _shape_record(session)
     try:
@@ -167,7 +191,7 @@ def _measure_all(kernel: TorchKernel, session: TorchSession, settings: BenchSett
         timing = _measure(session, session.reference, pool, settings, rng)
     except (ChildLoadError, *_KERNEL_FAULTS) as exc:
         notes.fault("child_failed", None, f"the kernel's process failed: {exc}"[:2000])
-        return _report(kernel, seed, env, (), notes, session, init_seed)
+        return _report(run, session, init_seed)
     baselines = [TORCH_BASELINE]
     if settings.compile_baseline:
         baselines += _compiled(session, pool, settings, rng, notes, progress)
@@ -182,8 +206,8 @@ def _measure_all(kernel: TorchKernel, session: TorchSession, settings: BenchSett
                  f"PyTorch {session.torch_version} eager, in its own sandboxed process, "
                  f"{settings.cores} thread(s) each side; weights from torch.manual_seed("
                  f"{init_seed}) on both sides")
-    return _report(kernel, seed, env, (result,) if result else (), notes, session, init_seed,
-                   baselines, trusted, (samples,), timing.span_s)
+    return _report(run, session, init_seed, _Measured(
+        (result,) if result else (), baselines, trusted, (samples,), timing.span_s))
 
 
 def _draw(session: TorchSession, rng: np.random.Generator) -> list[Any]:
@@ -406,18 +430,20 @@ def _compiled(session: TorchSession, pool: InputPool, settings: BenchSettings,
     return ["torch-compile"]
 
 
-def _report(kernel: TorchKernel, seed: int, env: dict[str, Any], results: tuple[BenchmarkResult, ...],
-            notes: Findings, session: TorchSession | None, init_seed: int | None,
-            baselines: Sequence[str] = (TORCH_BASELINE,), trusted: bool = False,
-            samples: tuple[dict[str, Any], ...] = (), seconds: float = 0.0) -> BenchReport:
+def _report(run: _Run, session: TorchSession | None, init_seed: int | None,
+            measured: _Measured | None = None) -> BenchReport:
+    """The bench report: `measured` None when the run failed before any timing."""
+    kernel, notes = run.kernel, run.notes
+    m = measured or _Measured((), (TORCH_BASELINE,), False, (), 0.0)
+    results = m.results
     shapes = tuple(dict(r.shape) for r in results) or ({"a0": 1},)
     tol = TOLERANCES[kernel.dtype]
     torch = {"reference_sha256": kernel.reference_digest,
              "torch_version": (session.torch_version if session else "unknown")[:64],
              "dtype": kernel.dtype, "rtol": tol.rtol, "atol": tol.atol,
              "init_seeds": [] if init_seed is None else [init_seed],
-             "baselines": list(baselines)}
-    return BenchReport(kernel.name, "torch", seed, Environment.from_json(env), shapes, 0, results,
-                       trusted and bool(results) and not notes.faults, tuple(notes.notes),
-                       samples, seconds, tuple(notes.faults), torch=torch,
+             "baselines": list(m.baselines)}
+    return BenchReport(kernel.name, "torch", run.seed, Environment.from_json(run.env), shapes, 0,
+                       results, m.trusted and bool(results) and not notes.faults,
+                       tuple(notes.notes), m.samples, m.seconds, tuple(notes.faults), torch=torch,
                        caveats=tuple(notes.caveats))
