@@ -363,8 +363,8 @@ def bench(directory: str | Path, settings: BenchSettings | None = None,
         plans = [_plan_shape(op, dims, rng, settings.max_reps) for dims in dims_list]
         loop = dataclasses.replace(loop, threads=cores, adjust_waits=not artifact.gpu,
                                    guard_pages=not artifact.gpu)
-        measured = _measure(artifact, spec.entry, op, plans, work, loop, rng, notes, progress,
-                            cost)
+        measured = _measure(_HostRun(artifact, spec.entry, op, work, rng, notes, progress, cost),
+                            plans, loop)
         if cost and not cost[0].complete:
             notes.caveat("cost_incomplete", None, "not trusted: the kernel's CPU accounting was incomplete (no cgroup, and "
                          "seccomp did not deny the processes /proc cannot account)")
@@ -394,13 +394,27 @@ def _plan_shape(op: OpSpec, dims: dict[str, int], rng: np.random.Generator, max_
                      rng.standard_normal(min(calls, 1 << 16)).astype(np.float32))
 
 
-def _measure(artifact: Artifact, entry: str, op: OpSpec, plans: list[ShapePlan], work: Path,
-             settings: LoopSettings, rng: np.random.Generator, notes: Findings,
-             progress: Progress, cost: list[CostRecord]) -> list[Measured] | None:
+@dataclass(frozen=True)
+class _HostRun:
+    """What measuring on the host path works with: the built kernel and its entry, the op,
+    the scratch folder, the generator, the notes and cost records it adds to, progress."""
+
+    artifact: Artifact
+    entry: str
+    op: OpSpec
+    work: Path
+    rng: np.random.Generator
+    notes: Findings
+    progress: Progress
+    cost: list[CostRecord]
+
+
+def _measure(run: _HostRun, plans: list[ShapePlan], settings: LoopSettings) -> list[Measured] | None:
     """Run every shape through one worker and one baseline process; None if the kernel failed.
 
     Both get `settings.threads` threads (OpenMP and BLAS). How the kernel's cost was
-    accounted is appended to `cost`, failed or not."""
+    accounted is appended to `run.cost`, failed or not."""
+    op, notes, artifact = run.op, run.notes, run.artifact
     cores = settings.threads
     biggest = max(bench_layout(op, p.dims, settings.guard_pages).total for p in plans)
     side = max(biggest, min(ARENA_BYTES, biggest * MAX_BATCH_CALLS))
@@ -409,24 +423,23 @@ def _measure(artifact: Artifact, entry: str, op: OpSpec, plans: list[ShapePlan],
                     address_space=2 * 1024**3 + side, file_size=64 * 2**20)
     env = base_env({"OPENBLAS_NUM_THREADS": str(cores), "OMP_NUM_THREADS": str(cores),
                     **QUIET_THREADS})
-    markers = Markers.draw()
     kmem, bmem = SharedArena(side), SharedArena(side)
-    run_dir = work / "run"
+    run_dir = run.work / "run"
     run_dir.mkdir()
-    worker = NativeWorker(artifact.path, artifact.entry_symbol or entry, op, kmem, run_dir, limits,
-                          env, readable=[artifact.path.parent], gpu=artifact.gpu)
+    worker = NativeWorker(artifact.path, artifact.entry_symbol or run.entry, op, kmem, run_dir,
+                          limits, env, readable=[artifact.path.parent], gpu=artifact.gpu)
     baseline = BaselineWorker(op, bmem, cores)
-    rig = Rig(op, worker, baseline, kmem, bmem, markers)
+    rig = Rig(op, worker, baseline, kmem, bmem, Markers.draw())
     out: list[Measured] = []
     try:
         owed = worker.loaded()  # the library's loading: charged to the first timed batch
         for plan in plans:
-            progress(f"measuring shape {plan.dims} for up to {settings.budget_s:g} s")
-            out.append(measure_shape(rig, plan, settings, rng, RECHECK_CALLS, owed))
+            run.progress(f"measuring shape {plan.dims} for up to {settings.budget_s:g} s")
+            out.append(measure_shape(rig, plan, settings, run.rng, RECHECK_CALLS, owed))
             owed = 0
     except (WorkerGone, WorkerHung, WorkerOverMemory, WorkerMisanswered) as exc:
         result = worker.close()
-        cost.append(cost_record(worker, result))
+        run.cost.append(cost_record(worker, result))
         if worker.unasked or isinstance(exc, WorkerMisanswered):
             notes.fault("escaped_work", None, str(UNASKED_ANSWER))
         failed = plans[len(out)]
@@ -442,13 +455,21 @@ def _measure(artifact: Artifact, entry: str, op: OpSpec, plans: list[ShapePlan],
         result = worker.close()
         kmem.close()
         bmem.close()
+    run.cost.append(cost_record(worker, result))
+    _how_timed(run, worker, result, cores)
+    return out
+
+
+def _how_timed(run: _HostRun, worker: NativeWorker, result: ChildResult | None,
+               cores: int) -> None:
+    """The notes (and the deferred-work fault) a finished host measurement leaves."""
+    notes = run.notes
     if result is not None:
         notes.append(
             f"child: wall {result.wall_s:.2f} s, CPU {result.cpu_s:.2f} s, peak RSS "
             f"{result.maxrss_bytes / 2**20:.0f} MiB (from wait4); network "
             + ("isolated" if result.network_isolated else "not isolated")
-            + f"; {filesystem_confinement(artifact.gpu)}")
-    cost.append(cost_record(worker, result))
+            + f"; {filesystem_confinement(run.artifact.gpu)}")
     if worker.tail_cpu_ns > OUTSIDE_FLOOR_NS:
         notes.fault("escaped_work", None, f"the kernel's processes used "
                     f"{worker.tail_cpu_ns / 1e6:.0f} ms of CPU after the last answer (work "
@@ -458,10 +479,9 @@ def _measure(artifact: Artifact, entry: str, op: OpSpec, plans: list[ShapePlan],
                  "whole process tree, plus that tree's CPU outside the calls since the previous "
                  "batch and, on the first batch, its CPU before the first call: "
                  f"{(worker.load_cpu_ns or 0) / 1e6:.1f} ms starting up and loading the library"
-                 f"); {cost[-1].describe()}; baseline: NumPy {np.__version__} float32 in its own process with "
+                 f"); {run.cost[-1].describe()}; baseline: NumPy {np.__version__} float32 in its own process with "
                  f"{cores} BLAS thread(s); kernel OMP_NUM_THREADS={cores}; idle threads sleep "
                  "(OMP_WAIT_POLICY=PASSIVE, OPENBLAS_THREAD_TIMEOUT=4)")
-    return out
 
 
 def _failure_text(exc: Exception, result: ChildResult | None, limits: Limits) -> str:
