@@ -240,6 +240,8 @@ def cross(kernels: Sequence[str], n: int, publish: Publish, reproduce: Reproduce
             rows.append({"kernel": name, "direction": direction, "verdicts": got,
                          "time_median": statistics.median(times) if times else 0.0,
                          "time_max": max(times) if times else 0.0})
+            # each row as it is done: a run cut short still leaves its finished rows
+            say(f"cross: row done: {_cross_table({'rows': rows[-1:], 'shifts': []}).splitlines()[-1]}")
     return {"rows": rows, "shifts": shifts}
 
 
