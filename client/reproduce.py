@@ -106,14 +106,19 @@ class ClaimSearch:
     skipped_total: int = 0
     complete: bool = True
     #: The digest's rows were proven to be every entry naming it below this index (the
-    #: log's committed index, `client.vindex`); None: the log commits to no index.
+    #: log's committed index, `client.vindex`); None: the log commits to no index, or
+    #: (`proof_too_long`) its list is longer than a reproduction proves.
     proven_up_to: int | None = None
+    #: The digest's list is longer than PROOF_MAX_ENTRIES: proving it would cost what
+    #: padding under the digest made it cost, so it was not proven (the search past
+    #: MAX_ROWS_READ is incomplete anyway).
+    proof_too_long: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {"examined": self.examined, "fetched": self.fetched,
                 "skipped": [k.to_json() for k in self.skipped],
                 "skipped_total": self.skipped_total, "complete": self.complete,
-                "proven_up_to": self.proven_up_to}
+                "proven_up_to": self.proven_up_to, "proof_too_long": self.proof_too_long}
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> ClaimSearch:
@@ -121,7 +126,7 @@ class ClaimSearch:
         return cls(int(obj["examined"]), int(obj["fetched"]),
                    tuple(Skipped.from_json(k) for k in obj["skipped"]),
                    int(obj["skipped_total"]), bool(obj["complete"]),
-                   None if proven is None else int(proven))
+                   None if proven is None else int(proven), bool(obj.get("proof_too_long")))
 
     def summary(self) -> str:
         text = (f"{self.skipped_total} entr{'y' if self.skipped_total == 1 else 'ies'} about "
@@ -129,7 +134,11 @@ class ClaimSearch:
         if not self.complete:
             text += (f"; the search stopped after {self.examined} index rows / {self.fetched} "
                      "fetched entries, so later claims were not considered")
-        if self.proven_up_to is None:
+        if self.proof_too_long:
+            text += (f"; the log's index lists more than {PROOF_MAX_ENTRIES} entries about "
+                     "this digest, more than a reproduction proves, so the search is not "
+                     "proven complete")
+        elif self.proven_up_to is None:
             text += "; the log commits to no index, so the search is not proven complete"
         else:
             text += f"; the entries about this digest are proven complete up to index " \
@@ -300,10 +309,10 @@ def _search_claims(
                 read_all = by_digest and page.next_cursor is None
                 break
             cursor = page.next_cursor
-    proven = _prove_digest_rows(sess, digest, digest_rows, read_all)
+    proven, too_long = _prove_digest_rows(sess, digest, digest_rows, read_all)
     claims.sort(key=lambda e: e.index)  # in log order, whichever key found them first
     return tuple(claims), ClaimSearch(examined, fetched, tuple(skipped), skipped_total, complete,
-                                      proven)
+                                      proven, too_long)
 
 
 #: Most keys asked for by (digest, key) per reproduction; past it the digest's own rows
@@ -321,24 +330,43 @@ def _claim_signers(policy: TrustPolicy, name: str, publishers: frozenset[str]
     return trusted | publishers
 
 
+#: Most entries of the digest's index list a reproduction reads to prove its search
+#: complete (pages of PROOF_PAGE): the search itself reads at most MAX_ROWS_READ rows, so
+#: a longer list (padding under the digest) leaves it incomplete whatever the proof says,
+#: and proving it would cost what the padding made it cost.
+PROOF_MAX_ENTRIES = MAX_ROWS_READ
+PROOF_PAGE = 10_000
+
+
 def _prove_digest_rows(sess: Session, digest: str, rows: list[int], read_all: bool
-                       ) -> int | None:
+                       ) -> tuple[int | None, bool]:
     """Hold the digest's search rows against the log's committed index: the size they are
-    proven complete up to; None where the log commits to no index. A log whose rows leave
-    out an entry its index lists is `SearchOmitted` (a refutation hidden from the search)."""
-    from client.vindex import IndexNotCommitted, check_listing, index_key_for, verified_lookup
+    proven complete up to (None where the log commits to no index, or where its list is
+    longer than PROOF_MAX_ENTRIES: then True with it). A log whose rows leave out an entry
+    its index lists is `SearchOmitted` (a refutation hidden from the search)."""
+    from client.vindex import (
+        IndexNotCommitted,
+        Paging,
+        TooManyPages,
+        check_listing,
+        index_key_for,
+        verified_lookup,
+    )
 
     if getattr(sess.log, "index_lookup", None) is None:
-        return None
+        return None, False
+    paging = Paging(page_size=PROOF_PAGE, max_pages=-(-PROOF_MAX_ENTRIES // PROOF_PAGE))
     try:
-        proved = verified_lookup(sess, index_key_for("digest", digest))
+        proved = verified_lookup(sess, index_key_for("digest", digest), paging)
     except IndexNotCommitted:
-        return None
+        return None, False
+    except TooManyPages:
+        return None, True
     # the rows reach at least the size the log announced when the session began
     published = sess.info.tree_size
     check_listing(proved, rows,
                   up_to=published if read_all else min(published, max(rows, default=-1) + 1))
-    return proved.size
+    return proved.size, False
 
 
 def target_json(sess: Session, entry: FetchedEntry) -> dict[str, Any]:

@@ -262,6 +262,43 @@ def test_reproduce_catches_a_search_that_hides_an_entry_about_the_digest(tmp_pat
         gather(connect(log, trusted, url="http://memory.test"), 0, tmp_path / "w2")
 
 
+def test_padding_under_the_digest_cannot_make_the_reproduction_read_it_all(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Attack: strangers log more entries about the kernel's digest than a reproduction
+    proves (9 in all, the limit here 4). The proof stops at the limit, in pages of 2 (2
+    index lookups, whatever the padding), and the search says it is not proven complete
+    and why; the publisher's claims are still found (asked for by digest and key)."""
+    import client.reproduce as reproduce
+
+    monkeypatch.setattr(reproduce, "PROOF_MAX_ENTRIES", 4)
+    monkeypatch.setattr(reproduce, "PROOF_PAGE", 2)
+    log = IndexedMemoryLog()
+    trusted = TrustedState(tmp_path / "home")
+    archive = pack_kernel(kernel_folder(tmp_path))
+    digest = hashlib.sha256(archive).hexdigest()
+    publish_claims(log, load_verifier(log.verifier_key), log.origin, trusted, generate_private_key(),
+                   name=NAME, archive=archive,
+                   claims=[kernel_claim(kernel_folder(tmp_path / "k"))[2],
+                           Claim("verification", VERIFICATION_V1, examples.verification())],
+                   receipt_folder=tmp_path / "r")
+    for _ in range(7):
+        log.submit(_claim_entry(NAME, digest, generate_private_key()))
+    asked: list[int] = []
+    lookup = log.index_lookup
+
+    def counted(*args: Any, **kw: Any) -> Any:
+        asked.append(1)
+        return lookup(*args, **kw)
+
+    log.index_lookup = counted  # type: ignore[method-assign]
+    got = gather(connect(log, trusted, url="http://memory.test"), 0, tmp_path / "w")
+    assert len(asked) == 2 and got.search.proof_too_long and got.search.proven_up_to is None
+    assert "more than 4 entries about this digest" in got.search.summary()
+    assert [e.verified.statement.predicate_type for e in got.claims] == [VERIFICATION_V1]
+    again = type(got.search).from_json(json.loads(json.dumps(got.search.to_json())))
+    assert again == got.search
+
+
 def test_reproduce_against_a_log_without_an_index_says_not_proven(tmp_path: Path) -> None:
     log = MemoryLog()
     trusted = TrustedState(tmp_path / "home")
