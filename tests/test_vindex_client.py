@@ -299,6 +299,15 @@ def test_padding_under_the_digest_cannot_make_the_reproduction_read_it_all(
     assert again == got.search
 
 
+def test_the_readme_states_the_reproduction_proof_bound() -> None:
+    import client.reproduce as reproduce
+
+    readme = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text().split())
+    assert reproduce.PROOF_MAX_ENTRIES == reproduce.MAX_ROWS_READ
+    assert (f"it proves at most {reproduce.PROOF_MAX_ENTRIES:,} of the digest's entries "
+            "(the rows its search reads)") in readme
+
+
 def test_reproduce_against_a_log_without_an_index_says_not_proven(tmp_path: Path) -> None:
     log = MemoryLog()
     trusted = TrustedState(tmp_path / "home")
