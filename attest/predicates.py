@@ -531,7 +531,7 @@ class DeviceConditions(Node, path="device_conditions", doc=(
 
 
 BenchCaveatKind = Literal["unstable", "too_few_batches", "cost_incomplete", "device_throttled",
-                          "below_resolution"]
+                          "below_resolution", "late_unproven"]
 BENCH_CAVEAT_KINDS: tuple[BenchCaveatKind, ...] = get_args(BenchCaveatKind)
 
 
@@ -547,7 +547,10 @@ class BenchCaveat(Node, path="caveat", doc=(
             "cost_incomplete (the kernel's CPU could not all be accounted), device_throttled "
             "(the device was throttled or unsteady), below_resolution (a batch's work, the "
             "batch less the empty batches' median, within the empty batches' own spread: "
-            "too short to judge, neither a time nor a floor test)"))
+            "too short to judge, neither a time nor a floor test), late_unproven (the "
+            "candidate's output fetches came out slower than the baseline's by more than "
+            "the late-work share, but not systematically by a rank test: late work or a "
+            "busy machine, charged to the candidate either way)"))
     shape: Shape | None = json_field(
         Nullable(SHAPE, doc="the shape it concerns; null: the whole run"))
     detail: str = json_field(FREE_TEXT)

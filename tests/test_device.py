@@ -126,6 +126,37 @@ def test_a_busy_machines_fetch_spikes_do_not_make_an_honest_kernel_late() -> Non
     assert "late_work" in _kinds(timing)
 
 
+def test_stalls_in_half_of_an_honest_kernels_fetches_are_not_an_accusation() -> None:
+    """What an honest torch module met on a starved machine: 7 of its 12 fetches stalled 3 ms
+    (past every baseline fetch, 6 of which stalled 1 ms), so the median repetition's excess
+    passed the late-work share. A rank test finds its fetches not slower throughout: charged,
+    not trusted (`late_unproven`), but no `late_work` fault, which would refute its claim."""
+    mine = (3e6, 0.0, 3e6, 0.0, 3e6, 3e6, 0.0, 3e6, 0.0, 3e6, 0.0, 3e6)
+    theirs = (1e6, 0.0, 0.0, 1e6, 0.0, 1e6, 1e6, 0.0, 1e6, 0.0, 1e6, 0.0)
+    timing, _, _ = _run(Behaviour(kernel_ns=5_000.0, fetch_spikes_ns=mine),
+                        Behaviour(kernel_ns=10_000.0, fetch_spikes_ns=theirs))
+    assert "late_work" not in _kinds(timing)
+    assert timing.late_unproven is not None
+    assert timing.late_ns > 0  # the stalls past the baseline's slowest are still charged
+    from verifier.benchmark._bench import Findings
+    from verifier.benchmark._device_bench import _faults
+
+    notes = Findings()
+    from types import SimpleNamespace
+
+    _faults("{x=1}", {"x": 1}, timing, SimpleNamespace(escapes=[]), notes)  # type: ignore[arg-type]
+    assert [c.kind for c in notes.caveats] == ["late_unproven"] and not notes.faults
+
+
+def test_late_work_in_every_fetch_is_proven_by_the_rank_test() -> None:
+    """The attack the rank test must not let through: a side stream whose work every fetch
+    waits for, on the same starved machine (the baseline stalls as above)."""
+    theirs = (1e6, 0.0, 0.0, 1e6, 0.0, 1e6, 1e6, 0.0, 1e6, 0.0, 1e6, 0.0)
+    timing, _, _ = _run(Behaviour(kernel_ns=400_000.0, late_share=0.9, fetch_spikes_ns=theirs),
+                        Behaviour(kernel_ns=10_000.0, fetch_spikes_ns=theirs))
+    assert "late_work" in _kinds(timing) and timing.late_unproven is None
+
+
 def test_an_honest_batch_well_above_the_overheads_noise_is_resolved() -> None:
     timing, _, _ = _run(Behaviour(kernel_ns=5_000.0, jitter=0.01),
                         Behaviour(kernel_ns=10_000.0, jitter=0.01))

@@ -88,9 +88,12 @@ def test_patched_clocks_in_the_kernels_process_gain_nothing(tmp_path: Path) -> N
 @pytest.mark.slow
 @pytest.mark.parametrize("solution", ["lazy.py", "thread.py"])
 def test_lazy_results_and_deferred_threads_are_caught(tmp_path: Path, solution: str) -> None:
+    """Exposed (a typed fault), or on a machine too busy for the rank test to prove the
+    late fetches, at least not trusted for them (`late_unproven`, the excess charged)."""
     report = _bench(tmp_path, solution, ATTACK)
     assert not report.trusted
-    assert {"outputs_wrong", "escaped_work", "late_work"} & {f.kind for f in report.faults}
+    assert {"outputs_wrong", "escaped_work", "late_work"} & {f.kind for f in report.faults} or \
+        "late_unproven" in {c.kind for c in report.caveats}, report.notes
 
 
 def test_triton_on_the_cpu_device_path_is_refused_with_the_reason(tmp_path: Path) -> None:

@@ -12,7 +12,8 @@ outside (see there); this module judges what it measured:
    not be told from the empty batches' noise (`below_resolution`: too short to judge, a
    caveat, no figures);
 2. typed faults from the timing (`late_work`, `timer_disagrees`), the output checks
-   (`outputs_wrong`) and the escape watch (`escaped_work`);
+   (`outputs_wrong`) and the escape watch (`escaped_work`); late fetches without the rank
+   test's evidence are a caveat (`late_unproven`: not trusted, no accusation);
 3. the device's conditions (`DeviceConditions`, read before, between repetitions, while
    the timed batches ran and after): a throttle reason means not trusted;
 4. the speed-up and its bootstrap interval.
@@ -264,8 +265,9 @@ def _run(run: _Run, session: TorchSession, settings: DeviceBenchSettings, device
                if conditions.during_throttle else "")
         notes.caveat("device_throttled", None, "not trusted: the device was throttled or "
                      f"unsteady ({', '.join(conditions.throttle)}{mid})")
+    # a caveat (throttled, late work unproven, too short) is a reason not to trust: typed
     trusted = result is not None and result.halfwidth <= settings.max_halfwidth and \
-        not conditions.throttle
+        not notes.caveats
     samples = {"shape": dims, "kernel_ns": timing.kernel.per_call_ns,
                "baseline_ns": timing.baseline.per_call_ns, "batch": plan.batch,
                "baseline": TORCH_BASELINE, "events_ns": timing.kernel.events_ns[:4096],
@@ -317,6 +319,8 @@ def _faults(label: str, dims: dict[str, int], t: DeviceTiming, cand: TorchSide,
     """The typed faults one shape's timing, escape watch and output checks exposed."""
     for kind, detail in t.faults:
         notes.fault(kind, dims, f"{label}: {detail}")
+    if t.late_unproven is not None:
+        notes.caveat("late_unproven", dims, f"{label}: not trusted: {t.late_unproven}")
     for finding in cand.escapes:
         notes.fault("escaped_work", dims, f"{label}: work escaping the timed batch: {finding}")
     if t.wrong:

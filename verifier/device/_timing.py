@@ -17,7 +17,9 @@ Work that escapes the batch loses either way: a fetch that waits for it (a side 
 a host thread, a lazy result computed on demand) is slower than the slowest of the
 baseline's fetches of the same outputs, and the excess is charged to the candidate's
 batch (`late_work` when the median repetition's excess is more than `late_share` of its
-batch); a fetch that does not wait reads unfinished or stale outputs (a cached answer, keyed on pointers or replayed after warm-up), which fail
+batch and a one-sided rank test finds the candidate's fetches slower than the baseline's
+at `late_alpha`; the excess without that evidence is `late_unproven`, not trusted but no
+accusation: a busy machine stalls some fetches of either side); a fetch that does not wait reads unfinished or stale outputs (a cached answer, keyed on pointers or replayed after warm-up), which fail
 the comparison (`outputs_wrong`).
 
 In-process CUDA events (the side's `events_ns`) never set the figures. They are kept for
@@ -39,6 +41,7 @@ from numpy.typing import NDArray
 from attest.predicates import BenchFaultKind
 from verifier.device._interface import BatchAnswer, Clock, Device, DeviceSide, Inputs, Sample
 from verifier.device._watch import WATCH_CAP, Watch
+from verifier.ranks import rank_test_greater
 
 __all__ = ["RESOLUTION_MADS", "DeviceTiming", "SideTiming", "TimingPlan", "measure"]
 
@@ -67,6 +70,9 @@ class TimingPlan:
     events_refuse: float = 2.0
     """Events more than this factor away from the parent's clock are a moved timer."""
     late_share: float = 0.05
+    late_alpha: float = 0.01
+    """A fetch excess is `late_work` only if the candidate's fetches are slower than the
+    baseline's by a one-sided rank test at this level (else `late_unproven`)."""
     watch_every_s: float = 0.01
     """Conditions read every this many seconds while a timed batch runs (`_watch`)."""
     watch_cap: int = 2048
@@ -117,6 +123,9 @@ class DeviceTiming:
     or None: no per-call figure of this shape means anything then."""
     faults: list[tuple[BenchFaultKind, str]] = field(default_factory=list)
     """(BenchFaultKind, detail) for each fault this shape's timing exposed."""
+    late_unproven: str | None = None
+    """The fetches' excess was past `late_share` without the rank test's evidence: why this
+    shape's figures are not trusted, though no fault is shown (`_judge_late`)."""
     notes: list[str] = field(default_factory=list)
 
 
@@ -228,22 +237,33 @@ def _judge_resolution(out: DeviceTiming) -> str | None:
 
 def _judge_late(out: DeviceTiming, plan: TimingPlan) -> None:
     """Late work is systematic: the median repetition's fetch is slower than the slowest of
-    the baseline's fetches by more than `late_share` of the median batch. A scheduling spike
-    now and then is charged, where it exceeds the baseline's slowest, but is no fault; nor is
-    the spread a busy machine gives every fetch (the baseline's own shows it)."""
+    the baseline's fetches by more than `late_share` of the median batch, and a one-sided
+    rank test finds the candidate's fetches slower than the baseline's at `late_alpha`. A
+    scheduling spike now and then is charged, where it exceeds the baseline's slowest, but
+    is no fault; nor is the spread a busy machine gives every fetch (the baseline's own
+    shows it). The excess without the rank test's evidence is `late_unproven`: a busy
+    machine stalled half of one side's fetches, or late work too; charged either way."""
     k, b = out.kernel, out.baseline
-    if not k.run_ns or not b.fetch_ns:
+    if not k.run_ns or not b.fetch_ns or not k.fetch_ns:
         return
     slowest = float(max(b.fetch_ns))
     late = float(np.median([max(0.0, f - slowest) for f in k.fetch_ns]))
     run = float(np.median(k.run_ns))
-    if run > 0 and late > plan.late_share * run:
+    if not (run > 0 and late > plan.late_share * run):
+        return
+    p = rank_test_greater(k.fetch_ns, b.fetch_ns)
+    what = (f"fetching the candidate's outputs took {late / 1e3:.0f} us longer than the "
+            f"baseline's fetch of the same outputs in the median repetition "
+            f"({100 * late / run:.0f} % of its batch's time; charged in total "
+            f"{out.late_ns / 1e3:.0f} us)")
+    if p < plan.late_alpha:
         out.faults.append(("late_work", (
-            f"fetching the candidate's outputs took {late / 1e3:.0f} us longer than the "
-            f"baseline's fetch of the same outputs in the median repetition ({100 * late / run:.0f} % "
-            "of its batch's time; charged in total "
-            f"{out.late_ns / 1e3:.0f} us): work finished after its batches answered (a side "
-            "stream, a host thread or a result computed on demand)")))
+            f"{what}, slower throughout (rank test p = {p:.2g}): work finished after its "
+            "batches answered (a side stream, a host thread or a result computed on demand)")))
+    else:
+        out.late_unproven = (f"{what}, but not slower throughout (rank test p = {p:.2g}, "
+                             f"{plan.late_alpha:g} needed): late work, or a busy machine "
+                             "stalling some fetches")
 
 
 def _judge_events(out: DeviceTiming, plan: TimingPlan) -> None:
