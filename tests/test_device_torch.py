@@ -119,5 +119,8 @@ def test_a_device_throttled_only_while_its_batches_ran_makes_the_statement_untru
     cond = body.device_conditions
     assert cond is not None and cond.during_samples > 0
     assert "hw_power_brake" in cond.during_throttle and "hw_power_brake" in cond.throttle
-    assert [c.kind for c in body.caveats] == ["device_throttled"]
+    # a loaded machine may add its own caveats (too short, late fetches unproven), never a fault
+    kinds = [c.kind for c in body.caveats]
+    assert "device_throttled" in kinds and set(kinds) <= {"device_throttled", "below_resolution",
+                                                          "late_unproven"}, kinds
     assert BenchmarkPredicate.from_json(body.to_json()) == body

@@ -81,6 +81,10 @@ class TorchSide:
     def run(self, count: int, cold: bool, empty: bool = False) -> BatchAnswer:
         got = self._request({"cmd": "run", "count": count, "cold": cold, "empty": empty,
                              "events": not empty, "flush_bytes": self.flush_bytes})
+        if self.watch and not empty:
+            # threads a batch started and left running at its answer (read from /proc at
+            # once, by the parent): deferred work, whatever the fetch found
+            self.child.judge_starts()
         events = got.get("events")
         if events is None:
             return BatchAnswer(None)

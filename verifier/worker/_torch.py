@@ -296,15 +296,19 @@ class TorchChild:
         """Run `calls` (each {"in": args, "out": regions}); their answers, parsed strictly."""
         ns, body = self.request({"cmd": "call", "calls": list(calls), "threads": threads,
                                  "report": report}, timeout_s)
-        if threads == 1:
-            self.starts.answered(self.last_started, len(self.last_processes))
-        else:
-            self.starts.answered(frozenset(), len(self.last_processes))
+        self.judge_starts(threads)
         if not report:
             if body.get("outs") != len(calls):
                 raise BadAnswer(f"expected a count of {len(calls)} calls")
             return ns, [], body
         return ns, parse_call_answers(body, len(calls)), body
+
+    def judge_starts(self, threads: int = 1) -> None:
+        """Give the last command's threads started and still running at its answer, and the
+        processes alive then, to the `ThreadStarts` watch (a two-thread command's threads
+        are not judged: its own thread takes a fresh pool with it)."""
+        self.starts.answered(self.last_started if threads == 1 else frozenset(),
+                             len(self.last_processes))
 
     def look(self) -> list[Escape]:
         pid = self.pid()
