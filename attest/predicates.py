@@ -732,6 +732,10 @@ class SpeedupStatistics(Node, path="statistics",
     look: int | None = json_field(
         Int(1, 64, doc="the sequential look that decided (its confidence spent as "
                        "1 - (1 - confidence) / 2^look)"), default=None)
+    sittings: int | None = json_field(
+        Int(1, 2, doc="sittings of fresh runs that refuted the claim, where a refutation "
+                      "was put to a second sitting (2: it stands; 1: the second did not "
+                      "refute, so no verdict)"), default=None)
 
 
 class EnvironmentDiff(Node, path="environment_diff"):

@@ -43,7 +43,8 @@ def _short(value: Any) -> str:
 @click.option("--time-budget", type=click.FloatRange(0.0, 3600.0), default=180.0,
               show_default=True, metavar="SECONDS",
               help="While a speed-up claim is undecided, keep measuring (a sequential test "
-                   "whose error rates hold under optional stopping) for up to this long.")
+                   "whose error rates hold under optional stopping) for up to this long; "
+                   "a refutation is put to a second sitting of runs within it.")
 @click.option("--sign", "sign_key", type=click.Path(path_type=Path, dir_okay=False),
               help="Sign a reproduction/v1 attestation of the verdicts with this key.")
 @click.option("--passphrase-env", metavar="VAR",

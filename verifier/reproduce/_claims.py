@@ -17,7 +17,10 @@ Verdict per claim:
   recorded in the body): refuted when the claim overstates by more than the
   tolerance with that confidence, confirmed when the estimated overstatement is
   within the tolerance, inconclusive otherwise (saying how many more runs would
-  decide). On different hardware a refutation is inconclusive, and the reason
+  decide). A refutation by the test stands only if a second sitting of fresh runs,
+  tested alone, refutes too (else inconclusive, the reason naming both sittings), when
+  the sequential budget leaves time for one. On different hardware a refutation is
+  inconclusive, and the reason
   names every environment difference (also a typed list in the claim). A
   measurement that the bench itself distrusts because of the kernel
   (timer tampering, faster than the roofline, wrong outputs after timing) refutes
@@ -432,7 +435,17 @@ class _Looks:
 
     def settle(self, fresh: BenchmarkPredicate,
                body: ReproductionPredicate) -> ReproductionPredicate:
-        """More looks while speed-up claims stay undecided, within the sequential budget."""
+        """More looks while speed-up claims stay undecided, then a second sitting for every
+        claim the test refuted, all within the sequential budget."""
+        import time
+
+        started = time.monotonic()
+        body = self._sequential(fresh, body, started)
+        return self._confirm(body, started)
+
+    def _sequential(self, fresh: BenchmarkPredicate, body: ReproductionPredicate,
+                    started: float, only: Sequence[str] | None = None) -> ReproductionPredicate:
+        """Further looks while speed-up claims (of `only`, when given) stay undecided."""
         import time
 
         import verifier.benchmark as benchmark
@@ -441,10 +454,9 @@ class _Looks:
         progress = self.settings.progress or quiet
         budget_s = self.settings.sequential_budget_s
         batch = max(1, self.settings.runs)
-        started = time.monotonic()
         look = 1
         while True:
-            open_claims = _undecided(body)
+            open_claims = [c for c in _undecided(body) if only is None or c in only]
             spent = time.monotonic() - started
             room = max_runs() - int(fresh.method.runs or 1)
             if not open_claims or look >= MAX_LOOKS or room <= 0 or not fresh.trusted:
@@ -464,6 +476,76 @@ class _Looks:
             look += 1
             body = compare(self.claimed, self.target, self.env, self.verification, fresh,
                            self.settings.policy, self.own, look)
+
+    def _confirm(self, body: ReproductionPredicate, started: float) -> ReproductionPredicate:
+        """A refutation by the test stands only if a second sitting (a new batch of fresh
+        runs, tested alone from look 1) refutes the claim too: one sitting's runs share
+        whatever the machine was doing then, which the between-run spread cannot see. A
+        typed fault in the second sitting refutes as well. With no time budget left the
+        one-sitting verdict stands, and the progress says so."""
+        import time
+
+        import verifier.benchmark as benchmark
+
+        progress = self.settings.progress or quiet
+        accused = _refuted_by_test(body)
+        if not accused:
+            return body
+        if time.monotonic() - started >= self.settings.sequential_budget_s:
+            progress(f"{len(accused)} speed-up claim(s) refuted in one sitting; no time budget "
+                     "left for a second")
+            return body
+        progress(f"{len(accused)} speed-up claim(s) refuted in one sitting "
+                 f"({', '.join(accused)[:200]}); measuring a second sitting of "
+                 f"{self.settings.runs} run(s)")
+        runs = benchmark.bench_runs(self.kernel_dir, max(1, self.settings.runs), self.bench,
+                                    progress=self.settings.progress).to_predicate()
+        again = compare(self.claimed, self.target, self.env, self.verification, runs,
+                        self.settings.policy, self.own)
+        again = self._sequential(runs, again, started, only=accused)
+        claims = [_second_sitting(c, _row_for(again, c)) if c.claim in accused
+                  and c.verdict == "refuted" and c.statistics is not None else c
+                  for c in body.claims]
+        return dataclasses.replace(body, claims=tuple(claims),
+                                   verdict=overall_verdict(c.verdict for c in claims))
+
+
+def _refuted_by_test(body: ReproductionPredicate) -> list[str]:
+    """Speed-up claims the statistical test refuted (not a typed fault, which a second
+    sitting need not repeat: the kernel exposed itself)."""
+    return [c.claim for c in body.claims if c.claim.startswith("benchmark.speedup[")
+            and c.verdict == "refuted" and c.statistics is not None]
+
+
+def _row_for(body: ReproductionPredicate, row: ClaimResult) -> ClaimResult | None:
+    """The row of `body` judging the same claim of the same entry as `row`."""
+    for c in body.claims:
+        if c.claim == row.claim and c.entry == row.entry:
+            return c
+    return None
+
+
+def _second_sitting(first: ClaimResult, second: ClaimResult | None) -> ClaimResult:
+    """One claim's verdict over two sittings: refuted if the second refutes it too, else
+    inconclusive, each reason naming both sittings."""
+    if first.statistics is None:  # a typed fault's refutation: no second sitting judges it
+        return first
+    if second is not None and second.verdict == "refuted":
+        stats = second.statistics or first.statistics
+        return dataclasses.replace(
+            second, statistics=dataclasses.replace(stats, sittings=2),
+            reason=f"{second.reason}; refuted in two sittings (the first: "
+                   f"{first.reason})"[:MAX_REASON])
+    why = "not measured" if second is None else f"{second.verdict}: {second.reason}"
+    stats = (second.statistics if second is not None and second.statistics is not None
+             else first.statistics)
+    return dataclasses.replace(
+        first, verdict="inconclusive", statistics=dataclasses.replace(stats, sittings=1),
+        measured=second.measured if second is not None else first.measured,
+        reason=f"refuted in one sitting, but not in a second, so no verdict: the second "
+               f"{why}; the first: {first.reason}"[:MAX_REASON])
+
+
 def extend_benchmark(body: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
     """A fresh benchmark body with `extra`'s runs added to each shape's (pure): the
     aggregate speed-up is the runs' geometric mean again, its interval their range; the
