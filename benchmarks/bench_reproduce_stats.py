@@ -99,12 +99,39 @@ def spread(kernels: Sequence[str], runs: int, shapes: list[dict[str, int]] | Non
     return rows
 
 
+def sitting_shift(claimed: Sequence[float], fresh: Sequence[float]) -> tuple[float, float]:
+    """One honest cycle's shift between its two sittings: the difference of the two mean
+    log speed-ups, and the part of its square the runs' own spread explains (each
+    sitting's sample variance of the log speed-up over its run count)."""
+    a = [math.log(x) for x in claimed]
+    b = [math.log(x) for x in fresh]
+    noise = sum(statistics.variance(v) / len(v) for v in (a, b) if len(v) > 1)
+    return statistics.fmean(a) - statistics.fmean(b), noise
+
+
+def between_line(shifts: Sequence[tuple[float, float]]) -> str:
+    """The between-sitting component over honest cycles: the shifts' median, rms and max,
+    and the rms left once the runs' spread is taken out (what SIGMA_BETWEEN stands for)."""
+    if not shifts:
+        return "no honest cycle measured: no between-sitting estimate"
+    size = [abs(d) for d, _ in shifts]
+    rms = math.sqrt(statistics.fmean(d * d for d, _ in shifts))
+    beyond = math.sqrt(max(0.0, statistics.fmean(d * d - v for d, v in shifts)))
+    return (f"between-sitting shift of honest claims (log units): median "
+            f"{100 * statistics.median(size):.1f} %, rms {100 * rms:.1f} %, max "
+            f"{100 * max(size):.1f} % over {len(shifts)} cycles; beyond the runs' own "
+            f"spread {100 * beyond:.1f} % (rms)")
+
+
 def cycles(kernels: Sequence[str], n: int, runs: int, shapes: list[dict[str, int]] | None,
-           budget: float, say: Say) -> tuple[list[dict[str, Any]], list[float], list[float]]:
-    """Verdict counts per kernel and factor; the measured spreads; reproduction times."""
+           budget: float, say: Say
+           ) -> tuple[list[dict[str, Any]], list[float], list[float], list[tuple[float, float]]]:
+    """Verdict counts per kernel and factor; the measured spreads; reproduction times; the
+    honest cycles' shifts between sittings (`sitting_shift`)."""
     rows: list[dict[str, Any]] = []
     sigmas: list[float] = []
     times: list[float] = []
+    shifts: list[tuple[float, float]] = []
     for name in kernels:
         counts = {f: {"confirmed": 0, "refuted": 0, "inconclusive": 0, "faults": 0}
                   for f in FACTORS}
@@ -139,8 +166,12 @@ def cycles(kernels: Sequence[str], n: int, runs: int, shapes: list[dict[str, int
                                 f"test: {verdict['reason'][:300]}")
                     elif f == 1.0:
                         sigmas.append(verdict["statistics"]["sigma"])
+            for mine, theirs in zip(fresh.results, published["results"], strict=False):
+                if "runs" in theirs and mine.runs:
+                    shifts.append(sitting_shift([float(r["speedup"]) for r in theirs["runs"]],
+                                                mine.run_speedups()))
         rows.append({"kernel": name, "counts": counts})
-    return rows, sigmas, times
+    return rows, sigmas, times, shifts
 
 
 @contextmanager
@@ -349,7 +380,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\ntotal {time.perf_counter() - started:.0f} s")
         return 0
     if args.only in (None, "cycles"):
-        rows, sigmas, times = cycles(kernels, args.cycles, args.runs, shapes, budget, say)
+        rows, sigmas, times, shifts = cycles(kernels, args.cycles, args.runs, shapes, budget,
+                                             say)
         print(f"\n### Publish -> reproduce cycles ({args.cycles} per kernel, {args.runs} runs a side)\n")
         print(_cycles_table(rows, args.cycles))
         if sigmas:
@@ -358,6 +390,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if times:
             print(f"reproduction bench time per kernel ({args.runs} runs): median "
                   f"{statistics.median(times):.1f} s, max {max(times):.1f} s")
+        print(between_line(shifts))
         print(f"\n### Simulated rates of the test ({args.runs} runs a side, {trials} trials, "
               "default policy)\n")
         print(_simulated(sigmas, args.runs, trials))

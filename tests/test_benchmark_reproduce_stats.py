@@ -32,6 +32,7 @@ def test_tiny_experiment_runs_and_prints_its_tables() -> None:
                and "refuted (" in line)
     assert row.count("/1 refuted") == 4
     assert "| between-run spread | honest: refuted |" in text
+    assert "between-sitting shift of honest claims (log units): median " in text
 
 
 def _bench_module() -> ModuleType:
@@ -141,3 +142,21 @@ def test_benchmarks_md_gives_the_thresholds_the_code_uses_and_the_full_runs_comm
     full = "benchmarks/bench_reproduce_stats.py --only cross --cycles 10"
     assert "**Still to be run**" in text and full in text
     assert full.split("py ")[1] in (_bench_module().__doc__ or "")  # the bench documents it
+
+
+def test_sitting_shift_estimate_on_injected_sittings() -> None:
+    """The between-sitting estimate on made-up sittings: a pure shift of 10 % between two
+    noiseless sittings is all between-sitting; runs whose own spread explains the shift
+    leave (about) nothing beyond it."""
+    import math
+
+    m = _bench_module()
+    shift, noise = m.sitting_shift([1.1] * 5, [1.0] * 5)
+    assert shift == pytest.approx(math.log(1.1)) and noise == 0.0
+    line = m.between_line([(shift, noise), (-shift, noise)])
+    assert f"rms {100 * math.log(1.1):.1f} %" in line and "spread 9.5 % (rms)" in line
+    wide = [1.3, 0.7, 1.2, 0.8, 1.0]
+    d, v = m.sitting_shift(wide, [1.0] * 5)
+    assert v > d * d  # the runs' spread explains this shift
+    assert "spread 0.0 % (rms)" in m.between_line([(d, v)])
+    assert "no honest cycle" in m.between_line([])
