@@ -20,8 +20,7 @@ Verdict per claim:
   decide). A refutation by the test stands only if a second sitting of fresh runs,
   tested alone, refutes too (else inconclusive, the reason naming both sittings), when
   the sequential budget leaves time for one. On different hardware a refutation is
-  inconclusive, and the reason
-  names every environment difference (also a typed list in the claim). A
+  inconclusive, and the reason names every environment difference (also a typed list in the claim). A
   measurement that the bench itself distrusts because of the kernel
   (timer tampering, faster than the roofline, wrong outputs after timing) refutes
   the claim; one distrusted for noise is inconclusive.
@@ -413,7 +412,7 @@ def _undecided(body: ReproductionPredicate) -> list[str]:
     """Speed-up claims a further look could decide: inconclusive by the test itself, with
     more runs here able to decide (never on other hardware, where no count of runs may
     refute)."""
-    return [c.claim for c in body.claims if c.claim.startswith("benchmark.speedup[")
+    return [c.claim for c in body.claims if _speedup_row(c)
             and c.verdict == "inconclusive" and c.statistics is not None
             and c.statistics.more_runs is not None
             and not any(d.hardware for d in c.environment_diff or ())]
@@ -488,7 +487,7 @@ class _Looks:
         import verifier.benchmark as benchmark
 
         progress = self.settings.progress or quiet
-        accused = _refuted_by_test(body)
+        accused = [c.claim for c in body.claims if _refuted_by_test(c)]
         if not accused:
             return body
         if time.monotonic() - started >= self.settings.sequential_budget_s:
@@ -503,18 +502,20 @@ class _Looks:
         again = compare(self.claimed, self.target, self.env, self.verification, runs,
                         self.settings.policy, self.own)
         again = self._sequential(runs, again, started, only=accused)
-        claims = [_second_sitting(c, _row_for(again, c)) if c.claim in accused
-                  and c.verdict == "refuted" and c.statistics is not None else c
+        claims = [_second_sitting(c, _row_for(again, c)) if _refuted_by_test(c) else c
                   for c in body.claims]
         return dataclasses.replace(body, claims=tuple(claims),
                                    verdict=overall_verdict(c.verdict for c in claims))
 
 
-def _refuted_by_test(body: ReproductionPredicate) -> list[str]:
-    """Speed-up claims the statistical test refuted (not a typed fault, which a second
+def _speedup_row(row: ClaimResult) -> bool:
+    return row.claim.startswith("benchmark.speedup[")
+
+
+def _refuted_by_test(row: ClaimResult) -> bool:
+    """A speed-up claim the statistical test refuted (not a typed fault, which a second
     sitting need not repeat: the kernel exposed itself)."""
-    return [c.claim for c in body.claims if c.claim.startswith("benchmark.speedup[")
-            and c.verdict == "refuted" and c.statistics is not None]
+    return _speedup_row(row) and row.verdict == "refuted" and row.statistics is not None
 
 
 def _row_for(body: ReproductionPredicate, row: ClaimResult) -> ClaimResult | None:
@@ -528,7 +529,7 @@ def _row_for(body: ReproductionPredicate, row: ClaimResult) -> ClaimResult | Non
 def _second_sitting(first: ClaimResult, second: ClaimResult | None) -> ClaimResult:
     """One claim's verdict over two sittings: refuted if the second refutes it too, else
     inconclusive, each reason naming both sittings."""
-    if first.statistics is None:  # a typed fault's refutation: no second sitting judges it
+    if first.statistics is None:  # never so for `_refuted_by_test` rows; narrows the type
         return first
     if second is not None and second.verdict == "refuted":
         stats = second.statistics or first.statistics
