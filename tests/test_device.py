@@ -157,6 +157,35 @@ def test_late_work_in_every_fetch_is_proven_by_the_rank_test() -> None:
     assert "late_work" in _kinds(timing) and timing.late_unproven is None
 
 
+def test_an_honest_kernel_delayed_by_a_busy_cpu_in_every_fetch_is_not_accused() -> None:
+    """What an honest torch module met in a full test run with a second process keeping one
+    core busy (`make test-loop`): each of its 8 fetches was slower than all 8 of the
+    baseline's, by about 1.2 ms (rank test p = 8e-05), because its process waited for the
+    CPU it shares. The OS accounts those waits: judged without them its fetches are no
+    slower, so the excess is charged and not trusted (`late_unproven`), never `late_work`."""
+    plan = dataclasses.replace(PLAN, reps=8)
+    timing, _, _ = _run(Behaviour(kernel_ns=5_000.0, fetch_waited_ns=(1.2e6, 1.1e6, 1.3e6)),
+                        plan=plan)
+    assert "late_work" not in _kinds(timing)
+    assert timing.late_unproven is not None and "waiting for a CPU" in timing.late_unproven
+    assert timing.late_ns >= 8 * 1.1e6  # the raw excess is still charged to the candidate
+    assert min(timing.kernel.fetch_ns) > max(timing.baseline.fetch_ns)  # slower throughout
+
+
+def test_late_work_on_a_host_thread_cannot_pass_as_a_busy_cpu() -> None:
+    """The attacker's way past that rule: late work on a host thread of its own, on its one
+    CPU, makes its main thread wait on the run queue as long as the work runs, so the OS
+    accounts it as waiting. That thread's CPU time is the side's, and the figure judged is
+    never below it: still `late_work`, on a machine busy for both sides too."""
+    busy = (0.0, 300_000.0, 0.0, 500_000.0)
+    timing, _, _ = _run(Behaviour(kernel_ns=400_000.0, late_share=0.9, late_on_cpu=True,
+                                  fetch_waited_ns=busy),
+                        Behaviour(kernel_ns=10_000.0, fetch_waited_ns=busy))
+    assert "late_work" in _kinds(timing) and timing.late_unproven is None
+    # the hidden 90 % is charged back, less the baseline's slowest fetch (its noise)
+    assert min(timing.kernel.per_call_ns) >= 400_000.0 - max(busy) / PLAN.batch - 1.0
+
+
 def test_an_honest_batch_well_above_the_overheads_noise_is_resolved() -> None:
     timing, _, _ = _run(Behaviour(kernel_ns=5_000.0, jitter=0.01),
                         Behaviour(kernel_ns=10_000.0, jitter=0.01))

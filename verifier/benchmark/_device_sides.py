@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from verifier.device import BatchAnswer, Inputs
+from verifier.device import BatchAnswer, Fetched, Inputs
 from verifier.runtimes import Call, TorchSession
 from verifier.tensors import compare_tensor, decode, nbytes_of
 from verifier.worker import (
@@ -94,7 +94,7 @@ class TorchSide:
             raise BadAnswer("a run's events must be one finite time per call")
         return BatchAnswer(tuple(float(e) for e in events))
 
-    def fetch(self, calls: Sequence[int]) -> list[list[F64]]:
+    def fetch(self, calls: Sequence[int]) -> Fetched:
         regions = []
         for c in calls:
             offsets, shapes = self.outs[c]
@@ -111,7 +111,7 @@ class TorchSide:
                 continue
             got.append([decode(self.mem.bytes[o:o + nbytes_of(s, d)].copy(), s, d)
                         for o, (s, d) in zip(offsets, shapes, strict=True)])
-        return got
+        return Fetched(got, float(self.child.last_waited_ns), float(self.child.last_cpu_ns))
 
     def _look(self) -> None:
         """Threads or processes still at work since the last batch, unasked answers."""

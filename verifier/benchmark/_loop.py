@@ -53,6 +53,7 @@ from verifier.worker import (
     NativeWorker,
     SharedArena,
     activity,
+    busy_ns,
     charged_ns,
     escaped_work,
     fill_inputs,
@@ -260,16 +261,11 @@ def _write_batch(rig: Rig, plan: ShapePlan, lay: Layout, first: int, batch: int)
 
 
 def _busy_ns(side: NativeWorker | BaselineWorker, elapsed: int, threads: int, adjust: bool) -> float:
-    """A round trip's time without the scheduling latency the OS accounted to it.
-
-    Under load most of a round trip can be waiting for a CPU after a wake-up; the run-queue
-    waits of the parent and of the child's main thread are subtracted. The result is never
-    less than the child's CPU time over its allowed threads, so work moved to other threads
-    (whose waits are not subtracted) cannot hide. Off for GPU kernels, whose work is not CPU time.
-    """
+    """A round trip's time without the scheduling latency the OS accounted to it
+    (`verifier.worker.busy_ns`). Off for GPU kernels, whose work is not CPU time."""
     if not adjust:
         return float(elapsed)
-    return float(max(elapsed - side.last_waited_ns, side.last_cpu_ns / max(threads, 1)))
+    return busy_ns(elapsed, side.last_waited_ns, side.last_cpu_ns, threads)
 
 
 def _baseline_ns(baseline: BaselineWorker, arenas: list[int], slots: list[int], dims: list[int],

@@ -62,6 +62,7 @@ from verifier.worker import (
     WorkerHung,
     WorkerOverMemory,
     activity,
+    busy_ns,
     escaped_work,
 )
 
@@ -245,9 +246,8 @@ def _nop_ns(child: TorchChild, threads: int) -> float:
 
 
 def _busy(child: TorchChild, elapsed: int, threads: int) -> float:
-    """The round trip less the OS-accounted scheduling waits, never below the child's CPU time
-    over its threads (as `verifier.benchmark._loop` does for C kernels)."""
-    return float(max(elapsed - child.last_waited_ns, child.last_cpu_ns / max(threads, 1)))
+    """The round trip less the OS-accounted scheduling waits (`verifier.worker.busy_ns`)."""
+    return busy_ns(elapsed, child.last_waited_ns, child.last_cpu_ns, threads)
 
 
 def _measure(session: TorchSession, baseline: TorchChild, pool: InputPool,

@@ -24,6 +24,7 @@ from verifier.device._interface import (
     Device,
     DeviceInfo,
     DeviceSide,
+    Fetched,
     Inputs,
     Peaks,
     Sample,
@@ -40,7 +41,7 @@ from verifier.device._timing import DeviceTiming, SideTiming, TimingPlan, measur
 from verifier.device._watch import WATCH_CAP, ThreadWatch, Watch
 
 __all__ = ["CLOCK_SPREAD", "FLOOR_MARGIN", "WATCH_CAP", "BatchAnswer", "Behaviour", "Clock", "Device",
-           "DeviceInfo", "DeviceSide", "DeviceTiming", "FakeDevice", "FakeSide", "Floor", "HostDevice",
+           "DeviceInfo", "DeviceSide", "DeviceTiming", "FakeDevice", "FakeSide", "Fetched", "Floor", "HostDevice",
            "Inputs", "NvmlDevice", "OpCost", "Peaks", "ProbeResult", "Sample", "ScriptedWatch",
            "SideTiming", "ThreadWatch", "TimingPlan", "Watch", "below_floor", "cached_probe", "combine", "cpu_mhz",
            "device_diff", "double_plus_one", "floor_of", "measure", "parse_probe", "probe_device",

@@ -20,7 +20,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from verifier.device._interface import BatchAnswer, DeviceInfo, Inputs, Peaks, Sample
+from verifier.device._interface import BatchAnswer, DeviceInfo, Fetched, Inputs, Peaks, Sample
 
 __all__ = ["STEADY", "Behaviour", "FakeDevice", "FakeSide", "ScriptedWatch", "double_plus_one"]
 
@@ -52,6 +52,13 @@ class Behaviour:
     """Relative noise of each batch's time (deterministic, from the side's seed)."""
     fetch_spikes_ns: tuple[float, ...] = ()
     """Extra time of successive fetches (a busy machine's pipe and scheduler), cycled."""
+    fetch_waited_ns: tuple[float, ...] = ()
+    """Extra time of successive fetches spent waiting for a CPU, which the OS accounts as
+    run-queue waits (a busy machine the kernel shares), cycled."""
+    late_on_cpu: bool = False
+    """The late work runs on a host thread of the side's own (its CPU time is the side's,
+    and on the side's one CPU its main thread waits for it on the run queue: late work
+    dressed as a busy machine)."""
     op: Callable[[Inputs], list[F64]] = double_plus_one
 
 
@@ -159,19 +166,25 @@ class FakeSide:
         events = None if b.events_scale is None else tuple([work * b.events_scale] * count)
         return BatchAnswer(events)
 
-    def fetch(self, calls: Sequence[int]) -> list[list[F64]]:
+    def fetch(self, calls: Sequence[int]) -> Fetched:
         b = self.b
         unfinished = self.pending_ns > 0 and not b.fetch_waits
-        if b.fetch_waits:
-            self.device.advance(self.pending_ns)
+        late = self.pending_ns if b.fetch_waits else 0.0
         self.pending_ns = 0.0
-        spike = b.fetch_spikes_ns[self.fetches % len(b.fetch_spikes_ns)] if b.fetch_spikes_ns else 0.0
+        spike = _cycled(b.fetch_spikes_ns, self.fetches)
+        waited = _cycled(b.fetch_waited_ns, self.fetches)
         self.fetches += 1
-        self.device.advance(b.round_trip_ns + b.fetch_ns * len(calls) + spike)
+        own = b.round_trip_ns + b.fetch_ns * len(calls)
+        self.device.advance(late + own + spike + waited)
         got: list[list[Any]] = []
         for c in calls:
             outs = [o.copy() for o in self.outputs[c]]
             if unfinished:
                 outs = [np.full_like(o, np.nan) for o in outs]
             got.append(outs)
-        return got
+        on_cpu = late if b.late_on_cpu else 0.0
+        return Fetched(got, waited + on_cpu, b.fetch_ns * len(calls) + on_cpu)
+
+
+def _cycled(values: tuple[float, ...], i: int) -> float:
+    return values[i % len(values)] if values else 0.0

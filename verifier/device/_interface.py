@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from verifier.device._watch import Watch
 
 __all__ = ["BENIGN_THROTTLE_BITS", "NVML_THROTTLE_BITS", "BatchAnswer", "Clock", "Device",
-           "DeviceInfo", "DeviceSide", "Inputs", "Peaks", "Sample", "throttle_names"]
+           "DeviceInfo", "DeviceSide", "Fetched", "Inputs", "Peaks", "Sample", "throttle_names"]
 
 Inputs = Sequence[Any]
 """One call's inputs as the parent drew them (host arrays, or plain values; staged on the device)."""
@@ -103,6 +103,18 @@ class BatchAnswer:
     events_ns: tuple[float, ...] | None = None
 
 
+@dataclass(frozen=True)
+class Fetched:
+    """A fetch's outputs, and what the OS accounted to its command (read by the parent from
+    /proc, never from the side): `waited_ns`, the run-queue waits of the parent and of the
+    side's main thread (a busy machine's delay), and `cpu_ns`, the CPU time of all the
+    side's threads. Both 0 where nothing accounts them."""
+
+    outputs: list[list[NDArray[np.float64]]]
+    waited_ns: float = 0.0
+    cpu_ns: float = 0.0
+
+
 class DeviceSide(Protocol):
     """One process on the device: the candidate's, or the baseline's."""
 
@@ -115,8 +127,9 @@ class DeviceSide(Protocol):
         before each when `cold`; an empty kernel instead when `empty`), synchronise the
         whole device, then answer."""
 
-    def fetch(self, calls: Sequence[int]) -> list[list[NDArray[np.float64]]]:
-        """The outputs of the given calls of the last batch, copied back to the host."""
+    def fetch(self, calls: Sequence[int]) -> Fetched:
+        """The outputs of the given calls of the last batch, copied back to the host, with
+        the OS's accounting of the command."""
 
 
 class Device(Protocol):

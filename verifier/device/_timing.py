@@ -18,8 +18,10 @@ a host thread, a lazy result computed on demand) is slower than the slowest of t
 baseline's fetches of the same outputs, and the excess is charged to the candidate's
 batch (`late_work` when the median repetition's excess is more than `late_share` of its
 batch and a one-sided rank test finds the candidate's fetches slower than the baseline's
-at `late_alpha`; the excess without that evidence is `late_unproven`, not trusted but no
-accusation: a busy machine stalls some fetches of either side); a fetch that does not wait reads unfinished or stale outputs (a cached answer, keyed on pointers or replayed after warm-up), which fail
+at `late_alpha`, both judged on the fetches less the run-queue waits the OS accounted to
+them, never below the side's CPU time in them; the excess without that evidence is
+`late_unproven`, not trusted but no accusation: a busy machine stalls some fetches of
+either side, or every fetch of a process that shares a busy CPU); a fetch that does not wait reads unfinished or stale outputs (a cached answer, keyed on pointers or replayed after warm-up), which fail
 the comparison (`outputs_wrong`).
 
 In-process CUDA events (the side's `events_ns`) never set the figures. They are kept for
@@ -42,6 +44,7 @@ from attest.predicates import BenchFaultKind
 from verifier.device._interface import BatchAnswer, Clock, Device, DeviceSide, Inputs, Sample
 from verifier.device._watch import WATCH_CAP, Watch
 from verifier.ranks import rank_test_greater
+from verifier.worker import busy_ns
 
 __all__ = ["RESOLUTION_MADS", "DeviceTiming", "SideTiming", "TimingPlan", "measure"]
 
@@ -99,6 +102,9 @@ class SideTiming:
     per_call_ns: list[float] = field(default_factory=list)
     empty_ns: list[float] = field(default_factory=list)
     fetch_ns: list[float] = field(default_factory=list)
+    fetch_busy_ns: list[float] = field(default_factory=list)
+    """The fetches less the run-queue waits the OS accounted to them, never below the
+    side's CPU time in them (`verifier.worker.busy_ns`): what late work is judged on."""
     run_ns: list[float] = field(default_factory=list)
     events_ns: list[float] = field(default_factory=list)
     events_missing: bool = False
@@ -146,8 +152,11 @@ def measure(cand: DeviceSide, base: DeviceSide, device: Device, draw: Draw, agre
                 picks = sorted(int(i) for i in rng.choice(plan.batch, min(plan.picks, plan.batch),
                                                           replace=False))
             t0 = clock()
-            fetched[side] = proc.fetch(picks)
-            into.fetch_ns.append(float(clock() - t0))
+            got = proc.fetch(picks)
+            ns = float(clock() - t0)
+            fetched[side] = got.outputs
+            into.fetch_ns.append(ns)
+            into.fetch_busy_ns.append(busy_ns(ns, got.waited_ns, got.cpu_ns))
         _charge(out, plan)
         _compare(out, picks, fetched, agree, rep, plan.batch)
         if (rep + 1) % plan.sample_every == 0:
@@ -235,35 +244,49 @@ def _judge_resolution(out: DeviceTiming) -> str | None:
     return None
 
 
+def _late(kernel: Sequence[float], baseline: Sequence[float]) -> float:
+    """The median repetition's excess of the candidate's fetch over the baseline's slowest."""
+    slowest = float(max(baseline))
+    return float(np.median([max(0.0, f - slowest) for f in kernel]))
+
+
 def _judge_late(out: DeviceTiming, plan: TimingPlan) -> None:
     """Late work is systematic: the median repetition's fetch is slower than the slowest of
     the baseline's fetches by more than `late_share` of the median batch, and a one-sided
-    rank test finds the candidate's fetches slower than the baseline's at `late_alpha`. A
-    scheduling spike now and then is charged, where it exceeds the baseline's slowest, but
-    is no fault; nor is the spread a busy machine gives every fetch (the baseline's own
-    shows it). The excess without the rank test's evidence is `late_unproven`: a busy
-    machine stalled half of one side's fetches, or late work too; charged either way."""
+    rank test finds the candidate's fetches slower than the baseline's at `late_alpha`,
+    both judged on the fetches less the run-queue waits the OS accounted to them
+    (`fetch_busy_ns`: a busy machine the candidate's process shares delays its every
+    command, and is not its work; the floor of its CPU time keeps a host thread's late
+    work in). A scheduling spike now and then is charged, where it exceeds the baseline's
+    slowest, but is no fault; nor is the spread a busy machine gives every fetch (the
+    baseline's own shows it). The excess without that evidence is `late_unproven`: a
+    busy machine stalled one side's fetches, or late work too; charged either way."""
     k, b = out.kernel, out.baseline
     if not k.run_ns or not b.fetch_ns or not k.fetch_ns:
         return
-    slowest = float(max(b.fetch_ns))
-    late = float(np.median([max(0.0, f - slowest) for f in k.fetch_ns]))
     run = float(np.median(k.run_ns))
+    late = _late(k.fetch_ns, b.fetch_ns)
     if not (run > 0 and late > plan.late_share * run):
         return
-    p = rank_test_greater(k.fetch_ns, b.fetch_ns)
+    busy = _late(k.fetch_busy_ns, b.fetch_busy_ns)
+    p = rank_test_greater(k.fetch_busy_ns, b.fetch_busy_ns)
     what = (f"fetching the candidate's outputs took {late / 1e3:.0f} us longer than the "
             f"baseline's fetch of the same outputs in the median repetition "
             f"({100 * late / run:.0f} % of its batch's time; charged in total "
             f"{out.late_ns / 1e3:.0f} us)")
-    if p < plan.late_alpha:
+    if busy > plan.late_share * run and p < plan.late_alpha:
         out.faults.append(("late_work", (
-            f"{what}, slower throughout (rank test p = {p:.2g}): work finished after its "
-            "batches answered (a side stream, a host thread or a result computed on demand)")))
-    else:
+            f"{what}, slower throughout (rank test p = {p:.2g}) and not by waiting for a CPU: "
+            "work finished after its batches answered (a side stream, a host thread or a "
+            "result computed on demand)")))
+    elif busy > plan.late_share * run:
         out.late_unproven = (f"{what}, but not slower throughout (rank test p = {p:.2g}, "
                              f"{plan.late_alpha:g} needed): late work, or a busy machine "
                              "stalling some fetches")
+    else:
+        out.late_unproven = (f"{what}, but the OS accounted all but {busy / 1e3:.0f} us of it "
+                             "to waiting for a CPU: a busy machine delaying the candidate's "
+                             "process, or late work hidden by it")
 
 
 def _judge_events(out: DeviceTiming, plan: TimingPlan) -> None:

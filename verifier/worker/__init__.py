@@ -14,7 +14,7 @@ benchmark, reproduce).
 
 from __future__ import annotations
 
-from verifier.worker._account import AccountingKind, charged_ns
+from verifier.worker._account import AccountingKind, busy_ns, charged_ns
 from verifier.worker._arena import (
     GUARD,
     GUARD_WORD,
@@ -94,6 +94,7 @@ __all__ = [
     "WorkerMisanswered",
     "WorkerOverMemory",
     "activity",
+    "busy_ns",
     "charged_ns",
     "escaped_work",
     "fill_inputs",

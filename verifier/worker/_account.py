@@ -25,10 +25,22 @@ from typing import Literal
 
 from verifier.sandbox import RunCgroup
 
-__all__ = ["AccountingKind", "CgroupClock", "CpuClock", "ProcTreeClock", "charged_ns"]
+__all__ = ["AccountingKind", "CgroupClock", "CpuClock", "ProcTreeClock", "busy_ns", "charged_ns"]
 
 AccountingKind = Literal["cgroup", "process-tree"]
 _TICK_NS = 10**9 // os.sysconf("SC_CLK_TCK")
+
+
+def busy_ns(elapsed_ns: float, waited_ns: float, cpu_ns: float, threads: int = 1) -> float:
+    """A round trip's time without the scheduling latency the OS accounted to it. Pure.
+
+    Under load most of a round trip can be waiting for a CPU after a wake-up: `waited_ns`,
+    the run-queue waits of the parent and of the child's main thread, is taken out. The
+    result is never less than the child's CPU time over its allowed `threads`, so work
+    moved to other threads (whose waits are not subtracted, and which make the main thread
+    wait as long as they run) cannot hide.
+    """
+    return float(max(elapsed_ns - waited_ns, cpu_ns / max(threads, 1)))
 
 
 class CpuClock(ABC):
