@@ -538,6 +538,31 @@ def test_a_refutation_under_too_different_conditions_is_inconclusive_naming_them
     assert _verdict(claim, here)[0] == "refuted"  # comparable conditions: it stands
 
 
+def test_other_load_on_the_pinned_cpu_alone_is_allowed_for_not_a_shield() -> None:
+    """Issue 25's done-when: a 1.25x-inflated claim published while a second process spins on
+    the pinned core, reproduced on a quiet machine (and the reverse). The busy/quiet run
+    measured what that difference does to honest claims (rms 3.2 %, within the between-sitting
+    margin), so it no longer holds the refutation back: named in the reason, not a shield an
+    inflated claim can buy by being measured next to a spinner. One more runnable task than
+    the run measured still blocks."""
+    spun = {"pinned_cpu_busy": 1.0, "runnable": 1.0, "load_1m": 1.4, "steal": 0.0, "cores": 2}
+    quiet = {"pinned_cpu_busy": 0.08, "runnable": 0.2, "load_1m": 0.6, "steal": 0.0, "cores": 2}
+    for claimed, measured in ((spun, quiet), (quiet, spun)):
+        claim, here = _bench(_times(1.25)), _bench(HERE)
+        claim["conditions"], here["conditions"] = claimed, measured
+        verdict, reason = _verdict(claim, here)
+        assert verdict == "refuted", reason
+        assert "other load on the pinned CPU" in reason and "allows for" in reason
+    claim, here = _bench(_times(1.25)), _bench(HERE)
+    claim["conditions"], here["conditions"] = dict(spun, runnable=2.5), quiet
+    verdict, reason = _verdict(claim, here)
+    assert verdict == "inconclusive" and "other runnable tasks 2.5 claimed, 0.2 here" in reason
+    # an honest claim across the same difference is still confirmed
+    claim, here = _bench(HERE), _bench(HERE)
+    claim["conditions"], here["conditions"] = spun, quiet
+    assert _verdict(claim, here)[0] == "confirmed"
+
+
 def test_extending_a_benchmark_keeps_it_a_valid_body() -> None:
     from verifier.reproduce._claims import extend_benchmark
 

@@ -16,9 +16,9 @@ or `reproduce`.
 from __future__ import annotations
 
 from verifier.benchmark._bench import BenchReport, bench, machine_peaks
-from verifier.benchmark._conditions import Conditions, conditions_differ, probe
+from verifier.benchmark._conditions import Apart, Conditions, conditions_differ, probe
 from verifier.benchmark._runs import DEFAULT_RUNS, RunSet, bench_runs
 from verifier.benchmark._settings import BenchSettings
 
-__all__ = ["DEFAULT_RUNS", "BenchReport", "BenchSettings", "Conditions", "RunSet", "bench",
+__all__ = ["DEFAULT_RUNS", "Apart", "BenchReport", "BenchSettings", "Conditions", "RunSet", "bench",
            "bench_runs", "conditions_differ", "machine_peaks", "probe"]

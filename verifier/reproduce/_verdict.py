@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from attest.predicates import DecisionPolicy, Environment, EnvironmentDiff, SpeedupStatistics
+from verifier.benchmark import Apart
 from verifier.stats import (
     DEFAULT_CONFIDENCE,
     DEFAULT_TOLERANCE,
@@ -121,14 +122,15 @@ def speedup_verdict(claimed_runs: Sequence[float], measured_runs: Sequence[float
                     untrusted_why: str, diff: Sequence[EnvironmentDiff],
                     policy: DecisionPolicy = DEFAULT_POLICY, *, look: int = 1,
                     between: float = SIGMA_BETWEEN,
-                    conditions: Sequence[str] = ()) -> SpeedupVerdict:
+                    conditions: Sequence[Apart] = ()) -> SpeedupVerdict:
     """The verdict on one shape's speed-up claim.
 
     A measurement distrusted for noise is inconclusive; on different hardware a
     refutation becomes inconclusive (the ratio itself may differ there), and so it does
-    when the two sittings' conditions (`conditions`: each difference named) are too far
-    apart. `look` is the sequential look (see `verifier.stats`); `between` the
-    between-sitting spread allowed for.
+    when the two sittings' conditions are apart in a way the between-sitting margin was not
+    measured to cover (`conditions`: each difference, named in the reason either way; see
+    `verifier.benchmark._conditions.ALLOWED_FOR`). `look` is the sequential look (see
+    `verifier.stats`); `between` the between-sitting spread allowed for.
     """
     hw = _hardware_phrase(diff)
     if not trusted:
@@ -143,9 +145,14 @@ def speedup_verdict(claimed_runs: Sequence[float], measured_runs: Sequence[float
     if test.decision == "refuted" and not same_hardware(diff):
         return SpeedupVerdict("inconclusive", test,
                               f"{text}; but this is {hw}, which may explain a slower ratio")
-    if test.decision == "refuted" and conditions:
+    covered = [a.describe() for a in conditions if not a.blocks]
+    if covered:
+        text += (f"; measured under other conditions ({'; '.join(covered)}), which the "
+                 "between-sitting margin allows for")
+    blocking = [a.describe() for a in conditions if a.blocks]
+    if test.decision == "refuted" and blocking:
         return SpeedupVerdict("inconclusive", test,
                               f"{text}; but the claim was measured under conditions too "
-                              f"different from these to refute it ({'; '.join(conditions)}); "
+                              f"different from these to refute it ({'; '.join(blocking)}); "
                               f"{hw}")
     return SpeedupVerdict(test.decision, test, f"{text}; {hw}")
