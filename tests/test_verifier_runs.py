@@ -6,6 +6,7 @@ import math
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from attest import BENCHMARK_V1, BenchmarkPredicate, parse_predicate
@@ -153,6 +154,33 @@ def test_roofline_peaks_ignore_time_other_processes_held_the_cores(
     assert flops == pytest.approx(2 * 768**3 / 1e-3 * (os.cpu_count() or 1))
     assert bw == pytest.approx(8 * 8 * 1024 * 1024 / 1e-3)  # 64 MiB of copies a millisecond
     assert time.perf_counter() < 1e9
+
+
+def test_roofline_peak_matmul_runs_with_blas_held_to_one_thread(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """BLAS's threads spin while they wait for each other, and under load that spinning is
+    CPU time: with 2 threads on 2 loaded cores the peak came out 88 to 254 GFLOP/s from one
+    process to the next (one thread: 316 to 330), low enough for an honest kernel near the
+    peak to be refused as faster than the roofline. The probe's matmuls see one thread."""
+    from threadpoolctl import threadpool_info
+
+    import verifier.benchmark._bench as bench_mod
+
+    seen: list[int] = []
+    real = np.matmul
+
+    def recording(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        seen.extend(p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas")
+        return real(a, b)
+
+    monkeypatch.setattr(bench_mod.np, "matmul", recording)
+    bench_mod.machine_peaks.cache_clear()
+    try:
+        bench_mod.machine_peaks()
+    finally:
+        monkeypatch.undo()
+        bench_mod.machine_peaks.cache_clear()
+    assert seen and set(seen) == {1}, seen
 
 
 def test_the_runs_core_is_the_one_other_work_used_least() -> None:

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+from threadpoolctl import threadpool_limits
 
 from attest.ops import shape_label
 from attest.predicates import (
@@ -255,18 +256,22 @@ def machine_peaks() -> tuple[float, float]:
     """(peak FLOP/s, peak bytes/s) measured once, quickly, in this (trusted) process.
 
     Compute: best of 3 float32 NumPy matmuls of 768^2 (BLAS is near the machine's
-    peak) per CPU-second of this process, times the core count. Bandwidth: best copy
-    rate of a cache-resident and a DRAM-sized buffer per CPU-second. CPU time, not
-    wall time: on a loaded machine the wall clock counts time other processes held
-    the cores, which made the peak look 10x lower and honest kernels "faster than
-    the roofline" (seen at load 15-20 on 2 cores: 6 GFLOP/s by wall clock, 85 by CPU time).
+    peak) per CPU-second of this process, with BLAS held to one thread, times the core
+    count. Bandwidth: best copy rate of a cache-resident and a DRAM-sized buffer per
+    CPU-second. CPU time, not wall time: on a loaded machine the wall clock counts time
+    other processes held the cores, which made the peak look 10x lower and honest kernels
+    "faster than the roofline" (seen at load 15-20 on 2 cores: 6 GFLOP/s by wall clock, 85
+    by CPU time). One BLAS thread: BLAS's threads spin while they wait for each other, and
+    under load that spinning is CPU time too (2 threads on 2 loaded cores: 88 to 254
+    GFLOP/s from one process to the next; one thread: 316 to 330).
     """
     a = np.random.default_rng(0).standard_normal((768, 768)).astype(np.float32)
     best = float("inf")
-    for _ in range(3):
-        t0 = time.process_time()
-        np.matmul(a, a)
-        best = min(best, max(time.process_time() - t0, 1e-6))
+    with threadpool_limits(limits=1, user_api="blas"):
+        for _ in range(3):
+            t0 = time.process_time()
+            np.matmul(a, a)
+            best = min(best, max(time.process_time() - t0, 1e-6))
     flops = 2 * 768**3 / best * (os.cpu_count() or 1)
     bw = 0.0
     for n in (64 * 1024, 8 * 1024 * 1024):
