@@ -167,7 +167,9 @@ def test_an_honest_kernel_delayed_by_a_busy_cpu_in_every_fetch_is_not_accused() 
     timing, _, _ = _run(Behaviour(kernel_ns=5_000.0, fetch_waited_ns=(1.2e6, 1.1e6, 1.3e6)),
                         plan=plan)
     assert "late_work" not in _kinds(timing)
-    assert timing.late_unproven is not None and "waiting for a CPU" in timing.late_unproven
+    assert timing.late_unproven is not None
+    # judged without the accounted waits, its fetches are the baseline's
+    assert max(timing.kernel.fetch_busy_ns) <= max(timing.baseline.fetch_busy_ns)
     assert timing.late_ns >= 8 * 1.1e6  # the raw excess is still charged to the candidate
     assert min(timing.kernel.fetch_ns) > max(timing.baseline.fetch_ns)  # slower throughout
 
