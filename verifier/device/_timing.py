@@ -274,12 +274,13 @@ def _judge_late(out: DeviceTiming, plan: TimingPlan) -> None:
             f"baseline's fetch of the same outputs in the median repetition "
             f"({100 * late / run:.0f} % of its batch's time; charged in total "
             f"{out.late_ns / 1e3:.0f} us)")
-    if busy > plan.late_share * run and p < plan.late_alpha:
+    beyond_waits = busy > plan.late_share * run
+    if beyond_waits and p < plan.late_alpha:
         out.faults.append(("late_work", (
             f"{what}, slower throughout (rank test p = {p:.2g}) and not by waiting for a CPU: "
             "work finished after its batches answered (a side stream, a host thread or a "
             "result computed on demand)")))
-    elif busy > plan.late_share * run:
+    elif beyond_waits:
         out.late_unproven = (f"{what}, but not slower throughout (rank test p = {p:.2g}, "
                              f"{plan.late_alpha:g} needed): late work, or a busy machine "
                              "stalling some fetches")
