@@ -29,6 +29,10 @@ INSERT OR IGNORE INTO vindex_size (one, size) VALUES (1, 0);
 """
 
 
+_READ_CHUNK = 500
+"""Paths one query reads (under SQLite's oldest limit of 999 parameters)."""
+
+
 def _tiles(conn: sqlite3.Connection, keys: Iterable[TileKey], stop_at_gap: bool
            ) -> dict[TileKey, bytes]:
     out: dict[TileKey, bytes] = {}
@@ -65,7 +69,20 @@ class SqliteIndexRows:
         return int(row[0])
 
     def read_tiles(self, keys: Iterable[TileKey]) -> dict[TileKey, bytes]:
-        return _tiles(self._connect(), keys, stop_at_gap=False)
+        """The tiles of `keys` that exist: a query per depth and `_READ_CHUNK` paths."""
+        by_depth: dict[int, list[bytes]] = {}
+        for depth, path in keys:
+            by_depth.setdefault(depth, []).append(path)
+        conn = self._connect()
+        out: dict[TileKey, bytes] = {}
+        for depth, paths in by_depth.items():
+            for at in range(0, len(paths), _READ_CHUNK):
+                chunk = paths[at: at + _READ_CHUNK]
+                marks = ", ".join("?" * len(chunk))
+                rows = conn.execute("SELECT path, data FROM vindex_tiles WHERE depth = ? "
+                                    f"AND path IN ({marks})", [depth, *chunk]).fetchall()
+                out.update({(depth, bytes(p)): bytes(t) for p, t in rows})
+        return out
 
     def write(self, pending: PendingIndex) -> None:
         """One transaction, not flushed to disk on its own: the index is derived data (a

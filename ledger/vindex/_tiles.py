@@ -20,7 +20,7 @@ from ledger.vindex._map import Node
 from ledger.vindex._proof import IndexProofError
 
 __all__ = ["TILE_LEVELS", "Tile", "TileKey", "TileNodes", "TilePath", "TiledNodes", "decode_tile",
-           "encode_tile", "parse_tile", "tile_of"]
+           "encode_tile", "merge_encoded", "parse_tile", "tile_of"]
 
 TILE_LEVELS = 8
 """Levels per tile: a byte of key per tile, so a tile's path is whole bytes."""
@@ -82,9 +82,9 @@ class TiledNodes:
     """A `NodeStore` over tiles read through `read_tiles` (missing tiles are empty).
 
     Reads are cached for the life of the object, after `known` (tiles the caller
-    already holds, never modified here: a tile is copied before its first write);
-    `put_nodes` only records the writes, which `changed_tiles` returns encoded, for
-    the caller to store.
+    already holds, never modified here). `put_nodes` only records the written nodes,
+    tile by tile, beside the tiles they change (no tile is copied): `changes` returns
+    them, `changed_tiles` the changed tiles encoded, for the caller to store.
     """
 
     def __init__(self, read_tiles: Callable[[Iterable[TileKey]], Mapping[TileKey, bytes]],
@@ -92,7 +92,8 @@ class TiledNodes:
         self._read = read_tiles
         self._known = known if known is not None else {}
         self._tiles: dict[TilePath, Tile] = {}
-        self._dirty: dict[TilePath, Tile] = {}
+        self._fresh: dict[TilePath, Tile] = {}
+        self._changes: dict[TilePath, Tile] = {}
 
     def _tile(self, path: TilePath) -> Tile:
         tile = self._tiles.get(path)
@@ -101,36 +102,62 @@ class TiledNodes:
             if tile is None:
                 key = (8 * len(path), path)
                 data = self._read([key]).get(key)
-                tile = {} if data is None else parse_tile(key[0], path, data)
+                tile = self._fresh[path] = {} if data is None else parse_tile(key[0], path, data)
             self._tiles[path] = tile
         return tile
 
     def get_node(self, depth: int, path: bytes) -> Node | None:
         where, name = _place(depth, path)
-        tile = self._tiles.get(where)
-        if tile is None:
-            tile = self._tile(where)
-        record = tile.get(name)
+        changed = self._changes.get(where)
+        record = None if changed is None else changed.get(name)
+        if record is None:
+            tile = self._tiles.get(where)
+            if tile is None:
+                tile = self._tile(where)
+            record = tile.get(name)
         return None if record is None else record[2:]
 
     def put_nodes(self, nodes: Mapping[tuple[int, bytes], Node]) -> None:
-        tiles, dirty = self._tiles, self._dirty
+        changes = self._changes
         for (depth, path), node in nodes.items():
             rel = depth % TILE_LEVELS
             if rel:
                 where, name = path[:-1], bytes((rel, path[-1]))
             else:
                 where, name = path, _TOP
-            tile = dirty.get(where)
-            if tile is None:  # copy on first write
-                tile = dirty[where] = tiles[where] = dict(self._tile(where))
-            tile[name] = name + node
+            changed = changes.get(where)
+            if changed is None:
+                if where not in self._tiles:
+                    self._tile(where)  # the rest of the tile, to encode it with its changes
+                changed = changes[where] = {}
+            changed[name] = name + node
+
+    def changes(self) -> dict[TilePath, Tile]:
+        """The records written since this object was made, by tile (what to lay over
+        `loaded_tiles` for the tiles as of after the writes)."""
+        return self._changes
+
+    def fresh_tiles(self) -> dict[TilePath, Tile]:
+        """The tiles this object read through `read_tiles` (not from `known`), as read."""
+        return self._fresh
 
     def changed_tiles(self) -> dict[TileKey, bytes]:
         """The tiles written since this object was made, encoded, top down."""
-        return {(8 * len(path), path): b"".join(self._dirty[path].values())
-                for path in sorted(self._dirty, key=lambda p: (len(p), p))}
+        return {(8 * len(path), path): merge_encoded(self._tiles[path], self._changes[path])
+                for path in sorted(self._changes, key=lambda p: (len(p), p))}
 
     def loaded_tiles(self) -> dict[TilePath, Tile]:
-        """Every tile this object read or wrote, as of after its writes."""
-        return dict(self._tiles)
+        """Every tile this object read or wrote, as of after its writes (copies of those
+        it wrote)."""
+        out = dict(self._tiles)
+        for path, changed in self._changes.items():
+            out[path] = {**out[path], **changed}
+        return out
+
+
+def merge_encoded(tile: Tile, changed: Tile) -> bytes:
+    """The bytes of `tile` with the records of `changed` laid over it."""
+    if not changed:
+        return b"".join(tile.values())
+    kept = b"".join(record for name, record in tile.items() if name not in changed)
+    return kept + b"".join(changed.values())
