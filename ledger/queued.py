@@ -277,12 +277,21 @@ class QueuedSequencer:
             self._stop.wait(self.lock_poll)
 
     def _lead(self) -> None:
-        """Settle the queue until stopped, or until a start-up check or tool needs the lock."""
+        """Settle the queue until stopped, or until a start-up check or tool needs the lock
+        (the index rows held in memory written first: `ledger.vindex.WriteBack`)."""
+        try:
+            self._settle_queue()
+        finally:
+            self.sequencer.flush_index()
+
+    def _settle_queue(self) -> None:
         checked = swept = 0.0
         while not self._stop.is_set():
             rows = self.queue.take(self.max_batch)
             if rows:
                 self._settle_or_split(rows)
+            if len(rows) < self.max_batch:  # the queue ran empty
+                self.sequencer.flush_index()
             now = time.monotonic()
             if now - checked >= 1.0:
                 checked = now

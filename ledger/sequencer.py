@@ -41,7 +41,7 @@ from ledger.storage import (
 )
 from ledger.tiles import TILE_HEIGHT, TILE_WIDTH, encode_bundle, entries_path, tile_path
 from ledger.vindex import EMPTY as EMPTY_INDEX
-from ledger.vindex import PendingIndex, StoredIndex, commitment_line
+from ledger.vindex import PreparedIndex, StoredIndex, commitment_line
 
 _FULL = TILE_WIDTH * HASH_SIZE
 #: Beyond this many entries behind, an integrator reloads the right edge instead.
@@ -311,6 +311,10 @@ class Sequencer:
                 with self.storage.integration_lock():
                     batch = self._take()
                     receipts = self._integrate_guarded([w.submission for w in batch])
+                    with self._cond:
+                        idle = not self._queue
+                    if idle:  # nothing waiting: lookups see this batch before its receipts
+                        self.flush_index()
             except BaseException as e:  # every waiter learns why; the loop goes on
                 for w in batch:
                     w.error = e
@@ -319,6 +323,12 @@ class Sequencer:
             for w, r in zip(batch, receipts, strict=True):
                 w.receipt = r
                 w.event.set()
+        if self.index is not None and self.index.holding:  # closing: write what is held
+            try:
+                with self.storage.integration_lock():
+                    self.flush_index()
+            except Exception as e:
+                _log.error("closing: could not write the index rows held in memory: %s", e)
 
     # ---- integrating side
     def integrate(self, submissions: Sequence[Submission]) -> list[Receipt]:
@@ -326,7 +336,19 @@ class Sequencer:
         if not submissions:
             return []
         with self.storage.integration_lock():
-            return self._integrate_guarded(submissions)
+            receipts = self._integrate_guarded(submissions)
+            self.flush_index()
+            return receipts
+
+    def flush_index(self) -> None:
+        """Write the index rows held in memory (`ledger.vindex.WriteBack`); the caller
+        holds the integration lock. A failure is logged: the next batch catches up."""
+        if self.index is None:
+            return
+        try:
+            self.index.flush()
+        except Exception as e:  # derived data: the published checkpoints already bind it
+            _log.error("could not write the index rows held in memory: %s", e)
 
     def integrate_held(self, submissions: Sequence[Submission], commit: CommitHook) -> list[Receipt]:
         """Integrate one batch; the caller holds the integration lock and commits it.
@@ -388,7 +410,7 @@ class Sequencer:
                 _log.info("indexed %d of %d entries", index.size, size)
             return done
 
-    def _index_batch(self, size: int, fresh: Sequence[Submission]) -> PendingIndex | None:
+    def _index_batch(self, size: int, fresh: Sequence[Submission]) -> PreparedIndex | None:
         """The index rows this batch adds (None without an index), after catching the
         index up with entries a crash or another integrator left out of it."""
         if self.index is None:
@@ -397,7 +419,7 @@ class Sequencer:
         self.index.catch_up(lambda lo, hi: [e.data for e in storage.get_entries(lo, hi)], size)
         return self.index.prepare(size, [s.data for s in fresh])
 
-    def _commit_index(self, pending: PendingIndex) -> None:
+    def _commit_index(self, pending: PreparedIndex) -> None:
         """Write the index rows of a durable batch; on failure the next batch catches up
         (the index is a function of the log, so it gets the same roots)."""
         assert self.index is not None
@@ -409,7 +431,7 @@ class Sequencer:
 
     def _prepare(
         self, submissions: Sequence[Submission]
-    ) -> tuple[IntegratedBatch | None, dict[str, bytes], list[Receipt], PendingIndex | None]:
+    ) -> tuple[IntegratedBatch | None, dict[str, bytes], list[Receipt], PreparedIndex | None]:
         """The batch to commit (None if nothing is new), its derived files, the receipts,
         the index rows it adds."""
         storage = self.storage

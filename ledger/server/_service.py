@@ -25,7 +25,14 @@ from ledger.storage import (
     TileCache,
     open_queue,
 )
-from ledger.vindex import IndexKey, StoredAnswer, StoredIndex, TooManyResults, open_index
+from ledger.vindex import (
+    IndexKey,
+    StoredAnswer,
+    StoredIndex,
+    TooManyResults,
+    WriteBack,
+    open_index,
+)
 
 
 class LogService:
@@ -60,7 +67,7 @@ class LogService:
             storage, signer, self.origin, max_batch=config.batch_size,
             max_delay=config.batch_delay_ms / 1000.0, cache=self.cache,
             on_checkpoint=None if self.witnessing is None else self.witnessing.offer,
-            index=open_index(storage),
+            index=open_index(storage, WriteBack()),
         )
         #: The verifiable index the sequencer keeps with the log (docs/vindex.md).
         self.index: StoredIndex = self.sequencer.index  # type: ignore[assignment]

@@ -41,10 +41,12 @@ from ledger.vindex._stored import (
     IndexStoreError,
     MemoryIndexRows,
     PendingIndex,
+    PreparedIndex,
     RawLookup,
     StoredAnswer,
     StoredIndex,
     TooManyResults,
+    WriteBack,
     path_tiles,
 )
 from ledger.vindex._tiles import TILE_LEVELS, TiledNodes, TileKey, decode_tile, encode_tile
@@ -53,11 +55,12 @@ if TYPE_CHECKING:
     from ledger.storage import LogStorage
 
 
-def open_index(storage: LogStorage) -> StoredIndex:
-    """The index in `storage`'s backend (SQLite, PostgreSQL; in memory otherwise)."""
+def open_index(storage: LogStorage, write_back: WriteBack | None = None) -> StoredIndex:
+    """The index in `storage`'s backend (SQLite, PostgreSQL; in memory otherwise);
+    `write_back`: how long it may hold committed batches' rows (`WriteBack`)."""
     from ledger.vindex._open import open_index as _open_index
 
-    return _open_index(storage)
+    return _open_index(storage, write_back)
 
 
 __all__ = [
@@ -84,6 +87,7 @@ __all__ = [
     "NodeStore",
     "PageOrderError",
     "PendingIndex",
+    "PreparedIndex",
     "RawLookup",
     "StoredAnswer",
     "StoredIndex",
@@ -91,6 +95,7 @@ __all__ = [
     "TiledNodes",
     "TooManyResults",
     "VerifiableIndex",
+    "WriteBack",
     "commitment_line",
     "committed_root",
     "decode_tile",

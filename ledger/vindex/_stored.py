@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -25,8 +26,9 @@ from ledger.vindex._map import extend_lists, lookup_proof, root_of
 from ledger.vindex._proof import KEY_BITS, LookupProof
 from ledger.vindex._tiles import TILE_LEVELS, Tile, TiledNodes, TileKey, TilePath
 
-__all__ = ["MAX_ANSWER", "IndexRows", "IndexStoreError", "MemoryIndexRows", "PendingIndex", "RawLookup",
-           "StoredAnswer", "StoredIndex", "TooManyResults", "path_tiles"]
+__all__ = ["MAX_ANSWER", "IndexRows", "IndexStoreError", "MemoryIndexRows", "PendingIndex",
+           "PreparedIndex", "RawLookup", "StoredAnswer", "StoredIndex", "TooManyResults", "WriteBack",
+           "path_tiles"]
 
 MAX_ANSWER = 100_000
 """Most entry indices one lookup answers with (a longer list: search a narrower key)."""
@@ -51,14 +53,14 @@ class TooManyResults(ValueError):
 
 @dataclass(frozen=True)
 class PendingIndex:
-    """The index rows one batch adds, computed before its checkpoint is signed."""
+    """The index rows that take the written index from size `start` to `size` (one
+    transaction): the changed tiles encoded, the postings added."""
 
     start: int
     size: int
     root: bytes
     tiles: Mapping[TileKey, bytes]
     postings: Sequence[tuple[bytes, int]] = field(default=())
-    loaded: Mapping[TilePath, Tile] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)
@@ -138,51 +140,155 @@ class MemoryIndexRows:
             return RawLookup(self.size, tiles, have[start: start + limit + 1])
 
 
-class StoredIndex:
-    """The verifiable index over `rows`: prepare/commit per batch, catch up, look up."""
+@dataclass(frozen=True)
+class WriteBack:
+    """How long a `StoredIndex` may hold committed batches in memory before it writes
+    their rows: at most `entries` entries, or the first of them `seconds` old (checked at
+    each commit; `StoredIndex.flush` writes them at once, which the log's integrator
+    does whenever its queue runs empty). The top tiles, rewritten by every batch, are
+    then written once for many batches. Lookups answer from the written rows, at their
+    size, with the checkpoint of that size: fresh entries are found once written."""
 
-    def __init__(self, rows: IndexRows) -> None:
+    entries: int = 8192
+    seconds: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.entries < 1 or not self.seconds >= 0:
+            raise ValueError("a write-back holds at least 1 entry for 0 or more seconds")
+
+
+@dataclass(frozen=True)
+class PreparedIndex:
+    """What one batch changes in the index, computed before its checkpoint is signed."""
+
+    start: int
+    size: int
+    root: bytes
+    changes: Mapping[TilePath, Tile]
+    """The records the batch writes, by tile."""
+    postings: Sequence[tuple[bytes, int]] = field(default=())
+    fresh: Mapping[TilePath, Tile] = field(default_factory=dict, compare=False)
+    """The tiles it read from the rows (as read)."""
+
+
+class StoredIndex:
+    """The verifiable index over `rows`: prepare/commit per batch, catch up, look up.
+
+    The object keeps decoded tiles between batches, as of its size; with `write_back`
+    it also holds the rows of committed batches until `WriteBack` says to write them
+    (every tile whose written copy is behind is held, so never dropped from the cache).
+    Rows that another process moved (their size is not the one this object wrote last)
+    void what it holds: it goes on from the rows, as a crash would (the index is a
+    function of the log, so catching up gives the same roots).
+    """
+
+    def __init__(self, rows: IndexRows, write_back: WriteBack | None = None) -> None:
         self.rows = rows
-        #: Tiles as of index size `_cached_size` (what this object committed); a
-        #: size that moved otherwise (another process) empties it.
+        self.write_back = write_back
         self._cache: dict[TilePath, Tile] = {}
-        self._cached_size = -1
+        self._size = -1  # entries in, with those held; -1: not read yet
+        self._written = -1  # the rows' size as this object last read or wrote it
+        self._held: set[TilePath] = set()
+        self._postings: list[tuple[bytes, int]] = []
+        self._held_since = 0.0
+
+    def _sync(self) -> int:
+        """The index's size, held batches included; voids them if the rows moved."""
+        have = self.rows.indexed_size()
+        if have != self._written:
+            self._drop(have)
+        return self._size
+
+    def _drop(self, size: int) -> None:
+        self._cache, self._held, self._postings = {}, set(), []
+        self._size = self._written = size
 
     @property
     def size(self) -> int:
+        """How many entries are in the index (entries [0, size)), held ones included."""
+        return self._sync()
+
+    @property
+    def holding(self) -> bool:
+        """Whether committed batches are held, their rows not yet written."""
+        return self._size != self._written
+
+    @property
+    def written_size(self) -> int:
+        """How many entries the rows hold: the size lookups answer at."""
         return self.rows.indexed_size()
 
     def root(self) -> bytes:
-        """The root at the stored size (reads the top tile)."""
-        return root_of(TiledNodes(self.rows.read_tiles))
+        """The root at `size` (reads the top tile, unless it is held)."""
+        self._sync()
+        return root_of(TiledNodes(self.rows.read_tiles, self._cache))
 
-    def prepare(self, start: int, entries: Sequence[bytes]) -> PendingIndex:
-        """The rows entries start, start+1, ... add (start must be the stored size)."""
-        have = self.rows.indexed_size()
+    def prepare(self, start: int, entries: Sequence[bytes]) -> PreparedIndex:
+        """What entries start, start+1, ... change (start must be `size`)."""
+        have = self._sync()
         if start != have:
             raise IndexStoreError(f"the index holds entries [0, {have}); cannot add from {start}")
         added: dict[bytes, list[int]] = {}
         for offset, entry in enumerate(entries):
             for key in entry_key_hashes(entry):
                 added.setdefault(key, []).append(start + offset)
-        if self._cached_size != have or len(self._cache) > _CACHED_TILES:
-            self._cache = {}
-        nodes = TiledNodes(self.rows.read_tiles, self._cache)
+        nodes = TiledNodes(_prefetched(self.rows.read_tiles, self._cache, added), self._cache)
         root = extend_lists(nodes, added)  # each list's head is its leaf's value
         postings = [(k, i) for k, more in added.items() for i in more]
-        return PendingIndex(start, start + len(entries), root, nodes.changed_tiles(),
-                            postings, nodes.loaded_tiles())
+        return PreparedIndex(start, start + len(entries), root, nodes.changes(), postings,
+                             nodes.fresh_tiles())
 
-    def commit(self, pending: PendingIndex) -> None:
-        self.rows.write(pending)
-        if self._cached_size != pending.start:
-            self._cache = {}
-        self._cache.update(pending.loaded)
-        self._cached_size = pending.size
+    def commit(self, prepared: PreparedIndex) -> None:
+        """Take in a batch once it is durable; write the rows held, as `write_back` says
+        (at once without it). On a failed write nothing stays held."""
+        have = self._sync()
+        if have != prepared.start:
+            raise IndexStoreError(f"the index holds entries [0, {have}); "
+                                  f"cannot add from {prepared.start}")
+        cache = self._cache
+        for path, tile in prepared.fresh.items():
+            cache.setdefault(path, tile)
+        for path, changed in prepared.changes.items():
+            held = cache.get(path)
+            if held is None:
+                held = cache[path] = {}
+            held.update(changed)
+        if not self._held:
+            self._held_since = time.monotonic()
+        self._held.update(prepared.changes)
+        self._postings.extend(prepared.postings)
+        self._size = prepared.size
+        wb = self.write_back
+        if (wb is None or self._size - self._written >= wb.entries
+                or time.monotonic() - self._held_since >= wb.seconds):
+            self.flush()
+
+    def flush(self) -> int:
+        """Write the held rows in one transaction; how many entries they covered. On a
+        failure (the rows moved, the database failed) nothing stays held: it raises,
+        and the next batch catches up from the rows."""
+        if not self.holding:
+            return 0
+        cache = self._cache
+        tiles = {(8 * len(path), path): b"".join(cache[path].values())
+                 for path in sorted(self._held, key=lambda p: (len(p), p))}
+        pending = PendingIndex(self._written, self._size, root_of(TiledNodes(
+            self.rows.read_tiles, cache)), tiles, self._postings)
+        try:
+            self.rows.write(pending)
+        except BaseException:
+            self._drop(-1)  # read the rows' size again before going on
+            raise
+        self._held, self._postings = set(), []
+        self._written = self._size
+        if len(cache) > _CACHED_TILES:  # keep the top two levels, hot in every batch
+            self._cache = {p: t for p, t in cache.items() if len(p) < 2}
+        return pending.size - pending.start
 
     def catch_up(self, read_entries: Callable[[int, int], Sequence[bytes]], size: int) -> int:
-        """Index entries [stored size, size) read with `read_entries(start, end)`; how many."""
-        start = first = self.rows.indexed_size()
+        """Index entries [`size`, size) read with `read_entries(start, end)`, then write
+        what is held; how many were indexed."""
+        start = first = self._sync()
         while start < size:
             end = min(size, start + _CATCH_UP_CHUNK)
             got = read_entries(start, end)
@@ -190,6 +296,8 @@ class StoredIndex:
                 raise IndexStoreError(f"the log returned {len(got)} entries for [{start}, {end})")
             self.commit(self.prepare(start, got))
             start = end
+        if start > first:
+            self.flush()
         return start - first
 
     def lookup(self, key: IndexKey, limit: int = MAX_ANSWER) -> StoredAnswer:
@@ -206,6 +314,34 @@ class StoredIndex:
             raise ValueError("a page holds at least one index")
         raw = self.rows.lookup_rows(key.hash, limit, -1 if after is None else after)
         return _answer(key, raw, limit)
+
+
+_PREFETCH_LEVELS = 4
+"""Tiles of the top levels read for a whole batch in one call (as deep as a map of
+billions of keys has tiles on most paths); deeper ones as the update meets them."""
+
+
+def _prefetched(read: Callable[[Iterable[TileKey]], Mapping[TileKey, bytes]],
+                cache: Mapping[TilePath, Tile], keys: Iterable[bytes]
+                ) -> Callable[[Iterable[TileKey]], Mapping[TileKey, bytes]]:
+    """`read`, answering from one read of every tile of the top levels on the paths of
+    `keys` that `cache` lacks (an absent one is known absent)."""
+    wanted = {(8 * n, key[:n]) for key in keys for n in range(_PREFETCH_LEVELS)
+              if key[:n] not in cache}
+    got = read(wanted) if wanted else {}
+
+    def tiles(which: Iterable[TileKey]) -> Mapping[TileKey, bytes]:
+        out, rest = {}, []
+        for key in which:
+            if key in wanted:
+                if key in got:
+                    out[key] = got[key]
+            else:
+                rest.append(key)
+        if rest:
+            out.update(read(rest))
+        return out
+    return tiles
 
 
 def _answer(key: IndexKey, raw: RawLookup, limit: int) -> StoredAnswer:
