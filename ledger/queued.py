@@ -290,8 +290,8 @@ class QueuedSequencer:
             rows = self.queue.take(self.max_batch)
             if rows:
                 self._settle_or_split(rows)
-            if len(rows) < self.max_batch:  # the queue ran empty
-                self.sequencer.flush_index()
+            if len(rows) < self.max_batch:  # the queue ran empty: write what is held, so
+                self.sequencer.flush_index()  # that a lookup finds what has an outcome
             now = time.monotonic()
             if now - checked >= 1.0:
                 checked = now

@@ -311,10 +311,10 @@ class Sequencer:
                 with self.storage.integration_lock():
                     batch = self._take()
                     receipts = self._integrate_guarded([w.submission for w in batch])
-                    with self._cond:
-                        idle = not self._queue
-                    if idle:  # nothing waiting: lookups see this batch before its receipts
-                        self.flush_index()
+                    # Another process may integrate next (every frontend on SQLite takes
+                    # turns) and would recompute what this one held: nothing is held
+                    # past the lock, and lookups see this batch before its receipts.
+                    self.flush_index()
             except BaseException as e:  # every waiter learns why; the loop goes on
                 for w in batch:
                     w.error = e
@@ -323,12 +323,6 @@ class Sequencer:
             for w, r in zip(batch, receipts, strict=True):
                 w.receipt = r
                 w.event.set()
-        if self.index is not None and self.index.holding:  # closing: write what is held
-            try:
-                with self.storage.integration_lock():
-                    self.flush_index()
-            except Exception as e:
-                _log.error("closing: could not write the index rows held in memory: %s", e)
 
     # ---- integrating side
     def integrate(self, submissions: Sequence[Submission]) -> list[Receipt]:

@@ -43,6 +43,7 @@ from ledger.storage import (
 from ledger.storage._pg_queue import PgQueue
 from ledger.storage._pg_schema import INTEGRATE_LOCK
 from ledger.storage._postgres import PostgresStorage
+from ledger.vindex import IndexKey, PendingIndex
 
 pytestmark = pytest.mark.postgresql
 
@@ -178,6 +179,36 @@ def test_a_frontend_that_never_integrates_is_answered_by_the_one_that_does(
     qa, qb = _queued(a), _queued(b)
     assert qa.is_integrator and qa.settled >= 12
     assert not qb.is_integrator and qb.batches == 0, "b never integrated: a answered it"
+
+
+def test_the_integrator_holds_index_rows_while_its_takes_are_full_and_writes_them_after(
+    two: tuple[LogService, LogService],
+) -> None:
+    """The long-lived integrator holds index rows (`ledger.vindex.WriteBack`) while each
+    take fills a batch (the queue is not empty), and writes them when a take comes back
+    short, before the next: a publish answered when the queue ran empty is found."""
+    a, b = two
+    qa = _queued(a)
+    qa.max_batch = 2  # takes of 2: a submission of 5 is settled in three batches
+    writes: list[tuple[int, int]] = []
+    real = a.index.rows.write
+
+    def write(pending: PendingIndex) -> None:
+        writes.append((pending.start, pending.size))
+        real(pending)
+
+    a.index.rows.write = write  # type: ignore[method-assign]
+    datas = [entry_bytes(i, "acme/held") for i in range(5)]
+    got = b.submit([admit_bytes(d) for d in datas])
+    assert all(isinstance(r, Receipt) for r in got)
+    key = IndexKey("name", "acme/held")
+    deadline = time.monotonic() + 10  # the write follows the last outcomes' transaction
+    while b.index.lookup(key).size < 5:
+        assert time.monotonic() < deadline, "the integrator never wrote the held index rows"
+        time.sleep(0.01)
+    assert b.index.lookup(key).indices == list(range(5))
+    assert a.index.written_size == 5
+    assert writes == [(0, 5)], "three batches, their index rows written once"
 
 
 def test_duplicates_through_two_frontends_at_once_end_at_one_index(

@@ -144,10 +144,11 @@ class MemoryIndexRows:
 class WriteBack:
     """How long a `StoredIndex` may hold committed batches in memory before it writes
     their rows: at most `entries` entries, or the first of them `seconds` old (checked at
-    each commit; `StoredIndex.flush` writes them at once, which the log's integrator
-    does whenever its queue runs empty). The top tiles, rewritten by every batch, are
-    then written once for many batches. Lookups answer from the written rows, at their
-    size, with the checkpoint of that size: fresh entries are found once written."""
+    each commit). `StoredIndex.flush` writes them at once: the shared queue's integrator
+    does when a take from the queue comes back short of a batch, and the in-process one
+    after every batch (frontends take turns with the lock). The top tiles, rewritten by
+    every batch, are then written once for many batches of a saturated log. Lookups
+    answer from the written rows, at their size, with the checkpoint of that size."""
 
     entries: int = 8192
     seconds: float = 1.0
