@@ -116,9 +116,7 @@ def run_stored(args: argparse.Namespace) -> None:
     """The index alone on SQLite, built in big batches; lookups at each size of `--at`
     (a row printed as each is reached, so a long run reports what it got to)."""
     from ledger.storage import SqliteStorage
-    from ledger.vindex import open_index
-
-    from ledger.vindex import WriteBack
+    from ledger.vindex import WriteBack, open_index
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-vindex-"))
     storage = SqliteStorage(tmp)
