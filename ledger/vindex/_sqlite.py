@@ -33,16 +33,14 @@ _READ_CHUNK = 500
 """Paths one query reads (under SQLite's oldest limit of 999 parameters)."""
 
 
-def _tiles(conn: sqlite3.Connection, keys: Iterable[TileKey], stop_at_gap: bool
-           ) -> dict[TileKey, bytes]:
+def _path_tiles(conn: sqlite3.Connection, keys: Iterable[TileKey]) -> dict[TileKey, bytes]:
+    """The tiles of `keys` (one key's path, top down) up to the first that is missing."""
     out: dict[TileKey, bytes] = {}
     for depth, path in keys:
         row = conn.execute("SELECT data FROM vindex_tiles WHERE depth = ? AND path = ?",
                            (depth, path)).fetchone()
         if row is None:
-            if stop_at_gap:
-                break
-            continue
+            break
         out[(depth, path)] = bytes(row[0])
     return out
 
@@ -120,7 +118,7 @@ class SqliteIndexRows:
         conn.execute("BEGIN")
         try:
             size = int(conn.execute("SELECT size FROM vindex_size").fetchone()[0])
-            tiles = _tiles(conn, path_tiles(key), stop_at_gap=True)
+            tiles = _path_tiles(conn, path_tiles(key))
             rows = conn.execute("SELECT idx FROM vindex_postings WHERE key = ? AND idx > ? "
                                 "AND idx < ? ORDER BY idx LIMIT ?", (key, after, size, limit + 1)).fetchall()
         finally:

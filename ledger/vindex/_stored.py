@@ -241,10 +241,11 @@ class StoredIndex:
 
     def commit(self, prepared: PreparedIndex) -> None:
         """Take in a batch once it is durable; write the rows held, as `write_back` says
-        (at once without it). On a failed write nothing stays held."""
-        have = self._sync()
-        if have != prepared.start:
-            raise IndexStoreError(f"the index holds entries [0, {have}); "
+        (at once without it). On a failed write nothing stays held. The size is the one
+        `prepare` read (the caller holds the integration lock; rows moved regardless
+        are refused by their write's own check)."""
+        if self._size != prepared.start:
+            raise IndexStoreError(f"the index holds entries [0, {self._size}); "
                                   f"cannot add from {prepared.start}")
         cache = self._cache
         for path, tile in prepared.fresh.items():
