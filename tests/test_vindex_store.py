@@ -423,3 +423,27 @@ def test_the_stored_benchmark_runs_with_a_write_back_as_benchmarks_md_documents_
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "batches of 100, rows written every 500 entries" in proc.stdout, proc.stdout
     assert "| 1,000 |" in proc.stdout and "| 2,000 |" in proc.stdout, proc.stdout
+
+
+@pytest.mark.parametrize("write_back", [None, WriteBack(entries=300, seconds=1e9)])
+def test_a_trimmed_tile_cache_keeps_the_roots_right(
+        write_back: WriteBack | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past `_CACHED_TILES` the cache keeps only the top two levels (after a write, so
+    no held tile is dropped); the tiles read again below them give the same roots."""
+    import ledger.vindex._stored as stored
+
+    monkeypatch.setattr(stored, "_CACHED_TILES", 1)
+    rows = MemoryIndexRows()
+    index, reference = StoredIndex(rows, write_back), VerifiableIndex()
+    data = entries(2000)
+    trimmed = 0
+    for lo in range(0, 2000, 100):
+        pending = index.prepare(lo, data[lo: lo + 100])
+        assert pending.root == reference.extend(lo, data[lo: lo + 100])
+        index.commit(pending)
+        if not index.holding:
+            assert all(len(path) < 2 for path in index._cache)
+            trimmed += any(depth >= 16 for depth, _ in rows.tiles)
+    assert trimmed > 0, "the map never grew tiles below the top two levels"
+    index.flush()
+    assert index.root() == reference.root == StoredIndex(rows).root()
