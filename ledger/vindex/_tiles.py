@@ -98,13 +98,29 @@ class TiledNodes:
     def _tile(self, path: TilePath) -> Tile:
         tile = self._tiles.get(path)
         if tile is None:
-            tile = self._known.get(path)
-            if tile is None:
-                key = (8 * len(path), path)
-                data = self._read([key]).get(key)
-                tile = self._fresh[path] = {} if data is None else parse_tile(key[0], path, data)
-            self._tiles[path] = tile
+            self._load([path])
+            tile = self._tiles[path]
         return tile
+
+    def _load(self, paths: Iterable[TilePath]) -> None:
+        """Have the tiles of `paths` in memory, those not known read in one call."""
+        tiles, known = self._tiles, self._known
+        reading = []
+        for path in paths:
+            if path not in tiles:
+                tile = known.get(path)
+                if tile is None:
+                    reading.append(path)
+                else:
+                    tiles[path] = tile
+        if not reading:
+            return
+        keys = [(8 * len(path), path) for path in reading]
+        got = self._read(keys)
+        for path, key in zip(reading, keys, strict=True):
+            data = got.get(key)
+            tiles[path] = self._fresh[path] = {} if data is None else parse_tile(key[0], path,
+                                                                                   data)
 
     def get_node(self, depth: int, path: bytes) -> Node | None:
         where, name = _place(depth, path)
@@ -118,7 +134,11 @@ class TiledNodes:
         return None if record is None else record[2:]
 
     def put_nodes(self, nodes: Mapping[tuple[int, bytes], Node]) -> None:
-        changes = self._changes
+        """Record written nodes. A tile not read yet (a leaf pushed down beside a new key
+        lands in a tile no changed key's path crosses) is read with the others like it
+        in one call, for the rest of its records, before its changes are recorded."""
+        changes, tiles = self._changes, self._tiles
+        later: list[tuple[TilePath, bytes, Node]] = []
         for (depth, path), node in nodes.items():
             rel = depth % TILE_LEVELS
             if rel:
@@ -127,10 +147,18 @@ class TiledNodes:
                 where, name = path, _TOP
             changed = changes.get(where)
             if changed is None:
-                if where not in self._tiles:
-                    self._tile(where)  # the rest of the tile, to encode it with its changes
+                if where not in tiles:
+                    later.append((where, name, node))
+                    continue
                 changed = changes[where] = {}
             changed[name] = name + node
+        if later:
+            self._load({where for where, _, _ in later})
+            for where, name, node in later:
+                changed = changes.get(where)
+                if changed is None:
+                    changed = changes[where] = {}
+                changed[name] = name + node
 
     def changes(self) -> dict[TilePath, Tile]:
         """The records written since this object was made, by tile (what to lay over
