@@ -447,3 +447,36 @@ def test_a_trimmed_tile_cache_keeps_the_roots_right(
     assert trimmed > 0, "the map never grew tiles below the top two levels"
     index.flush()
     assert index.root() == reference.root == StoredIndex(rows).root()
+
+
+def test_tiles_an_update_writes_without_having_read_them_are_read_in_one_call() -> None:
+    """A leaf pushed down beside a new key can land in a tile that no changed key's path
+    crosses (they part within its top levels). Such tiles must be read together, once a
+    batch, not one query each (a round trip each on PostgreSQL), and the roots stay right."""
+    from ledger.vindex import entry_key_hashes
+    from ledger.vindex._map import prefix
+
+    rows = MemoryIndexRows()
+    index, reference = StoredIndex(rows), VerifiableIndex()
+    data = entries(6000)
+    index.commit(index.prepare(0, data[:5000]))
+    reference.extend(0, data[:5000])
+    calls: list[list[TileKey]] = []
+    real = rows.read_tiles
+
+    def counted(keys: object) -> dict[TileKey, bytes]:
+        calls.append(list(keys))  # type: ignore[call-overload]
+        return real(calls[-1])
+
+    rows.read_tiles = counted  # type: ignore[method-assign]
+    index._cache.clear()  # every tile is read from the rows again
+    batch = data[5000:]
+    pending = index.prepare(5000, batch)
+    assert pending.root == reference.extend(5000, batch)
+    changed = {k for e in batch for k in entry_key_hashes(e)}
+    off_path = {(d, p) for call in calls for d, p in call
+                if not any(prefix(k, d) == p for k in changed)}
+    assert off_path, "no tile off the changed keys' paths was read: the case is not exercised"
+    assert len(calls) <= 2, f"{len(calls)} reads for one batch (the prefetch, then the rest)"
+    index.commit(pending)
+    assert index.root() == reference.root
