@@ -480,3 +480,36 @@ def test_tiles_an_update_writes_without_having_read_them_are_read_in_one_call() 
     assert len(calls) <= 2, f"{len(calls)} reads for one batch (the prefetch, then the rest)"
     index.commit(pending)
     assert index.root() == reference.root
+
+
+def test_tile_upserts_are_cut_in_runs_of_bounded_bytes() -> None:
+    from ledger.vindex._postgres import _chunks
+
+    tiles = {(16, bytes([i])): b"x" * n for i, n in enumerate([5, 5, 5, 12, 1, 1])}
+    runs = list(_chunks(tiles, 10))
+    assert [[len(t) for _, t in run] for run in runs] == [[5, 5], [5], [12], [1, 1]]
+    assert [kv for run in runs for kv in run] == list(tiles.items()), "every tile, in order"
+    assert list(_chunks({}, 10)) == []
+
+
+@pytest.mark.postgresql
+def test_on_postgresql_tiles_upserted_a_statement_each_give_the_same_index(
+        pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import ledger.vindex._postgres as pg_rows
+    from ledger.storage._postgres import PostgresStorage
+
+    monkeypatch.setattr(pg_rows, "MAX_UPSERT_BYTES", 1)  # every tile in a statement of its own
+    storage = PostgresStorage(pg_url, pool_size=2)
+    try:
+        index, reference = open_index(storage), VerifiableIndex()
+        data = entries(600)
+        for lo in range(0, 600, 200):
+            pending = index.prepare(lo, data[lo: lo + 200])
+            assert pending.root == reference.extend(lo, data[lo: lo + 200])
+            index.commit(pending)
+        again = StoredIndex(pg_rows.PgIndexRows(storage))  # read back from the rows alone
+        assert again.size == 600 and again.root() == reference.root
+        answer = again.lookup(IndexKey("name", "acme/k1"))
+        assert answer.indices == list(range(1, 600, 3))
+    finally:
+        storage.close()

@@ -8,7 +8,7 @@ the key's path in one query.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 
 from ledger.storage._postgres import PostgresStorage
 from ledger.vindex._stored import IndexStoreError, PendingIndex, RawLookup, path_tiles
@@ -33,6 +33,26 @@ _TILES = ("SELECT t.depth, t.path, t.data FROM vindex_tiles t "
 _UPSERT_TILES = ("INSERT INTO vindex_tiles (depth, path, data) "
                  "SELECT * FROM unnest(%b::integer[], %b::bytea[], %b::bytea[]) "
                  "ON CONFLICT (depth, path) DO UPDATE SET data = EXCLUDED.data")
+
+
+#: Most tile bytes one upsert statement carries (a flush of a big map holds hundreds of
+#: MB of tiles; one array parameter of them all would be built whole on both sides).
+MAX_UPSERT_BYTES = 16 << 20
+
+
+def _chunks(tiles: Mapping[TileKey, bytes], limit: int
+            ) -> Iterator[list[tuple[TileKey, bytes]]]:
+    """The tiles in runs of at most `limit` bytes (a longer tile alone)."""
+    run: list[tuple[TileKey, bytes]] = []
+    size = 0
+    for key, data in tiles.items():
+        if run and size + len(data) > limit:
+            yield run
+            run, size = [], 0
+        run.append((key, data))
+        size += len(data)
+    if run:
+        yield run
 
 
 class PgIndexRows:
@@ -63,10 +83,9 @@ class PgIndexRows:
             if have != pending.start:
                 raise IndexStoreError(f"the index holds entries [0, {have}); "
                                    f"cannot add from {pending.start}")
-            if pending.tiles:  # one statement for them all (keys unique: a mapping's)
-                cur.execute(_UPSERT_TILES, ([d for d, _ in pending.tiles],
-                                            [p for _, p in pending.tiles],
-                                            list(pending.tiles.values())))
+            for chunk in _chunks(pending.tiles, MAX_UPSERT_BYTES):  # keys unique: a mapping's
+                cur.execute(_UPSERT_TILES, ([d for (d, _), _ in chunk], [p for (_, p), _ in chunk],
+                                            [t for _, t in chunk]))
             with cur.copy("COPY vindex_postings (key, idx) FROM STDIN (FORMAT BINARY)") as copy:
                 copy.set_types(["bytea", "int8"])
                 for row in pending.postings:
