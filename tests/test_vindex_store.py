@@ -53,6 +53,14 @@ def entries(n: int, start: int = 0) -> list[bytes]:
     return [entry_bytes(i, f"acme/k{i % 3}") for i in range(start, start + n)]
 
 
+def add_batch(index: StoredIndex, reference: VerifiableIndex, data: list[bytes], lo: int,
+              n: int) -> None:
+    """Add data[lo:lo+n] to the stored index and the reference, the roots compared."""
+    pending = index.prepare(lo, data[lo: lo + n])
+    assert pending.root == reference.extend(lo, data[lo: lo + n])
+    index.commit(pending)
+
+
 def test_tiled_updates_give_the_roots_of_the_plain_map() -> None:
     rng = random.Random(5)
     plain, rows = MemoryNodes(), MemoryIndexRows()
@@ -127,9 +135,7 @@ def test_stored_index_matches_the_in_memory_index(storage: LogStorage) -> None:
     index, reference = open_index(storage), VerifiableIndex()
     data = entries(40)
     for lo in range(0, 40, 7):
-        pending = index.prepare(lo, data[lo: lo + 7])
-        assert pending.root == reference.extend(lo, data[lo: lo + 7])
-        index.commit(pending)
+        add_batch(index, reference, data, lo, 7)
     assert index.size == 40 and index.root() == reference.root
     for key in {k for d in data for k in entry_keys(d)} | {IndexKey("name", "nobody/none")}:
         answer = index.lookup(key)
@@ -334,9 +340,7 @@ def test_a_write_back_index_holds_batches_and_lookups_answer_at_the_written_size
     data = entries(30)
     key = next(k for k in entry_keys(data[0]) if k.kind == "type")
     for lo in (0, 7):
-        pending = index.prepare(lo, data[lo: lo + 7])
-        assert pending.root == reference.extend(lo, data[lo: lo + 7])
-        index.commit(pending)
+        add_batch(index, reference, data, lo, 7)
     assert (index.size, index.written_size, index.holding) == (14, 0, True)
     assert index.root() == reference.root  # the held root, from the cached top tile
     answer = index.lookup(key)  # lookups read the rows: the size they hold, nothing held
@@ -438,9 +442,7 @@ def test_a_trimmed_tile_cache_keeps_the_roots_right(
     data = entries(2000)
     trimmed = 0
     for lo in range(0, 2000, 100):
-        pending = index.prepare(lo, data[lo: lo + 100])
-        assert pending.root == reference.extend(lo, data[lo: lo + 100])
-        index.commit(pending)
+        add_batch(index, reference, data, lo, 100)
         if not index.holding:
             assert all(len(path) < 2 for path in index._cache)
             trimmed += any(depth >= 16 for depth, _ in rows.tiles)
@@ -504,9 +506,7 @@ def test_on_postgresql_tiles_upserted_a_statement_each_give_the_same_index(
         index, reference = open_index(storage), VerifiableIndex()
         data = entries(600)
         for lo in range(0, 600, 200):
-            pending = index.prepare(lo, data[lo: lo + 200])
-            assert pending.root == reference.extend(lo, data[lo: lo + 200])
-            index.commit(pending)
+            add_batch(index, reference, data, lo, 200)
         again = StoredIndex(pg_rows.PgIndexRows(storage))  # read back from the rows alone
         assert again.size == 600 and again.root() == reference.root
         answer = again.lookup(IndexKey("name", "acme/k1"))
