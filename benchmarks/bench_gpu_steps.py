@@ -143,7 +143,9 @@ def step_reproduce(out: Path, label: str, claim: Path, folder: Path, seconds: fl
     fresh = _bench(folder, seconds, False, None)
     claims = compare_benchmark(claimed, fresh.to_predicate())
     line = {**_summary(fresh, time.perf_counter() - t0),
-            "verdicts": [c.verdict for c in claims], "reason": claims[0].reason[:300]}
+            "verdicts": [c.verdict for c in claims],
+            "reason": claims[0].reason[:300] if claims else "no claim to compare: "
+            + "; ".join(claimed.notes[:2])[:300]}
     _write(out, label, fresh, line)
     return 0 if claims and all(c.verdict == "confirmed" for c in claims) else 1
 

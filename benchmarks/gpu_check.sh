@@ -42,6 +42,12 @@ status=0
 } >"$OUT/machine.txt" 2>&1
 say "machine: $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader 2>&1 | head -1)"
 
+if [ -d .whl ]; then  # the test suite's imports, for `pytest -m gpu` (conftest opens a log)
+  PIP_BREAK_SYSTEM_PACKAGES=1 PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1 \
+  timeout "$(limit 60)" python3 -m pip install -q --no-index --find-links .whl rfc8785 cryptography \
+    sqlite-utils flask gunicorn psycopg psycopg-pool >>"$summary" 2>&1 \
+    || say "deps: the wheels in .whl/ did not all install (see above)"
+fi
 if ! python3 -c "import rfc8785, cryptography" 2>/dev/null; then
   if [ -d .whl ]; then
     PIP_BREAK_SYSTEM_PACKAGES=1 PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1 \
@@ -106,7 +112,7 @@ else
 run 80 ok bench "$OUT" triton_rmsnorm examples/triton-rmsnorm 20
 run 70 cold bench "$OUT" triton_rmsnorm_cold examples/triton-rmsnorm 15 --cold
 run 60 ok bench "$OUT" triton_bias_gelu examples/triton-bias-gelu 15
-run 60 ok bench "$OUT" cuda_softmax examples/cuda-softmax 15 --shape R=4096,C=1024
+run 120 ok bench "$OUT" cuda_softmax examples/cuda-softmax 15 --shape R=4096,C=1024
 # Attackers: each must be refused (a typed fault, or not trusted).
 run 50 refused attack "$OUT" attack_sidestream tests/gpu_attackers/sidestream.py 5
 run 50 refused attack "$OUT" attack_eventpatch tests/gpu_attackers/eventpatch.py 5

@@ -255,6 +255,30 @@ def test_a_timing_plan_refuses_nonsense() -> None:
         TimingPlan(batch=0, reps=10, cold=False)
     with pytest.raises(ValueError):
         TimingPlan(batch=4, reps=1, cold=False)
+    with pytest.raises(ValueError):
+        TimingPlan(batch=4, reps=10, cold=False, min_reps=11)
+    with pytest.raises(ValueError):
+        TimingPlan(batch=4, reps=10, cold=False, budget_ns=0.0)
+
+
+def test_repetitions_stop_when_the_time_budget_is_spent() -> None:
+    """The plan's repetitions are an upper bound: on the H200 the per-repetition cost of
+    drawing, staging and checking fresh inputs made 400 planned repetitions overrun a 20 s
+    budget fourfold. On the fake clock a repetition costs about 0.4 ms (two batches of
+    8 x 10 us, their empties and fetches): a budget of 5 ms stops after about a dozen."""
+    plan = TimingPlan(batch=8, reps=40, cold=False, budget_ns=5e6, min_reps=3)
+    timing, _, _ = _run(Behaviour(kernel_ns=10_000.0), plan=plan)
+    done = len(timing.kernel.per_call_ns)
+    assert 3 < done < 40 and len(timing.baseline.per_call_ns) == done
+    assert any(f"{done} of 40 planned repetitions" in n for n in timing.notes)
+    # the same plan without a budget runs them all, and says nothing of a budget
+    full, _, _ = _run(Behaviour(kernel_ns=10_000.0), plan=dataclasses.replace(
+        plan, budget_ns=float("inf")))
+    assert len(full.kernel.per_call_ns) == 40
+    assert not any("time budget" in n for n in full.notes)
+    # however slow the repetitions, at least min_reps are measured
+    slow = TimingPlan(batch=8, reps=40, cold=False, budget_ns=1.0, min_reps=3)
+    assert len(_run(Behaviour(kernel_ns=10_000.0), plan=slow)[0].kernel.per_call_ns) == 3
 
 
 # -- the physical floor ----------------------------------------------------------------------

@@ -187,3 +187,58 @@ def test_a_reference_that_dies_in_float64_is_not_retried_at_its_dtype() -> None:
 
     with pytest.raises(ReferenceError_):
         _session_with(ref)._reference_outputs({"in": [], "out": []}, [((2,), "float32")])
+
+
+WHERE = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Answers 1 where its input is on its own weight's device, 0 where it is not."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.zeros(1))
+
+    def forward(self, x):
+        same = x.device == self.w.device
+        return torch.full((1,), 1.0 if same else 0.0, dtype=x.dtype, device="cpu")
+
+
+def get_inputs():
+    return [torch.randn(4)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_a_module_moved_to_a_device_gets_its_calls_inputs_there(tmp_path: Path,
+                                                                  exact: bool) -> None:
+    """The device bench moves both modules to the device (`init` with "device"), then asks the
+    reference for its output shapes with a plain call: the arena's host views must follow the
+    module there (on the H200 every torch bench failed with "Expected all tensors to be on the
+    same device" before). The "meta" device stands in for "cuda" on a machine without one."""
+    path = tmp_path / "reference.py"
+    path.write_text(WHERE)
+    spec = importlib.util.spec_from_file_location("where_reference", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    mem = bytearray(1 << 20)
+    server = _Server("reference", mem, module, "Model")
+    server.init({"seed": 0, "init": [], "dtype": "float32", "params_at": 0, "room": IN})
+    # what `init` with "device" does, to a device that needs no hardware (its weights are
+    # not copied back to the arena, which a "meta" tensor cannot do)
+    server.device = "meta"
+    server.model = server.model.to("meta")
+    server.exact = server.exact.to("meta")
+    x = np.arange(4, dtype=np.float32)
+    np.frombuffer(mem, dtype=np.float32, count=x.size, offset=IN)[:] = x
+    body = server.calls({"cmd": "call", "exact": exact, "calls": [
+        {"in": [{"t": [IN, [4], "float32"]}], "out": [[OUT, 4]], "as": ["float32"]}]})
+    assert body["outs"] == [[[[1], "float32", True]]]
+    assert np.frombuffer(mem, dtype=np.float32, count=1, offset=OUT)[0] == 1.0

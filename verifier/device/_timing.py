@@ -80,6 +80,12 @@ class TimingPlan:
     """Conditions read every this many seconds while a timed batch runs (`_watch`)."""
     watch_cap: int = 2048
     """At most this many samples read during the batches of one shape."""
+    budget_ns: float = float("inf")
+    """Repetitions stop once this much of the parent's clock is spent on them (after
+    `min_reps`): `reps` is sized from the calls' work, but drawing, staging, fetching and
+    comparing fresh inputs each repetition can cost far more (on an H200, 400 planned
+    repetitions of a 2 MB-input module took over 80 s of a 20 s budget)."""
+    min_reps: int = 2
 
     def empty_at(self, rep: int) -> bool:
         """Whether an empty batch precedes repetition `rep`'s timed batch on each side."""
@@ -88,9 +94,11 @@ class TimingPlan:
     def __post_init__(self) -> None:
         if not (1 <= self.batch <= 4096 and 2 <= self.reps <= 100_000 and self.picks >= 1
                 and self.empty_every >= 1 and self.empties_first >= 0 and self.sample_every >= 1
-                and 0 < self.watch_every_s <= 60 and 1 <= self.watch_cap <= WATCH_CAP):
+                and 0 < self.watch_every_s <= 60 and 1 <= self.watch_cap <= WATCH_CAP
+                and 2 <= self.min_reps <= self.reps and self.budget_ns > 0):
             raise ValueError(f"a timing plan needs 1..4096 calls per batch, 2..100000 "
-                             f"repetitions, positive intervals and 1..{WATCH_CAP} samples "
+                             f"repetitions (at least 2 before a positive budget stops "
+                             f"them), positive intervals and 1..{WATCH_CAP} samples "
                              f"watched, got {self}")
 
 
@@ -141,7 +149,12 @@ def measure(cand: DeviceSide, base: DeviceSide, device: Device, draw: Draw, agre
     k, b = SideTiming(), SideTiming()
     out = DeviceTiming(k, b, [], 0, 0.0, [device.sample()])
     timer = _Timer(clock, device.watch(plan.watch_every_s, plan.watch_cap))
+    start = float(clock())
     for rep in range(plan.reps):
+        if rep >= plan.min_reps and float(clock()) - start >= plan.budget_ns:
+            out.notes.append(f"{rep} of {plan.reps} planned repetitions: the time budget "
+                             f"({plan.budget_ns / 1e9:.3g} s) was spent")
+            break
         calls = [draw(rep, j) for j in range(plan.batch)]
         picks: list[int] = []
         fetched: dict[int, list[list[NDArray[np.float64]]]] = {}

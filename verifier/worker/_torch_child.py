@@ -289,6 +289,14 @@ class _Server:
                 out.append(a["v"])
         return out
 
+    def call_args(self, spec: list[Any]) -> list[Any]:
+        """A call's inputs where the module is: the arena's views, copied to the device the
+        module was moved to by `init` (a module on "cuda" cannot take host tensors)."""
+        args = self.args(spec)
+        if self.device == "cpu":
+            return args
+        return [a.to(self.device) if isinstance(a, self.torch.Tensor) else a for a in args]
+
     def _exact_copy(self, model: Any) -> None:
         """The module in float64 with the same (dtype-rounded) weights: the answer a
         correctness check compares with (`exact_call`)."""
@@ -310,7 +318,7 @@ class _Server:
         if self.exact is None:
             raise RuntimeError(f"no float64 copy of the module: {self.exact_error}")
         args = [a.to(torch.float64) if isinstance(a, torch.Tensor) and a.is_floating_point()
-                else a for a in self.args(call["in"])]
+                else a for a in self.call_args(call["in"])]
         with torch.no_grad():
             result = self.exact(*args)
         outs = list(result) if isinstance(result, (tuple, list)) else [result]
@@ -322,7 +330,7 @@ class _Server:
     def one_call(self, call: dict[str, Any]) -> list[Any]:
         torch = self.torch
         with torch.no_grad():
-            result = self.model(*self.args(call["in"]))
+            result = self.model(*self.call_args(call["in"]))
         return self.write_outputs(result, call["out"])
 
     def write_outputs(self, result: Any, regions: list[Any]) -> list[Any]:
