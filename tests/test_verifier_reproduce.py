@@ -356,7 +356,8 @@ class _InjectedRuns:
 
     def __call__(self, kernel_dir: Path, runs: int, settings: BenchSettings,
                  **kwargs: Any) -> _InjectedRuns:
-        self.asked.append({"runs": runs, "shapes": settings.shapes, "seed": settings.seed})
+        self.asked.append({"runs": runs, "shapes": settings.shapes, "seed": settings.seed,
+                           "like": kwargs.get("like")})
         return self
 
     def to_predicate(self) -> BenchmarkPredicate:
@@ -478,7 +479,8 @@ class _Batches:
 
     def __call__(self, kernel_dir: Path, runs: int, settings: BenchSettings,
                  **kwargs: Any) -> _InjectedRuns:
-        self.asked.append({"runs": runs, "shapes": settings.shapes, "seed": settings.seed})
+        self.asked.append({"runs": runs, "shapes": settings.shapes, "seed": settings.seed,
+                           "like": kwargs.get("like")})
         return _InjectedRuns(self.bodies[min(len(self.asked), len(self.bodies)) - 1])
 
 
@@ -533,7 +535,8 @@ def test_a_refutation_under_too_different_conditions_is_inconclusive_naming_them
     verdict, reason = _verdict(claim, here)
     assert verdict == "inconclusive", reason
     assert "other load on the pinned CPU 90 % claimed, 2 % here" in reason
-    assert "other runnable tasks 3.0 claimed, 0.0 here" in reason
+    # 3 runnable tasks, 0.9 of a CPU of them on the pinned one: the other CPU was busy
+    assert "other CPUs kept busy by other work 1.0 claimed, 0.0 here" in reason
     here["conditions"] = dict(busy, pinned_cpu_busy=0.8)
     assert _verdict(claim, here)[0] == "refuted"  # comparable conditions: it stands
 
@@ -543,8 +546,8 @@ def test_other_load_on_the_pinned_cpu_alone_is_allowed_for_not_a_shield() -> Non
     the pinned core, reproduced on a quiet machine (and the reverse). The busy/quiet run
     measured what that difference does to honest claims (rms 3.2 %, within the between-sitting
     margin), so it no longer holds the refutation back: named in the reason, not a shield an
-    inflated claim can buy by being measured next to a spinner. One more runnable task than
-    the run measured still blocks."""
+    inflated claim can buy by being measured next to a spinner. Other CPUs kept busy in one
+    sitting and not the other still block."""
     spun = {"pinned_cpu_busy": 1.0, "runnable": 1.0, "load_1m": 1.4, "steal": 0.0, "cores": 2}
     quiet = {"pinned_cpu_busy": 0.08, "runnable": 0.2, "load_1m": 0.6, "steal": 0.0, "cores": 2}
     for claimed, measured in ((spun, quiet), (quiet, spun)):
@@ -556,11 +559,30 @@ def test_other_load_on_the_pinned_cpu_alone_is_allowed_for_not_a_shield() -> Non
     claim, here = _bench(_times(1.25)), _bench(HERE)
     claim["conditions"], here["conditions"] = dict(spun, runnable=2.5), quiet
     verdict, reason = _verdict(claim, here)
-    assert verdict == "inconclusive" and "other runnable tasks 2.5 claimed, 0.2 here" in reason
+    assert verdict == "inconclusive" and \
+        "other CPUs kept busy by other work 1.0 claimed, 0.1 here" in reason
     # an honest claim across the same difference is still confirmed
     claim, here = _bench(HERE), _bench(HERE)
     claim["conditions"], here["conditions"] = spun, quiet
     assert _verdict(claim, here)[0] == "confirmed"
+
+
+def test_conditions_no_machine_could_have_had_are_no_shield() -> None:
+    """The attacker's way past the other-CPUs gate: record conditions no reproducer can match
+    (50 runnable tasks on a 2-core machine), so that every refutation is held back. A claim
+    cannot have had more other CPUs busy than it had other CPUs: 50 tasks count as the one
+    other CPU busy, which a reproducer matches with a spinner of its own (below: its sitting
+    then shows one other CPU busy), and the refutation stands. Claiming more cores than the
+    reproducer has is other hardware, where no refutation stands anyway (and none is
+    confirmed)."""
+    forged = {"pinned_cpu_busy": 0.0, "runnable": 50.0, "load_1m": 50.0, "steal": 0.0,
+              "cores": 2}
+    matched = {"pinned_cpu_busy": 0.02, "runnable": 1.05, "load_1m": 1.1, "steal": 0.0,
+               "cores": 2}
+    claim, here = _bench(_times(1.25)), _bench(HERE)
+    claim["conditions"], here["conditions"] = forged, matched
+    verdict, reason = _verdict(claim, here)
+    assert verdict == "refuted", reason
 
 
 def test_extending_a_benchmark_keeps_it_a_valid_body() -> None:
@@ -726,3 +748,31 @@ def test_without_time_for_a_second_sitting_the_refutation_stands_and_says_so() -
     assert speed["verdict"] == "refuted" and "sittings" not in speed["statistics"]
     assert len(batches.asked) == 1
     assert any("no time budget left for a second" in m for m in said), said
+
+
+def test_every_sitting_is_measured_under_the_claims_conditions(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 25 rule 5: a refutation needs two sittings, and each of them (the first, every
+    further look, the second sitting) is asked to measure under the conditions the claim
+    recorded (`bench_runs(like=...)`, which places the runs and the reproducer's own load to
+    match them); a claim that recorded none asks for nothing."""
+    import verifier.benchmark
+
+    busy_elsewhere = {"pinned_cpu_busy": 0.03, "runnable": 1.1, "load_1m": 1.2, "steal": 0.0,
+                      "cores": 2}
+    injected = _InjectedRuns(_bench(HERE))
+    monkeypatch.setattr(verifier.benchmark, "bench_runs", injected)
+    claim = _bench(_times(1.5))
+    claim["conditions"] = busy_elsewhere
+    body = reproduce_kernel(ROOT / "examples" / "matmul-blocked",
+                            [BenchmarkPredicate.from_json(claim)], TARGET,
+                            ReproduceSettings(time_budget_s=3, runs=5,
+                                              sequential_budget_s=60)).to_json()
+    assert body["claims"][0]["verdict"] == "refuted"
+    assert len(injected.asked) == 2  # the first sitting and the second
+    assert all(a["like"] == busy_elsewhere for a in injected.asked), injected.asked
+    claim.pop("conditions")
+    injected.asked.clear()
+    reproduce_kernel(ROOT / "examples" / "matmul-blocked", [BenchmarkPredicate.from_json(claim)],
+                     TARGET, ReproduceSettings(time_budget_s=3, runs=5))
+    assert [a["like"] for a in injected.asked] == [None]

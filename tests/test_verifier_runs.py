@@ -212,3 +212,83 @@ def test_a_busy_core_is_avoided_and_reported_from_the_chosen_one(
     assert chosen == 0 and seen.pinned_cpu_busy == 0.0
     with pytest.raises(ValueError):
         _conditions.probe_idlest(set())
+
+
+# -- measuring under the claim's conditions (issue 25, rule 5) -------------------------------
+
+QUIET = {"pinned_cpu_busy": 0.02, "runnable": 0.1, "load_1m": 0.2, "steal": 0.0, "cores": 2}
+OTHER_CORE_BUSY = {"pinned_cpu_busy": 0.03, "runnable": 1.1, "load_1m": 1.2, "steal": 0.0,
+                   "cores": 2}
+
+
+def test_a_claim_measured_beside_a_busy_core_is_reproduced_beside_one() -> None:
+    """Published while another process kept the other core busy, reproduced on a quiet
+    machine: the reproducer keeps that core busy itself (a second busy core moved honest
+    speed-ups by up to 11 % here, more than a verdict may leave to chance)."""
+    from verifier.benchmark._conditions import Placement, place_like
+
+    placed = place_like(OTHER_CORE_BUSY, {0: 0.0, 1: 0.01})
+    assert (placed.cpu, placed.ballast) == (0, (1,))  # the idlest CPU, a spinner on the other
+    assert placed.why is not None and "1 spinner(s)" in placed.why
+    assert place_like(OTHER_CORE_BUSY, {0: 0.2, 1: 0.0}).ballast == (0,)  # runs on the idle one
+    # a third CPU already busy is the other load: no spinner needed, runs beside it
+    placed = place_like(OTHER_CORE_BUSY, {0: 0.0, 1: 0.0, 2: 0.97})
+    assert placed.ballast == () and placed.cpu != 2
+    # nothing to match: the idlest CPU, no spinner, nothing said
+    assert place_like(QUIET, {0: 0.0, 1: 0.01}) == Placement(0)
+    assert place_like(None, {0: 0.3, 1: 0.01}) == Placement(1)
+
+
+def test_a_quiet_claim_reproduced_beside_a_busy_core_shares_that_core() -> None:
+    """Published quiet, reproduced while another process spins on CPU 1: running on CPU 0
+    would measure beside a busy core, which the claim was not; sharing CPU 1 leaves the other
+    core as quiet as the claim's (the pinned CPU's own load is what the between-sitting
+    margin was measured to cover, `ALLOWED_FOR`)."""
+    from verifier.benchmark._conditions import place_like
+
+    placed = place_like(QUIET, {0: 0.02, 1: 1.0})
+    assert (placed.cpu, placed.ballast) == (1, ())
+    assert placed.why is not None and "pinned to CPU 1" in placed.why
+
+
+def test_forged_conditions_buy_no_more_load_than_the_machine_has() -> None:
+    """The attacker's claim records 50 runnable tasks: a reproducer keeps at most every other
+    allowed CPU busy, never the pinned one, and never more than MAX_BALLAST spinners."""
+    from verifier.benchmark._conditions import MAX_BALLAST, elsewhere, place_like
+
+    forged = {"pinned_cpu_busy": 0.0, "runnable": 50.0, "cores": 2}
+    assert elsewhere(50.0, 0.0, 2) == 1.0 and elsewhere(0.5, 0.9, 2) == 0.0
+    placed = place_like(forged, {0: 0.0, 1: 0.0})
+    assert len(placed.ballast) == 1 and placed.cpu not in placed.ballast
+    many = {c: 0.0 for c in range(32)}
+    placed = place_like(dict(forged, cores=64), many)
+    assert len(placed.ballast) == MAX_BALLAST and placed.cpu not in placed.ballast
+    with pytest.raises(ValueError):
+        place_like(forged, {})
+
+
+def test_the_ballast_runs_pinned_while_the_sitting_lasts_and_is_gone_after() -> None:
+    """Real spinner processes: pinned to the CPU asked for, seen busy by the sitting's probe,
+    killed when the sitting ends; a CPU this process may not use starts nothing that runs."""
+    import os
+    from pathlib import Path
+
+    from verifier.benchmark._ballast import Ballast
+    from verifier.benchmark._conditions import probe_placed
+    from verifier.errors import VerifierError
+
+    cpu = min(os.sched_getaffinity(0))
+    with Ballast([cpu]) as ballast:
+        (proc,) = ballast.procs
+        assert ballast.running() == 1
+        status = Path(f"/proc/{proc.pid}/status").read_text()
+        assert f"Cpus_allowed_list:\t{cpu}\n" in status
+        placed, _ = probe_placed(os.sched_getaffinity(0), None, seconds=0.2)
+        if len(os.sched_getaffinity(0)) > 1:
+            assert placed.cpu != cpu  # the spinner's CPU is not the idlest
+    assert proc.poll() is not None and ballast.running() == 0
+    with Ballast([4095]) as nowhere:
+        nowhere.procs[0].wait(timeout=10)
+        assert nowhere.running() == 0
+    with pytest.raises(VerifierError):
+        Ballast([0, 0])

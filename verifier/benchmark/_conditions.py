@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PROBE_SECONDS", "Apart", "Conditions", "conditions_differ", "idlest", "merge",
-           "probe", "probe_idlest"]
+__all__ = ["MAX_BALLAST", "PROBE_SECONDS", "Apart", "Conditions", "Placement", "conditions_differ",
+           "elsewhere", "idlest", "merge", "place_like", "probe", "probe_idlest", "probe_placed"]
 
 PROBE_SECONDS = 0.25
 _STAT = Path("/proc/stat")
@@ -26,7 +26,11 @@ _CPUFREQ = Path("/sys/devices/system/cpu")
 
 #: How far two sittings' conditions may be apart and still be "the same conditions".
 BUSY_APART = 0.25
-RUNNABLE_APART = 1.0
+RUNNABLE_APART = 0.5
+"""Other CPUs kept busy (`elsewhere`): more apart than this, a refutation cannot stand (half
+a CPU: on two cores the whole range is one CPU, busy or not)."""
+MAX_BALLAST = 8
+"""At most this many spinners a reproducer starts to match a claim's other load."""
 FREQ_APART = 0.10
 STEAL_APART = 0.05
 ALLOWED_FOR = frozenset({"pinned_cpu_busy"})
@@ -34,9 +38,11 @@ ALLOWED_FOR = frozenset({"pinned_cpu_busy"})
 cover, which are named but do not hold a refutation back: other load on the pinned CPU
 alone (a second process spinning on the pinned core in one sitting, none in the other,
 shifted honest speed-ups by rms 3.2 %, max 8.2 %: the kernel and its baseline interleave on
-that core and are slowed alike; BENCHMARKS.md, the busy/quiet cross run). More other
-runnable tasks (the loaded run there: shifts up to 33 %), another frequency or steal time
-were not measured to be covered, and a refutation across them is inconclusive."""
+that core and are slowed alike; BENCHMARKS.md, the busy/quiet cross run). Other CPUs kept
+busy (a second busy core moved sum-rows' honest speed-up by up to 11 %, the loaded run
+there up to 33 %), another frequency or steal time were not measured to be covered, and a
+refutation across them is inconclusive; a reproducer matches the claim's other CPUs'
+load where it can (`place_like`), so that difference is rarely left."""
 
 
 @dataclass(frozen=True)
@@ -123,6 +129,64 @@ def _busy(before: Sequence[int], after: Sequence[int]) -> tuple[float, float]:
     return max(0.0, (total - idle) / total), max(0.0, steal / total)
 
 
+def elsewhere(runnable: float, pinned_cpu_busy: float | None, cores: int) -> float:
+    """How many of the other CPUs other work kept busy: the runnable tasks less the load on
+    the pinned CPU, at most every other CPU (more tasks than CPUs queue; they cannot make a
+    CPU busier than busy, and a claim cannot have had more CPUs busy than it had). Pure."""
+    others = max(0.0, float(runnable) - float(pinned_cpu_busy or 0.0))
+    return min(others, float(max(0, cores - 1)))
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a reproducer runs so that its sitting's conditions are the claim's: the CPU the
+    runs are pinned to and the CPUs it keeps busy with spinners of its own (the claim was
+    measured while that many other CPUs were busy, this machine has fewer busy now)."""
+
+    cpu: int
+    ballast: tuple[int, ...] = ()
+    why: str | None = None
+    """What was matched, for the reproduction's notes (None: nothing to match)."""
+
+
+def place_like(claimed: Mapping[str, Any] | None, busy: Mapping[int, float]) -> Placement:
+    """The run's CPU and the spinners that make this machine's other load most like the
+    claim's: the other CPUs' load first (it moves a speed-up: caches, memory bandwidth,
+    a shared core's units, the clock), then the pinned CPU's (allowed for, `ALLOWED_FOR`),
+    then the idlest CPU, the highest on ties. Without claimed conditions: the idlest CPU.
+    `busy` is each allowed CPU's share used by other work in a probe. Pure."""
+    if not busy:
+        raise ValueError("place_like needs at least one CPU")
+    cpus = sorted(busy)
+    if not claimed or not isinstance(claimed.get("runnable"), int | float):
+        return Placement(idlest(busy))
+    cores = int(claimed.get("cores") or len(cpus))
+    pinned = claimed.get("pinned_cpu_busy")
+    pinned_c = float(pinned) if isinstance(pinned, int | float) else 0.0
+    want = elsewhere(float(claimed["runnable"]), pinned_c, cores)
+
+    def option(cpu: int) -> tuple[tuple[float, float, float, int], Placement]:
+        here = sum(busy[c] for c in cpus if c != cpu)
+        idle = [c for c in sorted(cpus, key=lambda c: (busy[c], -c)) if c != cpu and busy[c] < 0.5]
+        n = max(0, min(round(want - here), len(idle), MAX_BALLAST))
+        # within BUSY_APART is a match: a probe's noise moves nobody onto a busy CPU
+        score = (max(0.0, abs(here + n - want) - BUSY_APART),
+                 max(0.0, abs(busy[cpu] - pinned_c) - BUSY_APART), busy[cpu], -cpu)
+        why = None
+        if n:
+            why = (f"{n} spinner(s) of this reproducer's own kept CPU(s) "
+                   f"{', '.join(map(str, sorted(idle[:n])))} busy, to match the claim's other "
+                   f"load ({want:.1f} other CPU(s) busy claimed, {here:.1f} here)")
+        elif abs(busy[cpu] - pinned_c) >= BUSY_APART and here < want + 0.5 and \
+                busy[cpu] > min(busy.values()):
+            why = (f"runs pinned to CPU {cpu}, which other work keeps {100 * busy[cpu]:.0f} % "
+                   f"busy, so that the other CPUs' load matches the claim's ({want:.1f} busy "
+                   f"claimed, {here:.1f} here)")
+        return score, Placement(cpu, tuple(sorted(idle[:n])), why)
+
+    return min((option(c) for c in cpus), key=lambda o: o[0])[1]
+
+
 def probe(cpu: int | None, seconds: float = PROBE_SECONDS) -> Conditions:
     """Sample the machine for `seconds` (this process sleeping): what is busy is others."""
     return _probe(cpu, seconds)[1]
@@ -135,18 +199,29 @@ def idlest(busy: Mapping[int, float]) -> int:
     return min(busy, key=lambda c: (busy[c], -c))
 
 
+def probe_placed(cpus: Sequence[int] | frozenset[int] | set[int],
+                 like: Mapping[str, Any] | None, seconds: float = PROBE_SECONDS
+                 ) -> tuple[Placement, Conditions]:
+    """One probe window over every CPU of `cpus`: where to run like the claimed conditions
+    `like` (`place_like`; None: the idlest CPU) and the conditions seen from that CPU."""
+    allowed = sorted(cpus)
+    if not allowed:
+        raise ValueError("probe_placed needs at least one CPU")
+    busy, seen = _probe(None, seconds, allowed)
+    placed = place_like(like, busy) if busy else Placement(allowed[-1])
+    return placed, _probe_result(busy.get(placed.cpu), seen)
+
+
 def probe_idlest(cpus: Sequence[int] | frozenset[int] | set[int],
                  seconds: float = PROBE_SECONDS) -> tuple[int, Conditions]:
     """One probe window over every CPU of `cpus`: the one other work used least, and the
     conditions as seen from it. A run pinned to a CPU another process keeps busy would
     measure under load (and a refutation would then be blocked as "conditions too
     different") while the other CPU sits idle."""
-    allowed = sorted(cpus)
-    if not allowed:
+    if not cpus:
         raise ValueError("probe_idlest needs at least one CPU")
-    busy, seen = _probe(None, seconds, allowed)
-    chosen = idlest(busy) if busy else allowed[-1]
-    return chosen, _probe_result(busy.get(chosen), seen)
+    placed, seen = probe_placed(cpus, None, seconds)
+    return placed.cpu, seen
 
 
 def _probe(cpu: int | None, seconds: float, every: Sequence[int] = ()
@@ -200,12 +275,19 @@ def conditions_differ(claimed: Mapping[str, Any] | None, here: Mapping[str, Any]
         return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
     pairs = [("pinned_cpu_busy", BUSY_APART, "other load on the pinned CPU", True),
-             ("runnable", RUNNABLE_APART, "other runnable tasks", False),
              ("steal", STEAL_APART, "steal time", True)]
     for key, apart, what, share in pairs:
         a, b = num(claimed, key), num(here, key)
         if a is not None and b is not None and abs(a - b) > apart:
             out.append(Apart(key, what, _fmt(a, share), _fmt(b, share)))
+    ra, rb = num(claimed, "runnable"), num(here, "runnable")
+    if ra is not None and rb is not None:
+        # tasks sharing the pinned CPU are the row above's; what is left kept other CPUs busy
+        ea = elsewhere(ra, num(claimed, "pinned_cpu_busy"), int(num(claimed, "cores") or 1))
+        eb = elsewhere(rb, num(here, "pinned_cpu_busy"), int(num(here, "cores") or 1))
+        if abs(ea - eb) > RUNNABLE_APART:
+            out.append(Apart("runnable", "other CPUs kept busy by other work", _fmt(ea, False),
+                             _fmt(eb, False)))
     fa, fb = num(claimed, "freq_mhz"), num(here, "freq_mhz")
     if fa and fb and abs(fa - fb) / max(fa, fb) > FREQ_APART:
         out.append(Apart("freq_mhz", "CPU frequency", f"{fa:.0f} MHz", f"{fb:.0f} MHz"))

@@ -42,8 +42,9 @@ from attest.predicates import (
 from attest.predicates import (
     Conditions as ConditionsBody,
 )
+from verifier.benchmark._ballast import Ballast
 from verifier.benchmark._bench import BenchReport, bench, machine_peaks, samples_ref
-from verifier.benchmark._conditions import Conditions, merge, probe, probe_idlest
+from verifier.benchmark._conditions import Conditions, Placement, merge, probe, probe_placed
 from verifier.benchmark._settings import BenchSettings
 from verifier.device import combine
 from verifier.errors import VerifierError
@@ -71,16 +72,19 @@ def pinned_cpu() -> int | None:
     return max(allowed) if allowed else None
 
 
-def _choose_cpu(pin: bool) -> tuple[int | None, Conditions]:
-    """The CPU the runs are pinned to (the one other work used least in a short probe;
-    None when not pinning or no affinity API) and the conditions seen before the runs."""
+def _choose_cpu(pin: bool, like: Mapping[str, Any] | None = None
+                ) -> tuple[Placement | None, Conditions]:
+    """Where the runs go (None when not pinning or no affinity API): the CPU other work used
+    least in a short probe, or, given the conditions a claim was measured under (`like`),
+    the CPU and spinners that make this machine's load most like them (`place_like`); and
+    the conditions seen before the runs."""
     try:
         allowed = os.sched_getaffinity(0) if pin else set()
     except (AttributeError, OSError):
         allowed = set()
     if not allowed:
         return None, probe(None)
-    return probe_idlest(allowed)
+    return probe_placed(allowed, like)
 
 
 @contextmanager
@@ -106,6 +110,8 @@ class RunSet:
     kernel: Mapping[str, Any] | None = None
     """The folder measured: name, version, source_sha256 (benchmark/v1 `kernel`)."""
     conditions: Conditions | None = None
+    matched: str | None = None
+    """How the runs were placed to measure under the claim's conditions (`place_like`)."""
 
     def __post_init__(self) -> None:
         if not 1 <= len(self.runs) <= max_runs():
@@ -140,6 +146,8 @@ class RunSet:
                 if k == 1 or note not in seen:
                     out.append(f"run {k}/{len(self.runs)}: {note}")
                 seen.add(note)
+        if self.matched:
+            out.insert(0, f"measured under the claim's conditions: {self.matched}")
         if self.cpu is not None:
             out.insert(0, f"{len(self.runs)} independent runs, each pinned to CPU {self.cpu}")
         else:
@@ -232,13 +240,17 @@ def _combine(per_run: Sequence[BenchmarkResult]) -> BenchmarkResult:
 
 def bench_runs(directory: str | Path, runs: int = DEFAULT_RUNS,
                settings: BenchSettings | None = None, pin: bool = True,
-               progress: Progress | None = None) -> RunSet:
+               progress: Progress | None = None,
+               like: Mapping[str, Any] | None = None) -> RunSet:
     """`runs` independent `bench` runs of the folder (same settings, shapes and seed, fresh
     processes).
 
     `settings.time_budget_s` is per run (None: `BenchSettings()`). Single-threaded runs are
-    pinned to one CPU unless `pin` is False. Raises VerifierError for bad arguments (and what
-    `bench` raises).
+    pinned to one CPU unless `pin` is False. `like`, the `conditions` a claim records, makes
+    a reproducer measure under them where it can: its runs pinned and other CPUs kept busy
+    by spinners of its own so that as many other CPUs are busy as the claim's were
+    (`verifier.benchmark._conditions.place_like`, `_ballast`). Raises VerifierError for bad
+    arguments (and what `bench` raises).
     """
     settings = settings or BenchSettings()
     if not 1 <= runs <= max_runs():
@@ -247,7 +259,24 @@ def bench_runs(directory: str | Path, runs: int = DEFAULT_RUNS,
     # The roofline's peaks are measured once, in this process, with every core: measured
     # while pinned they would halve and make honest kernels look faster than possible.
     machine_peaks()
-    cpu, before = _choose_cpu(pin and settings.threads == 1)
+    placed, before = _choose_cpu(pin and settings.threads == 1, like)
+    cpu = None if placed is None else placed.cpu
+    matched = None if placed is None else placed.why
+    with Ballast(() if placed is None else placed.ballast) as ballast:
+        if ballast.procs:  # the sitting's conditions are those with the spinners running
+            progress(f"measuring under the claim's conditions: {matched}")
+            before = probe(cpu)
+        reports = _each_run(directory, runs, settings, cpu, progress)
+        after = probe(cpu)
+        if ballast.running() < len(ballast.cpus):
+            matched = f"{matched} (only {ballast.running()} of them still ran at the end)"
+    return RunSet(tuple(reports), cpu, measured_kernel(directory), merge(before, after),
+                  matched)
+
+
+def _each_run(directory: str | Path, runs: int, settings: BenchSettings, cpu: int | None,
+              progress: Progress) -> list[BenchReport]:
+    """The runs themselves, pinned to `cpu`; the first untrusted one ends the set."""
     reports: list[BenchReport] = []
     for k in range(runs):
         progress(f"run {k + 1}/{runs}" + (f" (pinned to CPU {cpu})" if cpu is not None else ""))
@@ -257,5 +286,4 @@ def bench_runs(directory: str | Path, runs: int = DEFAULT_RUNS,
         reports.append(report)
         if not report.trusted:  # the set is untrusted whatever later runs say: stop here
             break
-    return RunSet(tuple(reports), cpu, measured_kernel(directory),
-                  merge(before, probe(cpu)))
+    return reports

@@ -382,6 +382,7 @@ def reproduce_kernel(
     own: VerificationPredicate | None = None
     benchmark: BenchmarkPredicate | None = None
     bench = BenchSettings()
+    like: dict[str, Any] | None = None
     for item in items:
         pred = item.predicate
         if isinstance(pred, VerificationPredicate) and verification is None:
@@ -399,12 +400,14 @@ def reproduce_kernel(
             bench = BenchSettings(shapes=shapes, seed=pred.workload.seed,
                                   time_budget_s=settings.time_budget_s,
                                   threads=claimed_threads(pred), cold=claimed_cold(pred))
+            # measured under the claim's conditions where this machine can recreate them
+            like = pred.conditions.to_json() if pred.conditions is not None else None
             benchmark = bench_runs(kernel_dir, settings.runs, bench,
-                                   progress=settings.progress).to_predicate()
+                                   progress=settings.progress, like=like).to_predicate()
     body = compare(items, target, here, verification, benchmark, settings.policy, own)
     if benchmark is None:
         return body
-    looks = _Looks(kernel_dir, items, target, here, verification, own, settings, bench)
+    looks = _Looks(kernel_dir, items, target, here, verification, own, settings, bench, like)
     return looks.settle(benchmark, body)
 
 
@@ -431,6 +434,8 @@ class _Looks:
     own: VerificationPredicate | None
     settings: ReproduceSettings
     bench: BenchSettings
+    like: Mapping[str, Any] | None = None
+    """The claim's conditions, which every sitting is measured under where it can be."""
 
     def settle(self, fresh: BenchmarkPredicate,
                body: ReproductionPredicate) -> ReproductionPredicate:
@@ -469,7 +474,7 @@ class _Looks:
                 f"({', '.join(open_claims)[:200]}); measuring {more} more run(s), "
                 f"{budget_s - spent:.0f} s of the time budget left")
             extra = benchmark.bench_runs(self.kernel_dir, more, self.bench,
-                                         progress=self.settings.progress)
+                                         progress=self.settings.progress, like=self.like)
             fresh = BenchmarkPredicate.from_json(
                 extend_benchmark(fresh.to_json(), extra.to_predicate().to_json()))
             look += 1
@@ -498,7 +503,8 @@ class _Looks:
                  f"({', '.join(accused)[:200]}); measuring a second sitting of "
                  f"{self.settings.runs} run(s)")
         runs = benchmark.bench_runs(self.kernel_dir, max(1, self.settings.runs), self.bench,
-                                    progress=self.settings.progress).to_predicate()
+                                    progress=self.settings.progress, like=self.like
+                                    ).to_predicate()
         again = compare(self.claimed, self.target, self.env, self.verification, runs,
                         self.settings.policy, self.own)
         again = self._sequential(runs, again, started, only=accused)
