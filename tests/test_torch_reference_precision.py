@@ -222,15 +222,7 @@ def test_a_module_moved_to_a_device_gets_its_calls_inputs_there(tmp_path: Path,
     reference for its output shapes with a plain call: the arena's host views must follow the
     module there (on the H200 every torch bench failed with "Expected all tensors to be on the
     same device" before). The "meta" device stands in for "cuda" on a machine without one."""
-    path = tmp_path / "reference.py"
-    path.write_text(WHERE)
-    spec = importlib.util.spec_from_file_location("where_reference", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    mem = bytearray(1 << 20)
-    server = _Server("reference", mem, module, "Model")
-    server.init({"seed": 0, "init": [], "dtype": "float32", "params_at": 0, "room": IN})
+    server, mem = _server(tmp_path, WHERE)
     # what `init` with "device" does, to a device that needs no hardware (its weights are
     # not copied back to the arena, which a "meta" tensor cannot do)
     server.device = "meta"

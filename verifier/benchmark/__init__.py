@@ -3,7 +3,9 @@
 Holds one bench run (`_bench`: interleaved kernel and baseline processes, the
 roofline floor, outputs of timed calls re-checked), one shape's measurement loop
 (`_loop`: batches on the parent's clock, overhead subtracted) and a claim's k
-independent runs pinned to one CPU (`_runs`), and what every run is given: `BenchSettings`
+independent runs pinned to one CPU (`_runs`), the machine's conditions around them and
+where a reproducer runs to measure under a claim's (`_conditions`), the spinners that
+recreate a claim's other load (`_ballast`), and what every run is given: `BenchSettings`
 (`_settings`, the one set of defaults). On a GPU: `_device_bench` (a torch/triton
 kernel against its reference on the same device, through `verifier.device`),
 `_device_sides` (a torch process as a `DeviceSide`), `_cabi_bench` (a cuda kernel's C

@@ -126,10 +126,10 @@ def speedup_verdict(claimed_runs: Sequence[float], measured_runs: Sequence[float
     """The verdict on one shape's speed-up claim.
 
     A measurement distrusted for noise is inconclusive; on different hardware a
-    refutation becomes inconclusive (the ratio itself may differ there), and so it does
-    when the two sittings' conditions are apart in a way the between-sitting margin was not
-    measured to cover (`conditions`: each difference, named in the reason either way; see
-    `verifier.benchmark._conditions.ALLOWED_FOR`). `look` is the sequential look (see
+    refutation becomes inconclusive (the ratio itself may differ there), and a refutation
+    or a confirmation does when the two sittings' conditions are apart in a way the
+    between-sitting margin was not measured to cover (`conditions`: each difference, named
+    in the reason either way; see `verifier.benchmark._conditions.ALLOWED_FOR`). `look` is the sequential look (see
     `verifier.stats`); `between` the between-sitting spread allowed for.
     """
     hw = _hardware_phrase(diff)
@@ -150,9 +150,11 @@ def speedup_verdict(claimed_runs: Sequence[float], measured_runs: Sequence[float
         text += (f"; measured under other conditions ({'; '.join(covered)}), which the "
                  "between-sitting margin allows for")
     blocking = [a.describe() for a in conditions if a.blocks]
-    if test.decision == "refuted" and blocking:
+    if test.decision != "inconclusive" and blocking:
+        # either way: a busier sitting here can raise a speed-up as well as lower it
+        what = "refute" if test.decision == "refuted" else "confirm"
         return SpeedupVerdict("inconclusive", test,
                               f"{text}; but the claim was measured under conditions too "
-                              f"different from these to refute it ({'; '.join(blocking)}); "
+                              f"different from these to {what} it ({'; '.join(blocking)}); "
                               f"{hw}")
     return SpeedupVerdict(test.decision, test, f"{text}; {hw}")
