@@ -29,7 +29,6 @@ import argparse
 import math
 import os
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -176,19 +175,18 @@ def cycles(kernels: Sequence[str], n: int, runs: int, shapes: list[dict[str, int
 
 @contextmanager
 def busy_core(on: bool, cpu: int | None) -> Iterator[None]:
-    """A second process spinning on one core (the pinned one when known) while `on`."""
+    """A second process spinning on one core (the pinned one when known) while `on`: the
+    reproducer's own spinner (`verifier.benchmark._ballast`), which dies with this process
+    (a spinner left by a killed run kept a core busy through the next run's quiet
+    sittings)."""
     if not on:
         yield
         return
-    child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    try:
-        if cpu is not None and hasattr(os, "sched_setaffinity"):
-            os.sched_setaffinity(child.pid, {cpu})
-        time.sleep(0.5)
+    from verifier.benchmark._ballast import Ballast
+
+    with Ballast([cpu if cpu is not None else max(os.sched_getaffinity(0))]):
+        time.sleep(0.2)
         yield
-    finally:
-        child.kill()
-        child.wait()
 
 
 Publish = Callable[[str, int, bool], BenchmarkPredicate]
