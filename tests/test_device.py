@@ -256,7 +256,7 @@ def test_a_timing_plan_refuses_nonsense() -> None:
     with pytest.raises(ValueError):
         TimingPlan(batch=4, reps=1, cold=False)
     with pytest.raises(ValueError):
-        TimingPlan(batch=4, reps=10, cold=False, min_reps=11)
+        TimingPlan(batch=4, reps=10, cold=False, least_reps=11)
     with pytest.raises(ValueError):
         TimingPlan(batch=4, reps=10, cold=False, budget_ns=0.0)
 
@@ -266,7 +266,7 @@ def test_repetitions_stop_when_the_time_budget_is_spent() -> None:
     drawing, staging and checking fresh inputs made 400 planned repetitions overrun a 20 s
     budget fourfold. On the fake clock a repetition costs about 0.4 ms (two batches of
     8 x 10 us, their empties and fetches): a budget of 5 ms stops after about a dozen."""
-    plan = TimingPlan(batch=8, reps=40, cold=False, budget_ns=5e6, min_reps=3)
+    plan = TimingPlan(batch=8, reps=40, cold=False, budget_ns=5e6, least_reps=3)
     timing, _, _ = _run(Behaviour(kernel_ns=10_000.0), plan=plan)
     done = len(timing.kernel.per_call_ns)
     assert 3 < done < 40 and len(timing.baseline.per_call_ns) == done
@@ -276,8 +276,8 @@ def test_repetitions_stop_when_the_time_budget_is_spent() -> None:
         plan, budget_ns=float("inf")))
     assert len(full.kernel.per_call_ns) == 40
     assert not any("time budget" in n for n in full.notes)
-    # however slow the repetitions, at least min_reps are measured
-    slow = TimingPlan(batch=8, reps=40, cold=False, budget_ns=1.0, min_reps=3)
+    # however slow the repetitions, at least least_reps are measured
+    slow = TimingPlan(batch=8, reps=40, cold=False, budget_ns=1.0, least_reps=3)
     assert len(_run(Behaviour(kernel_ns=10_000.0), plan=slow)[0].kernel.per_call_ns) == 3
 
 

@@ -313,7 +313,7 @@ def _plan(cand: TorchSide, pool: list[list[Any]], settings: DeviceBenchSettings,
     reps = int(min(settings.max_reps, max(settings.min_reps, settings.time_budget_s / per_rep_s)))
     return TimingPlan(batch=batch, reps=reps, cold=settings.cold, picks=settings.picks,
                       budget_ns=settings.time_budget_s * 1e9,
-                      min_reps=min(settings.min_reps, reps))
+                      least_reps=min(settings.min_reps, reps))
 
 
 def _faults(label: str, dims: dict[str, int], t: DeviceTiming, cand: TorchSide,

@@ -82,10 +82,10 @@ class TimingPlan:
     """At most this many samples read during the batches of one shape."""
     budget_ns: float = float("inf")
     """Repetitions stop once this much of the parent's clock is spent on them (after
-    `min_reps`): `reps` is sized from the calls' work, but drawing, staging, fetching and
+    `least_reps`): `reps` is sized from the calls' work, but drawing, staging, fetching and
     comparing fresh inputs each repetition can cost far more (on an H200, 400 planned
     repetitions of a 2 MB-input module took over 80 s of a 20 s budget)."""
-    min_reps: int = 2
+    least_reps: int = 2
 
     def empty_at(self, rep: int) -> bool:
         """Whether an empty batch precedes repetition `rep`'s timed batch on each side."""
@@ -95,7 +95,7 @@ class TimingPlan:
         if not (1 <= self.batch <= 4096 and 2 <= self.reps <= 100_000 and self.picks >= 1
                 and self.empty_every >= 1 and self.empties_first >= 0 and self.sample_every >= 1
                 and 0 < self.watch_every_s <= 60 and 1 <= self.watch_cap <= WATCH_CAP
-                and 2 <= self.min_reps <= self.reps and self.budget_ns > 0):
+                and 2 <= self.least_reps <= self.reps and self.budget_ns > 0):
             raise ValueError(f"a timing plan needs 1..4096 calls per batch, 2..100000 "
                              f"repetitions (at least 2 before a positive budget stops "
                              f"them), positive intervals and 1..{WATCH_CAP} samples "
@@ -151,7 +151,7 @@ def measure(cand: DeviceSide, base: DeviceSide, device: Device, draw: Draw, agre
     timer = _Timer(clock, device.watch(plan.watch_every_s, plan.watch_cap))
     start = float(clock())
     for rep in range(plan.reps):
-        if rep >= plan.min_reps and float(clock()) - start >= plan.budget_ns:
+        if rep >= plan.least_reps and float(clock()) - start >= plan.budget_ns:
             out.notes.append(f"{rep} of {plan.reps} planned repetitions: the time budget "
                              f"({plan.budget_ns / 1e9:.3g} s) was spent")
             break
