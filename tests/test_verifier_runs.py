@@ -208,10 +208,10 @@ def test_a_busy_core_is_avoided_and_reported_from_the_chosen_one(
          "cpu1": [60, 0, 0, 40, 0, 0, 0, 0]},
     ])
     monkeypatch.setattr(_conditions, "_cpu_times", lambda: next(reads))
-    chosen, seen = _conditions.probe_idlest({0, 1}, seconds=0.01)
-    assert chosen == 0 and seen.pinned_cpu_busy == 0.0
+    placed, seen = _conditions.probe_placed({0, 1}, None, seconds=0.01)
+    assert placed == _conditions.Placement(0) and seen.pinned_cpu_busy == 0.0
     with pytest.raises(ValueError):
-        _conditions.probe_idlest(set())
+        _conditions.probe_placed(set(), None)
 
 
 # -- measuring under the claim's conditions (issue 25, rule 5) -------------------------------

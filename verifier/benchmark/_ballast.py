@@ -1,5 +1,6 @@
-"""Spinners a reproducer keeps running on other CPUs while it measures, so that its
-sitting's other load is the claim's (`verifier.benchmark._conditions.place_like`).
+"""Spinners a reproducer keeps running while it measures (on other CPUs, and on the runs' own
+CPU where the claim's was shared), so that its sitting's load is the claim's
+(`verifier.benchmark._conditions.place_like`).
 
 A claim measured while another CPU of its machine was busy (recorded in its `conditions`)
 and reproduced on a quiet machine differs by exactly that: on the 2-core machine here a

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["MAX_BALLAST", "PROBE_SECONDS", "Apart", "Conditions", "Placement", "conditions_differ",
-           "elsewhere", "idlest", "merge", "place_like", "probe", "probe_idlest", "probe_placed"]
+           "elsewhere", "idlest", "merge", "place_like", "probe", "probe_placed"]
 
 PROBE_SECONDS = 0.25
 _STAT = Path("/proc/stat")
@@ -128,12 +128,28 @@ def _busy(before: Sequence[int], after: Sequence[int]) -> tuple[float, float]:
     return max(0.0, (total - idle) / total), max(0.0, steal / total)
 
 
-def elsewhere(runnable: float, pinned_cpu_busy: float | None, cores: int) -> float:
+def elsewhere(runnable: float, pinned_cpu_busy: float | None, cores: int | None) -> float:
     """How many of the other CPUs other work kept busy: the runnable tasks less the load on
     the pinned CPU, at most every other CPU (more tasks than CPUs queue; they cannot make a
-    CPU busier than busy, and a claim cannot have had more CPUs busy than it had). Pure."""
+    CPU busier than busy, and a claim cannot have had more CPUs busy than it had; None: no
+    core count recorded, no cap). Pure."""
     others = max(0.0, float(runnable) - float(pinned_cpu_busy or 0.0))
-    return min(others, float(max(0, cores - 1)))
+    return others if cores is None else min(others, float(max(0, cores - 1)))
+
+
+def _num(m: Mapping[str, Any], k: str) -> float | None:
+    """A `conditions` body's number at `k` (None: absent or not a number)."""
+    v = m.get(k)
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def _elsewhere_in(conditions: Mapping[str, Any]) -> float | None:
+    """`elsewhere` of a `conditions` body (None: no runnable count in it)."""
+    runnable, cores = _num(conditions, "runnable"), _num(conditions, "cores")
+    if runnable is None:
+        return None
+    return elsewhere(runnable, _num(conditions, "pinned_cpu_busy"),
+                     None if cores is None else int(cores))
 
 
 @dataclass(frozen=True)
@@ -159,11 +175,10 @@ def place_like(claimed: Mapping[str, Any] | None, busy: Mapping[int, float]) -> 
     if not busy:
         raise ValueError("place_like needs at least one CPU")
     cpu = idlest(busy)
-    if not claimed or not isinstance(claimed.get("runnable"), int | float):
+    want = None if not claimed else _elsewhere_in(claimed)
+    if claimed is None or want is None:
         return Placement(cpu)
-    pinned = claimed.get("pinned_cpu_busy")
-    pinned_c = float(pinned) if isinstance(pinned, int | float) else 0.0
-    want = elsewhere(float(claimed["runnable"]), pinned_c, int(claimed.get("cores") or len(busy)))
+    pinned_c = _num(claimed, "pinned_cpu_busy") or 0.0
     here = sum(b for c, b in busy.items() if c != cpu)
     idle = [c for c in sorted(busy, key=lambda c: (busy[c], -c)) if c != cpu and busy[c] < 0.5]
     others = idle[:max(0, min(round(want - here), MAX_BALLAST))]
@@ -204,18 +219,6 @@ def probe_placed(cpus: Sequence[int] | frozenset[int] | set[int],
     busy, seen = _probe(None, seconds, allowed)
     placed = place_like(like, busy) if busy else Placement(allowed[-1])
     return placed, _probe_result(busy.get(placed.cpu), seen)
-
-
-def probe_idlest(cpus: Sequence[int] | frozenset[int] | set[int],
-                 seconds: float = PROBE_SECONDS) -> tuple[int, Conditions]:
-    """One probe window over every CPU of `cpus`: the one other work used least, and the
-    conditions as seen from it. A run pinned to a CPU another process keeps busy would
-    measure under load (and a refutation would then be blocked as "conditions too
-    different") while the other CPU sits idle."""
-    if not cpus:
-        raise ValueError("probe_idlest needs at least one CPU")
-    placed, seen = probe_placed(cpus, None, seconds)
-    return placed.cpu, seen
 
 
 def _probe(cpu: int | None, seconds: float, every: Sequence[int] = ()
@@ -263,26 +266,18 @@ def conditions_differ(claimed: Mapping[str, Any] | None, here: Mapping[str, Any]
     if not claimed or not here:
         return []
     out: list[Apart] = []
-
-    def num(m: Mapping[str, Any], k: str) -> float | None:
-        v = m.get(k)
-        return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
-
     pairs = [("pinned_cpu_busy", BUSY_APART, "other load on the pinned CPU", True),
              ("steal", STEAL_APART, "steal time", True)]
     for key, apart, what, share in pairs:
-        a, b = num(claimed, key), num(here, key)
+        a, b = _num(claimed, key), _num(here, key)
         if a is not None and b is not None and abs(a - b) > apart:
             out.append(Apart(key, what, _fmt(a, share), _fmt(b, share)))
-    ra, rb = num(claimed, "runnable"), num(here, "runnable")
-    if ra is not None and rb is not None:
-        # tasks sharing the pinned CPU are the row above's; what is left kept other CPUs busy
-        ea = elsewhere(ra, num(claimed, "pinned_cpu_busy"), int(num(claimed, "cores") or 1))
-        eb = elsewhere(rb, num(here, "pinned_cpu_busy"), int(num(here, "cores") or 1))
-        if abs(ea - eb) > RUNNABLE_APART:
-            out.append(Apart("runnable", "other CPUs kept busy by other work", _fmt(ea, False),
-                             _fmt(eb, False)))
-    fa, fb = num(claimed, "freq_mhz"), num(here, "freq_mhz")
+    # tasks sharing the pinned CPU are the row above's; what is left kept other CPUs busy
+    ea, eb = _elsewhere_in(claimed), _elsewhere_in(here)
+    if ea is not None and eb is not None and abs(ea - eb) > RUNNABLE_APART:
+        out.append(Apart("runnable", "other CPUs kept busy by other work", _fmt(ea, False),
+                         _fmt(eb, False)))
+    fa, fb = _num(claimed, "freq_mhz"), _num(here, "freq_mhz")
     if fa and fb and abs(fa - fb) / max(fa, fb) > FREQ_APART:
         out.append(Apart("freq_mhz", "CPU frequency", f"{fa:.0f} MHz", f"{fb:.0f} MHz"))
     return out
