@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 
 .PHONY: demo test lint typecheck unit slow test-loop faults browser-deps postgresql-deps bench clean mutation
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py ledger/vindex/_ctrie.c
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
 	$(BIN)/python -m pip install -q --disable-pip-version-check -e .

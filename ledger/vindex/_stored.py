@@ -22,7 +22,7 @@ from typing import Protocol
 
 from ledger._errors import LedgerError
 from ledger.vindex._keys import IndexKey, entry_key_hashes
-from ledger.vindex._map import extend_lists, lookup_proof, root_of
+from ledger.vindex._map import lookup_proof, root_of
 from ledger.vindex._proof import KEY_BITS, LookupProof
 from ledger.vindex._tiles import TILE_LEVELS, Tile, TiledNodes, TileKey, TilePath
 
@@ -234,7 +234,7 @@ class StoredIndex:
             for key in entry_key_hashes(entry):
                 added.setdefault(key, []).append(start + offset)
         nodes = TiledNodes(_prefetched(self.rows.read_tiles, self._cache, added), self._cache)
-        root = extend_lists(nodes, added)  # each list's head is its leaf's value
+        root = nodes.extend_lists(added)  # each list's head is its leaf's value
         postings = [(k, i) for k, more in added.items() for i in more]
         return PreparedIndex(start, start + len(entries), root, nodes.changes(), postings,
                              nodes.fresh_tiles())

@@ -14,13 +14,13 @@ within its tile, and the rest is the node itself (`ledger.vindex._map.Node`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from ledger.vindex._map import Node
+from ledger.vindex._map import Node, extend_lists
 from ledger.vindex._proof import IndexProofError
 
-__all__ = ["TILE_LEVELS", "Tile", "TileKey", "TileNodes", "TilePath", "TiledNodes", "decode_tile",
-           "encode_tile", "merge_encoded", "parse_tile", "tile_of"]
+__all__ = ["TILE_LEVELS", "Tile", "TileKey", "TileNodes", "TilePath", "TiledNodes", "compiled",
+           "decode_tile", "encode_tile", "merge_encoded", "parse_tile", "tile_of"]
 
 TILE_LEVELS = 8
 """Levels per tile: a byte of key per tile, so a tile's path is whole bytes."""
@@ -35,6 +35,23 @@ Tile = dict[bytes, bytes]
 """A tile in memory: each node's record by its first two bytes (where it sits in the
 tile). Re-encoding a tile after an update encodes only the nodes it wrote and joins
 the others' bytes as they were."""
+
+
+CompiledUpdate = Callable[[list[bytes], list[list[int]], dict[TilePath, Tile],
+                           dict[TilePath, Tile], Callable[[TilePath], Tile],
+                           dict[TilePath, Tile]], bytes]
+_compiled: CompiledUpdate | None
+_split: Callable[[bytes], Tile | None] | None
+try:  # built at install where a C compiler and OpenSSL's headers are (setup.py)
+    from ledger.vindex._ctrie import split_records as _split
+    from ledger.vindex._ctrie import update_tiles as _compiled
+except ImportError:  # the same walk and split in Python
+    _compiled = _split = None
+
+
+def compiled() -> bool:
+    """Whether `TiledNodes.extend_lists` and `parse_tile` run compiled (`_ctrie.c`)."""
+    return _compiled is not None
 
 
 def tile_of(depth: int, path: bytes) -> TileKey:
@@ -63,6 +80,9 @@ def parse_tile(top: int, path: bytes, data: bytes) -> Tile:
     if len(data) % _RECORD:
         raise IndexProofError(f"index tile ({top}, {path.hex()}) is {len(data)} bytes, "
                               f"not a multiple of {_RECORD}")
+    split = _split and _split(data)  # None: malformed, named below
+    if split is not None:
+        return split
     tile: Tile = {}
     for at in range(0, len(data), _RECORD):
         rel, bits, kind = data[at], data[at + 1], data[at + 2]
@@ -159,6 +179,21 @@ class TiledNodes:
                 if changed is None:
                     changed = changes[where] = {}
                 changed[name] = name + node
+
+    def extend_lists(self, added: Mapping[bytes, Sequence[int]]) -> bytes:
+        """`ledger.vindex._map.extend_lists` on these tiles: the compiled walk where it
+        was built (the same nodes written, the same root), else the Python one. Tiles
+        written but not read on the way are read after it, in one call, as `put_nodes`
+        reads them."""
+        update = _compiled
+        if update is None or not added:
+            return extend_lists(self, added)
+        keys, known, tiles = sorted(added), self._known, self._tiles
+        root = update(keys, [list(added[k]) for k in keys], tiles,
+                      known if isinstance(known, dict) else dict(known), self._tile,
+                      self._changes)
+        self._load([path for path in self._changes if path not in tiles])
+        return root
 
     def changes(self) -> dict[TilePath, Tile]:
         """The records written since this object was made, by tile (what to lay over
