@@ -2,8 +2,12 @@
 
     python benchmarks/bench_vindex.py [--entries 100000] [--batch 256] [--lookups 2000] [--tiny]
     python benchmarks/bench_vindex.py --sequencer [--entries 50000] [--batch 256] [--tiny]
+                                      [--prefill 200000] [--frontends 2]
     python benchmarks/bench_vindex.py --stored [--entries 1000000] [--batch 4096] [--at 100000,300000] [--write-back 8192]
     python benchmarks/bench_vindex.py --pages [--entries 300000] [--lookups 20] [--tiny]
+
+Each form takes `--python-walk`: the map's update and tile splits in Python (the
+reference, and what runs where the compiled walk could not be built) instead of C.
 
 The first form measures the map alone, in memory. `--sequencer` measures the write
 path as the log runs it: the same entries integrated by two sequencers on SQLite, one
@@ -52,6 +56,7 @@ from ledger.vindex import (
     verify_lookup,
 )
 from ledger.vindex._proof import LIST_START, extend_list_hash
+from ledger.vindex._tiles import compiled
 
 STATEMENT = "https://in-toto.io/Statement/v1"
 
@@ -178,17 +183,20 @@ def run_sequencer(args: argparse.Namespace) -> None:
 
     signer = NoteSigner("bench.example/log", Ed25519PrivateKey.from_private_bytes(b"\x07" * 32))
     tmp = Path(tempfile.mkdtemp(prefix="bench-vindex-"))
-    plain_store, indexed_store = SqliteStorage(tmp / "plain"), SqliteStorage(tmp / "indexed")
-    index = open_index(indexed_store)
-    plain = Sequencer(plain_store, signer, signer.name)
-    indexed = Sequencer(indexed_store, signer, signer.name, index=index)
+    stores = [SqliteStorage(tmp / folder) for folder in ("plain", "indexed")
+              for _ in range(args.frontends)]
+    plains = [Sequencer(s, signer, signer.name) for s in stores[: args.frontends]]
+    indexes = [open_index(s) for s in stores[args.frontends:]]
+    indexed = [Sequencer(s, signer, signer.name, index=i)
+               for s, i in zip(stores[args.frontends:], indexes, strict=True)]
     rng = random.Random(1)
     plain_s = indexed_s = 0.0
     all_keys: list[IndexKey] = []
-    done = 0
+    done = turn = 0
     try:
-        while done < args.entries:
-            n = min(args.batch, args.entries - done)
+        while done < args.prefill + args.entries:
+            n = (min(4096, args.prefill - done) if done < args.prefill  # untimed, big batches
+                 else min(args.batch, args.prefill + args.entries - done))
             subs = []
             for j in range(n):
                 data, keys = synthetic_entry(done + j, rng)
@@ -197,22 +205,28 @@ def run_sequencer(args: argparse.Namespace) -> None:
                 subs.append(Submission(data, EntryFacts(keys[3].value, ((keys[1].value,
                                                                            keys[0].value),),
                                                         (keys[2].value,))))
+            turn = (turn + 1) % args.frontends  # frontends of one log take batches in turn
             t0 = time.perf_counter()
-            plain.integrate(subs)
+            plains[turn].integrate(subs)
             t1 = time.perf_counter()
-            indexed.integrate(subs)
+            indexed[turn].integrate(subs)
             t2 = time.perf_counter()
-            plain_s, indexed_s = plain_s + t1 - t0, indexed_s + t2 - t1
+            if done >= args.prefill:
+                plain_s, indexed_s = plain_s + t1 - t0, indexed_s + t2 - t1
             done += n
-            if done % (args.batch * 200) == 0 or done == args.entries:
-                print(f"  {done:,} entries integrated by each", file=sys.stderr)
-        lookup_ms, verify_ms, sizes, rows = _lookups(index, all_keys, args.lookups, rng)
-        db_mb = (tmp / "indexed" / "log.db").stat().st_size / 1e6
-        plain_mb = (tmp / "plain" / "log.db").stat().st_size / 1e6
+            if done % (args.batch * 200) < n or done == args.prefill + args.entries:
+                print(f"  {done:,} entries integrated by each"
+                      f"{' (pre-filling)' if done <= args.prefill else ''}", file=sys.stderr)
+        lookup_ms, verify_ms, sizes, rows = _lookups(indexes[0], all_keys, args.lookups, rng)
+        db_mb, plain_mb = (sum(f.stat().st_size for f in (tmp / folder).glob("log.db*")) / 1e6
+                           for folder in ("indexed", "plain"))
     finally:
-        plain_store.close()
-        indexed_store.close()
+        for store in stores:
+            store.close()
         shutil.rmtree(tmp, ignore_errors=True)
+    if args.prefill or args.frontends > 1:
+        print(f"(the last {args.entries:,} entries timed after {args.prefill:,}, "
+              f"{args.frontends} sequencer(s) per log in turn, batches of {args.batch})")
     print("| entries | sequencer µs/entry | with index µs/entry | write path cost | "
           "lookup+proof p50/p99 ms (all keys; keys read in <= 16 rows) | rows read p50/max "
           "| verify p50/p99 ms | "
@@ -301,6 +315,11 @@ def main() -> None:
     ap.add_argument("--lookups", type=int, default=2000)
     ap.add_argument("--sequencer", action="store_true",
                     help="the write path on SQLite, without and with the index")
+    ap.add_argument("--prefill", type=int, default=0, metavar="N",
+                    help="--sequencer: first integrate N entries into both logs, untimed")
+    ap.add_argument("--frontends", type=int, default=1, metavar="F",
+                    help="--sequencer: F sequencers on each log taking batches in turn, as "
+                         "the frontends of a SQLite log do (each then reads what the other wrote)")
     ap.add_argument("--stored", action="store_true",
                     help="the index alone on SQLite, built in big batches; then lookups")
     ap.add_argument("--at", default="100000,300000",
@@ -311,7 +330,15 @@ def main() -> None:
     ap.add_argument("--pages", action="store_true",
                     help="one long list on SQLite, read page by page")
     ap.add_argument("--tiny", action="store_true", help="a smoke run of a few seconds")
+    ap.add_argument("--python-walk", action="store_true",
+                    help="update the map and split tiles in Python, as where the compiled "
+                         "walk (ledger/vindex/_ctrie.c) could not be built: its baseline")
     args = ap.parse_args()
+    if args.python_walk:
+        import ledger.vindex._tiles as tiles
+
+        tiles._compiled = tiles._split = None
+    print(f"the index's walk: {'compiled' if compiled() else 'Python'}", file=sys.stderr)
     if args.pages:
         args.entries = 120_000 if args.tiny else args.entries or 300_000
         args.lookups = 3 if args.tiny else min(args.lookups, 20)

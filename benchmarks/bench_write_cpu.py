@@ -1,6 +1,7 @@
 """Server CPU per signed submission over HTTP: what a `ktl serve` spends on each entry.
 
     .venv/bin/python benchmarks/bench_write_cpu.py            # 8,000 entries per row
+    .venv/bin/python benchmarks/bench_write_cpu.py --prefill 200000   # logs of 200,000 first
     .venv/bin/python benchmarks/bench_write_cpu.py --tiny     # smoke run (seconds)
 
 Throughput on a shared machine moves with everyone else's load; the CPU time the server's
@@ -14,13 +15,18 @@ threads on the same machine):
 * batch: `POST /api/v1/entries:batch`, ``--batch-size`` entries per request.
 
 Server CPU is read from ``/proc/<pid>/stat`` of the server's process tree before and after
-the load; client CPU from the client processes' rusage.
+the load; client CPU from the client processes' rusage. ``--prefill N`` first fills each
+log with N synthetic entries integrated directly (`bench_vindex.py`'s: each names a digest,
+a kernel name, a signer and a predicate type, as a real entry does), so the rows measure a
+log of that size: the verifiable index (caught up when the server starts, before the load)
+costs more per entry as its map grows.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import random
 import resource
 import shutil
 import subprocess
@@ -36,7 +42,19 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_ledger import Job, bare_flask, http_phase, ktl_serve, signed_entries, stop_server
+from bench_ledger import (
+    Job,
+    bare_flask,
+    http_phase,
+    ktl_serve,
+    load_or_create_signer,
+    signed_entries,
+    stop_server,
+)
+from bench_vindex import synthetic_entry
+
+from ledger.sequencer import Sequencer, Submission
+from ledger.storage import EntryFacts, SqliteStorage
 
 console = Console()
 
@@ -64,6 +82,19 @@ def _cpu_seconds(pids: Sequence[int]) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+def _settled(pids: Sequence[int], idle: float = 0.05, limit: float = 600.0) -> None:
+    """Wait until the server is idle (under `idle` CPU seconds a second): its workers'
+    start-up work, such as catching the index up with a pre-filled log, is not the load's."""
+    deadline = time.monotonic() + limit
+    before = _cpu_seconds(pids)
+    while time.monotonic() < deadline:
+        time.sleep(1.0)
+        now = _cpu_seconds(pids)
+        if now - before < idle:
+            return
+        before = now
+
+
 def _children_cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
@@ -72,6 +103,7 @@ def _children_cpu() -> float:
 def measure(what: str, proc: subprocess.Popen[str], target: tuple[str, int], jobs: list[Job],
             args: argparse.Namespace) -> tuple[str, float, float, float]:
     pids = _server_pids(proc.pid)
+    _settled(pids)
     entries = sum(j.entries for j in jobs)
     server0, clients0 = _cpu_seconds(pids), _children_cpu()
     row = http_phase(what, [target], jobs, args.procs, args.threads, "entries")
@@ -80,12 +112,33 @@ def measure(what: str, proc: subprocess.Popen[str], target: tuple[str, int], job
     return what, row.rate, server / entries * 1e3, clients / entries * 1e3
 
 
+def _prefilled(folder: Path, n: int) -> None:
+    """A SQLite log of `n` synthetic entries in `folder`, signed with the key it serves with."""
+    signer = load_or_create_signer(folder, "bench.example/log")
+    storage = SqliteStorage(folder)
+    rng = random.Random(1)
+    try:
+        sequencer = Sequencer(storage, signer, signer.name)
+        for lo in range(0, n, 4096):
+            subs = []
+            for i in range(lo, min(n, lo + 4096)):
+                data, keys = synthetic_entry(i, rng)
+                digest, name, keyid, ptype = (k.value for k in keys)
+                subs.append(Submission(data, EntryFacts(ptype, ((name, digest),), (keyid,))))
+            sequencer.integrate(subs)
+            console.print(f"  pre-filled {min(n, lo + 4096):,} of {n:,}", end="\r")
+    finally:
+        storage.close()
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--entries", type=int, default=8000, help="signed entries per row")
     ap.add_argument("--batch-size", type=int, default=250, help="entries per batch request")
     ap.add_argument("--procs", type=int, default=2, help="client processes")
     ap.add_argument("--threads", type=int, default=32, help="threads per client process")
+    ap.add_argument("--prefill", type=int, default=0, metavar="N",
+                    help="fill each log with N synthetic entries before its load")
     ap.add_argument("--markdown", action="store_true", help="also print a Markdown table")
     ap.add_argument("--tiny", action="store_true", help="a smoke run of a few seconds")
     args = ap.parse_args(argv)
@@ -104,6 +157,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                            ("POST /api/v1/entries (1 signed entry each)", singles),
                            (f"POST /api/v1/entries:batch ({args.batch_size} per request)", batches)):
             folder = tmp / f"log{len(rows)}"
+            if args.prefill and not what.startswith("limit"):
+                _prefilled(folder, args.prefill)
             proc, host, port = bare_flask(tmp) if what.startswith("limit") else ktl_serve(folder)
             try:
                 rows.append(measure(what, proc, (host, port), jobs, args))
@@ -112,7 +167,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     load = os.getloadavg()[0]
-    table = Table(title=f"server CPU per entry over HTTP on SQLite, {args.entries:,} entries per row, "
+    table = Table(title=f"server CPU per entry over HTTP on SQLite, {args.entries:,} entries per row"
+                        f"{f' after {args.prefill:,}' if args.prefill else ''}, "
                         f"{os.cpu_count()} cores, load average {load:.1f} at the end")
     for col in ("what", "entries/s", "server CPU ms/entry", "client CPU ms/entry"):
         table.add_column(col, justify="left" if col == "what" else "right")
