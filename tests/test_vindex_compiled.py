@@ -125,7 +125,7 @@ def test_the_compiled_walk_refuses_what_the_python_walk_refuses(
 
     changes: dict[bytes, Tile] = {}
     with pytest.raises(error, match=message):
-        update_tiles(keys, new, {}, {}, lambda path: {}, changes)  # type: ignore[arg-type]
+        update_tiles(keys, new, {}, {}, lambda path: {}, {}, changes)  # type: ignore[arg-type]
 
 
 def test_a_damaged_record_is_refused_not_read_past() -> None:
@@ -135,9 +135,9 @@ def test_a_damaged_record_is_refused_not_read_past() -> None:
 
     key = b"\x01" * 32
     with pytest.raises(ValueError, match="67 bytes"):
-        update_tiles([key], [[1]], {b"": {b"\x00\x00": b"\x01" * 10}}, {}, lambda p: {}, {})
+        update_tiles([key], [[1]], {b"": {b"\x00\x00": b"\x01" * 10}}, {}, lambda p: {}, {}, {})
     with pytest.raises(TypeError, match="dict of records"):
-        update_tiles([key], [[1]], {b"": [1]}, {}, lambda p: {}, {})  # type: ignore[dict-item]
+        update_tiles([key], [[1]], {b"": [1]}, {}, lambda p: {}, {}, {})  # type: ignore[dict-item]
 
 
 def test_without_the_compiled_walk_the_python_one_gives_the_same_root(
@@ -171,3 +171,17 @@ def test_the_compiled_split_of_a_tile_is_the_python_one(
         finally:
             tiles_module._split = tiles_module_split
     assert outcomes[0] == outcomes[1]
+
+
+def test_a_failed_update_records_nothing() -> None:
+    """A walk that fails half-way (here: a list index that is not an int, met at the
+    last key's leaf, after the first key's nodes were written) leaves the tiled store as
+    it was, as the Python walk does."""
+    rows = MemoryIndexRows()
+    nodes = TiledNodes(rows.read_tiles)
+    nodes.extend_lists({sha(b"%d" % i): [i] for i in range(50)})
+    before = {path: dict(records) for path, records in nodes.changes().items()}
+    bad: dict[bytes, list[int]] = {sha(b"a"): [100], b"\xff" * 32: ["x"]}  # type: ignore[list-item]
+    with pytest.raises(TypeError):
+        nodes.extend_lists(bad)
+    assert nodes.changes() == before

@@ -1,7 +1,7 @@
 /* The index map's batch update in C: the same walk as `ledger.vindex._map._Update`,
  * over tiles held in Python dicts (`ledger.vindex._tiles`), with OpenSSL's SHA-256.
  *
- * update_tiles(keys, new, tiles, known, load, changes) -> root hash
+ * update_tiles(keys, new, tiles, known, load, changes, written) -> root hash
  *
  *   keys     list of 32-byte key hashes, strictly ascending (the keys being set)
  *   new      list, one per key, of the entry indices (ints) its list is extended by:
@@ -12,7 +12,10 @@
  *            is added to it, the tiles themselves are never modified here
  *   known    dict tile path -> tile: tiles the caller holds
  *   load     callable(tile path) -> tile, for a tile neither holds (it adds it to `tiles`)
- *   changes  dict tile path -> dict name -> record: every node written goes there
+ *   changes  dict tile path -> dict name -> record: records written before this update
+ *            (read first), never modified here
+ *   written  dict tile path -> dict name -> record: every node this update writes goes
+ *            there (the caller lays it over `changes` once the update succeeded)
  *
  * Tiles are of 8 levels: a tile's path is the first depth/8 bytes of the keys below it,
  * a node's name in its tile is (depth below the tile's top, the key's bits below the
@@ -61,7 +64,7 @@ typedef struct {
     uint8_t *has_old;
     Kept *kept;              /* leaves pushed down beside the changes */
     Py_ssize_t n_kept, cap_kept;
-    PyObject *tiles, *known, *load, *changes;
+    PyObject *tiles, *known, *load, *changes, *written;
     PyObject *names[LEVELS][256]; /* the 2-byte names, made once per call */
 } Run;
 
@@ -152,7 +155,7 @@ static int read_node(Run *r, const uint8_t *key, int depth, uint8_t out[NODE]) {
     return found;
 }
 
-/* Record the node at (depth, key's path) in `changes` (a leaf pushed down can land in
+/* Record the node at (depth, key's path) in `written` (a leaf pushed down can land in
  * a tile no changed key's path has read: the caller reads those, all in one call). */
 static int write_node(Run *r, const uint8_t *key, int depth, const uint8_t node[NODE]) {
     PyObject *path = tile_path(key, depth);
@@ -160,15 +163,15 @@ static int write_node(Run *r, const uint8_t *key, int depth, const uint8_t node[
         return -1;
     int rc = -1;
     PyObject *name = node_name(r, key, depth), *record = NULL;
-    PyObject *changed = PyDict_GetItemWithError(r->changes, path);
+    PyObject *changed = PyDict_GetItemWithError(r->written, path);
     if (name == NULL || (changed == NULL && PyErr_Occurred()))
         goto done;
     if (changed == NULL) {
         changed = PyDict_New();
         if (changed == NULL)
             goto done;
-        int set = PyDict_SetItem(r->changes, path, changed);
-        Py_DECREF(changed);  /* `changes` holds it */
+        int set = PyDict_SetItem(r->written, path, changed);
+        Py_DECREF(changed);  /* `written` holds it */
         if (set < 0)
             goto done;
     }
@@ -363,10 +366,10 @@ static void run_free(Run *r) {
 }
 
 static PyObject *update_tiles(PyObject *self, PyObject *args) {
-    PyObject *keys, *new_items, *tiles, *known, *load, *changes;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!OO!", &PyList_Type, &keys, &PyList_Type, &new_items,
+    PyObject *keys, *new_items, *tiles, *known, *load, *changes, *written;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!OO!O!", &PyList_Type, &keys, &PyList_Type, &new_items,
                           &PyDict_Type, &tiles, &PyDict_Type, &known, &load, &PyDict_Type,
-                          &changes))
+                          &changes, &PyDict_Type, &written))
         return NULL;
     if (check_args(keys, new_items) < 0)
         return NULL;
@@ -380,6 +383,7 @@ static PyObject *update_tiles(PyObject *self, PyObject *args) {
     r->known = known;
     r->load = load;
     r->changes = changes;
+    r->written = written;
     PyObject *result = NULL;
     Item *items = NULL;
     size_t count = n ? (size_t)n : 1;
@@ -447,8 +451,8 @@ static PyMethodDef methods[] = {
     {"split_records", split_records, METH_VARARGS,
      "split_records(data) -> {name: record} of a tile's bytes, or None if malformed."},
     {"update_tiles", update_tiles, METH_VARARGS,
-     "update_tiles(keys, new, tiles, known, load, changes) -> root: extend the "
-     "lists of sorted keys in a tiled map; written records go to `changes`."},
+     "update_tiles(keys, new, tiles, known, load, changes, written) -> root: extend the "
+     "lists of sorted keys in a tiled map; the records it writes go to `written`."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -39,7 +39,7 @@ the others' bytes as they were."""
 
 CompiledUpdate = Callable[[list[bytes], list[list[int]], dict[TilePath, Tile],
                            dict[TilePath, Tile], Callable[[TilePath], Tile],
-                           dict[TilePath, Tile]], bytes]
+                           dict[TilePath, Tile], dict[TilePath, Tile]], bytes]
 _compiled: CompiledUpdate | None
 _split: Callable[[bytes], Tile | None] | None
 try:  # built at install where a C compiler and OpenSSL's headers are (setup.py)
@@ -182,17 +182,21 @@ class TiledNodes:
 
     def extend_lists(self, added: Mapping[bytes, Sequence[int]]) -> bytes:
         """`ledger.vindex._map.extend_lists` on these tiles: the compiled walk where it
-        was built (the same nodes written, the same root), else the Python one. Tiles
+        was built (the same nodes written, the same root), else the Python one. As with
+        the Python walk, nothing is recorded unless the whole update succeeds; tiles
         written but not read on the way are read after it, in one call, as `put_nodes`
         reads them."""
         update = _compiled
         if update is None or not added:
             return extend_lists(self, added)
         keys, known, tiles = sorted(added), self._known, self._tiles
+        written: dict[TilePath, Tile] = {}
         root = update(keys, [list(added[k]) for k in keys], tiles,
                       known if isinstance(known, dict) else dict(known), self._tile,
-                      self._changes)
-        self._load([path for path in self._changes if path not in tiles])
+                      self._changes, written)
+        self._load([path for path in written if path not in tiles])
+        for path, records in written.items():
+            self._changes.setdefault(path, {}).update(records)
         return root
 
     def changes(self) -> dict[TilePath, Tile]:
