@@ -81,6 +81,16 @@ def synthetic_entry(i: int, rng: random.Random) -> tuple[bytes, list[IndexKey]]:
     return json.dumps(entry, separators=(",", ":"), sort_keys=True).encode(), keys
 
 
+def synthetic_submission(i: int, rng: random.Random) -> tuple[Any, list[IndexKey]]:
+    """`synthetic_entry` as the sequencer takes it (a `Submission` with its facts)."""
+    from ledger.sequencer import Submission
+    from ledger.storage import EntryFacts
+
+    data, keys = synthetic_entry(i, rng)
+    digest, name, signer, ptype = (k.value for k in keys)
+    return Submission(data, EntryFacts(ptype, ((name, digest),), (signer,))), keys
+
+
 def _q(values: list[float]) -> str:
     if len(values) < 2:
         return "n/a"
@@ -177,8 +187,8 @@ def run_sequencer(args: argparse.Namespace) -> None:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     from ledger.note import NoteSigner
-    from ledger.sequencer import Sequencer, Submission
-    from ledger.storage import EntryFacts, SqliteStorage
+    from ledger.sequencer import Sequencer
+    from ledger.storage import SqliteStorage
     from ledger.vindex import open_index
 
     signer = NoteSigner("bench.example/log", Ed25519PrivateKey.from_private_bytes(b"\x07" * 32))
@@ -199,12 +209,10 @@ def run_sequencer(args: argparse.Namespace) -> None:
                  else min(args.batch, args.prefill + args.entries - done))
             subs = []
             for j in range(n):
-                data, keys = synthetic_entry(done + j, rng)
+                sub, keys = synthetic_submission(done + j, rng)
                 if len(all_keys) < 4 * args.lookups or rng.random() < 0.01:
                     all_keys.append(rng.choice(keys))  # a sample of the keys, to look up
-                subs.append(Submission(data, EntryFacts(keys[3].value, ((keys[1].value,
-                                                                           keys[0].value),),
-                                                        (keys[2].value,))))
+                subs.append(sub)
             turn = (turn + 1) % args.frontends  # frontends of one log take batches in turn
             t0 = time.perf_counter()
             plains[turn].integrate(subs)

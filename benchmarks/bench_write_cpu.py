@@ -51,10 +51,10 @@ from bench_ledger import (
     signed_entries,
     stop_server,
 )
-from bench_vindex import synthetic_entry
+from bench_vindex import synthetic_submission
 
-from ledger.sequencer import Sequencer, Submission
-from ledger.storage import EntryFacts, SqliteStorage
+from ledger.sequencer import Sequencer
+from ledger.storage import SqliteStorage
 
 console = Console()
 
@@ -120,12 +120,8 @@ def _prefilled(folder: Path, n: int) -> None:
     try:
         sequencer = Sequencer(storage, signer, signer.name)
         for lo in range(0, n, 4096):
-            subs = []
-            for i in range(lo, min(n, lo + 4096)):
-                data, keys = synthetic_entry(i, rng)
-                digest, name, keyid, ptype = (k.value for k in keys)
-                subs.append(Submission(data, EntryFacts(ptype, ((name, digest),), (keyid,))))
-            sequencer.integrate(subs)
+            sequencer.integrate([synthetic_submission(i, rng)[0]
+                                 for i in range(lo, min(n, lo + 4096))])
             console.print(f"  pre-filled {min(n, lo + 4096):,} of {n:,}", end="\r")
     finally:
         storage.close()

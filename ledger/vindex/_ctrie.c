@@ -57,7 +57,6 @@ typedef struct {
 } Kept;
 
 typedef struct {
-    Py_ssize_t n;            /* changed keys */
     const uint8_t **keys;    /* into the key objects, alive in the caller's list */
     PyObject *new_items;     /* the `new` list */
     uint8_t (*old)[KEY];     /* a changed key's value met in its old leaf */
@@ -377,7 +376,6 @@ static PyObject *update_tiles(PyObject *self, PyObject *args) {
     if (r == NULL)
         return PyErr_NoMemory();
     Py_ssize_t n = PyList_GET_SIZE(keys);
-    r->n = n;
     r->new_items = new_items;
     r->tiles = tiles;
     r->known = known;
