@@ -190,6 +190,101 @@ def test_a_held_back_claim_gets_one_more_sitting(tmp_path: Path) -> None:
     assert len(calls) == 1 and demo.rows[0].verdict == "refuted"
 
 
+def test_an_undecided_overstatement_is_read_from_the_estimate() -> None:
+    """Overstated: inconclusive with the estimated inflation past 1 + tolerance (the CI
+    failure: claimed 1.71x, measured 1.50x, overstated by 14 % [-3 %, +34 %])."""
+    def row(verdict: str, inflation: object, low: float = 0.97,
+            tolerance: object = 0.05) -> SummaryRow:
+        claim = {**_speedup_claim(verdict, low),
+                 "statistics": {"inflation": inflation, "inflation_interval": [low, 1.34]}}
+        return rows_from_reproduction({"policy": {"tolerance": tolerance}, "claims": [claim]},
+                                      kernel="a/b", op="sum", entry=4, honest=False,
+                                      reproduction_entry=None)[0]
+
+    assert row("inconclusive", 1.14).overstated and not row("inconclusive", 1.14).held_back
+    # within the tolerance, or decided, or numbers that are not numbers: no more sittings
+    assert not row("inconclusive", 1.04).overstated
+    assert not row("refuted", 1.14).overstated
+    assert not row("confirmed", 1.14).overstated
+    assert not row("inconclusive", True).overstated
+    assert not row("inconclusive", "1.14").overstated
+    assert not row("inconclusive", 1.14, tolerance=None).overstated
+    # held back (the test decided) is overstated too
+    held = row("inconclusive", 1.33, low=1.15)
+    assert held.held_back and held.overstated
+    assert SummaryRow.from_json(row("inconclusive", 1.14).to_json()) == row("inconclusive", 1.14)
+
+
+@pytest.mark.parametrize("honest", [True, False])
+def test_an_undecided_overstatement_gets_one_more_sitting_never_a_third(
+        tmp_path: Path, honest: bool) -> None:
+    """Honest or planted alike: one more sitting for a claim left inconclusive beyond the
+    tolerance; whatever the second says is the verdict, even inconclusive again."""
+    first = SummaryRow(**{**_row("a/b", "inconclusive", honest=honest).__dict__,
+                          "overstated": True})
+    second = _row("a/b", "refuted" if not honest else "confirmed", honest=honest)
+    sittings = [[first], [first], [second]]
+    demo = Demo(tmp_path, Console(file=io.StringIO()))
+    calls: list[int] = []
+
+    def sitting(*_args: object, **_kw: object) -> list[SummaryRow]:
+        calls.append(1)
+        return sittings[len(calls) - 1]
+
+    demo._sitting = sitting  # type: ignore[method-assign]
+    demo._reproduced({}, {"index": 7}, tmp_path, None, honest=honest)  # type: ignore[arg-type]
+    assert len(calls) == 2 and demo.rows == [first]
+    # an inconclusive claim within the tolerance is not sat again
+    demo.rows.clear()
+    calls.clear()
+    sittings[:] = [[_row("a/b", "inconclusive", honest=honest)], [second]]
+    demo._reproduced({}, {"index": 7}, tmp_path, None, honest=honest)  # type: ignore[arg-type]
+    assert len(calls) == 1 and demo.rows[0].verdict == "inconclusive"
+
+
+def test_the_lie_is_benchmarked_just_before_it_is_published(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The planted claim is a fresh `ktl bench` of the kernel x1.25 (not the honest claim
+    measured minutes earlier, whose drift since can shrink the lie below what the test may
+    refute), published beside the honest verification with the dishonest key."""
+    honest_dir = tmp_path / "k"
+    honest_dir.mkdir()
+    (honest_dir / "kernel.toml").write_text("name = 'x'\n")
+    fresh = {"results": [{"speedup": 1.5, "speedup_ci95": [1.4, 1.6],
+                          "baseline_median_ns": 10.0,
+                          "runs": [{"speedup": 1.5, "speedup_ci95": [1.4, 1.6],
+                                    "baseline_median_ns": 10.0}]}], "notes": []}
+    demo = Demo(tmp_path / "work", Console(file=io.StringIO()))
+    demo.kernels.mkdir(parents=True, exist_ok=True)
+    ran: list[list[str]] = []
+    published: list[tuple[Path, Path, Path | None]] = []
+
+    class FakeKtl:
+        def run(self, args: list[str], **_kw: object) -> object:
+            ran.append(list(args))
+            return fresh
+
+    demo.ktl = FakeKtl()  # type: ignore[assignment]
+    demo.services = []
+    demo.publish = lambda d, k, s, r=None: published.append((d, k, r)) or {}  # type: ignore[method-assign]
+    read: list[Path] = []
+    monkeypatch.setattr("client.demo._statement_of",
+                        lambda path: read.append(path) or {"predicate": {"verdict": "pass"}})
+    demo._publish_inflated({"entries": [{"kind": "verification", "entry_path": "v.json"},
+                                        {"kind": "benchmark", "entry_path": "b.json"}]},
+                           honest_dir, tmp_path / "cheat.key", None)  # type: ignore[arg-type]
+    assert read == [Path("v.json")]  # the honest benchmark is not what the lie inflates
+    lie_dir = demo.kernels / "k-inflated"
+    assert ran == [["bench", str(lie_dir)]]
+    assert (lie_dir / "kernel.toml").is_file()
+    (d, key, results), = published
+    assert d == lie_dir and key == tmp_path / "cheat.key" and results is not None
+    body = json.loads(results.read_text())
+    assert body["verification"] == {"verdict": "pass"}
+    assert body["benchmark"]["results"][0]["speedup"] == pytest.approx(1.5 * INFLATE)
+    assert body["benchmark"]["results"][0]["runs"][0]["speedup"] == pytest.approx(1.5 * INFLATE)
+
+
 def test_reproductions_wait_for_the_demos_own_servers_to_go_quiet() -> None:
     """Injected tick readings: busy windows (a log integrating, witnesses cosigning) are
     waited out; a quiet window ends the wait; a limit stops it (the reproduction goes
