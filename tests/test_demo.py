@@ -167,20 +167,28 @@ def test_a_verdict_held_back_by_the_sittings_is_read_from_the_numbers() -> None:
     assert SummaryRow.from_json(row.to_json()) == row
 
 
-def test_a_held_back_claim_gets_one_more_sitting(tmp_path: Path) -> None:
-    """The same rule for every claim: one more sitting when the first held its verdict
-    back, never a third (a reproducer who retried until refuted would be fishing)."""
-    held = _row("a/b", "inconclusive", honest=False)
-    held = SummaryRow(**{**held.__dict__, "held_back": True})
-    sittings = [[held], [held], [_row("a/b", "refuted", honest=False)]]
+def _scripted_sittings(tmp_path: Path, sittings: list[list[SummaryRow]]
+                       ) -> tuple[Demo, list[int]]:
+    """A demo whose reproductions answer `sittings` in turn (the list may be changed
+    between calls), and the list its calls are counted in."""
     demo = Demo(tmp_path, Console(file=io.StringIO()))
-    calls = []
+    calls: list[int] = []
 
     def sitting(*_args: object, **_kw: object) -> list[SummaryRow]:
         calls.append(1)
         return sittings[len(calls) - 1]
 
     demo._sitting = sitting  # type: ignore[method-assign]
+    return demo, calls
+
+
+def test_a_held_back_claim_gets_one_more_sitting(tmp_path: Path) -> None:
+    """The same rule for every claim: one more sitting when the first held its verdict
+    back, never a third (a reproducer who retried until refuted would be fishing)."""
+    held = _row("a/b", "inconclusive", honest=False)
+    held = SummaryRow(**{**held.__dict__, "held_back": True})
+    sittings = [[held], [held], [_row("a/b", "refuted", honest=False)]]
+    demo, calls = _scripted_sittings(tmp_path, sittings)
     demo._reproduced({}, {"index": 7}, tmp_path, None, honest=False)  # type: ignore[arg-type]
     assert len(calls) == 2 and demo.rows == [held]
     demo.rows.clear()
@@ -224,14 +232,7 @@ def test_an_undecided_overstatement_gets_one_more_sitting_never_a_third(
                           "overstated": True})
     second = _row("a/b", "refuted" if not honest else "confirmed", honest=honest)
     sittings = [[first], [first], [second]]
-    demo = Demo(tmp_path, Console(file=io.StringIO()))
-    calls: list[int] = []
-
-    def sitting(*_args: object, **_kw: object) -> list[SummaryRow]:
-        calls.append(1)
-        return sittings[len(calls) - 1]
-
-    demo._sitting = sitting  # type: ignore[method-assign]
+    demo, calls = _scripted_sittings(tmp_path, sittings)
     demo._reproduced({}, {"index": 7}, tmp_path, None, honest=honest)  # type: ignore[arg-type]
     assert len(calls) == 2 and demo.rows == [first]
     # an inconclusive claim within the tolerance is not sat again
