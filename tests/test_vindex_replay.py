@@ -85,6 +85,32 @@ def _two_writers(rows: IndexRows) -> tuple[StoredIndex, StoredIndex, list[bytes]
     return a, b, data, reference
 
 
+def test_a_long_run_of_the_other_writers_entries_is_read_in_bounded_ranges() -> None:
+    """The log answers at most 1,000 entries a read (as `LogStorage.get_entries`)."""
+    rows = MemoryIndexRows()
+    data = entries(2700)
+    a, b, reference = StoredIndex(rows), StoredIndex(rows), VerifiableIndex()
+    reads: list[tuple[int, int]] = []
+
+    def log(start: int, end: int) -> list[bytes]:
+        if end - start > 1000:
+            raise ValueError("entry range too large: at most 1000 entries at once")
+        reads.append((start, end))
+        return data[start:end]
+
+    add_batch(a, reference, data, 0, 100)
+    b.catch_up(log, 100)
+    add_batch(b, reference, data, 100, 100)
+    a.catch_up(log, 200)
+    add_batch(a, reference, data, 200, 2500)
+    reads.clear()
+    b.catch_up(log, 2700)
+    assert b.replays == 1 and b.reloads == 0
+    assert reads == [(200, 1200), (1200, 2200), (2200, 2700)]
+    assert b.root() == reference.root
+    _held_as_written(b, rows)
+
+
 def test_a_stale_tile_held_is_caught_by_the_root_and_the_rows_read_again(tmp_path: Path) -> None:
     """A held tile the rows no longer match where the replay builds on it (a bug, or
     memory gone bad): the leaf of a kernel name the other writer's entries name again,

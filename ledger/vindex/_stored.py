@@ -333,7 +333,9 @@ class StoredIndex:
         if (not compiled() or old < 0 or not 0 < have - old <= _REPLAY_MOST or self.holding
                 or b"" not in cache):
             return False
-        entries = read_entries(old, have)
+        entries: list[bytes] = []
+        for start in range(old, have, _CATCH_UP_CHUNK):  # the log reads bounded ranges
+            entries.extend(read_entries(start, min(have, start + _CATCH_UP_CHUNK)))
         added = _keys_added(old, entries)
         if len(entries) != have - old or not added:
             return False
