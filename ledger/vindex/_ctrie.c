@@ -1,7 +1,7 @@
 /* The index map's batch update in C: the same walk as `ledger.vindex._map._Update`,
  * over tiles held in Python dicts (`ledger.vindex._tiles`), with OpenSSL's SHA-256.
  *
- * update_tiles(keys, new, tiles, known, load, changes, written[, settled]) -> root hash
+ * update_tiles(keys, new, tiles, known, load, changes, written) -> root hash
  *
  *   keys     list of 32-byte key hashes, strictly ascending (the keys being set)
  *   new      list, one per key, of the entry indices (ints) its list is extended by:
@@ -16,13 +16,6 @@
  *            (read first), never modified here
  *   written  dict tile path -> dict name -> record: every node this update writes goes
  *            there (the caller lays it over `changes` once the update succeeded)
- *   settled  (a replay) dict tile path -> tile: tiles as another writer left them after
- *            writing these same keys. The walk then goes only through tiles in `tiles`
- *            or `known` (as they were before); at the top of any other tile it takes the
- *            subtree's hash from `settled` (EMPTY where that tile has no top node) and
- *            neither reads nor writes below. A tile neither held nor settled (a leaf
- *            pushed down off the keys' paths) is asked of `load`, which must return it
- *            as written now, and is added to `settled`.
  *
  * Tiles are of 8 levels: a tile's path is the first depth/8 bytes of the keys below it,
  * a node's name in its tile is (depth below the tile's top, the key's bits below the
@@ -70,7 +63,7 @@ typedef struct {
     uint8_t *has_old;
     Kept *kept;              /* leaves pushed down beside the changes */
     Py_ssize_t n_kept, cap_kept;
-    PyObject *tiles, *known, *load, *changes, *written, *settled;
+    PyObject *tiles, *known, *load, *changes, *written;
     PyObject *names[LEVELS][256]; /* the 2-byte names, made once per call */
 } Run;
 
@@ -192,50 +185,6 @@ done:
     Py_XDECREF(record);
     Py_DECREF(path);
     return rc;
-}
-
-/* In a replay, at the top of the tile on `key`'s path at `depth` (a multiple of 8): 0 the
- * tile is held (walk on), 1 it is not and out holds its subtree's hash as settled (from
- * `load` where `settled` lacks it), -1 an error. */
-static int settled_hash(Run *r, const uint8_t *key, int depth, uint8_t out[KEY]) {
-    PyObject *path = tile_path(key, depth);
-    if (path == NULL)
-        return -1;
-    int held = PyDict_Contains(r->tiles, path);
-    if (held == 0)
-        held = PyDict_Contains(r->known, path);
-    if (held != 0) {
-        Py_DECREF(path);
-        return held < 0 ? -1 : 0;
-    }
-    PyObject *tile = PyDict_GetItemWithError(r->settled, path);
-    if (tile == NULL && !PyErr_Occurred()) {
-        PyObject *loaded = PyObject_CallOneArg(r->load, path);
-        if (loaded != NULL && PyDict_SetItem(r->settled, path, loaded) == 0)
-            tile = loaded;  /* `settled` holds it */
-        Py_XDECREF(loaded);
-    }
-    Py_DECREF(path);
-    if (tile == NULL)
-        return -1;
-    if (!PyDict_Check(tile)) {
-        PyErr_SetString(PyExc_TypeError, "a tile must be a dict of records");
-        return -1;
-    }
-    PyObject *name = node_name(r, key, depth);
-    PyObject *record = name == NULL ? NULL : PyDict_GetItemWithError(tile, name);
-    if (record == NULL) {
-        if (PyErr_Occurred())
-            return -1;
-        memset(out, 0, KEY);  /* EMPTY */
-        return 1;
-    }
-    if (!PyBytes_Check(record) || PyBytes_GET_SIZE(record) != RECORD) {
-        PyErr_SetString(PyExc_ValueError, "a tile record must be 67 bytes");
-        return -1;
-    }
-    sha256((const uint8_t *)PyBytes_AS_STRING(record) + 2, NODE, out);
-    return 1;
 }
 
 /* A changed key's new value: its list's chain hash extended by the indices added. */
@@ -360,13 +309,6 @@ static int place(Run *r, int depth, Item *items, Py_ssize_t lo, Py_ssize_t hi,
             if (a == b)
                 continue;
             uint8_t *slot = node + 1 + side * KEY;
-            if (r->settled != NULL && (depth + 1) % LEVELS == 0) {
-                int taken = settled_hash(r, item_key(r, items[a]), depth + 1, slot);
-                if (taken < 0)
-                    return -1;
-                if (taken)
-                    continue;
-            }
             int found = 0;
             if (memcmp(slot, empty_hash, KEY) != 0) {
                 found = read_node(r, item_key(r, items[a]), depth + 1, child);
@@ -423,15 +365,11 @@ static void run_free(Run *r) {
 }
 
 static PyObject *update_tiles(PyObject *self, PyObject *args) {
-    PyObject *keys, *new_items, *tiles, *known, *load, *changes, *written, *settled = Py_None;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!OO!O!|O", &PyList_Type, &keys, &PyList_Type,
-                          &new_items, &PyDict_Type, &tiles, &PyDict_Type, &known, &load,
-                          &PyDict_Type, &changes, &PyDict_Type, &written, &settled))
+    PyObject *keys, *new_items, *tiles, *known, *load, *changes, *written;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!OO!O!", &PyList_Type, &keys, &PyList_Type, &new_items,
+                          &PyDict_Type, &tiles, &PyDict_Type, &known, &load, &PyDict_Type,
+                          &changes, &PyDict_Type, &written))
         return NULL;
-    if (settled != Py_None && !PyDict_Check(settled)) {
-        PyErr_SetString(PyExc_TypeError, "settled must be a dict of tiles or None");
-        return NULL;
-    }
     if (check_args(keys, new_items) < 0)
         return NULL;
     Run *r = PyMem_Calloc(1, sizeof(Run));
@@ -444,7 +382,6 @@ static PyObject *update_tiles(PyObject *self, PyObject *args) {
     r->load = load;
     r->changes = changes;
     r->written = written;
-    r->settled = settled == Py_None ? NULL : settled;
     PyObject *result = NULL;
     Item *items = NULL;
     size_t count = n ? (size_t)n : 1;

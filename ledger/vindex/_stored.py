@@ -14,7 +14,6 @@ and the key's list in one consistent snapshot: O(depth / 8 + results) rows.
 from __future__ import annotations
 
 import bisect
-import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -25,15 +24,7 @@ from ledger._errors import LedgerError
 from ledger.vindex._keys import IndexKey, entry_key_hashes
 from ledger.vindex._map import lookup_proof, root_of
 from ledger.vindex._proof import KEY_BITS, LookupProof
-from ledger.vindex._tiles import (
-    TILE_LEVELS,
-    Tile,
-    TiledNodes,
-    TileKey,
-    TilePath,
-    compiled,
-    parse_tile,
-)
+from ledger.vindex._tiles import TILE_LEVELS, Tile, TiledNodes, TileKey, TilePath
 
 __all__ = ["MAX_ANSWER", "IndexRows", "IndexStoreError", "MemoryIndexRows", "PendingIndex",
            "PreparedIndex", "RawLookup", "StoredAnswer", "StoredIndex", "TooManyResults", "WriteBack",
@@ -41,12 +32,7 @@ __all__ = ["MAX_ANSWER", "IndexRows", "IndexStoreError", "MemoryIndexRows", "Pen
 
 MAX_ANSWER = 100_000
 """Most entry indices one lookup answers with (a longer list: search a narrower key)."""
-_log = logging.getLogger(__name__)
-
 _CATCH_UP_CHUNK = 1000
-_REPLAY_MOST = 10_000
-"""Most entries another writer added that a `StoredIndex` replays over the tiles it holds
-(more: it reads the rows again)."""
 _CACHED_TILES = 20_000
 """Most tiles (split into their records) a `StoredIndex` keeps between batches (the top
 levels are hot)."""
@@ -194,10 +180,7 @@ class StoredIndex:
     (every tile whose written copy is behind is held, so never dropped from the cache).
     Rows that another process moved (their size is not the one this object wrote last)
     void what it holds: it goes on from the rows, as a crash would (the index is a
-    function of the log, so catching up gives the same roots). In `catch_up`, where the
-    log's entries can be read, it first tries to replay the other writer's entries over
-    the tiles it holds instead (`_replay`), which spares reading the dense top tiles
-    again after every batch of the other's; `replays` and `reloads` count each way.
+    function of the log, so catching up gives the same roots).
     """
 
     def __init__(self, rows: IndexRows, write_back: WriteBack | None = None) -> None:
@@ -209,8 +192,6 @@ class StoredIndex:
         self._held: set[TilePath] = set()
         self._postings: list[tuple[bytes, int]] = []
         self._held_since = 0.0
-        self.replays = 0
-        self.reloads = 0
 
     def _sync(self) -> int:
         """The index's size, held batches included; voids them if the rows moved."""
@@ -220,8 +201,6 @@ class StoredIndex:
         return self._size
 
     def _drop(self, size: int) -> None:
-        if self._cache:
-            self.reloads += 1
         self._cache, self._held, self._postings = {}, set(), []
         self._size = self._written = size
 
@@ -250,7 +229,10 @@ class StoredIndex:
         have = self._sync()
         if start != have:
             raise IndexStoreError(f"the index holds entries [0, {have}); cannot add from {start}")
-        added = _keys_added(start, entries)
+        added: dict[bytes, list[int]] = {}
+        for offset, entry in enumerate(entries):
+            for key in entry_key_hashes(entry):
+                added.setdefault(key, []).append(start + offset)
         nodes = TiledNodes(_prefetched(self.rows.read_tiles, self._cache, added), self._cache)
         root = nodes.extend_lists(added)  # each list's head is its leaf's value
         postings = [(k, i) for k, more in added.items() for i in more]
@@ -308,9 +290,6 @@ class StoredIndex:
     def catch_up(self, read_entries: Callable[[int, int], Sequence[bytes]], size: int) -> int:
         """Index entries [`size`, size) read with `read_entries(start, end)`, then write
         what is held; how many were indexed."""
-        have = self.rows.indexed_size()
-        if have != self._written and self._replay(read_entries, have):
-            self.replays += 1
         start = first = self._sync()
         while start < size:
             end = min(size, start + _CATCH_UP_CHUNK)
@@ -322,50 +301,6 @@ class StoredIndex:
         if start > first:
             self.flush()
         return start - first
-
-    def _replay(self, read_entries: Callable[[int, int], Sequence[bytes]], have: int) -> bool:
-        """Bring the tiles held up to rows another writer took from this object's size to
-        `have`, by walking its entries over them (True), else False (the caller reads the
-        rows again). The walk goes through the tiles held and, at the top of each tile it
-        does not hold, takes that subtree's hash from the tile as written now; the new
-        root must equal the rows' own, or nothing is kept."""
-        old, cache = self._written, self._cache
-        if (not compiled() or old < 0 or not 0 < have - old <= _REPLAY_MOST or self.holding
-                or b"" not in cache):
-            return False
-        entries: list[bytes] = []
-        for start in range(old, have, _CATCH_UP_CHUNK):  # the log reads bounded ranges
-            entries.extend(read_entries(start, min(have, start + _CATCH_UP_CHUNK)))
-        added = _keys_added(old, entries)
-        if len(entries) != have - old or not added:
-            return False
-        settled = self._settled_tiles(added)
-        nodes = TiledNodes(self.rows.read_tiles, cache)
-        root = nodes.replay_lists(added, settled)
-        if root != root_of(TiledNodes(self.rows.read_tiles, {})) or (
-                self.rows.indexed_size() != have):
-            _log.warning("replaying entries %d to %d over the tiles held gave another root "
-                         "than the rows'; reading the rows again", old, have)
-            return False
-        cache.update(settled)
-        for path, records in nodes.changes().items():
-            cache[path].update(records)
-        self._written = self._size = have
-        return True
-
-    def _settled_tiles(self, added: Mapping[bytes, Sequence[int]]) -> dict[TilePath, Tile]:
-        """The first tile on each key's path that this object does not hold, as the rows
-        hold it now ({} where there is none), read in one call."""
-        cache = self._cache
-        wanted: set[TileKey] = set()
-        for key in added:
-            n = 1
-            while n < KEY_BITS // 8 - 1 and key[:n] in cache:
-                n += 1
-            wanted.add((8 * n, key[:n]))
-        got = self.rows.read_tiles(wanted)
-        return {path: parse_tile(depth, path, got[(depth, path)]) if (depth, path) in got
-                else {} for depth, path in wanted}
 
     def lookup(self, key: IndexKey, limit: int = MAX_ANSWER) -> StoredAnswer:
         """`key`'s list and proof at the stored size; TooManyResults past `limit`."""
@@ -409,15 +344,6 @@ def _prefetched(read: Callable[[Iterable[TileKey]], Mapping[TileKey, bytes]],
             out.update(read(rest))
         return out
     return tiles
-
-
-def _keys_added(start: int, entries: Sequence[bytes]) -> dict[bytes, list[int]]:
-    """Each key hash the entries name, with the indices (from `start`) of those naming it."""
-    added: dict[bytes, list[int]] = {}
-    for offset, entry in enumerate(entries):
-        for key in entry_key_hashes(entry):
-            added.setdefault(key, []).append(start + offset)
-    return added
 
 
 def _answer(key: IndexKey, raw: RawLookup, limit: int) -> StoredAnswer:

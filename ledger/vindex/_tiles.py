@@ -39,8 +39,7 @@ the others' bytes as they were."""
 
 CompiledUpdate = Callable[[list[bytes], list[list[int]], dict[TilePath, Tile],
                            dict[TilePath, Tile], Callable[[TilePath], Tile],
-                           dict[TilePath, Tile], dict[TilePath, Tile],
-                           dict[TilePath, Tile] | None], bytes]
+                           dict[TilePath, Tile], dict[TilePath, Tile]], bytes]
 _compiled: CompiledUpdate | None
 _split: Callable[[bytes], Tile | None] | None
 try:  # built at install where a C compiler and OpenSSL's headers are (setup.py)
@@ -194,36 +193,8 @@ class TiledNodes:
         written: dict[TilePath, Tile] = {}
         root = update(keys, [list(added[k]) for k in keys], tiles,
                       known if isinstance(known, dict) else dict(known), self._tile,
-                      self._changes, written, None)
+                      self._changes, written)
         self._load([path for path in written if path not in tiles])
-        for path, records in written.items():
-            self._changes.setdefault(path, {}).update(records)
-        return root
-
-    def replay_lists(self, added: Mapping[bytes, Sequence[int]],
-                     settled: dict[TilePath, Tile]) -> bytes:
-        """`extend_lists` for keys another writer already added: the walk goes through
-        the tiles `known` holds (as they were before) and, at the top of any other tile,
-        takes the subtree's hash from `settled` (that tile as the other writer left it;
-        one it lacks, where a leaf was pushed down off the keys' paths, is read through
-        `read_tiles` and added to it). Compiled only (RuntimeError where the walk was
-        not built)."""
-        update = _compiled
-        if update is None:
-            raise RuntimeError("the replay runs in the compiled walk only")
-        if not added:
-            raise ValueError("nothing to replay")
-        keys, known = sorted(added), self._known
-        written: dict[TilePath, Tile] = {}
-
-        def as_written(path: TilePath) -> Tile:
-            key = (8 * len(path), path)
-            data = self._read([key]).get(key)
-            return {} if data is None else parse_tile(key[0], path, data)
-
-        root = update(keys, [list(added[k]) for k in keys], self._tiles,
-                      known if isinstance(known, dict) else dict(known), as_written,
-                      self._changes, written, settled)
         for path, records in written.items():
             self._changes.setdefault(path, {}).update(records)
         return root
