@@ -296,7 +296,8 @@ def _held_back(claim: Mapping[str, Any], tolerance: Any) -> bool:
 
 def _overstated(claim: Mapping[str, Any], tolerance: Any) -> bool:
     """An inconclusive verdict whose estimated inflation lies beyond 1 + tolerance (the
-    test undecided, or decided and held back): another sitting may decide it."""
+    test undecided, or decided and held back, which `_held_back` names): another sitting
+    may decide it."""
     stats = claim.get("statistics")
     if claim.get("verdict") != "inconclusive" or not isinstance(stats, dict):
         return False
@@ -304,7 +305,7 @@ def _overstated(claim: Mapping[str, Any], tolerance: Any) -> bool:
     if (isinstance(inflation, bool) or not isinstance(inflation, int | float)
             or isinstance(tolerance, bool) or not isinstance(tolerance, int | float)):
         return False
-    return bool(inflation > 1.0 + tolerance) or _held_back(claim, tolerance)
+    return bool(inflation > 1.0 + tolerance)
 
 
 def summary_table(rows: Sequence[SummaryRow]) -> Table:
@@ -703,15 +704,13 @@ class Demo:
         tolerance (undecided, or decided and held back by the sittings' conditions) gets one
         more sitting, honest or not (the same rule for all), never a third."""
         rows = self._sitting(report, entry, key, server, honest=honest)
-        if any(r.held_back for r in rows):
-            self.console.print(safe(
-                f"  #{entry['index']}: the test decided, but this sitting's conditions were too "
-                "far from the claim's to give the verdict; reproducing once more", "yellow"))
-            rows = self._sitting(report, entry, key, server, honest=honest)
-        elif any(r.overstated for r in rows):
-            self.console.print(safe(
-                f"  #{entry['index']}: overstated by more than the tolerance by the estimate, "
-                "but this sitting could not decide; reproducing once more", "yellow"))
+        why = ("the test decided, but this sitting's conditions were too far from the "
+               "claim's to give the verdict" if any(r.held_back for r in rows) else
+               "overstated by more than the tolerance by the estimate, but this sitting "
+               "could not decide" if any(r.overstated for r in rows) else None)
+        if why:
+            self.console.print(safe(f"  #{entry['index']}: {why}; reproducing once more",
+                                    "yellow"))
             rows = self._sitting(report, entry, key, server, honest=honest)
         self.rows.extend(rows)
 
