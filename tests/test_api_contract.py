@@ -11,7 +11,9 @@ the constants the code enforces, and the 405 answers to RFC 9110.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -33,6 +35,7 @@ from ledger.vindex import MAX_ANSWER, MAX_PAGE
 
 HERE = Path(__file__).resolve().parent
 CONFIG = HERE / "contract" / "schemathesis.toml"
+HOOKS = HERE / "contract" / "hooks.py"
 DOC = json.loads((HERE.parent / "ledger" / "openapi.json").read_text())
 SEED_ENTRIES = 5  # the tile parameters in schemathesis.toml name this tree size
 SEED_BLOB = b"foo"
@@ -64,12 +67,75 @@ def test_schemathesis_finds_nothing_against_a_seeded_server(tmp_path: Path) -> N
             "--workers", "1", "--phases", "examples,coverage,fuzzing",
             "--no-color",
         ]
-        env = {**os.environ, "SCHEMATHESIS_HOOKS": "", "PYTHONUNBUFFERED": "1"}
+        # The hooks drop one kind of report: a request generated invalid that reached the
+        # server valid (tests/contract/hooks.py; the tests of _hooks() below).
+        env = {**os.environ, "SCHEMATHESIS_HOOKS": str(HOOKS), "PYTHONUNBUFFERED": "1"}
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=BUDGET_S + 120,
                              cwd=tmp_path, env=env)
     out = res.stdout + res.stderr
     assert res.returncode == 0, out[-6000:]
     assert re.search(r"Operations: +(\d+) selected / \1 total", out), out[-3000:]  # none left out
+
+
+@functools.cache
+def _hooks() -> Any:
+    """The hooks module, loaded once as schemathesis loads it (by path)."""
+    spec = importlib.util.spec_from_file_location("_contract_hooks", HOOKS)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+D, K = "ab" * 32, "cd" * 32
+
+
+@pytest.mark.parametrize("query", [
+    f"digest={D}&keyid={K}",  # what the CI run sent after its extra properties vanished
+    f"keyid={K}&digest={D}", "name=acme%2Fmatmul&limit=500&cursor=0", "predicate_type=x",
+])
+def test_the_hook_clears_a_request_sent_valid(query: str) -> None:
+    assert _hooks().sent_query_is_valid(_schema("/api/v1/search", "get"), query)
+
+
+@pytest.mark.parametrize("query", [
+    "",  # no search key
+    f"digest={D}&name=x",  # two keys the document does not pair
+    f"digest={D}&keyid={K}&name=x",
+    f"digest={D.upper()}",  # the document's pattern is lowercase
+    f"digest={D}&nmae=x",  # a key no parameter claims
+    f"digest={D}&digest={D}",  # repeated
+    f"digest={D}&limit=501", f"digest={D}&limit=0", f"digest={D}&limit=abc",
+    f"digest={D}&limit=+5", f"digest={D}&cursor=-1",
+    "name=", "name=" + "x" * 513, f"digest={D}&limit",
+    "name=%FF",  # not UTF-8
+])
+def test_the_hook_keeps_a_request_the_document_refuses(query: str) -> None:
+    """Attack: each of these, accepted by the server, must still fail the contract run."""
+    assert not _hooks().sent_query_is_valid(_schema("/api/v1/search", "get"), query)
+
+
+@pytest.mark.parametrize(("kind", "negated", "query", "kept"), [
+    ("ST201", set(), f"digest={D}&keyid={K}", False),  # generated invalid, sent valid
+    ("ST201", set(), f"digest={D}&name=x", True),  # sent invalid, accepted: a real failure
+    ("ST201", {"header"}, f"digest={D}&keyid={K}", True),  # the header may be what is wrong
+    ("other", set(), f"digest={D}&keyid={K}", True),  # every other kind of failure stays
+])
+def test_the_hook_drops_only_an_st201_sent_valid(kind: str, negated: set[str], query: str,
+                                                 kept: bool) -> None:
+    from types import SimpleNamespace
+
+    from schemathesis.core.failures import AcceptedNegativeData, ServerError
+    hooks = _hooks()
+    failure = (AcceptedNegativeData(operation="GET /api/v1/search", message="", status_code=200,
+                                    expected_statuses=["400"]) if kind == "ST201"
+               else ServerError(operation="GET /api/v1/search", status_code=500))
+    case = SimpleNamespace(
+        meta=SimpleNamespace(is_negative_at=lambda loc: loc.value in negated | {"query"}),
+        operation=SimpleNamespace(method="GET", path="/api/v1/search"))
+    response = SimpleNamespace(request=SimpleNamespace(
+        url=f"http://127.0.0.1:1/api/v1/search?{query}"))
+    assert hooks.filter_failure(None, failure, case, response) is kept
 
 
 def _schema(path: str, method: str) -> dict[str, Any]:
