@@ -133,6 +133,10 @@ class SummaryRow:
     #: Inconclusive with the estimated overstatement beyond the tolerance (the test undecided,
     #: or decided and held back): such a claim gets one more sitting.
     overstated: bool = False
+    #: Half the width of the inflation interval, in log units: how precisely one sitting
+    #: judges this claim (the runs' spread and the allowance between sittings); None when
+    #: the reproduction gave no interval.
+    spread: float | None = None
 
     @property
     def expected(self) -> str:
@@ -144,6 +148,7 @@ class SummaryRow:
             "claimed": self.claimed, "reproduced": self.reproduced, "verdict": self.verdict,
             "honest": self.honest, "reproduction_entry": self.reproduction_entry,
             "reason": self.reason, "held_back": self.held_back, "overstated": self.overstated,
+            "spread": self.spread,
         }
 
     @classmethod
@@ -163,7 +168,7 @@ class SummaryRow:
                 reproduced=opt_num(obj.get("reproduced")), verdict=str(obj["verdict"]),
                 honest=bool(obj["honest"]), reproduction_entry=None if rep is None else int(rep),
                 reason=str(obj.get("reason", "")), held_back=obj.get("held_back") is True,
-                overstated=obj.get("overstated") is True,
+                overstated=obj.get("overstated") is True, spread=opt_num(obj.get("spread")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise DemoError(f"summary row is malformed: {exc}") from None
@@ -230,22 +235,24 @@ def inflate_benchmark(body: Mapping[str, Any], factor: float = INFLATE) -> dict[
 
 def lie_target(names: Sequence[str], rows: Sequence[SummaryRow]) -> int:
     """Index of the kernel to plant the lie on: of those whose honest speed-up claims all
-    came out confirmed, the one whose reproduction came closest to its own claim (else 0).
+    came out confirmed, the one a sitting judges most surely (else 0).
 
-    The lie is a fresh benchmark x INFLATE: it overstates what reproduction measures by
-    INFLATE x (benchmarked / reproduced), so it goes to the kernel whose two sittings
-    (publication, reproduction) agreed best: on one whose honest claim was measured 13 %
-    slow at publication, the same drift would make "x1.25" an 11 % lie that five runs
-    cannot decide.
+    The lie is a fresh benchmark x INFLATE, refuted when its inflation interval lies above
+    1 + tolerance. What stands in the way is the kernel's drift between two sittings (on
+    one whose honest claim was measured 13 % slow at publication, "x1.25" became an 11 %
+    lie) and the width of one sitting's interval (torch-rmsnorm's few, long runs left a
+    25 % lie undecided in a first sitting). Both are read from the honest reproduction: the
+    distance of its measurement from its claim and the half-width of its interval, in log
+    units; the kernel with the smallest sum (the worst of its claims) is chosen.
     """
-    best, best_gap = 0, math.inf
+    best, best_score = 0, math.inf
     for i, name in enumerate(names):
         mine = [r for r in rows if r.honest and r.kernel == name]
         if not mine or any(r.verdict != "confirmed" for r in mine):
             continue
-        gap = max(_log_gap(r) for r in mine)
-        if gap < best_gap:
-            best, best_gap = i, gap
+        score = max(_log_gap(r) + (r.spread or 0.0) for r in mine)
+        if score < best_score:
+            best, best_score = i, score
     return best
 
 
@@ -254,6 +261,18 @@ def _log_gap(row: SummaryRow) -> float:
     if not row.claimed or not row.reproduced or row.claimed <= 0 or row.reproduced <= 0:
         return math.inf
     return abs(math.log(row.reproduced / row.claimed))
+
+
+def _spread(claim: Mapping[str, Any]) -> float | None:
+    """Half the log width of a claim's inflation interval (None without a usable one)."""
+    stats = claim.get("statistics")
+    interval = stats.get("inflation_interval") if isinstance(stats, dict) else None
+    if not (isinstance(interval, list) and len(interval) == 2
+            and all(isinstance(v, int | float) and not isinstance(v, bool)
+                    and 0 < v < math.inf for v in interval)
+            and interval[0] <= interval[1]):
+        return None
+    return math.log(interval[1] / interval[0]) / 2
 
 
 def rows_from_reproduction(
@@ -276,7 +295,7 @@ def rows_from_reproduction(
             verdict=str(c.get("verdict")), honest=honest, reproduction_entry=reproduction_entry,
             reason=str(c.get("reason", "")),
             held_back=_held_back(c, tolerance),
-            overstated=_overstated(c, tolerance),
+            overstated=_overstated(c, tolerance), spread=_spread(c),
         ))
     return rows
 
