@@ -263,8 +263,9 @@ def _log_gap(row: SummaryRow) -> float:
     return abs(math.log(row.reproduced / row.claimed))
 
 
-def _spread(claim: Mapping[str, Any]) -> float | None:
-    """Half the log width of a claim's inflation interval (None without a usable one)."""
+def _interval(claim: Mapping[str, Any]) -> tuple[float, float] | None:
+    """A claim's inflation interval from its typed statistics (None without a usable one:
+    two finite positive numbers, the lower first)."""
     stats = claim.get("statistics")
     interval = stats.get("inflation_interval") if isinstance(stats, dict) else None
     if not (isinstance(interval, list) and len(interval) == 2
@@ -272,7 +273,13 @@ def _spread(claim: Mapping[str, Any]) -> float | None:
                     and 0 < v < math.inf for v in interval)
             and interval[0] <= interval[1]):
         return None
-    return math.log(interval[1] / interval[0]) / 2
+    return float(interval[0]), float(interval[1])
+
+
+def _spread(claim: Mapping[str, Any]) -> float | None:
+    """Half the log width of a claim's inflation interval (None without a usable one)."""
+    interval = _interval(claim)
+    return None if interval is None else math.log(interval[1] / interval[0]) / 2
 
 
 def rows_from_reproduction(
@@ -303,12 +310,9 @@ def rows_from_reproduction(
 def _held_back(claim: Mapping[str, Any], tolerance: Any) -> bool:
     """An inconclusive verdict whose test refuted: the lower bound of the inflation
     interval above 1 + tolerance (what `verifier.stats` refutes on)."""
-    stats = claim.get("statistics")
-    if claim.get("verdict") != "inconclusive" or not isinstance(stats, dict):
-        return False
-    interval = stats.get("inflation_interval")
-    if not (isinstance(interval, list) and interval and isinstance(interval[0], int | float)
-            and isinstance(tolerance, int | float)):
+    interval = _interval(claim)
+    if (claim.get("verdict") != "inconclusive" or interval is None
+            or isinstance(tolerance, bool) or not isinstance(tolerance, int | float)):
         return False
     return bool(interval[0] > 1.0 + tolerance)
 
