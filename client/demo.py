@@ -154,11 +154,10 @@ class SummaryRow:
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> SummaryRow:
         def opt_num(v: object) -> float | None:
-            if v is None:
-                return None
-            if isinstance(v, bool) or not isinstance(v, int | float):
+            n = _number(v)
+            if n is None and v is not None:
                 raise DemoError(f"summary row: expected a number, got {v!r}")
-            return float(v)
+            return n
 
         try:
             rep = obj.get("reproduction_entry")
@@ -263,17 +262,22 @@ def _log_gap(row: SummaryRow) -> float:
     return abs(math.log(row.reproduced / row.claimed))
 
 
+def _number(v: object) -> float | None:
+    """A JSON number as a float (None for anything else, a bool included)."""
+    return None if isinstance(v, bool) or not isinstance(v, int | float) else float(v)
+
+
 def _interval(claim: Mapping[str, Any]) -> tuple[float, float] | None:
     """A claim's inflation interval from its typed statistics (None without a usable one:
     two finite positive numbers, the lower first)."""
     stats = claim.get("statistics")
     interval = stats.get("inflation_interval") if isinstance(stats, dict) else None
-    if not (isinstance(interval, list) and len(interval) == 2
-            and all(isinstance(v, int | float) and not isinstance(v, bool)
-                    and 0 < v < math.inf for v in interval)
-            and interval[0] <= interval[1]):
+    if not isinstance(interval, list) or len(interval) != 2:
         return None
-    return float(interval[0]), float(interval[1])
+    lo, hi = _number(interval[0]), _number(interval[1])
+    if lo is None or hi is None or not 0 < lo <= hi < math.inf:
+        return None
+    return lo, hi
 
 
 def _spread(claim: Mapping[str, Any]) -> float | None:
@@ -290,7 +294,7 @@ def rows_from_reproduction(
     rows = []
     claims = predicate.get("claims")
     policy = predicate.get("policy")
-    tolerance = policy.get("tolerance") if isinstance(policy, dict) else None
+    tolerance = _number(policy.get("tolerance")) if isinstance(policy, dict) else None
     for c in claims if isinstance(claims, list) else []:
         if not isinstance(c, dict) or not str(c.get("claim", "")).startswith("benchmark.speedup"):
             continue
@@ -307,28 +311,26 @@ def rows_from_reproduction(
     return rows
 
 
-def _held_back(claim: Mapping[str, Any], tolerance: Any) -> bool:
+def _held_back(claim: Mapping[str, Any], tolerance: float | None) -> bool:
     """An inconclusive verdict whose test refuted: the lower bound of the inflation
     interval above 1 + tolerance (what `verifier.stats` refutes on)."""
     interval = _interval(claim)
-    if (claim.get("verdict") != "inconclusive" or interval is None
-            or isinstance(tolerance, bool) or not isinstance(tolerance, int | float)):
+    if claim.get("verdict") != "inconclusive" or interval is None or tolerance is None:
         return False
-    return bool(interval[0] > 1.0 + tolerance)
+    return interval[0] > 1.0 + tolerance
 
 
-def _overstated(claim: Mapping[str, Any], tolerance: Any) -> bool:
+def _overstated(claim: Mapping[str, Any], tolerance: float | None) -> bool:
     """An inconclusive verdict whose estimated inflation lies beyond 1 + tolerance (the
     test undecided, or decided and held back, which `_held_back` names): another sitting
     may decide it."""
     stats = claim.get("statistics")
     if claim.get("verdict") != "inconclusive" or not isinstance(stats, dict):
         return False
-    inflation = stats.get("inflation")
-    if (isinstance(inflation, bool) or not isinstance(inflation, int | float)
-            or isinstance(tolerance, bool) or not isinstance(tolerance, int | float)):
+    inflation = _number(stats.get("inflation"))
+    if inflation is None or tolerance is None:
         return False
-    return bool(inflation > 1.0 + tolerance)
+    return inflation > 1.0 + tolerance
 
 
 def summary_table(rows: Sequence[SummaryRow]) -> Table:
