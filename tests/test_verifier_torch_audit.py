@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from verifier.runtimes import FINDING_KINDS, Finding, audit_solution
+from verifier.runtimes import FAILING_KINDS, FINDING_KINDS, Finding, audit_solution
 from verifier.runtimes._torch_audit import MAX_AUDIT_BYTES, MAX_DEPTH, MAX_FINDINGS
 
 FIXTURES = Path(__file__).resolve().parent / "kernelbench"
@@ -127,3 +127,107 @@ def test_a_fallback_to_super_forward_is_named() -> None:
            b"            return super().forward(x)\n")
     found = [f for f in audit_solution(src) if f.kind == "torch_fallback"]
     assert [(f.line, f.detail) for f in found] == [(7, "except handler (line 6) calls the reference")]
+
+
+# Round 4: the audit follows what the code does, not how it is spelled.
+
+@pytest.mark.parametrize(("fixture", "kind", "needle"), [
+    ("alias_patching", "patching", "replaces torch.allclose"),
+    ("alias_patching", "patching", "setattr() on torch.testing"),
+    ("alias_patching", "patching", "replaces time.perf_counter_ns"),
+    ("alias_patching", "patching", "replaces time.synchronize"),
+    ("alias_patching", "patching", "replaces torch.synchronize"),
+    ("computed_patching", "patching", "setattr() on torch with an attribute named at run time"),
+    ("computed_patching", "patching", "vars().update() on time"),
+    ("helper_fallback", "torch_fallback", "calls _retry(), which reaches torch.nn.functional.gelu"),
+    ("worker_patch", "harness_access", "replaces __main__.read_frame"),
+    ("worker_patch", "patching", "replaces __main__.read_frame"),
+    ("opaque_exec", "opaque_code", "calls exec on text computed at run time"),
+    ("opaque_exec", "patching", "replaces time.perf_counter"),
+    ("device_twoface", "device_branch", "branches on .is_cuda"),
+])
+def test_round4_flawed_solution_is_named(fixture: str, kind: str, needle: str) -> None:
+    found = audit_solution((FIXTURES / "flawed" / f"{fixture}.py").read_bytes())
+    assert any(f.kind == kind and needle in f.detail for f in found), found
+
+
+@pytest.mark.parametrize("fixture", ["alias_patching", "computed_patching", "helper_fallback",
+                                     "worker_patch", "opaque_exec"])
+def test_round4_forgeries_carry_a_failing_finding(fixture: str) -> None:
+    found = audit_solution((FIXTURES / "flawed" / f"{fixture}.py").read_bytes())
+    assert {f.kind for f in found} & FAILING_KINDS, found
+
+
+def test_device_branches_are_evidence_not_failure() -> None:
+    found = audit_solution((FIXTURES / "flawed" / "device_twoface.py").read_bytes())
+    assert {f.kind for f in found} == {"device_branch"}
+    assert "device_branch" not in FAILING_KINDS
+
+
+@pytest.mark.parametrize(("src", "needle"), [
+    (b"import __main__\n", "imports __main__"),
+    (b"import sys\nm = sys.modules['__main__']\nm.write_frame = print\n", "__main__.write_frame"),
+    (b"m = __import__('__main__')\n", "loads __main__"),
+    (b"import importlib\nimportlib.import_module('verifier.worker')\n", "loads verifier.worker"),
+    (b"import sys\nsys._getframe(1).f_globals['read_frame'] = print\n", ""),
+])
+def test_reaching_the_worker_is_named(src: bytes, needle: str) -> None:
+    found = audit_solution(src)
+    assert any(f.kind in ("harness_access", "patching") and needle in f.detail
+               for f in found), found
+    assert {f.kind for f in found} & FAILING_KINDS, found
+
+
+@pytest.mark.parametrize("src", [
+    b"import torch as t\nu = t\nsetattr(u, 'allclose', None)\n",
+    b"import torch\nobject.__setattr__(torch, 'allclose', None)\n",
+    b"import torch\ntorch.__setattr__('allclose', None)\n",
+    b"import torch\ntorch.__dict__['allclose'] = None\n",
+    b"import torch\nvars(torch)['allclose'] = None\n",
+    b"import torch\ndef f(m=torch):\n    m.allclose = None\n",
+    b"import torch, time\na, b = torch, time\nb.time = a.zeros\n",
+    b"import torch\nclass M:\n    def __init__(self):\n        self.t = torch\n"
+    b"    def go(self):\n        self.t.allclose = None\n",
+    b"import torch\ng = getattr(torch, 'testing')\ng.assert_close = None\n",
+    b"exec('import torch\\ntorch.allclose = None')\n",
+    b"exec(compile('import time; time.time = None', 's', 'exec'))\n",
+    b"import sys\nsys.modules['torch'] = None\n",
+])
+def test_patching_whatever_the_spelling(src: bytes) -> None:
+    assert "patching" in _kinds(src), audit_solution(src)
+
+
+@pytest.mark.parametrize("src", [
+    b"import importlib\nname = input()\nimportlib.import_module(name)\n",
+    b"import marshal\nexec(marshal.loads(b''))\n",
+    b"code = open('x').read()\neval(code)\n",
+])
+def test_code_the_audit_cannot_see_fails(src: bytes) -> None:
+    assert "opaque_code" in _kinds(src), audit_solution(src)
+
+
+@pytest.mark.parametrize("src", [
+    b"import torch\nx = getattr(torch, 'float16')\ny = torch.zeros(3)\ny.foo = 1\n",
+    b"import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+    b"        setattr(self, 'cache', None)\n        return x\n",
+    b"import torch\ndef _alloc(x):\n    return torch.empty_like(x)\ntry:\n    pass\n"
+    b"except Exception:\n    _alloc(1)\n",
+    b"exec('x = 1')\n",
+])
+def test_honest_spellings_are_not_failures(src: bytes) -> None:
+    assert not _kinds(src) & FAILING_KINDS, audit_solution(src)
+
+
+def test_the_flow_is_bounded() -> None:
+    chain = b"import torch\na0 = torch\n" + b"".join(b"a%d = a%d\n" % (i + 1, i) for i in range(300))
+    src = chain + b"a300.allclose = None\n"
+    assert audit_solution(src)  # bounded rounds: never an exception; may or may not follow
+    inner = "x = 1"
+    for _ in range(6):
+        inner = f"exec({inner!r})"
+    found = audit_solution(inner.encode() + b"\n")  # deeper than MAX_INLINE_ROUNDS: not read
+    assert not {f.kind for f in found} & FAILING_KINDS, found
+    patched = "import torch; torch.allclose = None"
+    for _ in range(2):
+        patched = f"exec({patched!r})"
+    assert "patching" in _kinds(patched.encode())

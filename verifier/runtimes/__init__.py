@@ -43,7 +43,13 @@ from verifier.runtimes._torch import (
     torch_version,
     triton_version,
 )
-from verifier.runtimes._torch_audit import FINDING_KINDS, Finding, FindingKind, audit_solution
+from verifier.runtimes._torch_audit import (
+    FAILING_KINDS,
+    FINDING_KINDS,
+    Finding,
+    FindingKind,
+    audit_solution,
+)
 from verifier.runtimes._torch_session import (
     Call,
     CallOutcome,
@@ -52,7 +58,7 @@ from verifier.runtimes._torch_session import (
     scaled_variants,
 )
 
-__all__ = ["ALLOWED_GROUPS", "BUILD_LIMITS", "CUDA_GROUPS", "FINDING_KINDS", "RUNTIME_IMPLS",
+__all__ = ["ALLOWED_GROUPS", "BUILD_LIMITS", "CUDA_GROUPS", "FAILING_KINDS", "FINDING_KINDS", "RUNTIME_IMPLS",
            "TORCH_BUILD_LIMITS", "VARIANTS", "Artifact", "Audit", "AuditError", "CRuntime",
            "Call", "CallOutcome", "Finding", "FindingKind", "LibraryFinding", "ReferenceError_",
            "Runtime", "TorchBuild", "TorchKernel", "TorchSession", "audit_library",

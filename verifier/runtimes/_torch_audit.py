@@ -18,10 +18,31 @@ to game a harness run in its own process:
 - `introspection`: `gc`, `inspect`, `ctypes`, `cffi`, `sys._getframe`, frame attributes;
 - `dynamic_code`: `exec`, `eval`, `compile`, `__import__`, `importlib` (code this audit
   cannot see);
-- `patching`: assignment to (or `setattr`/`delattr` on) an attribute of `time`, `torch`
-  (any submodule, `torch.cuda` included) or `builtins`;
+- `patching`: assignment to (or `setattr`/`delattr`/`__setattr__`/`__dict__` writes on) an
+  attribute of any module (`torch` and its submodules, `time`, `os`, `builtins`, a module
+  named at run time: the solution's modules are the worker's modules too), an entry of
+  `sys.modules`, or a frame's globals or locals;
+- `harness_access`: the worker's own code (`__main__`, `__mp_main__`, ktl's packages)
+  imported, looked up or rewritten: the candidate's process runs the worker's script as
+  `__main__`, and its frame reader and writer are what calibrate and carry every answer;
+- `opaque_code`: code the audit cannot see at all: `exec`/`eval`/`compile` of text computed
+  at run time, `__import__`/`importlib.import_module` of a computed name, `marshal`/`pickle`
+  loads, `types.CodeType`/`FunctionType` (text that is constant is read and audited as part
+  of the source, its findings on the line of the call);
+- `device_branch`: a branch whose test depends on the device (`x.is_cuda`, `x.device`,
+  `torch.cuda.is_available()`, `torch.version.cuda`, `TRITON_INTERPRET`): a run on one kind of
+  device exercises one side only, and the report names it;
 - `unparsed`: the source is not Python this audit can read (too large, too deep,
   not UTF-8, a syntax error), so none of the above could be looked for.
+
+Names are followed by data flow, not spelling (`verifier.runtimes._torch_flow`): an alias
+(`_T = torch`), `getattr`/`setattr` with a constant or computed name, `__import__`,
+`importlib`, `sys.modules[...]`, `vars(...)`, a helper returning a module, tuple unpacking
+and `for m in (a, b)` all resolve to what they hold. A helper (function, method or lambda)
+that reaches PyTorch's work or the reference, directly or through other helpers, makes an
+`except` handler that calls it a fallback (allocation alone, `torch.empty` and kin, does not).
+
+`FAILING_KINDS` are the kinds that fail a check; the others are evidence beside the verdict.
 """
 
 from __future__ import annotations
@@ -31,12 +52,21 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-__all__ = ["FINDING_KINDS", "MAX_AUDIT_BYTES", "MAX_FINDINGS", "Finding", "FindingKind",
+from verifier.runtimes._torch_flow import BUILTIN_NAMES, UNKNOWN, Flow, flatten
+
+__all__ = ["FAILING_KINDS", "FINDING_KINDS", "MAX_AUDIT_BYTES", "MAX_FINDINGS", "Finding", "FindingKind",
            "audit_solution"]
 
 FindingKind = Literal["torch_fallback", "torch_only", "environment_read", "filesystem_read",
-                      "thread_start", "introspection", "dynamic_code", "patching", "unparsed"]
+                      "thread_start", "introspection", "dynamic_code", "patching",
+                      "harness_access", "opaque_code", "device_branch", "unparsed"]
 FINDING_KINDS: tuple[FindingKind, ...] = get_args(FindingKind)
+FAILING_KINDS: frozenset[FindingKind] = frozenset({"torch_fallback", "patching", "harness_access",
+                                                   "opaque_code"})
+"""Findings that fail a check: a fallback hands the op back to PyTorch (the kernel claims a
+speed-up for the library's work); patching a module or the worker's code rewrites the
+harness's own tools in the candidate's process (its clock, its frame reader, torch's
+comparison); code the audit cannot see could be any of these."""
 
 MAX_AUDIT_BYTES = 1024 * 1024
 """Largest source audited (the cap on one kernel source file)."""
@@ -46,6 +76,10 @@ MAX_FINDINGS = 64
 """Most findings returned; the last one says how many more there were."""
 MAX_DEPTH = 200
 """Deepest nesting of the source accepted (Python's own parser fails near 1,000)."""
+MAX_INLINED = 16
+"""Most constant texts given to `exec`/`eval`/`compile` read and audited with the source."""
+MAX_INLINE_ROUNDS = 3
+"""Deepest nesting of such texts followed (an `exec` of an `exec` of ...)."""
 
 _ENV = frozenset({"os.environ", "os.environb", "os.getenv", "os.getenvb", "os.putenv",
                   "os.unsetenv", "posix.environ", "nt.environ"})
@@ -66,9 +100,31 @@ _INTROSPECTION_NAMES = frozenset({"sys._getframe", "sys._current_frames", "sys.s
                                   "sys.getobjects", "threading.settrace"})
 _FRAME_ATTRS = frozenset({"f_back", "f_locals", "f_globals", "tb_frame", "gi_frame",
                           "cr_frame", "__subclasses__", "__globals__", "__closure__"})
-_DYNAMIC_CALLS = frozenset({"exec", "eval", "compile", "__import__", "builtins.exec",
-                            "builtins.eval", "builtins.__import__"})
-_PATCHED_ROOTS = ("time", "torch", "builtins", "triton")
+_DYNAMIC_CALLS = frozenset({"exec", "eval", "compile", "builtins.exec", "builtins.eval",
+                            "builtins.compile"})
+_CODE_RUNNERS = _DYNAMIC_CALLS
+_CODE_CALLS = frozenset({"exec", "eval", "builtins.exec", "builtins.eval"})
+_IMPORT_CALLS = frozenset({"__import__", "builtins.__import__", "importlib.import_module",
+                           "importlib.__import__"})
+_OPAQUE_CALLS = frozenset({"marshal.loads", "marshal.load", "pickle.loads", "pickle.load",
+                           "types.CodeType", "types.FunctionType", "dill.loads",
+                           "cloudpickle.loads", "runpy.run_path", "runpy.run_module",
+                           "code.InteractiveInterpreter"})
+_SETATTR = frozenset({"setattr", "delattr", "builtins.setattr", "builtins.delattr",
+                      "object.__setattr__", "object.__delattr__", "type.__setattr__"})
+_WRITER_METHODS = frozenset({"__setattr__", "__delattr__", "update", "setdefault", "__setitem__",
+                             "__delitem__", "pop", "popitem", "clear"})
+_HARNESS_MODULES = ("__main__", "__mp_main__", "_torch_child", "verifier", "ktl", "client",
+                    "attest", "ledger")
+_DEVICE_ATTRS = frozenset({"is_cuda", "is_cpu", "is_mps", "is_xpu", "is_meta", "device",
+                           "device_type"})
+_DEVICE_NAMES = ("torch.cuda.is_available", "torch.cuda.device_count", "torch.version.cuda",
+                 "torch.version.hip", "torch.cuda.get_device", "torch.backends.mps",
+                 "torch.cuda.is_initialized", "triton.runtime.driver", "triton.runtime.interpreter")
+_ALLOCATION = frozenset({"empty", "empty_like", "zeros", "zeros_like", "ones", "ones_like",
+                         "full", "full_like", "empty_strided", "tensor", "as_tensor", "device",
+                         "Size", "is_tensor", "numel", "cdiv", "dtype", "finfo", "iinfo",
+                         "is_available"})
 _KERNEL_BUILDERS = frozenset({"torch.utils.cpp_extension.load_inline",
                               "torch.utils.cpp_extension.load", "torch.ops.load_library"})
 _TRITON_DECORATORS = frozenset({"triton.jit", "triton.autotune", "triton.heuristics"})
@@ -93,7 +149,8 @@ def audit_solution(source: bytes) -> tuple[Finding, ...]:
     tree, problem = _parse(source)
     if tree is None:
         return (Finding("unparsed", 0, problem),)
-    audit = _Audit(_aliases(tree))
+    tree = _inline_constant_code(tree)
+    audit = _Audit(tree, _aliases(tree))
     found = sorted(set(audit.run(tree)), key=lambda f: (f.line, f.kind, f.detail))
     if len(found) > MAX_FINDINGS:
         extra = len(found) - MAX_FINDINGS + 1
@@ -121,6 +178,43 @@ def _parse(source: bytes) -> tuple[ast.Module | None, str]:
         if count > MAX_NODES:
             return None, f"more than {MAX_NODES} syntax nodes"
     return tree, ""
+
+
+def _inline_constant_code(tree: ast.Module) -> ast.Module:
+    """The source with every constant text given to `exec`/`eval`/`compile` parsed and
+    appended (its nodes on the line of the call), so the audit reads what runs."""
+    seen: set[str] = set()
+    budget = MAX_AUDIT_BYTES
+    for _ in range(MAX_INLINE_ROUNDS):
+        flow = Flow(tree, _aliases(tree))
+        added: list[ast.stmt] = []
+        for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call) and n.args):
+            if not flow.names(call.func) & _CODE_RUNNERS:
+                continue
+            for text in sorted(flow.text(call.args[0]) or ()):
+                if text in seen or len(seen) >= MAX_INLINED or len(text) > budget:
+                    continue
+                seen.add(text)
+                budget -= len(text)
+                added.extend(_parsed_at(text, call.lineno))
+        if not added:
+            break
+        tree = ast.Module(body=[*tree.body, *added], type_ignores=[])
+    return tree
+
+
+def _parsed_at(text: str, line: int) -> list[ast.stmt]:
+    if _max_bracket_depth(text) > MAX_DEPTH:
+        return []
+    try:
+        inner = ast.parse(text, mode="exec")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    for node in ast.walk(inner):
+        if isinstance(node, ast.stmt | ast.expr | ast.excepthandler | ast.arg | ast.keyword
+                      | ast.alias | ast.pattern):
+            node.lineno = node.end_lineno = line
+    return inner.body
 
 
 def _max_bracket_depth(text: str) -> int:
@@ -160,15 +254,19 @@ def _under(name: str, roots: Iterable[str]) -> bool:
 
 
 class _Audit:
-    def __init__(self, aliases: dict[str, str]) -> None:
-        self.aliases = aliases
+    def __init__(self, tree: ast.Module, aliases: dict[str, str]) -> None:
+        self.flow = Flow(tree, aliases)
         self.reference_attrs: set[str] = set()
+        self.helpers: dict[str, str] = {}
+
+    def names(self, node: ast.AST) -> frozenset[str]:
+        """The dotted names `node` may be (`verifier.runtimes._torch_flow`)."""
+        return self.flow.names(node)
 
     def is_reference(self, func: ast.expr) -> bool:
         """`Model`, `reference.Model`, `super().forward` or `self.x` where x holds a Model."""
-        name = self.dotted(func)
-        if name is not None:
-            return name.split(".")[-1] in _REFERENCE_NAMES
+        if any(n.split(".")[-1] in _REFERENCE_NAMES for n in self.names(func)):
+            return True
         if isinstance(func, ast.Name):
             return func.id in _REFERENCE_NAMES
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
@@ -181,23 +279,47 @@ class _Audit:
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) \
                     and self.is_reference(node.value.func):
                 self.reference_attrs.update(
-                    t.attr for t in _flatten(node.targets) if isinstance(t, ast.Attribute))
+                    t.attr for t in flatten(node.targets) if isinstance(t, ast.Attribute))
 
-    def dotted(self, node: ast.AST) -> str | None:
-        """`F.gelu` -> 'torch.nn.functional.gelu' when F is an import alias; else None."""
-        parts: list[str] = []
-        while isinstance(node, ast.Attribute):
-            parts.append(node.attr)
-            node = node.value
-        if not isinstance(node, ast.Name):
-            return None
-        head = self.aliases.get(node.id)
-        if head is None:
-            return ".".join([node.id, *reversed(parts)]) if node.id in _BUILTINS else None
-        return ".".join([head, *reversed(parts)])
+    def library_call(self, func: ast.expr) -> str | None:
+        """What `func` reaches of PyTorch's work or the reference, or None."""
+        if self.is_reference(func):
+            return "the reference"
+        torch_names = sorted(n for n in self.names(func) if _under(n, ("torch",)))
+        if torch_names:
+            return torch_names[0]
+        key = _helper_key(func)
+        return self.helpers.get(key) if key is not None else None
+
+    def find_helpers(self, tree: ast.Module) -> None:
+        """Functions (any scope, by name) whose body reaches PyTorch's work or the reference,
+        directly or through other such functions: name -> what it reaches."""
+        bodies: dict[str, list[ast.AST]] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                bodies.setdefault(node.name, []).append(node)
+            elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Lambda):
+                for t in flatten(node.targets):
+                    key = _helper_key(t)
+                    if key is not None:
+                        bodies.setdefault(key, []).append(node.value)
+        for _ in range(len(bodies) + 1):
+            changed = False
+            for name, nodes in bodies.items():
+                if name in self.helpers:
+                    continue
+                for call in (c for n in nodes for c in ast.walk(n) if isinstance(c, ast.Call)):
+                    what = self.library_call(call.func)
+                    if what is not None and not _is_allocation(what):
+                        self.helpers[name] = what
+                        changed = True
+                        break
+            if not changed:
+                return
 
     def run(self, tree: ast.Module) -> Iterator[Finding]:
         self.find_reference_attrs(tree)
+        self.find_helpers(tree)
         yield from self.imports(tree)
         for node in ast.walk(tree):
             if isinstance(node, ast.Try | ast.TryStar):
@@ -206,8 +328,11 @@ class _Audit:
                 yield from self.patches(node)
             elif isinstance(node, ast.Call):
                 yield from self.call(node)
+                yield from self.method_patch(node)
             elif isinstance(node, ast.Attribute | ast.Name) and isinstance(node.ctx, ast.Load):
                 yield from self.reference(node)
+            if isinstance(node, ast.If | ast.IfExp | ast.While | ast.Assert):
+                yield from self.device_branch(node)
         yield from self.custom_kernel(tree)
 
     def imports(self, tree: ast.Module) -> Iterator[Finding]:
@@ -233,59 +358,146 @@ class _Audit:
             yield Finding("dynamic_code", line, f"{verb} {name}: code loaded at run time")
         if name in _REFERENCE_MODULES:
             yield Finding("torch_fallback", line, f"{verb} {name}: the reference itself")
+        if _under(name, _HARNESS_MODULES):
+            yield Finding("harness_access", line, f"{verb} {name}: the worker's own code")
+        if name == UNKNOWN:
+            yield Finding("opaque_code", line, f"{verb} a module named at run time")
 
     def reference(self, node: ast.Attribute | ast.Name) -> Iterator[Finding]:
         if isinstance(node, ast.Attribute) and node.attr in _FRAME_ATTRS:
             yield Finding("introspection", node.lineno, f"reads .{node.attr}")
-        name = self.dotted(node)
-        if name is None:
-            return
-        if name in _ENV:
-            yield Finding("environment_read", node.lineno, f"reads {name}")
-        if name in _INTROSPECTION_NAMES:
-            yield Finding("introspection", node.lineno, f"uses {name}")
+        for name in sorted(self.names(node)):
+            if name in _ENV:
+                yield Finding("environment_read", node.lineno, f"reads {name}")
+            if name in _INTROSPECTION_NAMES:
+                yield Finding("introspection", node.lineno, f"uses {name}")
+            if _under(name, _HARNESS_MODULES) and isinstance(node, ast.Name):
+                yield Finding("harness_access", node.lineno, f"reaches {name}: the worker's own "
+                              "code")
 
     def call(self, node: ast.Call) -> Iterator[Finding]:
         func = node.func
-        name = self.dotted(func)
-        if isinstance(func, ast.Attribute) and func.attr in _FS_METHODS and (
-                name is None or not _under(name, ("torch",))):
+        names = self.names(func)
+        if isinstance(func, ast.Attribute) and func.attr in _FS_METHODS and not any(
+                _under(n, ("torch",)) for n in names):
             yield Finding("filesystem_read", node.lineno, f"calls .{func.attr}()")
-        if name is None:
-            return
+        for name in sorted(names):
+            yield from self.named_call(node, name)
+
+    def named_call(self, node: ast.Call, name: str) -> Iterator[Finding]:
         if name in _FS_CALLS or name.startswith(_FS_PREFIXES):
             yield Finding("filesystem_read", node.lineno, f"calls {name}")
         if name in _THREAD_CALLS or name.startswith(_THREAD_CALL_PREFIXES):
             yield Finding("thread_start", node.lineno, f"calls {name}")
-        if name in _DYNAMIC_CALLS:
+        if name in _DYNAMIC_CALLS or name in _IMPORT_CALLS:
             yield Finding("dynamic_code", node.lineno, f"calls {name}: code this audit cannot see")
-        if name in ("setattr", "delattr", "builtins.setattr") and node.args:
-            target = self.dotted(node.args[0])
-            if target is not None and _under(target, _PATCHED_ROOTS):
-                yield Finding("patching", node.lineno, f"{name}() on {target}")
+            if node.args and self.flow.text(node.args[0]) is None \
+                    and not (name in _CODE_CALLS and _is_code_object(node.args[0], self)):
+                yield Finding("opaque_code", node.lineno, f"calls {name} on text computed at run "
+                              "time: what it runs or loads cannot be audited")
+            for module in self.names(node) if name in _IMPORT_CALLS else ():
+                yield from self.module_use(module, node.lineno, f"{name}() loads")
+        if name in _OPAQUE_CALLS:
+            yield Finding("opaque_code", node.lineno, f"calls {name}: code this audit cannot see")
+        if name in _SETATTR and node.args:
+            yield from self.set_on(node, node.args[0], f"{name}()",
+                                   node.args[1] if len(node.args) > 1 else None)
+
+    def set_on(self, node: ast.AST, target: ast.expr, how: str,
+               attr: ast.expr | None) -> Iterator[Finding]:
+        line = getattr(node, "lineno", 0)
+        computed = attr is not None and self.flow.text(attr) is None
+        for base in sorted(self.names(target)):
+            if _patched(base):
+                tail = " with an attribute named at run time" if computed else ""
+                yield Finding("patching", line, f"{how} on {base}{tail}")
+                if _under(base, _HARNESS_MODULES):
+                    yield Finding("harness_access", line, f"{how} on {base}: rewrites the "
+                                  "worker's own code")
+        if isinstance(target, ast.Attribute) and target.attr in _FRAME_ATTRS:
+            yield Finding("patching", line, f"{how} on a frame's .{target.attr}: rewrites the "
+                          "caller's (the harness's) names")
+
+    def method_patch(self, node: ast.Call) -> Iterator[Finding]:
+        """`torch.__setattr__(...)`, `vars(torch).update(...)`, `torch.__dict__[...]` writers."""
+        func = node.func
+        if not isinstance(func, ast.Attribute) or func.attr not in _WRITER_METHODS:
+            return
+        if func.attr in ("__setattr__", "__delattr__"):
+            yield from self.set_on(node, func.value, f".{func.attr}()",
+                                   node.args[0] if node.args else None)
+            return
+        owner = func.value
+        if isinstance(owner, ast.Attribute) and owner.attr in ("__dict__", *_FRAME_ATTRS):
+            yield from self.set_on(node, owner.value, f".{owner.attr}.{func.attr}()", None)
+            if owner.attr in _FRAME_ATTRS:
+                yield from self.set_on(node, owner, f".{func.attr}()", None)
+        elif any(n.endswith(".__dict__") for n in self.names(owner)):
+            bases = [n.removesuffix(".__dict__") for n in self.names(owner)]
+            for base in sorted(b for b in bases if _patched(b)):
+                yield Finding("patching", node.lineno, f"vars().{func.attr}() on {base}")
 
     def patches(self, node: ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete) -> Iterator[Finding]:
         targets = (node.targets if isinstance(node, ast.Assign | ast.Delete) else [node.target])
-        for target in _flatten(targets):
-            if isinstance(target, ast.Attribute | ast.Subscript):
-                base = target.value
-                name = self.dotted(base)
-                if name is not None and _under(name, _PATCHED_ROOTS):
-                    what = f"{name}.{target.attr}" if isinstance(target, ast.Attribute) else name
-                    yield Finding("patching", node.lineno, f"replaces {what}")
+        for target in flatten(targets):
+            if isinstance(target, ast.Attribute):
+                for name in sorted(self.names(target.value)):
+                    if _patched(name):
+                        yield Finding("patching", node.lineno, f"replaces {name}.{target.attr}")
+                        if _under(name, _HARNESS_MODULES):
+                            yield Finding("harness_access", node.lineno,
+                                          f"replaces {name}.{target.attr}: the worker's own code")
+            elif isinstance(target, ast.Subscript):
+                yield from self.subscript_patch(node, target)
+
+    def subscript_patch(self, node: ast.AST, target: ast.Subscript) -> Iterator[Finding]:
+        base = target.value
+        line = getattr(node, "lineno", 0)
+        if isinstance(base, ast.Attribute) and base.attr in _FRAME_ATTRS:
+            yield Finding("patching", line, f"writes into a frame's .{base.attr}: rewrites the "
+                          "caller's (the harness's) names")
+        for name in sorted(self.names(base)):
+            owner = name.removesuffix(".__dict__")
+            if name == "sys.modules":
+                yield Finding("patching", line, "replaces an entry of sys.modules")
+            elif _patched(owner):
+                yield Finding("patching", line, f"replaces {owner}[...]" if owner == name
+                              else f"writes into {owner}.__dict__")
 
     def fallbacks(self, node: ast.Try | ast.TryStar) -> Iterator[Finding]:
         for handler in node.handlers:
             for inner in ast.walk(ast.Module(body=handler.body, type_ignores=[])):
                 if not isinstance(inner, ast.Call):
                     continue
-                name = self.dotted(inner.func)
                 if self.is_reference(inner.func):
                     yield Finding("torch_fallback", inner.lineno,
                                   f"except handler (line {handler.lineno}) calls the reference")
-                elif name is not None and _under(name, ("torch",)):
+                    continue
+                torch_names = sorted(n for n in self.names(inner.func) if _under(n, ("torch",)))
+                key = _helper_key(inner.func)
+                if torch_names:
                     yield Finding("torch_fallback", inner.lineno,
-                                  f"except handler (line {handler.lineno}) calls {name}")
+                                  f"except handler (line {handler.lineno}) calls {torch_names[0]}")
+                elif key is not None and key in self.helpers:
+                    yield Finding("torch_fallback", inner.lineno,
+                                  f"except handler (line {handler.lineno}) calls {key}(), which "
+                                  f"reaches {self.helpers[key]}")
+
+    def device_branch(self, node: ast.If | ast.IfExp | ast.While | ast.Assert) -> Iterator[Finding]:
+        """A branch whose test depends on where the code runs: a CPU run takes one side only."""
+        for inner in ast.walk(node.test):
+            what = None
+            if isinstance(inner, ast.Attribute) and inner.attr in _DEVICE_ATTRS:
+                what = f".{inner.attr}"
+            elif isinstance(inner, ast.Attribute | ast.Name | ast.Call):
+                what = next((n for n in sorted(self.names(inner))
+                             if n.startswith(_DEVICE_NAMES)), None)
+            if isinstance(inner, ast.Constant) and inner.value == "TRITON_INTERPRET":
+                what = "TRITON_INTERPRET"
+            if what is not None:
+                yield Finding("device_branch", node.lineno, f"branches on {what}: a run on one "
+                              "kind of device takes one side only")
+                return
 
     def custom_kernel(self, tree: ast.Module) -> Iterator[Finding]:
         kernels = self.kernel_names(tree)
@@ -306,25 +518,42 @@ class _Audit:
         names: set[str] = set()
         for node in tree.body:
             if isinstance(node, ast.FunctionDef) and any(
-                    self.dotted(d.func if isinstance(d, ast.Call) else d) in _TRITON_DECORATORS
+                    self.names(d.func if isinstance(d, ast.Call) else d) & _TRITON_DECORATORS
                     for d in node.decorator_list):
                 names.add(node.name)
             elif isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
                 calls = [c for c in ast.walk(node.value) if isinstance(c, ast.Call)]
-                if any(self.dotted(c.func) in _KERNEL_BUILDERS for c in calls):
+                if any(self.names(c.func) & _KERNEL_BUILDERS for c in calls):
                     targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                    names.update(t.id for t in _flatten(targets) if isinstance(t, ast.Name))
+                    names.update(t.id for t in flatten(targets) if isinstance(t, ast.Name))
         return names
 
 
-def _flatten(targets: Iterable[ast.expr]) -> Iterator[ast.expr]:
-    for t in targets:
-        if isinstance(t, ast.Tuple | ast.List):
-            yield from _flatten(t.elts)
-        elif isinstance(t, ast.Starred):
-            yield from _flatten([t.value])
-        else:
-            yield t
+def _helper_key(func: ast.AST) -> str | None:
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+            and func.value.id in ("self", "cls"):
+        return func.attr
+    return None
+
+
+def _is_allocation(name: str) -> bool:
+    return name.split(".")[-1] in _ALLOCATION or _under(name, ("torch.cuda", "torch.device"))
+
+
+def _is_code_object(node: ast.expr, audit: _Audit) -> bool:
+    """`exec(compile(<constant>, ...))`: the text compiled is audited where it is compiled."""
+    return isinstance(node, ast.Call) and bool(audit.names(node.func) & {"compile",
+                                                                         "builtins.compile"})
+
+
+def _patched(name: str) -> bool:
+    """Whether writing an attribute of `name` rewrites code shared with the harness. Every
+    name the flow resolves comes from an import (the solution's modules are the worker's
+    modules too: `torch`, `time`, `os`, `__main__`), a module named at run time, or a
+    builtin; only a builtin function's own attributes are not shared code."""
+    return name.split(".")[0] not in BUILTIN_NAMES
 
 
 def _is_super_forward(func: ast.expr) -> bool:
@@ -339,7 +568,7 @@ def _module_defs(tree: ast.Module) -> dict[str, ast.AST]:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             defs[node.name] = node
         elif isinstance(node, ast.Assign):
-            for t in _flatten(node.targets):
+            for t in flatten(node.targets):
                 if isinstance(t, ast.Name):
                     defs[t.id] = node
     return defs
@@ -361,4 +590,3 @@ def _reaches(start: ast.AST, kernels: set[str], defs: dict[str, ast.AST]) -> boo
     return False
 
 
-_BUILTINS = frozenset({"open", "exec", "eval", "compile", "__import__", "setattr", "delattr"})
