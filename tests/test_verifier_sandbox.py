@@ -142,3 +142,38 @@ def test_child_cannot_signal_its_parent_and_dies_opening_tcp(tmp_path: Path) -> 
     out = [line for _, line in res.lines]
     assert "NOSIGNAL" in out and not any(line.startswith(("CONNECTED", "NOCONNECT")) for line in out)
     assert res.denied_syscall == "socket" and not res.ok, res
+
+
+def test_host_identity_is_hidden_from_the_child(tmp_path: Path) -> None:
+    """Round 4: a candidate named its state buffers after the host's MAC, launcher path and
+    cgroup names. The sandbox shows none of them: /sys keeps only the CPU topology, the host
+    name is fixed, /proc/self/cgroup is rooted at the run's group, /proc/1/cmdline is wiped."""
+    import socket
+
+    from verifier.sandbox import _landlock
+
+    work = tmp_path / "work"
+    work.mkdir()
+    code = (
+        "import glob, json, os, socket\n"
+        "out = {'host': socket.gethostname(), 'macs': [], 'cmdline': '', 'cgroup': ''}\n"
+        "for path in glob.glob('/sys/class/net/*/address') + "
+        "glob.glob('/sys/devices/**/net/*/address', recursive=True)[:64]:\n"
+        "    try:\n        out['macs'].append(open(path).read().strip())\n"
+        "    except OSError:\n        pass\n"
+        "for key, path in (('cmdline', '/proc/1/cmdline'), ('cgroup', '/proc/self/cgroup')):\n"
+        "    try:\n        out[key] = open(path, 'rb').read().decode(errors='replace')\n"
+        "    except OSError:\n        pass\n"
+        "out['topology'] = os.path.exists('/sys/devices/system/cpu/online')\n"
+        "print(json.dumps(out))\n")
+    res = run_sandboxed([sys.executable, "-c", code], work, Limits())
+    assert res.ok, res.stderr
+    seen = json.loads(res.lines[-1][1])
+    assert seen["host"] == "ktl-sandbox" or socket.gethostname() == seen["host"] == "ktl-sandbox"
+    assert seen["cmdline"].strip("\0") == "", seen["cmdline"]
+    assert sys.executable not in seen["cmdline"] and str(tmp_path) not in seen["cmdline"]
+    for line in seen["cgroup"].splitlines():
+        assert line.rsplit(":", 1)[-1] == "/", seen["cgroup"]
+    if _landlock.abi_version() >= 1:
+        assert seen["macs"] == [], seen["macs"]
+        assert seen["topology"]

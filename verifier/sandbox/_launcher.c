@@ -252,6 +252,30 @@ static void join_cgroups(const struct plan *pl) {
     }
 }
 
+/* The host's identity, hidden where it is cheap (after the run's cgroups were joined): a UTS
+ * namespace with a fixed host name, and a cgroup namespace rooted at the run's own group, so
+ * /proc/self/cgroup names no group of the host's. Best effort: the accounting never reads
+ * either from inside. */
+static void hide_host(void) {
+    static const char name[] = "ktl-sandbox";
+    if (unshare(CLONE_NEWUTS) == 0) {
+        int r = sethostname(name, sizeof name - 1);
+        (void)r;
+    }
+    int r = unshare(CLONE_NEWCGROUP);
+    (void)r;
+}
+
+/* The launcher's own command line (the plan descriptor, the command and its paths), wiped
+ * in the PID namespace's init so /proc/1/cmdline shows nothing of the host's layout. */
+static char **own_argv;
+static int own_argc;
+
+static void wipe_own_argv(void) {
+    for (int i = 0; i < own_argc; i++)
+        memset(own_argv[i], 0, strlen(own_argv[i]));
+}
+
 static int enter_namespaces(struct layers *ly) {
     uid_t uid = getuid();
     gid_t gid = getgid();
@@ -270,6 +294,7 @@ static int enter_namespaces(struct layers *ly) {
     ly->pid_ns = unshare(CLONE_NEWPID) == 0;
     ly->net_ns = unshare(CLONE_NEWNET) == 0;
     ly->no_caps = ly->user_ns || geteuid() != 0;
+    hide_host();
     return ly->pid_ns;
 }
 
@@ -414,6 +439,7 @@ static void reap(const struct plan *pl, struct layers *ly, int status_fd, char *
         target(pl, ly, argv);
     }
     close_all_but(status_fd);
+    wipe_own_argv();
     for (;;) {
         int status;
         pid_t pid = waitpid(-1, &status, 0);
@@ -434,6 +460,8 @@ int main(int argc, char **argv) {
     memset(&pl, 0, sizeof pl);
     memset(&ly, 0, sizeof ly);
     if (argc < 3) fail("usage: ktl-launcher PLAN_FD COMMAND [ARG...]", 0);
+    own_argv = argv;
+    own_argc = argc;
     char *end = NULL;
     long plan_fd = strtol(argv[1], &end, 10);
     if (!end || *end || plan_fd < 0 || plan_fd >= MAX_FD) fail("usage: bad PLAN_FD", 0);

@@ -188,9 +188,13 @@ def base_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 SYSTEM_READ_ONLY = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ld.so.cache",
-                    "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/proc", "/sys",
-                    "/dev/zero", "/dev/urandom")
-"""Read-only for every child. Of /dev only zero and urandom (and null, read-write)."""
+                    "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/proc",
+                    "/sys/devices/system", "/dev/zero", "/dev/urandom")
+"""Read-only for every child. Of /dev only zero and urandom (and null, read-write). Of /sys
+only the CPU and memory topology (what OpenMP and torch's CPU probe read): not the network
+devices' addresses, the PCI tree or the DMI identity; a GPU run also gets `GPU_SYSFS`."""
+GPU_SYSFS = ("/sys",)
+"""What a GPU run reads of /sys beyond the topology: the driver walks the PCI tree."""
 DEV_READ_WRITE = ("/dev/null",)
 
 
@@ -497,7 +501,7 @@ def run_sandboxed(
     read_write = [str(workdir), *DEV_READ_WRITE]
     if gpu:
         driver_dirs, devices = _gpu.sandbox_grants()
-        read_only += driver_dirs
+        read_only += [*driver_dirs, *GPU_SYSFS]
         read_write += devices
         limits = dataclasses.replace(limits, address_space=None)
         if driver_dirs:  # where the probe found libcuda, e.g. only on the caller's LD_LIBRARY_PATH
