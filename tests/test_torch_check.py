@@ -63,8 +63,9 @@ def test_honest_solution_passes_every_row(tmp_path: Path) -> None:
         "torch_only" in report.get("static").detail
     for row in ("build", "static", "reference", "correctness.random", "correctness.shapes", "special_values",
                 "inputs.unchanged", "outputs.fresh", "determinism", "state.reuse", "concurrency",
-                "escape", "sandbox"):
+                "escape", "sandbox", "exercised"):
         assert row in names
+    assert report.get("exercised").outcome == "pass"  # no device branch, not Triton
     reference = report.get("reference")
     assert "sha256" in reference.detail and "torch 2." in reference.detail
     assert reference.metrics["weight_inits"] >= 2 and reference.metrics["rtol"] == 1e-4
@@ -160,4 +161,7 @@ def test_triton_solution_runs_through_the_interpreter(tmp_path: Path) -> None:
     assert report.passed, [(c.name, c.detail) for c in report.failures]
     assert report.get("concurrency").outcome == "skip"
     assert "interpreter" in report.get("concurrency").detail
+    exercised = report.get("exercised")  # round 4: a CPU pass says what it did not run
+    assert exercised.outcome == "skip" and "interpreter path only" in exercised.detail
+    assert exercised.metrics["interpreter_only"] == 1.0
     assert report.get("correctness.random").metrics["calls"] >= 6

@@ -11,16 +11,45 @@ from attest.predicates import Check, FaultKind
 from verifier.checks._report import check_row, make_fault
 from verifier.checks._torch_gathered import Gathered
 from verifier.compare_outputs import Comparison
-from verifier.runtimes import CallOutcome, Finding, TorchKernel, TorchSession
+from verifier.runtimes import FAILING_KINDS, CallOutcome, Finding, TorchKernel, TorchSession
 from verifier.tensors import Tolerance, compare_tensor
 
-__all__ = ["FAILING_FINDINGS", "correctness_row", "outcome_faults",
+__all__ = ["FAILING_FINDINGS", "INTERPRETER_ONLY", "correctness_row", "exercised_row", "outcome_faults",
            "reference_row", "static_row", "torch_statement"]
 
-FAILING_FINDINGS = frozenset({"torch_fallback", "patching"})
-"""Static findings that fail the check: a fallback hands the op back to PyTorch (the kernel
-claims a speed-up for the library's work), and patching torch/time rewrites the harness's
-own tools. The other kinds are evidence shown beside the verdict."""
+FAILING_FINDINGS = FAILING_KINDS
+"""Static findings that fail the check (declared beside the kinds, `verifier.runtimes`):
+a fallback hands the op back to PyTorch, patching a module or the worker's own code rewrites
+the harness's tools in the candidate's process, and code the audit cannot see could be
+either. The other kinds are evidence shown beside the verdict."""
+
+
+INTERPRETER_ONLY = ("interpreter path only: runtime triton on a CPU runs every @triton.jit "
+                    "kernel through Triton's interpreter (TRITON_INTERPRET=1); the compiled "
+                    "kernel a GPU runs was not exercised")
+
+
+def exercised_row(findings: Sequence[Finding], runtime: str, gpu: bool) -> Check:
+    """What this run did not exercise: the other side of device-dependent branches, and the
+    compiled Triton path where only the interpreter ran. `skip` (a pass says nothing about
+    what did not run) when anything was left out; `pass` when nothing was."""
+    branches = [f for f in findings if f.kind == "device_branch"]
+    where = "GPU" if gpu else "CPU"
+    parts: list[str] = []
+    if runtime == "triton" and not gpu:
+        parts.append(INTERPRETER_ONLY)
+    if branches:
+        lines = ", ".join(f"line {f.line} ({f.detail.split(':')[0].removeprefix('branches on ')})"
+                          for f in branches[:8])
+        more = f" and {len(branches) - 8} more" if len(branches) > 8 else ""
+        parts.append(f"device-dependent branches ran only their {where} side: {lines}{more}")
+    metrics = {"device_branches": float(len(branches)),
+               "interpreter_only": 1.0 if runtime == "triton" and not gpu else 0.0}
+    if not parts:
+        return check_row("exercised", "pass", f"no device-dependent branch in the solution's "
+                         f"source; ran on the {where}", {}, metrics)
+    return check_row("exercised", "skip", "not exercised by this run: " + "; ".join(parts),
+                     {}, metrics)
 
 
 def _shape_dims(outcome: CallOutcome) -> dict[str, int]:

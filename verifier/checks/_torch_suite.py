@@ -9,6 +9,9 @@ rows. Checks, each over fresh inputs drawn from this run's seed (recorded):
   taken from the build cache (plain torch and Triton solutions build nothing);
 - static: the findings on the solution's source (`verifier.runtimes.audit_solution`); a
   fallback to PyTorch or patching of torch/time fails, the rest is shown as evidence;
+- exercised: what this run did not exercise (`skip`, named): the other side of every
+  device-dependent branch (`x.is_cuda`, `x.device`, `torch.cuda.is_available()`), and for
+  runtime triton on a CPU the compiled kernel ("interpreter path only");
 - reference: what the op is (the reference's sha256, torch's version, the dtype, the
   tolerance, the weight seeds);
 - correctness.random: calls at `get_inputs`' shapes, several weight initialisations
@@ -43,6 +46,7 @@ from verifier.checks._report import BUDGETS, CheckReport, check_row, make_fault
 from verifier.checks._torch_gathered import Gathered, SessionFailure
 from verifier.checks._torch_rows import (
     correctness_row,
+    exercised_row,
     outcome_faults,
     reference_row,
     static_row,
@@ -138,9 +142,10 @@ def _suite(kernel: TorchKernel, plan: TorchPlan, seed: int, work: Path, progress
         build = build_extensions(kernel, work)
     except BuildError as exc:
         return [check_row("build", "fail", str(exc)[:1500], {}, {}, make_fault("build"))]
+    findings = audit_solution(kernel.read()[kernel.solution])
     rows = [check_row("build", "pass", build.detail, {}, {"cached": 1.0 if build.cached else 0.0,
                                                            "build_s": build.seconds}),
-            static_row(audit_solution(kernel.read()[kernel.solution]))]
+            static_row(findings), exercised_row(findings, kernel.runtime, gpu=False)]
     limits = Limits(cpu_s=600, wall_s=900.0, address_space=CANDIDATE_GRANTS.address_space,
                     open_files=CANDIDATE_GRANTS.open_files, processes=CANDIDATE_GRANTS.processes)
     progress("starting the reference and the candidate in their sandboxes")

@@ -34,7 +34,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from verifier.errors import VerifierError
-from verifier.runtimes._torch import TorchBuild, TorchKernel
+from verifier.runtimes._torch import TorchBuild, TorchKernel, torch_version
 from verifier.sandbox import Limits
 from verifier.tensors import FLOAT_DTYPES, decode, draw_input, encode, nbytes_of
 from verifier.worker import (
@@ -191,7 +191,9 @@ class TorchSession:
                 self.ref_mem, limits)
         except BadAnswer as exc:
             raise ReferenceError_(f"the reference's process: {exc}") from exc
-        self.torch_version = self.reference.torch_version
+        # the environment is the parent's word, never a sandboxed process's answer: the
+        # reference module is the claimant's code too, and could rewrite torch.__version__
+        self.torch_version = (torch_version() or "unknown")[:64]
         self.problem = _parse_problem(self._ref({"cmd": "describe"}), kernel.dtype)
         self._cand_args = (cand_dir, build.ext_dir, interpret)
 
