@@ -219,8 +219,14 @@ def test_filter_denies_listed_calls_and_checks_arguments(arch: int, deny: int) -
     assert _run_bpf(prog, table["prlimit64"], arch) == RET_ALLOW            # on itself
     assert _run_bpf(prog, table["prlimit64"], arch, (4242, 0, 0, 0, 0, 0)) == deny
     assert _run_bpf(prog, table["prlimit64"], arch, (1 << 32, 0, 0, 0, 0, 0)) == deny
-    assert _run_bpf(prog, table["setpriority"], arch, (0, 0, 19, 0, 0, 0)) == RET_ALLOW
+    # round 4: no change of priority or scheduling class, not even on itself (SCHED_IDLE
+    # callers turned a helper's CPU into their own run-queue wait)
+    assert _run_bpf(prog, table["setpriority"], arch, (0, 0, 19, 0, 0, 0)) == 0x50001  # EPERM
     assert _run_bpf(prog, table["setpriority"], arch, (0, 77, 19, 0, 0, 0)) == 0x50001  # EPERM
+    for name in ("sched_setscheduler", "sched_setparam", "sched_setattr"):
+        assert _run_bpf(prog, table[name], arch, (0, 5, 0, 0, 0, 0)) == 0x50001, name
+    assert _run_bpf(prog, table["ioprio_set"], arch, (1, 0, 0, 0, 0, 0)) == RET_ALLOW
+    assert _run_bpf(prog, table["sched_setaffinity"], arch, (0, 8, 0, 0, 0, 0)) == RET_ALLOW
     assert _run_bpf(prog, table["setpriority"], arch, (2, 0, 19, 0, 0, 0)) == 0x50001  # PRIO_USER
     assert _run_bpf(prog, table["sched_setaffinity"], arch, (9, 0, 0, 0, 0, 0)) == 0x50001
     assert _run_bpf(prog, table["clone"], arch, (0x11, 0, 0, 0, 0, 0)) == RET_ALLOW  # fork

@@ -2,6 +2,7 @@
 while the caller sets itself SCHED_IDLE and spins: the child's CPU shows as the caller's
 run-queue wait, which a per-thread account subtracts. The cost must include the child's CPU
 (the whole tree, in the run's cgroup) and the scheduling change must be refused."""
+import contextlib
 import mmap
 import os
 
@@ -23,10 +24,8 @@ class ModelNew(nn.Module):
             out = torch.relu(torch.nn.functional.linear(x, self.linear.weight, self.linear.bias))
             shared.write(out.detach().numpy().astype(np.float32).tobytes())
             os._exit(0)
-        try:
+        with contextlib.suppress(OSError):  # refused in the sandbox (EPERM): spins at normal policy
             os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-        except OSError:
-            pass
         while os.waitpid(pid, os.WNOHANG) == (0, 0):
             pass
         flat = np.frombuffer(shared, dtype=np.float32, count=rows * cols).copy()

@@ -38,8 +38,8 @@ import numpy as np
 from attest.predicates import BenchmarkResult, DeviceConditions, DeviceRecord
 from verifier.benchmark._device_sides import TorchSide, outputs_agree
 from verifier.benchmark._report import BenchReport, Findings, bootstrap_speedup, machine_peaks
-from verifier.benchmark._torch_pool import POOL
 from verifier.benchmark._torch_run import (
+    POOL,
     TORCH_BASELINE,
     TorchMeasured,
     TorchRun,

@@ -3,10 +3,14 @@
 Both run in their own sandboxed processes (`verifier.runtimes.TorchSession`), built with
 the same weights (one `torch.manual_seed`, recorded). The parent times batches of calls
 on its own clock, alternating a candidate batch and a reference batch (which goes first
-alternates too), and subtracts each side's empty-command round trip, measured in the same
-run. Every call of a batch gets its own input and output regions, and its own inputs: a
-pool of input sets drawn at `get_inputs`' shapes, one element changed per call
-(`_torch_pool`). The outputs of one call per batch, chosen by the parent after the batch,
+alternates too), and subtracts the empty-command round trip measured in the same run (the
+candidate's never more than the baseline's: its Python answers it). A batch's cost is one
+rule with the C path's: the round trip less the OS-accounted run-queue waits, never less
+than the CPU of every task in the side's run cgroup (forked children included) over its
+threads, plus that tree's CPU between answers. Every call of a batch gets its own input
+and output regions, and its own inputs, drawn for it alone at `get_inputs`' shapes and
+different from the call before in every element (`_torch_pool`: drawn in bulk ahead, the
+drawing time out of the budget). The outputs of one call per batch, chosen by the parent after the batch,
 are snapshot on both sides (both computed in the timed batches); a uniform sample of up to
 `RECHECKS` batches is kept and compared after the loop, and one last call on inputs never
 seen before is judged against the reference too, so a kernel that skips work, drifts or
@@ -35,12 +39,11 @@ import numpy as np
 from attest.predicates import BenchmarkResult
 from verifier.benchmark._report import BenchReport, Findings, bootstrap_speedup
 from verifier.benchmark._settings import BenchSettings
-from verifier.benchmark._torch_pool import POOL, InputPool
+from verifier.benchmark._torch_pool import FreshInputs, TensorDraw
 from verifier.benchmark._torch_run import (
     TORCH_BASELINE,
     TorchMeasured,
     TorchRun,
-    draw_inputs,
     shape_record,
     torch_report,
 )
@@ -70,6 +73,7 @@ from verifier.worker import (
     WorkerOverMemory,
     activity,
     busy_ns,
+    charged_ns,
     escaped_work,
 )
 
@@ -167,7 +171,7 @@ def _measure_all(run: TorchRun, session: TorchSession, settings: BenchSettings) 
     try:
         session.start_candidate()
         session.init(init_seed)
-        pool = InputPool([draw_inputs(session, rng) for _ in range(POOL + 1)], session.arg_dtypes())
+        pool = fresh_inputs(session, rng)
         progress(f"timing ModelNew against Model (PyTorch eager) for up to {settings.time_budget_s:g} s")
         assert session.reference is not None
         timing = _measure(session, session.reference, pool, settings, rng)
@@ -192,6 +196,21 @@ def _measure_all(run: TorchRun, session: TorchSession, settings: BenchSettings) 
         (result,) if result else (), baselines, trusted, (samples,), timing.span_s))
 
 
+def fresh_inputs(session: TorchSession, rng: np.random.Generator) -> FreshInputs:
+    """The stream of the run's timed inputs, drawn like `get_inputs`' (`_torch_pool`)."""
+    return FreshInputs([TensorDraw(s.shape, s.dtype, s.stats) if s.kind == "tensor" else
+                        TensorDraw(None, s.dtype, {}, s.value) for s in session.problem.inputs],
+                       rng)
+
+
+def calibration_ns(candidate_nop: float, baseline_nop: float) -> float:
+    """What is subtracted from each candidate batch for the empty round trip: never more than
+    the baseline's own. Both processes run the same driver, but the candidate's answers it
+    with the candidate's Python (round 4 wrapped the driver's frame reader to slow only the
+    empty command, and 1.38x was trusted for the library's own tanh)."""
+    return min(candidate_nop, baseline_nop)
+
+
 def _nop_ns(child: TorchChild, threads: int) -> float:
     """An empty command's round trip, less scheduling waits as every timed sample is (a raw
     round trip includes a loaded machine's waits, which `_busy` takes out of the samples: it
@@ -201,24 +220,35 @@ def _nop_ns(child: TorchChild, threads: int) -> float:
 
 
 def _busy(child: TorchChild, elapsed: int, threads: int) -> float:
-    """The round trip less the OS-accounted scheduling waits (`verifier.worker.busy_ns`)."""
+    """The round trip less the OS-accounted scheduling waits (`verifier.worker.busy_ns`),
+    never less than the CPU the child's whole tree used meanwhile (its run cgroup: forked
+    work included) over its threads: the C path's rule."""
     return busy_ns(elapsed, child.last_waited_ns, child.last_cpu_ns, threads)
 
 
-def _measure(session: TorchSession, baseline: TorchChild, pool: InputPool,
+def _charged(child: TorchChild, elapsed: int, threads: int, nop: float) -> float:
+    """A timed batch's cost: its busy time less the calibration, plus the tree's CPU since
+    the previous answer (work started outside the parent's clock), as `charged_ns`."""
+    return charged_ns(max(_busy(child, elapsed, threads) - nop, 0.0), child.last_before_ns,
+                      threads)
+
+
+def _measure(session: TorchSession, baseline: TorchChild, pool: FreshInputs,
              settings: BenchSettings, rng: np.random.Generator) -> _Timing:
     cand = session.candidate
     assert cand is not None
     first = [_call(pool, 0, 0, rng)]
     for _ in range(max(settings.warmup, 1)):
-        session.run([first[0][0]], CALL_TIMEOUT_S)
-    nop_k, nop_b = _nop_ns(cand, settings.cores), _nop_ns(baseline, settings.cores)
+        session.run([Call(pool.example)], CALL_TIMEOUT_S)
+    nop_b = _nop_ns(baseline, settings.cores)
+    nop_k = calibration_ns(_nop_ns(cand, settings.cores), nop_b)
     one = min(_busy(cand, cand.request(_timed(session, first)[0], CALL_TIMEOUT_S)[0],
                     settings.cores) for _ in range(3)) - nop_k
     batch = max(1, min(MAX_BATCH, session.fit(first[0][0]),
                        int(MIN_BATCH_NS // max(one, 1000.0)) + 1))
     out = _Timing(batch=batch)
-    start = time.perf_counter_ns()
+    pool.refill()  # a stock ahead; a refill is drawing time, out of the budget
+    start, drawn_before = time.perf_counter_ns(), pool.draw_ns
     call = 0
     for i in range(settings.max_reps):
         calls = [_call(pool, call + j, j, rng) for j in range(batch)]
@@ -229,16 +259,16 @@ def _measure(session: TorchSession, baseline: TorchChild, pool: InputPool,
         for side in sides:
             if side == 0:
                 ns = cand.request(body, CALL_TIMEOUT_S)[0]
-                out.kernel_ns.append(max(_busy(cand, ns, settings.cores) - nop_k, 0.0) / batch)
+                out.kernel_ns.append(_charged(cand, ns, settings.cores, nop_k) / batch)
                 kept = _snapshot(session, session.cand_mem, specs[keep])
                 _watch(cand, out)
             else:
                 ns = baseline.request(body, CALL_TIMEOUT_S)[0]
-                out.baseline_ns.append(max(_busy(baseline, ns, settings.cores) - nop_b, 0.0) / batch)
+                out.baseline_ns.append(_charged(baseline, ns, settings.cores, nop_b) / batch)
         _sample(session, specs[keep], kept, out, f"call {call + keep + 1}", rng)
         call += batch
         if i + 1 >= settings.min_reps and (i + 1) % 10 == 0:
-            elapsed = (time.perf_counter_ns() - start) / 1e9
+            elapsed = (time.perf_counter_ns() - start - (pool.draw_ns - drawn_before)) / 1e9
             if elapsed > settings.time_budget_s or (elapsed >= settings.min_time_s and _tight(
                     out, rng, settings.target)):
                 break
@@ -252,8 +282,10 @@ def _measure(session: TorchSession, baseline: TorchChild, pool: InputPool,
     return out
 
 
-def _call(pool: InputPool, k: int, region: int, rng: np.random.Generator) -> _Timed:
-    args, data = pool.call(k, rng)
+def _call(pool: FreshInputs, k: int, region: int, rng: np.random.Generator) -> _Timed:
+    """Timed call `k`'s inputs: a set drawn for it alone (`k` and `rng` kept for the order
+    of the calls; the stream has its own generator)."""
+    args, data = pool.take()
     return Call(args, region), data
 
 
@@ -361,7 +393,7 @@ def _judge(dims: dict[str, int], t: _Timing, rng: np.random.Generator,
     return res
 
 
-def _compiled(session: TorchSession, pool: InputPool, settings: BenchSettings,
+def _compiled(session: TorchSession, pool: FreshInputs, settings: BenchSettings,
               rng: np.random.Generator, notes: Findings, progress: Progress) -> list[str]:
     """torch.compile of the reference as a second baseline (a note), or why it did not run."""
     assert session.reference is not None

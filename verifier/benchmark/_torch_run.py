@@ -15,12 +15,11 @@ import numpy as np
 
 from attest.predicates import BenchmarkResult, Environment
 from verifier.benchmark._report import BenchReport, Findings
-from verifier.benchmark._torch_pool import POOL
 from verifier.progress import Progress
 from verifier.runtimes import TorchKernel, TorchSession
 from verifier.tensors import TOLERANCES, draw_input
 
-__all__ = ["TORCH_BASELINE", "TorchMeasured", "TorchRun", "call_inputs", "draw_inputs",
+__all__ = ["POOL", "TORCH_BASELINE", "TorchMeasured", "TorchRun", "call_inputs", "draw_inputs",
            "shape_record", "torch_report"]
 
 TORCH_BASELINE = "torch-eager"
@@ -64,6 +63,11 @@ def shape_record(session: TorchSession) -> dict[str, int]:
             if len(out) < 8:
                 out[f"a{i}_{j}"] = int(d)
     return out or {"a0": 1}
+
+
+POOL = 4
+"""The device bench's recurring input sets (the host bench draws every call afresh:
+`_torch_pool.FreshInputs`, which the device bench is to take its calls from too)."""
 
 
 def call_inputs(pool: list[list[Any]], call: int, rng: np.random.Generator) -> list[Any]:

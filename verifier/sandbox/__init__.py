@@ -34,8 +34,10 @@ from verifier.sandbox._process import (
     sandbox_metrics,
 )
 from verifier.sandbox._scratch import remove_tree, scratch_dir
+from verifier.sandbox._summary import exception_summary, names_summary, text_summary
 
 __all__ = ["NO_LAYERS", "SETUP_FAILED", "Accounting", "CgroupUnavailable", "ChildResult", "Limits",
            "RunCgroup", "SandboxLayers", "base_env", "build_program", "cgroup_reason",
-           "filesystem_confinement", "landlock_abi", "memory_limit", "probe_layers", "remove_tree",
-           "run_sandboxed", "sandbox_detail", "sandbox_metrics", "scratch_dir"]
+           "exception_summary", "filesystem_confinement", "landlock_abi", "memory_limit",
+           "names_summary", "probe_layers", "remove_tree", "run_sandboxed", "sandbox_detail",
+           "sandbox_metrics", "scratch_dir", "text_summary"]

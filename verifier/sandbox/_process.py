@@ -41,6 +41,7 @@ from verifier.sandbox._confine import SETUP_FAILED, ChildPlan
 from verifier.sandbox._launcher import launcher_binary
 from verifier.sandbox._layers import NO_LAYERS, SandboxLayers
 from verifier.sandbox._output import CappedReader
+from verifier.sandbox._summary import text_summary
 from verifier.sandbox._violations import ViolationWatcher
 
 __all__ = ["NO_LAYERS", "SETUP_FAILED", "Accounting", "ChildResult", "Limits", "SandboxLayers",
@@ -117,10 +118,13 @@ class ChildResult:
                 return line
         return None
 
-    def describe(self, limits: Limits) -> str:
-        """Why the child did not finish, in words a user can act on."""
+    def describe(self, limits: Limits, quote_output: bool = True) -> str:
+        """Why the child did not finish, in words a user can act on. Without `quote_output`
+        (a torch candidate's report) its stderr is summarised, never quoted."""
         tail = self.stderr.strip().splitlines()[-3:]
         hint = f" (stderr: {' | '.join(tail)[:300]})" if tail else ""
+        if tail and not quote_output:
+            hint = f" ({text_summary(self.stderr, 'stderr')})"
         rss = self.maxrss_bytes / 2**20
         if self.denied_syscall is not None:
             return (f"sandbox violation: the kernel called {self.denied_syscall}, which the "

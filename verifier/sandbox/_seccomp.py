@@ -13,10 +13,14 @@ of the child and its descendants. It
   new mount API, `unshare`, `setns`, `clone` with namespace flags, the key
   store, `bpf`, `perf_event_open`, `kexec_*`, module loading, `io_uring_*` (its
   operations would bypass this filter), `userfaultfd`, `pidfd_getfd`, `kcmp`, ...;
-- lets `prlimit64` through only on the caller itself (pid 0), and the scheduling
-  calls (`setpriority`, `sched_setaffinity`, `sched_set*`, `ioprio_set`) only on
-  the calling process (anything else gets EPERM: runtimes may try them on their
-  own threads and carry on);
+- lets `prlimit64` through only on the caller itself (pid 0), and `sched_setaffinity`
+  and `ioprio_set` only on the calling process (anything else gets EPERM: runtimes may
+  try them on their own threads and carry on);
+- answers every change of scheduling class or priority (`sched_setscheduler`,
+  `sched_setparam`, `sched_setattr`, `setpriority`) with EPERM, on itself too: a caller
+  that makes itself SCHED_IDLE (or nice 19) while a helper it started does the work turns
+  the helper's CPU into its own run-queue wait, which the cost rule would subtract
+  (round 4); a runtime that tries carries on at the normal policy;
 - for a kernel's run that no cgroup accounts (`deny_unaccountable`), denies `clone` with
   CLONE_VM but without CLONE_THREAD (a process sharing the worker's memory that /proc
   would not list among its threads) and answers every `sched_setaffinity` with EPERM
@@ -72,7 +76,7 @@ EPERM, EACCES, ENOSYS = 1, 13, 38
 CLONE_VM, CLONE_THREAD = 0x00000100, 0x00010000
 CLONE_NAMESPACES = 0x7E020080
 """CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET | NEWTIME."""
-PRIO_PROCESS, IOPRIO_WHO_PROCESS = 0, 1
+IOPRIO_WHO_PROCESS = 1
 
 _LD_W_ABS, _JEQ, _JSET, _JA, _RET = 0x20, 0x15, 0x45, 0x05, 0x06
 _OFF_NR, _OFF_ARCH, _OFF_ARGS = 0, 4, 16
@@ -95,9 +99,10 @@ SOCKET_CALLS = ("socket", "socketpair")
 AF_UNIX = 1
 SELF_ONLY_KILL = {"prlimit64": 0}
 """Allowed only when the argument at this index (a pid) is 0, the caller; else denied."""
-SELF_ONLY_EPERM = {"sched_setaffinity": 0, "sched_setscheduler": 0, "sched_setparam": 0,
-                   "sched_setattr": 0}
+SELF_ONLY_EPERM = {"sched_setaffinity": 0}
 """Allowed only on the caller (pid argument 0); else EPERM."""
+ALWAYS_EPERM = ("sched_setscheduler", "sched_setparam", "sched_setattr", "setpriority")
+"""Scheduling class and priority: EPERM whatever the target (the caller itself included)."""
 
 _NUMBERS = {  # name: (x86_64, aarch64)
     "socket": (41, 198), "socketpair": (53, 199), "ptrace": (101, 117),
@@ -163,12 +168,14 @@ def _rule(name: str, deny: int, local_unix_sockets: bool,
                 _ins(_RET, eacces)]
     if name in DENIED:
         return [_ins(_RET, deny)]
+    if name in ALWAYS_EPERM:
+        return [_ins(_RET, eperm)]
     if name in SELF_ONLY_KILL or name in SELF_ONLY_EPERM:
         action = deny if name in SELF_ONLY_KILL else eperm
         index = SELF_ONLY_KILL.get(name, SELF_ONLY_EPERM.get(name, 0))
         return [*_arg_is_zero(index, 1), _ins(_RET, action), _ins(_RET, RET_ALLOW)]
-    if name in ("setpriority", "ioprio_set"):
-        which = PRIO_PROCESS if name == "setpriority" else IOPRIO_WHO_PROCESS
+    if name == "ioprio_set":
+        which = IOPRIO_WHO_PROCESS
         return [_ins(_LD_W_ABS, _OFF_ARGS), _ins(_JEQ, which, 0, 4),
                 *_arg_is_zero(1, 1), _ins(_RET, eperm), _ins(_RET, RET_ALLOW)]
     if name == "clone":

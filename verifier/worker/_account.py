@@ -23,10 +23,11 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Literal
 
-from verifier.sandbox import RunCgroup
+from verifier.sandbox import CgroupUnavailable, Limits, RunCgroup, memory_limit
 from verifier.worker._proc import ppid, stray_processes
 
-__all__ = ["AccountingKind", "CgroupClock", "CpuClock", "ProcTreeClock", "busy_ns", "charged_ns"]
+__all__ = ["AccountingKind", "CgroupClock", "CpuClock", "ProcTreeClock", "busy_ns", "charged_ns",
+           "run_cgroup"]
 
 AccountingKind = Literal["cgroup", "process-tree"]
 _TICK_NS = 10**9 // os.sysconf("SC_CLK_TCK")
@@ -116,3 +117,15 @@ def charged_ns(busy_ns: float, before_ns: int, threads: int) -> float:
     """A batch's cost: its busy time plus the tree's CPU since the previous answer (work
     started before the clock, e.g. on inputs seen early), over the allowed threads."""
     return busy_ns + max(before_ns, 0) / max(threads, 1)
+
+
+def run_cgroup(limits: Limits, memory_floor: int = 0) -> tuple[RunCgroup | None, str | None]:
+    """The run's cgroup on this process's CPUs (the pinned one in a pinned run), or why none.
+    One rule for every runtime: the C worker's, and the torch and triton children's (whose
+    memory limit is at least `memory_floor`: a GPU process maps its driver's memory)."""
+    try:
+        cpus = os.sched_getaffinity(0)
+        memory = max(memory_limit(limits), memory_floor)
+        return RunCgroup.create(cpus, memory, limits.processes + 8), None
+    except (CgroupUnavailable, OSError) as exc:
+        return None, getattr(exc, "reason", str(exc))

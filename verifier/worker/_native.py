@@ -26,16 +26,20 @@ from verifier.errors import BuildError, SandboxError, VerifierError
 from verifier.ops import OpSpec
 from verifier.sandbox import (
     Accounting,
-    CgroupUnavailable,
     ChildResult,
     Limits,
-    RunCgroup,
     base_env,
     build_program,
     memory_limit,
     run_sandboxed,
 )
-from verifier.worker._account import AccountingKind, CgroupClock, CpuClock, ProcTreeClock
+from verifier.worker._account import (
+    AccountingKind,
+    CgroupClock,
+    CpuClock,
+    ProcTreeClock,
+    run_cgroup,
+)
 from verifier.worker._channel import (
     OP_CALL,
     OP_NOP,
@@ -103,7 +107,7 @@ class NativeWorker(Channel):
         self.result: ChildResult | None = None
         self._pid: int | None = None
         self._inode = pipe_inode(cmd_r)
-        self.cgroup, self.no_cgroup_reason = _run_cgroup(limits)
+        self.cgroup, self.no_cgroup_reason = run_cgroup(limits)
         self.clock: CpuClock = CgroupClock(self.cgroup) if self.cgroup else ProcTreeClock()
         argv = [str(self.binary), str(Path(library).resolve()), entry, str(cmd_r), str(ans_w),
                 str(arena.fd), str(arena.nbytes)]
@@ -233,15 +237,6 @@ class NativeWorker(Channel):
     """The cgroup's CPU after the last answer, to the end of the run: work deferred past
     every timed call (0 without a cgroup)."""
     """The cgroup's CPU over the whole run, read at `close` (0 without a cgroup)."""
-
-
-def _run_cgroup(limits: Limits) -> tuple[RunCgroup | None, str | None]:
-    """The run's cgroup on this process's CPUs (the pinned one in a pinned run), or why none."""
-    try:
-        cpus = os.sched_getaffinity(0)
-        return RunCgroup.create(cpus, memory_limit(limits), limits.processes + 8), None
-    except (CgroupUnavailable, OSError) as exc:
-        return None, getattr(exc, "reason", str(exc))
 
 
 class BaselineWorker(Channel):

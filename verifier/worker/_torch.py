@@ -30,8 +30,17 @@ from pathlib import Path
 from typing import Any, Literal
 
 from verifier.errors import SandboxError, VerifierError
-from verifier.sandbox import ChildResult, Limits, base_env, run_sandboxed
+from verifier.sandbox import (
+    Accounting,
+    ChildResult,
+    Limits,
+    RunCgroup,
+    base_env,
+    exception_summary,
+    run_sandboxed,
+)
 from verifier.worker import _torch_child as wire
+from verifier.worker._account import CgroupClock, CpuClock, ProcTreeClock, run_cgroup
 from verifier.worker._channel import (
     QUIET_THREADS,
     Channel,
@@ -77,6 +86,9 @@ class TorchGrants:
 
 
 CANDIDATE_GRANTS = TorchGrants()
+GPU_MEMORY_FLOOR = 64 * 1024**3
+"""The run cgroup's memory limit for a GPU torch process at least: its driver maps host
+memory that an address-space limit (dropped for GPU runs) would not bound either."""
 
 
 class BadAnswer(VerifierError):
@@ -186,6 +198,13 @@ class TorchChild(Channel):
         self.starts = ThreadStarts()
         self.killed = False
         self._closed = False
+        # one cost rule for every runtime: the run's cgroup counts every task the module ever
+        # started (a forked child that exited before the answer included), as the C worker's
+        self.cgroup: RunCgroup | None
+        self.cgroup, self.no_cgroup_reason = run_cgroup(
+            limits, GPU_MEMORY_FLOOR if program.gpu else 0)
+        self.clock: CpuClock = CgroupClock(self.cgroup) if self.cgroup else ProcTreeClock()
+        self._deny_unaccountable = not program.gpu
         argv = _driver_argv(program, cmd_r, ans_w, arena)
         ext_dir = program.ext_dir
         readable = [DRIVER.parent, *([ext_dir] if ext_dir is not None else [])]
@@ -195,16 +214,18 @@ class TorchChild(Channel):
         self._thread.start()
         ready = self._receive(ready_timeout_s, time.monotonic() + ready_timeout_s)
         if ready.get("ok") is not True:
-            raise ChildLoadError(str(ready.get("error", "the module could not be loaded"))[:1500],
-                                 "load")
+            raise ChildLoadError(exception_summary(str(ready.get("error", "")))
+                                 if "error" in ready else "the module could not be loaded", "load")
         version = ready.get("torch")
         self.torch_version = version[:64] if isinstance(version, str) else "unknown"
 
     def _run(self, argv: list[str], workdir: Path, env: dict[str, str], readable: list[Path],
              gpu: bool) -> None:
         try:
-            self.result = run_sandboxed(argv, workdir, self.limits, env, readable=readable,
-                                        gpu=gpu, pass_fds=(*self._child_fds, self.arena.fd))
+            self.result = run_sandboxed(
+                argv, workdir, self.limits, env, readable=readable, gpu=gpu,
+                pass_fds=(*self._child_fds, self.arena.fd),
+                accounting=Accounting(self.cgroup, deny_unaccountable=self._deny_unaccountable))
         except SandboxError:
             self.result = None
 
@@ -240,7 +261,14 @@ class TorchChild(Channel):
             wire.write_frame(self.cmd_w, b'{"cmd":"quit"}')
         stop_child(self._thread, 3.0, self.limits.wall_s, self.kill,
                    (self.cmd_w, self.ans_r, *self._child_fds))
+        if self.cgroup is not None:
+            self.cgroup.remove()
         return self.result
+
+    def _tree_cpu(self, pid: int | None, threads_ns: int) -> int:
+        """The whole tree's CPU so far (the run's cgroup, or /proc with what it cannot see
+        denied), never only the live threads': forked work that exited counts."""
+        return self.clock.cpu_ns(pid)
 
     # -- commands ----------------------------------------------------------------------------------
 
@@ -263,7 +291,7 @@ class TorchChild(Channel):
         t1 = time.perf_counter_ns()
         self._end(before)
         if answer.get("ok") is False:
-            raise KernelRaised(str(answer.get("error", "raised"))[:1000])
+            raise KernelRaised(exception_summary(str(answer.get("error", ""))[:wire.MAX_ANSWER]))
         if answer.get("ok") is not True:
             raise BadAnswer("an answer must say ok true or false")
         return t1 - t0, answer

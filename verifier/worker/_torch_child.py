@@ -479,13 +479,44 @@ def _load_module(folder: str, path: str) -> Any:
     return module
 
 
-def _answer(ans_fd: int, body: dict[str, Any]) -> None:
-    write_frame(ans_fd, json.dumps(body, allow_nan=True).encode())
-
-
 def _error(exc: BaseException) -> dict[str, Any]:
     tail = traceback.format_exception(exc)[-3:]
     return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:1000], "trace": "".join(tail)[-1500:]}
+
+
+class _FrameIO:
+    """The command loop's reads and writes, bound before the module is loaded: a module
+    that rewrites this script's names (`import __main__`; round 4 wrapped `read_frame` to
+    slow the empty command that calibrates every batch) or `os`'s and `json`'s attributes
+    is not on the loop's path. (Not a defence of the measurement, which never trusts this
+    process: the parent caps the calibration at the baseline's own.)"""
+
+    def __init__(self, cmd_fd: int, ans_fd: int) -> None:
+        self.cmd_fd, self.ans_fd = cmd_fd, ans_fd
+        self._read, self._write = os.read, os.write
+        self._loads, self._dumps, self._pack = json.loads, json.dumps, FRAME.pack
+        self._unpack = FRAME.unpack
+
+    def command(self) -> Any:
+        (size,) = self._unpack(self._exactly(FRAME.size))
+        if size > MAX_COMMAND:
+            raise ValueError(f"frame of {size} bytes; the limit is {MAX_COMMAND}")
+        return self._loads(self._exactly(size))
+
+    def _exactly(self, n: int) -> bytes:
+        buf = b""
+        while len(buf) < n:
+            chunk = self._read(self.cmd_fd, n - len(buf))
+            if not chunk:
+                raise EOFError
+            buf += chunk
+        return buf
+
+    def answer(self, body: dict[str, Any]) -> None:
+        payload = self._dumps(body, allow_nan=True).encode()
+        view = memoryview(self._pack(len(payload)) + payload)
+        while view:
+            view = view[self._write(self.ans_fd, view):]
 
 
 def main(argv: list[str]) -> int:
@@ -495,6 +526,7 @@ def main(argv: list[str]) -> int:
     import torch
 
     torch.set_num_threads(threads)
+    io = _FrameIO(cmd_fd, ans_fd)
     if role in ("candidate", "build"):
         _install_extension_hooks(role, ext_dir)
     try:
@@ -503,7 +535,7 @@ def main(argv: list[str]) -> int:
         if role == "build":
             traceback.print_exc()
             return 3
-        _answer(ans_fd, {**_error(exc), "stage": "load"})
+        io.answer({**_error(exc), "stage": "load"})
         return 3
     if role == "build":
         return 0
@@ -511,15 +543,15 @@ def main(argv: list[str]) -> int:
     try:
         server = _Server(role, mem, module, cls_name)
     except AttributeError as exc:
-        _answer(ans_fd, {**_error(exc), "stage": "load"})
+        io.answer({**_error(exc), "stage": "load"})
         return 3
-    _answer(ans_fd, {"ok": True, "ready": True, "torch": torch.__version__})
+    io.answer({"ok": True, "ready": True, "torch": torch.__version__})
     handlers = {"describe": lambda c: server.describe(), "init": server.init,
                 "call": server.calls, "nop": lambda c: {}, "compile": server.compile,
                 "stage": server.stage, "run": server.run, "fetch": server.fetch}
     while True:
         try:
-            cmd = json.loads(read_frame(cmd_fd, MAX_COMMAND))
+            cmd = io.command()
         except EOFError:
             return 0
         if cmd.get("cmd") == "quit":
@@ -529,7 +561,7 @@ def main(argv: list[str]) -> int:
             body = {"ok": True, **handler(cmd)}
         except Exception as exc:  # the model's failure is the answer
             body = _error(exc)
-        _answer(ans_fd, body)
+        io.answer(body)
 
 
 if __name__ == "__main__":
