@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+import pytest
+
 from verifier.checks._torch_rows import INTERPRETER_ONLY, exercised_row
 from verifier.runtimes import audit_solution
 
@@ -40,3 +43,88 @@ def test_an_honest_triton_solution_on_the_cpu_is_interpreter_only() -> None:
     row = exercised_row(findings, "triton", gpu=False)
     assert row.outcome == "skip" and "interpreter path only" in row.detail
     assert exercised_row(findings, "triton", gpu=True).outcome == "pass"
+
+
+# -- item 1: one cost rule for every runtime --------------------------------------------------
+
+def test_scheduling_class_and_priority_changes_are_refused(tmp_path: Path) -> None:
+    """fork_idle.py's caller makes itself SCHED_IDLE so its forked helper's CPU shows as its
+    own run-queue wait: refused (EPERM, the run goes on), nice too."""
+    import json
+    import sys
+
+    from verifier.sandbox import Limits, run_sandboxed
+
+    code = ("import json, os\nout = {}\n"
+            "for name, call in (('idle', lambda: os.sched_setscheduler(0, os.SCHED_IDLE, "
+            "os.sched_param(0))), ('batch', lambda: os.sched_setscheduler(0, os.SCHED_BATCH, "
+            "os.sched_param(0))), ('nice', lambda: os.nice(5)), ('prio', lambda: "
+            "os.setpriority(os.PRIO_PROCESS, 0, 10))):\n"
+            "    try:\n        call(); out[name] = 'allowed'\n"
+            "    except OSError as exc:\n        out[name] = exc.errno\n"
+            "out['policy'] = os.sched_getscheduler(0)\nprint(json.dumps(out))\n")
+    res = run_sandboxed([sys.executable, "-c", code], tmp_path, Limits())
+    assert res.ok, res.stderr
+    got = json.loads(res.lines[-1][1])
+    assert got == {"idle": 1, "batch": 1, "nice": 1, "prio": 1, "policy": 0}, got
+
+
+def test_calibration_never_subtracts_more_than_the_baselines_own() -> None:
+    from verifier.benchmark._torch_bench import calibration_ns
+
+    assert calibration_ns(5_000_000.0, 40_000.0) == 40_000.0  # a slowed frame reader
+    assert calibration_ns(30_000.0, 40_000.0) == 30_000.0
+
+
+def test_the_worker_binds_its_frame_io_before_the_module_loads() -> None:
+    """frame_inflate.py wraps `__main__.read_frame`; the loop reads through objects bound
+    before the solution was imported, so the wrapper is never called."""
+    import os
+
+    from verifier.worker import _torch_child as driver
+
+    r, w = os.pipe()
+    io = driver._FrameIO(r, w)
+    calls = []
+    saved = driver.read_frame
+    driver.read_frame = lambda fd, limit: calls.append(fd) or saved(fd, limit)  # type: ignore[assignment]
+    try:
+        io.answer({"cmd": "nop"})
+        assert io.command() == {"cmd": "nop"}
+    finally:
+        driver.read_frame = saved  # type: ignore[assignment]
+        os.close(r)
+        os.close(w)
+    assert calls == []
+    found = audit_solution((ROOT / "torch_flawed" / "frame_inflate.py").read_bytes())
+    assert {"harness_access", "patching"} <= {f.kind for f in found}
+
+
+def test_a_forked_childs_cpu_is_charged_to_the_call(tmp_path: Path) -> None:
+    """What the accounting reads, not a timing: the probe's child burns >= 0.3 s of its own
+    CPU and exits before the answer; the call's tree CPU includes it."""
+    pytest.importorskip("torch")
+    from tests.test_torch_check import torch_folder
+    from verifier.kernel import KernelSpec
+    from verifier.runtimes import Call, TorchKernel, TorchSession, build_extensions
+    from verifier.sandbox import Limits
+    from verifier.worker import CANDIDATE_GRANTS
+
+    kernel = TorchKernel.from_spec(KernelSpec.load(torch_folder(tmp_path, "fork_burn.py")))
+    work = tmp_path / "work"
+    work.mkdir()
+    limits = Limits(cpu_s=120, wall_s=240.0, address_space=CANDIDATE_GRANTS.address_space,
+                    open_files=CANDIDATE_GRANTS.open_files, processes=CANDIDATE_GRANTS.processes)
+    session = TorchSession(kernel, work, build_extensions(kernel, work), limits)
+    try:
+        cand = session.start_candidate()
+        session.init(7)
+        args = [np.random.default_rng(0).standard_normal((16, 64))]
+        session.run([Call(args)], 120.0)
+        cand.request({"cmd": "call", "calls": [], "threads": 1, "report": True}, 60.0)
+        session.run([Call(args)], 120.0)
+        # the last command on the candidate was the call: its tree CPU holds the child's
+        assert cand.last_cpu_ns >= 0.3e9 * 0.95, (cand.clock.kind, cand.last_cpu_ns)
+        assert cand.clock.kind in ("cgroup", "process-tree")
+    finally:
+        session.close()

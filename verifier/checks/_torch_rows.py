@@ -12,6 +12,7 @@ from verifier.checks._report import check_row, make_fault
 from verifier.checks._torch_gathered import Gathered
 from verifier.compare_outputs import Comparison
 from verifier.runtimes import FAILING_KINDS, CallOutcome, Finding, TorchKernel, TorchSession
+from verifier.sandbox import names_summary
 from verifier.tensors import Tolerance, compare_tensor
 
 __all__ = ["FAILING_FINDINGS", "INTERPRETER_ONLY", "correctness_row", "exercised_row", "outcome_faults",
@@ -147,7 +148,8 @@ def reference_row(kernel: TorchKernel, session: TorchSession, init_seeds: Sequen
               f"{', '.join(map(str, init_seeds))} in both processes, then {first['loaded']} of "
               f"the candidate's {first['own']} state entries loaded from the reference's "
               f"{first['reference']}"
-              + (f" (not matched by name/shape: {', '.join(unmatched[:8])})" if unmatched else ""))
+              + (f" (not matched by name/shape: {names_summary(unmatched, 'entries')}; the "
+                 "names are the candidate's words and never quoted)" if unmatched else ""))
     return check_row("reference", "pass", detail, {"shapes": shapes[:64]},
                        {"rtol": tol.rtol, "atol": tol.atol, "weight_inits": float(len(init_seeds)),
                         "state_loaded": float(first["loaded"])})

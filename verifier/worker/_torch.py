@@ -38,6 +38,7 @@ from verifier.sandbox import (
     base_env,
     exception_summary,
     run_sandboxed,
+    text_summary,
 )
 from verifier.worker import _torch_child as wire
 from verifier.worker._account import CgroupClock, CpuClock, ProcTreeClock, run_cgroup
@@ -137,7 +138,7 @@ def parse_call_answers(body: Mapping[str, Any], calls: int) -> list[CallAnswer]:
             bad = item[0].get("bad")
             if len(item) != 1 or not isinstance(bad, str):
                 raise BadAnswer("malformed output refusal")
-            parsed.append(CallAnswer((), bad[:300]))
+            parsed.append(CallAnswer((), text_summary(bad, "refusal")))
             continue
         described = []
         for out in item:
