@@ -32,8 +32,8 @@ from numpy.typing import NDArray
 
 from verifier.compare_outputs import Comparison
 
-__all__ = ["FLOAT_DTYPES", "STORAGE", "TOLERANCES", "Tolerance", "compare_tensor", "decode",
-           "draw_input", "encode", "nbytes_of", "special_fill"]
+__all__ = ["DISTRIBUTIONS", "FLOAT_DTYPES", "STORAGE", "TOLERANCES", "Tolerance", "compare_tensor",
+           "decode", "draw_input", "draw_spread", "encode", "nbytes_of", "special_fill"]
 
 STORAGE: Mapping[str, Any] = {
     "float32": np.float32, "float16": np.float16, "bfloat16": np.uint16, "float64": np.float64,
@@ -112,6 +112,47 @@ def draw_input(desc: Mapping[str, Any], shape: tuple[int, ...], dtype: str,
         values = np.abs(rng.standard_normal(size)) * std + lo
     else:
         values = rng.standard_normal(size) * std + mean
+    return values.reshape(shape)
+
+
+DISTRIBUTIONS = ("wide", "large", "offset", "signs", "tiny")
+"""Ways of drawing inputs beyond the example's (`draw_spread`): a wide normal (100x the
+example's spread: logits past 88 overflow a float32 exp without the max subtracted), large
+finite magnitudes (the dtype's largest value to the 1/4, so products and sums of thousands
+stay finite), a large offset (1000x the spread off the mean), both signs (uniform in
+[-1, 1) times the spread: a problem drawing `torch.rand` gets negatives), tiny values (the
+square root of the dtype's smallest normal: squares stay representable)."""
+_RANGE: Mapping[str, tuple[float, float]] = {
+    d: (float(np.finfo(t).max), float(np.finfo(t).tiny))
+    for d, t in (("float32", np.float32), ("float16", np.float16), ("float64", np.float64),
+                 ("bfloat16", np.float32))}
+"""Largest and smallest normal value per floating dtype (bfloat16 has float32's range)."""
+
+
+def draw_spread(desc: Mapping[str, Any], shape: tuple[int, ...], dtype: str, kind: str,
+                rng: np.random.Generator) -> F64:
+    """Values shaped `shape` from distribution `kind` (one of DISTRIBUTIONS), scaled from the
+    example's statistics `desc`; integral and non-floating inputs are drawn as the example."""
+    if dtype not in FLOAT_DTYPES or desc.get("integral"):
+        return draw_input(desc, shape, dtype, rng)
+    if kind not in DISTRIBUTIONS:
+        raise ValueError(f"unknown distribution {kind!r}")
+    size = int(np.prod(shape, dtype=np.int64))
+    spread = max(float(desc.get("std", 1.0)) or 1.0, abs(float(desc.get("mean", 0.0))), 1e-3)
+    largest, smallest = _RANGE[dtype]
+    big, small = largest ** 0.25, smallest ** 0.5
+    normal = rng.standard_normal(size)
+    if kind == "wide":
+        values = normal * 100.0 * spread
+    elif kind == "large":
+        values = normal * big
+    elif kind == "offset":
+        sign = 1.0 if rng.random() < 0.5 else -1.0
+        values = sign * 1000.0 * spread + normal * spread
+    elif kind == "signs":
+        values = rng.uniform(-1.0, 1.0, size) * spread
+    else:
+        values = normal * small
     return values.reshape(shape)
 
 

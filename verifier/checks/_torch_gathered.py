@@ -12,7 +12,7 @@ import numpy as np
 
 from attest.predicates import FaultKind
 from verifier.runtimes import Call, CallOutcome, TorchSession
-from verifier.tensors import draw_input
+from verifier.tensors import draw_input, draw_spread
 from verifier.worker import (
     BadAnswer,
     Escape,
@@ -70,7 +70,10 @@ class Gathered:
     overlaps: int = 0
     restarts: int = 0
 
-    def draw(self, shapes: list[tuple[int, ...]] | None = None) -> list[Any]:
+    def draw(self, shapes: list[tuple[int, ...]] | None = None,
+             spread: str | None = None) -> list[Any]:
+        """One call's inputs at `shapes` (default the example's), drawn like the example or,
+        with `spread`, from that distribution (`verifier.tensors.DISTRIBUTIONS`)."""
         problem = self.session.problem
         out: list[Any] = []
         for i, spec in enumerate(problem.inputs):
@@ -78,7 +81,8 @@ class Gathered:
                 out.append(spec.value)
                 continue
             shape = spec.shape if shapes is None else shapes[i]
-            out.append(draw_input(spec.stats, shape, spec.dtype, self.rng))
+            out.append(draw_input(spec.stats, shape, spec.dtype, self.rng) if spread is None
+                       else draw_spread(spec.stats, shape, spec.dtype, spread, self.rng))
         return out
 
     def calls(self, group: str, calls: list[Call], label: str, threads: int = 1) -> list[CallOutcome]:

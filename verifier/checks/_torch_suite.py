@@ -18,7 +18,12 @@ rows. Checks, each over fresh inputs drawn from this run's seed (recorded):
   (each `torch.manual_seed(init_seed)`, fresh per run, recorded);
 - correctness.shapes: variants of `get_inputs`' shapes the reference accepts (one size
   substituted everywhere it occurs), so a kernel hard-coding the example shape fails;
-- special_values: NaN, +-Inf, +-0 and subnormals planted in the first floating input;
+- correctness.distributions: inputs drawn wide (100x the example's spread), large (the
+  dtype's largest value to the 1/4), off a large offset, of both signs and tiny;
+- special_values: NaN, +-Inf, +-0 and subnormals planted in each floating input alone and
+  in all of them together;
+  both rows also ask the reference module at the kernel's dtype: a difference only the
+  float64 reference shows (GELU's NaN at +inf in float32) is reported, not failed;
 - inputs.unchanged, outputs.fresh (every output copied into a region the parent chose
   and prefilled with poison for that call; a plain tensor of the reference's shape and
   dtype), determinism, state.reuse (the same inputs at another buffer; other inputs at
@@ -67,7 +72,7 @@ from verifier.runtimes import (
     torch_unavailable,
 )
 from verifier.sandbox import Limits, sandbox_detail, sandbox_metrics
-from verifier.tensors import FLOAT_DTYPES, TOLERANCES, special_fill
+from verifier.tensors import DISTRIBUTIONS, FLOAT_DTYPES, TOLERANCES, special_fill
 from verifier.worker import (
     CANDIDATE_GRANTS,
     BadAnswer,
@@ -214,6 +219,7 @@ def _gather(run: Gathered, plan: TorchPlan, progress: Progress) -> None:
     steps: list[tuple[str, Callable[[], None]]] = [
         ("correctness.shapes", lambda: _shapes(run, plan)),
         ("special_values", lambda: _special(run, plan)),
+        ("correctness.distributions", lambda: _distributions(run, plan)),
         ("determinism", lambda: _determinism(run, plan)),
         ("state.reuse", lambda: _state(run)),
         ("concurrency", lambda: _concurrency(run, plan)),
@@ -236,16 +242,32 @@ def _shapes(run: Gathered, plan: TorchPlan) -> None:
 
 
 def _special(run: Gathered, plan: TorchPlan) -> None:
+    """NaN, +-Inf, +-0 and subnormals planted in each floating input alone, then in all of
+    them together (round 4: planted only in the first input, a matmul skipping A == 0 lost
+    0 * Inf in B); each call also asks the reference module at the kernel's dtype."""
     floats = [i for i, s in enumerate(run.session.problem.inputs)
-              if s.kind == "tensor" and s.dtype in FLOAT_DTYPES]
+              if s.kind == "tensor" and s.dtype in FLOAT_DTYPES and s.shape]
     if not floats:
         return
+    plants: list[list[int]] = [[i] for i in floats]
+    plants += [floats] * max(plan.special - len(plants), 1 if len(floats) > 1 else 0)
     calls = []
-    for _ in range(plan.special):
+    for where in plants:
         args = run.draw()
-        args[floats[0]] = special_fill(args[floats[0]], run.rng)
-        calls.append(Call(args))
-    run.calls("special_values", calls, "NaN/Inf/0/subnormal planted")
+        for i in where:
+            args[i] = special_fill(args[i], run.rng)
+        calls.append(Call(args, at_dtype=True))
+    run.calls("special_values", calls, "NaN/Inf/0/subnormal planted in inputs "
+              + ", ".join(sorted({str(i) for w in plants for i in w})) + " (alone and together)")
+
+
+def _distributions(run: Gathered, plan: TorchPlan) -> None:
+    """Inputs from distributions beyond the example's (`verifier.tensors.DISTRIBUTIONS`:
+    wide, large, offset, both signs, tiny), one call each per round."""
+    for _ in range(max(1, plan.special // 2)):
+        for kind in DISTRIBUTIONS:
+            run.calls("correctness.distributions", [Call(run.draw(spread=kind), at_dtype=True)],
+                      f"{kind} values")
 
 
 def _determinism(run: Gathered, plan: TorchPlan) -> None:
@@ -280,6 +302,8 @@ def _rows(run: Gathered, plan: TorchPlan) -> list[Check]:
     randoms = sorted({g for g in [*run.outcomes, *run.failures] if g.startswith("correctness.random")})
     rows = [correctness_row("correctness.random", run, dtype, randoms),
             correctness_row("correctness.shapes", run, dtype, ["correctness.shapes"]),
+            correctness_row("correctness.distributions", run, dtype,
+                            ["correctness.distributions"]),
             correctness_row("special_values", run, dtype, ["special_values"])]
     rows += outcome_faults(run, max(1, plan.pairs // 2))
     if run.session.kernel.runtime == "triton" and not run.session.gpu:
