@@ -209,3 +209,34 @@ def test_inputs_only_like_the_example_are_not_enough(tmp_path: Path, problem: Pa
     got = _faults(report)
     assert row in got, [(c.name, c.outcome, c.detail) for c in report.checks]
     assert report.get("correctness.random").outcome == "pass"  # the example's inputs pass
+
+
+# -- item 4: nothing the candidate chooses reaches a statement unbounded ----------------------
+
+def test_candidate_strings_reach_the_report_only_as_summaries(tmp_path: Path) -> None:
+    """host_names.py names a buffer after the host and raises with its text: the report
+    says how many entries and which exception class, with digests, never the words."""
+    pytest.importorskip("torch")
+    import json
+
+    from tests.test_torch_check import torch_folder
+    from verifier import check
+
+    report = check(torch_folder(tmp_path, "host_names.py"), seed=3)
+    text = json.dumps(report.to_predicate().to_json())
+    assert "LEAKMARK" not in text
+    raised = report.get("correctness.random")
+    assert raised.outcome == "fail" and "ValueError (message of" in raised.detail
+    assert "sha256" in report.get("reference").detail
+
+
+def test_summaries_are_bounded_and_typed() -> None:
+    from verifier.sandbox import exception_summary, names_summary, text_summary
+
+    assert exception_summary("ValueError: 00:11:22:33:44:55") .startswith("ValueError (message of 17 bytes, sha256 ")
+    assert "00:11" not in exception_summary("ValueError: 00:11:22:33:44:55")
+    own = exception_summary("HostIs_db01: secret")
+    assert own.startswith("an exception of its own class") and "db01" not in own
+    assert exception_summary("no colon here").startswith("an exception of its own class")
+    assert names_summary(["a", "b"], "entries").startswith("2 entries, sha256 ")
+    assert len(text_summary("x" * 10_000_000)) < 80

@@ -226,6 +226,10 @@ def test_filter_denies_listed_calls_and_checks_arguments(arch: int, deny: int) -
     for name in ("sched_setscheduler", "sched_setparam", "sched_setattr"):
         assert _run_bpf(prog, table[name], arch, (0, 5, 0, 0, 0, 0)) == 0x50001, name
     assert _run_bpf(prog, table["ioprio_set"], arch, (1, 0, 0, 0, 0, 0)) == RET_ALLOW
+    # round 3: memfd pages are host shared memory; no CPU run needs one
+    assert _run_bpf(prog, table["memfd_create"], arch) == 0x50001
+    assert _run_bpf(build_filter(deny, local_unix_sockets=True), table["memfd_create"],
+                    arch) == RET_ALLOW
     assert _run_bpf(prog, table["sched_setaffinity"], arch, (0, 8, 0, 0, 0, 0)) == RET_ALLOW
     assert _run_bpf(prog, table["setpriority"], arch, (2, 0, 19, 0, 0, 0)) == 0x50001  # PRIO_USER
     assert _run_bpf(prog, table["sched_setaffinity"], arch, (9, 0, 0, 0, 0, 0)) == 0x50001

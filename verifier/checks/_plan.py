@@ -128,8 +128,10 @@ def plan_cases(op: OpSpec, budget: Budget, rng: np.random.Generator) -> list[Cas
         single("correctness.large", dims, op.random_inputs(dims, rng, scale=op.large_scale))
     for dims in [*op.bench_shapes, *op.long_shapes]:  # where speed is claimed; long reductions
         single("correctness.claimed", dims, op.random_inputs(dims, rng))
-    for dims in op.random_shapes(rng, budget.special):
-        single("special_values", dims, op.special_inputs(dims, rng))
+    n_in = len(op.inputs)
+    plants = [[i] for i in range(n_in)] + ([list(range(n_in))] if n_in > 1 else [])
+    for k, dims in enumerate(op.random_shapes(rng, max(budget.special, len(plants)))):
+        single("special_values", dims, op.special_inputs(dims, rng, plants[k % len(plants)]))
     mid = mid_shape(op)
     same = op.random_inputs(mid, rng)
     cases.append(Case("determinism", mid, [step(same, i) for i in range(budget.repeats)]))

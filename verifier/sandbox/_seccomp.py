@@ -25,6 +25,9 @@ of the child and its descendants. It
   CLONE_VM but without CLONE_THREAD (a process sharing the worker's memory that /proc
   would not list among its threads) and answers every `sched_setaffinity` with EPERM
   (pinning cannot be undone from inside);
+- answers `memfd_create` with EPERM outside GPU runs: its pages are host shared memory
+  (round 3 raised the host's by 1.47 GiB within one check; the run's cgroup bounds them,
+  but no kernel or runtime here needs one: the arenas are made by the parent);
 - answers `clone3` with ENOSYS (its flags sit in memory BPF cannot read; the C
   library then falls back to `clone`, whose flags are checked);
 
@@ -121,7 +124,7 @@ _NUMBERS = {  # name: (x86_64, aarch64)
     "mount_setattr": (442, 442), "prlimit64": (302, 261), "setpriority": (141, 140),
     "ioprio_set": (251, 30), "sched_setaffinity": (203, 122), "sched_setscheduler": (144, 119),
     "sched_setparam": (142, 118), "sched_setattr": (314, 274), "clone": (56, 220),
-    "clone3": (435, 435), "seccomp": (317, 277),
+    "clone3": (435, 435), "seccomp": (317, 277), "memfd_create": (319, 279),
 }
 """Each syscall the filter names, with its number on each architecture (one row a name)."""
 TABLES = {arch: {name: nrs[i] for name, nrs in _NUMBERS.items()}
@@ -182,6 +185,8 @@ def _rule(name: str, deny: int, local_unix_sockets: bool,
         return _clone_rule(deny, unaccountable)
     if name == "clone3":
         return [_ins(_RET, RET_ERRNO | ENOSYS)]
+    if name == "memfd_create":
+        return [_ins(_RET, RET_ALLOW if local_unix_sockets else eperm)]
     if name == "seccomp":
         return [_ins(_RET, RET_ALLOW)]  # stacking more filters only narrows what is allowed
     raise ValueError(f"no seccomp rule for {name!r}")
