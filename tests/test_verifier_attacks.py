@@ -429,7 +429,7 @@ def test_readme_sandbox_table_ties_each_layer_to_a_kernel() -> None:
 SANDBOX_MODULES = ("sandbox/__init__", "sandbox/_process", "sandbox/_confine",
                    "sandbox/_launcher", "sandbox/_seccomp", "sandbox/_landlock",
                    "sandbox/_layers", "sandbox/_output", "sandbox/_violations", "sandbox/_cgroup",
-                   "sandbox/_scratch",
+                   "sandbox/_scratch", "sandbox/_summary",
                    "gpu", "errors")
 SANDBOX_SOURCES = ("sandbox/_launcher.c",)
 AS_USER = """

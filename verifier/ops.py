@@ -182,8 +182,10 @@ off by, from REACH_K on (an honest float32 kernel's error is about 1/sqrt(3) of 
 
 
 def _matmul_tol(x: Sequence[F64], ref: Sequence[F64], d: Dims) -> list[F64]:
-    """Norm-aware: |C - C*| <= 2 g(K + 2) U (|A| |B|), g(n) = min(n, 10 sqrt(n)); from
-    K = REACH_K on also at most REACH_FACTOR times what float32 reaches (`_matmul_reach`)."""
+    """Norm-aware: |C - C*| <= 2 g(K + 2) U (|A| |B|), g(n) = min(n, 10 sqrt(n)).
+
+    From K = REACH_K on, also at most REACH_FACTOR times what float32 reaches
+    (`_matmul_reach`)."""
     a, b = x
     with np.errstate(invalid="ignore", over="ignore"):
         mag = np.abs(a) @ np.abs(b) if d["K"] else np.zeros((d["M"], d["N"]))
