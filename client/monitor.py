@@ -46,8 +46,8 @@ from ledger.tiles import TILE_WIDTH, TileHashReader, decode_bundle, entries_path
 if TYPE_CHECKING:
     from attest.policy import TrustPolicy
 
-from client._errors import InputError, ServerError, VerificationFailed
 from client.api import LogAPI
+from client.errors import InputError, ServerError, VerificationFailed
 from client.receipts import check_entry
 from client.state import TrustedState, atomic_write, origin_slug, read_capped
 from client.trust import QuorumCheck, extend_trust, open_signed, refuse

@@ -31,7 +31,7 @@ from ledger.witness_policy import WitnessPolicy
 if TYPE_CHECKING:
     from attest.policy import TrustPolicy
 
-from client._errors import InputError, VerificationFailed
+from client.errors import InputError, VerificationFailed
 from client.state import atomic_write, read_capped
 from client.trust import open_signed
 from client.witnesses import quorum_result

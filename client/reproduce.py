@@ -26,7 +26,7 @@ from attest.predicates import (
     ReproductionPredicate,
     ReproductionTarget,
 )
-from client._errors import InputError, VerificationFailed
+from client.errors import InputError, VerificationFailed
 from client.models import SearchHit
 from client.session import FetchedEntry, Session, fetch_entry
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from attest.entry import VerifiedEntry
-from client._errors import InputError, ServerError, VerificationFailed
 from client.api import LogAPI, LogClient
+from client.errors import InputError, ServerError, VerificationFailed
 from client.models import LogInfo
 from client.receipts import check_entry, check_inclusion
 from client.state import TrustedState

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from client._errors import InputError, LogMisbehaviour, VerificationFailed
+from client.errors import InputError, LogMisbehaviour, VerificationFailed
 from client.state import EvidenceKind, LogRef, Pin, TrustedState, normalize_log_url
 from ledger import LedgerError
 from ledger.checkpoint import Checkpoint, SignedCheckpoint, open_checkpoint

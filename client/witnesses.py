@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
-from client._errors import InputError, VerificationFailed
+from client.errors import InputError, VerificationFailed
 from client.state import read_capped
 from client.trust import QuorumCheck
 from ledger.checkpoint import SignedCheckpoint

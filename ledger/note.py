@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives.serialization import (
     PublicFormat,
 )
 
-from attest._errors import KeyFileError
+from attest import KeyFileError
 from attest.keys import public_key_from_raw
 from ledger._errors import LedgerError
 

@@ -52,13 +52,18 @@ from ledger.sequencer import (
     _Waiter,
 )
 from ledger.storage import (
+    MAX_TAKE,
     EntryFacts,
     IntegratedBatch,
+    Outcome,
+    Queued,
+    QueueFull,
+    QueueRow,
+    SharedQueue,
     StorageError,
     StoredCheckpoint,
     StoredHashReader,
 )
-from ledger.storage._queue import MAX_TAKE, Outcome, Queued, QueueFull, QueueRow, SharedQueue
 
 _log = logging.getLogger("ktl.integrator")
 _MAC_CONTEXT = b"ktl shared queue row v1\n"

@@ -14,7 +14,7 @@ from typing import Any
 
 from attest.entry import decode_entry, verify_entry
 from attest.keys import generate_private_key
-from client._errors import ServerError
+from client.errors import ServerError
 from client.models import EntryRecord, LogInfo, SearchHit, SearchPage, SubmitResult
 from ledger.checkpoint import Checkpoint, sign_checkpoint
 from ledger.merkle import MemoryHashStore, consistency_proof, inclusion_proof, leaf_hash, tree_root

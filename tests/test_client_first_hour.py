@@ -80,7 +80,7 @@ def test_tables_are_wide_when_stdout_is_not_a_terminal(tmp_path: Path) -> None:
     env["KTL_HOME"] = str(tmp_path)
     ident = "x" * 150
     out = subprocess.run(
-        [sys.executable, "-c", "from client._output import Output, rows_table; "
+        [sys.executable, "-c", "from client.output import Output, rows_table; "
          f"Output(False).console.print(rows_table('t', ['a', 'b'], [['{ident}', 'end']]))"],
         capture_output=True, text=True, cwd=REPO, env=env, check=True, timeout=60)
     assert any(ident in line and "end" in line for line in out.stdout.splitlines()), out.stdout

@@ -5,7 +5,8 @@ client imports the other three; nothing imports client; the pure verifying modul
 import no web framework. Inside verifier the rooms point one way:
 pure model <- sandbox <- worker <- runtimes | device <- checks | benchmark <- reproduce.
 Inside every folder the modules import one way too (no circle, TYPE_CHECKING imports
-included), and verifier's folders are crossed only through their `__init__`.
+included), and a folder is crossed only through its `__init__` (or a public module):
+no private module or name of another folder is imported.
 """
 
 from __future__ import annotations
@@ -169,8 +170,9 @@ def test_no_import_circle_inside_any_folder() -> None:
     assert not circles, "\n".join(" <-> ".join(c) for c in circles)
 
 
-def test_verifier_crosses_its_folders_only_through_their_init() -> None:
-    bad = private_crossings(_own_modules(), "verifier")
+@pytest.mark.parametrize("package", PACKAGES)
+def test_folders_are_crossed_only_through_their_init(package: str) -> None:
+    bad = private_crossings(_own_modules(), package)
     assert not bad, "\n".join(bad)
 
 

@@ -377,7 +377,7 @@ def test_layers_round_trip_and_reject_bad_input() -> None:
 
 
 def test_submit_fails_closed_in_a_weak_sandbox() -> None:
-    from client._errors import InputError
+    from client.errors import InputError
     from client.reproduce import sandbox_gate
 
     assert sandbox_gate([], submit=True, allow_weak=False) == "all layers"

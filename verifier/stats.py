@@ -49,6 +49,8 @@ from functools import lru_cache
 from statistics import NormalDist
 from typing import Any, Literal
 
+from attest.predicates import MAX_RUNS
+
 __all__ = [
     "DEFAULT_CONFIDENCE",
     "DEFAULT_TOLERANCE",
@@ -87,7 +89,6 @@ MAX_LOOKS = 8
 def max_runs() -> int:
     """Most runs a claim or a measurement may have: attest's limit, imported when needed
     (the sandboxed worker imports this package and may not read attest/)."""
-    from attest.predicates import MAX_RUNS
 
     return MAX_RUNS
 

@@ -20,8 +20,8 @@ from attest.predicates import (
     VERIFICATION_V1,
 )
 from attest.text import plural
-from client._errors import InputError, NetworkError
-from client._output import Output, kv_table, rows_table, run_guarded, safe
+from client.errors import InputError, NetworkError
+from client.output import Output, kv_table, rows_table, run_guarded, safe
 from client.state import TrustedState, read_capped
 from client.vindex import DEFAULT_MAX_PAGES, Paging
 from client.witnesses import cosigners, load_witness_policy, witness_policy_option

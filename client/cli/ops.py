@@ -13,14 +13,14 @@ from typing import Any
 import click
 from rich.console import Console
 
-from client._output import Output, rows_table, run_guarded
+from client.output import Output, rows_table, run_guarded
+from verifier import ops
 
 COLUMNS = ("op", "C signature", "dimensions", "constants", "tolerance")
 
 
 def catalogue() -> list[dict[str, Any]]:
     """One row per op of the catalogue, in catalogue order."""
-    from verifier import ops
 
     rows = []
     for name, op in ops.OPS.items():

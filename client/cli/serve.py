@@ -6,6 +6,12 @@ import os
 
 import click
 
+from ledger import LedgerError
+from ledger.note import NoteVerifier
+from ledger.serve import ServeError, ServeOptions, run_server
+from ledger.server import DEFAULT_ORIGIN, ServerConfig, log_key_path, read_verifier_key
+from ledger.storage import DB_NAME, StorageError, copy_log, open_storage
+
 
 def _fail(message: str, code: int) -> None:
     click.echo(f"error: {message}", err=True)
@@ -90,11 +96,6 @@ def serve(
     it at once. Either way nothing acknowledged is lost: an entry is acknowledged only
     after its batch and checkpoint are durable.
     """
-    from ledger import LedgerError
-    from ledger.serve import ServeError, ServeOptions, run_server
-    from ledger.server import DEFAULT_ORIGIN, ServerConfig, read_verifier_key
-    from ledger.server._keys import log_key_path
-    from ledger.storage import StorageError
 
     token = None
     if token_env is not None:
@@ -134,7 +135,7 @@ def serve(
             except AttestError as e:
                 _fail(str(e), 2)
         if witness_policy is not None:
-            from ledger.server._witnessing import load_log_policy
+            from ledger.server import load_log_policy
 
             load_log_policy(config.witness_policy or "")
     except ValueError as e:
@@ -157,8 +158,6 @@ def serve(
               help="A PRIVATE+KEY file instead of <data>/log.key.")
 def log_key(data_dir: str, key_file: str | None) -> None:
     """Print the log's verifier key string (give it to clients and witnesses)."""
-    from ledger import LedgerError
-    from ledger.server import read_verifier_key
 
     try:
         click.echo(read_verifier_key(data_dir, key_file))
@@ -184,12 +183,6 @@ def migrate(data_dir: str, database: str, key_file: str | None, target: str) -> 
     root recomputed and compared with the signed checkpoint) and must end with the
     source's checkpoint, byte for byte.
     """
-    from ledger import LedgerError
-    from ledger.note import NoteVerifier
-    from ledger.server import read_verifier_key
-    from ledger.server._keys import log_key_path
-    from ledger.storage import StorageError, copy_log, open_storage
-    from ledger.storage._sqlite import DB_NAME
 
     if target == "postgresql" and not os.path.exists(os.path.join(data_dir, DB_NAME)):
         _fail(f"no SQLite log in {data_dir} (no {DB_NAME}) to copy", 2)

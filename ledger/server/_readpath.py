@@ -6,7 +6,7 @@ import gzip
 
 from flask import Blueprint, Response, current_app, request
 
-from ledger._errors import LedgerError
+from ledger import LedgerError
 from ledger.merkle import HASH_SIZE
 from ledger.server._errors import ApiError
 from ledger.server._service import LogService

@@ -17,7 +17,7 @@ import logging
 import threading
 from collections import OrderedDict
 
-from ledger._errors import LedgerError
+from ledger import LedgerError
 from ledger.checkpoint import open_checkpoint
 from ledger.merkle import (
     HASH_SIZE,

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import requests
 
-from ledger._errors import LedgerError
+from ledger import LedgerError
 from ledger.cosignature import verify_cosignatures
 from ledger.merkle import consistency_proof
 from ledger.note import NoteSignature, NoteVerifier, split_note

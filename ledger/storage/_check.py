@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ledger._errors import LedgerError
+from ledger import LedgerError
 from ledger.checkpoint import open_checkpoint
 from ledger.merkle import HASH_SIZE, MissingHashError, leaf_hash, tree_root
 from ledger.note import NoteVerifier

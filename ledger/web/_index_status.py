@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from ledger._errors import LedgerError
+from ledger import LedgerError
 from ledger.checkpoint import open_checkpoint
 from ledger.note import NoteVerifier
 from ledger.vindex import IndexKey, StoredIndex, TooManyResults, committed_root, verify_lookup

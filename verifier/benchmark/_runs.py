@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from attest.ops import CATALOGUE_VERSION
 from attest.predicates import (
     BENCHMARK_SCHEMA_VERSION,
     BenchCaveat,
@@ -169,7 +170,6 @@ class RunSet:
                                      cpu_pinned=self.cpu is not None)
         if aggregated:
             method = dataclasses.replace(method, repetitions=max(1, min(r.n for r in aggregated)))
-        from attest.ops import CATALOGUE_VERSION
 
         return BenchmarkPredicate(
             schema_version=BENCHMARK_SCHEMA_VERSION, environment=first.environment,
