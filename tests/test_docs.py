@@ -96,3 +96,19 @@ def test_the_demo_is_described_in_one_place() -> None:
     holders = [p.name for p in PAGES if criterion in " ".join(p.read_text().split())]
     assert holders == ["demo.md"], holders
     assert "docs/demo.md" in README.read_text()
+
+
+def test_every_benchmark_command_in_the_docs_names_a_script_and_its_options() -> None:
+    """The commands that regenerate the figures run: each names a script in benchmarks/
+    (tests/test_benchmarks.py runs every one with --tiny) and only options it declares."""
+    seen = 0
+    for page in PAGES:
+        for m in re.finditer(r"benchmarks/([\w.]+\.(?:py|sh))([^`\n]*)", page.read_text()):
+            script = ROOT / "benchmarks" / m.group(1)
+            assert script.is_file(), f"{page.name} names a missing benchmarks/{m.group(1)}"
+            declared = set(re.findall(r"""["'](--[a-z][a-z-]*)["']""", script.read_text()))
+            for option in re.findall(r"(?<![\w-])--[a-z][a-z-]*", m.group(2)):
+                if script.suffix == ".py":
+                    assert option in declared, f"{page.name}: {m.group(1)} has no {option}"
+            seen += 1
+    assert seen >= 15
