@@ -432,7 +432,7 @@ def http_rows(tmp: Path, data: Path, url: str | None, sizes: dict[str, int],
 
 
 def goals(rows: Sequence[Row]) -> None:
-    """Say which goals this run met; the breakdown of a miss is in BENCHMARKS.md."""
+    """Say which goals this run met; what a miss comes from is in docs/performance.md."""
     rate = {r.what: r.rate for r in rows}
 
     def find(prefix: str, part: str) -> float:

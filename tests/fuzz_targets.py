@@ -5,7 +5,7 @@ Each target takes arbitrary bytes and either rejects them with its package's typ
 the result must give the input back (or, where the input is not canonical JSON/TOML, a
 value that parses to the same thing). Any other exception is a bug. The same targets run
 under hypothesis in `tests/test_fuzz_parsers.py` (every `make test`) and under atheris in
-`tests/fuzz_atheris.py` (long runs; see the README, "Fuzzing"). Seeds are in
+`tests/fuzz_atheris.py` (long runs; see docs/development.md, "Fuzzing"). Seeds are in
 ``tests/fuzz_corpus/<target>/``.
 """
 

@@ -155,15 +155,15 @@ def test_a_mutant_run_kills_and_a_clean_run_passes() -> None:
     assert run._status(run._reap(run._wait_any({run._fork(spec, code)}))) == "killed"
 
 
-def test_readme_documents_the_command_and_a_row_per_module() -> None:
-    readme = (run.ROOT / "README.md").read_text()
+def test_the_docs_document_the_command_and_a_row_per_module() -> None:
+    readme = (run.ROOT / "docs" / "development.md").read_text()
     makefile = (run.ROOT / "Makefile").read_text()
     assert "make mutation" in readme and "\nmutation: " in makefile
     assert "-m mutation.run" in makefile and "mutation" not in makefile.split("\ntest:")[1].split("\n")[0]
     threshold, specs = run.load_config()
     assert f"below {threshold:.0f} %" in readme
     for spec in specs:
-        assert f"| `{spec.path}` (" in readme, f"README has no mutation row for {spec.path}"
+        assert f"| `{spec.path}` (" in readme, f"docs/development.md has no mutation row for {spec.path}"
 
 
 def test_a_recheck_refuses_a_module_that_changed() -> None:

@@ -1,4 +1,4 @@
-"""README "Running a log on PostgreSQL": its commands run literally against a real PostgreSQL.
+"""docs/operating.md, "Running a log on PostgreSQL": its commands run literally against a real PostgreSQL.
 
 The doc's database URL becomes a fresh database on the throwaway cluster, its ports
 become free ones, and its folders live in a temporary directory.
@@ -26,7 +26,7 @@ from ledger.storage import EntryFacts, SqliteStorage
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.slow]
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parent.parent / "docs" / "operating.md"
 SECTION = "## Running a log on PostgreSQL"
 DOC_URL = "postgresql://ktl@db.example/kernels"
 
