@@ -69,7 +69,7 @@ test-loop:
 	benchmarks/test_loop.sh $(or $(RUNS),10)
 
 # Mutation testing of the verification core (slow; not part of `make test`).
-# One module at a time: `make mutation MODULE=ledger/note.py`; JOBS=2 runs two mutants at once.
+# One module at a time: `make mutation MODULE=ledger/tlog/note.py`; JOBS=2 runs two mutants at once.
 mutation: $(TEST_STAMP)
 	PYTHONPATH=tests $(BIN)/python -m mutation.run $(if $(MODULE),--module $(MODULE),) $(if $(JOBS),--jobs $(JOBS),)
 

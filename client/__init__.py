@@ -1,6 +1,6 @@
 """client: the `ktl` command line and its Python API.
 
-The Python API mirrors the commands (see the README, "Using `ktl`"):
+The Python API mirrors the commands (see docs/auditing.md):
 
     from client import LogClient, TrustedState, connect, fetch_entry, verify_receipt
 

@@ -30,10 +30,10 @@ from client.trust import (
     open_signed,
 )
 from client.witnesses import quorum_check
-from ledger.checkpoint import SignedCheckpoint
-from ledger.merkle import leaf_hash
-from ledger.note import NoteVerifier
-from ledger.witness_policy import WitnessPolicy
+from ledger.tlog.checkpoint import SignedCheckpoint
+from ledger.tlog.merkle import leaf_hash
+from ledger.tlog.note import NoteVerifier
+from ledger.tlog.witness_policy import WitnessPolicy
 
 
 class EmptyLog(InputError):

@@ -37,10 +37,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ledger._errors import LedgerError
-from ledger.checkpoint import open_checkpoint
-from ledger.merkle import MissingHashError, inclusion_proof, verify_inclusion
-from ledger.note import NoteSigner
 from ledger.sequencer import (
     Receipt,
     Sequencer,
@@ -64,6 +60,10 @@ from ledger.storage import (
     StoredCheckpoint,
     StoredHashReader,
 )
+from ledger.tlog import LedgerError
+from ledger.tlog.checkpoint import open_checkpoint
+from ledger.tlog.merkle import MissingHashError, inclusion_proof, verify_inclusion
+from ledger.tlog.note import NoteSigner
 
 _log = logging.getLogger("ktl.integrator")
 _MAC_CONTEXT = b"ktl shared queue row v1\n"

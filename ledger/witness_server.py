@@ -19,11 +19,11 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from flask import Flask, Response, request
 
-from ledger.cosignature import CosignatureError, CosignatureSigner
-from ledger.note import NoteError, NoteSignature
 from ledger.serve import BootWatch, _Gunicorn
 from ledger.server import write_signer
-from ledger.witness import (
+from ledger.tlog.cosignature import CosignatureError, CosignatureSigner
+from ledger.tlog.note import NoteError, NoteSignature
+from ledger.tlog.witness import (
     MAX_REQUEST_BYTES,
     SIZE_MEDIA_TYPE,
     AddCheckpoint,

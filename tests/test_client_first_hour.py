@@ -18,7 +18,7 @@ from pathlib import Path
 from client_server import REPO, Ktl, kernel_folder, running_log, small_results
 
 from attest.keys import generate_private_key, save_private_key
-from ledger.proof_bundle import TlogProof
+from ledger.tlog.proof_bundle import TlogProof
 
 RECEIPTS = Path(".ktl") / "receipts"
 

@@ -28,10 +28,11 @@ ROOM_RANK = {"model": 0, "sandbox": 1, "worker": 2, "runtimes": 3, "device": 3, 
              "benchmark": 4,
              "reproduce": 5, "top": 6}
 MAX_MODULES_PER_FOLDER = 15
-PURE_VERIFYING = ("ledger/merkle.py", "ledger/note.py", "ledger/checkpoint.py",
-                  "ledger/cosignature.py", "ledger/proof_bundle.py", "attest/dsse.py",
-                  "attest/entry.py", "attest/statement.py")
+PURE_ATTEST = ("attest/dsse.py", "attest/entry.py", "attest/statement.py")
+"""With every module of ledger/tlog (the pure protocol folder), what an auditor installs."""
 WEB = {"flask", "werkzeug", "gunicorn", "jinja2", "requests"}
+SERVICE = WEB | {"sqlite3", "sqlite_utils", "psycopg", "psycopg_pool", "urllib3", "http",
+                 "socket", "click", "rich", "numpy"}
 
 
 def _modules(package: str) -> list[Path]:
@@ -210,9 +211,28 @@ def test_packages_import_only_what_the_design_allows() -> None:
     assert not bad, "\n".join(bad)
 
 
+def _pure_verifying() -> list[Path]:
+    return [*sorted((ROOT / "ledger" / "tlog").glob("*.py")), *(ROOT / p for p in PURE_ATTEST)]
+
+
 def test_pure_verifying_modules_import_no_web_framework() -> None:
-    bad = [f"{rel}:{line} imports {module}" for rel in PURE_VERIFYING
-           for line, module in _imports(ROOT / rel) if module.split(".")[0] in WEB]
+    bad = [f"{path.relative_to(ROOT)}:{line} imports {module}" for path in _pure_verifying()
+           for line, module in _imports(path) if module.split(".")[0] in WEB]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_pure_protocol_folder_imports_only_itself_and_attest() -> None:
+    """ledger/tlog is what an auditor installs: nothing of the service, the verifier or the
+    client, and no database, web, HTTP or terminal library."""
+    bad = []
+    for path in sorted((ROOT / "ledger" / "tlog").glob("*.py")):
+        for line, module in _imports(path):
+            top = module.split(".")[0]
+            ours_elsewhere = top in PACKAGES and not (module.startswith("ledger.tlog")
+                                                      or top == "attest")
+            if ours_elsewhere or top in SERVICE:
+                bad.append(f"{path.relative_to(ROOT)}:{line} imports {module}")
+    assert len(list((ROOT / "ledger" / "tlog").glob("*.py"))) >= 9
     assert not bad, "\n".join(bad)
 
 

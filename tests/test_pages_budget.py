@@ -29,11 +29,11 @@ from test_pages_helpers import (
 )
 
 from attest import BENCHMARK_V1, KERNEL_V1, REPRODUCTION_V1, generate_private_key
-from ledger.note import NoteSigner
 from ledger.sequencer import Sequencer
 from ledger.server import ServerConfig, create_app
 from ledger.server._admit import admit_bytes
 from ledger.storage import LogStorage, SqliteStorage
+from ledger.tlog.note import NoteSigner
 
 PADDING = 10_000
 #: What one page may be handed by storage: rows (entries, index rows, summaries,

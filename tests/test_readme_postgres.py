@@ -19,10 +19,10 @@ import pytest
 import requests
 from ledger_support import JSON, KTL, check_receipt, entry_bytes, read_serve_banner
 
-from ledger.note import NoteVerifier
 from ledger.sequencer import Sequencer, Submission
 from ledger.server import load_or_create_signer
 from ledger.storage import EntryFacts, SqliteStorage
+from ledger.tlog.note import NoteVerifier
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.slow]
 

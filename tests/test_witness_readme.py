@@ -16,10 +16,10 @@ import requests
 from client_server import ORIGIN, Ktl, kernel_folder, running_log, small_results
 from witness_support import free_port, witness_process
 
-from ledger.checkpoint import open_checkpoint
-from ledger.note import NoteVerifier
 from ledger.server import load_or_create_signer
-from ledger.witness_policy import WitnessPolicy
+from ledger.tlog.checkpoint import open_checkpoint
+from ledger.tlog.note import NoteVerifier
+from ledger.tlog.witness_policy import WitnessPolicy
 from ledger.witness_store import WitnessStore, make_log
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "witnesses.md"
@@ -36,7 +36,7 @@ def _blocks() -> dict[str, str]:
 def test_the_policy_example_parses_once_keys_are_filled_in() -> None:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    from ledger.cosignature import CosignatureSigner
+    from ledger.tlog.cosignature import CosignatureSigner
 
     text = _blocks()["text"]
     for n in (1, 2):

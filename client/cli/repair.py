@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 import click
 
 from ledger import LedgerError
-from ledger.note import NoteVerifier
 from ledger.server import read_verifier_key
 from ledger.storage import (
     DB_NAME,
@@ -22,6 +21,7 @@ from ledger.storage import (
     open_storage,
     repair_log,
 )
+from ledger.tlog.note import NoteVerifier
 
 if TYPE_CHECKING:
     from ledger.storage import SummaryCheck, SummaryCursor, SummarySource

@@ -7,10 +7,10 @@ import os
 import click
 
 from ledger import LedgerError
-from ledger.note import NoteVerifier
 from ledger.serve import ServeError, ServeOptions, run_server
 from ledger.server import DEFAULT_ORIGIN, ServerConfig, log_key_path, read_verifier_key
 from ledger.storage import DB_NAME, StorageError, copy_log, open_storage
+from ledger.tlog.note import NoteVerifier
 
 
 def _fail(message: str, code: int) -> None:
@@ -107,7 +107,7 @@ def serve(
         key_path = log_key_path(data_dir, key_file)
         if os.path.exists(key_path):
             try:
-                from ledger.note import NoteVerifier
+                from ledger.tlog.note import NoteVerifier
 
                 log_origin = NoteVerifier.from_key_string(
                     read_verifier_key(data_dir, key_file)

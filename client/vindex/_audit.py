@@ -16,7 +16,7 @@ from pathlib import Path
 from client.errors import LogMisbehaviour
 from client.state import TrustedState
 from client.trust import refuse
-from ledger.checkpoint import SignedCheckpoint
+from ledger.tlog.checkpoint import SignedCheckpoint
 from ledger.vindex import IndexProofError, SqliteIndexRows, StoredIndex, committed_root
 
 __all__ = ["IndexMismatch", "RecomputedIndex"]

@@ -11,7 +11,6 @@ from __future__ import annotations
 from flask import Flask
 
 from attest.policy import load_reproducer_panel
-from ledger.note import NoteSigner
 from ledger.server._api import bp as _api_bp
 from ledger.server._config import DEFAULT_ORIGIN, MAX_ENTRY_BYTES, ServerConfig
 from ledger.server._errors import ApiError, install_error_handlers
@@ -26,6 +25,7 @@ from ledger.server._readpath import bp as _read_bp
 from ledger.server._service import LogService
 from ledger.server._witnessing import load_log_policy
 from ledger.storage import LogStorage, check_log, open_storage
+from ledger.tlog.note import NoteSigner
 from ledger.web import init_web
 
 

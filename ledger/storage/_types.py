@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ledger import LedgerError
-from ledger.merkle import EMPTY_ROOT
+from ledger.tlog.merkle import EMPTY_ROOT
 
 #: The fields `search` accepts.
 SEARCH_FIELDS = ("digest", "name", "keyid", "predicate_type")

@@ -8,7 +8,7 @@ log's storage and updated with each batch (`_stored`; rows in SQLite `_sqlite`,
 PostgreSQL `_postgres`, chosen by `open_index`), and the checkpoint line that commits
 to the root (`_commit`), and a long list read and checked page by page (`_pages`). The format is specified in docs/vindex.md.
 
-May import: `attest` (its strict JSON reader), `ledger._errors`, `ledger.checkpoint`;
+May import: `attest` (its strict JSON reader), `ledger.tlog` (its exception root), `ledger.tlog.checkpoint`;
 `ledger.storage` only in the backends, which `open_index` imports when called. The
 pure verification (`_proof`, `_commit`) imports neither a web framework nor storage,
 so a client verifies lookups with it alone.

@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from ledger import LedgerError
-from ledger.checkpoint import open_checkpoint
-from ledger.note import NoteVerifier
+from ledger.tlog.checkpoint import open_checkpoint
+from ledger.tlog.note import NoteVerifier
 from ledger.vindex import IndexKey, StoredIndex, TooManyResults, committed_root, verify_lookup
 from ledger.web._service import LogServiceView
 
