@@ -44,7 +44,7 @@ from attest.predicates import (
     ReproductionPredicate,
     ReproductionTarget,
 )
-from client.demo import inflate_benchmark
+from demo.run import inflate_benchmark
 from verifier.benchmark._report import machine_peaks
 from verifier.benchmark._runs import DEFAULT_RUNS, RunSet, bench_runs
 from verifier.benchmark._settings import BenchSettings

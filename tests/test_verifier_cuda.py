@@ -443,7 +443,7 @@ def test_ktl_check_without_a_gpu_is_a_clear_verdict() -> None:
 
 @no_gpu
 def test_demo_skips_the_cuda_example_without_a_gpu() -> None:
-    from client.demo import _runtime_unavailable
+    from demo.run import _runtime_unavailable
 
     assert "runtime 'cuda' unavailable here (no GPU" in (_runtime_unavailable(EXAMPLE) or "")
     assert _runtime_unavailable(ROOT / "examples" / "softmax-rows") is None
