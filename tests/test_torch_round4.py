@@ -213,6 +213,7 @@ def test_inputs_only_like_the_example_are_not_enough(tmp_path: Path, problem: Pa
 
 # -- item 4: nothing the candidate chooses reaches a statement unbounded ----------------------
 
+@pytest.mark.slow
 def test_candidate_strings_reach_the_report_only_as_summaries(tmp_path: Path) -> None:
     """host_names.py names a buffer after the host and raises with its text: the report
     says how many entries and which exception class, with digests, never the words."""

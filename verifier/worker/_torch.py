@@ -213,10 +213,15 @@ class TorchChild(Channel):
         self._thread = threading.Thread(target=self._run, daemon=True,
                                         args=(argv, program.folder, env, readable, program.gpu))
         self._thread.start()
-        ready = self._receive(ready_timeout_s, time.monotonic() + ready_timeout_s)
-        if ready.get("ok") is not True:
-            raise ChildLoadError(exception_summary(str(ready.get("error", "")))
-                                 if "error" in ready else "the module could not be loaded", "load")
+        try:
+            ready = self._receive(ready_timeout_s, time.monotonic() + ready_timeout_s)
+            if ready.get("ok") is not True:
+                raise ChildLoadError(exception_summary(str(ready.get("error", "")))
+                                     if "error" in ready else "the module could not be loaded",
+                                     "load")
+        except BaseException:
+            self.close()  # the process, its thread and its run cgroup go with the error
+            raise
         version = ready.get("torch")
         self.torch_version = version[:64] if isinstance(version, str) else "unknown"
 
