@@ -1,0 +1,113 @@
+"""`proof.memory`: ESBMC on the catalogue's harness, after its self-test on a planted bug."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from attest.predicates import Check, Fault, FaultKind
+from verifier.kernel import KernelSpec
+from verifier.ops import OpSpec
+from verifier.progress import Progress
+from verifier.proofs._esbmc import Finding, Run, run_esbmc
+from verifier.proofs._harness import PLANTED_ENTRY, memory_harness, planted_memory
+from verifier.proofs._rows import (
+    HARNESS,
+    MEMORY_ROW,
+    PLANTED,
+    SELF_TEST_CPU_S,
+    ProofSettings,
+    bound_text,
+    make_record,
+    make_row,
+    shape_text,
+    stage_sources,
+)
+from verifier.proofs._tools import Tool
+
+__all__ = ["FALSIFY_SHARE", "memory_row", "prove", "self_test"]
+
+FALSIFY_SHARE = 0.4
+"""Of the kernel's CPU limit, the share the bug search may use before the full unwinding."""
+
+
+def prove(run: Run, cpu_s: int) -> Finding:
+    """Bug search first (incremental unwinding), then the full unwinding with what is left."""
+    first = run_esbmc(run, "falsify", max(1, int(cpu_s * FALSIFY_SHARE)))
+    if first.verdict != "unknown":
+        return first
+    left = max(1, int(cpu_s - first.cpu_s))
+    second = run_esbmc(run, "prove", left)
+    return Finding(second.verdict, second.why, first.cpu_s + second.cpu_s, second.shape,
+                   second.file, second.line, second.function)
+
+
+def self_test(tool: Tool, op: OpSpec, bounds: Mapping[str, int], where: Path) -> Finding:
+    """The planted off-by-one through the same generator, tool and flags; the caller trusts
+    the tool only if this is refuted at exactly the bounds, in the planted file."""
+    where.mkdir(parents=True, exist_ok=True)
+    (where / HARNESS).write_text(memory_harness(op, PLANTED_ENTRY, bounds), encoding="utf-8")
+    (where / PLANTED).write_text(planted_memory(op, bounds), encoding="utf-8")
+    run = Run(tool, where, (HARNESS, PLANTED), op.dims, bounds)
+    return prove(run, SELF_TEST_CPU_S)
+
+
+def caught(found: Finding, bounds: Mapping[str, int]) -> bool:
+    return (found.verdict == "refuted" and found.file == PLANTED
+            and found.shape is not None and dict(found.shape) == dict(bounds))
+
+
+def _fault_kind(found: Finding) -> FaultKind:
+    what = found.why.lower()
+    if "division by zero" in what or "shift" in what:
+        return "undefined_behaviour"
+    return "memory_error"
+
+
+def memory_row(spec: KernelSpec, op: OpSpec, tool: Tool, settings: ProofSettings,
+               workdir: Path, progress: Progress) -> Check:
+    """The `proof.memory` row of a C kernel."""
+    bounds = settings.bounds_of(op)
+    shapes = [dict(bounds)]
+    progress(f"proof.memory: self-test (planted off-by-one at {shape_text(bounds)})")
+    planted = self_test(tool, op, bounds, workdir / "proof-memory-self-test")
+    if not caught(planted, bounds):
+        return make_row(MEMORY_ROW, "error", f"ESBMC {tool.version} missed the planted "
+                        f"off-by-one at {shape_text(bounds)} ({planted.verdict}: {planted.why}); "
+                        "the tool is not trusted on the kernel", shapes,
+                        make_record(tool, bounds, "not_run", "missed", planted.cpu_s))
+    spent = planted.cpu_s
+    files, reserved = stage_sources(spec, workdir / "proof-memory", strip=False)
+    if reserved:
+        return make_row(MEMORY_ROW, "inconclusive", "the source declares or defines "
+                        f"{', '.join(reserved)}, which the proof harness provides: not run",
+                        shapes, make_record(tool, bounds, "inconclusive", "caught", spent))
+    (workdir / "proof-memory" / HARNESS).write_text(memory_harness(op, spec.entry, bounds),
+                                                    encoding="utf-8")
+    progress(f"proof.memory: ESBMC {tool.version}, every shape with {bound_text(bounds)}")
+    run = Run(tool, workdir / "proof-memory", (HARNESS, *files), op.dims, bounds)
+    found = prove(run, settings.cpu_s)
+    return _memory_outcome(found, tool, bounds, shapes)
+
+
+def _memory_outcome(found: Finding, tool: Tool, bounds: Mapping[str, int],
+                    shapes: list[dict[str, int]]) -> Check:
+    if found.verdict == "proved":
+        return make_row(MEMORY_ROW, "pass", (
+            f"for every shape with {bound_text(bounds)} and every float input, the source run "
+            "sequentially makes no out-of-bounds or invalid access, no division by zero and no "
+            f"undefined shift (ESBMC {tool.version}, every loop fully unwound; libm "
+            "over-approximated; the self-test's planted off-by-one was caught); nothing is "
+            "claimed about larger shapes, the optimised binary, parallel execution or the "
+            "values"), shapes, make_record(tool, bounds, "proved", "caught", found.cpu_s))
+    if found.verdict == "refuted":
+        at = f"{found.file}:{found.line}" if found.file else "an unknown place"
+        shape = f" at shape {shape_text(found.shape)}" if found.shape else ""
+        return make_row(MEMORY_ROW, "fail", f"counterexample{shape}: {found.why} at {at}"
+                        + (f" (function {found.function})" if found.function else ""),
+                        shapes, make_record(tool, bounds, "refuted", "caught", found.cpu_s, found),
+                        Fault(kind=_fault_kind(found),
+                              shape=dict(found.shape) if found.shape else None))
+    return make_row(MEMORY_ROW, "inconclusive", f"no proof within {bound_text(bounds)}: "
+                    f"{found.why} (never a pass)", shapes,
+                    make_record(tool, bounds, "inconclusive", "caught", found.cpu_s))
