@@ -17,6 +17,7 @@ from __future__ import annotations
 from verifier.proofs._esbmc import Finding, parse
 from verifier.proofs._eva import ALARM_KINDS, Alarm, parse_report
 from verifier.proofs._harness import (
+    OVERFLOW_BOUNDS,
     OVERFLOW_MAX,
     PROOF_BOUNDS,
     memory_harness,
@@ -39,7 +40,7 @@ from verifier.proofs._suite import proof_rows
 from verifier.proofs._tools import ESBMC_SHA256, ESBMC_VERSION, Tool, esbmc, frama_c
 
 __all__ = ["ALARM_KINDS", "CPU_LIMIT_S", "ESBMC_SHA256", "ESBMC_VERSION", "MEMORY_ROW",
-           "OVERFLOW_MAX", "OVERFLOW_ROW", "PROOF_BOUNDS", "Alarm", "Finding", "ProofSettings",
+           "OVERFLOW_BOUNDS", "OVERFLOW_MAX", "OVERFLOW_ROW", "PROOF_BOUNDS", "Alarm", "Finding", "ProofSettings",
            "Tool", "Tools", "esbmc", "frama_c", "memory_harness", "not_for_runtime",
            "overflow_harness", "parse", "parse_report", "planted_memory", "planted_overflow",
            "proof_rows", "quick_rows", "reserved_names", "strip_pragmas"]

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from verifier.errors import SandboxError
 from verifier.proofs._tools import Tool
 from verifier.sandbox import ChildResult, Limits, run_sandboxed
 
@@ -121,8 +122,11 @@ def _killed(result: ChildResult, limits: Limits) -> str | None:
 def run_esbmc(run: Run, mode: Literal["falsify", "prove"], cpu_s: int) -> Finding:
     """ESBMC in the compiler's sandbox under a CPU limit; a kill is `inconclusive`."""
     limits = _limits(cpu_s)
-    result = run_sandboxed(run.argv(mode), run.workdir, limits,
-                           system=(*READ_ONLY, *run.tool.reads))
+    try:
+        result = run_sandboxed(run.argv(mode), run.workdir, limits,
+                               system=(*READ_ONLY, *run.tool.reads))
+    except SandboxError as exc:
+        return Finding("inconclusive", f"the tool could not start: {exc}"[:300], 0.0)
     killed = _killed(result, limits)
     if killed is not None:
         return Finding("inconclusive", killed, result.cpu_s)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from verifier.errors import SandboxError
 from verifier.proofs._esbmc import READ_ONLY
 from verifier.proofs._tools import Tool
 from verifier.sandbox import Limits, run_sandboxed
@@ -22,6 +23,7 @@ __all__ = ["ALARM_KINDS", "Alarm", "Analysis", "parse_report", "run_eva"]
 ALARM_KINDS = ("signed_overflow", "unsigned_overflow", "division_by_zero", "shift")
 """The EVA property kinds read as findings; every other kind is ignored."""
 MAX_ALARMS = 32
+_WIDE_LIMITS = ("≤ 9223372036854775807", "≥ -9223372036854775808", "≤ 18446744073709551615")
 FRAMA_C_READS = ("/etc/ocamlfind.conf",)
 
 
@@ -33,6 +35,13 @@ class Alarm:
     line: int
     kind: str
     expression: str
+
+    @property
+    def wide(self) -> bool:
+        """An alarm at a 64-bit limit: with every dimension at most 2^31-1 a loop bounded by
+        one cannot reach it; EVA raises it when it widens a loop counter past its bound (it
+        does not relate `c` to `C` in `c + 8 <= C`). Listed, not counted."""
+        return self.expression.endswith(_WIDE_LIMITS)
 
     def text(self) -> str:
         what = {"signed_overflow": "overflow", "unsigned_overflow": "unsigned wrap",
@@ -47,6 +56,14 @@ class Analysis:
     alarms: tuple[Alarm, ...]
     cpu_s: float
     failed: str | None = None
+
+    @property
+    def counted(self) -> tuple[Alarm, ...]:
+        return tuple(a for a in self.alarms if not a.wide)
+
+    @property
+    def wide(self) -> tuple[Alarm, ...]:
+        return tuple(a for a in self.alarms if a.wide)
 
 
 def parse_report(lines: Sequence[str], files: Sequence[str]) -> tuple[Alarm, ...] | None:
@@ -71,15 +88,26 @@ def parse_report(lines: Sequence[str], files: Sequence[str]) -> tuple[Alarm, ...
     return tuple(sorted(found.values(), key=lambda a: (a.file, a.line, a.kind)))[:MAX_ALARMS]
 
 
+def reached_end(lines: Sequence[str], entry: str) -> bool:
+    """Whether EVA computed a state at the end of `entry`: an analysis whose every path died
+    (say, at a read it judged invalid) proves nothing and reports no alarm after that point."""
+    return any(line.strip() == f"[eva:final-states] Values at end of function {entry}:"
+               for line in lines)
+
+
 def run_eva(tool: Tool, workdir: Path, files: Sequence[str], kernel_files: Sequence[str],
-            cpu_s: int) -> Analysis:
+            entry: str, cpu_s: int) -> Analysis:
     """EVA on `files` (the harness first) in the compiler's sandbox under a CPU limit."""
     argv = [str(tool.path), "-eva", "-machdep", "x86_64", "-warn-unsigned-overflow",
             "-eva-no-alloc-returns-null", *files, "-then", "-report-csv", "/dev/stdout"]
     limits = Limits(cpu_s=max(1, cpu_s), wall_s=max(1, cpu_s) * 3.0 + 30.0,
                     address_space=3 * 2**30, file_size=64 * 2**20, open_files=128,
                     processes=16, stdout_bytes=8 * 2**20, stderr_bytes=4 * 2**20)
-    result = run_sandboxed(argv, workdir, limits, system=(*READ_ONLY, *FRAMA_C_READS))
+    try:
+        result = run_sandboxed(argv, workdir, limits,
+                               system=(*READ_ONLY, *FRAMA_C_READS, *tool.reads))
+    except SandboxError as exc:
+        return Analysis((), 0.0, f"the tool could not start: {exc}"[:300])
     if result.timed_out or result.cpu_s >= limits.cpu_s - 0.5:
         return Analysis((), result.cpu_s, f"out of time: the CPU limit of {cpu_s} s was reached")
     alarms = parse_report([line for _, line in result.lines], kernel_files)
@@ -88,4 +116,7 @@ def run_eva(tool: Tool, workdir: Path, files: Sequence[str], kernel_files: Seque
         why = result.describe(limits).split(" (stderr:", 1)[0]
         detail = said[0][:200] if said else why
         return Analysis((), result.cpu_s, f"Frama-C could not analyse the source: {detail}")
+    if not reached_end([line for _, line in result.lines], entry):
+        return Analysis(alarms, result.cpu_s, f"the analysis never reached the end of {entry} "
+                        "(every path stopped at a definite fault or does not terminate)")
     return Analysis(alarms, result.cpu_s)

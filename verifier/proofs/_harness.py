@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 
 from verifier.ops import OpSpec
 
-__all__ = ["LIBM_STUBS", "OVERFLOW_MAX", "PLANTED_ENTRY", "PROOF_BOUNDS", "RESERVED",
+__all__ = ["LIBM_STUBS", "OVERFLOW_BOUNDS", "OVERFLOW_MAX", "PLANTED_ENTRY", "PROOF_BOUNDS", "RESERVED",
            "buffer_sizes", "memory_harness", "overflow_harness", "planted_memory",
            "planted_overflow", "reserved_names", "strip_pragmas"]
 
@@ -32,7 +32,20 @@ PROOF_BOUNDS: Mapping[str, Mapping[str, int]] = {
 """The largest size of each dimension a `proof.memory` covers (every size from 0 to it),
 chosen so the examples are proved within the CPU limit on a loaded 2-core machine."""
 OVERFLOW_MAX = 2**31 - 1
-"""Every dimension of `proof.overflow` ranges over [0, OVERFLOW_MAX]."""
+OVERFLOW_BOUNDS: Mapping[str, Mapping[str, int]] = {
+    "sum": {"R": OVERFLOW_MAX, "C": OVERFLOW_MAX},
+    "softmax": {"R": OVERFLOW_MAX, "C": OVERFLOW_MAX},
+    "rmsnorm": {"R": OVERFLOW_MAX, "C": OVERFLOW_MAX},
+    "matmul": {"M": OVERFLOW_MAX, "N": OVERFLOW_MAX, "K": OVERFLOW_MAX},
+    "attention": {"B": 2**8, "H": 2**8, "S": 2**22, "D": 2**22},
+    "attention_causal": {"B": 2**8, "H": 2**8, "S": 2**22, "D": 2**22},
+}
+"""The largest size of each dimension in `proof.overflow` (every size from 1 to it): every
+dimension up to 2^31-1 where each buffer still fits a 64-bit address space; for the 4-d
+attention, 2^8 x 2^8 x 2^22 x 2^22 (2^60 elements: every flat index past 2^32, and no
+overflow of a 64-bit product of a real buffer's dimensions). Empty shapes (a dimension 0) are
+left to `proof.memory`, whose bounds include 0, exactly (EVA cannot relate a loop bound
+`B*H*S` = 0 to a later division by S)."""
 PLANTED_ENTRY = "ktl_planted_entry"
 LIBM_STUBS = ("expf", "exp", "exp2f", "exp2", "expm1f", "logf", "log", "log2f", "log1pf",
               "sqrtf", "sqrt", "tanhf", "tanh", "erff", "erf", "powf", "pow", "sinf", "cosf",
@@ -133,20 +146,21 @@ int main(void) {{
 
 
 def overflow_harness(op: OpSpec, entry: str) -> str:
-    """Frama-C EVA's harness: every dimension in [0, OVERFLOW_MAX], buffers of unknown size."""
-    dims = "\n".join(f"  int64_t ktl_{d} = Frama_C_long_long_interval(0, {OVERFLOW_MAX});"
+    """Frama-C EVA's harness: every dimension in [1, its OVERFLOW_BOUNDS]; every buffer a
+    zero-initialised global of 2^60 elements (initialised, so no read ends EVA's path, and
+    valid at every flat index a real buffer can have)."""
+    bounds = OVERFLOW_BOUNDS[op.name]
+    dims = "\n".join(f"  int64_t ktl_{d} = Frama_C_long_long_interval(1, {bounds[d]});"
                      for d in op.dims)
-    buffers = "\n".join(
-        f"  float *ktl_b{i} = malloc(Frama_C_size_t_interval(1, (size_t)1 << 62));\n"
-        f"  if (!ktl_b{i}) return 0;" for i in range(len(buffer_sizes(op))))
+    buffers = "\n".join(f"static float ktl_b{i}[(size_t)1 << 60];"
+                        for i in range(len(buffer_sizes(op))))
     return f"""#include "__fc_builtin.h"
 #include <stddef.h>
 #include <stdint.h>
-#include <stdlib.h>
 {_prototype(op, entry)}
+{buffers}
 int main(void) {{
 {dims}
-{buffers}
   {_call(op, entry)}
   return 0;
 }}
@@ -181,9 +195,10 @@ void {PLANTED_ENTRY}({_params(op)}) {{
 
 
 def planted_overflow(op: OpSpec) -> str:
-    """A kernel of `op` whose flat index is a 32-bit product of two dimensions."""
-    first: Sequence[str] = op.inputs[0].shape
-    a, b = (first[0], first[-1]) if len(first) > 1 else (op.dims[0], op.dims[-1])
+    """A kernel of `op` whose flat index is a 32-bit product of its two largest dimensions
+    (by OVERFLOW_BOUNDS: their product passes 2^31)."""
+    largest: Sequence[str] = sorted(op.dims, key=lambda d: -OVERFLOW_BOUNDS[op.name][d])
+    a, b = largest[0], largest[1]
     return f"""#include <stdint.h>
 void {PLANTED_ENTRY}({_params(op)}) {{
   {_unused(op)}

@@ -10,7 +10,7 @@ from verifier.ops import OpSpec
 from verifier.progress import Progress
 from verifier.proofs._eva import Analysis, run_eva
 from verifier.proofs._harness import (
-    OVERFLOW_MAX,
+    OVERFLOW_BOUNDS,
     PLANTED_ENTRY,
     overflow_harness,
     planted_overflow,
@@ -21,6 +21,7 @@ from verifier.proofs._rows import (
     PLANTED,
     SELF_TEST_CPU_S,
     ProofSettings,
+    bound_text,
     make_record,
     make_row,
     stage_sources,
@@ -35,17 +36,17 @@ def self_test(tool: Tool, op: OpSpec, where: Path) -> Analysis:
     where.mkdir(parents=True, exist_ok=True)
     (where / HARNESS).write_text(overflow_harness(op, PLANTED_ENTRY), encoding="utf-8")
     (where / PLANTED).write_text(planted_overflow(op), encoding="utf-8")
-    return run_eva(tool, where, (HARNESS, PLANTED), (PLANTED,), SELF_TEST_CPU_S)
+    return run_eva(tool, where, (HARNESS, PLANTED), (PLANTED,), PLANTED_ENTRY, SELF_TEST_CPU_S)
 
 
 def overflow_row(spec: KernelSpec, op: OpSpec, tool: Tool, settings: ProofSettings,
                  workdir: Path, progress: Progress) -> Check:
     """The `proof.overflow` row of a C kernel."""
-    bounds = {d: OVERFLOW_MAX for d in op.dims}
+    bounds = dict(OVERFLOW_BOUNDS[op.name])
     shapes = [dict(bounds)]
     progress("proof.overflow: self-test (planted 32-bit index product)")
     planted = self_test(tool, op, workdir / "proof-overflow-self-test")
-    if planted.failed is not None or not any(a.kind == "signed_overflow" for a in planted.alarms):
+    if planted.failed is not None or not any(a.kind == "signed_overflow" for a in planted.counted):
         why = planted.failed or "no alarm"
         return make_row(OVERFLOW_ROW, "error", f"Frama-C {tool.version} EVA missed the planted "
                         f"32-bit index overflow ({why}); the tool is not trusted on the kernel",
@@ -57,20 +58,26 @@ def overflow_row(spec: KernelSpec, op: OpSpec, tool: Tool, settings: ProofSettin
                         f"{', '.join(reserved)}, which the proof harness provides: not run",
                         shapes, make_record(tool, bounds, "inconclusive", "caught", 0.0))
     (where / HARNESS).write_text(overflow_harness(op, spec.entry), encoding="utf-8")
-    progress(f"proof.overflow: Frama-C {tool.version} EVA, every dimension up to 2^31-1")
-    found = run_eva(tool, where, (HARNESS, *files), files, settings.cpu_s)
+    progress(f"proof.overflow: Frama-C {tool.version} EVA, every shape with {bound_text(bounds)}")
+    found = run_eva(tool, where, (HARNESS, *files), files, spec.entry, settings.cpu_s)
     if found.failed is not None:
         return make_row(OVERFLOW_ROW, "inconclusive", f"{found.failed} (never a pass)", shapes,
                         make_record(tool, bounds, "inconclusive", "caught", found.cpu_s))
-    if found.alarms:
-        listed = "; ".join(alarm.text() for alarm in found.alarms)
-        return make_row(OVERFLOW_ROW, "warn", f"{len(found.alarms)} alarm(s) with every "
-                        f"dimension in [0, 2^31-1]: {listed}", shapes,
-                        make_record(tool, bounds, "alarms", "caught", found.cpu_s))
+    wide = (f" (not counted: {len(found.wide)} alarm(s) at a 64-bit limit, which a loop "
+            "bounded by a dimension of at most 2^31-1 cannot reach: "
+            + "; ".join(alarm.text() for alarm in found.wide) + ")") if found.wide else ""
+    if found.counted:
+        listed = "; ".join(alarm.text() for alarm in found.counted) + wide
+        return make_row(OVERFLOW_ROW, "warn", f"{len(found.counted)} alarm(s) for every shape "
+                        f"with 1 <= {bound_text(bounds).replace(', ', ', 1 <= ')}: {listed}",
+                        shapes,
+                        make_record(tool, bounds, "alarms", "caught", found.cpu_s,
+                                    location=f"{found.counted[0].file}:{found.counted[0].line}"))
     return make_row(OVERFLOW_ROW, "pass", (
-        f"with every dimension in [0, 2^31-1], Frama-C {tool.version} EVA finds no possible "
-        "signed overflow, unsigned wrap, division by zero or invalid shift in the source's "
-        "integer arithmetic (OpenMP pragmas removed: the sequential program; the self-test's "
-        "planted 32-bit index was flagged); memory accesses and float values are not "
-        "covered by this row"), shapes,
+        f"for every shape with 1 <= {bound_text(bounds).replace(', ', ', 1 <= ')}, Frama-C "
+        f"{tool.version} EVA finds no possible signed overflow, unsigned wrap, division by zero "
+        "or invalid shift in the source's integer arithmetic (OpenMP pragmas removed: the "
+        "sequential program; the self-test's planted 32-bit index was flagged); empty shapes "
+        "are proof.memory's, and memory accesses and float values are not covered by this "
+        f"row{wide}"), shapes,
         make_record(tool, bounds, "no_alarm", "caught", found.cpu_s))

@@ -80,8 +80,8 @@ def make_row(name: str, outcome: CheckOutcome, detail: str, shapes: list[dict[st
 
 
 def make_record(tool: Tool, bounds: Mapping[str, int], result: ProofResult, self_test: SelfTest,
-            cpu_s: float, where: Finding | None = None) -> ProofRecord:
-    location = None
+            cpu_s: float, where: Finding | None = None,
+            location: str | None = None) -> ProofRecord:
     if where is not None and where.file is not None and where.line is not None:
         location = f"{where.file}:{where.line}"
     return ProofRecord(tool=tool.name, tool_version=tool.version, tool_sha256=tool.sha256,
