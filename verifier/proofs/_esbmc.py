@@ -2,7 +2,8 @@
 
 `--falsification` (incremental unwinding, base case only) finds a shallow bug in seconds
 where a plain check of the full unwinding may not answer in ten minutes; then the full
-unwinding to bound + 1 with unwinding assertions proves. Default checks (bounds, pointers,
+unwinding to bound + 1 with unwinding assertions proves. malloc is assumed to succeed
+(`--force-malloc-success`): a kernel's unchecked scratch allocation is not a finding here. Default checks (bounds, pointers,
 division by zero) plus `--ub-shift-check`; never `--overflow-check` (it also asserts IEEE
 float overflow: false alarms on float kernels). The tool's text is read here, once, into a
 typed `Finding`; nothing outside this module looks at it.
@@ -22,7 +23,7 @@ from verifier.sandbox import ChildResult, Limits, run_sandboxed
 
 __all__ = ["READ_ONLY", "Finding", "Verdict", "parse", "run_esbmc"]
 
-Verdict = Literal["proved", "refuted", "unknown", "inconclusive"]
+Verdict = Literal["proved", "refuted", "unknown", "inconclusive", "out_of_time"]
 READ_ONLY = ("/usr", "/lib", "/lib64", "/bin", "/etc/ld.so.cache", "/etc/ld.so.conf",
              "/etc/ld.so.conf.d", "/dev/zero", "/dev/urandom")
 """What a proof tool may read besides its own folder and the kernel's: the system's
@@ -102,7 +103,8 @@ class Run:
         deepest = max(self.bounds.values(), default=0) + 1
         steps = (["--falsification", "--max-k-step", str(deepest)] if mode == "falsify"
                  else ["--unwind", str(deepest)])
-        return [str(self.tool.path), *self.files, "--ub-shift-check", "--bitwuzla", *steps]
+        return [str(self.tool.path), *self.files, "--ub-shift-check", "--force-malloc-success",
+                "--bitwuzla", *steps]
 
 
 def _limits(cpu_s: int) -> Limits:
@@ -112,7 +114,7 @@ def _limits(cpu_s: int) -> Limits:
 
 
 def _killed(result: ChildResult, limits: Limits) -> str | None:
-    if result.timed_out or result.cpu_s >= limits.cpu_s - 0.5:
+    if result.timed_out or result.cpu_s >= limits.cpu_s * 0.9 or result.signal in (9, 24):
         return f"out of time: the CPU limit of {limits.cpu_s} s was reached"
     if result.signal is not None or result.output_excess is not None:
         return result.describe(limits).split(" (stderr:", 1)[0]
@@ -129,6 +131,6 @@ def run_esbmc(run: Run, mode: Literal["falsify", "prove"], cpu_s: int) -> Findin
         return Finding("inconclusive", f"the tool could not start: {exc}"[:300], 0.0)
     killed = _killed(result, limits)
     if killed is not None:
-        return Finding("inconclusive", killed, result.cpu_s)
+        return Finding("out_of_time", killed, result.cpu_s)
     text = "\n".join(line for _, line in result.lines) + "\n" + result.stderr
     return parse(text, run.dims, result.cpu_s)

@@ -27,14 +27,15 @@ from verifier.proofs._tools import Tool
 
 __all__ = ["FALSIFY_SHARE", "memory_row", "prove", "self_test"]
 
-FALSIFY_SHARE = 0.4
+FALSIFY_SHARE = 0.25
 """Of the kernel's CPU limit, the share the bug search may use before the full unwinding."""
 
 
 def prove(run: Run, cpu_s: int) -> Finding:
-    """Bug search first (incremental unwinding), then the full unwinding with what is left."""
+    """Bug search first (incremental unwinding), then the full unwinding with what is left
+    (also when the search ran out of its share: it only looks for bugs)."""
     first = run_esbmc(run, "falsify", max(1, int(cpu_s * FALSIFY_SHARE)))
-    if first.verdict != "unknown":
+    if first.verdict not in ("unknown", "out_of_time"):
         return first
     left = max(1, int(cpu_s - first.cpu_s))
     second = run_esbmc(run, "prove", left)
