@@ -30,6 +30,7 @@ from verifier.proofs import (
     esbmc,
     frama_c,
     memory_harness,
+    origin,
     overflow_harness,
     parse,
     parse_report,
@@ -375,3 +376,53 @@ def test_a_one_shape_read_is_found_at_that_shape(tmp_path: Path) -> None:
     assert row.outcome == "fail", row.detail
     assert row.proof is not None and dict(row.proof.counterexample or {}) == {"R": 6, "C": 5}
     assert row.proof.location == "k.c:12"
+
+
+# -- attacks on the proof itself ----------------------------------------------------------------
+
+
+@needs_esbmc
+def test_a_kernel_that_hides_its_read_from_the_proof_tools_is_caught(tmp_path: Path) -> None:
+    """It tests `__clang__`/`__ESBMC` through pasted tokens: gcc preprocesses for ESBMC."""
+    row = rows_of(OWN / "tool_two_face", tmp_path, only_memory(Tools.here()),
+                  ProofSettings(cpu_s=60, bounds={"R": 2, "C": 2}))[MEMORY_ROW]
+    assert row.outcome == "fail", row.detail
+    assert row.proof is not None and row.proof.location == "k.c:17"
+
+
+def kernel_folder(tmp_path: Path, source: str) -> Path:
+    folder = tmp_path / "kernel"
+    folder.mkdir()
+    toml = (OWN / "one_shape_read" / "kernel.toml").read_text()
+    (folder / "kernel.toml").write_text(toml)
+    (folder / "k.c").write_text(source)
+    return folder
+
+
+@needs_esbmc
+def test_a_header_the_proof_does_not_model_is_inconclusive(tmp_path: Path) -> None:
+    source = ("#include <stdint.h>\n#include <stdio.h>\nvoid sum_rows(const float *X, float *Y,"
+              " int64_t R, int64_t C) { (void)X; (void)C; for (int64_t r = 0; r < R; r++) "
+              "Y[r] = 0; }\n")
+    row = rows_of(kernel_folder(tmp_path, source), tmp_path / "w", only_memory(Tools.here()),
+                  ProofSettings(cpu_s=60, bounds={"R": 2, "C": 2}))[MEMORY_ROW]
+    assert row.outcome == "inconclusive" and "stdio.h" in row.detail
+
+
+@needs_esbmc
+def test_a_pasted_definition_of_malloc_is_not_proved(tmp_path: Path) -> None:
+    source = ("#include <stdint.h>\n#include <stddef.h>\n#define CAT(a, b) a##b\n"
+              "static float pool[1 << 20];\nvoid *CAT(mal, loc)(size_t n) { (void)n; "
+              "return pool; }\nvoid sum_rows(const float *X, float *Y, int64_t R, int64_t C) "
+              "{ for (int64_t r = 0; r < R; r++) Y[r] = X[r * C + C]; }\n")
+    row = rows_of(kernel_folder(tmp_path, source), tmp_path / "w", only_memory(Tools.here()),
+                  ProofSettings(cpu_s=60, bounds={"R": 2, "C": 2}))[MEMORY_ROW]
+    assert row.outcome == "inconclusive" and "malloc" in row.detail
+
+
+def test_a_place_in_the_preprocessed_file_maps_back_to_the_source() -> None:
+    text = ('# 1 "k.c"\n# 1 "ktl-include/stdint.h" 1 3 4\ntypedef long int64_t;\n'
+            '# 2 "k.c" 2\n\nvoid f(void) {\n  x[1] = 0;\n}\n')
+    assert origin(text, 3) == ("ktl-include/stdint.h", 1)
+    assert origin(text, 7) == ("k.c", 4)
+    assert origin(text, 99) is None

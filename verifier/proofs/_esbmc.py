@@ -108,7 +108,7 @@ class Run:
 
 
 def _limits(cpu_s: int) -> Limits:
-    return Limits(cpu_s=max(1, cpu_s), wall_s=max(1, cpu_s) * 3.0 + 30.0,
+    return Limits(cpu_s=max(1, cpu_s), wall_s=max(1, cpu_s) * 8.0 + 60.0,
                   address_space=MEMORY, file_size=64 * 2**20, open_files=64, processes=16,
                   stdout_bytes=4 * 2**20, stderr_bytes=8 * 2**20)
 

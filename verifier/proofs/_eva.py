@@ -100,7 +100,7 @@ def run_eva(tool: Tool, workdir: Path, files: Sequence[str], kernel_files: Seque
     """EVA on `files` (the harness first) in the compiler's sandbox under a CPU limit."""
     argv = [str(tool.path), "-eva", "-machdep", "x86_64", "-warn-unsigned-overflow",
             "-eva-no-alloc-returns-null", *files, "-then", "-report-csv", "/dev/stdout"]
-    limits = Limits(cpu_s=max(1, cpu_s), wall_s=max(1, cpu_s) * 3.0 + 30.0,
+    limits = Limits(cpu_s=max(1, cpu_s), wall_s=max(1, cpu_s) * 8.0 + 60.0,
                     address_space=3 * 2**30, file_size=64 * 2**20, open_files=128,
                     processes=16, stdout_bytes=8 * 2**20, stderr_bytes=4 * 2**20)
     try:

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from verifier.ops import OpSpec
 
 __all__ = ["LIBM_STUBS", "OVERFLOW_BOUNDS", "OVERFLOW_MAX", "PLANTED_ENTRY", "PROOF_BOUNDS", "RESERVED",
-           "buffer_sizes", "memory_harness", "overflow_harness", "planted_memory",
+           "buffer_sizes", "defined_names", "memory_harness", "overflow_harness", "planted_memory",
            "planted_overflow", "reserved_names", "strip_pragmas"]
 
 PROOF_BOUNDS: Mapping[str, Mapping[str, int]] = {
@@ -85,6 +85,14 @@ def reserved_names(text: str) -> list[str]:
                 found.append(name)
                 break
     return found
+
+
+def defined_names(text: str) -> list[str]:
+    """Reserved names a preprocessed source defines (a body follows the parameters): what a
+    macro built from pasted tokens hid from `reserved_names`."""
+    code = _COMMENT.sub(" ", text)
+    return [name for name in RESERVED
+            if re.search(rf"\b{name}\s*\([^;{{}}]*\)\s*\{{", code)]
 
 
 def buffer_sizes(op: OpSpec) -> list[str]:
