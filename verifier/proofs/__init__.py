@@ -9,8 +9,9 @@ preprocessed by gcc with the release build's flags and minimal headers (`_prepro
 picks the rows of a kernel (`_suite`: `proof_rows`). Every tool runs in the compiler's sandbox
 under a CPU limit.
 
-May import: the pure model (`verifier.ops`, `verifier.kernel`, `verifier.progress`),
-`sandbox` and `attest`. Nothing above it (runtimes, device, checks, benchmark, reproduce).
+May import: the pure model (`verifier.ops`, `verifier.kernel`, `verifier.progress`,
+`verifier.environment`, `verifier.errors`), `sandbox` and `attest`. Nothing above it (runtimes,
+device, checks, benchmark, reproduce); `checks` imports it.
 """
 
 from __future__ import annotations
