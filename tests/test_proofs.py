@@ -349,6 +349,7 @@ def test_the_examples_have_no_index_overflow(example: str, tmp_path: Path) -> No
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # 120 s of CPU each, and the self-test's: wall time on a busy machine
 @needs_esbmc
 @pytest.mark.parametrize("example", ["sum-rows", "softmax-rows", "matmul-blocked",
                                      "rmsnorm-rows", "attention", "attention-causal"])

@@ -28,7 +28,7 @@ READ_ONLY = ("/usr", "/lib", "/lib64", "/bin", "/etc/ld.so.cache", "/etc/ld.so.c
              "/etc/ld.so.conf.d", "/dev/zero", "/dev/urandom")
 """What a proof tool may read besides its own folder and the kernel's: the system's
 toolchain and headers, as the compiler (no /proc, /sys, /home, nor the rest of /etc)."""
-MEMORY = 3 * 2**30
+MEMORY = 4 * 2**30
 _VERDICT = re.compile(r"^VERIFICATION (SUCCESSFUL|FAILED|UNKNOWN)$")
 _WHERE = re.compile(r"^\s*file (?P<file>\S{1,256}) line (?P<line>\d{1,7})"
                     r"(?: column \d+)?(?: function (?P<function>\S{1,128}))?")
@@ -114,8 +114,11 @@ def _limits(cpu_s: int) -> Limits:
 
 
 def _killed(result: ChildResult, limits: Limits) -> str | None:
-    if result.timed_out or result.cpu_s >= limits.cpu_s * 0.9 or result.signal in (9, 24):
+    if result.timed_out or result.cpu_s >= limits.cpu_s * 0.9 or result.signal == 24:
         return f"out of time: the CPU limit of {limits.cpu_s} s was reached"
+    if result.signal is not None and result.maxrss_bytes > MEMORY // 2:
+        return (f"out of memory: the tool reached {result.maxrss_bytes // 2**20} MiB of its "
+                f"{MEMORY // 2**20} MiB")
     if result.signal is not None or result.output_excess is not None:
         return result.describe(limits).split(" (stderr:", 1)[0]
     return None
