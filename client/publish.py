@@ -22,15 +22,15 @@ from attest.entry import encode_entry, make_entry
 from attest.ops import OP_DIMS
 from attest.predicates import BENCHMARK_V1, KERNEL_V1, VERIFICATION_V1, parse_predicate
 from attest.statement import Statement, make_statement
-from client._errors import InputError, VerificationFailed
 from client.api import LogAPI
+from client.errors import InputError, VerificationFailed
 from client.receipts import ReceiptPaths, check_inclusion, write_receipt
 from client.state import TrustedState, read_capped
 from client.trust import QuorumCheck, extend_trust, open_signed
-from ledger.merkle import leaf_hash
-from ledger.note import NoteVerifier
-from ledger.proof_bundle import TlogProof
-from ledger.witness_policy import WitnessPolicy
+from ledger.tlog.merkle import leaf_hash
+from ledger.tlog.note import NoteVerifier
+from ledger.tlog.proof_bundle import TlogProof
+from ledger.tlog.witness_policy import WitnessPolicy
 
 if TYPE_CHECKING:
     from verifier.progress import Progress

@@ -16,7 +16,7 @@ from typing import Any
 
 from markupsafe import escape
 
-from ledger._errors import LedgerError
+from ledger import LedgerError
 
 #: At most this many rows are drawn; the caller is told how many were left out.
 MAX_ROWS = 60

@@ -38,7 +38,7 @@ ALLOWED_FOR: frozenset[str] = frozenset()
 on the pinned CPU was allowed for until 2026-12-04, on a busy/quiet run where it shifted
 honest speed-ups by at most 8.2 %; in the next such run a reproduction sharing its CPU with
 a spinner measured sum-rows' speed-up 10 to 20 % higher than quiet sittings did, enough to
-confirm a 1.25x-inflated claim once (BENCHMARKS.md). Other CPUs kept busy moved it by up to
+confirm a 1.25x-inflated claim once (docs/performance.md). Other CPUs kept busy moved it by up to
 11 %. So a reproducer measures under the claim's conditions where it can (`place_like`:
 spinners of its own on the pinned CPU and on others) and a verdict across any difference
 left, either way, is inconclusive, the difference named."""
