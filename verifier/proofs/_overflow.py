@@ -72,7 +72,7 @@ def overflow_row(spec: KernelSpec, op: OpSpec, tool: Tool, settings: ProofSettin
                         f"with 1 <= {bound_text(bounds).replace(', ', ', 1 <= ')}: {listed}",
                         shapes,
                         make_record(tool, bounds, "alarms", "caught", found.cpu_s,
-                                    location=f"{found.counted[0].file}:{found.counted[0].line}"))
+                                    f"{found.counted[0].file}:{found.counted[0].line}"))
     return make_row(OVERFLOW_ROW, "pass", (
         f"for every shape with 1 <= {bound_text(bounds).replace(', ', ', 1 <= ')}, Frama-C "
         f"{tool.version} EVA finds no possible signed overflow, unsigned wrap, division by zero "

@@ -80,15 +80,19 @@ def make_row(name: str, outcome: CheckOutcome, detail: str, shapes: list[dict[st
 
 
 def make_record(tool: Tool, bounds: Mapping[str, int], result: ProofResult, self_test: SelfTest,
-            cpu_s: float, where: Finding | None = None,
-            location: str | None = None) -> ProofRecord:
-    if where is not None and where.file is not None and where.line is not None:
-        location = f"{where.file}:{where.line}"
+                cpu_s: float, where: Finding | str | None = None) -> ProofRecord:
+    """The typed record of a row; `where` is ESBMC's finding (its shape and place) or an
+    alarm's `file:line`."""
+    location = where if isinstance(where, str) else None
+    shape: dict[str, int] | None = None
+    if isinstance(where, Finding):
+        shape = dict(where.shape) if where.shape else None
+        if where.file is not None and where.line is not None:
+            location = f"{where.file}:{where.line}"
     return ProofRecord(tool=tool.name, tool_version=tool.version, tool_sha256=tool.sha256,
                        package=tool.package, bounds=dict(bounds), result=result,
-                       self_test=self_test, counterexample=None if where is None else
-                       (dict(where.shape) if where.shape else None),
-                       location=location, cpu_s=max(0.0, cpu_s))
+                       self_test=self_test, counterexample=shape, location=location,
+                       cpu_s=max(0.0, cpu_s))
 
 
 def quick_rows() -> list[Check]:
