@@ -427,3 +427,19 @@ def test_a_place_in_the_preprocessed_file_maps_back_to_the_source() -> None:
     assert origin(text, 3) == ("ktl-include/stdint.h", 1)
     assert origin(text, 7) == ("k.c", 4)
     assert origin(text, 99) is None
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+@needs_esbmc
+def test_ktl_check_full_fails_a_one_shape_read_every_dynamic_row_passes(tmp_path: Path) -> None:
+    """The issue's kernel: every dynamic row of the full budget passes; the proof fails it."""
+    from verifier import check
+
+    report = check(OWN / "one_shape_read", budget="full", seed=7)
+    row = report.get(MEMORY_ROW)
+    assert row.outcome == "fail" and row.proof is not None
+    assert dict(row.proof.counterexample or {}) == {"R": 6, "C": 5}
+    assert [c.name for c in report.failures] == [MEMORY_ROW]
+    assert report.to_predicate().verdict == "fail"
+    assert report.get(OVERFLOW_ROW).outcome in ("pass", "skip")
