@@ -1,9 +1,9 @@
 """What the proofs add to `ktl check --budget full`, per C example.
 
-For each kernel, in one process and on the same machine: `check --budget full` with the proof
-rows (what a user runs), and the proof rows alone (`proof_rows`, the same tools, bounds and
-CPU limit, self-tests included); the difference is the full budget without the proofs, the
-baseline. Wall seconds are the parent's clock; tool CPU seconds are what each row's tool used
+For each kernel, in one process and on the same machine, one after the other: `check --budget
+full` with the proof rows (what a user runs), the same check with its proof rows left out (the
+baseline), and the proof rows alone (`proof_rows`: the same tools, bounds and CPU limit,
+self-tests included). Wall seconds are the parent's clock; tool CPU seconds are what each row's tool used
 on the kernel (its `cpu_s` metric; the self-test is extra). Rows print as they finish:
 
     .venv/bin/python benchmarks/bench_proofs.py [--kernels sum-rows,softmax-rows] [--no-check]
@@ -24,7 +24,14 @@ _HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(_HERE.parent))
 
 from verifier import KernelSpec, check  # noqa: E402
-from verifier.proofs import MEMORY_ROW, OVERFLOW_ROW, ProofSettings, Tools, proof_rows  # noqa: E402
+from verifier.proofs import (  # noqa: E402
+    MEMORY_ROW,
+    OVERFLOW_ROW,
+    ProofSettings,
+    Tools,
+    proof_rows,
+    quick_rows,
+)
 
 EXAMPLES = ("sum-rows", "softmax-rows", "rmsnorm-rows", "matmul-blocked", "attention",
             "attention-causal")
@@ -38,6 +45,22 @@ def _proofs(folder: Path, settings: ProofSettings | None) -> tuple[float, dict[s
     wall = time.perf_counter() - start
     seen = {r.name: f"{r.outcome} ({r.metrics.get('cpu_s', 0.0):.1f} s CPU)" for r in rows}
     return wall, seen
+
+
+def _check(folder: Path, proofs: bool = True) -> float:
+    """Wall seconds of `check --budget full`; without `proofs`, its proof rows are replaced by
+    the quick budget's skipped ones (the baseline: the same run less the proofs)."""
+    import verifier.checks._suite as suite  # the one place the check picks its proof rows
+
+    kept = suite.proof_rows
+    if not proofs:
+        suite.proof_rows = lambda spec, full, work, progress: quick_rows()
+    try:
+        start = time.perf_counter()
+        check(folder, budget="full", seed=1)
+        return time.perf_counter() - start
+    finally:
+        suite.proof_rows = kept
 
 
 def main() -> int:
@@ -59,13 +82,12 @@ def main() -> int:
           f"{MEMORY_ROW} | {OVERFLOW_ROW}")
     for name in args.kernels.split(","):
         folder = _HERE.parent / "examples" / name
-        full = float("nan")
+        full = without = float("nan")
         if not args.no_check:
-            start = time.perf_counter()
-            check(folder, budget="full", seed=1)
-            full = time.perf_counter() - start
+            full = _check(folder)
+            without = _check(folder, proofs=False)
         wall, seen = _proofs(folder, None)
-        print(f"{name} | {full:.1f} | {wall:.1f} | {full - wall:.1f} | {seen.get(MEMORY_ROW)} | "
+        print(f"{name} | {full:.1f} | {wall:.1f} | {without:.1f} | {seen.get(MEMORY_ROW)} | "
               f"{seen.get(OVERFLOW_ROW)}", flush=True)
     return 0
 
