@@ -10,7 +10,7 @@ LINTED := attest ledger client verifier
 DEMO   := demo
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint typecheck unit slow test-loop faults browser-deps postgresql-deps bench clean mutation
+.PHONY: demo test lint typecheck unit slow test-loop faults browser-deps postgresql-deps proof-deps bench clean mutation
 
 $(STAMP): pyproject.toml setup.py ledger/vindex/_ctrie.c
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,8 +25,10 @@ $(TORCH_STAMP): $(STAMP)
 	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[torch]'
 	@touch $(TORCH_STAMP)
 
-$(TEST_STAMP): $(TORCH_STAMP)
+$(TEST_STAMP): $(TORCH_STAMP) requirements-proofs.txt
 	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test,torch]'
+	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps --require-hashes \
+	  -r requirements-proofs.txt
 	@touch $(TEST_STAMP)
 
 # Debian's chromium for the browser tests (no browser download); best effort as root.
@@ -37,6 +39,16 @@ browser-deps:
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
 	      || echo "warning: could not install chromium; browser tests will be skipped"; \
 	  else echo "note: chromium not found; browser tests will be skipped"; fi; }
+
+# Debian's Frama-C (EVA) for `proof.overflow`; best effort as root. Without it the row is
+# `skip` with the reason (docs/proofs.md).
+proof-deps:
+	@command -v frama-c >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's frama-c-base for proof.overflow"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq frama-c-base >/dev/null) \
+	      || echo "warning: could not install frama-c-base; proof.overflow rows will be skipped"; \
+	  else echo "note: frama-c not found; proof.overflow rows will be skipped"; fi; }
 
 # Debian's postgresql for the PostgreSQL tests (each starts a throwaway cluster of its own;
 # no service is needed); best effort as root.
@@ -59,9 +71,9 @@ typecheck: $(TEST_STAMP)
 unit: $(TEST_STAMP)
 	$(BIN)/python -m pytest -q -n 2 -m 'not slow and not faults' --durations=25 $(PYTEST_ARGS)
 
-test: $(TEST_STAMP) browser-deps postgresql-deps lint typecheck unit
+test: $(TEST_STAMP) browser-deps postgresql-deps proof-deps lint typecheck unit
 
-slow: $(TEST_STAMP) browser-deps postgresql-deps
+slow: $(TEST_STAMP) browser-deps postgresql-deps proof-deps
 	$(BIN)/python -m pytest -q -n 2 -m 'slow and not faults' $(PYTEST_ARGS)
 
 # `make test` RUNS times in a row on a fresh clone of HEAD while another process keeps one

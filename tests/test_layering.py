@@ -25,6 +25,7 @@ ALLOWED = {
     "client": {"attest", "ledger", "verifier", "client"},
 }
 ROOM_RANK = {"model": 0, "sandbox": 1, "worker": 2, "runtimes": 3, "device": 3, "checks": 4,
+             "proofs": 3,
              "benchmark": 4,
              "reproduce": 5, "top": 6}
 MAX_MODULES_PER_FOLDER = 15

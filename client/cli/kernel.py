@@ -21,7 +21,8 @@ from client.output import Output, run_guarded, safe
 from verifier import DEFAULT_RUNS, BenchSettings, VerifierError, bench_runs, check
 
 _SHAPE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=[0-9]{1,7}(,[A-Za-z_][A-Za-z0-9_]*=[0-9]{1,7}){0,7}")
-_STYLE = {"pass": "green", "fail": "bold red", "skip": "yellow", "error": "bold magenta"}
+_STYLE = {"pass": "green", "fail": "bold red", "skip": "yellow", "error": "bold magenta",
+          "warn": "bold yellow", "inconclusive": "cyan"}
 
 
 def parse_shape(text: str) -> dict[str, int]:
@@ -44,8 +45,23 @@ def _check_table(body: dict[str, Any], title: Text) -> Table:
     table.add_column("evidence", overflow="fold")
     for c in body["checks"]:
         style = _STYLE.get(c["outcome"], "")
-        table.add_row(safe(c["name"]), safe(c["outcome"], style), safe(c["detail"]))
+        table.add_row(safe(c["name"]), safe(c["outcome"], style),
+                      safe(c["detail"] + _proof_note(c.get("proof"))))
     return table
+
+
+def _proof_note(proof: Any) -> str:
+    """A proof row's tool, binary digest, bounds and self-test, as the statement records them."""
+    if not isinstance(proof, dict):
+        return ""
+    bounds = ", ".join(f"{k}<={v}" for k, v in dict(proof.get("bounds") or {}).items())
+    digest = str(proof.get("tool_sha256") or "")[:16]
+    seen = proof.get("counterexample")
+    where = (f"; counterexample {dict(seen)} at {proof.get('location')}" if seen else "")
+    return (f" [{proof.get('tool')} {proof.get('tool_version')}"
+            + (f" sha256 {digest}…" if digest else "")
+            + f"; bounds {bounds}; {proof.get('result')}; self-test {proof.get('self_test')}"
+            + f"{where}; {proof.get('cpu_s', 0):.1f} s CPU]")
 
 
 @click.command("check")
@@ -54,7 +70,8 @@ def _check_table(body: dict[str, Any], title: Text) -> Table:
 @click.option("--seed", type=click.IntRange(0, 2**53 - 1), default=None,
               help="Seed of the random inputs (default: fresh; always recorded).")
 @click.option("--budget", type=click.Choice(["quick", "full"]), default="quick", show_default=True,
-              help="quick: a few shapes; full: every edge shape, more repeats and sanitizer shapes.")
+              help="quick: a few shapes; full: every edge shape, more repeats and sanitizer "
+                   "shapes, and the proofs (proof.memory, proof.overflow; docs/proofs.md).")
 def check_cmd(kernel_dir: Path, as_json: bool, seed: int | None, budget: str) -> None:
     """Run the verification suite on KERNEL_DIR in a sandbox; exit 1 if any check fails."""
     out = Output(as_json)

@@ -13,6 +13,7 @@ from attest import ValidationError
 from attest.ops import CATALOGUE_VERSION
 from attest.predicates import (
     CHECK_OUTCOMES,
+    FAILING_OUTCOMES,
     Check,
     CheckInputs,
     CheckOutcome,
@@ -57,6 +58,8 @@ class Budget:
     concurrency_commands: int = 4
     """Two-thread commands (of `concurrency_pairs` rounds each) tried per shape to see them."""
     huge_index: bool = False
+    proofs: bool = False
+    """Run `proof.memory` and `proof.overflow` (verifier.proofs): up to 2 CPU minutes each."""
 
 
 BUDGETS: Mapping[str, Budget] = {
@@ -65,7 +68,7 @@ BUDGETS: Mapping[str, Budget] = {
     "full": Budget(random=10, edge=None, large=3, special=4, repeats=3, state=2, asan_shapes=12,
                    tsan_shapes=2, step_wall_s=20.0, concurrency_shapes=2, concurrency_pairs=16,
                    concurrency_commands=6,
-                   huge_index=True),
+                   huge_index=True, proofs=True),
 }
 MAX_DETAIL = 1500
 CHECK_ADDRESS_SPACE = 1024**3
@@ -107,11 +110,11 @@ class CheckReport:
 
     @property
     def passed(self) -> bool:
-        return all(c.outcome in ("pass", "skip") for c in self.checks)
+        return not self.failures
 
     @property
     def failures(self) -> list[Check]:
-        return [c for c in self.checks if c.outcome in ("fail", "error")]
+        return [c for c in self.checks if c.outcome in FAILING_OUTCOMES]
 
     def get(self, name: str) -> Check:
         for c in self.checks:

@@ -36,6 +36,7 @@ from verifier.checks._plan import KernelRun, plan_cases
 from verifier.checks._report import (
     BUDGETS,
     CHECK_ADDRESS_SPACE,
+    MAX_DETAIL,
     OUTCOMES,
     Budget,
     CheckReport,
@@ -51,6 +52,7 @@ from verifier.errors import BuildError, RuntimeUnavailableError, VerifierError
 from verifier.kernel import KernelSpec, measured_kernel
 from verifier.ops import OPS
 from verifier.progress import Progress, quiet
+from verifier.proofs import OVERFLOW_ROW, proof_rows
 from verifier.runtimes import get_runtime
 from verifier.sandbox import (
     Limits,
@@ -155,8 +157,22 @@ def _check(
             why = f"not run: the kernel already failed ({hung})"
             rows += [check_row(row, "fail", why, {}, {}, make_fault("not_run"))
                      for row in ("index.overflow", "sanitizer.asan_ubsan", "sanitizer.tsan")]
-            return report(rows)
+            return report([*rows, *proof_rows(spec, plan.proofs, work, progress)])
         rows.append(_index_overflow_row(run, plan, rng, progress))
         rows += sanitizer_rows(spec, op, plan, 60.0 if budget == "quick" else 150.0, work, rng,
                                progress, audit)
-    return report(rows)
+        rows += proof_rows(spec, plan.proofs, work, progress)
+    return report(_confirmed_overflow(rows))
+
+
+def _confirmed_overflow(rows: Sequence[Check]) -> list[Check]:
+    """`proof.overflow`'s alarm becomes a failure where `index.overflow` failed: the dynamic
+    row ran a shape past 2^31 and saw the overflow the analysis warned of."""
+    ran = {row.name: row for row in rows}
+    dynamic, proof = ran.get("index.overflow"), ran.get(OVERFLOW_ROW)
+    if dynamic is None or proof is None or dynamic.outcome != "fail" or proof.outcome != "warn":
+        return list(rows)
+    confirmed = dataclasses.replace(
+        proof, outcome="fail", fault=make_fault("index_overflow"),
+        detail=f"confirmed by index.overflow: {proof.detail}"[:MAX_DETAIL])
+    return [confirmed if row is proof else row for row in rows]

@@ -61,6 +61,7 @@ from verifier.environment import environment_fingerprint
 from verifier.errors import BuildError, VerifierError
 from verifier.kernel import KernelSpec
 from verifier.progress import Progress, quiet
+from verifier.proofs import not_for_runtime
 from verifier.runtimes import (
     Call,
     ReferenceError_,
@@ -136,7 +137,9 @@ def torch_check(spec: KernelSpec, budget: str = "quick", seed: int | None = None
             f"a CUDA build of torch and a GPU; {why}, so nothing was built or judged (a CUDA "
             "solution never passes without running)")])
     with tempfile.TemporaryDirectory(prefix="ktl-torch-check-") as tmp:
-        return report(_suite(kernel, TORCH_PLANS[budget], seed, Path(tmp), progress, statement))
+        rows = _suite(kernel, TORCH_PLANS[budget], seed, Path(tmp), progress, statement)
+        # C++ (load_inline) and Triton sources get no proof: their statements say so
+        return report([*rows, *not_for_runtime(kernel.runtime)])
 
 
 def _suite(kernel: TorchKernel, plan: TorchPlan, seed: int, work: Path, progress: Progress,

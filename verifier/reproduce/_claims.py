@@ -42,6 +42,7 @@ from typing import Any
 from attest.ops import CATALOGUE_VERSION, shape_key
 from attest.predicates import (
     BENCHMARK_V1,
+    FAILING_OUTCOMES,
     REPRODUCTION_SCHEMA_VERSION,
     VERIFICATION_V1,
     BenchmarkPredicate,
@@ -128,11 +129,16 @@ def _verdict_of(outcome: str) -> Measurement:
 NOTHING = Measurement()
 
 
+UNDECIDED = ("skip", "inconclusive")
+"""Row outcomes that decide nothing: a claimed one claims nothing, a measured one (a tool
+missing here, a proof out of time on this machine) neither confirms nor refutes."""
+
+
 def _seed_phrase(runs: Sequence[tuple[str, Check | None]]) -> str:
     """`pass at the claimed seed 7, fail at this reproducer's seed 91: <detail>`."""
     parts = []
     for label, got in runs:
-        if got is None or got.outcome == "skip":
+        if got is None or got.outcome in UNDECIDED:
             parts.append(f"not run at {label}")
         else:
             parts.append(f"{_pass_fail(got.outcome)} at {label}: {got.detail}")
@@ -150,17 +156,19 @@ def compare_verification(claimed: VerificationPredicate, measured: VerificationP
     at_own = f"this reproducer's seed {own.seed}" if own is not None else ""
     out: list[ClaimResult] = []
     for c in claimed.checks:
-        if c.outcome == "skip":
+        if c.outcome in UNDECIDED:
             continue
         label = f"verification.check[{c.name}]"
         runs: list[tuple[str, Check | None]] = [(at_claimed, mine.get(c.name))]
         if fresh is not None:
             runs.append((at_own, fresh.get(c.name)))
-        ran = [got for _, got in runs if got is not None and got.outcome != "skip"]
+        ran = [got for _, got in runs if got is not None and got.outcome not in UNDECIDED]
         want = _pass_fail(c.outcome)
         if not ran:
+            said = next((got.detail for _, got in runs if got is not None), "")
             out.append(_claim(label, "inconclusive", _verdict_of(want), NOTHING,
-                              f"check {c.name} was not run here"))
+                              f"check {c.name} was not run here" + (f": {said}" if said else "")
+                              + " (not counted as confirmed)"))
             continue
         failing = [got for got in ran if _pass_fail(got.outcome) == "fail"]
         have = "fail" if failing else "pass"
@@ -183,7 +191,7 @@ def _verdict_row(claimed_verdict: str,
                  fresh: Sequence[tuple[str, VerificationPredicate | None]]) -> ClaimResult:
     """The `verification.verdict` row: the claimed verdict against each seed's run."""
     ran = [(label, body) for label, body in fresh if body is not None]
-    failing = {label: [c.name for c in body.checks if c.outcome in ("fail", "error")]
+    failing = {label: [c.name for c in body.checks if c.outcome in FAILING_OUTCOMES]
                for label, body in ran}
     said = "; ".join(f"{body.verdict} at {label}"
                      + (f" (failing: {', '.join(failing[label])})" if failing[label] else "")
