@@ -22,7 +22,13 @@ the JSON API is never trusted here. Each run:
    `client.vindex.RecomputedIndex`) and compares its root with the one the checkpoint
    commits to: a difference is an `IndexMismatch`, with evidence saved. The index is
    checked when this monitor has read every entry from 0 in order (a `--since` run,
-   or a lost index file, leaves it unchecked: `index_checked` is false).
+   or a lost index file, leaves it unchecked: `index_checked` is false);
+6. judges every benchmark claim of a watched kernel by its own evidence, with the rules
+   `ktl publish` and `ktl reproduce` apply (`attest.verdicts`): figures its raw samples (the
+   blob it names, fetched and hash-checked) do not give, a time below the physical floor,
+   and a claim of the same key about the same kernel that disagrees beyond both intervals
+   (among those this run read) are `violation`s; a claim whose own record says its
+   measurement was disturbed or thin is reported `weak`.
 """
 
 from __future__ import annotations
@@ -37,7 +43,8 @@ from typing import TYPE_CHECKING, Any
 
 from attest.entry import VerifiedEntry
 from attest.policy import Reproduction, environment_identity
-from attest.predicates import KERNEL_V1, REPRODUCTION_V1
+from attest.predicates import BENCHMARK_V1, KERNEL_V1, REPRODUCTION_V1, BenchmarkPredicate
+from attest.verdicts import evidence_findings, weaknesses
 from ledger import LedgerError
 from ledger.merkle import consistency_proof, leaf_hash
 from ledger.note import NoteVerifier
@@ -46,7 +53,7 @@ from ledger.tiles import TILE_WIDTH, TileHashReader, decode_bundle, entries_path
 if TYPE_CHECKING:
     from attest.policy import TrustPolicy
 
-from client._errors import InputError, ServerError, VerificationFailed
+from client._errors import ClientError, InputError, ServerError, VerificationFailed
 from client.api import LogAPI
 from client.receipts import check_entry
 from client.state import TrustedState, atomic_write, origin_slug, read_capped
@@ -95,6 +102,8 @@ class Finding:
         return cls(str(obj["kind"]), int(obj["index"]), str(obj["name"]), str(obj["detail"]))
 
 
+MAX_CLAIMS_KEPT = 64
+"""Benchmark claims of one key about one kernel kept in a run to compare the next with."""
 MAX_WEIGHED_PER_CLAIM = 64
 """Named reproducers' verdicts kept per claim entry (strangers' are never kept)."""
 
@@ -425,6 +434,9 @@ class _Reading:
     jobs: int
     on_progress: Callable[[int, int], None] | None
     audit: RecomputedIndex | None
+    claims: dict[tuple[tuple[str, ...], str], list[tuple[int, BenchmarkPredicate]]] = field(
+        default_factory=dict)
+    """Benchmark claims read so far per (signers, subject digest), for contradictions."""
 
     def read(self, start: int, size: int) -> int:
         """Read, check and examine entries [start, size) bundle by bundle; add them to the
@@ -441,6 +453,9 @@ class _Reading:
                        if self.pool is not None else map(_check_one, fresh))
             for i, result in enumerate(results, start=pos):
                 self.findings.extend(_examine(i, result, self.policy, self.releases, self.ledger))
+                if not isinstance(result, str) and \
+                        result.statement.predicate_type == BENCHMARK_V1:
+                    self.findings.extend(self._benchmark(i, result))
                 checked += 1
             if self.audit is not None:
                 self.audit.add(pos, fresh)
@@ -451,6 +466,35 @@ class _Reading:
             if self.on_progress is not None:
                 self.on_progress(pos - start, size - start)
         return checked
+
+    def _benchmark(self, index: int, verified: VerifiedEntry) -> list[Finding]:
+        """A watched kernel's benchmark claim judged by its own evidence (module docstring,
+        item 6); its key's earlier claims about the same kernel are kept for the next."""
+        stmt = verified.statement
+        body, name = stmt.predicate, stmt.subjects[0].name
+        if not isinstance(body, BenchmarkPredicate) or \
+                not _watched(name, self.policy, self.releases):
+            return []
+        try:
+            samples: bytes | None = self.log.get_blob(body.samples.sha256)
+        except ClientError:
+            samples = None
+        key = (tuple(sorted(verified.signer_keyids)), stmt.subjects[0].sha256)
+        earlier = self.claims.setdefault(key, [])
+        found = evidence_findings(body, samples, [b for _, b in earlier])
+        if len(earlier) < MAX_CLAIMS_KEPT:
+            earlier.append((index, body))
+        out = [Finding("violation", index, name, f"benchmark claim: {f.describe()}"[:2000])
+               for f in found]
+        if samples is None:
+            out.append(Finding("weak", index, name, "benchmark claim: its raw samples sha256:"
+                               f"{body.samples.sha256[:16]}… are not in the log's blob store"))
+        weak = weaknesses(body)
+        if weak:
+            out.append(Finding("weak", index, name, "benchmark claim is weak (do not pay on it "
+                               "unless a reproduction confirms it): "
+                               + "; ".join(w.describe() for w in weak)[:1900]))
+        return out
 
     def _bundle(self, n: int, lo: int, width: int, pos: int) -> list[bytes]:
         """Entries [pos, lo + width) of bundle `n`, each checked against its verified leaf."""

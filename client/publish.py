@@ -20,8 +20,15 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from attest import AttestError
 from attest.entry import encode_entry, make_entry
 from attest.ops import OP_DIMS
-from attest.predicates import BENCHMARK_V1, KERNEL_V1, VERIFICATION_V1, parse_predicate
+from attest.predicates import (
+    BENCHMARK_V1,
+    KERNEL_V1,
+    VERIFICATION_V1,
+    BenchmarkPredicate,
+    parse_predicate,
+)
 from attest.statement import Statement, make_statement
+from attest.verdicts import evidence_findings, weaknesses
 from client._errors import InputError, VerificationFailed
 from client.api import LogAPI
 from client.receipts import ReceiptPaths, check_inclusion, write_receipt
@@ -433,9 +440,39 @@ def results_from_files(
     return Results(bodies[0], bodies[1], raw)
 
 
-def _claims_of(kclaim: Claim, archive: bytes, results: Results, out: Any) -> list[Claim]:
+def evidence_problems(bench: Mapping[str, Any], samples: bytes | None, allow_weak: bool,
+                      out: Any) -> list[str]:
+    """Why a benchmark claim may not be published (empty: it may), by the rules `ktl
+    reproduce`, `ktl monitor` and the explorer apply (`attest.verdicts`): figures its raw
+    samples do not give and times below the physical floor are refused; a weak claim (its
+    own record says its measurement was disturbed or thin) is said, and refused without
+    `allow_weak`. A body attest rejects is left to the statement's own validation."""
+    try:
+        pred = BenchmarkPredicate.from_json(bench)
+    except AttestError:
+        return []
+    found = evidence_findings(pred, samples)
+    problems = [f"the benchmark contradicts its own evidence: {f.describe()}" for f in found]
+    if samples is None:
+        out.note("no raw samples given (--samples): the benchmark's figures cannot be "
+                 "recomputed from them, by you or by anyone reproducing it", "bold yellow")
+    weak = weaknesses(pred)
+    if weak:
+        said = "; ".join(w.describe() for w in weak)
+        if not allow_weak:
+            problems.append(f"the benchmark is weak: {said} (a reproduction that cannot "
+                            "confirm it says UNSUPPORTED; measure again on a quieter machine, "
+                            "or publish it as weak with --allow-weak)")
+        else:
+            out.note(f"publishing a weak benchmark (--allow-weak): {said}", "bold yellow")
+    return problems
+
+
+def _claims_of(kclaim: Claim, archive: bytes, results: Results, out: Any,
+               allow_weak: bool = False) -> list[Claim]:
     """The release's claims from the results, refused (one message) if they are not this
-    kernel's."""
+    kernel's, or if the benchmark contradicts its own evidence or is weak (without
+    `allow_weak`)."""
     problems = results_mismatches(kclaim.body, results,
                                   hashlib.sha256(archive).hexdigest())
     if results.benchmark is not None:
@@ -445,6 +482,8 @@ def _claims_of(kclaim: Claim, archive: bytes, results: Results, out: Any) -> lis
             if ref.get("sha256") != got:
                 problems.append(f"the raw samples (sha256 {got}) are not the ones the benchmark "
                                 f"names (sha256 {ref.get('sha256')})")
+        if not problems:
+            problems += evidence_problems(results.benchmark, results.samples, allow_weak, out)
     if problems:
         raise InputError("nothing was sent: the results are not this kernel folder's: "
                          + "; ".join(problems))
@@ -474,8 +513,10 @@ def run_publish(
     *,
     passphrase_env: str | None = None,
     witness_policy: WitnessPolicy | None = None,
+    allow_weak: bool = False,
 ) -> dict[str, Any]:
     """`ktl publish`: everything from the kernel folder to verified receipts; returns a report.
+    A weak benchmark (`evidence_problems`) is published only with `allow_weak`.
 
     Every statement is built, validated and signed before anything is sent, and kept in a
     journal beside the receipts until all are logged: a failure between submissions
@@ -494,7 +535,8 @@ def run_publish(
     if results is not None or pending is None:
         if results is None:
             results = measure(kernel_dir, budget, out.note)
-        prep = prepare_claims(name, archive, _claims_of(kclaim, archive, results, out), key,
+        prep = prepare_claims(name, archive,
+                              _claims_of(kclaim, archive, results, out, allow_weak), key,
                               results.samples)
     if pending is not None:
         out.note(f"resuming an unfinished publish of sha256:{pending['subject_sha256'][:16]}… "

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -21,12 +21,13 @@ from attest.predicates import (
     BENCHMARK_V1,
     KERNEL_V1,
     VERIFICATION_V1,
+    BenchmarkPredicate,
     DecisionPolicy,
     JudgedEntry,
     ReproductionPredicate,
     ReproductionTarget,
 )
-from client._errors import InputError, VerificationFailed
+from client._errors import ClientError, InputError, VerificationFailed
 from client.models import SearchHit
 from client.session import FetchedEntry, Session, fetch_entry
 
@@ -445,6 +446,21 @@ def reproduce_settings(
                              progress=progress, sequential_budget_s=sequential_budget_s)
 
 
+def claimed_samples(sess: Session, pred: object, progress: Callable[[str], None]
+                    ) -> bytes | None:
+    """The raw samples a benchmark claim names, from the log's blob store (checked against
+    their sha256 by `get_blob`), so its figures are recomputed before anything is measured;
+    None (said) where the log does not hold them or for any other claim."""
+    if not isinstance(pred, BenchmarkPredicate):
+        return None
+    try:
+        return sess.log.get_blob(pred.samples.sha256)
+    except ClientError as exc:
+        progress(f"the claim's raw samples sha256:{pred.samples.sha256[:16]}… could not be "
+                 f"fetched ({exc}); its figures are not recomputed from them")
+        return None
+
+
 def reproduce_entry(
     sess: Session, index: int, workdir: Path, settings: ReproduceSettings,
     policy: TrustPolicy | None = None, sandbox_record: str | None = None,
@@ -467,7 +483,9 @@ def reproduce_entry(
          f"{len(gathered.claims)} claim entr{'y' if len(gathered.claims) == 1 else 'ies'} "
          "verified; re-running them in the sandbox")
     claims = [Claimed(c.verified.statement.predicate,
-                      JudgedEntry(index=c.index, leaf_hash=c.summary()["leaf_hash"]))
+                      JudgedEntry(index=c.index, leaf_hash=c.summary()["leaf_hash"]),
+                      samples=claimed_samples(sess, c.verified.statement.predicate, progress),
+                      signer=c.verified.signer_keyids[0] if c.verified.signer_keyids else None)
               for c in gathered.claims]
     try:
         target = ReproductionTarget.from_json(target_json(sess, gathered.target))

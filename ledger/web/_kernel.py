@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 from attest.ops import ordered_shape
 from attest.policy import TrustPolicy, unknown_signer_phrase
+from attest.predicates import VERDICTS
 from ledger.web._decode import DecodedEntry
 from ledger.web._verdicts import Verdict, latest_per_signer, settled, verdicts_of
 from ledger.web.chart import ChartError, ChartRow
@@ -201,8 +202,7 @@ def _row(label: str, note: str, claim: Claim, rep: Reproduction | None) -> Chart
     if claim.speedup is None or claim.speedup <= 0:
         return None
     reproduced = rep.measured if rep is not None and rep.measured and rep.measured > 0 else None
-    verdict = rep.verdict if rep is not None and rep.verdict in (
-        "confirmed", "refuted", "inconclusive") else ""
+    verdict = rep.verdict if rep is not None and rep.verdict in VERDICTS else ""
     try:
         return ChartRow(
             label=label,

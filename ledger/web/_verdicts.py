@@ -31,9 +31,9 @@ from attest.policy import (
     environment_identity,
     unknown_signer_phrase,
 )
+from attest.predicates import VERDICTS
 from ledger.web._decode import DecodedEntry
 
-VERDICTS = ("confirmed", "refuted", "inconclusive")
 TIMES = "\u00d7"
 #: Verdict rows read per reproduction entry, at most.
 MAX_ROWS = 1024
@@ -181,7 +181,7 @@ def settled(verdicts: Iterable[Verdict], panel: TrustPolicy) -> QuorumOutcome:
 
 
 def _worst(seen: set[str]) -> str:
-    for word in ("refuted", "confirmed", "inconclusive"):
+    for word in ("refuted", "confirmed", "unsupported", "inconclusive"):
         if word in seen:
             return word
     return ""
@@ -199,6 +199,8 @@ def badge(verdicts: Iterable[Verdict], panel: TrustPolicy | None = None) -> str:
         if panel is None:
             return _worst({v.verdict for v in named})
         status = settled(named, panel).status
-        return status if status in ("refuted", "confirmed") else "inconclusive"
+        if status in ("refuted", "confirmed"):
+            return status
+        return "unsupported" if any(v.verdict == "unsupported" for v in named) else "inconclusive"
     unknown = _worst({v.verdict for v in rows})
     return f"{unknown} by an unknown key" if unknown else ""
