@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from attest import AttestError
 from attest.entry import VerifiedEntry
 from attest.policy import Reproduction, environment_identity
 from attest.predicates import BENCHMARK_V1, KERNEL_V1, REPRODUCTION_V1, BenchmarkPredicate
@@ -102,8 +103,10 @@ class Finding:
         return cls(str(obj["kind"]), int(obj["index"]), str(obj["name"]), str(obj["detail"]))
 
 
-MAX_CLAIMS_KEPT = 64
-"""Benchmark claims of one key about one kernel kept in a run to compare the next with."""
+MAX_CLAIMS_KEPT = 16
+"""Benchmark claims of one key about one kernel kept to compare the next with (the first)."""
+MAX_KEYS_KEPT = 256
+"""(key, kernel) pairs whose benchmark claims are kept, at most (the first seen)."""
 MAX_WEIGHED_PER_CLAIM = 64
 """Named reproducers' verdicts kept per claim entry (strangers' are never kept)."""
 
@@ -146,6 +149,41 @@ def _weighed(ledger: Ledger) -> tuple[Weighed, ...]:
 
 
 @dataclass(frozen=True)
+class KeptClaim:
+    """A watched kernel's benchmark claim, kept so that a later claim of the same key about
+    the same kernel is compared with it (`attest.verdicts.contradictions`)."""
+
+    index: int
+    signers: tuple[str, ...]
+    digest: str
+    body: BenchmarkPredicate
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "signers": list(self.signers), "digest": self.digest,
+                "body": self.body.to_json()}
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> KeptClaim:
+        return cls(int(obj["index"]), tuple(str(k) for k in obj["signers"]), str(obj["digest"]),
+                   BenchmarkPredicate.from_json(obj["body"]))
+
+
+Claims = dict[tuple[tuple[str, ...], str], list[KeptClaim]]
+"""Kept benchmark claims per (sorted signer key ids, subject digest)."""
+
+
+def _claims(kept: tuple[KeptClaim, ...]) -> Claims:
+    out: Claims = {}
+    for k in kept:
+        out.setdefault((k.signers, k.digest), []).append(k)
+    return out
+
+
+def _kept(claims: Claims) -> tuple[KeptClaim, ...]:
+    return tuple(k for _, ks in sorted(claims.items()) for k in ks)
+
+
+@dataclass(frozen=True)
 class MonitorState:
     """Where the monitor stopped: next index to read and the checkpoint it last completed."""
 
@@ -155,6 +193,8 @@ class MonitorState:
     releases: tuple[Release, ...] = ()
     #: Named reproducers' verdicts seen so far, per claim entry (see `Weighed`).
     weighed: tuple[Weighed, ...] = ()
+    #: Watched kernels' benchmark claims seen so far, per (signers, digest) (`Claims`).
+    benchmarks: tuple[KeptClaim, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -163,6 +203,7 @@ class MonitorState:
             "checkpoint": self.checkpoint.decode("utf-8") if self.checkpoint else None,
             "releases": [r.to_json() for r in self.releases],
             "weighed": [w.to_json() for w in self.weighed],
+            "benchmarks": [k.to_json() for k in self.benchmarks],
         }
 
     @classmethod
@@ -178,8 +219,9 @@ class MonitorState:
                 checkpoint=cp.encode("utf-8") if isinstance(cp, str) else None,
                 releases=tuple(Release.from_json(r) for r in obj["releases"]),
                 weighed=tuple(Weighed.from_json(w) for w in obj.get("weighed", [])),
+                benchmarks=tuple(KeptClaim.from_json(k) for k in obj.get("benchmarks", [])),
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttestError) as exc:
             raise InputError(f"monitor state is malformed ({exc}); remove it to start over") from exc
 
 
@@ -391,7 +433,7 @@ def run_monitor(
     audit = _open_audit(state_path, start)
     try:
         reading = _Reading(log, reader, st, state_path, policy, releases, ledger, findings,
-                           pool, jobs, on_progress, audit)
+                           pool, jobs, on_progress, audit, _claims(st.benchmarks))
         checked = reading.read(start, size)
         index_checked = audit is not None and audit.size == size and audit.check(
             trusted, origin, cp, note)
@@ -401,7 +443,8 @@ def run_monitor(
         if audit is not None:
             audit.close()
     save_monitor_state(state_path, MonitorState(origin, max(size, st.next_index), note,
-                                                tuple(releases.values()), _weighed(ledger)))
+                                                tuple(releases.values()), _weighed(ledger),
+                                                _kept(reading.claims)))
     return MonitorReport(origin, start, size, checked, tuple(findings), index_checked)
 
 
@@ -434,8 +477,7 @@ class _Reading:
     jobs: int
     on_progress: Callable[[int, int], None] | None
     audit: RecomputedIndex | None
-    claims: dict[tuple[tuple[str, ...], str], list[tuple[int, BenchmarkPredicate]]] = field(
-        default_factory=dict)
+    claims: Claims = field(default_factory=dict)
     """Benchmark claims read so far per (signers, subject digest), for contradictions."""
 
     def read(self, start: int, size: int) -> int:
@@ -462,7 +504,7 @@ class _Reading:
             pos = lo + width
             save_monitor_state(self.state_path, MonitorState(
                 self.st.origin, pos, self.st.checkpoint, tuple(self.releases.values()),
-                _weighed(self.ledger)))
+                _weighed(self.ledger), _kept(self.claims)))
             if self.on_progress is not None:
                 self.on_progress(pos - start, size - start)
         return checked
@@ -479,11 +521,14 @@ class _Reading:
             samples: bytes | None = self.log.get_blob(body.samples.sha256)
         except ClientError:
             samples = None
-        key = (tuple(sorted(verified.signer_keyids)), stmt.subjects[0].sha256)
-        earlier = self.claims.setdefault(key, [])
-        found = evidence_findings(body, samples, [b for _, b in earlier])
-        if len(earlier) < MAX_CLAIMS_KEPT:
-            earlier.append((index, body))
+        signers, digest = tuple(sorted(verified.signer_keyids)), stmt.subjects[0].sha256
+        earlier = self.claims.get((signers, digest), [])
+        found = evidence_findings(body, samples, [k.body for k in earlier if k.index != index])
+        if len(earlier) < MAX_CLAIMS_KEPT and \
+                ((signers, digest) in self.claims or len(self.claims) < MAX_KEYS_KEPT) and \
+                all(k.index != index for k in earlier):
+            self.claims.setdefault((signers, digest), []).append(
+                KeptClaim(index, signers, digest, body))
         out = [Finding("violation", index, name, f"benchmark claim: {f.describe()}"[:2000])
                for f in found]
         if samples is None:
