@@ -767,6 +767,10 @@ class ClaimResult(Node, path="claim",
     environment_diff: tuple[EnvironmentDiff, ...] | None = json_field(
         List(Nested(EnvironmentDiff), max_items=32,
              doc="how the claim's environment differs from this one"), default=None)
+    why: str | None = json_field(Str(
+        240, min_len=0, text=True,
+        doc="the verdict's reason in one line (the figures that decided it); absent in "
+            "entries logged before it existed"), default=None)
 
 
 class DecisionPolicy(Node, path="policy", doc="the decision rule the verdicts were given under"):

@@ -59,12 +59,14 @@ class Reproduction(NamedTuple):
     reproducer: str | None = None
     #: What makes the reproduction's environment distinct for the quorum.
     environment: tuple[str, ...] = ()
+    #: The verdict's reason in one line (`_verdicts.why_line`).
+    why: str = ""
 
     def verdict_row(self) -> Verdict:
         """As `_verdicts` weighs it (quorum, one verdict per signer)."""
         return Verdict(self.entry, self.target if self.target is not None else -1, self.claim,
                        self.verdict, None, self.measured, self.measured_ci, self.reason,
-                       self.signers, self.reproducer, self.environment)
+                       self.signers, self.reproducer, self.environment, self.why)
 
     @property
     def by(self) -> str:
@@ -186,7 +188,7 @@ def _reproductions_of(index: int, d: DecodedEntry, leaf_hex: Mapping[int, str | 
                          measured=v.measured if v.measured and v.measured > 0 else None,
                          measured_ci=_pair(list(v.measured_ci)) if v.measured_ci else None,
                          reason=v.reason, signers=v.signers, reproducer=v.reproducer,
-                         environment=v.environment)
+                         environment=v.environment, why=v.why)
             for v in verdicts_of(index, d, leaf_hex, names)]
 
 

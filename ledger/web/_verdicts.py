@@ -55,6 +55,8 @@ class Verdict(NamedTuple):
     reproducer: str | None = None
     #: What makes the reproduction's environment distinct for the quorum.
     environment: tuple[str, ...] = ()
+    #: The verdict's reason in one line (`why`; entries without it: the reason's first clause).
+    why: str = ""
 
     @property
     def signer(self) -> tuple[str, ...]:
@@ -70,16 +72,25 @@ class Verdict(NamedTuple):
         return unknown_signer_phrase(self.signers)
 
     @property
-    def summary(self) -> str:
-        """`benchmark.speedup[…]: measured 1.11x [1.07, 1.16]; <reason>` (x: the times sign)."""
+    def figures(self) -> str:
+        """`benchmark.speedup[…]: measured 1.11x [1.07, 1.16] (claimed 3x)` (x: the times sign)."""
         parts = [self.claim]
         if self.measured is not None:
             ci = "" if self.measured_ci is None else \
                 f" [{self.measured_ci[0]:.3g}, {self.measured_ci[1]:.3g}]"
             claimed = "" if self.claimed is None else f" (claimed {self.claimed:.3g}{TIMES})"
             parts.append(f"measured {self.measured:.3g}{TIMES}{ci}{claimed}")
-        text = ": ".join(parts)
-        return f"{text}; {self.reason}" if self.reason else text
+        return ": ".join(parts)
+
+    @property
+    def brief(self) -> str:
+        """`figures` and the verdict's reason in one line (`why`)."""
+        return f"{self.figures}; {self.why}" if self.why else self.figures
+
+    @property
+    def summary(self) -> str:
+        """`figures` and the whole reason."""
+        return f"{self.figures}; {self.reason}" if self.reason else self.figures
 
 
 def _num(value: object) -> float | None:
@@ -107,6 +118,18 @@ def _dict(value: object) -> Mapping[str, Any]:
 def reproducer_name(signers: Iterable[str], names: Mapping[str, str]) -> str | None:
     """The operator's name for the first signer it names (keyid order), else None."""
     return next((names[k] for k in sorted(signers) if k in names), None)
+
+
+MAX_WHY = 240
+
+
+def why_line(row: Mapping[str, Any]) -> str:
+    """A verdict row's reason in one line: its `why`, or for rows logged before it existed
+    the reason's first clause (at most MAX_WHY characters either way)."""
+    why = row.get("why")
+    text = why if isinstance(why, str) and why.strip() else str(row.get("reason", "")).split("; ")[0]
+    flat = " ".join(text.split())
+    return flat if len(flat) <= MAX_WHY else flat[:MAX_WHY - 1] + "\u2026"
 
 
 def verdicts_of(index: int, d: DecodedEntry, leaf_hex: Mapping[int, str | None],
@@ -141,7 +164,7 @@ def verdicts_of(index: int, d: DecodedEntry, leaf_hex: Mapping[int, str | None],
             verdict=str(verdict), claimed=_num(claimed.get("speedup")),
             measured=_num(measured.get("speedup")), measured_ci=_ci(measured.get("speedup_ci95")),
             reason=str(row.get("reason", ""))[:2048], signers=d.signer_keyids, reproducer=who,
-            environment=env,
+            environment=env, why=why_line(row),
         ))
     return out
 

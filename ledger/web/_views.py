@@ -42,7 +42,7 @@ from ledger.web._note_lines import signature_lines
 from ledger.web._reading import PerCheckpoint, read_digest_page
 from ledger.web._service import LogServiceView, reproducer_names, reproducer_panel, service
 from ledger.web._verdict_reading import VerdictReading, read_verdicts
-from ledger.web._verdicts import badge, reproducer_name, settled
+from ledger.web._verdicts import badge, reproducer_name, settled, why_line
 from ledger.web.chart import render_speedup_chart
 
 #: Strict policy: no scripts at all, styles and images only from this origin.
@@ -110,6 +110,12 @@ def _utc(ts: float | None) -> str:
 @bp.app_template_filter("kind")
 def _kind(predicate_type: str) -> str:
     return predicate_kind(predicate_type)
+
+
+@bp.app_template_global("why_line")
+def _why_line(row: object) -> str:
+    """A verdict row's reason in one line (`_verdicts.why_line`)."""
+    return why_line(row) if isinstance(row, dict) else ""
 
 
 @bp.app_template_global("reproducer_by")

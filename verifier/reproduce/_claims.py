@@ -73,6 +73,7 @@ from verifier.reproduce._verdict import (
     environment_diff,
     make_policy,
     margin_for,
+    one_line,
     speedup_verdict,
 )
 
@@ -135,10 +136,12 @@ def decided_before_measuring(pred: BenchmarkPredicate, findings: Sequence[Findin
 
 def _claim(claim: str, verdict: Verdict, claimed: Measurement, measured: Measurement,
            reason: str, statistics: SpeedupStatistics | None = None,
-           diff: Sequence[EnvironmentDiff] = ()) -> ClaimResult:
+           diff: Sequence[EnvironmentDiff] = (), why: str | None = None) -> ClaimResult:
+    """A verdict row; `why` (one line) defaults to the reason's first clause."""
+    line = why if why is not None else reason.split("; ")[0]
     return ClaimResult(claim=claim, verdict=verdict, claimed=claimed, measured=measured,
                        reason=reason[:MAX_REASON], statistics=statistics,
-                       environment_diff=tuple(diff) or None)
+                       environment_diff=tuple(diff) or None, why=one_line(line))
 
 
 def _pass_fail(outcome: str) -> str:
@@ -294,7 +297,7 @@ def _measured_row(claimed: BenchmarkPredicate, r: BenchmarkResult,
                                 tuple(weak)),
                         policy, look=look)
     return _claim(label, v.decision, claimed_m, _measurement(got), v.reason,
-                  statistics=v.statistics(), diff=diff)
+                  statistics=v.statistics(), diff=diff, why=v.why)
 
 
 def _claimed(items: Sequence[Claimed | Predicate]) -> list[Claimed]:
@@ -594,26 +597,29 @@ def _second_sitting(first: ClaimResult, second: ClaimResult | None) -> ClaimResu
         return dataclasses.replace(
             second, statistics=dataclasses.replace(stats, sittings=2),
             reason=f"{second.reason}; refuted in two sittings (the first: "
-                   f"{first.reason})"[:MAX_REASON])
+                   f"{first.reason})"[:MAX_REASON],
+            why=one_line(f"{second.why or ''} (in two sittings)"))
     stats = (second.statistics if second is not None and second.statistics is not None
              else first.statistics)
     if second is None:
         verdict: Verdict = "inconclusive"
-        why = ("refuted in the first sitting; the second measured nothing of this shape, so "
-               "no verdict: a sitting that measures it would decide")
+        line = "refuted in the first sitting; the second measured nothing of this shape"
+        why = f"{line}, so no verdict: a sitting that measures it would decide"
     elif second.verdict == "unsupported":
         verdict, why = "unsupported", f"refuted in the first sitting; the second: {second.reason}"
+        line = f"refuted in one sitting, not in the second; {second.why or ''}"
     elif second.verdict == "confirmed":
         verdict = "inconclusive"
-        why = (f"the sittings disagree: refuted in the first, confirmed in the second "
-               f"({second.reason}); a third sitting would decide")
+        line = "the sittings disagree: refuted in the first, confirmed in the second"
+        why = f"{line} ({second.reason}); a third sitting would decide"
     else:
         verdict = "inconclusive"
-        why = (f"refuted in the first sitting; the second could not decide: {second.reason}")
+        line = f"refuted in the first sitting; the second could not decide: {second.why or ''}"
+        why = f"refuted in the first sitting; the second could not decide: {second.reason}"
     return dataclasses.replace(
         first, verdict=verdict, statistics=dataclasses.replace(stats, sittings=1),
         measured=second.measured if second is not None else first.measured,
-        reason=f"{why}; the first: {first.reason}"[:MAX_REASON])
+        reason=f"{why}; the first: {first.reason}"[:MAX_REASON], why=one_line(line))
 
 
 def extend_benchmark(body: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:

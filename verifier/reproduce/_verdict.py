@@ -48,6 +48,7 @@ __all__ = [
     "environment_diff",
     "make_policy",
     "margin_for",
+    "one_line",
     "same_hardware",
     "speedup_verdict",
 ]
@@ -169,6 +170,8 @@ class SpeedupVerdict:
     decision: Verdict
     test: InflationTest | None
     reason: str
+    why: str = ""
+    """The reason in one line: the figures that decided (`one_line`)."""
 
     def statistics(self) -> SpeedupStatistics | None:
         """The test's typed outcome as the claim records it (None when no test ran)."""
@@ -197,6 +200,15 @@ class Sitting:
     weak: Sequence[str] = ()
 
 
+MAX_WHY = 240
+
+
+def one_line(text: str) -> str:
+    """`text` as the one line a verdict row's `why` holds (at most MAX_WHY characters)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= MAX_WHY else flat[:MAX_WHY - 1] + "\u2026"
+
+
 def _pct(ratio: float) -> str:
     return f"{100 * (ratio - 1):+.0f} %"
 
@@ -205,12 +217,21 @@ def _undecided(weak: Sequence[str], why: str, decide: str, test: InflationTest |
                ) -> SpeedupVerdict:
     """Neither refuted nor confirmed: unsupported for a weak claim (the claimant's burden),
     else inconclusive, saying what would decide."""
+    head = "" if test is None else f"{_overstated(test)}, neither refuted nor confirmed; "
     if weak:
         return SpeedupVerdict("unsupported", test, (
             f"{why}; and the claim's own record does not carry it: {'; '.join(weak)}; "
             "do not pay on it (the claimant's burden: republish a measurement that is not "
-            "disturbed)"))
-    return SpeedupVerdict("inconclusive", test, f"{why}; {decide}")
+            "disturbed)"), one_line(f"{head}a weak claim: {weak[0]}"))
+    return SpeedupVerdict("inconclusive", test, f"{why}; {decide}",
+                          one_line(f"{head}{decide.split('; ')[0]}"))
+
+
+def _overstated(test: InflationTest) -> str:
+    """`overstated by 47 % [+29 %, +67 %]` (or understated) from the typed test."""
+    lo, hi = test.inflation_interval
+    word = "overstated" if test.inflation >= 1 else "understated"
+    return f"{word} by {100 * abs(test.inflation - 1):.0f} % [{_pct(lo)}, {_pct(hi)}]"
 
 
 def speedup_verdict(claimed_runs: Sequence[float], measured_runs: Sequence[float],
@@ -255,14 +276,17 @@ def speedup_verdict(claimed_runs: Sequence[float], measured_runs: Sequence[float
                               "a reproduction on the claim's hardware would decide", test)
         return SpeedupVerdict("refuted", test, (
             f"{text}; overstated by more than the {allowed} tolerance with "
-            f"{100 * policy.confidence:g} % confidence; {hw}"))
+            f"{100 * policy.confidence:g} % confidence; {hw}"), one_line(
+            f"{_overstated(test)}: beyond the {allowed} tolerance with "
+            f"{100 * policy.confidence:g} % confidence"))
     tol = 1.0 + policy.tolerance
     upper = hi * (1.0 + margin)
     if upper <= tol:
-        return SpeedupVerdict("confirmed", test, (
-            f"{text}; confirmed: the whole interval of the overstatement [{_pct(lo)}, "
-            f"{_pct(hi)}]{' with the shift' if margin else ''} is within the "
-            f"{100 * policy.tolerance:g} % tolerance; {hw}"))
+        line = (f"the whole interval of the overstatement [{_pct(lo)}, {_pct(hi)}]"
+                f"{' with the shift' if margin else ''} is within the "
+                f"{100 * policy.tolerance:g} % tolerance")
+        return SpeedupVerdict("confirmed", test, f"{text}; confirmed: {line}; {hw}",
+                              one_line(f"measured {test.measured:.3g}x: {line}"))
     why = (f"{text}; neither refuted (lower bound {_pct(test.inflation_interval[0])} against "
            f"{allowed}) nor confirmed (upper bound {_pct(upper)} against "
            f"{100 * policy.tolerance:g} %)")
@@ -277,9 +301,9 @@ def _what_decides(test: InflationTest, close: InflationTest, margin: float, limi
     if test.more_runs is not None:
         return f"about {test.more_runs} more run(s) here would decide"
     if close.inflation_interval[0] > limit:
-        return (f"overstated beyond it within this sitting, but not beyond the spread honest "
-                f"claims show between sittings ({100 * test.between:.0f} %), which no number "
-                "of runs here removes: the claim's own runs limit the precision")
+        return (f"beyond it in this sitting, not beyond the {100 * test.between:.0f} % spread "
+                "honest claims show between sittings (no number of runs here removes it): the "
+                "claim's own runs limit the precision")
     if close.decision == "confirmed":
         return "more runs here would narrow the interval enough to decide"
     return "the claim's own runs limit the precision: more runs in a new claim would decide"
