@@ -297,3 +297,50 @@ def test_monitor_flags_a_logged_lie_its_samples_contradict(tmp_path: Path) -> No
         text = " ".join(res.stdout.split())
         assert res.exit_code == 1 and "VIOLATION" in res.stdout, res.stdout
         assert "its own raw samples give" in text and "at most one is true" in text, text
+
+
+# ---- the explorer flags and marks ----------------------------------------------------------
+
+
+def test_the_kernel_page_flags_claims_its_own_evidence_contradicts_and_marks_weak_ones(
+        tmp_path: Path) -> None:
+    """The honest claim, the x1.5 lie naming the same samples (by the same key), and an
+    impossible sum-rows claim: the kernel page names each contradiction under the claim and
+    marks the weak one, with the same words `ktl monitor` and `ktl reproduce` use."""
+    import hashlib
+    import re
+
+    from test_pages_helpers import NAME, ORIGIN, digest_of, signed, submit
+
+    from attest import KERNEL_V1, generate_private_key
+    from ledger.note import NoteSigner
+    from ledger.server import ServerConfig, create_app
+    from ledger.storage import MemoryStorage
+
+    app = create_app(ServerConfig(origin=ORIGIN, batch_delay_ms=0.0), storage=MemoryStorage(),
+                     signer=NoteSigner(ORIGIN, generate_private_key()))
+    client = app.test_client()
+    try:
+        subject, key = digest_of("flagged-kernel"), generate_private_key()
+        body, samples = _honest(tmp_path)
+        put = client.put(f"/api/v1/blobs/sha256:{hashlib.sha256(samples).hexdigest()}",
+                         data=samples, content_type="application/octet-stream")
+        assert put.status_code in (200, 201), put.get_data(as_text=True)
+        submit(client, signed(NAME, subject, KERNEL_V1, examples.kernel(), key))
+        honest = submit(client, signed(NAME, subject, BENCHMARK_V1, body, key))
+        lie = submit(client, signed(NAME, subject, BENCHMARK_V1, _inflated(body, 1.5), key))
+        impossible = submit(client, signed(NAME, subject, BENCHMARK_V1,
+                                           _sum_rows(190.0, 2.0), key))
+        page = client.get(f"/kernels/{subject}").get_data(as_text=True)
+        rows = {int(i): row for i, row in re.findall(
+            r'<tr[^>]*><td><a href="/entries/(\d+)"[^>]*>.*?</a>(.*?)</td>', page, re.S)}
+        # the honest claim's own samples carry it, but its key's other claim contradicts it:
+        # at most one of the two is true, and both say so
+        assert "raw samples" not in rows[honest] and "claim-weak" not in rows[honest]
+        assert "at most one is true" in rows[honest]
+        assert "its own raw samples give 1000 ns against 2100 ns" in rows[lie], rows[lie]
+        assert "at most one is true" in rows[lie]
+        assert "is impossible" in rows[impossible] and "claim-weak" in rows[impossible]
+        assert "fewer than 3" in rows[impossible]
+    finally:
+        app.extensions["ktl"].close()

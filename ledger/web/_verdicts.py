@@ -132,6 +132,45 @@ def why_line(row: Mapping[str, Any]) -> str:
     return flat if len(flat) <= MAX_WHY else flat[:MAX_WHY - 1] + "\u2026"
 
 
+MAX_JUDGED = 1024
+
+
+def judged_indices(d: DecodedEntry) -> list[int]:
+    """The claim entries a reproduction entry's verdict rows name (its target for rows
+    logged before they named one), at most MAX_JUDGED; none when its signatures fail."""
+    if d.kind != "reproduction" or not d.signatures_verified or not isinstance(d.predicate, dict):
+        return []
+    target = _index(_dict(d.predicate.get("target")).get("index"))
+    claims = d.predicate.get("claims")
+    out: list[int] = []
+    for row in claims[:MAX_ROWS] if isinstance(claims, list) else []:
+        named = _dict(_dict(row).get("entry"))
+        judged = _index(named.get("index")) if named else target
+        if judged is not None:
+            out.append(judged)
+    return list(dict.fromkeys(out))[:MAX_JUDGED]
+
+
+def refuted_counts(verdicts: Mapping[int, Iterable[Verdict]], panel: TrustPolicy | None
+                   ) -> tuple[int, int]:
+    """(claims the operator's named reproducers refute at its quorum — any one of them when
+    `panel` is None —, claims only unknown keys refute), each claim a (claim entry, claim
+    row) pair."""
+    rows: dict[tuple[int, str], list[Verdict]] = {}
+    for judged, vs in verdicts.items():
+        for v in vs:
+            rows.setdefault((judged, v.claim), []).append(v)
+    named = unknown = 0
+    for vs in rows.values():
+        mine = [v for v in vs if v.reproducer is not None]
+        if mine and (settled(mine, panel).status == "refuted" if panel is not None
+                     else any(v.verdict == "refuted" for v in mine)):
+            named += 1
+        elif any(v.verdict == "refuted" for v in vs if v.reproducer is None):
+            unknown += 1
+    return named, unknown
+
+
 def verdicts_of(index: int, d: DecodedEntry, leaf_hex: Mapping[int, str | None],
                 names: Mapping[str, str] | None = None) -> list[Verdict]:
     """The verdicts reproduction entry `index` gives, each with the claim entry it judges.
