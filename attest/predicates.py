@@ -537,7 +537,7 @@ class DeviceConditions(Node, path="device_conditions", doc=(
 
 
 BenchCaveatKind = Literal["unstable", "too_few_batches", "cost_incomplete", "device_throttled",
-                          "below_resolution", "late_unproven"]
+                          "below_resolution", "late_unproven", "runs_disagree"]
 BENCH_CAVEAT_KINDS: tuple[BenchCaveatKind, ...] = get_args(BenchCaveatKind)
 
 
@@ -556,7 +556,9 @@ class BenchCaveat(Node, path="caveat", doc=(
             "too short to judge, neither a time nor a floor test), late_unproven (the "
             "candidate's output fetches came out slower than the baseline's by more than "
             "the late-work share, but not systematically by a rank test: late work or a "
-            "busy machine, charged to the candidate either way)"))
+            "busy machine, charged to the candidate either way), runs_disagree (the "
+            "independent runs' speed-ups disagree: the interval over runs is wider than the "
+            "limit, however narrow each run's own)"))
     shape: Shape | None = json_field(
         Nullable(SHAPE, doc="the shape it concerns; null: the whole run"))
     detail: str = json_field(FREE_TEXT)
