@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -402,9 +402,12 @@ def measure(kernel_dir: Path, budget: str, progress: Progress) -> Results:
                    bench.samples_blob())
 
 
-def load_signing_key(path: Path, passphrase_env: str | None = None) -> Ed25519PrivateKey:
-    """The publisher's private key; an encrypted one's passphrase is in env var `passphrase_env`."""
+def load_signing_key(path: Path, passphrase_env: str | None = None,
+                     warn: Callable[[str], None] | None = None) -> Ed25519PrivateKey:
+    """The publisher's private key; an encrypted one's passphrase is in env var `passphrase_env`.
+    A key file other users may read is used, with a warning to `warn` (issue 42 item 7)."""
     import os
+    import stat
 
     from attest.keys import load_private_key
 
@@ -413,6 +416,10 @@ def load_signing_key(path: Path, passphrase_env: str | None = None) -> Ed25519Pr
         raise InputError(f"environment variable {passphrase_env} is unset or empty")
     if not path.is_file():
         raise InputError(f"key file {path} does not exist (create one with `ktl keygen`)")
+    mode = path.stat().st_mode
+    if warn is not None and mode & (stat.S_IRGRP | stat.S_IROTH):
+        warn(f"the private key {path} is readable by other users (mode "
+             f"{stat.S_IMODE(mode):03o}); anyone who reads it can sign as you: chmod 600 {path}")
     try:
         return load_private_key(path, passphrase.encode() if passphrase else None)
     except AttestError as exc:
@@ -526,7 +533,8 @@ def run_publish(
     from client.session import connect, require_url
 
     url = require_url(log_url)
-    key = load_signing_key(key_path, passphrase_env)
+    key = load_signing_key(key_path, passphrase_env,
+                           warn=lambda text: out.note(text, "bold yellow"))
     signer = keyid(key.public_key())
     name, archive, kclaim = kernel_claim(kernel_dir)
     folder = receipts_dir(kernel_dir)

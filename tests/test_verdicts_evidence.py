@@ -344,3 +344,19 @@ def test_the_kernel_page_flags_claims_its_own_evidence_contradicts_and_marks_wea
         assert "fewer than 3" in rows[impossible]
     finally:
         app.extensions["ktl"].close()
+
+
+def test_publish_warns_of_a_private_key_others_can_read(tmp_path: Path) -> None:
+    """Issue 42 item 7: a private key readable by others was used without a word."""
+    from attest.keys import generate_private_key, save_private_key
+
+    key = tmp_path / "k.key"
+    save_private_key(key, generate_private_key())
+    key.chmod(0o644)
+    ktl = Ktl(tmp_path / "home")
+    with running_log(tmp_path / "log") as url:
+        res = ktl("publish", str(kernel_folder(tmp_path)), "--key", str(key), "--results",
+                  str(small_results(tmp_path)), "--log", url)
+    said = " ".join(res.stderr.split())
+    assert res.exit_code == 0 and "is readable by other users (mode 644)" in said, said
+    assert f"chmod 600 {key}" in said
