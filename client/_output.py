@@ -129,7 +129,10 @@ def kv_table(title: str, rows: Sequence[tuple[str, Any]]) -> Table:
     table.add_column("field", style="bold")
     table.add_column("value", overflow="fold")
     for key, value in rows:
-        table.add_row(safe(key), safe(value))
+        # a structured value as JSON, never a Python repr ({'reproductions': [], ...})
+        shown = json.dumps(value, sort_keys=True, ensure_ascii=False) \
+            if isinstance(value, dict | list | tuple) else value
+        table.add_row(safe(key), safe(shown))
     return table
 
 

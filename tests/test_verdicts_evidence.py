@@ -360,3 +360,19 @@ def test_publish_warns_of_a_private_key_others_can_read(tmp_path: Path) -> None:
     said = " ".join(res.stderr.split())
     assert res.exit_code == 0 and "is readable by other users (mode 644)" in said, said
     assert f"chmod 600 {key}" in said
+
+
+def test_ktl_get_prints_no_python_reprs(tmp_path: Path) -> None:
+    """Issue 42 item 7: `ktl get` printed `{'reproductions': [], ...}`."""
+    from attest.keys import generate_private_key, save_private_key
+
+    key = tmp_path / "k.key"
+    save_private_key(key, generate_private_key())
+    ktl = Ktl(tmp_path / "home")
+    with running_log(tmp_path / "log") as url:
+        ktl.json("publish", str(kernel_folder(tmp_path)), "--key", str(key), "--results",
+                 str(small_results(tmp_path)), "--log", url)
+        res = ktl("get", "--index", "2", "--log", url)
+    assert res.exit_code == 0, res.stderr
+    assert "{'" not in res.stdout and "': " not in res.stdout, res.stdout
+    assert "Not reproduced yet" in " ".join(res.stdout.split())

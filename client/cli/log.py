@@ -310,7 +310,9 @@ def get(index: int, out_path: Path | None, policy_path: Path | None, log_url: st
             data["reproducer"] = signer_phrase(fetched.verified.signer_keyids, policy)
 
         def render(c: Console) -> None:
-            rows = [(k, v) for k, v in data.items() if k not in ("statement", "signed")]
+            # `reproduced` is rendered below (`_print_reproductions`), not as one cell
+            rows = [(k, v) for k, v in data.items()
+                    if k not in ("statement", "signed", "reproduced")]
             c.print(kv_table(f"Entry {index} (verified)", rows))
             if view is not None:
                 c.print(safe("What was signed:", "bold"))
