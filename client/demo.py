@@ -520,20 +520,11 @@ def _runtime_unavailable(kernel: Path) -> str | None:
 
 
 def _not_timed_here(kernel: Path) -> str | None:
-    """Why the kernel is checked but not published with a speed-up claim here, or None."""
-    from verifier import KernelSpec, VerifierError
+    """Why the kernel is checked but not published with a speed-up claim here, or None
+    (`client.publish.not_timed_here`, which `ktl publish` applies too)."""
+    from client.publish import not_timed_here
 
-    try:
-        runtime = KernelSpec.load(kernel).runtime
-    except VerifierError:
-        return None
-    from verifier.gpu import probe
-
-    if runtime == "triton" and probe().error is not None:  # with a GPU it is timed there
-        return ("runtime 'triton' runs through Triton's interpreter on this machine: ktl check "
-                "judges its correctness, ktl bench does not time it, so there is no speed-up "
-                "claim to publish")
-    return None
+    return not_timed_here(kernel)
 
 
 def _statement_of(entry_file: Path) -> dict[str, Any]:

@@ -386,14 +386,36 @@ def kernel_claim(kernel_dir: Path) -> tuple[str, bytes, Claim]:
     return spec.name, archive, Claim("kernel", KERNEL_V1, body)
 
 
+def not_timed_here(kernel: Path) -> str | None:
+    """Why the kernel is checked but not benchmarked on this machine (a Triton kernel where no
+    GPU runs it: Triton's interpreter gives correctness, not a time), or None."""
+    from verifier import KernelSpec, VerifierError
+    from verifier.gpu import probe
+
+    try:
+        runtime = KernelSpec.load(kernel).runtime
+    except VerifierError:
+        return None
+    if runtime == "triton" and probe().error is not None:  # with a GPU it is timed there
+        return ("runtime 'triton' runs through Triton's interpreter on this machine: ktl check "
+                "judges its correctness, ktl bench does not time it, so there is no speed-up "
+                "claim to publish")
+    return None
+
+
 def measure(kernel_dir: Path, budget: str, progress: Progress) -> Results:
-    """Run the verification suite and the benchmark now (no --results given)."""
+    """Run the verification suite and the benchmark now (no --results given); a kernel not
+    timed here (`not_timed_here`) is published with its verification and no benchmark."""
     from verifier import VerifierError, bench_runs
     from verifier import check as run_check
 
     try:
         progress(f"running `ktl check --budget {budget}` (this can take a while)")
         check = run_check(kernel_dir, budget=budget, seed=None, progress=progress)  # fresh seed
+        untimed = not_timed_here(kernel_dir)
+        if untimed is not None:
+            progress(f"no benchmark: {untimed}")
+            return Results(check.to_predicate().to_json(), None, None)
         progress("running `ktl bench` (independent runs)")
         bench = bench_runs(kernel_dir, progress=progress)
     except VerifierError as exc:

@@ -376,3 +376,34 @@ def test_ktl_get_prints_no_python_reprs(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.stderr
     assert "{'" not in res.stdout and "': " not in res.stdout, res.stdout
     assert "Not reproduced yet" in " ".join(res.stdout.split())
+
+
+def test_publish_of_a_triton_kernel_on_a_cpu_has_no_benchmark_but_publishes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 42 item 7: `ktl publish` of a Triton kernel on a CPU failed in the benchmark;
+    it publishes its kernel and verification, saying why there is no benchmark."""
+    import verifier
+    from client.publish import measure, not_timed_here
+    from verifier.gpu import probe
+
+    kernel = REPO / "examples" / "triton-bias-gelu"
+    if probe().error is None:
+        pytest.skip("a GPU times Triton kernels here")
+    assert "interpreter" in str(not_timed_here(kernel))
+
+    checked = examples.verification()
+
+    class _Body:
+        def to_json(self) -> dict[str, Any]:
+            return checked
+
+    class _Report:
+        def to_predicate(self) -> _Body:
+            return _Body()
+
+    monkeypatch.setattr(verifier, "check", lambda *_a, **_k: _Report())
+    monkeypatch.setattr(verifier, "bench_runs", lambda *_a, **_k: pytest.fail("benchmarked"))
+    said: list[str] = []
+    got = measure(kernel, "quick", said.append)
+    assert got.verification == checked and got.benchmark is None and got.samples is None
+    assert any(s.startswith("no benchmark: runtime 'triton'") for s in said), said
