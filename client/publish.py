@@ -28,7 +28,7 @@ from attest.predicates import (
     parse_predicate,
 )
 from attest.statement import Statement, make_statement
-from attest.verdicts import evidence_findings, weaknesses
+from attest.verdicts import contradictions, evidence_findings, weaknesses
 from client._errors import InputError, VerificationFailed
 from client.api import LogAPI
 from client.receipts import ReceiptPaths, check_inclusion, write_receipt
@@ -40,6 +40,7 @@ from ledger.proof_bundle import TlogProof
 from ledger.witness_policy import WitnessPolicy
 
 if TYPE_CHECKING:
+    from client.session import Session
     from verifier.progress import Progress
 
 MAX_RESULTS_BYTES = 16 * 1024 * 1024
@@ -530,6 +531,40 @@ def _claims_of(kclaim: Claim, archive: bytes, results: Results, out: Any,
     return claims
 
 
+#: Earlier benchmark entries of the same key about the same kernel a publish compares the
+#: new claim with, at most (the newest first).
+MAX_EARLIER_CLAIMS = 16
+
+
+def earlier_contradictions(sess: Session, prep: Prepared, signer: str) -> list[str]:
+    """What `attest.verdicts.contradictions` says of the release's benchmark against the
+    same key's earlier benchmark claims about the same kernel in the log (each fetched and
+    verified; at most MAX_EARLIER_CLAIMS): said before publishing, as `ktl monitor`, the
+    explorer and `ktl reproduce` will say it after (both claims are then flagged)."""
+    from client.session import fetch_entry
+
+    mine = [BenchmarkPredicate.from_json(c.body) for c in prep.claims
+            if c.predicate_type == BENCHMARK_V1]
+    if not mine:
+        return []
+    page = sess.log.search(digest=prep.digest, keyid=signer, limit=100)
+    earlier = [h.index for h in page.results
+               if h.predicate_type == BENCHMARK_V1][-MAX_EARLIER_CLAIMS:]
+    bodies = []
+    for index in earlier:
+        verified = fetch_entry(sess, index).verified
+        pred = verified.statement.predicate
+        if isinstance(pred, BenchmarkPredicate) and signer in verified.signer_keyids:
+            bodies.append((index, pred))
+    out = []
+    for body in mine:
+        for index, other in bodies:
+            out += [f"this benchmark disagrees with your benchmark claim at entry {index}: "
+                    f"{f.describe()} (ktl monitor, the explorer and ktl reproduce will flag "
+                    "both)" for f in contradictions(body, [other])]
+    return out[:16]
+
+
 def run_publish(
     kernel_dir: Path,
     key_path: Path,
@@ -578,6 +613,8 @@ def run_publish(
     sess = connect(url, trusted, log_key, witness_policy=witness_policy)
     out.note(f"log {sess.origin}: {sess.key.describe()}")
     try:
+        for said in earlier_contradictions(sess, prep, signer):
+            out.note(said, "bold yellow")
         published = submit_prepared(sess.log, sess.verifier, sess.origin, sess.trusted, prep,
                                     folder, out.note, sess.quorum)
     finally:

@@ -407,3 +407,35 @@ def test_publish_of_a_triton_kernel_on_a_cpu_has_no_benchmark_but_publishes(
     got = measure(kernel, "quick", said.append)
     assert got.verification == checked and got.benchmark is None and got.samples is None
     assert any(s.startswith("no benchmark: runtime 'triton'") for s in said), said
+
+
+def test_publish_says_when_a_claim_disagrees_with_the_keys_earlier_claim(
+        tmp_path: Path) -> None:
+    """Issue 42 item 2c: one key, one digest, 2.1x and then 3.15x with disjoint intervals
+    (the second with samples of its own that carry it): publish says the two disagree
+    before logging the second, as monitor, explorer and reproduce flag both after."""
+    from attest.keys import generate_private_key, save_private_key
+
+    key = tmp_path / "k.key"
+    save_private_key(key, generate_private_key())
+    kdir = kernel_folder(tmp_path)
+    body, samples = _honest(tmp_path)
+    ktl = Ktl(tmp_path / "home")
+    faster = _inflated(body, 1.5)
+    blob = json.loads(samples)
+    for run in blob["runs"]:
+        run["shapes"][0]["baseline_ns"] = [3150.0] * 50
+    own = json.dumps(blob, sort_keys=True, separators=(",", ":")).encode()
+    import hashlib
+
+    faster["samples"] = {"sha256": hashlib.sha256(own).hexdigest(), "size": len(own),
+                         "media_type": "application/json"}
+    with running_log(tmp_path / "log") as url:
+        ktl.json("publish", str(kdir), "--key", str(key), "--results",
+                 str(small_results(tmp_path)), "--log", url)
+        res = ktl("publish", str(kdir), "--key", str(key), "--results",
+                  str(_results(tmp_path, faster, own)), "--log", url)
+    said = " ".join(res.stderr.split())
+    assert res.exit_code == 0, said
+    assert "this benchmark disagrees with your benchmark claim at entry 2" in said, said
+    assert "at most one is true" in said
