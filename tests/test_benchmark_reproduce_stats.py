@@ -111,7 +111,7 @@ def test_tiny_cross_experiment_runs_and_prints_its_table() -> None:
     assert out.returncode == 0, out.stderr[-3000:]
     assert "| kernel | published -> reproduced | honest claims | 1.25x-inflated claim |" \
         in out.stdout
-    word = r"(\d+) (?:refuted|confirmed|inconclusive)"
+    word = r"(\d+) (?:refuted|confirmed|unsupported|inconclusive)"
     for direction in ("busy -> quiet", "quiet -> busy"):
         row = next(line for line in out.stdout.splitlines()
                    if line.startswith(f"| sum-rows | {direction} |"))
