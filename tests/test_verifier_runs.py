@@ -252,13 +252,13 @@ def test_a_quiet_claim_reproduced_beside_a_busy_core_is_not_moved_onto_it() -> N
     """Published quiet, reproduced while another process spins on CPU 1: nothing can be taken
     away, and sharing CPU 1 would change the pinned CPU's conditions instead (it moved
     sum-rows by 10-20 %): the idlest CPU, no spinner; the difference is named by the verdict
-    (`conditions_differ`), which then neither refutes nor confirms."""
+    (`conditions_differ`), which widens the tolerance by the shift measured for it."""
     from verifier.benchmark._conditions import Placement, conditions_differ, place_like
 
     assert place_like(QUIET, {0: 0.02, 1: 1.0}) == Placement(0)
     here = {"pinned_cpu_busy": 0.02, "runnable": 1.1, "load_1m": 1.1, "steal": 0.0, "cores": 2}
     (apart,) = conditions_differ(QUIET, here)
-    assert apart.key == "runnable" and apart.blocks
+    assert apart.key == "runnable"
 
 
 def test_forged_conditions_buy_no_more_load_than_the_machine_has() -> None:
