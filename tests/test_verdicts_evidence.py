@@ -439,3 +439,18 @@ def test_publish_says_when_a_claim_disagrees_with_the_keys_earlier_claim(
     assert res.exit_code == 0, said
     assert "this benchmark disagrees with your benchmark claim at entry 2" in said, said
     assert "at most one is true" in said
+
+
+def test_a_request_deadline_a_command_line_can_wait_for(monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    """Issue 42 item 7: the whole-request deadline was 120 s; it is under a minute, above
+    what an honest log takes to acknowledge a submission, and $KTL_DEADLINE sets it."""
+    from client.api import DEFAULT_DEADLINE, _env_deadline
+    from ledger.server import ServerConfig
+
+    config = ServerConfig(origin="x.test/log")
+    assert config.submit_timeout + config.witness_wait < DEFAULT_DEADLINE < 60
+    monkeypatch.delenv("KTL_DEADLINE", raising=False)
+    assert _env_deadline() == DEFAULT_DEADLINE
+    monkeypatch.setenv("KTL_DEADLINE", "12.5")
+    assert _env_deadline() == 12.5
