@@ -380,6 +380,9 @@ def test_an_unsupported_lie_is_not_paid_on_and_passes() -> None:
     assert check_summary(rows, ["a/b", "c/d"]) == []
     rows = [_row("a/b", "confirmed"), _row("a/b", "inconclusive", honest=False)]
     assert any("was not refuted" in p for p in check_summary(rows, ["a/b"]))
+    # both cores busy: every honest claim weak (its own record), unsupported, the lie too
+    rows = [_row("a/b", "unsupported"), _row("a/b", "unsupported", honest=False)]
+    assert check_summary(rows, ["a/b"]) == []
 
 
 def test_an_untrusted_measurement_is_not_shown_as_reproduced() -> None:
