@@ -7,6 +7,7 @@ STAMP  := $(VENV)/.installed-stamp
 TEST_STAMP := $(VENV)/.installed-test-stamp
 TORCH_STAMP := $(VENV)/.installed-torch-stamp
 LINTED := attest ledger client verifier
+DEMO   := demo
 PYTEST_ARGS ?=
 
 .PHONY: demo test lint typecheck unit slow test-loop faults browser-deps postgresql-deps bench clean mutation
@@ -48,10 +49,10 @@ postgresql-deps:
 	  else echo "note: PostgreSQL not found; PostgreSQL tests will be skipped"; fi; }
 
 lint: $(TEST_STAMP)
-	$(BIN)/ruff check $(LINTED) tests benchmarks
+	$(BIN)/ruff check $(LINTED) $(DEMO) tests benchmarks
 
 typecheck: $(TEST_STAMP)
-	$(BIN)/mypy --strict $(LINTED)
+	$(BIN)/mypy --strict $(LINTED) $(DEMO)
 
 # `make test` leaves out the slow end-to-end tests (@pytest.mark.slow; `make slow` runs them,
 # and CI runs both) and the fault injection (`make faults`).
@@ -69,7 +70,7 @@ test-loop:
 	benchmarks/test_loop.sh $(or $(RUNS),10)
 
 # Mutation testing of the verification core (slow; not part of `make test`).
-# One module at a time: `make mutation MODULE=ledger/note.py`; JOBS=2 runs two mutants at once.
+# One module at a time: `make mutation MODULE=ledger/tlog/note.py`; JOBS=2 runs two mutants at once.
 mutation: $(TEST_STAMP)
 	PYTHONPATH=tests $(BIN)/python -m mutation.run $(if $(MODULE),--module $(MODULE),) $(if $(JOBS),--jobs $(JOBS),)
 
@@ -78,7 +79,7 @@ faults: $(TEST_STAMP)
 	KTL_FAULT_KILLS=$${KTL_FAULT_KILLS:-100} $(BIN)/python -m pytest -q -m faults --timeout 3600 tests/test_faults.py
 
 demo: $(TORCH_STAMP)
-	$(BIN)/python -m client.demo $(if $(DEMO_EXIT),--exit,)
+	$(BIN)/python -m demo.run $(if $(DEMO_EXIT),--exit,)
 
 clean:
 	rm -rf $(VENV) .mutation .mypy_cache .ruff_cache .pytest_cache .hypothesis demo-data screenshots tests/screenshots

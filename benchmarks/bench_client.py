@@ -41,10 +41,10 @@ from attest.keys import generate_private_key, public_key_from_b64  # noqa: E402
 from attest.predicates import KERNEL_V1, parse_predicate  # noqa: E402
 from attest.statement import make_statement  # noqa: E402
 from client import LogClient, TrustedState, load_verifier, run_monitor, verify_receipt  # noqa: E402
-from ledger.checkpoint import Checkpoint, open_checkpoint  # noqa: E402
-from ledger.note import split_note  # noqa: E402
-from ledger.proof_bundle import TlogProof  # noqa: E402
-from ledger.tiles import TILE_WIDTH, entries_path, tile_path  # noqa: E402
+from ledger.tlog.checkpoint import Checkpoint, open_checkpoint  # noqa: E402
+from ledger.tlog.note import split_note  # noqa: E402
+from ledger.tlog.proof_bundle import TlogProof  # noqa: E402
+from ledger.tlog.tiles import TILE_WIDTH, entries_path, tile_path  # noqa: E402
 
 
 def start_server(data: Path, workers: int) -> tuple[subprocess.Popen[str], str]:

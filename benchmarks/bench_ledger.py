@@ -57,12 +57,12 @@ from attest.dsse import pae
 from attest.entry import encode_entry, make_entry
 from attest.predicates import KERNEL_V1, KernelPredicate
 from attest.statement import PAYLOAD_TYPE, make_statement
-from ledger.merkle import consistency_proof, inclusion_proof
-from ledger.note import NoteSigner
 from ledger.sequencer import Sequencer, Submission
 from ledger.server._keys import load_or_create_signer
 from ledger.storage import EntryFacts, LogStorage, SqliteStorage, StoredHashReader, TileCache
-from ledger.tiles import encode_index
+from ledger.tlog.merkle import consistency_proof, inclusion_proof
+from ledger.tlog.note import NoteSigner
+from ledger.tlog.tiles import encode_index
 
 ROOT = Path(__file__).resolve().parent.parent
 console = Console()
@@ -432,7 +432,7 @@ def http_rows(tmp: Path, data: Path, url: str | None, sizes: dict[str, int],
 
 
 def goals(rows: Sequence[Row]) -> None:
-    """Say which goals this run met; the breakdown of a miss is in BENCHMARKS.md."""
+    """Say which goals this run met; what a miss comes from is in docs/performance.md."""
     rate = {r.what: r.rate for r in rows}
 
     def find(prefix: str, part: str) -> float:

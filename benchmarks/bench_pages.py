@@ -37,10 +37,10 @@ from flask import Flask  # noqa: E402
 from test_pages_helpers import ORIGIN, REPRODUCER_NAMES, seed_adversarial  # noqa: E402
 
 from attest import generate_private_key  # noqa: E402
-from ledger.note import NoteSigner  # noqa: E402
 from ledger.sequencer import Sequencer  # noqa: E402
 from ledger.server import ServerConfig, create_app  # noqa: E402
 from ledger.storage import SqliteStorage  # noqa: E402
+from ledger.tlog.note import NoteSigner  # noqa: E402
 
 BUDGET_MS = 50.0
 BUDGET_BYTES = 1 << 20

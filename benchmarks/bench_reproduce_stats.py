@@ -20,7 +20,7 @@
     .venv/bin/python benchmarks/bench_reproduce_stats.py --tiny     # a smoke run in seconds
     .venv/bin/python benchmarks/bench_reproduce_stats.py --only cross --cycles 10   # issue 25
 
-Prints markdown tables (the BENCHMARKS.md section) and the machine's load.
+Prints markdown tables (docs/performance.md, "Reproduce") and the machine's load.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from attest.predicates import (
     ReproductionPredicate,
     ReproductionTarget,
 )
-from client.demo import inflate_benchmark
+from demo.run import inflate_benchmark
 from verifier.benchmark._report import machine_peaks
 from verifier.benchmark._runs import DEFAULT_RUNS, RunSet, bench_runs
 from verifier.benchmark._settings import BenchSettings

@@ -45,8 +45,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from attest import PREDICATE_NAMESPACE
-from ledger.merkle import leaf_hash as rfc_leaf
-from ledger.merkle import node_hash as rfc_node
+from ledger.tlog.merkle import leaf_hash as rfc_leaf
+from ledger.tlog.merkle import node_hash as rfc_node
 from ledger.vindex import (
     IndexKey,
     MemoryNodes,
@@ -186,9 +186,9 @@ def run_sequencer(args: argparse.Namespace) -> None:
     """Two sequencers on SQLite, without and with the index; then lookups from SQLite."""
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    from ledger.note import NoteSigner
     from ledger.sequencer import Sequencer
     from ledger.storage import SqliteStorage
+    from ledger.tlog.note import NoteSigner
     from ledger.vindex import open_index
 
     signer = NoteSigner("bench.example/log", Ed25519PrivateKey.from_private_bytes(b"\x07" * 32))

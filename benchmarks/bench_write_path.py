@@ -43,13 +43,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_ledger import signed_entries
 
 from attest import decode_entry, verify_entry
-from ledger.merkle import inclusion_proof
 from ledger.sequencer import Receipt, Sequencer, Submission
 from ledger.server import ServerConfig, create_app
 from ledger.server._admit import admit, admit_body, parse_json
 from ledger.server._api import _receipt_json
 from ledger.server._keys import load_or_create_signer
 from ledger.storage import SqliteStorage, StoredHashReader, TileCache
+from ledger.tlog.merkle import inclusion_proof
 
 console = Console()
 

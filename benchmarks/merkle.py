@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from ledger.merkle import (
+from ledger.tlog.merkle import (
     CompactRange,
     MemoryHashStore,
     consistency_proof,

@@ -1,6 +1,6 @@
 """client: the `ktl` command line and its Python API.
 
-The Python API mirrors the commands (see the README, "Using `ktl`"):
+The Python API mirrors the commands (see docs/auditing.md):
 
     from client import LogClient, TrustedState, connect, fetch_entry, verify_receipt
 
@@ -13,7 +13,8 @@ Every error is a `ClientError`; its `exit_code` is what `ktl` exits with.
 
 from __future__ import annotations
 
-from client._errors import (
+from client.api import LogAPI, LogClient
+from client.errors import (
     EXIT_INCONCLUSIVE,
     EXIT_NETWORK,
     EXIT_OK,
@@ -27,7 +28,6 @@ from client._errors import (
     ServerError,
     VerificationFailed,
 )
-from client.api import LogAPI, LogClient
 from client.models import EntryRecord, LogInfo, SearchHit, SearchPage, SubmitResult
 from client.monitor import Finding, MonitorReport, MonitorState, Release, run_monitor
 from client.publish import Claim, Published, Results, load_results, publish_claims, run_publish

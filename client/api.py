@@ -20,7 +20,7 @@ import requests
 
 from attest import HEX64_PATTERN
 from client._deadline import Deadline, DeadlineAdapter
-from client._errors import InputError, NetworkError, NotInLog, ServerError
+from client.errors import InputError, NetworkError, NotInLog, ServerError
 from client.models import (
     MAX_CHECKPOINT_BYTES,
     EntryRecord,

@@ -30,6 +30,7 @@ from attest.policy import (
     unknown_signer_phrase,
 )
 from attest.predicates import BENCHMARK_V1, REPRODUCTION_V1, VERIFICATION_V1
+from client.session import fetch_entry
 
 if TYPE_CHECKING:
     from attest.policy import TrustPolicy
@@ -270,7 +271,6 @@ class _Weigher:
 
     def look(self, index: int) -> None:
         """Fetch and verify entry `index`; keep its verdict if it judges the claim."""
-        from client.session import fetch_entry
 
         self.looked.add(index)
         entry = fetch_entry(self.sess, index)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from attest import HEX64_PATTERN
-from client._errors import ServerError
+from client.errors import ServerError
 
 HASH_SIZE = 32
 MAX_PROOF_HASHES = 64  # a proof for a tree of 2**63 leaves has at most 63 hashes (+1 slack)

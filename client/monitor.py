@@ -47,15 +47,15 @@ from attest.policy import Reproduction, environment_identity
 from attest.predicates import BENCHMARK_V1, KERNEL_V1, REPRODUCTION_V1, BenchmarkPredicate
 from attest.verdicts import evidence_findings, weaknesses
 from ledger import LedgerError
-from ledger.merkle import consistency_proof, leaf_hash
-from ledger.note import NoteVerifier
-from ledger.tiles import TILE_WIDTH, TileHashReader, decode_bundle, entries_path
+from ledger.tlog.merkle import consistency_proof, leaf_hash
+from ledger.tlog.note import NoteVerifier
+from ledger.tlog.tiles import TILE_WIDTH, TileHashReader, decode_bundle, entries_path
 
 if TYPE_CHECKING:
     from attest.policy import TrustPolicy
 
-from client._errors import ClientError, InputError, ServerError, VerificationFailed
 from client.api import LogAPI
+from client.errors import ClientError, InputError, ServerError, VerificationFailed
 from client.receipts import check_entry
 from client.state import TrustedState, atomic_write, origin_slug, read_capped
 from client.trust import QuorumCheck, extend_trust, open_signed, refuse

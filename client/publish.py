@@ -29,15 +29,15 @@ from attest.predicates import (
 )
 from attest.statement import Statement, make_statement
 from attest.verdicts import contradictions, evidence_findings, weaknesses
-from client._errors import InputError, VerificationFailed
 from client.api import LogAPI
+from client.errors import InputError, VerificationFailed
 from client.receipts import ReceiptPaths, check_inclusion, write_receipt
 from client.state import TrustedState, read_capped
 from client.trust import QuorumCheck, extend_trust, open_signed
-from ledger.merkle import leaf_hash
-from ledger.note import NoteVerifier
-from ledger.proof_bundle import TlogProof
-from ledger.witness_policy import WitnessPolicy
+from ledger.tlog.merkle import leaf_hash
+from ledger.tlog.note import NoteVerifier
+from ledger.tlog.proof_bundle import TlogProof
+from ledger.tlog.witness_policy import WitnessPolicy
 
 if TYPE_CHECKING:
     from client.session import Session

@@ -21,17 +21,17 @@ from typing import TYPE_CHECKING, Any
 from attest import AttestError
 from attest.entry import VerifiedEntry, decode_entry, verify_entry
 from ledger import LedgerError
-from ledger.checkpoint import SignedCheckpoint
-from ledger.cosignature import CosignatureVerifier, verify_cosignatures
-from ledger.merkle import leaf_hash, verify_inclusion
-from ledger.note import NoteVerifier
-from ledger.proof_bundle import TlogProof
-from ledger.witness_policy import WitnessPolicy
+from ledger.tlog.checkpoint import SignedCheckpoint
+from ledger.tlog.cosignature import CosignatureVerifier, verify_cosignatures
+from ledger.tlog.merkle import leaf_hash, verify_inclusion
+from ledger.tlog.note import NoteVerifier
+from ledger.tlog.proof_bundle import TlogProof
+from ledger.tlog.witness_policy import WitnessPolicy
 
 if TYPE_CHECKING:
     from attest.policy import TrustPolicy
 
-from client._errors import InputError, VerificationFailed
+from client.errors import InputError, VerificationFailed
 from client.state import atomic_write, read_capped
 from client.trust import open_signed
 from client.witnesses import quorum_result

@@ -27,7 +27,7 @@ from attest.predicates import (
     ReproductionPredicate,
     ReproductionTarget,
 )
-from client._errors import ClientError, InputError, VerificationFailed
+from client.errors import ClientError, InputError, VerificationFailed
 from client.models import SearchHit
 from client.session import FetchedEntry, Session, fetch_entry
 
@@ -538,8 +538,8 @@ def sign_reproduction(
     from client.publish import load_signing_key, submit_verified
     from client.receipts import receipt_paths, write_receipt
     from client.state import atomic_write
-    from ledger.merkle import leaf_hash
-    from ledger.proof_bundle import TlogProof
+    from ledger.tlog.merkle import leaf_hash
+    from ledger.tlog.proof_bundle import TlogProof
 
     key = load_signing_key(key_path, passphrase_env)
     target = result.predicate.target

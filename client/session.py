@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from attest.entry import VerifiedEntry
-from client._errors import InputError, ServerError, VerificationFailed
 from client.api import LogAPI, LogClient
+from client.errors import InputError, ServerError, VerificationFailed
 from client.models import LogInfo
 from client.receipts import check_entry, check_inclusion
 from client.state import TrustedState
@@ -30,10 +30,10 @@ from client.trust import (
     open_signed,
 )
 from client.witnesses import quorum_check
-from ledger.checkpoint import SignedCheckpoint
-from ledger.merkle import leaf_hash
-from ledger.note import NoteVerifier
-from ledger.witness_policy import WitnessPolicy
+from ledger.tlog.checkpoint import SignedCheckpoint
+from ledger.tlog.merkle import leaf_hash
+from ledger.tlog.note import NoteVerifier
+from ledger.tlog.witness_policy import WitnessPolicy
 
 
 class EmptyLog(InputError):

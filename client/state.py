@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from client._errors import InputError
+from client.errors import InputError
 
 MAX_STATE_FILE_BYTES = 64 * 1024
 MAX_PINS = 10_000

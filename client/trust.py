@@ -22,12 +22,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from client._errors import InputError, LogMisbehaviour, VerificationFailed
+from client.errors import InputError, LogMisbehaviour, VerificationFailed
 from client.state import EvidenceKind, LogRef, Pin, TrustedState, normalize_log_url
 from ledger import LedgerError
-from ledger.checkpoint import Checkpoint, SignedCheckpoint, open_checkpoint
-from ledger.merkle import verify_consistency
-from ledger.note import NoteVerifier
+from ledger.tlog.checkpoint import Checkpoint, SignedCheckpoint, open_checkpoint
+from ledger.tlog.merkle import verify_consistency
+from ledger.tlog.note import NoteVerifier
 
 ProveConsistency = Callable[[int, int], Sequence[bytes]]
 QuorumCheck = Callable[[SignedCheckpoint], None]

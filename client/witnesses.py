@@ -9,12 +9,12 @@ from typing import Any, TypeVar
 
 import click
 
-from client._errors import InputError, VerificationFailed
+from client.errors import InputError, VerificationFailed
 from client.state import read_capped
 from client.trust import QuorumCheck
-from ledger.checkpoint import SignedCheckpoint
-from ledger.note import Verifier
-from ledger.witness_policy import (
+from ledger.tlog.checkpoint import SignedCheckpoint
+from ledger.tlog.note import Verifier
+from ledger.tlog.witness_policy import (
     MAX_POLICY_BYTES,
     PolicyError,
     QuorumResult,

@@ -37,10 +37,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ledger._errors import LedgerError
-from ledger.checkpoint import open_checkpoint
-from ledger.merkle import MissingHashError, inclusion_proof, verify_inclusion
-from ledger.note import NoteSigner
 from ledger.sequencer import (
     Receipt,
     Sequencer,
@@ -52,13 +48,22 @@ from ledger.sequencer import (
     _Waiter,
 )
 from ledger.storage import (
+    MAX_TAKE,
     EntryFacts,
     IntegratedBatch,
+    Outcome,
+    Queued,
+    QueueFull,
+    QueueRow,
+    SharedQueue,
     StorageError,
     StoredCheckpoint,
     StoredHashReader,
 )
-from ledger.storage._queue import MAX_TAKE, Outcome, Queued, QueueFull, QueueRow, SharedQueue
+from ledger.tlog import LedgerError
+from ledger.tlog.checkpoint import open_checkpoint
+from ledger.tlog.merkle import MissingHashError, inclusion_proof, verify_inclusion
+from ledger.tlog.note import NoteSigner
 
 _log = logging.getLogger("ktl.integrator")
 _MAC_CONTEXT = b"ktl shared queue row v1\n"

@@ -24,10 +24,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ledger._errors import LedgerError
-from ledger.checkpoint import Checkpoint, sign_checkpoint
-from ledger.merkle import EMPTY_ROOT, HASH_SIZE, CompactRange, leaf_hash, right_edge_coords
-from ledger.note import NoteSigner
 from ledger.storage import (
     MAX_RANGE,
     EntryFacts,
@@ -39,7 +35,11 @@ from ledger.storage import (
     TileCache,
     tile_nodes,
 )
-from ledger.tiles import TILE_HEIGHT, TILE_WIDTH, encode_bundle, entries_path, tile_path
+from ledger.tlog import LedgerError
+from ledger.tlog.checkpoint import Checkpoint, sign_checkpoint
+from ledger.tlog.merkle import EMPTY_ROOT, HASH_SIZE, CompactRange, leaf_hash, right_edge_coords
+from ledger.tlog.note import NoteSigner
+from ledger.tlog.tiles import TILE_HEIGHT, TILE_WIDTH, encode_bundle, entries_path, tile_path
 from ledger.vindex import EMPTY as EMPTY_INDEX
 from ledger.vindex import PreparedIndex, StoredIndex, commitment_line
 

@@ -34,7 +34,6 @@ from flask import Flask
 from gunicorn.app.base import BaseApplication
 from gunicorn.errors import HaltServer
 
-from ledger._errors import LedgerError
 from ledger.server import ServerConfig, create_app, load_or_create_signer
 from ledger.storage import (
     LogAudit,
@@ -45,6 +44,7 @@ from ledger.storage import (
     open_storage,
     redact_url,
 )
+from ledger.tlog import LedgerError
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,11 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from flask import Flask, Response, request
 
-from ledger.cosignature import CosignatureError, CosignatureSigner
-from ledger.note import NoteError, NoteSignature
-from ledger.server._keys import write_signer
-from ledger.witness import (
+from ledger.serve import BootWatch, _Gunicorn
+from ledger.server import write_signer
+from ledger.tlog.cosignature import CosignatureError, CosignatureSigner
+from ledger.tlog.note import NoteError, NoteSignature
+from ledger.tlog.witness import (
     MAX_REQUEST_BYTES,
     SIZE_MEDIA_TYPE,
     AddCheckpoint,
@@ -151,7 +152,6 @@ class WitnessOptions:
 def run_witness(opts: WitnessOptions, progress: Callable[[str], None] = print) -> None:
     """Create or load the key, print it, serve, print the URL once the worker answers, and
     serve until SIGTERM/SIGINT; `ledger.serve.ServeError` if it never comes up."""
-    from ledger.serve import BootWatch, _Gunicorn
 
     signer = load_or_create_witness_key(opts.data_dir, opts.name)
     WitnessStore(opts.data_dir).close()

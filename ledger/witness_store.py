@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ledger._errors import LedgerError
-from ledger.checkpoint import Checkpoint, check_origin
-from ledger.note import NoteError, NoteVerifier
-from ledger.witness import AddCheckpoint, Cosign, Decision, decide
+from ledger.tlog import LedgerError
+from ledger.tlog.checkpoint import Checkpoint, check_origin
+from ledger.tlog.note import NoteError, NoteVerifier
+from ledger.tlog.witness import AddCheckpoint, Cosign, Decision, decide
 
 DB_NAME = "witness.db"
 #: Most logs one witness keeps, and most keys per log.

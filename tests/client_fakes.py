@@ -1,7 +1,7 @@
 """An in-memory log behind the same `LogAPI` interface as `client.LogClient`, for client tests.
 
 It sequences entries immediately, signs a checkpoint per append with a real
-note signer and serves real RFC 9162 proofs from `ledger.merkle`, so the client
+note signer and serves real RFC 9162 proofs from `ledger.tlog.merkle`, so the client
 code under test verifies exactly what it would verify against a server.
 Tampering hooks (`lie_*`) let tests make it misbehave.
 """
@@ -14,12 +14,18 @@ from typing import Any
 
 from attest.entry import decode_entry, verify_entry
 from attest.keys import generate_private_key
-from client._errors import ServerError
+from client.errors import ServerError
 from client.models import EntryRecord, LogInfo, SearchHit, SearchPage, SubmitResult
-from ledger.checkpoint import Checkpoint, sign_checkpoint
-from ledger.merkle import MemoryHashStore, consistency_proof, inclusion_proof, leaf_hash, tree_root
-from ledger.note import NoteSigner
-from ledger.tiles import encode_bundle, parse_tile_path, tile_bytes
+from ledger.tlog.checkpoint import Checkpoint, sign_checkpoint
+from ledger.tlog.merkle import (
+    MemoryHashStore,
+    consistency_proof,
+    inclusion_proof,
+    leaf_hash,
+    tree_root,
+)
+from ledger.tlog.note import NoteSigner
+from ledger.tlog.tiles import encode_bundle, parse_tile_path, tile_bytes
 
 
 class MemoryLog:

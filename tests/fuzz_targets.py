@@ -5,7 +5,7 @@ Each target takes arbitrary bytes and either rejects them with its package's typ
 the result must give the input back (or, where the input is not canonical JSON/TOML, a
 value that parses to the same thing). Any other exception is a bug. The same targets run
 under hypothesis in `tests/test_fuzz_parsers.py` (every `make test`) and under atheris in
-`tests/fuzz_atheris.py` (long runs; see the README, "Fuzzing"). Seeds are in
+`tests/fuzz_atheris.py` (long runs; see docs/development.md, "Fuzzing"). Seeds are in
 ``tests/fuzz_corpus/<target>/``.
 """
 
@@ -21,11 +21,11 @@ from attest import AttestError
 from attest.entry import LogEntry, decode_entry, encode_entry
 from attest.policy import TrustPolicy
 from ledger import LedgerError
-from ledger.checkpoint import Checkpoint
-from ledger.cosignature import cosignature_timestamp
-from ledger.note import split_note
-from ledger.proof_bundle import TlogProof
-from ledger.tiles import (
+from ledger.tlog.checkpoint import Checkpoint
+from ledger.tlog.cosignature import cosignature_timestamp
+from ledger.tlog.note import split_note
+from ledger.tlog.proof_bundle import TlogProof
+from ledger.tlog.tiles import (
     TILE_WIDTH,
     decode_bundle,
     encode_bundle,
@@ -34,8 +34,8 @@ from ledger.tiles import (
     split_tile,
     tile_path,
 )
-from ledger.witness import AddCheckpoint
-from ledger.witness_policy import WitnessPolicy
+from ledger.tlog.witness import AddCheckpoint
+from ledger.tlog.witness_policy import WitnessPolicy
 from verifier import VerifierError
 from verifier.kernel import KernelSpec
 

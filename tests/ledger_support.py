@@ -25,9 +25,9 @@ from attest.entry import LogEntry, encode_entry, make_entry
 from attest.keys import keyid, public_key_b64
 from attest.predicates import KernelPredicate
 from attest.statement import PAYLOAD_TYPE, make_statement
-from ledger.checkpoint import open_checkpoint
-from ledger.merkle import leaf_hash, verify_consistency, verify_inclusion
-from ledger.note import NoteVerifier
+from ledger.tlog.checkpoint import open_checkpoint
+from ledger.tlog.merkle import leaf_hash, verify_consistency, verify_inclusion
+from ledger.tlog.note import NoteVerifier
 
 KEY = Ed25519PrivateKey.from_private_bytes(bytes(range(32)))
 

@@ -29,8 +29,8 @@ from attest import (
 )
 from attest._ed25519 import WeakKey, check_public_key
 from attest.keys import raw_public_key
-from ledger.cosignature import CosignatureVerifier
-from ledger.note import NoteError, NoteVerifier, key_id, verifier_key_string
+from ledger.tlog.cosignature import CosignatureVerifier
+from ledger.tlog.note import NoteError, NoteVerifier, key_id, verifier_key_string
 
 P = 2**255 - 19
 D = (-121665 * pow(121666, P - 2, P)) % P

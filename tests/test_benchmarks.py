@@ -1,4 +1,4 @@
-"""Every benchmark script runs as BENCHMARKS.md documents it (`python benchmarks/X.py`).
+"""Every benchmark script runs as docs/performance.md documents it (`python benchmarks/X.py`).
 
 Scripts are found by glob, so a new one is covered the day it lands: each must accept
 ``--tiny`` (a smoke run of a few seconds) and must not be named like one of our

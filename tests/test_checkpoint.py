@@ -12,15 +12,15 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.checkpoint import (
+from ledger.tlog.checkpoint import (
     MAX_EXTENSION_LINES,
     Checkpoint,
     CheckpointError,
     open_checkpoint,
     sign_checkpoint,
 )
-from ledger.merkle import EMPTY_ROOT
-from ledger.note import NoteError, NoteSigner, NoteVerifier
+from ledger.tlog.merkle import EMPTY_ROOT
+from ledger.tlog.note import NoteError, NoteSigner, NoteVerifier
 
 VEC = Path(__file__).parent / "vectors"
 NOTE: dict[str, Any] = json.loads((VEC / "note.json").read_text())

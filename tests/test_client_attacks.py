@@ -23,7 +23,7 @@ from attest.entry import encode_entry
 from attest.keys import generate_private_key, save_private_key
 from attest.predicates import VERIFICATION_V1
 from attest.statement import Statement, Subject
-from ledger.note import verifier_key_string
+from ledger.tlog.note import verifier_key_string
 
 JSON = {"Content-Type": "application/json"}
 

@@ -22,7 +22,7 @@ from client.api import LogClient
 from client.monitor import run_monitor
 from client.state import TrustedState
 from client.trust import load_verifier
-from ledger.proof_bundle import TlogProof
+from ledger.tlog.proof_bundle import TlogProof
 
 RECEIPTS = Path(".ktl/receipts")
 
@@ -114,7 +114,7 @@ def test_publish_then_verify_offline_and_tamper(world: World) -> None:
     res = world.ktl("verify", str(proof), "--log-key", wrong_key)
     assert res.exit_code == 1 and "checkpoint signature" in res.stderr
     # a witness the auditor requires never cosigned this checkpoint
-    from ledger.cosignature import CosignatureSigner
+    from ledger.tlog.cosignature import CosignatureSigner
 
     witness = CosignatureSigner("witness.example/w", generate_private_key())
     assert "witness cosignatures" in fails("--witness", witness.verifier_key_string())

@@ -18,7 +18,7 @@ from pathlib import Path
 from client_server import REPO, Ktl, kernel_folder, running_log, small_results
 
 from attest.keys import generate_private_key, save_private_key
-from ledger.proof_bundle import TlogProof
+from ledger.tlog.proof_bundle import TlogProof
 
 RECEIPTS = Path(".ktl") / "receipts"
 
@@ -80,7 +80,7 @@ def test_tables_are_wide_when_stdout_is_not_a_terminal(tmp_path: Path) -> None:
     env["KTL_HOME"] = str(tmp_path)
     ident = "x" * 150
     out = subprocess.run(
-        [sys.executable, "-c", "from client._output import Output, rows_table; "
+        [sys.executable, "-c", "from client.output import Output, rows_table; "
          f"Output(False).console.print(rows_table('t', ['a', 'b'], [['{ident}', 'end']]))"],
         capture_output=True, text=True, cwd=REPO, env=env, check=True, timeout=60)
     assert any(ident in line and "end" in line for line in out.stdout.splitlines()), out.stdout
@@ -100,13 +100,13 @@ def test_a_wrong_entry_symbol_fails_the_build_saying_so(tmp_path: Path) -> None:
 
 
 def _readme_policy() -> str:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    start = text.index("### 2. An auditor verifies receipts offline")
+    text = (REPO / "docs" / "auditing.md").read_text(encoding="utf-8")
+    start = text.index("## Verify receipts offline and watch the log")
     return text[text.index("```toml\n", start) + 8: text.index("```", text.index("```toml\n",
                                                                                   start) + 8)]
 
 
-def test_the_readme_policy_lets_customers_reproduce(tmp_path: Path) -> None:
+def test_the_auditing_page_policy_lets_customers_reproduce(tmp_path: Path) -> None:
     from attest import examples, make_entry, make_statement, parse_predicate
     from attest.entry import encode_entry
     from attest.keys import save_public_key

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from client._errors import InputError
+from client.errors import InputError
 from client.kernelbench import (
     ImportOptions,
     ImportRefused,

@@ -460,13 +460,13 @@ def test_row2_another_versions_results_are_refused(tmp_path: Path) -> None:
         assert ok.exit_code == 0, ok.stderr
 
 
-def test_readme_says_what_the_decision_uses() -> None:
-    """The README's figures for the between-sitting spread and the time budget are the
+def test_the_docs_say_what_the_decision_uses() -> None:
+    """docs/reproducing.md's figures for the between-sitting spread and the time budget are the
     code's."""
     from client.reproduce import DEFAULT_TIME_BUDGET_S
     from verifier.stats import SIGMA_BETWEEN
 
-    text = (REPO / "README.md").read_text()
+    text = (REPO / "docs" / "reproducing.md").read_text()
     assert f"`verifier.stats.SIGMA_BETWEEN`, {100 * SIGMA_BETWEEN:g} %" in text
     assert f"`--time-budget` (default {DEFAULT_TIME_BUDGET_S:g} s)" in text
     res = Ktl(Path("/nonexistent"))("reproduce", "--help")

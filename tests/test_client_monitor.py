@@ -1,4 +1,4 @@
-"""client.monitor over an in-memory log that serves real tiles (ledger.tiles): releases,
+"""client.monitor over an in-memory log that serves real tiles (ledger.tlog.tiles): releases,
 resume after interruption, tampered bundles and tiles, invalid entries."""
 
 from __future__ import annotations

@@ -21,8 +21,8 @@ from client.publish import Claim, Results, publish_claims
 from client.receipts import verify_receipt
 from client.state import TrustedState
 from client.trust import load_verifier
-from ledger.checkpoint import Checkpoint, sign_checkpoint
-from ledger.note import NoteSigner
+from ledger.tlog.checkpoint import Checkpoint, sign_checkpoint
+from ledger.tlog.note import NoteSigner
 
 ARCHIVE = b"pretend canonical archive"
 

@@ -1,8 +1,10 @@
-"""Runs the walkthroughs of the README's `ktl` section literally against a real log server.
+"""Runs the three users' walkthroughs literally against a real log server.
 
-Every `$ ktl ...` line of its console blocks runs through the real `ktl` (in
-order, in one folder, sharing $KTL_HOME), the TOML block becomes policy.toml and
-the Python block is executed; each command must exit 0.
+The vendor's (docs/publishing.md), the auditor's (docs/auditing.md) and the customer's
+(docs/reproducing.md), in that order: every `$ ktl ...` line of their console blocks runs
+through the real `ktl` (in order, in one folder, sharing $KTL_HOME), each TOML block becomes
+the policy file it names (else policy.toml) and the Python block is executed; each command
+must exit 0. The README's first steps are lines of these walkthroughs.
 """
 
 from __future__ import annotations
@@ -16,23 +18,44 @@ from pathlib import Path
 import pytest
 from client_server import Ktl, kernel_folder, running_log, small_results
 
-DOC = Path(__file__).resolve().parent.parent / "README.md"
-SECTION = "## Using `ktl`: publish, verify, monitor, reproduce"
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs"
+# (page, section): the walkthroughs in the order they run, each section up to the next "## ".
+WALKTHROUGHS = (("publishing.md", "## A release, from CI"),
+                ("auditing.md", "## Verify receipts offline and watch the log"),
+                ("auditing.md", "## From Python"),
+                ("reproducing.md", "## Reproduce a vendor's claims"))
 BLOCK = re.compile(r"```(console|toml|python)\n(.*?)```", re.S)
 DOC_URL = "http://127.0.0.1:8080"
 
 
+def _section(page: str, heading: str) -> str:
+    text = (DOC / page).read_text()
+    start = text.index(f"\n{heading}\n")
+    end = text.find("\n## ", start + len(heading) + 1)
+    return text[start:end if end != -1 else len(text)]
+
+
 def _blocks() -> list[tuple[str, str]]:
-    text = DOC.read_text()
-    start = text.index(SECTION)
-    end = text.find("\n## ", start + len(SECTION))
-    section = text[start:end if end != -1 else len(text)]
-    return [(m.group(1), m.group(2)) for m in BLOCK.finditer(section)]
+    return [(m.group(1), m.group(2)) for page, heading in WALKTHROUGHS
+            for m in BLOCK.finditer(_section(page, heading))]
 
 
 def test_doc_has_three_walkthroughs() -> None:
     kinds = [k for k, _ in _blocks()]
     assert kinds.count("console") == 3 and kinds.count("toml") == 2 and "python" in kinds
+
+
+def test_the_readme_first_steps_are_lines_the_walkthroughs_run() -> None:
+    """Each `$ ...` line of the README's console blocks is a line of a walkthrough run below,
+    so the first steps a newcomer copies are tested as written."""
+    readme = (ROOT / "README.md").read_text()
+    ran = {line for kind, text in _blocks() if kind == "console" for line in text.splitlines()}
+    shown = [line for m in re.finditer(r"```console\n(.*?)```", readme, re.S)
+             for line in m.group(1).splitlines()]
+    assert len(shown) >= 8
+    for line in shown:
+        assert line in ran, f"README line not run by a walkthrough: {line}"
 
 
 @pytest.mark.slow
@@ -56,7 +79,7 @@ def test_walkthroughs_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
                 (work / name).write_text(text)
                 continue
             if kind == "python":
-                exec(compile(text.replace(DOC_URL, url), str(DOC), "exec"), {})
+                exec(compile(text.replace(DOC_URL, url), str(DOC / "auditing.md"), "exec"), {})
                 continue
             for line in text.splitlines():
                 assert line.startswith("$ "), line

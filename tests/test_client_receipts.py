@@ -21,7 +21,7 @@ from client.monitor import Finding, MonitorReport, MonitorState, Release
 from client.publish import Published, Results
 from client.receipts import ReceiptReport, entry_path_for, verify_receipt, write_receipt
 from client.trust import load_verifier
-from ledger.proof_bundle import TlogProof
+from ledger.tlog.proof_bundle import TlogProof
 
 H = "ab" * 32
 
@@ -117,8 +117,8 @@ def test_garbage_receipts_are_rejected_cleanly(junk: bytes) -> None:
 
 def test_witness_cosignatures_are_required_when_asked() -> None:
     from client.receipts import load_witnesses
-    from ledger.checkpoint import Checkpoint, sign_checkpoint
-    from ledger.cosignature import CosignatureSigner
+    from ledger.tlog.checkpoint import Checkpoint, sign_checkpoint
+    from ledger.tlog.cosignature import CosignatureSigner
 
     w1 = CosignatureSigner("witness.example/w1", generate_private_key())
     w2 = CosignatureSigner("witness.example/w2", generate_private_key())

@@ -125,8 +125,8 @@ def test_many_hostile_entries_are_capped_and_reported(tmp_path: Path,
     assert Skipped.from_json(s.skipped[0].to_json()) == s.skipped[0]
 
 
-def test_the_caps_are_the_ones_the_readme_names() -> None:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+def test_the_caps_are_the_ones_the_docs_name() -> None:
+    readme = (Path(__file__).resolve().parent.parent / "docs" / "reproducing.md").read_text()
     assert (rep.MAX_SEARCH_HITS, rep.MAX_FETCHED) == (2000, 256)
     assert "capped at 2,000 index rows and 256 fetched entries" in " ".join(readme.split())
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from client._output import clean, rows_table, safe
+from client.output import clean, rows_table, safe
 
 REPO = Path(__file__).resolve().parent.parent
 MARKUP = "[reverse]HIDDEN[/reverse] [link=http://evil.example]click[/link]"

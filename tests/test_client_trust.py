@@ -29,8 +29,8 @@ from client.trust import (
     verifier_name,
 )
 from ledger import LedgerError
-from ledger.checkpoint import SignedCheckpoint
-from ledger.note import NoteSigner
+from ledger.tlog.checkpoint import SignedCheckpoint
+from ledger.tlog.note import NoteSigner
 
 
 def _grow(log: MemoryLog, n: int, tag: str) -> None:

@@ -13,8 +13,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.checkpoint import Checkpoint, CheckpointError, sign_checkpoint
-from ledger.cosignature import (
+from ledger.tlog.checkpoint import Checkpoint, CheckpointError, sign_checkpoint
+from ledger.tlog.cosignature import (
     Cosignature,
     CosignatureError,
     CosignatureSigner,
@@ -23,7 +23,7 @@ from ledger.cosignature import (
     cosigned_message,
     verify_cosignatures,
 )
-from ledger.note import NoteError, NoteSigner, NoteVerifier, open_note
+from ledger.tlog.note import NoteError, NoteSigner, NoteVerifier, open_note
 
 NOTE: dict[str, Any] = json.loads((Path(__file__).parent / "vectors" / "note.json").read_text())
 KEY, WKEY = NOTE["key"], NOTE["witness_key"]
@@ -172,8 +172,8 @@ def test_attack_a_cosignature_of_the_wrong_length_is_refused(length: int) -> Non
 
 
 def test_cosignature_timestamp_needs_the_v1_length() -> None:
-    from ledger.cosignature import cosignature_timestamp
-    from ledger.note import NoteSignature
+    from ledger.tlog.cosignature import cosignature_timestamp
+    from ledger.tlog.note import NoteSignature
 
     blob = TS.to_bytes(8, "big") + b"\x00" * 64
     assert cosignature_timestamp(NoteSignature("w", b"\x00" * 4, blob)) == TS

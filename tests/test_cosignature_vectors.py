@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from ledger.checkpoint import Checkpoint, sign_checkpoint
-from ledger.cosignature import (
+from ledger.tlog.checkpoint import Checkpoint, sign_checkpoint
+from ledger.tlog.cosignature import (
     CosignatureError,
     CosignatureSigner,
     CosignatureVerifier,
@@ -19,7 +19,7 @@ from ledger.cosignature import (
     cosigned_message,
     verify_cosignatures,
 )
-from ledger.note import NoteError, NoteSigner, NoteVerifier
+from ledger.tlog.note import NoteError, NoteSigner, NoteVerifier
 
 V: dict[str, Any] = json.loads((Path(__file__).parent / "vectors" / "cosignature.json").read_text())
 LOG = NoteVerifier.from_key_string(V["log_verifier_key"])

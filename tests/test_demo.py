@@ -19,7 +19,7 @@ from test_pages_helpers import benchmark_body
 
 from attest import BENCHMARK_V1, parse_predicate
 from attest import examples as ex
-from client.demo import (
+from demo.run import (
     INFLATE,
     Demo,
     DemoError,
@@ -307,7 +307,7 @@ def test_the_lie_is_benchmarked_just_before_it_is_published(
     demo.services = []
     demo.publish = lambda d, k, s, r=None: published.append((d, k, r)) or {}  # type: ignore[method-assign]
     read: list[Path] = []
-    monkeypatch.setattr("client.demo._statement_of",
+    monkeypatch.setattr("demo.run._statement_of",
                         lambda path: read.append(path) or {"predicate": {"verdict": "pass"}})
     demo._publish_inflated({"entries": [{"kind": "verification", "entry_path": "v.json"},
                                         {"kind": "benchmark", "entry_path": "b.json"}]},
@@ -328,7 +328,7 @@ def test_reproductions_wait_for_the_demos_own_servers_to_go_quiet() -> None:
     """Injected tick readings: busy windows (a log integrating, witnesses cosigning) are
     waited out; a quiet window ends the wait; a limit stops it (the reproduction goes
     ahead and its verdict says if the conditions held it back)."""
-    from client.demo import _TICKS, wait_quiet
+    from demo.run import _TICKS, wait_quiet
 
     busy = int(_TICKS)  # one CPU second per window of 1 s: fully busy
     readings = iter([0, busy, 2 * busy, 2 * busy])
@@ -345,7 +345,7 @@ def test_reproductions_wait_for_the_demos_own_servers_to_go_quiet() -> None:
 def test_session_ticks_counts_a_spinning_process_of_the_session() -> None:
     """A real process in a session of its own: its CPU shows in its session's ticks (a
     reading that only grows; asserted on growth, not on an amount)."""
-    from client.demo import session_ticks
+    from demo.run import session_ticks
 
     spin = subprocess.Popen([sys.executable, "-c", "while True: pass"],
                             start_new_session=True)
@@ -364,7 +364,7 @@ def test_session_ticks_counts_a_spinning_process_of_the_session() -> None:
 def test_the_default_demo_tells_the_story_on_fewer_kernels() -> None:
     """Issue 42 item 5: a C kernel, the load_inline module and a Triton kernel by default;
     `--all` every example; a folder holding none of the default ones: all of it."""
-    from client.demo import DEMO_KERNELS, demo_kernels
+    from demo.run import DEMO_KERNELS, demo_kernels
 
     chosen = demo_kernels(REPO / "examples")
     assert [k.name for k in chosen] == sorted(DEMO_KERNELS)
@@ -419,7 +419,7 @@ def test_real_log_server_starts_serves_and_stops(tmp_path: Path) -> None:
                            "set KTL_RUN_SLOW=1 to run it from pytest too")
 def test_full_demo_end_to_end(tmp_path: Path) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "client.demo", "--exit", "--data", str(tmp_path / "demo")],
+        [sys.executable, "-m", "demo.run", "--exit", "--data", str(tmp_path / "demo")],
         capture_output=True, text=True, timeout=900, cwd=REPO, check=False,
     )
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
@@ -430,7 +430,7 @@ def test_demo_without_examples_fails_clearly(tmp_path: Path) -> None:
     empty = tmp_path / "no-examples"
     empty.mkdir()
     out = subprocess.run(
-        [sys.executable, "-m", "client.demo", "--exit", "--data", str(tmp_path / "w"),
+        [sys.executable, "-m", "demo.run", "--exit", "--data", str(tmp_path / "w"),
          "--examples", str(empty)],
         capture_output=True, text=True, timeout=60, cwd=REPO, check=False,
     )
@@ -441,7 +441,7 @@ def test_demo_without_examples_fails_clearly(tmp_path: Path) -> None:
 
 def test_demo_refuses_an_existing_work_folder(tmp_path: Path) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "client.demo", "--exit", "--data", str(tmp_path)],
+        [sys.executable, "-m", "demo.run", "--exit", "--data", str(tmp_path)],
         capture_output=True, text=True, timeout=60, cwd=REPO, check=False,
     )
     assert out.returncode == 2 and "already exists" in out.stderr
@@ -460,7 +460,7 @@ def test_demo_serves_until_stopped_then_stops_the_log(tmp_path: Path) -> None:
     log = tmp_path / "demo.log"
     with log.open("w") as sink:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "client.demo", "--data", str(tmp_path / "w"),
+            [sys.executable, "-m", "demo.run", "--data", str(tmp_path / "w"),
              "--examples", str(examples)],
             stdout=sink, stderr=subprocess.STDOUT, cwd=REPO,
         )
@@ -490,7 +490,7 @@ def test_demo_serves_until_stopped_then_stops_the_log(tmp_path: Path) -> None:
 
 
 def test_demo_help_is_answered() -> None:
-    out = subprocess.run([sys.executable, "-m", "client.demo", "-h"], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "demo.run", "-h"], capture_output=True,
                          text=True, timeout=60, cwd=REPO, check=False)
     assert out.returncode == 0 and "--exit" in out.stdout and "--keep" in out.stdout
 
@@ -503,7 +503,7 @@ def test_closing_hints_name_only_what_remains(tmp_path: Path, log_stays: bool,
 
     from rich.console import Console
 
-    from client.demo import Demo
+    from demo.run import Demo
 
     console = Console(record=True, width=200)
     demo = Demo(tmp_path, console, log_stays=log_stays, folder_stays=folder_stays)
@@ -530,7 +530,7 @@ def test_make_demo_installs_no_test_extras() -> None:
 def test_summary_cells_are_text_not_markup() -> None:
     from rich.console import Console
 
-    from client.demo import summary_table
+    from demo.run import summary_table
 
     console = Console(record=True, width=250)
     row = SummaryRow("[reverse]a/b[/reverse]", "sum\x1b]8;;http://evil.example\x07", 3,
@@ -541,7 +541,7 @@ def test_summary_cells_are_text_not_markup() -> None:
 
 
 def test_torch_examples_are_published_and_triton_is_checked_with_a_reason() -> None:
-    from client.demo import _not_timed_here, _runtime_unavailable
+    from demo.run import _not_timed_here, _runtime_unavailable
 
     torch_example = REPO / "examples" / "torch-rmsnorm"
     triton_example = REPO / "examples" / "triton-bias-gelu"

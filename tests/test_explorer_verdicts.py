@@ -33,10 +33,10 @@ from test_pages_helpers import (
 
 from attest import BENCHMARK_V1, KERNEL_V1, REPRODUCTION_V1, generate_private_key
 from attest.policy import reproducer_panel
-from ledger.merkle import leaf_hash
-from ledger.note import NoteSigner
 from ledger.server import ServerConfig, create_app
 from ledger.storage import MemoryStorage, SearchPage
+from ledger.tlog.merkle import leaf_hash
+from ledger.tlog.note import NoteSigner
 from ledger.web._reading import KERNEL_PAGE
 from ledger.web._verdict_reading import DIGEST_ROWS, JUDGED_ENTRIES, KEY_ROWS, VERDICT_ENTRIES
 from ledger.web._verdicts import Verdict, badge, latest_per_signer, settled

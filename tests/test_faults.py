@@ -34,11 +34,11 @@ import requests
 from ledger_support import SERVE_WORKERS, b64list, check_all_consistent, check_receipt, entry_bytes
 from test_ledger_serve import JSON, ktl_serve
 
-from ledger.checkpoint import open_checkpoint
-from ledger.merkle import leaf_hash, verify_inclusion
-from ledger.note import NoteVerifier
 from ledger.server import load_or_create_signer
 from ledger.storage import SqliteStorage, audit_log
+from ledger.tlog.checkpoint import open_checkpoint
+from ledger.tlog.merkle import leaf_hash, verify_inclusion
+from ledger.tlog.note import NoteVerifier
 
 KILLS = int(os.environ.get("KTL_FAULT_KILLS", "5"))
 pytestmark = pytest.mark.faults

@@ -3,7 +3,7 @@
 The targets and their properties are in `tests/fuzz_targets.py`; inputs are random bytes and
 mutations (flips, insertions, deletions, truncations) of the checked-in seeds. Each target
 runs a few hundred examples here (about a second); `tests/fuzz_atheris.py` runs the same
-targets for as long as you like (README, "Fuzzing").
+targets for as long as you like (docs/development.md, "Fuzzing").
 """
 
 from __future__ import annotations

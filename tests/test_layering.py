@@ -5,7 +5,8 @@ client imports the other three; nothing imports client; the pure verifying modul
 import no web framework. Inside verifier the rooms point one way:
 pure model <- sandbox <- worker <- runtimes | device <- checks | benchmark <- reproduce.
 Inside every folder the modules import one way too (no circle, TYPE_CHECKING imports
-included), and verifier's folders are crossed only through their `__init__`.
+included), and a folder is crossed only through its `__init__` (or a public module):
+no private module or name of another folder is imported.
 """
 
 from __future__ import annotations
@@ -27,10 +28,11 @@ ROOM_RANK = {"model": 0, "sandbox": 1, "worker": 2, "runtimes": 3, "device": 3, 
              "benchmark": 4,
              "reproduce": 5, "top": 6}
 MAX_MODULES_PER_FOLDER = 15
-PURE_VERIFYING = ("ledger/merkle.py", "ledger/note.py", "ledger/checkpoint.py",
-                  "ledger/cosignature.py", "ledger/proof_bundle.py", "attest/dsse.py",
-                  "attest/entry.py", "attest/statement.py")
+PURE_ATTEST = ("attest/dsse.py", "attest/entry.py", "attest/statement.py")
+"""With every module of ledger/tlog (the pure protocol folder), what an auditor installs."""
 WEB = {"flask", "werkzeug", "gunicorn", "jinja2", "requests"}
+SERVICE = WEB | {"sqlite3", "sqlite_utils", "psycopg", "psycopg_pool", "urllib3", "http",
+                 "socket", "click", "rich", "numpy"}
 
 
 def _modules(package: str) -> list[Path]:
@@ -169,8 +171,9 @@ def test_no_import_circle_inside_any_folder() -> None:
     assert not circles, "\n".join(" <-> ".join(c) for c in circles)
 
 
-def test_verifier_crosses_its_folders_only_through_their_init() -> None:
-    bad = private_crossings(_own_modules(), "verifier")
+@pytest.mark.parametrize("package", PACKAGES)
+def test_folders_are_crossed_only_through_their_init(package: str) -> None:
+    bad = private_crossings(_own_modules(), package)
     assert not bad, "\n".join(bad)
 
 
@@ -197,6 +200,83 @@ def test_the_circle_and_crossing_checks_see_what_they_must(tmp_path: Path) -> No
         ROOT = saved
 
 
+OPTIONAL = ("torch", "triton", "psycopg", "psycopg_pool", "pynvml", "ledger.storage._postgres",
+            "ledger.storage._pg_queue", "ledger.vindex._postgres")
+"""Optional heavy dependencies: the only imports allowed inside functions without counting."""
+MAX_IMPORTS_IN_FUNCTIONS = 120
+MAX_MANY_PARAMETERS = 30
+MAX_LONG_FUNCTIONS = 19
+"""Ratchets: the tree meets them, and each may only go down (issue 39's aims: 40, 10, 5)."""
+
+
+def _functions(package: str) -> list[tuple[Path, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    found = []
+    for path in _modules(package):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                found.append((path, node))
+    return found
+
+
+def parameter_count(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """Parameters a caller passes: `self`/`cls` not counted, `*args` and `**options` one each."""
+    a = fn.args
+    named = [*a.posonlyargs, *a.args, *a.kwonlyargs]
+    if named and named[0].arg in ("self", "cls"):
+        named = named[1:]
+    return len(named) + (a.vararg is not None) + (a.kwarg is not None)
+
+
+def imports_in_functions(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    """Modules of ours imported inside `fn` itself (not its nested functions), optional
+    dependencies left out."""
+    found = []
+    todo: list[ast.AST] = list(fn.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            continue
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            todo.extend(ast.iter_child_nodes(node))
+            continue
+        found += [n for n in names if n.split(".")[0] in PACKAGES
+                  and not any(n == o or n.startswith(o + ".") for o in OPTIONAL)]
+    return found
+
+
+def test_imports_stay_at_the_top_of_modules() -> None:
+    found = [f"{path.relative_to(ROOT)}:{fn.name} imports {m}" for package in PACKAGES
+             for path, fn in _functions(package) for m in imports_in_functions(fn)]
+    assert len(found) <= MAX_IMPORTS_IN_FUNCTIONS, "\n".join(found)
+
+
+def test_few_functions_take_seven_or_more_parameters() -> None:
+    found = [f"{path.relative_to(ROOT)}:{fn.lineno} {fn.name} ({parameter_count(fn)})"
+             for package in PACKAGES for path, fn in _functions(package)
+             if parameter_count(fn) >= 7]
+    assert len(found) <= MAX_MANY_PARAMETERS, "\n".join(found)
+
+
+def test_few_functions_run_over_sixty_lines() -> None:
+    found = [f"{path.relative_to(ROOT)}:{fn.lineno} {fn.name}" for package in PACKAGES
+             for path, fn in _functions(package)
+             if (fn.end_lineno or fn.lineno) - fn.lineno + 1 > 60]
+    assert len(found) <= MAX_LONG_FUNCTIONS, "\n".join(found)
+
+
+def test_the_size_checks_count_what_they_must(tmp_path: Path) -> None:
+    code = ("def f(self, a, b, *c, d, **e):\n    from verifier import x\n    import torch\n"
+            "    def g():\n        from client import y\n    if a:\n        from ledger.tlog import z\n")
+    fn = ast.parse(code).body[0]
+    assert isinstance(fn, ast.FunctionDef)
+    assert parameter_count(fn) == 5
+    assert sorted(imports_in_functions(fn)) == ["ledger.tlog", "verifier"]
+
+
 def test_packages_import_only_what_the_design_allows() -> None:
     bad = []
     for package in PACKAGES:
@@ -208,9 +288,28 @@ def test_packages_import_only_what_the_design_allows() -> None:
     assert not bad, "\n".join(bad)
 
 
+def _pure_verifying() -> list[Path]:
+    return [*sorted((ROOT / "ledger" / "tlog").glob("*.py")), *(ROOT / p for p in PURE_ATTEST)]
+
+
 def test_pure_verifying_modules_import_no_web_framework() -> None:
-    bad = [f"{rel}:{line} imports {module}" for rel in PURE_VERIFYING
-           for line, module in _imports(ROOT / rel) if module.split(".")[0] in WEB]
+    bad = [f"{path.relative_to(ROOT)}:{line} imports {module}" for path in _pure_verifying()
+           for line, module in _imports(path) if module.split(".")[0] in WEB]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_pure_protocol_folder_imports_only_itself_and_attest() -> None:
+    """ledger/tlog is what an auditor installs: nothing of the service, the verifier or the
+    client, and no database, web, HTTP or terminal library."""
+    bad = []
+    for path in sorted((ROOT / "ledger" / "tlog").glob("*.py")):
+        for line, module in _imports(path):
+            top = module.split(".")[0]
+            ours_elsewhere = top in PACKAGES and not (module.startswith("ledger.tlog")
+                                                      or top == "attest")
+            if ours_elsewhere or top in SERVICE:
+                bad.append(f"{path.relative_to(ROOT)}:{line} imports {module}")
+    assert len(list((ROOT / "ledger" / "tlog").glob("*.py"))) >= 9
     assert not bad, "\n".join(bad)
 
 

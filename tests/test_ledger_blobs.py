@@ -125,6 +125,6 @@ def test_blob_settings_are_checked() -> None:
     with pytest.raises(ValueError, match="blob_grace_seconds"):
         ServerConfig(blob_grace_seconds=0)
     cfg = ServerConfig()
-    assert (cfg.blob_grace_seconds, cfg.blob_bytes_per_hour) == (24 * 3600, 1024**3)  # README
+    assert (cfg.blob_grace_seconds, cfg.blob_bytes_per_hour) == (24 * 3600, 1024**3)  # docs/operating.md
     assert cfg.blob_gc_interval == 600.0
     assert ServerConfig.from_json(cfg.to_json()) == cfg

@@ -30,11 +30,11 @@ from ledger_support import (
     ktl_serve,
 )
 
-from ledger.checkpoint import open_checkpoint
-from ledger.merkle import leaf_hash, verify_inclusion
-from ledger.note import NoteVerifier
 from ledger.storage._pg_schema import INTEGRATE_LOCK
-from ledger.tiles import (
+from ledger.tlog.checkpoint import open_checkpoint
+from ledger.tlog.merkle import leaf_hash, verify_inclusion
+from ledger.tlog.note import NoteVerifier
+from ledger.tlog.tiles import (
     TILE_WIDTH,
     TileHashReader,
     decode_bundle,

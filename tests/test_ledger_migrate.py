@@ -12,7 +12,6 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from ledger_support import KTL
 
-from ledger.note import NoteSigner
 from ledger.sequencer import Sequencer, Submission
 from ledger.server import load_or_create_signer
 from ledger.storage import (
@@ -24,6 +23,7 @@ from ledger.storage import (
     check_log,
     copy_log,
 )
+from ledger.tlog.note import NoteSigner
 
 FACTS = EntryFacts("https://p/kernel/v1", (("acme/k", "ab" * 32),), ("cd" * 32,))
 SIGNER = NoteSigner("migrate.example/log", Ed25519PrivateKey.from_private_bytes(bytes(range(32))))

@@ -102,7 +102,7 @@ def test_budgets_in_one_file_are_shared_by_every_process_that_maps_it(tmp_path: 
 
 def test_budgets_file_in_a_folder_not_made_yet(tmp_path: Path) -> None:
     # A PostgreSQL frontend started with --key from elsewhere has no data folder of its own:
-    # its workers failed to boot on budgets.bin (the README's second frontend refused).
+    # its workers failed to boot on budgets.bin (docs/operating.md's second frontend refused).
     buckets = SharedBuckets(tmp_path / "front2" / "budgets.bin")
     try:
         assert buckets.take(Budget("b", 1.0, 2.0), "a", 1.0) == 0

@@ -13,8 +13,6 @@ import psycopg
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from ledger.merkle import leaf_hash
-from ledger.note import NoteSigner
 from ledger.sequencer import Sequencer, Submission
 from ledger.server import ServerConfig
 from ledger.storage import (
@@ -30,6 +28,8 @@ from ledger.storage import (
 )
 from ledger.storage._pg_schema import INTEGRATE_LOCK, SCHEMA_VERSION
 from ledger.storage._postgres import PostgresStorage
+from ledger.tlog.merkle import leaf_hash
+from ledger.tlog.note import NoteSigner
 
 pytestmark = pytest.mark.postgresql
 

@@ -18,8 +18,6 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from ledger_support import entry_bytes
 
-from ledger.merkle import leaf_hash, verify_inclusion
-from ledger.note import NoteSigner
 from ledger.queued import (
     QueuedSequencer,
     QueueRowError,
@@ -43,6 +41,8 @@ from ledger.storage import (
 from ledger.storage._pg_queue import PgQueue
 from ledger.storage._pg_schema import INTEGRATE_LOCK
 from ledger.storage._postgres import PostgresStorage
+from ledger.tlog.merkle import leaf_hash, verify_inclusion
+from ledger.tlog.note import NoteSigner
 from ledger.vindex import IndexKey, PendingIndex
 
 pytestmark = pytest.mark.postgresql

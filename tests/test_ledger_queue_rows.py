@@ -10,10 +10,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ledger.note import NoteSigner
 from ledger.queued import QueueRowError, queue_key, seal, unseal
 from ledger.sequencer import Submission
 from ledger.storage import EntryFacts, Outcome, QueueRow, StorageError
+from ledger.tlog.note import NoteSigner
 
 SIGNER = NoteSigner("queue.example/log", Ed25519PrivateKey.from_private_bytes(bytes(range(32))))
 KEY = queue_key(SIGNER)

@@ -12,9 +12,6 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.checkpoint import open_checkpoint
-from ledger.merkle import MemoryHashStore, leaf_hash, root_of, verify_consistency
-from ledger.note import NoteSigner
 from ledger.sequencer import Receipt, Sequencer, SequencerClosed, Submission
 from ledger.storage import (
     EntryFacts,
@@ -26,7 +23,10 @@ from ledger.storage import (
     check_log,
     tile_nodes,
 )
-from ledger.tiles import (
+from ledger.tlog.checkpoint import open_checkpoint
+from ledger.tlog.merkle import MemoryHashStore, leaf_hash, root_of, verify_consistency
+from ledger.tlog.note import NoteSigner
+from ledger.tlog.tiles import (
     decode_bundle,
     entries_path,
     entry_bundles_for_size,
@@ -84,7 +84,7 @@ def test_batches_build_the_same_tree_as_the_reference(batches: list[int]) -> Non
     datas.extend(s.data for s in extra)
     check_files_match(storage, datas)
     store = MemoryHashStore.from_entries(datas)
-    from ledger.merkle import consistency_proof
+    from ledger.tlog.merkle import consistency_proof
 
     for size, root in roots.items():
         verify_consistency(size, len(datas), root, store.root(), consistency_proof(size, len(datas), store))
@@ -276,8 +276,8 @@ class _NoTileReads:
 def test_receipt_proofs_come_from_the_tiles_the_batch_cached(batches: list[int]) -> None:
     """After a batch, every receipt's inclusion proof is built from the cache alone, and
     the cached tiles are the stored ones (a proof from the cache verifies)."""
-    from ledger.merkle import inclusion_proof, verify_inclusion
     from ledger.storage import StoredHashReader, TileCache, expand_tile
+    from ledger.tlog.merkle import inclusion_proof, verify_inclusion
 
     storage = MemoryStorage()
     cache = TileCache(4096)
@@ -297,8 +297,8 @@ def test_receipt_proofs_come_from_the_tiles_the_batch_cached(batches: list[int])
 
 
 def test_put_tile_refuses_what_is_not_a_tile() -> None:
-    from ledger.merkle import MissingHashError
     from ledger.storage import TileCache
+    from ledger.tlog.merkle import MissingHashError
 
     cache = TileCache()
     for bad in (b"", b"\x00" * 31, b"\x00" * 33, b"\x00" * (257 * 32)):

@@ -25,9 +25,9 @@ from ledger_support import (
     ktl_serve,
 )
 
-from ledger.checkpoint import open_checkpoint
-from ledger.merkle import leaf_hash, verify_inclusion
-from ledger.note import NoteVerifier
+from ledger.tlog.checkpoint import open_checkpoint
+from ledger.tlog.merkle import leaf_hash, verify_inclusion
+from ledger.tlog.note import NoteVerifier
 
 
 def test_ktl_serve_serves_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:

@@ -23,12 +23,12 @@ from ledger_support import (
 )
 
 from attest import BENCHMARK_V1, EntryError, NonCanonicalEntryError, examples
-from ledger.checkpoint import open_checkpoint
-from ledger.merkle import EMPTY_ROOT, leaf_hash, verify_inclusion
-from ledger.note import NoteVerifier
 from ledger.server import ServerConfig, create_app
 from ledger.server._admit import _api_error
-from ledger.tiles import TILE_WIDTH, decode_bundle
+from ledger.tlog.checkpoint import open_checkpoint
+from ledger.tlog.merkle import EMPTY_ROOT, leaf_hash, verify_inclusion
+from ledger.tlog.note import NoteVerifier
+from ledger.tlog.tiles import TILE_WIDTH, decode_bundle
 
 JSON = {"Content-Type": "application/json"}
 

@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.merkle import MemoryHashStore, MissingHashError, leaf_hash
 from ledger.storage import (
     EntryFacts,
     EntrySummary,
@@ -26,6 +25,7 @@ from ledger.storage import (
     tile_nodes,
 )
 from ledger.storage._schema import SCHEMA_VERSION
+from ledger.tlog.merkle import MemoryHashStore, MissingHashError, leaf_hash
 
 HEX = st.text("0123456789abcdef", min_size=64, max_size=64)
 NAME = st.from_regex(r"[a-z0-9]{1,8}/[a-z0-9]{1,8}", fullmatch=True)

@@ -11,10 +11,6 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from witness_support import FakeLog
 
-from ledger.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
-from ledger.cosignature import CosignatureSigner
-from ledger.merkle import EMPTY_ROOT
-from ledger.note import NoteSignature, NoteSigner
 from ledger.sequencer import Sequencer, Submission
 from ledger.server._witnessing import Witnessing, WitnessingSettings
 from ledger.storage import (
@@ -25,8 +21,12 @@ from ledger.storage import (
     StoredCheckpoint,
     TileCache,
 )
-from ledger.witness import AddCheckpoint, Cosign, decide
-from ledger.witness_policy import WitnessPolicy, check_quorum
+from ledger.tlog.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
+from ledger.tlog.cosignature import CosignatureSigner
+from ledger.tlog.merkle import EMPTY_ROOT
+from ledger.tlog.note import NoteSignature, NoteSigner
+from ledger.tlog.witness import AddCheckpoint, Cosign, decide
+from ledger.tlog.witness_policy import WitnessPolicy, check_quorum
 from ledger.witness_server import create_witness_app
 from ledger.witness_store import WitnessStore, make_log
 

@@ -15,8 +15,8 @@ import requests
 from ledger_support import KTL, entry_bytes, ktl_serve
 from slowloris import Attack, probe
 
-from ledger.merkle import leaf_hash
-from ledger.tiles import TILE_WIDTH, encode_bundle
+from ledger.tlog.merkle import leaf_hash
+from ledger.tlog.tiles import TILE_WIDTH, encode_bundle
 
 
 def _fill(base: str, n: int, first: int = 0) -> list[bytes]:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.merkle import (
+from ledger.tlog.merkle import (
     EMPTY_ROOT,
     CompactRange,
     MemoryHashStore,

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from ledger import merkle
-from ledger.merkle import (
+from ledger.tlog import merkle
+from ledger.tlog.merkle import (
     EMPTY_ROOT,
     MemoryHashStore,
     ProofError,

@@ -100,7 +100,7 @@ def test_config_names_real_files_and_the_equivalents_list_loads() -> None:
     threshold, specs = run.load_config()
     assert threshold == 95.0
     paths = {s.path for s in specs}
-    assert {"ledger/merkle.py", "ledger/note.py", "attest/dsse.py", "client/trust.py"} <= paths
+    assert {"ledger/tlog/merkle.py", "ledger/tlog/note.py", "attest/dsse.py", "client/trust.py"} <= paths
     for e in run.load_equivalents(specs):
         assert e.module in paths and e.reason
 
@@ -111,13 +111,13 @@ def test_equivalents_list_rejects_unknown_modules_and_missing_reasons(tmp_path: 
     bad.write_text('[[equivalent]]\nmodule = "ledger/nope.py"\nmutant = "a | b -> c"\nreason = "r" \n')
     with pytest.raises(run.MutationError, match="not configured"):
         run.load_equivalents(specs, bad)
-    bad.write_text('[[equivalent]]\nmodule = "ledger/note.py"\nmutant = "a | b -> c"\n')
+    bad.write_text('[[equivalent]]\nmodule = "ledger/tlog/note.py"\nmutant = "a | b -> c"\n')
     with pytest.raises(run.MutationError, match="reason"):
         run.load_equivalents(specs, bad)
 
 
 def test_score_leaves_out_equivalents_and_flags_wrong_entries() -> None:
-    spec = run.ModuleSpec("ledger/note.py", ("tests/test_note.py",))
+    spec = run.ModuleSpec("ledger/tlog/note.py", ("tests/test_note.py",))
     result = run.ModuleResult(
         spec.path,
         run.fingerprint(spec),
@@ -129,7 +129,7 @@ def test_score_leaves_out_equivalents_and_flags_wrong_entries() -> None:
         run.Equivalent(spec.path, "d", "cannot change behaviour"),
         run.Equivalent(spec.path, "e", "wrongly listed"),
         run.Equivalent(spec.path, "zz", "no such mutant"),
-        run.Equivalent("ledger/merkle.py", "c", "other module's"),
+        run.Equivalent("ledger/tlog/merkle.py", "c", "other module's"),
     ]
     s = run.score(spec, result, eq)
     assert (s.mutants, s.equivalent, s.caught, s.timeout) == (5, 2, 2, 1)
@@ -144,7 +144,7 @@ def test_score_leaves_out_equivalents_and_flags_wrong_entries() -> None:
 @pytest.mark.slow  # 7-11 s, among make test's longest: CI's slow step runs it
 def test_a_mutant_run_kills_and_a_clean_run_passes() -> None:
     """One real fork: the unmutated module passes its tests; a deleted raise is caught."""
-    spec = run.ModuleSpec("ledger/checkpoint.py", ("tests/test_checkpoint.py",))
+    spec = run.ModuleSpec("ledger/tlog/checkpoint.py", ("tests/test_checkpoint.py",))
     source = (run.ROOT / spec.path).read_text()
     (m,) = [
         m for m in enumerate_mutants(source)
@@ -155,19 +155,19 @@ def test_a_mutant_run_kills_and_a_clean_run_passes() -> None:
     assert run._status(run._reap(run._wait_any({run._fork(spec, code)}))) == "killed"
 
 
-def test_readme_documents_the_command_and_a_row_per_module() -> None:
-    readme = (run.ROOT / "README.md").read_text()
+def test_the_docs_document_the_command_and_a_row_per_module() -> None:
+    readme = (run.ROOT / "docs" / "development.md").read_text()
     makefile = (run.ROOT / "Makefile").read_text()
     assert "make mutation" in readme and "\nmutation: " in makefile
     assert "-m mutation.run" in makefile and "mutation" not in makefile.split("\ntest:")[1].split("\n")[0]
     threshold, specs = run.load_config()
     assert f"below {threshold:.0f} %" in readme
     for spec in specs:
-        assert f"| `{spec.path}` (" in readme, f"README has no mutation row for {spec.path}"
+        assert f"| `{spec.path}` (" in readme, f"docs/development.md has no mutation row for {spec.path}"
 
 
 def test_a_recheck_refuses_a_module_that_changed() -> None:
-    spec = run.ModuleSpec("ledger/note.py", ("tests/test_note.py",))
+    spec = run.ModuleSpec("ledger/tlog/note.py", ("tests/test_note.py",))
     old = run.ModuleResult(spec.path, "0" * 64, 1.0, {"a": "killed"}, source_sha256="1" * 64)
     with pytest.raises(run.MutationError, match="changed since its kept results"):
         run.run_module(spec, 1, None, old)

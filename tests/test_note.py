@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from weak_keys import SMALL_ORDER
 
 from ledger import LedgerError
-from ledger.note import (
+from ledger.tlog.note import (
     MAX_NOTE_BYTES,
     MAX_SIGNATURES,
     NoteError,
@@ -277,7 +277,7 @@ def test_text_line_limit_is_1024() -> None:
 
 # The limits, written out as numbers so that a changed constant is noticed.
 def test_note_size_limit_is_256_kib() -> None:
-    from ledger.note import check_text
+    from ledger.tlog.note import check_text
 
     limit = 256 * 1024
     at_limit = "x" * (limit - 1) + "\n"

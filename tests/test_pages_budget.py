@@ -29,11 +29,11 @@ from test_pages_helpers import (
 )
 
 from attest import BENCHMARK_V1, KERNEL_V1, REPRODUCTION_V1, generate_private_key
-from ledger.note import NoteSigner
 from ledger.sequencer import Sequencer
 from ledger.server import ServerConfig, create_app
 from ledger.server._admit import admit_bytes
 from ledger.storage import LogStorage, SqliteStorage
+from ledger.tlog.note import NoteSigner
 
 PADDING = 10_000
 #: What one page may be handed by storage: rows (entries, index rows, summaries,
@@ -206,11 +206,12 @@ def test_the_home_cache_follows_the_tree(world: World) -> None:
     assert f'href="/entries/{index}"' in after and f'href="/entries/{index}"' not in before
 
 
-def test_the_bounds_are_the_ones_the_readme_names() -> None:
+def test_the_bounds_are_the_ones_the_docs_name() -> None:
     from ledger.web import _reading
     from ledger.web import _verdict_reading as v
 
-    readme = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text().split())
+    readme = " ".join((Path(__file__).resolve().parent.parent / "docs" / "operating.md").read_text()
+                      .split())
     assert (v.KEY_ROWS, v.NAMED_KEYS, v.DIGEST_ROWS, v.VERDICT_DIGESTS) == (20, 64, 100, 25)
     assert (v.VERDICT_ENTRIES, v.VERDICT_BYTES) == (200, 512 * 1024)
     assert (_reading.KERNEL_PAGE, _reading.PAGE_BYTES) == (50, 512 * 1024)

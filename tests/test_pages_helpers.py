@@ -31,12 +31,12 @@ from attest import (
 )
 from attest._errors import EntryTooLargeError
 from attest.ops import op_flops
-from ledger.merkle import leaf_hash
-from ledger.note import NoteSigner
 from ledger.sequencer import Sequencer, Submission
 from ledger.server import ServerConfig, create_app
 from ledger.server._admit import admit_bytes
 from ledger.storage import EntryFacts, MemoryStorage
+from ledger.tlog.merkle import leaf_hash
+from ledger.tlog.note import NoteSigner
 
 XSS = '<script>alert("xss")</script><img src=x onerror=alert(2)>'
 NAME = "acme/matmul-blocked"

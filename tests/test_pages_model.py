@@ -21,7 +21,7 @@ from test_pages_helpers import (
     verification_body,
 )
 
-from ledger.merkle import leaf_hash
+from ledger.tlog.merkle import leaf_hash
 from ledger.web._decode import DecodedEntry, decode_for_display, predicate_kind
 from ledger.web._kernel import parse_claim_shape, summarize_kernel
 from ledger.web._note_lines import signature_lines

@@ -200,7 +200,7 @@ def test_static_css_is_served(client: FlaskClient) -> None:
 def test_tampered_storage_is_shown_as_not_verified(monkeypatch: pytest.MonkeyPatch) -> None:
     import dataclasses
 
-    from ledger.note import NoteSigner
+    from ledger.tlog.note import NoteSigner
     from ledger.web._service import LogServiceView
 
     app = make_app()

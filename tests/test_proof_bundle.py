@@ -12,10 +12,22 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.cosignature import CosignatureError, CosignatureSigner, cosign_checkpoint
-from ledger.merkle import MemoryHashStore, ProofError, RootMismatchError, inclusion_proof, leaf_hash
-from ledger.note import NoteError, NoteVerifier
-from ledger.proof_bundle import FILE_SUFFIX, HEADER, TlogProof, TlogProofError, verify_tlog_proof
+from ledger.tlog.cosignature import CosignatureError, CosignatureSigner, cosign_checkpoint
+from ledger.tlog.merkle import (
+    MemoryHashStore,
+    ProofError,
+    RootMismatchError,
+    inclusion_proof,
+    leaf_hash,
+)
+from ledger.tlog.note import NoteError, NoteVerifier
+from ledger.tlog.proof_bundle import (
+    FILE_SUFFIX,
+    HEADER,
+    TlogProof,
+    TlogProofError,
+    verify_tlog_proof,
+)
 
 NOTE: dict[str, Any] = json.loads((Path(__file__).parent / "vectors" / "note.json").read_text())
 MERKLE: dict[str, Any] = json.loads((Path(__file__).parent / "vectors" / "merkle.json").read_text())

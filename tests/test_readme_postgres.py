@@ -1,4 +1,4 @@
-"""README "Running a log on PostgreSQL": its commands run literally against a real PostgreSQL.
+"""docs/operating.md, "Running a log on PostgreSQL": its commands run literally against a real PostgreSQL.
 
 The doc's database URL becomes a fresh database on the throwaway cluster, its ports
 become free ones, and its folders live in a temporary directory.
@@ -19,14 +19,14 @@ import pytest
 import requests
 from ledger_support import JSON, KTL, check_receipt, entry_bytes, read_serve_banner
 
-from ledger.note import NoteVerifier
 from ledger.sequencer import Sequencer, Submission
 from ledger.server import load_or_create_signer
 from ledger.storage import EntryFacts, SqliteStorage
+from ledger.tlog.note import NoteVerifier
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.slow]
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parent.parent / "docs" / "operating.md"
 SECTION = "## Running a log on PostgreSQL"
 DOC_URL = "postgresql://ktl@db.example/kernels"
 

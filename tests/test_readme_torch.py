@@ -1,5 +1,5 @@
-"""Runs the README's KernelBench walkthrough literally: every `$ ktl ...` line of the
-section's console block, in order, in one folder, against a real log server."""
+"""Runs docs/kernelbench.md's walkthrough literally: every `$ ktl ...` line of the
+page's console block, in order, in one folder, against a real log server."""
 
 from __future__ import annotations
 
@@ -16,17 +16,16 @@ from client_server import Ktl, running_log
 from verifier import get_runtime
 
 REPO = Path(__file__).resolve().parent.parent
-DOC = REPO / "README.md"
-SECTION = "## Kernels written as PyTorch modules (KernelBench format)"
+DOC = REPO / "docs" / "kernelbench.md"
+TITLE = "# Kernels written as PyTorch modules (KernelBench format)"
 BLOCK = re.compile(r"```console\n(.*?)```", re.S)
 EXAMPLE = REPO / "examples" / "torch-rmsnorm"
 
 
 def _lines() -> list[str]:
     text = DOC.read_text()
-    start = text.index(SECTION)
-    end = text.find("\n## ", start + len(SECTION))
-    blocks = BLOCK.findall(text[start:end])
+    assert text.startswith(TITLE + "\n")
+    blocks = BLOCK.findall(text)
     assert len(blocks) == 1
     return blocks[0].strip().splitlines()
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import hashlib
 
-from ledger.merkle import leaf_hash
 from ledger.storage import IntegratedBatch, LogStorage, StoredCheckpoint, StoredEntry
+from ledger.tlog.merkle import leaf_hash
 
 DIGEST = "ab" * 32
 

@@ -28,8 +28,6 @@ from test_pages_helpers import (
 
 from attest import BENCHMARK_V1, KERNEL_V1, REPRODUCTION_V1, generate_private_key
 from client.cli import main
-from ledger.merkle import leaf_hash
-from ledger.note import NoteSigner
 from ledger.sequencer import Sequencer, Submission
 from ledger.server import load_or_create_signer
 from ledger.server._admit import admit_bytes
@@ -43,6 +41,8 @@ from ledger.storage import (
     SummaryDrift,
     check_summaries,
 )
+from ledger.tlog.merkle import leaf_hash
+from ledger.tlog.note import NoteSigner
 from ledger.web._verdict_reading import read_verdicts
 
 ORIGIN = "summaries.example/log"

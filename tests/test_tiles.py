@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.merkle import (
+from ledger.tlog.merkle import (
     MAX_TREE_SIZE,
     MemoryHashStore,
     consistency_proof,
@@ -20,7 +20,7 @@ from ledger.merkle import (
     tree_root,
     verify_inclusion,
 )
-from ledger.tiles import (
+from ledger.tlog.tiles import (
     MAX_BUNDLE_ENTRY,
     TILE_HEIGHT,
     TILE_WIDTH,
@@ -471,7 +471,7 @@ def test_bundle_limits_at_the_edges() -> None:
 
 
 def test_tile_bytes_and_split_tile() -> None:
-    from ledger.tiles import split_tile
+    from ledger.tlog.tiles import split_tile
 
     full = MemoryHashStore.from_entries(b"%d" % i for i in range(3))
     data = tile_bytes(TileRef(0, 0, 3), full)

@@ -313,9 +313,9 @@ def test_the_kernel_page_flags_claims_its_own_evidence_contradicts_and_marks_wea
     from test_pages_helpers import NAME, ORIGIN, digest_of, signed, submit
 
     from attest import KERNEL_V1, generate_private_key
-    from ledger.note import NoteSigner
     from ledger.server import ServerConfig, create_app
     from ledger.storage import MemoryStorage
+    from ledger.tlog.note import NoteSigner
 
     app = create_app(ServerConfig(origin=ORIGIN, batch_delay_ms=0.0), storage=MemoryStorage(),
                      signer=NoteSigner(ORIGIN, generate_private_key()))

@@ -377,7 +377,7 @@ def test_layers_round_trip_and_reject_bad_input() -> None:
 
 
 def test_submit_fails_closed_in_a_weak_sandbox() -> None:
-    from client._errors import InputError
+    from client.errors import InputError
     from client.reproduce import sandbox_gate
 
     assert sandbox_gate([], submit=True, allow_weak=False) == "all layers"
@@ -395,9 +395,9 @@ def test_this_machine_probes_its_layers() -> None:
         assert layers.no_capabilities and layers.process_limit > 0
 
 
-def test_readme_sandbox_table_ties_each_layer_to_a_kernel() -> None:
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("### Limits of the sandbox", 1)[1].split("\n### ", 1)[0]
+def test_the_docs_sandbox_table_ties_each_layer_to_a_kernel() -> None:
+    readme = (ROOT / "docs" / "checks.md").read_text()
+    section = readme.split("\n## Limits of the sandbox\n", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| ") and "---" not in line]
     assert rows[0].startswith("| layer |") and len(rows) >= 8
     tested = set(SANDBOX_ATTACKS) | set(HARMLESS_ATTACKS)

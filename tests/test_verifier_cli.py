@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from client._errors import InputError
 from client.cli.kernel import parse_shape
+from client.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent
 

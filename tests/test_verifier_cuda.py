@@ -316,7 +316,7 @@ def test_memcheck_is_skipped_with_its_reason_under_landlock(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """On an H200 the memcheck target's CUDA context failed inside Landlock: say so, don't fail."""
     monkeypatch.setattr(_cuda, "find_tool", lambda name: "/usr/bin/true")
-    monkeypatch.setattr(_cuda._landlock, "abi_version", lambda: 7)
+    monkeypatch.setattr(_cuda, "landlock_abi", lambda: 7)
     with pytest.raises(RuntimeUnavailableError, match="cannot run inside the sandbox"):
         CudaRuntime(require_gpu=False).build(KernelSpec.load(EXAMPLE), "asan", tmp_path)
 
@@ -339,7 +339,7 @@ def test_memcheck_driver_builds_and_runs_the_cases(tmp_path: Path,
     real = _cuda.find_tool
     monkeypatch.setattr(_cuda, "find_tool",
                         lambda name: str(fake) if name == "compute-sanitizer" else real(name))
-    monkeypatch.setattr(_cuda._landlock, "abi_version", lambda: 0)  # a machine without Landlock
+    monkeypatch.setattr(_cuda, "landlock_abi", lambda: 0)  # a machine without Landlock
     spec = KernelSpec.load(EXAMPLE)
     art = CudaRuntime(require_gpu=False).build(spec, "asan", tmp_path / "b")
     op = OPS["softmax"]
@@ -443,7 +443,7 @@ def test_ktl_check_without_a_gpu_is_a_clear_verdict() -> None:
 
 @no_gpu
 def test_demo_skips_the_cuda_example_without_a_gpu() -> None:
-    from client.demo import _runtime_unavailable
+    from demo.run import _runtime_unavailable
 
     assert "runtime 'cuda' unavailable here (no GPU" in (_runtime_unavailable(EXAMPLE) or "")
     assert _runtime_unavailable(ROOT / "examples" / "softmax-rows") is None

@@ -724,18 +724,16 @@ def test_a_cold_claim_is_re_measured_cold_where_a_gpu_runs_the_device_path(
     path has one mode only."""
     from types import SimpleNamespace
 
-    # the GPU probe as the module that decides calls it (verifier/_gpu.py became gpu.py,
-    # imported there by name)
-    import verifier.reproduce._claims as _gpu
+    from verifier.reproduce import _claims
     from verifier.reproduce._claims import claimed_cold
 
     cold = SimpleNamespace(device=SimpleNamespace(cold=True))
     hot = SimpleNamespace(device=SimpleNamespace(cold=False))
-    monkeypatch.setattr(_gpu, "gpu_probe", lambda: SimpleNamespace(error=None))
+    monkeypatch.setattr(_claims, "gpu_probe", lambda: SimpleNamespace(error=None))
     assert claimed_cold(cold) is True  # type: ignore[arg-type]
     assert claimed_cold(hot) is False  # type: ignore[arg-type]
     assert claimed_cold(SimpleNamespace(device=None)) is False  # type: ignore[arg-type]
-    monkeypatch.setattr(_gpu, "gpu_probe", lambda: SimpleNamespace(error="no GPU"))
+    monkeypatch.setattr(_claims, "gpu_probe", lambda: SimpleNamespace(error="no GPU"))
     assert claimed_cold(cold) is False  # type: ignore[arg-type]
 
 

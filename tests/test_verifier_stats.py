@@ -158,7 +158,7 @@ def test_false_refutation_rate_at_the_nominal_level() -> None:
 
 
 def test_rates_with_the_default_policy() -> None:
-    """README: honest claims are refuted at most 1 % of the time at 5 runs; 1.25x nearly always at a 3 % spread."""
+    """docs/reproducing.md: honest claims are refuted at most 1 % of the time at 5 runs; 1.25x nearly always at a 3 % spread."""
     for sigma in (0.01, 0.03, 0.08):
         assert simulated_rates(1.0, sigma, 5, 2000, seed=2)["refuted"] <= 0.01
     assert simulated_rates(1.25, 0.03, 5, 2000, seed=3)["refuted"] >= 0.99

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from ledger.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
-from ledger.note import NoteSigner, NoteVerifier
+from ledger.tlog.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
+from ledger.tlog.note import NoteSigner, NoteVerifier
 from ledger.vindex import IndexProofError, commitment_line, committed_root
 
 HERE = Path(__file__).parent / "vectors"

@@ -299,10 +299,11 @@ def test_padding_under_the_digest_cannot_make_the_reproduction_read_it_all(
     assert again == got.search
 
 
-def test_the_readme_states_the_reproduction_proof_bound() -> None:
+def test_the_docs_state_the_reproduction_proof_bound() -> None:
     import client.reproduce as reproduce
 
-    readme = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text().split())
+    readme = " ".join((Path(__file__).resolve().parent.parent / "docs" / "auditing.md").read_text()
+                      .split())
     assert reproduce.PROOF_MAX_ENTRIES == reproduce.MAX_ROWS_READ
     assert (f"it proves at most {reproduce.PROOF_MAX_ENTRIES:,} of the digest's entries "
             "(the rows its search reads)") in readme
@@ -321,9 +322,10 @@ def test_reproduce_against_a_log_without_an_index_says_not_proven(tmp_path: Path
     assert "not proven complete" in got.search.summary()
 
 
-def test_the_readme_complete_search_example_is_what_ktl_prints(tmp_path: Path) -> None:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    section = readme[readme.index("## Complete search"):readme.index("## The demo and")]
+def test_the_docs_complete_search_example_is_what_ktl_prints(tmp_path: Path) -> None:
+    readme = (Path(__file__).resolve().parent.parent / "docs" / "auditing.md").read_text()
+    start = readme.index("\n## Complete search\n")
+    section = readme[start:readme.index("\n## ", start + 1)]
     command, printed = section.split("```console\n")[1].split("```")[0].splitlines()
     assert command == '$ ktl search --name acme/k0 --log "$KTL_LOG"'
     assert "ktl/vindex/v1 <index root, 64 hex>" in section
@@ -336,7 +338,7 @@ def test_the_readme_complete_search_example_is_what_ktl_prints(tmp_path: Path) -
         flat = " ".join(section.split())
         paged = re.search(r"`GET (/api/v1/index/lookup\?[^`]*limit=[^`]*)` answers `([^`]+)`",
                           flat)
-        assert paged is not None, "the README's page example"
+        assert paged is not None, "the page example of docs/auditing.md"
         page = requests.get(base + paged.group(1), timeout=30).json()
         assert json.loads("{" + paged.group(2) + "}").items() <= page.items(), page
         for option in ("--max-pages", "TooManyPages", "PageOutOfOrder", "ChainMismatch"):

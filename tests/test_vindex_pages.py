@@ -27,8 +27,8 @@ from client.vindex import (
     TooManyPages,
     verified_lookup,
 )
-from ledger.merkle import leaf_hash
 from ledger.storage import LogStorage
+from ledger.tlog.merkle import leaf_hash
 from ledger.vindex import (
     MAX_PAGE,
     IndexKey,
@@ -251,8 +251,8 @@ class LongListLog(MemoryLog):
         self.root = _commit_list(self.index.rows, K0.hash, list(range(n)), n)
 
     def note_at(self, size: int) -> bytes:
-        from ledger.checkpoint import Checkpoint, sign_checkpoint
-        from ledger.merkle import tree_root
+        from ledger.tlog.checkpoint import Checkpoint, sign_checkpoint
+        from ledger.tlog.merkle import tree_root
         from ledger.vindex import commitment_line
 
         return sign_checkpoint(Checkpoint(self.origin, size, tree_root(size, self.store),

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from ledger.checkpoint import open_checkpoint
-from ledger.note import NoteSigner
 from ledger.sequencer import Sequencer, Submission
 from ledger.storage import EntryFacts, LogStorage
+from ledger.tlog.checkpoint import open_checkpoint
+from ledger.tlog.note import NoteSigner
 from ledger.vindex import (
     EMPTY,
     IndexKey,

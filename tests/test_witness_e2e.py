@@ -16,13 +16,13 @@ from client_server import Ktl, kernel_folder, small_results
 from ledger_support import entry_bytes
 from witness_support import free_port, log_process, witness_process
 
-from ledger.checkpoint import open_checkpoint
-from ledger.merkle import EMPTY_ROOT
-from ledger.note import NoteVerifier
 from ledger.server import load_or_create_signer
 from ledger.storage import SqliteStorage
-from ledger.witness import encode_add_checkpoint
-from ledger.witness_policy import WitnessPolicy, check_quorum
+from ledger.tlog.checkpoint import open_checkpoint
+from ledger.tlog.merkle import EMPTY_ROOT
+from ledger.tlog.note import NoteVerifier
+from ledger.tlog.witness import encode_add_checkpoint
+from ledger.tlog.witness_policy import WitnessPolicy, check_quorum
 from ledger.witness_server import load_or_create_witness_key
 
 ORIGIN = "127.0.0.1/witnessed-log"

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 from weak_keys import SMALL_ORDER
 from witness_support import FakeLog
 
-from ledger.checkpoint import open_checkpoint
-from ledger.cosignature import CosignatureSigner, cosign_checkpoint
-from ledger.witness_policy import PolicyError, WitnessPolicy, check_quorum
+from ledger.tlog.checkpoint import open_checkpoint
+from ledger.tlog.cosignature import CosignatureSigner, cosign_checkpoint
+from ledger.tlog.witness_policy import PolicyError, WitnessPolicy, check_quorum
 
 
 def _w(seed: int, name: str) -> CosignatureSigner:
@@ -138,7 +138,7 @@ def test_the_parser_only_raises_policy_error(text: str) -> None:
 @pytest.mark.parametrize("raw", list(SMALL_ORDER.values()), ids=list(SMALL_ORDER))
 def test_small_order_keys_are_refused_as_witnesses_and_as_logs(raw: bytes) -> None:
     """A small-order key would accept the (identity, 0) signature on every checkpoint."""
-    from ledger.note import key_id
+    from ledger.tlog.note import key_id
     from ledger.witness_store import WitnessStoreError, make_log
 
     def vkey(name: str, sig_type: int) -> str:
@@ -265,7 +265,7 @@ def test_one_public_key_under_two_names_is_refused_and_counts_once() -> None:
     copied = base64.b64encode(twin.key_id + raw[4:])
     forged = note + "\u2014 w.example/twin ".encode() + copied + b"\n"
     # The copy verifies as the twin's signature, but one key is one witness:
-    from ledger.cosignature import CosignatureError, verify_cosignatures
+    from ledger.tlog.cosignature import CosignatureError, verify_cosignatures
     _, cosigs = verify_cosignatures(forged, log.signer.verifier(),
                                     [A.verifier(), twin.verifier()], 1)
     assert len(cosigs) == 1

@@ -1,5 +1,5 @@
-"""Runs the README's "Witnesses" walkthrough literally: two real `ktl witness serve`
-processes, a log with the README's policy (2-of-2), and every `$ ktl ...` line of its
+"""Runs docs/witnesses.md's walkthrough literally: two real `ktl witness serve`
+processes, a log with the page's policy (2-of-2), and every `$ ktl ...` line of its
 console block through the real `ktl`; each must exit 0."""
 
 from __future__ import annotations
@@ -16,28 +16,27 @@ import requests
 from client_server import ORIGIN, Ktl, kernel_folder, running_log, small_results
 from witness_support import free_port, witness_process
 
-from ledger.checkpoint import open_checkpoint
-from ledger.note import NoteVerifier
 from ledger.server import load_or_create_signer
-from ledger.witness_policy import WitnessPolicy
+from ledger.tlog.checkpoint import open_checkpoint
+from ledger.tlog.note import NoteVerifier
+from ledger.tlog.witness_policy import WitnessPolicy
 from ledger.witness_store import WitnessStore, make_log
 
-DOC = Path(__file__).resolve().parent.parent / "README.md"
-SECTION = "## Witnesses"
+DOC = Path(__file__).resolve().parent.parent / "docs" / "witnesses.md"
+TITLE = "# Witnesses"
 BLOCK = re.compile(r"```(console|text)\n(.*?)```", re.S)
 
 
 def _blocks() -> dict[str, str]:
     text = DOC.read_text()
-    start = text.index(SECTION)
-    end = text.find("\n## ", start + len(SECTION))
-    return {m.group(1): m.group(2) for m in BLOCK.finditer(text[start:end])}
+    assert text.startswith(TITLE + "\n")
+    return {m.group(1): m.group(2) for m in BLOCK.finditer(text)}
 
 
 def test_the_policy_example_parses_once_keys_are_filled_in() -> None:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    from ledger.cosignature import CosignatureSigner
+    from ledger.tlog.cosignature import CosignatureSigner
 
     text = _blocks()["text"]
     for n in (1, 2):
@@ -59,7 +58,7 @@ def test_witnesses_walkthrough_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert ktl("keygen", "--out", "acme.key").exit_code == 0
     log_key = load_or_create_signer(tmp_path / "log", ORIGIN).verifier_key_string()
     ports = {8091: free_port(), 8092: free_port()}
-    WitnessStore(work / "w2").add_log(make_log(ORIGIN, [log_key]))  # w2 as w1 in the README
+    WitnessStore(work / "w2").add_log(make_log(ORIGIN, [log_key]))  # w2 as w1 in the page
     with contextlib.ExitStack() as stack:
         keys = {}
         for n, port in ((1, 8091), (2, 8092)):

@@ -1,4 +1,4 @@
-"""The witness's pure core (`ledger.witness`): every framing error of an add-checkpoint
+"""The witness's pure core (`ledger.tlog.witness`): every framing error of an add-checkpoint
 request with its own message, the spec's limits at their exact boundaries, and every
 reason `decide` refuses to cosign, without a server in between (which answers 400 for
 any `RequestError`, so a check deleted there would go unnoticed)."""
@@ -11,10 +11,10 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from witness_support import FakeLog
 
-from ledger.checkpoint import Checkpoint, sign_checkpoint
-from ledger.merkle import EMPTY_ROOT
-from ledger.note import NoteSigner
-from ledger.witness import (
+from ledger.tlog.checkpoint import Checkpoint, sign_checkpoint
+from ledger.tlog.merkle import EMPTY_ROOT
+from ledger.tlog.note import NoteSigner
+from ledger.tlog.witness import (
     MAX_PROOF_LINES,
     MAX_REQUEST_BYTES,
     AddCheckpoint,

@@ -18,10 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from witness_support import KTL, FakeLog, witness_process
 
-from ledger.cosignature import CosignatureSigner, CosignatureVerifier, verify_cosignatures
-from ledger.merkle import EMPTY_ROOT
-from ledger.note import NoteSigner, NoteVerifier
-from ledger.witness import (
+from ledger.tlog.cosignature import CosignatureSigner, CosignatureVerifier, verify_cosignatures
+from ledger.tlog.merkle import EMPTY_ROOT
+from ledger.tlog.note import NoteSigner, NoteVerifier
+from ledger.tlog.witness import (
     MAX_PROOF_LINES,
     MAX_REQUEST_BYTES,
     AddCheckpoint,
@@ -126,7 +126,7 @@ def test_bad_consistency_proofs_are_422(tmp_path: Path) -> None:
 def test_size_zero_needs_the_empty_root_and_no_proof(tmp_path: Path) -> None:
     log = FakeLog().grow(2)
     client, _ = _client(tmp_path, log)
-    from ledger.checkpoint import Checkpoint, sign_checkpoint
+    from ledger.tlog.checkpoint import Checkpoint, sign_checkpoint
 
     bad = sign_checkpoint(Checkpoint(log.origin, 0, b"\x01" * 32), log.signer)
     assert _post(client, encode_add_checkpoint(0, [], bad))[0] == 422

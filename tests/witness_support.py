@@ -16,10 +16,10 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from ledger.checkpoint import Checkpoint, sign_checkpoint
-from ledger.merkle import MemoryHashStore, consistency_proof, leaf_hash, tree_root
-from ledger.note import NoteSigner
-from ledger.witness import encode_add_checkpoint
+from ledger.tlog.checkpoint import Checkpoint, sign_checkpoint
+from ledger.tlog.merkle import MemoryHashStore, consistency_proof, leaf_hash, tree_root
+from ledger.tlog.note import NoteSigner
+from ledger.tlog.witness import encode_add_checkpoint
 
 KTL = [sys.executable, "-c", "from client.cli import main; main()"]
 

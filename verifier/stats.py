@@ -24,7 +24,7 @@ be refuted. Claiming more runs only narrows the interval around the claim.
 
 Between sittings. The claim was measured at another time, under other load; runs within
 one sitting do not see that variation. `between` (log units, SIGMA_BETWEEN by default in
-`reproduce`: a prior from one observed case, not yet measured; see BENCHMARKS.md, "Where
+`reproduce`: a prior from one observed case, not yet measured; see docs/performance.md, "Where
 the thresholds come from") adds it as a known component: the half-width is
 sqrt((t * s * sqrt(1/m + 1/n))^2 + (z * between)^2) (t: Student's with n - 1 degrees of
 freedom, z: the normal quantile, both at the look's confidence), so no number of runs
@@ -48,6 +48,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from statistics import NormalDist
 from typing import Any, Literal
+
+from attest.predicates import MAX_RUNS
 
 __all__ = [
     "DEFAULT_CONFIDENCE",
@@ -80,14 +82,13 @@ give a zero-width interval."""
 SIGMA_BETWEEN = 0.04
 """Spread (log units) of an honest kernel's speed-up between sittings (other load, another
 time) beyond the runs' own spread: a prior from the one case issue 25 observed, until the
-busy/quiet run measures it; see BENCHMARKS.md ("Where the thresholds come from")."""
+busy/quiet run measures it; see docs/performance.md ("Where the thresholds come from")."""
 MAX_LOOKS = 8
 
 
 def max_runs() -> int:
     """Most runs a claim or a measurement may have: attest's limit, imported when needed
     (the sandboxed worker imports this package and may not read attest/)."""
-    from attest.predicates import MAX_RUNS
 
     return MAX_RUNS
 

@@ -14,7 +14,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from client._output import Output, run_guarded, safe
+from client.output import Output, run_guarded, safe
 
 _FILE = click.Path(path_type=Path, dir_okay=False)
 

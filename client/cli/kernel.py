@@ -16,8 +16,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from client._errors import EXIT_VERIFICATION, InputError
-from client._output import Output, run_guarded, safe
+from client.errors import EXIT_VERIFICATION, InputError
+from client.output import Output, run_guarded, safe
+from verifier import DEFAULT_RUNS, BenchSettings, VerifierError, bench_runs, check
 
 _SHAPE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=[0-9]{1,7}(,[A-Za-z_][A-Za-z0-9_]*=[0-9]{1,7}){0,7}")
 _STYLE = {"pass": "green", "fail": "bold red", "skip": "yellow", "error": "bold magenta"}
@@ -59,7 +60,6 @@ def check_cmd(kernel_dir: Path, as_json: bool, seed: int | None, budget: str) ->
     out = Output(as_json)
 
     def body() -> int:
-        from verifier import VerifierError, check
 
         try:
             report = check(kernel_dir, budget=budget, seed=seed,
@@ -88,7 +88,6 @@ def _bench_default(name: str) -> Any:
     """The verifier's own default for a `ktl bench` option (imported only when it is needed)."""
     import dataclasses
 
-    from verifier import BenchSettings
 
     return next(f.default for f in dataclasses.fields(BenchSettings) if f.name == name)
 
@@ -144,7 +143,6 @@ def bench_cmd(kernel_dir: Path, as_json: bool, shapes: tuple[str, ...], seed: in
     out = Output(as_json)
 
     def body() -> int:
-        from verifier import DEFAULT_RUNS, BenchSettings, VerifierError, bench_runs
 
         parsed = [parse_shape(s) for s in shapes] or None
         try:

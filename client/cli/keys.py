@@ -8,8 +8,9 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from client._errors import InputError
-from client._output import Output, run_guarded
+from attest import generate_private_key, keyid, save_private_key, save_public_key
+from client.errors import InputError
+from client.output import Output, run_guarded
 
 
 def _passphrase(var: str | None) -> bytes | None:
@@ -38,7 +39,6 @@ def keygen(out_path: Path, passphrase_env: str | None, as_json: bool) -> None:
     out = Output(as_json)
 
     def body() -> int:
-        from attest import generate_private_key, keyid, save_private_key, save_public_key
 
         pub_path = out_path.with_name(out_path.name + ".pub")
         for path in (out_path, pub_path):

@@ -1,4 +1,4 @@
-"""`ktl publish | verify | get | search | log-info | monitor` (see the README, "Using `ktl`")."""
+"""`ktl publish | verify | get | search | log-info | monitor` (see docs/auditing.md and docs/publishing.md)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from attest.predicates import (
     VERIFICATION_V1,
 )
 from attest.text import plural
-from client._errors import InputError, NetworkError
-from client._output import Output, kv_table, rows_table, run_guarded, safe
+from client.errors import InputError, NetworkError
+from client.output import Output, kv_table, rows_table, run_guarded, safe
 from client.state import TrustedState, read_capped
 from client.vindex import DEFAULT_MAX_PAGES, Paging
 from client.witnesses import cosigners, load_witness_policy, witness_policy_option
@@ -273,7 +273,7 @@ def get(index: int, out_path: Path | None, policy_path: Path | None, log_url: st
         from client.receipts import PROOF_SUFFIX
         from client.session import connect, fetch_entry, require_url
         from client.state import atomic_write
-        from ledger.proof_bundle import TlogProof
+        from ledger.tlog.proof_bundle import TlogProof
 
         policy = load_policy(policy_path)
         sess = connect(require_url(log_url), TrustedState(), log_key,

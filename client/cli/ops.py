@@ -2,7 +2,7 @@
 
 Everything shown is read from `verifier.ops`: the operands and dimension order of each
 op, its constants (module constants named `<OP>_<NAME>`, e.g. `RMSNORM_EPS`) and the
-first line of its tolerance function's documentation. The README's op table is
+first line of its tolerance function's documentation. The op table of docs/checks.md is
 `ktl ops --markdown`, and a test keeps the two equal.
 """
 
@@ -13,14 +13,14 @@ from typing import Any
 import click
 from rich.console import Console
 
-from client._output import Output, rows_table, run_guarded
+from client.output import Output, rows_table, run_guarded
+from verifier import ops
 
 COLUMNS = ("op", "C signature", "dimensions", "constants", "tolerance")
 
 
 def catalogue() -> list[dict[str, Any]]:
     """One row per op of the catalogue, in catalogue order."""
-    from verifier import ops
 
     rows = []
     for name, op in ops.OPS.items():
@@ -49,7 +49,7 @@ def _cells(row: dict[str, Any]) -> tuple[str, ...]:
 
 
 def markdown_table() -> str:
-    """The README's op table: the same cells as `ktl ops`, as Markdown."""
+    """The op table of docs/checks.md: the same cells as `ktl ops`, as Markdown."""
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     for row in catalogue():
         op, sig, dims, constants, tol = (c.replace("|", "\\|") for c in _cells(row))

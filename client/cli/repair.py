@@ -9,6 +9,20 @@ from typing import TYPE_CHECKING
 
 import click
 
+from ledger import LedgerError
+from ledger.server import read_verifier_key
+from ledger.storage import (
+    DB_NAME,
+    SqliteStorage,
+    StorageError,
+    SummarySource,
+    audit_log,
+    check_summaries,
+    open_storage,
+    repair_log,
+)
+from ledger.tlog.note import NoteVerifier
+
 if TYPE_CHECKING:
     from ledger.storage import SummaryCheck, SummaryCursor, SummarySource
 
@@ -40,10 +54,6 @@ def repair(data_dir: str | None, database: str | None, key_file: str | None,
     only the rows that disagree (a second run changes nothing); with --check-only it lists
     them and exits 1 if there are any.
     """
-    from ledger import LedgerError
-    from ledger.note import NoteVerifier
-    from ledger.server import read_verifier_key
-    from ledger.storage import DB_NAME, SqliteStorage, StorageError, audit_log, repair_log
 
     if summaries or database is not None:
         if not summaries:
@@ -86,8 +96,6 @@ def _summaries_main(data_dir: str | None, database: str | None, check_only: bool
                     as_json: bool) -> int:
     """`ktl repair --summaries` on the SQLite log in `data_dir` or the PostgreSQL one at
     `database`, under the integration lock."""
-    from ledger import LedgerError
-    from ledger.storage import DB_NAME, SummarySource, open_storage
 
     if database is None and (data_dir is None
                              or not os.path.exists(os.path.join(data_dir, DB_NAME))):
@@ -108,7 +116,6 @@ def _summaries_main(data_dir: str | None, database: str | None, check_only: bool
 
 def _repair_summaries(storage: SummarySource, total: int, check_only: bool,
                       as_json: bool) -> int:
-    from ledger.storage import check_summaries
 
     def progress(so_far: SummaryCheck, cursor: SummaryCursor | None) -> None:
         if cursor is None:

@@ -9,15 +9,15 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from client._errors import (
+from client.claims_view import SPEEDUP_MEANING
+from client.errors import (
     EXIT_INCONCLUSIVE,
     EXIT_OK,
     EXIT_UNSUPPORTED,
     EXIT_VERIFICATION,
     InputError,
 )
-from client._output import Output, rows_table, run_guarded, safe
-from client.claims_view import SPEEDUP_MEANING
+from client.output import Output, rows_table, run_guarded, safe
 from client.state import TrustedState
 from client.witnesses import load_witness_policy, witness_policy_option
 

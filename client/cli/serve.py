@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import os
+from typing import Any, NoReturn
 
 import click
 
+from client.errors import InputError
+from client.serving import ServeSettings
+from ledger import LedgerError
+from ledger.serve import ServeError, run_server
+from ledger.server import log_key_path, read_verifier_key
+from ledger.storage import DB_NAME, StorageError, copy_log, open_storage
+from ledger.tlog.note import NoteVerifier
 
-def _fail(message: str, code: int) -> None:
+
+def _fail(message: str, code: int) -> NoReturn:
     click.echo(f"error: {message}", err=True)
     raise SystemExit(code)
 
@@ -76,72 +85,17 @@ def _fail(message: str, code: int) -> None:
               type=click.FloatRange(1, 3600), metavar="SECONDS",
               help="How long the workers have to boot and answer; past it, or when a worker "
                    "fails to boot, ktl serve stops with an error (exit 1) instead of serving.")
-def serve(
-    data_dir: str, database: str | None, host: str, port: int, origin: str | None, key_file: str | None,
-    workers: int, threads: int, token_env: str | None, max_batch: int, batch_size: int,
-    batch_delay_ms: float, rate: float, rate_bytes: float, blob_grace: float, blob_budget: int,
-    witness_policy: str | None, witness_wait: float, reproduce_tolerance: float | None,
-    reproduce_confidence: float | None, reproducers: str | None, access_log: bool,
-    deep_check: bool, boot_timeout: float,
-) -> None:
+def serve(**options: Any) -> None:
     """Run the transparency log in the foreground.
 
     SIGTERM stops it gracefully (requests in flight are answered first); Ctrl-C stops
     it at once. Either way nothing acknowledged is lost: an entry is acknowledged only
     after its batch and checkpoint are durable.
     """
-    from ledger import LedgerError
-    from ledger.serve import ServeError, ServeOptions, run_server
-    from ledger.server import DEFAULT_ORIGIN, ServerConfig, read_verifier_key
-    from ledger.server._keys import log_key_path
-    from ledger.storage import StorageError
-
-    token = None
-    if token_env is not None:
-        token = os.environ.get(token_env)
-        if not token:
-            _fail(f"--token-env {token_env}: that environment variable is empty or unset", 2)
-    log_origin: str = DEFAULT_ORIGIN if origin is None else origin
-    if origin is None:
-        key_path = log_key_path(data_dir, key_file)
-        if os.path.exists(key_path):
-            try:
-                from ledger.note import NoteVerifier
-
-                log_origin = NoteVerifier.from_key_string(
-                    read_verifier_key(data_dir, key_file)
-                ).name
-            except LedgerError as e:
-                _fail(str(e), 2)
     try:
-        config = ServerConfig(
-            data_dir=data_dir, database=database, origin=log_origin, max_batch=max_batch, batch_size=batch_size,
-            batch_delay_ms=batch_delay_ms, rate_per_second=rate, rate_burst=max(2 * rate, 10.0),
-            bytes_per_second=rate_bytes, bytes_burst=max(4 * rate_bytes, 4 * 1024 * 1024.0),
-            write_token=token, blob_grace_seconds=blob_grace, blob_bytes_per_hour=blob_budget,
-            witness_policy=None if witness_policy is None else os.path.abspath(witness_policy),
-            witness_wait=witness_wait,
-            reproduce_tolerance=reproduce_tolerance,
-            reproduce_confidence=reproduce_confidence,
-            reproducers=None if reproducers is None else os.path.abspath(reproducers),
-        )
-        if reproducers is not None:
-            from attest import AttestError
-            from attest.policy import load_reproducers
-
-            try:
-                load_reproducers(reproducers)
-            except AttestError as e:
-                _fail(str(e), 2)
-        if witness_policy is not None:
-            from ledger.server._witnessing import load_log_policy
-
-            load_log_policy(config.witness_policy or "")
-    except ValueError as e:
+        config, opts = ServeSettings(**options).resolve()
+    except InputError as e:
         _fail(str(e), 2)
-    opts = ServeOptions(host=host, port=port, workers=workers, threads=threads,
-                        key_file=key_file, access_log=access_log, deep_check=deep_check,
-                        boot_timeout=boot_timeout)
     try:
         run_server(config, opts, progress=lambda line: click.echo(line))
     except (StorageError, ServeError) as e:
@@ -157,8 +111,6 @@ def serve(
               help="A PRIVATE+KEY file instead of <data>/log.key.")
 def log_key(data_dir: str, key_file: str | None) -> None:
     """Print the log's verifier key string (give it to clients and witnesses)."""
-    from ledger import LedgerError
-    from ledger.server import read_verifier_key
 
     try:
         click.echo(read_verifier_key(data_dir, key_file))
@@ -184,12 +136,6 @@ def migrate(data_dir: str, database: str, key_file: str | None, target: str) -> 
     root recomputed and compared with the signed checkpoint) and must end with the
     source's checkpoint, byte for byte.
     """
-    from ledger import LedgerError
-    from ledger.note import NoteVerifier
-    from ledger.server import read_verifier_key
-    from ledger.server._keys import log_key_path
-    from ledger.storage import StorageError, copy_log, open_storage
-    from ledger.storage._sqlite import DB_NAME
 
     if target == "postgresql" and not os.path.exists(os.path.join(data_dir, DB_NAME)):
         _fail(f"no SQLite log in {data_dir} (no {DB_NAME}) to copy", 2)

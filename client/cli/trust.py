@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 from rich.console import Console
 
-from client._errors import ClientError, InputError
-from client._output import Output, rows_table, run_guarded, safe
+from client.errors import ClientError, InputError
+from client.output import Output, rows_table, run_guarded, safe
 from client.state import LogRef, Pin, TrustedState, normalize_log_url
 from client.trust import load_verifier, open_signed
 

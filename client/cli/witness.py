@@ -6,6 +6,11 @@ import json
 
 import click
 
+from ledger import LedgerError
+from ledger.serve import ServeError
+from ledger.witness_server import WitnessOptions, read_witness_key, run_witness
+from ledger.witness_store import WitnessStore, make_log
+
 
 def _fail(message: str, code: int) -> None:
     click.echo(f"error: {message}", err=True)
@@ -30,9 +35,6 @@ def witness() -> None:
               help="Port (0 picks a free one; the URL is printed).")
 def serve(data_dir: str, name: str | None, host: str, port: int) -> None:
     """Serve POST /add-checkpoint in the foreground (key created on first start)."""
-    from ledger import LedgerError
-    from ledger.serve import ServeError
-    from ledger.witness_server import WitnessOptions, run_witness
 
     try:
         run_witness(WitnessOptions(data_dir, name, host, port),
@@ -48,8 +50,6 @@ def serve(data_dir: str, name: str | None, host: str, port: int) -> None:
               help="The witness's data folder.")
 def key(data_dir: str) -> None:
     """Print the witness's cosignature verifier key string (the last line)."""
-    from ledger import LedgerError
-    from ledger.witness_server import read_witness_key
 
     try:
         click.echo(read_witness_key(data_dir).verifier_key_string())
@@ -64,8 +64,6 @@ def key(data_dir: str) -> None:
               help="The log's verifier key string (repeatable).")
 def add_log(data_dir: str, origin: str, log_keys: tuple[str, ...]) -> None:
     """Register a log (or replace its keys); the witness keeps what it already cosigned."""
-    from ledger import LedgerError
-    from ledger.witness_store import WitnessStore, make_log
 
     try:
         log = make_log(origin, log_keys)
@@ -82,8 +80,6 @@ def add_log(data_dir: str, origin: str, log_keys: tuple[str, ...]) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def list_logs(data_dir: str, as_json: bool) -> None:
     """List the logs this witness cosigns for, with the size it holds for each."""
-    from ledger import LedgerError
-    from ledger.witness_store import WitnessStore
 
     try:
         store = WitnessStore(data_dir)
@@ -110,8 +106,6 @@ def list_logs(data_dir: str, as_json: bool) -> None:
 @click.option("--origin", required=True, help="The log's origin line.")
 def remove_log(data_dir: str, origin: str) -> None:
     """Stop cosigning for a log (what it held is kept, should it be added back)."""
-    from ledger import LedgerError
-    from ledger.witness_store import WitnessStore
 
     try:
         store = WitnessStore(data_dir)

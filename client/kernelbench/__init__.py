@@ -9,7 +9,7 @@ never imports it. The solution is read, never run: its syntax tree must define
 refused with an `ImportRefused` that says why, and nothing is written.
 
 Holds the importer (here) and the child's driver (`_probe`, run by the sandbox, never
-imported by ktl). May import: `client._errors` and `verifier` (its kernel model,
+imported by ktl). May import: `client.errors` and `verifier` (its kernel model,
 environment and sandbox); nothing else of the client imports it but `client.cli`.
 """
 
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from client._errors import InputError
+from client.errors import InputError
 from verifier.environment import TORCH_INSTALL_HINT, module_runtime_missing
 from verifier.errors import KernelSpecError
 from verifier.kernel import (

@@ -10,7 +10,7 @@ monitor's: the index recomputed from the entries it reads, compared with every
 checkpoint's commitment. Docs: docs/vindex.md.
 
 Holds the lookup verification (`_verify`) and the monitor's recomputation (`_audit`).
-May import: `client._errors`, `client.session`, `client.state`, `client.trust` and
+May import: `client.errors`, `client.session`, `client.state`, `client.trust` and
 `ledger` (its pure `vindex` verification, its checkpoints, the index rows in SQLite);
 `client.cli` and `client.monitor` import it.
 """

@@ -13,12 +13,11 @@ import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 
-from client._errors import LogMisbehaviour
+from client.errors import LogMisbehaviour
 from client.state import TrustedState
 from client.trust import refuse
-from ledger.checkpoint import SignedCheckpoint
-from ledger.vindex import IndexProofError, StoredIndex, committed_root
-from ledger.vindex._sqlite import SqliteIndexRows
+from ledger.tlog.checkpoint import SignedCheckpoint
+from ledger.vindex import IndexProofError, SqliteIndexRows, StoredIndex, committed_root
 
 __all__ = ["IndexMismatch", "RecomputedIndex"]
 

@@ -6,10 +6,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from client._errors import EXIT_INCONCLUSIVE, ClientError, InputError, VerificationFailed
+from client.errors import EXIT_INCONCLUSIVE, ClientError, InputError, VerificationFailed
 from client.session import Session
 from client.trust import open_signed
-from ledger.checkpoint import SignedCheckpoint
+from ledger.tlog.checkpoint import SignedCheckpoint
 from ledger.vindex import (
     MAX_PAGE,
     IndexKey,

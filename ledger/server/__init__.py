@@ -10,14 +10,23 @@ from __future__ import annotations
 
 from flask import Flask
 
-from ledger.note import NoteSigner
+from attest.policy import load_reproducer_panel
 from ledger.server._api import bp as _api_bp
 from ledger.server._config import DEFAULT_ORIGIN, MAX_ENTRY_BYTES, ServerConfig
 from ledger.server._errors import ApiError, install_error_handlers
-from ledger.server._keys import LogKeyError, load_or_create_signer, read_verifier_key
+from ledger.server._keys import (
+    LogKeyError,
+    load_or_create_signer,
+    log_key_path,
+    read_verifier_key,
+    write_signer,
+)
 from ledger.server._readpath import bp as _read_bp
 from ledger.server._service import LogService
+from ledger.server._witnessing import load_log_policy
 from ledger.storage import LogStorage, check_log, open_storage
+from ledger.tlog.note import NoteSigner
+from ledger.web import init_web
 
 
 def create_app(
@@ -51,8 +60,6 @@ def create_app(
     install_error_handlers(app)
     app.register_blueprint(_read_bp)
     app.register_blueprint(_api_bp)
-    from attest.policy import load_reproducer_panel
-    from ledger.web import init_web
 
     init_web(app, load_reproducer_panel(config.reproducers) if config.reproducers else None)
     return app
@@ -66,6 +73,9 @@ __all__ = [
     "LogService",
     "ServerConfig",
     "create_app",
+    "load_log_policy",
     "load_or_create_signer",
+    "log_key_path",
     "read_verifier_key",
+    "write_signer",
 ]

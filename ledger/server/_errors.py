@@ -7,7 +7,7 @@ from typing import Any
 from flask import Flask, Response, jsonify
 from werkzeug.exceptions import HTTPException
 
-from ledger._errors import LedgerError
+from ledger import LedgerError
 
 _HTTP_CODES = {
     400: "bad_request",

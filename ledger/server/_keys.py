@@ -8,8 +8,8 @@ from typing import Protocol
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from ledger.note import NoteError, NoteSigner
 from ledger.server._errors import ApiError
+from ledger.tlog.note import NoteError, NoteSigner
 
 KEY_NAME = "log.key"
 

@@ -6,11 +6,11 @@ import gzip
 
 from flask import Blueprint, Response, current_app, request
 
-from ledger._errors import LedgerError
-from ledger.merkle import HASH_SIZE
+from ledger import LedgerError
 from ledger.server._errors import ApiError
 from ledger.server._service import LogService
-from ledger.tiles import TILE_HEIGHT, TILE_WIDTH, encode_bundle, parse_tile_path
+from ledger.tlog.merkle import HASH_SIZE
+from ledger.tlog.tiles import TILE_HEIGHT, TILE_WIDTH, encode_bundle, parse_tile_path
 
 bp = Blueprint("ktl_readpath", __name__)
 

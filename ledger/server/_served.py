@@ -17,9 +17,11 @@ import logging
 import threading
 from collections import OrderedDict
 
-from ledger._errors import LedgerError
-from ledger.checkpoint import open_checkpoint
-from ledger.merkle import (
+from ledger import LedgerError
+from ledger.server._errors import ApiError
+from ledger.storage import StoredCheckpoint, StoredHashReader
+from ledger.tlog.checkpoint import open_checkpoint
+from ledger.tlog.merkle import (
     HASH_SIZE,
     MissingHashError,
     ProofError,
@@ -28,10 +30,8 @@ from ledger.merkle import (
     subtree_proof,
     verify_subtree,
 )
-from ledger.note import Verifier
-from ledger.server._errors import ApiError
-from ledger.storage import StoredCheckpoint, StoredHashReader
-from ledger.tiles import TILE_HEIGHT, TILE_WIDTH, TileRef, decode_bundle
+from ledger.tlog.note import Verifier
+from ledger.tlog.tiles import TILE_HEIGHT, TILE_WIDTH, TileRef, decode_bundle
 
 log = logging.getLogger("ledger.server")
 

@@ -7,8 +7,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from ledger.merkle import MissingHashError, ProofError, consistency_proof, inclusion_proof
-from ledger.note import NoteSigner
 from ledger.queued import QueuedSequencer, queue_key
 from ledger.sequencer import Receipt, Sequencer, SequencerError, Submission
 from ledger.server._blobgc import BlobCollector, CollectorThread
@@ -25,6 +23,8 @@ from ledger.storage import (
     TileCache,
     open_queue,
 )
+from ledger.tlog.merkle import MissingHashError, ProofError, consistency_proof, inclusion_proof
+from ledger.tlog.note import NoteSigner
 from ledger.vindex import (
     IndexKey,
     StoredAnswer,

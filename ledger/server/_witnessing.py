@@ -23,13 +23,18 @@ from pathlib import Path
 
 import requests
 
-from ledger._errors import LedgerError
-from ledger.cosignature import verify_cosignatures
-from ledger.merkle import consistency_proof
-from ledger.note import NoteSignature, NoteVerifier, split_note
+from ledger import LedgerError
 from ledger.storage import LogStorage, StoredCheckpoint, StoredHashReader, TileCache
-from ledger.witness import MAX_REQUEST_BYTES, SIZE_MEDIA_TYPE, encode_add_checkpoint, parse_size
-from ledger.witness_policy import MAX_POLICY_BYTES, PolicyWitness, WitnessPolicy
+from ledger.tlog.cosignature import verify_cosignatures
+from ledger.tlog.merkle import consistency_proof
+from ledger.tlog.note import NoteSignature, NoteVerifier, split_note
+from ledger.tlog.witness import (
+    MAX_REQUEST_BYTES,
+    SIZE_MEDIA_TYPE,
+    encode_add_checkpoint,
+    parse_size,
+)
+from ledger.tlog.witness_policy import MAX_POLICY_BYTES, PolicyWitness, WitnessPolicy
 
 _log = logging.getLogger("ktl.witnessing")
 #: Largest witness answer read (bytes): a few cosignature lines.

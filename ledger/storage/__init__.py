@@ -8,13 +8,22 @@ the fake for tests; `PostgresStorage` (``ledger.storage._postgres``, needs the
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Any
 
 from ledger.storage._audit import LogAudit, Problem, ProblemKind, audit_log, repair_log
 from ledger.storage._check import LogCheck, check_log
 from ledger.storage._copy import CopyResult, copy_log
 from ledger.storage._hashes import StoredHashReader, TileCache, expand_tile, tile_nodes
 from ledger.storage._memory import MemoryStorage
-from ledger.storage._queue import MAX_QUEUED, Outcome, Queued, QueueFull, QueueRow, SharedQueue
+from ledger.storage._queue import (
+    MAX_QUEUED,
+    MAX_TAKE,
+    Outcome,
+    Queued,
+    QueueFull,
+    QueueRow,
+    SharedQueue,
+)
 from ledger.storage._schema import SCHEMA_VERSION
 from ledger.storage._sqlite import DB_NAME, SqliteStorage
 from ledger.storage._summaries import (
@@ -42,6 +51,18 @@ from ledger.storage._types import (
     StoredEntry,
 )
 from ledger.storage._url import check_database_url, redact_url
+
+if TYPE_CHECKING:
+    from ledger.storage._postgres import PostgresStorage
+
+
+def __getattr__(name: str) -> Any:
+    """`PostgresStorage`, imported when asked for (it needs the optional psycopg)."""
+    if name == "PostgresStorage":
+        from ledger.storage._postgres import PostgresStorage
+
+        return PostgresStorage
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def open_storage(data_dir: str | os.PathLike[str] | None, database: str | None = None) -> LogStorage:
@@ -78,6 +99,7 @@ __all__ = [
     "MAX_PAGE",
     "MAX_QUEUED",
     "MAX_RANGE",
+    "MAX_TAKE",
     "SCHEMA_VERSION",
     "SEARCH_FIELDS",
     "SIGNED_SCAN",
@@ -93,6 +115,7 @@ __all__ = [
     "LogStorage",
     "MemoryStorage",
     "Outcome",
+    "PostgresStorage",
     "Problem",
     "ProblemKind",
     "QueueFull",

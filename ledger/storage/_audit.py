@@ -20,13 +20,13 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from ledger.merkle import MissingHashError, leaf_hash, tree_root
-from ledger.note import NoteVerifier
 from ledger.storage._check import bundle_file_bytes, checkpoint_row_problem, tile_file_bytes
 from ledger.storage._hashes import StoredHashReader
 from ledger.storage._sqlite import SqliteStorage
 from ledger.storage._types import LogStorage, StorageError, StoredCheckpoint
-from ledger.tiles import entries_path, entry_bundles_for_size, tile_path, tiles_for_size
+from ledger.tlog.merkle import MissingHashError, leaf_hash, tree_root
+from ledger.tlog.note import NoteVerifier
+from ledger.tlog.tiles import entries_path, entry_bundles_for_size, tile_path, tiles_for_size
 
 ProblemKind = Literal["lost", "damaged", "incomplete"]
 _KINDS: tuple[str, ...] = get_args(ProblemKind)

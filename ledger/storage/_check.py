@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ledger._errors import LedgerError
-from ledger.checkpoint import open_checkpoint
-from ledger.merkle import HASH_SIZE, MissingHashError, leaf_hash, tree_root
-from ledger.note import NoteVerifier
+from ledger import LedgerError
 from ledger.storage._hashes import StoredHashReader, tile_nodes
 from ledger.storage._types import LogStorage, StorageError, StoredCheckpoint
-from ledger.tiles import (
+from ledger.tlog.checkpoint import open_checkpoint
+from ledger.tlog.merkle import HASH_SIZE, MissingHashError, leaf_hash, tree_root
+from ledger.tlog.note import NoteVerifier
+from ledger.tlog.tiles import (
     TILE_WIDTH,
     TileRef,
     encode_bundle,

@@ -15,8 +15,6 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ledger.merkle import HASH_SIZE
-from ledger.note import NoteVerifier
 from ledger.storage._check import check_log
 from ledger.storage._hashes import tile_nodes
 from ledger.storage._types import (
@@ -26,6 +24,8 @@ from ledger.storage._types import (
     StorageError,
     StoredCheckpoint,
 )
+from ledger.tlog.merkle import HASH_SIZE
+from ledger.tlog.note import NoteVerifier
 
 _TILE_HEIGHT = 8
 _TILE_WIDTH = 1 << _TILE_HEIGHT

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ledger.storage._types import StorageError
 
-# Only what ledger.tiles produces, plus the published checkpoint.
+# Only what ledger.tlog.tiles produces, plus the published checkpoint.
 _SAFE_PATH = re.compile(r"^(checkpoint|tile/(entries|[0-9]{1,2})(/x[0-9]{3})*/[0-9]{3}(\.p/[0-9]{1,3})?)$")
 
 _TEMP = re.compile(r"\.[^/]+\.[0-9]+\.[0-9]+\.tmp")  # what `write` names its temporary files

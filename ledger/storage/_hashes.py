@@ -13,7 +13,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Protocol
 
-from ledger.merkle import HASH_SIZE, NODE_PREFIX, MissingHashError
+from ledger.tlog.merkle import HASH_SIZE, NODE_PREFIX, MissingHashError
 
 _TILE_HEIGHT = 8
 _TILE_WIDTH = 1 << _TILE_HEIGHT
@@ -102,7 +102,7 @@ class TileCache:
 
 
 class StoredHashReader:
-    """A `ledger.merkle.HashReader` over the tiles of a tree of ``size`` leaves."""
+    """A `ledger.tlog.merkle.HashReader` over the tiles of a tree of ``size`` leaves."""
 
     def __init__(self, source: TileSource, size: int, cache: TileCache | None = None) -> None:
         self.source = source

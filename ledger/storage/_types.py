@@ -8,7 +8,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ledger._errors import LedgerError
+from ledger import LedgerError
+from ledger.tlog.merkle import EMPTY_ROOT
 
 #: The fields `search` accepts.
 SEARCH_FIELDS = ("digest", "name", "keyid", "predicate_type")
@@ -263,7 +264,6 @@ class IntegratedBatch:
 
 def check_empty_checkpoint(checkpoint: StoredCheckpoint) -> None:
     """A new log's first checkpoint: size 0 with the RFC 9162 empty-tree root."""
-    from ledger.merkle import EMPTY_ROOT
 
     if checkpoint.size != 0 or checkpoint.root_hash != EMPTY_ROOT:
         raise StorageError("the first checkpoint without entries must be size 0 with the "

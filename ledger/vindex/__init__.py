@@ -8,7 +8,7 @@ log's storage and updated with each batch (`_stored`; rows in SQLite `_sqlite`,
 PostgreSQL `_postgres`, chosen by `open_index`), and the checkpoint line that commits
 to the root (`_commit`), and a long list read and checked page by page (`_pages`). The format is specified in docs/vindex.md.
 
-May import: `attest` (its strict JSON reader), `ledger._errors`, `ledger.checkpoint`;
+May import: `attest` (its strict JSON reader), `ledger.tlog` (its exception root), `ledger.tlog.checkpoint`;
 `ledger.storage` only in the backends, which `open_index` imports when called. The
 pure verification (`_proof`, `_commit`) imports neither a web framework nor storage,
 so a client verifies lookups with it alone.
@@ -22,6 +22,7 @@ from ledger.vindex._commit import COMMITMENT_PREFIX, commitment_line, committed_
 from ledger.vindex._index import IndexAnswer, ListStore, MemoryLists, VerifiableIndex
 from ledger.vindex._keys import KEY_KINDS, IndexKey, entry_key_hashes, entry_keys
 from ledger.vindex._map import MemoryNodes, NodeStore, extend_lists, lookup_proof, root_of, update
+from ledger.vindex._open import open_index as _open_index
 from ledger.vindex._pages import MAX_PAGE, ListChain, ListPage, PageOrderError
 from ledger.vindex._proof import (
     EMPTY,
@@ -35,6 +36,7 @@ from ledger.vindex._proof import (
     verify_lookup,
     verify_lookup_value,
 )
+from ledger.vindex._sqlite import SqliteIndexRows
 from ledger.vindex._stored import (
     MAX_ANSWER,
     IndexRows,
@@ -58,7 +60,6 @@ if TYPE_CHECKING:
 def open_index(storage: LogStorage, write_back: WriteBack | None = None) -> StoredIndex:
     """The index in `storage`'s backend (SQLite, PostgreSQL; in memory otherwise);
     `write_back`: how long it may hold committed batches' rows (`WriteBack`)."""
-    from ledger.vindex._open import open_index as _open_index
 
     return _open_index(storage, write_back)
 
@@ -89,6 +90,7 @@ __all__ = [
     "PendingIndex",
     "PreparedIndex",
     "RawLookup",
+    "SqliteIndexRows",
     "StoredAnswer",
     "StoredIndex",
     "TileKey",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from attest import HEX64_PATTERN
-from ledger.checkpoint import Checkpoint
+from ledger.tlog.checkpoint import Checkpoint
 from ledger.vindex._proof import IndexProofError
 
 __all__ = ["COMMITMENT_PREFIX", "commitment_line", "committed_root"]

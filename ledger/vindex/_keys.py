@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from attest._json import JSONRejected, strict_loads
+from attest import JSONRejected, strict_loads
 from attest.predicates import HEX64_PATTERN
 
 __all__ = ["KEY_KINDS", "MAX_KEY_VALUE", "IndexKey", "entry_key_hashes", "entry_keys", "key_hash"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 
-from ledger.storage._postgres import PostgresStorage
+from ledger.storage import PostgresStorage
 from ledger.vindex._stored import IndexStoreError, PendingIndex, RawLookup, path_tiles
 from ledger.vindex._tiles import TileKey
 

@@ -22,7 +22,7 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ledger._errors import LedgerError
+from ledger import LedgerError
 
 __all__ = [
     "EMPTY",

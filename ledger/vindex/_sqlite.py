@@ -6,7 +6,7 @@ leaf holds its list's hash), ``vindex_postings`` one row per (key, entry),
 transaction; a lookup reads in one read transaction (a WAL snapshot).
 
 ``vindex_tiles`` is a rowid table: a dense tile (up to 511 records, 34 KB) spills into
-overflow pages, which a WITHOUT ROWID table rewrites at more CPU (BENCHMARKS.md, "Tile
+overflow pages, which a WITHOUT ROWID table rewrites at more CPU (docs/performance.md, "Tile
 rows on SQLite": the index's CPU per entry -16 % in process); a tile is updated in place
 (an upsert keeps its row). A database made with the earlier WITHOUT ROWID table is moved over when opened.
 """

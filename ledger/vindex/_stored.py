@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ledger._errors import LedgerError
+from ledger import LedgerError
 from ledger.vindex._keys import IndexKey, entry_key_hashes
 from ledger.vindex._map import lookup_proof, root_of
 from ledger.vindex._proof import KEY_BITS, LookupProof

@@ -13,6 +13,9 @@ from typing import TYPE_CHECKING
 
 from flask import Flask
 
+from attest.policy import TrustPolicy, reproducer_names
+from ledger.web._service import REPRODUCER_QUORUM, REPRODUCERS
+from ledger.web._views import bp
 from ledger.web.chart import ChartError, ChartRow, render_speedup_chart
 
 if TYPE_CHECKING:
@@ -27,9 +30,6 @@ def init_web(app: Flask, reproducers: Mapping[str, str] | TrustPolicy | None = N
     names; verdicts by any other key are shown as by an unknown key, never as a headline,
     and a claim is settled on the pages only once the quorum of named ones agree."""
     # Imported here so that the chart renderer can be used without the storage layer.
-    from attest.policy import TrustPolicy, reproducer_names
-    from ledger.web._service import REPRODUCER_QUORUM, REPRODUCERS
-    from ledger.web._views import bp
 
     if isinstance(reproducers, TrustPolicy):
         app.extensions[REPRODUCERS] = reproducer_names(reproducers)

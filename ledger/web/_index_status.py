@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from ledger._errors import LedgerError
-from ledger.checkpoint import open_checkpoint
-from ledger.note import NoteVerifier
+from ledger import LedgerError
+from ledger.tlog.checkpoint import open_checkpoint
+from ledger.tlog.note import NoteVerifier
 from ledger.vindex import IndexKey, StoredIndex, TooManyResults, committed_root, verify_lookup
 from ledger.web._service import LogServiceView
 

@@ -1,6 +1,6 @@
 """List the signature lines of a signed note for display (pure; verifies nothing).
 
-The log's own signature is checked elsewhere with ``ledger.checkpoint``; this
+The log's own signature is checked elsewhere with ``ledger.tlog.checkpoint``; this
 only names each signer so the home page can show witness cosignatures (and
 their timestamps, for ``tlog-cosignature/v1``: key ID || u64 time || Ed25519).
 """

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Protocol, cast
 
 from flask import current_app
 
+from attest.policy import reproducer_panel as panel
 from ledger.storage import LogStorage, StoredCheckpoint
 
 if TYPE_CHECKING:
@@ -49,7 +50,6 @@ REPRODUCER_QUORUM = "ktl-reproducer-quorum"
 
 def reproducer_panel() -> TrustPolicy:
     """The operator's reproducers and quorum as a policy (`TrustPolicy.quorum` decides)."""
-    from attest.policy import reproducer_panel as panel
 
     quorum = current_app.extensions.get(REPRODUCER_QUORUM, 1)
     return panel(reproducer_names(), quorum if isinstance(quorum, int) else 1)

@@ -24,11 +24,11 @@ from werkzeug.wrappers import Response as BaseResponse
 
 from attest.ops import ordered_shape
 from attest.policy import unknown_signer_phrase
-from ledger._errors import LedgerError
-from ledger.checkpoint import open_checkpoint
-from ledger.merkle import leaf_hash, verify_inclusion
-from ledger.note import NoteVerifier
+from ledger import LedgerError
 from ledger.storage import EntrySummary, StoredCheckpoint
+from ledger.tlog.checkpoint import open_checkpoint
+from ledger.tlog.merkle import leaf_hash, verify_inclusion
+from ledger.tlog.note import NoteVerifier
 from ledger.web._decode import (
     KINDS,
     DecodedEntry,

@@ -17,7 +17,7 @@ from typing import Any
 from markupsafe import escape
 
 from attest.predicates import VERDICTS as PREDICATE_VERDICTS
-from ledger._errors import LedgerError
+from ledger import LedgerError
 
 #: At most this many rows are drawn; the caller is told how many were left out.
 MAX_ROWS = 60

@@ -10,7 +10,7 @@ not counted. Results are kept per module in ``.mutation/`` (with hashes of the
 module and its tests), so modules can be run one at a time and the table
 printed at the end.
 
-    PYTHONPATH=tests .venv/bin/python -m mutation.run [--module ledger/note.py] [--jobs 1]
+    PYTHONPATH=tests .venv/bin/python -m mutation.run [--module ledger/tlog/note.py] [--jobs 1]
     PYTHONPATH=tests .venv/bin/python -m mutation.run --report [--markdown]
 """
 

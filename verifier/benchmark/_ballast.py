@@ -4,7 +4,7 @@ CPU where the claim's was shared), so that its sitting's load is the claim's
 
 A claim measured while another CPU of its machine was busy (recorded in its `conditions`)
 and reproduced on a quiet machine differs by exactly that: on the 2-core machine here a
-second busy core moved sum-rows' honest speed-up by up to 11 % (BENCHMARKS.md), more than a
+second busy core moved sum-rows' honest speed-up by up to 11 % (docs/performance.md), more than a
 refutation may leave to chance. The reproducer recreates the load instead of giving up on
 the verdict. Each spinner is a plain Python loop pinned to its CPU, killed when the sitting
 ends, and killed by the kernel if this process dies first (PR_SET_PDEATHSIG). It is load

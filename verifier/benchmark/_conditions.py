@@ -36,7 +36,7 @@ STEAL_APART = 0.05
 # What a difference left between two sittings does to a verdict is decided in
 # `verifier.reproduce._verdict` (issue 42): it widens the tolerance by the shift measured for
 # that kind of difference (`MARGIN_FOR`: a shared pinned CPU moved sum-rows' speed-up 10 to
-# 20 %, other CPUs kept busy up to 11 %, BENCHMARKS.md) instead of holding the verdict back.
+# 20 %, other CPUs kept busy up to 11 %, docs/performance.md) instead of holding the verdict back.
 # A reproducer still measures under the claim's conditions where it can (`place_like`:
 # spinners of its own on the pinned CPU and on others), and then no margin is added.
 

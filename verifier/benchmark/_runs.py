@@ -11,7 +11,7 @@ From the parent side, every run of a single-threaded benchmark is pinned to one 
 one core's caches and clock and the child is never migrated. The CPU is the one other
 work used least in the probe before the runs (ties: the highest), so a process that keeps
 one core of the machine busy does not sit on the runs' core. Measured on the shared
-2-core machine at load 13-40 (BENCHMARKS.md, "reproduce"), it did not measurably
+2-core machine at load 13-40 (docs/performance.md, "reproduce"), it did not measurably
 change the between-run spread (1-2 % for sum-rows and matmul-blocked either way); the
 spread that matters is measured in every reproduction anyway.
 """
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from attest.ops import shape_key
+from attest.ops import CATALOGUE_VERSION, shape_key
 from attest.predicates import (
     BENCHMARK_SCHEMA_VERSION,
     BenchCaveat,
@@ -59,7 +59,7 @@ __all__ = ["DEFAULT_RUNS", "RunSet", "bench_runs", "pinned_cpu"]
 
 DEFAULT_RUNS = 5
 """Runs per claim and per reproduction: with a between-run spread of 2-5 % (measured,
-BENCHMARKS.md) five runs a side refute a 1.25x inflation at 99 % confidence and keep
+docs/performance.md) five runs a side refute a 1.25x inflation at 99 % confidence and keep
 a reproduction of one example kernel well under two minutes."""
 MAX_NOTES = 64
 RUNS_AGREE = HALFWIDTH_WEAK
@@ -196,7 +196,6 @@ class RunSet:
                                      cpu_pinned=self.cpu is not None)
         if aggregated:
             method = dataclasses.replace(method, repetitions=max(1, min(r.n for r in aggregated)))
-        from attest.ops import CATALOGUE_VERSION
 
         return BenchmarkPredicate(
             schema_version=BENCHMARK_SCHEMA_VERSION, environment=first.environment,

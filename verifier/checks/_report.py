@@ -10,6 +10,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from attest import ValidationError
+from attest.ops import CATALOGUE_VERSION
 from attest.predicates import (
     CHECK_OUTCOMES,
     Check,
@@ -119,7 +120,6 @@ class CheckReport:
         raise KeyError(name)
 
     def to_predicate(self) -> VerificationPredicate:
-        from attest.ops import CATALOGUE_VERSION
 
         return VerificationPredicate(environment=self.environment, budget=self.budget,
                                      seed=self.seed, checks=self.checks,

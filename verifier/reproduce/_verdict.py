@@ -118,12 +118,13 @@ def _hardware_phrase(diff: Sequence[EnvironmentDiff]) -> str:
 
 
 MARGIN_FOR: Mapping[str, float] = {
-    # BENCHMARKS.md, "Busy / quiet sittings" of 2026-12-03 (issue 25): a second core kept busy
-    # by other work moved honest sum-rows speed-ups by up to 11 % (7 % and 11 % read as
-    # overstated busy -> quiet)
+    # docs/performance.md, "Publish -> reproduce across sittings" (the busy/quiet run of
+    # 2026-12-03, issue 25): a second core kept busy by other work moved honest sum-rows
+    # speed-ups by up to 11 % (7 % and 11 % read as overstated busy -> quiet)
     "runnable": 0.11,
-    # BENCHMARKS.md, "Measured under the claim's conditions" of 2026-12-04: runs sharing their
-    # pinned CPU with a spinner measured sum-rows' speed-up 10 to 20 % higher than quiet ones
+    # docs/performance.md, "Where the thresholds come from" (the run of 2026-12-04): runs
+    # sharing their pinned CPU with a spinner measured sum-rows' speed-up 10 to 20 % higher
+    # than quiet ones
     "pinned_cpu_busy": 0.20,
     # not measured apart (an assumption, named): time stolen by the hypervisor slows kernel
     # and baseline alike, as they alternate; what it can shift is at most the stolen share,

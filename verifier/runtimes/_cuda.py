@@ -43,7 +43,7 @@ from verifier.runtimes._build import (
     reduce_diagnostics,
     stage_sources,
 )
-from verifier.sandbox import Limits, landlock_abi
+from verifier.sandbox import Limits, landlock_abi, run_sandboxed
 from verifier.worker import GUARD, GUARD_WORD
 
 __all__ = ["CudaRuntime", "arch_flags", "find_tool", "wrapper_source"]
@@ -273,7 +273,6 @@ class CudaRuntime:
 
     def build(self, spec: KernelSpec, variant: str, workdir: Path) -> Artifact:
         """Compile `spec`; raise RuntimeUnavailableError without nvcc (or a GPU, if required)."""
-        from verifier.sandbox import run_sandboxed
 
         if variant not in ("release", "asan", "tsan"):
             raise BuildError(f"unknown build variant {variant!r}")
@@ -321,7 +320,6 @@ class CudaRuntime:
                      limits: Limits) -> Path:
         """The kernel's sources alone (no wrapper) against the shared CUDA runtime, for the
         static audit: the static runtime's own imports would hide the kernel's."""
-        from verifier.sandbox import run_sandboxed
 
         out = src_dir / "kernel-audit.so"
         argv = [self.nvcc, *flags, "-shared", "-Xcompiler", "-fPIC", "-cudart", "shared", "-o",

@@ -2,7 +2,7 @@
 
 Tile ``n`` at level ``l`` holds the stored hashes at tree level ``8 * l``, indexes
 ``n * 256 ...``: the hash at position ``i`` is the complete subtree ``(8 * l, n * 256 + i)``
-of :mod:`ledger.merkle`. Hashes between tile levels are recomputed from the tile.
+of :mod:`ledger.tlog.merkle`. Hashes between tile levels are recomputed from the tile.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ledger._errors import LedgerError
-from ledger.merkle import (
+from ledger.tlog._errors import LedgerError
+from ledger.tlog.merkle import (
     HASH_SIZE,
     MAX_TREE_SIZE,
     HashReader,
@@ -293,7 +293,7 @@ def split_tile(data: bytes, width: int) -> list[bytes]:
 
 
 class TileHashReader:
-    """A :class:`ledger.merkle.HashReader` over tiles, trusting only (size, root).
+    """A :class:`ledger.tlog.merkle.HashReader` over tiles, trusting only (size, root).
 
     Right-edge tiles are authenticated by recomputing the root from them; every
     other tile by hashing it and comparing with its entry in the tile above.

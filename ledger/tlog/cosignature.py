@@ -15,8 +15,8 @@ from typing import Any
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from ledger.checkpoint import Checkpoint, CheckpointError, SignedCheckpoint, open_checkpoint
-from ledger.note import (
+from ledger.tlog.checkpoint import Checkpoint, CheckpointError, SignedCheckpoint, open_checkpoint
+from ledger.tlog.note import (
     KeyIdentity,
     NoteSignature,
     Verifier,

@@ -18,10 +18,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ledger.checkpoint import Checkpoint, SignedCheckpoint
-from ledger.cosignature import Cosignature, CosignatureVerifier, verify_cosignatures
-from ledger.merkle import HASH_SIZE, MAX_TREE_SIZE, verify_inclusion
-from ledger.note import MAX_NOTE_BYTES, NoteError, Verifier, b64decode_strict, split_note
+from ledger.tlog.checkpoint import Checkpoint, SignedCheckpoint
+from ledger.tlog.cosignature import Cosignature, CosignatureVerifier, verify_cosignatures
+from ledger.tlog.merkle import HASH_SIZE, MAX_TREE_SIZE, verify_inclusion
+from ledger.tlog.note import MAX_NOTE_BYTES, NoteError, Verifier, b64decode_strict, split_note
 
 HEADER = "c2sp.org/tlog-proof@v1"
 FILE_SUFFIX = ".tlog-proof"

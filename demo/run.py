@@ -50,8 +50,8 @@ from rich.table import Table
 from rich.text import Text
 
 from attest.predicates import VERDICTS as PREDICATE_VERDICTS
-from client._errors import ClientError
-from client._output import safe
+from client.errors import ClientError
+from client.output import safe
 
 #: The factor the inflated claim multiplies a real benchmark's speed-ups by: the
 #: "20 % throughput increase" nobody could check, a little worse.

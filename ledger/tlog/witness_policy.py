@@ -21,14 +21,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ledger.checkpoint import SignedCheckpoint
-from ledger.cosignature import (
+from ledger.tlog.checkpoint import SignedCheckpoint
+from ledger.tlog.cosignature import (
     Cosignature,
     CosignatureError,
     CosignatureVerifier,
     verify_cosignatures,
 )
-from ledger.note import NoteError, Verifier
+from ledger.tlog.note import NoteError, Verifier
 
 #: Largest policy file accepted (bytes), most witnesses and groups in one policy.
 MAX_POLICY_BYTES = 64 * 1024

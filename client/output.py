@@ -23,7 +23,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from client._errors import EXIT_NETWORK, EXIT_USAGE, ClientError, LogMisbehaviour
+from attest import AttestError
+from client.errors import EXIT_NETWORK, EXIT_USAGE, ClientError, LogMisbehaviour
+from ledger import LedgerError
 
 #: Terminal escape sequences: CSI (ESC [ ... final), OSC / DCS / SOS / PM / APC strings up to
 #: BEL or ST, and two-byte ESC sequences; then every other C0/C1 control except tab and newline,
@@ -149,8 +151,6 @@ def rows_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
 
 def run_guarded(out: Output, fn: Callable[[], int | None]) -> NoReturn:
     """Run a command body; map errors to exit codes; exit with the body's code (0 default)."""
-    from attest import AttestError
-    from ledger import LedgerError
 
     try:
         code = fn()

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger.merkle import HASH_SIZE, MAX_TREE_SIZE
-from ledger.note import (
+from ledger.tlog.merkle import HASH_SIZE, MAX_TREE_SIZE
+from ledger.tlog.note import (
     Note,
     NoteError,
     NoteVerifier,

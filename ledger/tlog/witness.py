@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from ledger._errors import LedgerError
-from ledger.checkpoint import Checkpoint, SignedCheckpoint
-from ledger.merkle import EMPTY_ROOT, HASH_SIZE, verify_consistency
-from ledger.note import NoteError, Verifier, b64decode_strict, open_note, split_note
+from ledger.tlog._errors import LedgerError
+from ledger.tlog.checkpoint import Checkpoint, SignedCheckpoint
+from ledger.tlog.merkle import EMPTY_ROOT, HASH_SIZE, verify_consistency
+from ledger.tlog.note import NoteError, Verifier, b64decode_strict, open_note, split_note
 
 #: Most consistency-proof lines a request may carry (the spec's limit).
 MAX_PROOF_LINES = 63

@@ -26,9 +26,9 @@ from cryptography.hazmat.primitives.serialization import (
     PublicFormat,
 )
 
-from attest._errors import KeyFileError
+from attest import KeyFileError
 from attest.keys import public_key_from_raw
-from ledger._errors import LedgerError
+from ledger.tlog._errors import LedgerError
 
 ED25519_TYPE = 0x01
 #: Largest signed note accepted (bytes). C2SP asks for at least 16 signatures of up to ~5 kB.

@@ -11,7 +11,7 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from ledger._errors import LedgerError
+from ledger.tlog._errors import LedgerError
 
 HASH_SIZE = 32
 LEAF_PREFIX = b"\x00"
