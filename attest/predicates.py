@@ -65,7 +65,7 @@ RUNTIMES = ("c", "cuda", "triton", "torch")
 """The runtimes a kernel may name."""
 Verdict = Literal["confirmed", "refuted", "unsupported", "inconclusive"]
 VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
-"""A reproduction's verdict on a claim, declared once (docs/verdicts.md): confirmed (the whole
+"""A reproduction's verdict on a claim, declared once (docs/reproducing.md, "Verdicts"): confirmed (the whole
 interval within the tolerance), refuted (beyond it, or contradicted by its own evidence or by
 physics), unsupported (a weak claim, its own record disturbed or thin, not confirmed: the
 claimant's burden), inconclusive (the reproducer's own sitting could not decide)."""

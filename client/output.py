@@ -5,7 +5,7 @@ A command builds a JSON-able result and a function that renders it as a table;
 exceptions into one clear line on stderr (or a JSON error object) and the
 documented exit code: 0 ok, 1 verification failed, 2 usage or input error,
 3 network or server error, 4 inconclusive, 5 unsupported (`ktl reproduce`: a weak claim not
-confirmed; docs/verdicts.md).
+confirmed; docs/reproducing.md, "Verdicts").
 """
 
 from __future__ import annotations

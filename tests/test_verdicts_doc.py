@@ -1,4 +1,4 @@
-"""docs/verdicts.md says what the code does: its exit codes, thresholds and margins are read
+"""docs/reproducing.md's "Verdicts" section says what the code does: its exit codes, thresholds and margins are read
 from the code here, so the page cannot drift from it."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ from attest.verdicts import HALFWIDTH_WEAK, MIN_RUNS, PINNED_BUSY_WEAK, STEAL_WE
 from client.cli.reproduce import _EXIT
 from verifier.reproduce._verdict import MARGIN_FOR
 
-DOC = " ".join((Path(__file__).resolve().parent.parent / "docs" / "verdicts.md")
-               .read_text(encoding="utf-8").split())
+PAGE = (Path(__file__).resolve().parent.parent / "docs" / "reproducing.md").read_text(
+    encoding="utf-8")
+DOC = " ".join(PAGE[PAGE.index("## Verdicts: what the judged party cannot steer"):].split())
 
 
 def test_the_exit_codes_are_the_commands() -> None:

@@ -1,4 +1,4 @@
-"""What a benchmark claim's own record decides, before anything is measured (docs/verdicts.md).
+"""What a benchmark claim's own record decides, before anything is measured (docs/reproducing.md, "Verdicts").
 
 Pure: typed predicates (and the raw samples' bytes) in, typed findings out. One definition of
 each rule, used alike by `ktl publish` (refuses), `ktl monitor` and the explorer (flag) and

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from attest._json import JSONRejected, strict_loads
+from attest import JSONRejected, strict_loads
 from attest.ops import op_bytes, op_flops, shape_key
 from attest.predicates import (
     SPEEDUP_REL_TOLERANCE,

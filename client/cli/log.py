@@ -252,6 +252,11 @@ def verify(receipt: Path, entry_path: Path | None, log_key: str | None,
 # -- get ----------------------------------------------------------------------------------
 
 
+_SHOWN_APART = ("statement", "signed", "reproduced")
+"""`ktl get`'s fields rendered apart from its key/value table (`reproduced` by
+`_print_reproductions`, below it), never as one cell."""
+
+
 @click.command()
 @click.option("--index", required=True, type=click.IntRange(min=0), help="Entry index.")
 @click.option("--out", "out_path", type=click.Path(path_type=Path, dir_okay=False),
@@ -310,9 +315,7 @@ def get(index: int, out_path: Path | None, policy_path: Path | None, log_url: st
             data["reproducer"] = signer_phrase(fetched.verified.signer_keyids, policy)
 
         def render(c: Console) -> None:
-            # `reproduced` is rendered below (`_print_reproductions`), not as one cell
-            rows = [(k, v) for k, v in data.items()
-                    if k not in ("statement", "signed", "reproduced")]
+            rows = [(k, v) for k, v in data.items() if k not in _SHOWN_APART]
             c.print(kv_table(f"Entry {index} (verified)", rows))
             if view is not None:
                 c.print(safe("What was signed:", "bold"))

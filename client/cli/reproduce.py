@@ -80,7 +80,7 @@ def reproduce(index: int, budget: str, runs: int | None, tolerance: float | None
 
     Exit 0 when every claim is confirmed, 1 when any is refuted, 5 when a weak claim is
     unsupported (its own record says its measurement was disturbed; none refuted), 4 when
-    inconclusive (docs/verdicts.md).
+    inconclusive (docs/reproducing.md, "Verdicts").
     """
     out = Output(as_json)
 

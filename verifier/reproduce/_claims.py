@@ -11,7 +11,7 @@ Verdict per claim:
 - verification: each claimed check outcome and the overall verdict. A claimed
   pass that fails here is refuted (with the failing check's evidence); a claimed
   failure that does not recur is inconclusive (failures can depend on inputs).
-- benchmark, per shape (docs/verdicts.md): first what the claim's own evidence decides
+- benchmark, per shape (docs/reproducing.md, "Verdicts"): first what the claim's own evidence decides
   (`attest.verdicts`): figures its raw samples do not give, or a time below the physical
   floor, refute it before anything is measured. Then speed-up ratios are compared, never
   absolute times, run by run: the claim's per-run speed-ups against `runs` fresh runs here

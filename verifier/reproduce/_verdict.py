@@ -1,6 +1,6 @@
 """One benchmark shape's verdict from typed values: the policy, the runs, the environments.
 
-Pure. The rule (docs/verdicts.md): with `verifier.stats.inflation_test`'s one-sided bounds
+Pure. The rule (docs/reproducing.md, "Verdicts"): with `verifier.stats.inflation_test`'s one-sided bounds
 on the overstatement, and the tolerance widened by the shift measured for each kind of
 difference between the two sittings' conditions (`margin_for`):
 
