@@ -426,9 +426,9 @@ def measure(kernel_dir: Path, budget: str, progress: Progress) -> Results:
 
 
 def load_signing_key(path: Path, passphrase_env: str | None = None,
-                     warn: Callable[[str], None] | None = None) -> Ed25519PrivateKey:
+                     progress: Callable[[str], None] | None = None) -> Ed25519PrivateKey:
     """The publisher's private key; an encrypted one's passphrase is in env var `passphrase_env`.
-    A key file other users may read is used, with a warning to `warn` (issue 42 item 7)."""
+    A key file other users may read is used, with a warning to `progress` (issue 42 item 7)."""
     import os
     import stat
 
@@ -440,8 +440,8 @@ def load_signing_key(path: Path, passphrase_env: str | None = None,
     if not path.is_file():
         raise InputError(f"key file {path} does not exist (create one with `ktl keygen`)")
     mode = path.stat().st_mode
-    if warn is not None and mode & (stat.S_IRGRP | stat.S_IROTH):
-        warn(f"the private key {path} is readable by other users (mode "
+    if progress is not None and mode & (stat.S_IRGRP | stat.S_IROTH):
+        progress(f"the private key {path} is readable by other users (mode "
              f"{stat.S_IMODE(mode):03o}); anyone who reads it can sign as you: chmod 600 {path}")
     try:
         return load_private_key(path, passphrase.encode() if passphrase else None)
@@ -591,7 +591,7 @@ def run_publish(
 
     url = require_url(log_url)
     key = load_signing_key(key_path, passphrase_env,
-                           warn=lambda text: out.note(text, "bold yellow"))
+                           progress=lambda text: out.note(text, "bold yellow"))
     signer = keyid(key.public_key())
     name, archive, kclaim = kernel_claim(kernel_dir)
     folder = receipts_dir(kernel_dir)
