@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
-__all__ = ["CATALOGUE_VERSION", "OP_DIMS", "OP_FLOPS", "op_flops", "ordered_shape", "shape_key",
+__all__ = ["CATALOGUE_VERSION", "OP_DIMS", "OP_ELEMENTS", "OP_FLOPS", "op_bytes", "op_flops", "ordered_shape", "shape_key",
            "shape_label"]
 
 CATALOGUE_VERSION = 1
@@ -56,6 +56,26 @@ OP_FLOPS: Mapping[str, Callable[[Dims], float]] = {
     "attention_causal": _attention,
 }
 """Each catalogue op's floating-point operations per call, given its dimensions."""
+
+
+OP_ELEMENTS: Mapping[str, Callable[[Dims], int]] = {
+    "matmul": lambda d: d["M"] * d["K"] + d["K"] * d["N"] + d["M"] * d["N"],
+    "softmax": lambda d: 2 * d["R"] * d["C"],
+    "sum": lambda d: d["R"] * d["C"] + d["R"],
+    "rmsnorm": lambda d: 2 * d["R"] * d["C"] + d["C"],
+    "attention": lambda d: 4 * d["B"] * d["H"] * d["S"] * d["D"],
+    "attention_causal": lambda d: 4 * d["B"] * d["H"] * d["S"] * d["D"],
+}
+"""Each catalogue op's elements moved at least once per call: every input read (the weight
+of rmsnorm included) and every output written (the verifier's `Op.nbytes` / 4)."""
+
+
+def op_bytes(op: str, shape: Dims, itemsize: int = 4) -> float | None:
+    """Bytes one call of ``op`` at ``shape`` moves at least (elements of `itemsize` bytes);
+    None for an op outside the catalogue or a shape that is not the op's."""
+    if op not in OP_DIMS or set(shape) != set(OP_DIMS[op]):
+        return None
+    return float(OP_ELEMENTS[op](shape) * itemsize)
 
 
 def op_flops(op: str, shape: Dims) -> float | None:

@@ -63,6 +63,12 @@ HEX64_PATTERN = r"[0-9a-f]{64}"
 """A sha256 digest or key id: 64 lowercase hex characters (match with `re.fullmatch`)."""
 RUNTIMES = ("c", "cuda", "triton", "torch")
 """The runtimes a kernel may name."""
+Verdict = Literal["confirmed", "refuted", "unsupported", "inconclusive"]
+VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
+"""A reproduction's verdict on a claim, declared once (docs/reproducing.md, "Verdicts"): confirmed (the whole
+interval within the tolerance), refuted (beyond it, or contradicted by its own evidence or by
+physics), unsupported (a weak claim, its own record disturbed or thin, not confirmed: the
+claimant's burden), inconclusive (the reproducer's own sitting could not decide)."""
 
 # ---- shared rules ---------------------------------------------------------------------------
 
@@ -531,7 +537,7 @@ class DeviceConditions(Node, path="device_conditions", doc=(
 
 
 BenchCaveatKind = Literal["unstable", "too_few_batches", "cost_incomplete", "device_throttled",
-                          "below_resolution", "late_unproven"]
+                          "below_resolution", "late_unproven", "runs_disagree"]
 BENCH_CAVEAT_KINDS: tuple[BenchCaveatKind, ...] = get_args(BenchCaveatKind)
 
 
@@ -550,7 +556,9 @@ class BenchCaveat(Node, path="caveat", doc=(
             "too short to judge, neither a time nor a floor test), late_unproven (the "
             "candidate's output fetches came out slower than the baseline's by more than "
             "the late-work share, but not systematically by a rank test: late work or a "
-            "busy machine, charged to the candidate either way)"))
+            "busy machine, charged to the candidate either way), runs_disagree (the "
+            "independent runs' speed-ups disagree: the interval over runs is wider than the "
+            "limit, however narrow each run's own)"))
     shape: Shape | None = json_field(
         Nullable(SHAPE, doc="the shape it concerns; null: the whole run"))
     detail: str = json_field(FREE_TEXT)
@@ -816,7 +824,7 @@ class ClaimResult(Node, path="claim",
                   doc="one verdict; 'entry' is absent in entries logged before it existed"):
     claim: str = json_field(
         Str(256, doc="what was claimed, e.g. 'benchmark.speedup[M=256,N=256,K=256]'"))
-    verdict: str = json_field(Enum("confirmed", "refuted", "inconclusive"))
+    verdict: str = json_field(Enum(*VERDICTS))
     claimed: Measurement = json_field(Measurement)
     measured: Measurement = json_field(Measurement)
     reason: str = json_field(FREE_TEXT)
@@ -825,6 +833,10 @@ class ClaimResult(Node, path="claim",
     environment_diff: tuple[EnvironmentDiff, ...] | None = json_field(
         List(Nested(EnvironmentDiff), max_items=32,
              doc="how the claim's environment differs from this one"), default=None)
+    why: str | None = json_field(Str(
+        240, min_len=0, text=True,
+        doc="the verdict's reason in one line (the figures that decided it); absent in "
+            "entries logged before it existed"), default=None)
 
 
 class DecisionPolicy(Node, path="policy", doc="the decision rule the verdicts were given under"):
@@ -842,7 +854,8 @@ class DecisionPolicy(Node, path="policy", doc="the decision rule the verdicts we
 
 class ReproductionPredicate(Node, doc=(
         "a third party's re-run of a logged entry; verdict 'confirmed' needs at least one claim "
-        "and every claim confirmed; 'refuted' needs at least one refuted claim")):
+        "and every claim confirmed; 'refuted' needs at least one refuted claim; 'unsupported' "
+        "an unsupported claim and none refuted")):
     schema_version: int = json_field(
         Int(2, REPRODUCTION_SCHEMA_VERSION,
             doc="2: policy and per-claim statistics; absent in version 1"), default=1)
@@ -850,7 +863,7 @@ class ReproductionPredicate(Node, doc=(
     environment: Environment = json_field(Environment)
     policy: DecisionPolicy | None = json_field(DecisionPolicy, default=None)
     claims: tuple[ClaimResult, ...] = json_field(List(Nested(ClaimResult), max_items=1024))
-    verdict: str = json_field(Enum("confirmed", "refuted", "inconclusive"))
+    verdict: str = json_field(Enum(*VERDICTS))
     catalogue_version: int | None = json_field(CATALOGUE_VERSION_FIELD, default=None)
     conditions: Conditions | None = json_field(Conditions, default=None)
 
@@ -863,6 +876,10 @@ class ReproductionPredicate(Node, doc=(
                                   "cannot be 'confirmed' unless there are claims and all are confirmed")
         if self.verdict == "refuted" and "refuted" not in verdicts:
             raise ValidationError(f"{path}.verdict", "cannot be 'refuted' when no claim is refuted")
+        if self.verdict == "unsupported" and ("unsupported" not in verdicts
+                                              or "refuted" in verdicts):
+            raise ValidationError(f"{path}.verdict", "cannot be 'unsupported' unless a claim is "
+                                  "unsupported and none is refuted")
         if (self.schema_version >= 2) != (self.policy is not None):
             raise ValidationError(f"{path}.policy", "is required with schema_version 2 and only "
                                   "allowed with it")

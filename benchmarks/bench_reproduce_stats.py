@@ -132,7 +132,8 @@ def cycles(kernels: Sequence[str], n: int, runs: int, shapes: list[dict[str, int
     times: list[float] = []
     shifts: list[tuple[float, float]] = []
     for name in kernels:
-        counts = {f: {"confirmed": 0, "refuted": 0, "inconclusive": 0, "faults": 0}
+        counts = {f: {"confirmed": 0, "refuted": 0, "unsupported": 0, "inconclusive": 0,
+                      "faults": 0}
                   for f in FACTORS}
         for c in range(n):
             say(f"cycles: {name} cycle {c + 1}/{n}: publishing ({runs} runs)")
@@ -274,7 +275,7 @@ def cross(kernels: Sequence[str], n: int, publish: Publish, reproduce: Reproduce
     return {"rows": rows, "shifts": shifts}
 
 
-VERDICT_WORDS = ("refuted", "confirmed", "inconclusive", "no results")
+VERDICT_WORDS = ("refuted", "confirmed", "unsupported", "inconclusive", "no results")
 
 
 def _cross_table(found: dict[str, Any]) -> str:
@@ -317,7 +318,8 @@ def _cycles_table(rows: list[dict[str, Any]], n: int) -> str:
         for f in FACTORS:
             c = r["counts"][f]
             cells.append(f"{c['refuted']}/{n} refuted ({c['confirmed']} conf., "
-                         f"{c['inconclusive']} inc.; {c['faults']} not by the test)")
+                         f"{c['unsupported']} unsup., {c['inconclusive']} inc.; "
+                         f"{c['faults']} not by the test)")
         out.append(f"| {r['kernel']} | " + " | ".join(cells) + " |")
     return "\n".join(out)
 

@@ -9,6 +9,9 @@ EXIT_VERIFICATION = 1
 EXIT_USAGE = 2
 EXIT_NETWORK = 3
 EXIT_INCONCLUSIVE = 4
+EXIT_UNSUPPORTED = 5
+"""`ktl reproduce`: a weak claim (its own record says its measurement was disturbed or thin)
+that could not be confirmed: do not pay on it (docs/reproducing.md, "Verdicts")."""
 
 
 class ClientError(Exception):

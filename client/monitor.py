@@ -22,7 +22,13 @@ the JSON API is never trusted here. Each run:
    `client.vindex.RecomputedIndex`) and compares its root with the one the checkpoint
    commits to: a difference is an `IndexMismatch`, with evidence saved. The index is
    checked when this monitor has read every entry from 0 in order (a `--since` run,
-   or a lost index file, leaves it unchecked: `index_checked` is false).
+   or a lost index file, leaves it unchecked: `index_checked` is false);
+6. judges every benchmark claim of a watched kernel by its own evidence, with the rules
+   `ktl publish` and `ktl reproduce` apply (`attest.verdicts`): figures its raw samples (the
+   blob it names, fetched and hash-checked) do not give, a time below the physical floor,
+   and a claim of the same key about the same kernel that disagrees beyond both intervals
+   (among those this run read) are `violation`s; a claim whose own record says its
+   measurement was disturbed or thin is reported `weak`.
 """
 
 from __future__ import annotations
@@ -35,9 +41,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from attest import AttestError
 from attest.entry import VerifiedEntry
 from attest.policy import Reproduction, environment_identity
-from attest.predicates import KERNEL_V1, REPRODUCTION_V1
+from attest.predicates import BENCHMARK_V1, KERNEL_V1, REPRODUCTION_V1, BenchmarkPredicate
+from attest.verdicts import evidence_findings, weaknesses
 from ledger import LedgerError
 from ledger.tlog.merkle import consistency_proof, leaf_hash
 from ledger.tlog.note import NoteVerifier
@@ -47,7 +55,7 @@ if TYPE_CHECKING:
     from attest.policy import TrustPolicy
 
 from client.api import LogAPI
-from client.errors import InputError, ServerError, VerificationFailed
+from client.errors import ClientError, InputError, ServerError, VerificationFailed
 from client.receipts import check_entry
 from client.state import TrustedState, atomic_write, origin_slug, read_capped
 from client.trust import QuorumCheck, extend_trust, open_signed, refuse
@@ -95,6 +103,10 @@ class Finding:
         return cls(str(obj["kind"]), int(obj["index"]), str(obj["name"]), str(obj["detail"]))
 
 
+MAX_CLAIMS_KEPT = 16
+"""Benchmark claims of one key about one kernel kept to compare the next with (the first)."""
+MAX_KEYS_KEPT = 256
+"""(key, kernel) pairs whose benchmark claims are kept, at most (the first seen)."""
 MAX_WEIGHED_PER_CLAIM = 64
 """Named reproducers' verdicts kept per claim entry (strangers' are never kept)."""
 
@@ -137,6 +149,41 @@ def _weighed(ledger: Ledger) -> tuple[Weighed, ...]:
 
 
 @dataclass(frozen=True)
+class KeptClaim:
+    """A watched kernel's benchmark claim, kept so that a later claim of the same key about
+    the same kernel is compared with it (`attest.verdicts.contradictions`)."""
+
+    index: int
+    signers: tuple[str, ...]
+    digest: str
+    body: BenchmarkPredicate
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "signers": list(self.signers), "digest": self.digest,
+                "body": self.body.to_json()}
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> KeptClaim:
+        return cls(int(obj["index"]), tuple(str(k) for k in obj["signers"]), str(obj["digest"]),
+                   BenchmarkPredicate.from_json(obj["body"]))
+
+
+Claims = dict[tuple[tuple[str, ...], str], list[KeptClaim]]
+"""Kept benchmark claims per (sorted signer key ids, subject digest)."""
+
+
+def _claims(kept: tuple[KeptClaim, ...]) -> Claims:
+    out: Claims = {}
+    for k in kept:
+        out.setdefault((k.signers, k.digest), []).append(k)
+    return out
+
+
+def _kept(claims: Claims) -> tuple[KeptClaim, ...]:
+    return tuple(k for _, ks in sorted(claims.items()) for k in ks)
+
+
+@dataclass(frozen=True)
 class MonitorState:
     """Where the monitor stopped: next index to read and the checkpoint it last completed."""
 
@@ -146,6 +193,8 @@ class MonitorState:
     releases: tuple[Release, ...] = ()
     #: Named reproducers' verdicts seen so far, per claim entry (see `Weighed`).
     weighed: tuple[Weighed, ...] = ()
+    #: Watched kernels' benchmark claims seen so far, per (signers, digest) (`Claims`).
+    benchmarks: tuple[KeptClaim, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -154,6 +203,7 @@ class MonitorState:
             "checkpoint": self.checkpoint.decode("utf-8") if self.checkpoint else None,
             "releases": [r.to_json() for r in self.releases],
             "weighed": [w.to_json() for w in self.weighed],
+            "benchmarks": [k.to_json() for k in self.benchmarks],
         }
 
     @classmethod
@@ -169,8 +219,9 @@ class MonitorState:
                 checkpoint=cp.encode("utf-8") if isinstance(cp, str) else None,
                 releases=tuple(Release.from_json(r) for r in obj["releases"]),
                 weighed=tuple(Weighed.from_json(w) for w in obj.get("weighed", [])),
+                benchmarks=tuple(KeptClaim.from_json(k) for k in obj.get("benchmarks", [])),
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttestError) as exc:
             raise InputError(f"monitor state is malformed ({exc}); remove it to start over") from exc
 
 
@@ -382,7 +433,7 @@ def run_monitor(
     audit = _open_audit(state_path, start)
     try:
         reading = _Reading(log, reader, st, state_path, policy, releases, ledger, findings,
-                           pool, jobs, on_progress, audit)
+                           pool, jobs, on_progress, audit, _claims(st.benchmarks))
         checked = reading.read(start, size)
         index_checked = audit is not None and audit.size == size and audit.check(
             trusted, origin, cp, note)
@@ -392,7 +443,8 @@ def run_monitor(
         if audit is not None:
             audit.close()
     save_monitor_state(state_path, MonitorState(origin, max(size, st.next_index), note,
-                                                tuple(releases.values()), _weighed(ledger)))
+                                                tuple(releases.values()), _weighed(ledger),
+                                                _kept(reading.claims)))
     return MonitorReport(origin, start, size, checked, tuple(findings), index_checked)
 
 
@@ -425,6 +477,8 @@ class _Reading:
     jobs: int
     on_progress: Callable[[int, int], None] | None
     audit: RecomputedIndex | None
+    claims: Claims = field(default_factory=dict)
+    """Benchmark claims read so far per (signers, subject digest), for contradictions."""
 
     def read(self, start: int, size: int) -> int:
         """Read, check and examine entries [start, size) bundle by bundle; add them to the
@@ -441,16 +495,51 @@ class _Reading:
                        if self.pool is not None else map(_check_one, fresh))
             for i, result in enumerate(results, start=pos):
                 self.findings.extend(_examine(i, result, self.policy, self.releases, self.ledger))
+                if not isinstance(result, str) and \
+                        result.statement.predicate_type == BENCHMARK_V1:
+                    self.findings.extend(self._benchmark(i, result))
                 checked += 1
             if self.audit is not None:
                 self.audit.add(pos, fresh)
             pos = lo + width
             save_monitor_state(self.state_path, MonitorState(
                 self.st.origin, pos, self.st.checkpoint, tuple(self.releases.values()),
-                _weighed(self.ledger)))
+                _weighed(self.ledger), _kept(self.claims)))
             if self.on_progress is not None:
                 self.on_progress(pos - start, size - start)
         return checked
+
+    def _benchmark(self, index: int, verified: VerifiedEntry) -> list[Finding]:
+        """A watched kernel's benchmark claim judged by its own evidence (module docstring,
+        item 6); its key's earlier claims about the same kernel are kept for the next."""
+        stmt = verified.statement
+        body, name = stmt.predicate, stmt.subjects[0].name
+        if not isinstance(body, BenchmarkPredicate) or \
+                not _watched(name, self.policy, self.releases):
+            return []
+        try:
+            samples: bytes | None = self.log.get_blob(body.samples.sha256)
+        except ClientError:
+            samples = None
+        signers, digest = tuple(sorted(verified.signer_keyids)), stmt.subjects[0].sha256
+        earlier = self.claims.get((signers, digest), [])
+        found = evidence_findings(body, samples, [k.body for k in earlier if k.index != index])
+        if len(earlier) < MAX_CLAIMS_KEPT and \
+                ((signers, digest) in self.claims or len(self.claims) < MAX_KEYS_KEPT) and \
+                all(k.index != index for k in earlier):
+            self.claims.setdefault((signers, digest), []).append(
+                KeptClaim(index, signers, digest, body))
+        out = [Finding("violation", index, name, f"benchmark claim: {f.describe()}"[:2000])
+               for f in found]
+        if samples is None:
+            out.append(Finding("weak", index, name, "benchmark claim: its raw samples sha256:"
+                               f"{body.samples.sha256[:16]}… are not in the log's blob store"))
+        weak = weaknesses(body)
+        if weak:
+            out.append(Finding("weak", index, name, "benchmark claim is weak (do not pay on it "
+                               "unless a reproduction confirms it): "
+                               + "; ".join(w.describe() for w in weak)[:1900]))
+        return out
 
     def _bundle(self, n: int, lo: int, width: int, pos: int) -> list[bytes]:
         """Entries [pos, lo + width) of bundle `n`, each checked against its verified leaf."""

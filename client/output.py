@@ -4,7 +4,8 @@ A command builds a JSON-able result and a function that renders it as a table;
 `Output.result` prints one or the other. `run_guarded` turns the client's
 exceptions into one clear line on stderr (or a JSON error object) and the
 documented exit code: 0 ok, 1 verification failed, 2 usage or input error,
-3 network or server error, 4 inconclusive.
+3 network or server error, 4 inconclusive, 5 unsupported (`ktl reproduce`: a weak claim not
+confirmed; docs/reproducing.md, "Verdicts").
 """
 
 from __future__ import annotations
@@ -117,7 +118,8 @@ class Output:
             if isinstance(exc, LogMisbehaviour) and exc.evidence_path is not None:
                 err["error"]["evidence"] = str(exc.evidence_path)
             sys.stdout.write(json.dumps(err, indent=2) + "\n")
-        label = {1: "VERIFICATION FAILED", 2: "error", 3: "network error", 4: "inconclusive"}
+        label = {1: "VERIFICATION FAILED", 2: "error", 3: "network error", 4: "inconclusive",
+                 5: "unsupported"}
         line = Text.assemble((f"{label.get(code, 'error')}: ", "bold red"), safe(exc))
         self.err.print(line, highlight=False)
         sys.exit(code)
@@ -129,7 +131,10 @@ def kv_table(title: str, rows: Sequence[tuple[str, Any]]) -> Table:
     table.add_column("field", style="bold")
     table.add_column("value", overflow="fold")
     for key, value in rows:
-        table.add_row(safe(key), safe(value))
+        # a structured value as JSON, never a Python repr ({'reproductions': [], ...})
+        shown = json.dumps(value, sort_keys=True, ensure_ascii=False) \
+            if isinstance(value, dict | list | tuple) else value
+        table.add_row(safe(key), safe(shown))
     return table
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,8 +20,15 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from attest import AttestError
 from attest.entry import encode_entry, make_entry
 from attest.ops import OP_DIMS
-from attest.predicates import BENCHMARK_V1, KERNEL_V1, VERIFICATION_V1, parse_predicate
+from attest.predicates import (
+    BENCHMARK_V1,
+    KERNEL_V1,
+    VERIFICATION_V1,
+    BenchmarkPredicate,
+    parse_predicate,
+)
 from attest.statement import Statement, make_statement
+from attest.verdicts import contradictions, evidence_findings, weaknesses
 from client.api import LogAPI
 from client.errors import InputError, VerificationFailed
 from client.receipts import ReceiptPaths, check_inclusion, write_receipt
@@ -33,6 +40,7 @@ from ledger.tlog.proof_bundle import TlogProof
 from ledger.tlog.witness_policy import WitnessPolicy
 
 if TYPE_CHECKING:
+    from client.session import Session
     from verifier.progress import Progress
 
 MAX_RESULTS_BYTES = 16 * 1024 * 1024
@@ -379,14 +387,36 @@ def kernel_claim(kernel_dir: Path) -> tuple[str, bytes, Claim]:
     return spec.name, archive, Claim("kernel", KERNEL_V1, body)
 
 
+def not_timed_here(kernel: Path) -> str | None:
+    """Why the kernel is checked but not benchmarked on this machine (a Triton kernel where no
+    GPU runs it: Triton's interpreter gives correctness, not a time), or None."""
+    from verifier import KernelSpec, VerifierError
+    from verifier.gpu import probe
+
+    try:
+        runtime = KernelSpec.load(kernel).runtime
+    except VerifierError:
+        return None
+    if runtime == "triton" and probe().error is not None:  # with a GPU it is timed there
+        return ("runtime 'triton' runs through Triton's interpreter on this machine: ktl check "
+                "judges its correctness, ktl bench does not time it, so there is no speed-up "
+                "claim to publish")
+    return None
+
+
 def measure(kernel_dir: Path, budget: str, progress: Progress) -> Results:
-    """Run the verification suite and the benchmark now (no --results given)."""
+    """Run the verification suite and the benchmark now (no --results given); a kernel not
+    timed here (`not_timed_here`) is published with its verification and no benchmark."""
     from verifier import VerifierError, bench_runs
     from verifier import check as run_check
 
     try:
         progress(f"running `ktl check --budget {budget}` (this can take a while)")
         check = run_check(kernel_dir, budget=budget, seed=None, progress=progress)  # fresh seed
+        untimed = not_timed_here(kernel_dir)
+        if untimed is not None:
+            progress(f"no benchmark: {untimed}")
+            return Results(check.to_predicate().to_json(), None, None)
         progress("running `ktl bench` (independent runs)")
         bench = bench_runs(kernel_dir, progress=progress)
     except VerifierError as exc:
@@ -395,9 +425,12 @@ def measure(kernel_dir: Path, budget: str, progress: Progress) -> Results:
                    bench.samples_blob())
 
 
-def load_signing_key(path: Path, passphrase_env: str | None = None) -> Ed25519PrivateKey:
-    """The publisher's private key; an encrypted one's passphrase is in env var `passphrase_env`."""
+def load_signing_key(path: Path, passphrase_env: str | None = None,
+                     progress: Callable[[str], None] | None = None) -> Ed25519PrivateKey:
+    """The publisher's private key; an encrypted one's passphrase is in env var `passphrase_env`.
+    A key file other users may read is used, with a warning to `progress` (issue 42 item 7)."""
     import os
+    import stat
 
     from attest.keys import load_private_key
 
@@ -406,6 +439,10 @@ def load_signing_key(path: Path, passphrase_env: str | None = None) -> Ed25519Pr
         raise InputError(f"environment variable {passphrase_env} is unset or empty")
     if not path.is_file():
         raise InputError(f"key file {path} does not exist (create one with `ktl keygen`)")
+    mode = path.stat().st_mode
+    if progress is not None and mode & (stat.S_IRGRP | stat.S_IROTH):
+        progress(f"the private key {path} is readable by other users (mode "
+             f"{stat.S_IMODE(mode):03o}); anyone who reads it can sign as you: chmod 600 {path}")
     try:
         return load_private_key(path, passphrase.encode() if passphrase else None)
     except AttestError as exc:
@@ -433,9 +470,39 @@ def results_from_files(
     return Results(bodies[0], bodies[1], raw)
 
 
-def _claims_of(kclaim: Claim, archive: bytes, results: Results, out: Any) -> list[Claim]:
+def evidence_problems(bench: Mapping[str, Any], samples: bytes | None, allow_weak: bool,
+                      out: Any) -> list[str]:
+    """Why a benchmark claim may not be published (empty: it may), by the rules `ktl
+    reproduce`, `ktl monitor` and the explorer apply (`attest.verdicts`): figures its raw
+    samples do not give and times below the physical floor are refused; a weak claim (its
+    own record says its measurement was disturbed or thin) is said, and refused without
+    `allow_weak`. A body attest rejects is left to the statement's own validation."""
+    try:
+        pred = BenchmarkPredicate.from_json(bench)
+    except AttestError:
+        return []
+    found = evidence_findings(pred, samples)
+    problems = [f"the benchmark contradicts its own evidence: {f.describe()}" for f in found]
+    if samples is None:
+        out.note("no raw samples given (--samples): the benchmark's figures cannot be "
+                 "recomputed from them, by you or by anyone reproducing it", "bold yellow")
+    weak = weaknesses(pred)
+    if weak:
+        said = "; ".join(w.describe() for w in weak)
+        if not allow_weak:
+            problems.append(f"the benchmark is weak: {said} (a reproduction that cannot "
+                            "confirm it says UNSUPPORTED; measure again on a quieter machine, "
+                            "or publish it as weak with --allow-weak)")
+        else:
+            out.note(f"publishing a weak benchmark (--allow-weak): {said}", "bold yellow")
+    return problems
+
+
+def _claims_of(kclaim: Claim, archive: bytes, results: Results, out: Any,
+               allow_weak: bool = False) -> list[Claim]:
     """The release's claims from the results, refused (one message) if they are not this
-    kernel's."""
+    kernel's, or if the benchmark contradicts its own evidence or is weak (without
+    `allow_weak`)."""
     problems = results_mismatches(kclaim.body, results,
                                   hashlib.sha256(archive).hexdigest())
     if results.benchmark is not None:
@@ -445,6 +512,8 @@ def _claims_of(kclaim: Claim, archive: bytes, results: Results, out: Any) -> lis
             if ref.get("sha256") != got:
                 problems.append(f"the raw samples (sha256 {got}) are not the ones the benchmark "
                                 f"names (sha256 {ref.get('sha256')})")
+        if not problems:
+            problems += evidence_problems(results.benchmark, results.samples, allow_weak, out)
     if problems:
         raise InputError("nothing was sent: the results are not this kernel folder's: "
                          + "; ".join(problems))
@@ -462,6 +531,40 @@ def _claims_of(kclaim: Claim, archive: bytes, results: Results, out: Any) -> lis
     return claims
 
 
+#: Earlier benchmark entries of the same key about the same kernel a publish compares the
+#: new claim with, at most (the newest first).
+MAX_EARLIER_CLAIMS = 16
+
+
+def earlier_contradictions(sess: Session, prep: Prepared, signer: str) -> list[str]:
+    """What `attest.verdicts.contradictions` says of the release's benchmark against the
+    same key's earlier benchmark claims about the same kernel in the log (each fetched and
+    verified; at most MAX_EARLIER_CLAIMS): said before publishing, as `ktl monitor`, the
+    explorer and `ktl reproduce` will say it after (both claims are then flagged)."""
+    from client.session import fetch_entry
+
+    mine = [BenchmarkPredicate.from_json(c.body) for c in prep.claims
+            if c.predicate_type == BENCHMARK_V1]
+    if not mine:
+        return []
+    page = sess.log.search(digest=prep.digest, keyid=signer, limit=100)
+    earlier = [h.index for h in page.results
+               if h.predicate_type == BENCHMARK_V1][-MAX_EARLIER_CLAIMS:]
+    bodies = []
+    for index in earlier:
+        verified = fetch_entry(sess, index).verified
+        pred = verified.statement.predicate
+        if isinstance(pred, BenchmarkPredicate) and signer in verified.signer_keyids:
+            bodies.append((index, pred))
+    out = []
+    for body in mine:
+        for index, other in bodies:
+            out += [f"this benchmark disagrees with your benchmark claim at entry {index}: "
+                    f"{f.describe()} (ktl monitor, the explorer and ktl reproduce will flag "
+                    "both)" for f in contradictions(body, [other])]
+    return out[:16]
+
+
 def run_publish(
     kernel_dir: Path,
     key_path: Path,
@@ -474,8 +577,10 @@ def run_publish(
     *,
     passphrase_env: str | None = None,
     witness_policy: WitnessPolicy | None = None,
+    allow_weak: bool = False,
 ) -> dict[str, Any]:
     """`ktl publish`: everything from the kernel folder to verified receipts; returns a report.
+    A weak benchmark (`evidence_problems`) is published only with `allow_weak`.
 
     Every statement is built, validated and signed before anything is sent, and kept in a
     journal beside the receipts until all are logged: a failure between submissions
@@ -485,7 +590,8 @@ def run_publish(
     from client.session import connect, require_url
 
     url = require_url(log_url)
-    key = load_signing_key(key_path, passphrase_env)
+    key = load_signing_key(key_path, passphrase_env,
+                           progress=lambda text: out.note(text, "bold yellow"))
     signer = keyid(key.public_key())
     name, archive, kclaim = kernel_claim(kernel_dir)
     folder = receipts_dir(kernel_dir)
@@ -494,7 +600,8 @@ def run_publish(
     if results is not None or pending is None:
         if results is None:
             results = measure(kernel_dir, budget, out.note)
-        prep = prepare_claims(name, archive, _claims_of(kclaim, archive, results, out), key,
+        prep = prepare_claims(name, archive,
+                              _claims_of(kclaim, archive, results, out, allow_weak), key,
                               results.samples)
     if pending is not None:
         out.note(f"resuming an unfinished publish of sha256:{pending['subject_sha256'][:16]}… "
@@ -506,6 +613,8 @@ def run_publish(
     sess = connect(url, trusted, log_key, witness_policy=witness_policy)
     out.note(f"log {sess.origin}: {sess.key.describe()}")
     try:
+        for said in earlier_contradictions(sess, prep, signer):
+            out.note(said, "bold yellow")
         published = submit_prepared(sess.log, sess.verifier, sess.origin, sess.trusted, prep,
                                     folder, out.note, sess.quorum)
     finally:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -21,12 +21,13 @@ from attest.predicates import (
     BENCHMARK_V1,
     KERNEL_V1,
     VERIFICATION_V1,
+    BenchmarkPredicate,
     DecisionPolicy,
     JudgedEntry,
     ReproductionPredicate,
     ReproductionTarget,
 )
-from client.errors import InputError, VerificationFailed
+from client.errors import ClientError, InputError, VerificationFailed
 from client.models import SearchHit
 from client.session import FetchedEntry, Session, fetch_entry
 
@@ -113,12 +114,19 @@ class ClaimSearch:
     #: padding under the digest made it cost, so it was not proven (the search past
     #: MAX_ROWS_READ is incomplete anyway).
     proof_too_long: bool = False
+    #: Why the search is not proven complete where `proven_up_to` is None (typed; the
+    #: summary is rendered from it): "no_index" only where the log's signed checkpoint
+    #: was read and carries no index line (`ledger.vindex.committed_root`, the one reader
+    #: of that line, via `client.vindex.verified_lookup`); "no_lookup" where the log API
+    #: this client talks to offers no index lookup.
+    unproven: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"examined": self.examined, "fetched": self.fetched,
                 "skipped": [k.to_json() for k in self.skipped],
                 "skipped_total": self.skipped_total, "complete": self.complete,
-                "proven_up_to": self.proven_up_to, "proof_too_long": self.proof_too_long}
+                "proven_up_to": self.proven_up_to, "proof_too_long": self.proof_too_long,
+                "unproven": self.unproven}
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> ClaimSearch:
@@ -126,7 +134,8 @@ class ClaimSearch:
         return cls(int(obj["examined"]), int(obj["fetched"]),
                    tuple(Skipped.from_json(k) for k in obj["skipped"]),
                    int(obj["skipped_total"]), bool(obj["complete"]),
-                   None if proven is None else int(proven), bool(obj.get("proof_too_long")))
+                   None if proven is None else int(proven), bool(obj.get("proof_too_long")),
+                   None if obj.get("unproven") is None else str(obj["unproven"]))
 
     def summary(self) -> str:
         text = (f"{self.skipped_total} entr{'y' if self.skipped_total == 1 else 'ies'} about "
@@ -138,8 +147,12 @@ class ClaimSearch:
             text += (f"; the log's index lists more than {PROOF_MAX_ENTRIES} entries about "
                      "this digest, more than a reproduction proves, so the search is not "
                      "proven complete")
+        elif self.proven_up_to is None and self.unproven == "no_index":
+            text += ("; the log's signed checkpoint commits to no index, so the search is not "
+                     "proven complete")
         elif self.proven_up_to is None:
-            text += "; the log commits to no index, so the search is not proven complete"
+            text += ("; the log API used offers no index lookup, so the search is not proven "
+                     "complete")
         else:
             text += f"; the entries about this digest are proven complete up to index " \
                     f"{self.proven_up_to}"
@@ -309,10 +322,10 @@ def _search_claims(
                 read_all = by_digest and page.next_cursor is None
                 break
             cursor = page.next_cursor
-    proven, too_long = _prove_digest_rows(sess, digest, digest_rows, read_all)
+    proven, too_long, unproven = _prove_digest_rows(sess, digest, digest_rows, read_all)
     claims.sort(key=lambda e: e.index)  # in log order, whichever key found them first
     return tuple(claims), ClaimSearch(examined, fetched, tuple(skipped), skipped_total, complete,
-                                      proven, too_long)
+                                      proven, too_long, unproven)
 
 
 #: Most keys asked for by (digest, key) per reproduction; past it the digest's own rows
@@ -339,11 +352,12 @@ PROOF_PAGE = 10_000
 
 
 def _prove_digest_rows(sess: Session, digest: str, rows: list[int], read_all: bool
-                       ) -> tuple[int | None, bool]:
+                       ) -> tuple[int | None, bool, str | None]:
     """Hold the digest's search rows against the log's committed index: the size they are
     proven complete up to (None where the log commits to no index, or where its list is
     longer than PROOF_MAX_ENTRIES: then True with it). A log whose rows leave out an entry
-    its index lists is `SearchOmitted` (a refutation hidden from the search)."""
+    its index lists is `SearchOmitted` (a refutation hidden from the search). The third
+    value says why nothing was proven (`ClaimSearch.unproven`)."""
     from client.vindex import (
         IndexNotCommitted,
         Paging,
@@ -354,19 +368,19 @@ def _prove_digest_rows(sess: Session, digest: str, rows: list[int], read_all: bo
     )
 
     if getattr(sess.log, "index_lookup", None) is None:
-        return None, False
+        return None, False, "no_lookup"
     paging = Paging(page_size=PROOF_PAGE, max_pages=-(-PROOF_MAX_ENTRIES // PROOF_PAGE))
     try:
         proved = verified_lookup(sess, index_key_for("digest", digest), paging)
     except IndexNotCommitted:
-        return None, False
+        return None, False, "no_index"
     except TooManyPages:
-        return None, True
+        return None, True, None
     # the rows reach at least the size the log announced when the session began
     published = sess.info.tree_size
     check_listing(proved, rows,
                   up_to=published if read_all else min(published, max(rows, default=-1) + 1))
-    return proved.size, False
+    return proved.size, False, None
 
 
 def target_json(sess: Session, entry: FetchedEntry) -> dict[str, Any]:
@@ -445,6 +459,21 @@ def reproduce_settings(
                              progress=progress, sequential_budget_s=sequential_budget_s)
 
 
+def claimed_samples(sess: Session, pred: object, progress: Callable[[str], None]
+                    ) -> bytes | None:
+    """The raw samples a benchmark claim names, from the log's blob store (checked against
+    their sha256 by `get_blob`), so its figures are recomputed before anything is measured;
+    None (said) where the log does not hold them or for any other claim."""
+    if not isinstance(pred, BenchmarkPredicate):
+        return None
+    try:
+        return sess.log.get_blob(pred.samples.sha256)
+    except ClientError as exc:
+        progress(f"the claim's raw samples sha256:{pred.samples.sha256[:16]}… could not be "
+                 f"fetched ({exc}); its figures are not recomputed from them")
+        return None
+
+
 def reproduce_entry(
     sess: Session, index: int, workdir: Path, settings: ReproduceSettings,
     policy: TrustPolicy | None = None, sandbox_record: str | None = None,
@@ -467,7 +496,9 @@ def reproduce_entry(
          f"{len(gathered.claims)} claim entr{'y' if len(gathered.claims) == 1 else 'ies'} "
          "verified; re-running them in the sandbox")
     claims = [Claimed(c.verified.statement.predicate,
-                      JudgedEntry(index=c.index, leaf_hash=c.summary()["leaf_hash"]))
+                      JudgedEntry(index=c.index, leaf_hash=c.summary()["leaf_hash"]),
+                      samples=claimed_samples(sess, c.verified.statement.predicate, progress),
+                      signer=c.verified.signer_keyids[0] if c.verified.signer_keyids else None)
               for c in gathered.claims]
     try:
         target = ReproductionTarget.from_json(target_json(sess, gathered.target))

@@ -88,10 +88,16 @@ def kernel_folder(tmp: Path, name: str = "acme/matmul-blocked", version: str = "
 def small_results(tmp: Path, op: str | None = None) -> Path:
     """A prepared `--results` file (valid predicates, tiny) with inline raw samples;
     `op` names another op than the example's (the benchmark must name the folder's)."""
-    samples = json.dumps({"kernel_ns": [1000, 1010], "baseline_ns": [2100, 2090]}).encode()
-    bench = examples.benchmark()
+    bench = examples.benchmark_runs((2.1, 2.1, 2.1))
+    bench["results"][0]["speedup_ci95"] = [1.95, 2.3]
     if op is not None:
         bench["workload"]["op"] = op
+    # the raw samples the figures are recomputed from (issue 42): three runs of 50 batches
+    # whose medians are the runs' 1000 ns against 2100 ns
+    run = {"op": bench["workload"]["op"], "shapes": [
+        {"shape": bench["results"][0]["shape"], "kernel_ns": [1000.0] * 50,
+         "baseline_ns": [2100.0] * 50}]}
+    samples = json.dumps({"runs": [run] * 3}, sort_keys=True, separators=(",", ":")).encode()
     bench["samples"] = {"sha256": hashlib.sha256(samples).hexdigest(), "size": len(samples),
                         "media_type": "application/json"}
     path = tmp / "results.json"

@@ -55,8 +55,8 @@ QUIET = (2.1, 2.08, 2.12, 2.09, 2.11)
 
 def test_cross_experiment_on_injected_measurements_counts_the_real_verdicts() -> None:
     """The busy/quiet experiment's bookkeeping on injected sittings, judged by the real
-    `compare` under the default policy: honest claims confirmed in both directions, the
-    1.25x-inflated one refuted, one row per kernel and direction, the shifts recorded."""
+    `compare` under the default policy: honest claims never refuted (confirmed where the whole
+    interval is within the tolerance), the 1.25x-inflated one refuted, one row per kernel and direction, the shifts recorded."""
     bench = _bench_module()
     env = Environment.from_json(examples.environment())
     published: list[tuple[str, int, bool]] = []
@@ -77,7 +77,10 @@ def test_cross_experiment_on_injected_measurements_counts_the_real_verdicts() ->
         ("sum-rows", "busy -> quiet"), ("sum-rows", "quiet -> busy"),
         ("softmax-rows", "busy -> quiet"), ("softmax-rows", "quiet -> busy")]
     assert "| sum-rows | busy -> quiet | 2 confirmed | 2 refuted | 1 s / 1 s |" in table
-    assert "| sum-rows | quiet -> busy | 2 confirmed | 2 refuted |" in table
+    # quiet -> busy the honest claim reads 3.4 % overstated: its estimate is within the 5 %
+    # tolerance but not its whole interval, which a confirmation needs since issue 42
+    # (item 6), so inconclusive, never refuted
+    assert "| sum-rows | quiet -> busy | 2 inconclusive | 2 refuted |" in table
     # only sum-rows carries the inflated claim
     assert "| softmax-rows | busy -> quiet | 2 confirmed | — |" in table
     # every honest claim's shift: |log(geomean(BUSY) / geomean(QUIET))|, about 3.4 %
@@ -111,7 +114,7 @@ def test_tiny_cross_experiment_runs_and_prints_its_table() -> None:
     assert out.returncode == 0, out.stderr[-3000:]
     assert "| kernel | published -> reproduced | honest claims | 1.25x-inflated claim |" \
         in out.stdout
-    word = r"(\d+) (?:refuted|confirmed|inconclusive)"
+    word = r"(\d+) (?:refuted|confirmed|unsupported|inconclusive)"
     for direction in ("busy -> quiet", "quiet -> busy"):
         row = next(line for line in out.stdout.splitlines()
                    if line.startswith(f"| sum-rows | {direction} |"))

@@ -120,7 +120,7 @@ def test_how_reproduce_decides_in_the_docs_is_the_code_s() -> None:
     assert f"(`--tolerance`, default **{100 * DEFAULT_TOLERANCE:g} %**)" in text
     assert f"(`--confidence`, default **{100 * DEFAULT_CONFIDENCE:g} %**)" in text
     here = (0.43, 0.44, 0.425, 0.435, 0.43)  # the example reason's runs
-    reason = speedup_verdict([1.25 * x for x in here], here, True, "", []).reason
+    reason = speedup_verdict([1.25 * x for x in here], here).reason
     assert f"e.g. `{reason}`" in text
     assert simulated_rates(1.0, 0.01, 5, 20000, seed=5)["refuted"] == 0.0
     assert simulated_rates(1.0, 0.03, 5, 20000, seed=5)["refuted"] == 0.0

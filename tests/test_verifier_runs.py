@@ -252,13 +252,13 @@ def test_a_quiet_claim_reproduced_beside_a_busy_core_is_not_moved_onto_it() -> N
     """Published quiet, reproduced while another process spins on CPU 1: nothing can be taken
     away, and sharing CPU 1 would change the pinned CPU's conditions instead (it moved
     sum-rows by 10-20 %): the idlest CPU, no spinner; the difference is named by the verdict
-    (`conditions_differ`), which then neither refutes nor confirms."""
+    (`conditions_differ`), which widens the tolerance by the shift measured for it."""
     from verifier.benchmark._conditions import Placement, conditions_differ, place_like
 
     assert place_like(QUIET, {0: 0.02, 1: 1.0}) == Placement(0)
     here = {"pinned_cpu_busy": 0.02, "runnable": 1.1, "load_1m": 1.1, "steal": 0.0, "cores": 2}
     (apart,) = conditions_differ(QUIET, here)
-    assert apart.key == "runnable" and apart.blocks
+    assert apart.key == "runnable"
 
 
 def test_forged_conditions_buy_no_more_load_than_the_machine_has() -> None:
@@ -304,3 +304,21 @@ def test_the_ballast_runs_pinned_while_the_sitting_lasts_and_is_gone_after() -> 
         assert nowhere.running() == 0
     with pytest.raises(VerifierError):
         Ballast([0, 0])
+
+
+def test_runs_that_disagree_are_not_trusted_however_narrow_each_one() -> None:
+    """Issue 42 item 8: an identical module against itself read 0.66x to 1.57x over its runs,
+    each run's own interval narrow (+-1 % here), and was called trusted. The runs must
+    agree: the interval over runs enters the result and decides the flag, with a typed
+    caveat saying what the runs read; runs that agree stay trusted."""
+    wild = RunSet(tuple(_report(s) for s in (0.66, 0.94, 1.21, 0.81, 1.57)), cpu=1)
+    (agg,) = wild.aggregate()
+    assert agg.speedup_ci95[0] < 0.7 and agg.speedup_ci95[1] > 1.3  # the spread is in it
+    assert not wild.trusted
+    body = wild.to_predicate()
+    assert body.trusted is False
+    (caveat,) = [c for c in body.caveats if c.kind == "runs_disagree"]
+    assert "0.66x to 1.57x" in caveat.detail and "+-10 %" in caveat.detail
+    calm = RunSet(tuple(_report(s) for s in (1.0, 1.01, 0.99, 1.02, 0.995)), cpu=1)
+    assert calm.trusted and not [c for c in calm.to_predicate().caveats
+                                 if c.kind == "runs_disagree"]

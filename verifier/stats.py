@@ -141,20 +141,26 @@ class InflationTest:
                    float(obj["confidence"]), decision, None if more is None else int(more),
                    float(obj.get("between", 0.0)), int(obj.get("look", 0)))
 
-    def describe(self) -> str:
-        """`claimed 1.25x, measured 1.02x [0.98, 1.06]: overstated by 23 % [18 %, 27 %]; ...`"""
+    def describe_interval(self) -> str:
+        """`claimed 1.25x, measured 1.02x [0.98, 1.06]: overstated by 23 % [18 %, 27 %]`: the
+        figures, with no decision (the measured interval labelled as this sitting's)."""
         lo, hi = self.inflation_interval
         mlo, mhi = self.measured_interval
         head = (f"claimed {self.claimed:.3f}x ({_runs(self.claimed_runs)}), measured "
                 f"{self.measured:.3f}x [{mlo:.3f}, {mhi:.3f}] ({_runs(self.measured_runs)}, "
                 f"between-run spread {100 * self.sigma:.1f} %): {_pct_phrase(self.inflation)} "
                 f"[{_signed(lo)}, {_signed(hi)}]")
-        tol = f"{100 * self.tolerance:g} %"
-        conf = f"{100 * self.confidence:g} %"
         if self.between:
             head += f"; between-sitting spread {100 * self.between:.1f} % allowed"
         if self.look:
             head += f"; look {self.look}"
+        return head
+
+    def describe(self) -> str:
+        """`claimed 1.25x, measured 1.02x [0.98, 1.06]: overstated by 23 % [18 %, 27 %]; ...`"""
+        head = self.describe_interval()
+        tol = f"{100 * self.tolerance:g} %"
+        conf = f"{100 * self.confidence:g} %"
         if self.decision == "refuted":
             return f"{head}; overstated by more than the {tol} tolerance with {conf} confidence"
         if self.decision == "confirmed":

@@ -93,6 +93,11 @@ def _key_note(out: Output, how: str, describe: str) -> None:
               help="The raw samples file of `ktl bench --samples-out` (uploaded as a blob).")
 @click.option("--budget", type=click.Choice(["quick", "full"]), default="quick", show_default=True,
               help="Verification budget when running the checks (no results given).")
+@click.option("--allow-weak", is_flag=True,
+              help="Publish a weak benchmark (its own record says its measurement was "
+                   "disturbed: steal or throttling, other load on its pinned CPU, an interval "
+                   "wider than +-10 %, fewer than 3 runs); reproductions that cannot confirm "
+                   "it say UNSUPPORTED.")
 @log_option
 @log_key_option
 @witness_policy_option
@@ -100,8 +105,8 @@ def _key_note(out: Output, how: str, describe: str) -> None:
 def publish(kernel_dir: Path, key_path: Path, passphrase_env: str | None,
             results_path: Path | None, verification_path: Path | None,
             benchmark_path: Path | None, samples_path: Path | None, budget: str,
-            log_url: str | None, log_key: str | None, witness_policy_path: Path | None,
-            as_json: bool) -> None:
+            allow_weak: bool, log_url: str | None, log_key: str | None,
+            witness_policy_path: Path | None, as_json: bool) -> None:
     """Sign and log a kernel's release, verification and benchmark; keep receipts."""
     out = Output(as_json)
 
@@ -119,7 +124,8 @@ def publish(kernel_dir: Path, key_path: Path, passphrase_env: str | None,
             results = None
         report = run_publish(kernel_dir, key_path, results, budget, log_url, log_key,
                              TrustedState(), out, passphrase_env=passphrase_env,
-                             witness_policy=load_witness_policy(witness_policy_path))
+                             witness_policy=load_witness_policy(witness_policy_path),
+                             allow_weak=allow_weak)
 
         def render(c: Console) -> None:
             c.print(rows_table(
@@ -246,6 +252,11 @@ def verify(receipt: Path, entry_path: Path | None, log_key: str | None,
 # -- get ----------------------------------------------------------------------------------
 
 
+_SHOWN_APART = ("statement", "signed", "reproduced")
+"""`ktl get`'s fields rendered apart from its key/value table (`reproduced` by
+`_print_reproductions`, below it), never as one cell."""
+
+
 @click.command()
 @click.option("--index", required=True, type=click.IntRange(min=0), help="Entry index.")
 @click.option("--out", "out_path", type=click.Path(path_type=Path, dir_okay=False),
@@ -304,7 +315,7 @@ def get(index: int, out_path: Path | None, policy_path: Path | None, log_url: st
             data["reproducer"] = signer_phrase(fetched.verified.signer_keyids, policy)
 
         def render(c: Console) -> None:
-            rows = [(k, v) for k, v in data.items() if k not in ("statement", "signed")]
+            rows = [(k, v) for k, v in data.items() if k not in _SHOWN_APART]
             c.print(kv_table(f"Entry {index} (verified)", rows))
             if view is not None:
                 c.print(safe("What was signed:", "bold"))

@@ -10,12 +10,19 @@ from rich.console import Console
 from rich.text import Text
 
 from client.claims_view import SPEEDUP_MEANING
-from client.errors import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_VERIFICATION, InputError
+from client.errors import (
+    EXIT_INCONCLUSIVE,
+    EXIT_OK,
+    EXIT_UNSUPPORTED,
+    EXIT_VERIFICATION,
+    InputError,
+)
 from client.output import Output, rows_table, run_guarded, safe
 from client.state import TrustedState
 from client.witnesses import load_witness_policy, witness_policy_option
 
-_EXIT = {"confirmed": EXIT_OK, "refuted": EXIT_VERIFICATION, "inconclusive": EXIT_INCONCLUSIVE}
+_EXIT = {"confirmed": EXIT_OK, "refuted": EXIT_VERIFICATION, "inconclusive": EXIT_INCONCLUSIVE,
+         "unsupported": EXIT_UNSUPPORTED}
 
 
 def _short(value: Any) -> str:
@@ -71,7 +78,9 @@ def reproduce(index: int, budget: str, runs: int | None, tolerance: float | None
               witness_policy_path: Path | None, as_json: bool) -> None:
     """Fetch a logged kernel and its claims, verify them, re-run them, give verdicts.
 
-    Exit 0 when every claim is confirmed, 1 when any is refuted, 4 when inconclusive.
+    Exit 0 when every claim is confirmed, 1 when any is refuted, 5 when a weak claim is
+    unsupported (its own record says its measurement was disturbed; none refuted), 4 when
+    inconclusive (docs/reproducing.md, "Verdicts").
     """
     out = Output(as_json)
 

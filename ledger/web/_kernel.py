@@ -13,8 +13,11 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-from attest.ops import ordered_shape
+from attest import AttestError
+from attest.ops import ordered_shape, shape_key
 from attest.policy import TrustPolicy, unknown_signer_phrase
+from attest.predicates import VERDICTS, BenchmarkPredicate
+from attest.verdicts import evidence_findings, weaknesses
 from ledger.web._decode import DecodedEntry
 from ledger.web._verdicts import Verdict, latest_per_signer, settled, verdicts_of
 from ledger.web.chart import ChartError, ChartRow
@@ -39,6 +42,11 @@ class Claim(NamedTuple):
     baseline_median_ns: float | None
     #: Key ids that signed the benchmark entry.
     signers: tuple[str, ...] = ()
+    #: What its own evidence says against it (`attest.verdicts.evidence_findings`: its raw
+    #: samples, the physical floor, its key's other claims on this page), described.
+    flags: tuple[str, ...] = ()
+    #: What its own record says disturbed or thinned its measurement (`weaknesses`).
+    weak: tuple[str, ...] = ()
 
 
 class Reproduction(NamedTuple):
@@ -58,12 +66,14 @@ class Reproduction(NamedTuple):
     reproducer: str | None = None
     #: What makes the reproduction's environment distinct for the quorum.
     environment: tuple[str, ...] = ()
+    #: The verdict's reason in one line (`_verdicts.why_line`).
+    why: str = ""
 
     def verdict_row(self) -> Verdict:
         """As `_verdicts` weighs it (quorum, one verdict per signer)."""
         return Verdict(self.entry, self.target if self.target is not None else -1, self.claim,
                        self.verdict, None, self.measured, self.measured_ci, self.reason,
-                       self.signers, self.reproducer, self.environment)
+                       self.signers, self.reproducer, self.environment, self.why)
 
     @property
     def by(self) -> str:
@@ -185,7 +195,7 @@ def _reproductions_of(index: int, d: DecodedEntry, leaf_hex: Mapping[int, str | 
                          measured=v.measured if v.measured and v.measured > 0 else None,
                          measured_ci=_pair(list(v.measured_ci)) if v.measured_ci else None,
                          reason=v.reason, signers=v.signers, reproducer=v.reproducer,
-                         environment=v.environment)
+                         environment=v.environment, why=v.why)
             for v in verdicts_of(index, d, leaf_hex, names)]
 
 
@@ -201,8 +211,7 @@ def _row(label: str, note: str, claim: Claim, rep: Reproduction | None) -> Chart
     if claim.speedup is None or claim.speedup <= 0:
         return None
     reproduced = rep.measured if rep is not None and rep.measured and rep.measured > 0 else None
-    verdict = rep.verdict if rep is not None and rep.verdict in (
-        "confirmed", "refuted", "inconclusive") else ""
+    verdict = rep.verdict if rep is not None and rep.verdict in VERDICTS else ""
     try:
         return ChartRow(
             label=label,
@@ -220,13 +229,16 @@ def _row(label: str, note: str, claim: Claim, rep: Reproduction | None) -> Chart
 def summarize_kernel(digest: str, entries: Iterable[tuple[int, DecodedEntry]],
                      leaf_hex: Mapping[int, str] | None = None,
                      reproducers: Mapping[str, str] | None = None,
-                     panel: TrustPolicy | None = None) -> KernelSummary:
+                     panel: TrustPolicy | None = None,
+                     samples: Mapping[str, bytes] | None = None) -> KernelSummary:
     """Sort a kernel's entries by kind and pair each claim with its reproductions.
 
     `leaf_hex` (entry index -> leaf hash hex) lets a verdict count only for the claim entry
     whose leaf hash it names; without it the index alone decides. `reproducers` (keyid -> name)
     are the reproducers the log's operator names, `panel` its quorum (see `refuted_count`).
-    Each signer's newest verdict on a claim is kept, its older ones dropped.
+    Each signer's newest verdict on a claim is kept, its older ones dropped. `samples`
+    (sha256 hex -> bytes) are the raw samples blobs of benchmark entries the page could
+    read: each claim's figures are recomputed from them (`Claim.flags`).
     """
     groups: dict[str, list[tuple[int, DecodedEntry]]] = {
         "kernel": [], "benchmark": [], "verification": [], "reproduction": [], "other": [],
@@ -240,6 +252,7 @@ def summarize_kernel(digest: str, entries: Iterable[tuple[int, DecodedEntry]],
     claims: list[Claim] = []
     for index, d in groups["benchmark"]:
         claims.extend(_claims_of(index, d.predicate or {}, d.signer_keyids))
+    claims = _judged(claims, groups["benchmark"], samples or {})
     known = leaf_hex or {}
     claim_leaves = {i: known.get(i) for i, _ in groups["benchmark"] + groups["verification"]}
     reproduced: list[Reproduction] = []
@@ -267,6 +280,46 @@ def summarize_kernel(digest: str, entries: Iterable[tuple[int, DecodedEntry]],
         pairs_dropped=dropped,
         panel=panel,
     )
+
+
+def _judged(claims: list[Claim], benchmarks: list[tuple[int, DecodedEntry]],
+            samples: Mapping[str, bytes]) -> list[Claim]:
+    """`claims` with what each benchmark entry's own evidence and record say
+    (`attest.verdicts`, the rules publish, monitor and reproduce apply); an entry attest
+    does not parse is left unmarked (its page shows why)."""
+    parsed: dict[int, tuple[BenchmarkPredicate, tuple[str, ...]]] = {}
+    for index, d in benchmarks:
+        try:
+            parsed[index] = (BenchmarkPredicate.from_json(d.predicate), tuple(d.signer_keyids))
+        except (AttestError, TypeError, ValueError):
+            continue
+    marks: dict[tuple[int, str], tuple[list[str], list[str]]] = {}
+    for index, (body, signers) in parsed.items():
+        others = [b for i, (b, s) in parsed.items() if i != index and s == signers]
+        found = evidence_findings(body, samples.get(body.samples.sha256), others)
+        op = body.workload.op
+        for r in body.results:
+            key = shape_key(op, r.shape)
+            flags = [f.detail for f in found if f.shape in (None, key)]
+            weak = [w.detail for w in weaknesses(body, r.shape)]
+            marks[(index, shape_label(ordered_shape(op, r.shape)))] = (flags, weak)
+    out = []
+    for c in claims:
+        flags, weak = marks.get((c.entry, c.shape_label), ([], []))
+        out.append(c._replace(flags=_bounded(flags), weak=_bounded(weak)))
+    return out
+
+
+MAX_MARKS = 2
+"""Flags (and weaknesses) a claim row shows, at most; the rest are counted."""
+
+
+def _bounded(marks: list[str]) -> tuple[str, ...]:
+    """At most MAX_MARKS marks, each at most 300 characters, and how many more there were."""
+    shown = [m if len(m) <= 300 else m[:299] + "\u2026" for m in marks[:MAX_MARKS]]
+    if len(marks) > MAX_MARKS:
+        shown.append(f"and {len(marks) - MAX_MARKS} more")
+    return tuple(shown)
 
 
 def _pair_claims(claims: list[Claim], reproduced: list[Reproduction]

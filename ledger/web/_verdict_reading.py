@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 from ledger.storage import EntrySummary, LogStorage
 from ledger.web._decode import DecodedEntry, decode_for_display, predicate_kind
-from ledger.web._verdicts import Verdict, verdicts_by_claim
+from ledger.web._verdicts import Verdict, judged_indices, verdicts_by_claim
 
 #: Subject digests one page looks up, named keys it reads, index rows per named key and
 #: per digest, and reproduction entries and bytes it decodes, at most.
@@ -53,6 +53,44 @@ def read_verdicts(storage: LogStorage, size: int, claims: Mapping[int, str],
                   digests: Sequence[str], names: Mapping[str, str]) -> VerdictReading:
     """The verdicts about `claims` (claim entry index -> leaf hash hex) among the
     reproductions of `digests` below tree size `size`, read as the module says."""
+    decoded, complete, rows = _read_reproductions(storage, size, digests, names)
+    return VerdictReading(verdicts_by_claim(decoded.items(), claims, names), complete, rows)
+
+
+#: Claim entries one kernel page resolves the verdicts it read against, at most.
+JUDGED_ENTRIES = 256
+
+
+def read_digest_verdicts(storage: LogStorage, size: int, digest: str,
+                         names: Mapping[str, str]) -> VerdictReading:
+    """The verdicts about every claim entry of `digest`, wherever it sits in the log: the
+    reproductions read as the module says (newest first, bounded), each verdict checked
+    against the leaf hash of the claim entry it names (at most `JUDGED_ENTRIES` of them,
+    each an entry of this digest), so a kernel page counts a refutation however much junk
+    was logged about the digest before it (issue 42 item 4); `complete` says when the read
+    was trimmed."""
+    decoded, complete, rows = _read_reproductions(storage, size, [digest], names)
+    judged: list[int] = []
+    for d in decoded.values():
+        judged += judged_indices(d)
+    leaves: dict[int, str] = {}
+    wanted = list(dict.fromkeys(judged))
+    complete = complete and len(wanted) <= JUDGED_ENTRIES
+    for index in wanted[:JUDGED_ENTRIES]:
+        stored = storage.get_entry(index) if 0 <= index < size else None
+        if stored is None:
+            continue
+        summary = stored.summary()
+        if summary.subject_sha256 == digest and predicate_kind(summary.predicate_type) in (
+                "benchmark", "verification"):
+            leaves[index] = stored.leaf_hash.hex()
+    return VerdictReading(verdicts_by_claim(decoded.items(), leaves, names), complete, rows)
+
+
+def _read_reproductions(storage: LogStorage, size: int, digests: Sequence[str],
+                        names: Mapping[str, str]) -> tuple[dict[int, DecodedEntry], bool, int]:
+    """The reproduction entries about `digests` a page reads (see the module docstring),
+    whether that was all of them, and how many index rows it read."""
     wanted = list(dict.fromkeys(digests))
     complete = len(wanted) <= VERDICT_DIGESTS
     wanted_set = set(wanted[:VERDICT_DIGESTS])
@@ -84,4 +122,4 @@ def read_verdicts(storage: LogStorage, size: int, claims: Mapping[int, str],
         if stored is not None:
             budget -= len(stored.data)
             decoded[index] = decode_for_display(stored.data)
-    return VerdictReading(verdicts_by_claim(decoded.items(), claims, names), complete, rows)
+    return decoded, complete, rows

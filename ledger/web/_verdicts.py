@@ -31,9 +31,9 @@ from attest.policy import (
     environment_identity,
     unknown_signer_phrase,
 )
+from attest.predicates import VERDICTS
 from ledger.web._decode import DecodedEntry
 
-VERDICTS = ("confirmed", "refuted", "inconclusive")
 TIMES = "\u00d7"
 #: Verdict rows read per reproduction entry, at most.
 MAX_ROWS = 1024
@@ -55,6 +55,8 @@ class Verdict(NamedTuple):
     reproducer: str | None = None
     #: What makes the reproduction's environment distinct for the quorum.
     environment: tuple[str, ...] = ()
+    #: The verdict's reason in one line (`why`; entries without it: the reason's first clause).
+    why: str = ""
 
     @property
     def signer(self) -> tuple[str, ...]:
@@ -70,16 +72,25 @@ class Verdict(NamedTuple):
         return unknown_signer_phrase(self.signers)
 
     @property
-    def summary(self) -> str:
-        """`benchmark.speedup[…]: measured 1.11x [1.07, 1.16]; <reason>` (x: the times sign)."""
+    def figures(self) -> str:
+        """`benchmark.speedup[…]: measured 1.11x [1.07, 1.16] (claimed 3x)` (x: the times sign)."""
         parts = [self.claim]
         if self.measured is not None:
             ci = "" if self.measured_ci is None else \
                 f" [{self.measured_ci[0]:.3g}, {self.measured_ci[1]:.3g}]"
             claimed = "" if self.claimed is None else f" (claimed {self.claimed:.3g}{TIMES})"
             parts.append(f"measured {self.measured:.3g}{TIMES}{ci}{claimed}")
-        text = ": ".join(parts)
-        return f"{text}; {self.reason}" if self.reason else text
+        return ": ".join(parts)
+
+    @property
+    def brief(self) -> str:
+        """`figures` and the verdict's reason in one line (`why`)."""
+        return f"{self.figures}; {self.why}" if self.why else self.figures
+
+    @property
+    def summary(self) -> str:
+        """`figures` and the whole reason."""
+        return f"{self.figures}; {self.reason}" if self.reason else self.figures
 
 
 def _num(value: object) -> float | None:
@@ -107,6 +118,57 @@ def _dict(value: object) -> Mapping[str, Any]:
 def reproducer_name(signers: Iterable[str], names: Mapping[str, str]) -> str | None:
     """The operator's name for the first signer it names (keyid order), else None."""
     return next((names[k] for k in sorted(signers) if k in names), None)
+
+
+MAX_WHY = 240
+
+
+def why_line(row: Mapping[str, Any]) -> str:
+    """A verdict row's reason in one line: its `why`, or for rows logged before it existed
+    the reason's first clause (at most MAX_WHY characters either way)."""
+    why = row.get("why")
+    text = why if isinstance(why, str) and why.strip() else str(row.get("reason", "")).split("; ")[0]
+    flat = " ".join(text.split())
+    return flat if len(flat) <= MAX_WHY else flat[:MAX_WHY - 1] + "\u2026"
+
+
+MAX_JUDGED = 1024
+
+
+def judged_indices(d: DecodedEntry) -> list[int]:
+    """The claim entries a reproduction entry's verdict rows name (its target for rows
+    logged before they named one), at most MAX_JUDGED; none when its signatures fail."""
+    if d.kind != "reproduction" or not d.signatures_verified or not isinstance(d.predicate, dict):
+        return []
+    target = _index(_dict(d.predicate.get("target")).get("index"))
+    claims = d.predicate.get("claims")
+    out: list[int] = []
+    for row in claims[:MAX_ROWS] if isinstance(claims, list) else []:
+        named = _dict(_dict(row).get("entry"))
+        judged = _index(named.get("index")) if named else target
+        if judged is not None:
+            out.append(judged)
+    return list(dict.fromkeys(out))[:MAX_JUDGED]
+
+
+def refuted_counts(verdicts: Mapping[int, Iterable[Verdict]], panel: TrustPolicy | None
+                   ) -> tuple[int, int]:
+    """(claims the operator's named reproducers refute at its quorum — any one of them when
+    `panel` is None —, claims only unknown keys refute), each claim a (claim entry, claim
+    row) pair."""
+    rows: dict[tuple[int, str], list[Verdict]] = {}
+    for judged, vs in verdicts.items():
+        for v in vs:
+            rows.setdefault((judged, v.claim), []).append(v)
+    named = unknown = 0
+    for vs in rows.values():
+        mine = [v for v in vs if v.reproducer is not None]
+        if mine and (settled(mine, panel).status == "refuted" if panel is not None
+                     else any(v.verdict == "refuted" for v in mine)):
+            named += 1
+        elif any(v.verdict == "refuted" for v in vs if v.reproducer is None):
+            unknown += 1
+    return named, unknown
 
 
 def verdicts_of(index: int, d: DecodedEntry, leaf_hex: Mapping[int, str | None],
@@ -141,7 +203,7 @@ def verdicts_of(index: int, d: DecodedEntry, leaf_hex: Mapping[int, str | None],
             verdict=str(verdict), claimed=_num(claimed.get("speedup")),
             measured=_num(measured.get("speedup")), measured_ci=_ci(measured.get("speedup_ci95")),
             reason=str(row.get("reason", ""))[:2048], signers=d.signer_keyids, reproducer=who,
-            environment=env,
+            environment=env, why=why_line(row),
         ))
     return out
 
@@ -181,7 +243,7 @@ def settled(verdicts: Iterable[Verdict], panel: TrustPolicy) -> QuorumOutcome:
 
 
 def _worst(seen: set[str]) -> str:
-    for word in ("refuted", "confirmed", "inconclusive"):
+    for word in ("refuted", "confirmed", "unsupported", "inconclusive"):
         if word in seen:
             return word
     return ""
@@ -199,6 +261,8 @@ def badge(verdicts: Iterable[Verdict], panel: TrustPolicy | None = None) -> str:
         if panel is None:
             return _worst({v.verdict for v in named})
         status = settled(named, panel).status
-        return status if status in ("refuted", "confirmed") else "inconclusive"
+        if status in ("refuted", "confirmed"):
+            return status
+        return "unsupported" if any(v.verdict == "unsupported" for v in named) else "inconclusive"
     unknown = _worst({v.verdict for v in rows})
     return f"{unknown} by an unknown key" if unknown else ""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
@@ -31,6 +31,7 @@ from ledger.tlog.merkle import leaf_hash, verify_inclusion
 from ledger.tlog.note import NoteVerifier
 from ledger.web._decode import (
     KINDS,
+    DecodedEntry,
     decode_for_display,
     is_hex64,
     predicate_kind,
@@ -41,8 +42,8 @@ from ledger.web._kernel import summarize_kernel
 from ledger.web._note_lines import signature_lines
 from ledger.web._reading import PerCheckpoint, read_digest_page
 from ledger.web._service import LogServiceView, reproducer_names, reproducer_panel, service
-from ledger.web._verdict_reading import VerdictReading, read_verdicts
-from ledger.web._verdicts import badge, reproducer_name, settled
+from ledger.web._verdict_reading import VerdictReading, read_digest_verdicts, read_verdicts
+from ledger.web._verdicts import badge, refuted_counts, reproducer_name, settled, why_line
 from ledger.web.chart import render_speedup_chart
 
 #: Strict policy: no scripts at all, styles and images only from this origin.
@@ -110,6 +111,12 @@ def _utc(ts: float | None) -> str:
 @bp.app_template_filter("kind")
 def _kind(predicate_type: str) -> str:
     return predicate_kind(predicate_type)
+
+
+@bp.app_template_global("why_line")
+def _why_line(row: object) -> str:
+    """A verdict row's reason in one line (`_verdicts.why_line`)."""
+    return why_line(row) if isinstance(row, dict) else ""
 
 
 @bp.app_template_global("reproducer_by")
@@ -183,6 +190,33 @@ def _verdicts(svc: LogServiceView, rows: list[EntrySummary]) -> VerdictReading:
         return VerdictReading({}, True, 0)
     digests = [r.subject_sha256 for r in rows if r.index in claims]
     return read_verdicts(svc.storage, svc.tree_size(), claims, digests, reproducer_names())
+
+
+#: Raw samples blobs one kernel page reads to recompute its claims' figures, and the
+#: largest it reads (issue 42 item 2: the figures are checked, at a bounded cost).
+SAMPLES_BLOBS = 8
+SAMPLES_BLOB_BYTES = 4 * 1024 * 1024
+
+
+def _samples_of(svc: LogServiceView, entries: Iterable[tuple[int, DecodedEntry]]
+                ) -> dict[str, bytes]:
+    """The raw samples blobs the page's benchmark entries name (sha256 hex -> bytes), the
+    first `SAMPLES_BLOBS` that the log holds and that are at most `SAMPLES_BLOB_BYTES`."""
+    out: dict[str, bytes] = {}
+    for _, d in entries:
+        pred = d.predicate if d.kind == "benchmark" and isinstance(d.predicate, dict) else {}
+        ref = pred.get("samples")
+        sha = ref.get("sha256") if isinstance(ref, dict) else None
+        if not isinstance(sha, str) or not is_hex64(sha) or sha in out:
+            continue
+        if len(out) >= SAMPLES_BLOBS:
+            break
+        size = svc.storage.blob_info(sha)
+        blob = svc.storage.get_blob(sha) if size is not None and size <= SAMPLES_BLOB_BYTES \
+            else None
+        if blob is not None:
+            out[sha] = blob
+    return out
 
 
 def _reproductions_logged(svc: LogServiceView, digest: str) -> int:
@@ -289,13 +323,17 @@ def kernel(digest: str) -> str:
             abort(404, f"No entry in the log names a subject with digest {digest}.")
         abort(404, f"No entry about {digest} from index {cursor} on.")
     summary = summarize_kernel(digest, page.entries, page.leaves, reproducer_names(),
-                               reproducer_panel())
+                               reproducer_panel(), _samples_of(svc, page.entries))
     chart = Markup(render_speedup_chart(summary.chart_rows))
     status = index_status(svc, digest, (i for i, _ in page.entries), cursor, page.next_cursor)
+    # refutations counted over the whole digest, read newest first, whatever this page holds
+    reading = read_digest_verdicts(svc.storage, svc.tree_size(), digest, reproducer_names())
+    refuted, refuted_unknown = refuted_counts(reading.verdicts, reproducer_panel())
     return render_template(
         "explorer/kernel.html", digest=digest, s=summary, chart=chart, page=page,
         counts=[(predicate_kind(k.predicate_type), k) for k in page.summary.kinds],
-        index_status=status,
+        index_status=status, refuted=refuted, refuted_unknown=refuted_unknown,
+        verdicts_complete=reading.complete,
     )
 
 

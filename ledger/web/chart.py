@@ -16,6 +16,7 @@ from typing import Any
 
 from markupsafe import escape
 
+from attest.predicates import VERDICTS as PREDICATE_VERDICTS
 from ledger import LedgerError
 
 #: At most this many rows are drawn; the caller is told how many were left out.
@@ -26,7 +27,7 @@ MAX_LABEL_CHARS = 30
 AXIS_MIN = 1.0 / 64.0
 AXIS_MAX = 1024.0
 
-VERDICTS = ("confirmed", "refuted", "inconclusive", "")
+VERDICTS = (*PREDICATE_VERDICTS, "")
 
 _ROW_H = 38
 _TOP = 34
@@ -242,7 +243,8 @@ def render_speedup_chart(
         y0 = _TOP + i * _ROW_H
         yc, yr = y0 + 12, y0 + 26
         mark = {"refuted": "\u2717 refuted", "confirmed": "\u2713 confirmed",
-                "inconclusive": "? inconclusive"}.get(r.verdict, "")
+                "unsupported": "! unsupported", "inconclusive": "? inconclusive"
+                }.get(r.verdict, "")
         if r.reproduced is None and not mark:
             mark = "not reproduced yet"
         sub = " \u00b7 ".join(p for p in (_short(r.note), mark) if p)

@@ -11,21 +11,22 @@ Verdict per claim:
 - verification: each claimed check outcome and the overall verdict. A claimed
   pass that fails here is refuted (with the failing check's evidence); a claimed
   failure that does not recur is inconclusive (failures can depend on inputs).
-- benchmark, per shape: speed-up ratios are compared, never absolute times, run
-  by run: the claim's per-run speed-ups against `runs` fresh runs here, with the
-  test in `verifier.stats` under a `DecisionPolicy` (tolerance, confidence;
-  recorded in the body): refuted when the claim overstates by more than the
-  tolerance with that confidence, confirmed when the estimated overstatement is
-  within the tolerance, inconclusive otherwise (saying how many more runs would
-  decide). A refutation by the test stands only if a second sitting of fresh runs,
-  tested alone, refutes too (else inconclusive, the reason naming both sittings), when
-  the sequential budget leaves time for one. On different hardware a refutation is
-  inconclusive, and the reason names every environment difference (also a typed list in the claim). A
-  measurement that the bench itself distrusts because of the kernel
-  (timer tampering, faster than the roofline, wrong outputs after timing) refutes
-  the claim; one distrusted for noise is inconclusive.
-- overall: refuted if any claim is refuted, confirmed if there is at least one
-  claim and all are confirmed, else inconclusive.
+- benchmark, per shape (docs/reproducing.md, "Verdicts"): first what the claim's own evidence decides
+  (`attest.verdicts`): figures its raw samples do not give, or a time below the physical
+  floor, refute it before anything is measured. Then speed-up ratios are compared, never
+  absolute times, run by run: the claim's per-run speed-ups against `runs` fresh runs here
+  (`_verdict.speedup_verdict`): refuted when the lower bound of the overstatement is beyond
+  the tolerance widened by the shift measured for each kind of difference between the two
+  sittings' conditions, confirmed when the whole interval is within it, else unsupported for
+  a weak claim (its own record says its measurement was disturbed or thin) and inconclusive
+  otherwise, saying what would decide. A refutation by the test stands only if a second
+  sitting of fresh runs, tested alone, refutes too, when the sequential budget leaves time
+  for one. On different hardware a refutation is not given. A measurement that the bench
+  itself distrusts because of the kernel (timer tampering, faster than the roofline, wrong
+  outputs after timing) refutes the claim; one distrusted for noise refutes nothing.
+- overall (`attest.verdicts.overall_verdict`): refuted if any claim is refuted, confirmed if
+  there is at least one claim and all are confirmed, unsupported if any is, else
+  inconclusive.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import copy
 import dataclasses
 import math
 import secrets
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,7 @@ from attest.predicates import (
     SpeedupStatistics,
     VerificationPredicate,
 )
+from attest.verdicts import Finding, evidence_findings, overall_verdict, weaknesses
 from verifier.benchmark import (
     DEFAULT_RUNS,
     BenchSettings,
@@ -74,11 +76,14 @@ from verifier.gpu import probe as gpu_probe
 from verifier.progress import Progress, quiet
 from verifier.reproduce._verdict import (
     DEFAULT_POLICY,
+    Sitting,
+    Verdict,
     environment_diff,
     make_policy,
+    margin_for,
+    one_line,
     speedup_verdict,
 )
-from verifier.stats import Decision
 
 __all__ = [
     "BENCHMARK_V1",
@@ -104,18 +109,47 @@ MAX_REASON = 1500
 @dataclass(frozen=True)
 class Claimed:
     """A claimed predicate to re-run and, when it was fetched from a log, the entry it is
-    (index and leaf hash), which every verdict row on it then names."""
+    (index and leaf hash), which every verdict row on it then names; for a benchmark claim,
+    the raw samples its body names (already checked against their sha256) and the key that
+    signed it (its other claims about the same kernel are compared with it)."""
 
     predicate: Predicate
     entry: JudgedEntry | None = None
+    samples: bytes | None = None
+    signer: str | None = None
 
 
-def _claim(claim: str, verdict: Decision, claimed: Measurement, measured: Measurement,
+DECISIVE: frozenset[str] = frozenset({"samples_mismatch", "below_floor"})
+"""Findings that refute a claim at once, before anything is measured; the others
+(`samples_unreadable`, `contradicts`) make it weak."""
+
+
+def evidence_of(item: Claimed, items: Sequence[Claimed]) -> tuple[Finding, ...]:
+    """What a benchmark claim's own evidence decides (`attest.verdicts.evidence_findings`):
+    its raw samples, the physical floor, its key's other benchmark claims in `items`."""
+    pred = item.predicate
+    if not isinstance(pred, BenchmarkPredicate):
+        return ()
+    others = [c.predicate for c in items
+              if c is not item and isinstance(c.predicate, BenchmarkPredicate)
+              and item.signer is not None and c.signer == item.signer]
+    return evidence_findings(pred, item.samples, others)
+
+
+def decided_before_measuring(pred: BenchmarkPredicate, findings: Sequence[Finding]) -> bool:
+    """Whether the decisive findings settle every shape of `pred` (nothing to measure)."""
+    hit = {f.shape for f in findings if f.kind in DECISIVE}
+    return None in hit or all(shape_key(pred.workload.op, r.shape) in hit for r in pred.results)
+
+
+def _claim(claim: str, verdict: Verdict, claimed: Measurement, measured: Measurement,
            reason: str, statistics: SpeedupStatistics | None = None,
-           diff: Sequence[EnvironmentDiff] = ()) -> ClaimResult:
+           diff: Sequence[EnvironmentDiff] = (), why: str | None = None) -> ClaimResult:
+    """A verdict row; `why` (one line) defaults to the reason's first clause."""
+    line = why if why is not None else reason.split("; ")[0]
     return ClaimResult(claim=claim, verdict=verdict, claimed=claimed, measured=measured,
                        reason=reason[:MAX_REASON], statistics=statistics,
-                       environment_diff=tuple(diff) or None)
+                       environment_diff=tuple(diff) or None, why=one_line(line))
 
 
 def _pass_fail(outcome: str) -> str:
@@ -211,58 +245,74 @@ def _measurement(result: BenchmarkResult) -> Measurement:
     return Measurement(speedup=result.speedup, speedup_ci95=result.speedup_ci95)
 
 
-def compare_benchmark(claimed: BenchmarkPredicate, measured: BenchmarkPredicate,
-                      policy: DecisionPolicy = DEFAULT_POLICY, look: int = 1) -> list[ClaimResult]:
+def compare_benchmark(claimed: BenchmarkPredicate, measured: BenchmarkPredicate | None,
+                      policy: DecisionPolicy = DEFAULT_POLICY, look: int = 1,
+                      evidence: Sequence[Finding] = ()) -> list[ClaimResult]:
     """Claims of a benchmark/v1 predicate (one per shape) against a fresh one, run by run, at
-    sequential look `look` (see `verifier.stats`)."""
+    sequential look `look` (see `verifier.stats`). `evidence` (`evidence_of`) is decided
+    first: a shape its own samples or the physical floor contradict is refuted whatever was
+    measured (`measured` may then be None); the other findings make the claim weak."""
     op = claimed.workload.op
-    mine = {shape_key(op, r.shape): r for r in measured.results}
-    diff = (*environment_diff(claimed.environment, measured.environment),
-            *device_diff(claimed.device, measured.device))[:32]
-    apart = conditions_differ(
-        claimed.conditions.to_json() if claimed.conditions is not None else None,
-        measured.conditions.to_json() if measured.conditions is not None else None)
     out: list[ClaimResult] = []
     for r in claimed.results:
         key = shape_key(op, r.shape)
-        label = f"benchmark.speedup[{key}]"
-        claimed_m = _measurement(r)
-        got = mine.get(key)
-        # typed faults only (never the notes' text): those of this shape, and when the shape
-        # has no result, also those of the whole run (a build or child failure)
-        own = [f for f in measured.faults
-               if (f.shape is not None and shape_key(op, f.shape) == key)
-               or (got is None and f.shape is None)]
-        if own:
-            out.append(_claim(label, "refuted", claimed_m,
-                              NOTHING if got is None else _measurement(got),
-                              f"the measurement here exposes the kernel ({own[0].kind}): "
-                              f"{own[0].detail}", diff=diff))
-            continue
-        if got is None:
-            out.append(_claim(label, "inconclusive", claimed_m, NOTHING,
-                              f"shape {key} was not measured here", diff=diff))
-            continue
-        # `trusted` decides; the typed caveats of this shape and of the whole run say why
-        # (the notes are prose, never read)
-        why = "; ".join(c.detail for c in measured.caveats
-                        if c.shape is None or shape_key(op, c.shape) == key) or \
-            "the measurement here was not stable enough"
-        v = speedup_verdict(r.run_speedups(), got.run_speedups(), measured.trusted, why, diff,
-                            policy, look=look, conditions=apart)
-        out.append(_claim(label, v.decision, claimed_m, _measurement(got), v.reason,
-                          statistics=v.statistics(), diff=diff))
+        decisive = [f for f in evidence if f.kind in DECISIVE and f.shape in (None, key)]
+        if decisive:
+            what = ("impossible" if decisive[0].kind == "below_floor"
+                    else "contradicted by its own raw samples")
+            out.append(_claim(f"benchmark.speedup[{key}]", "refuted", _measurement(r), NOTHING,
+                              f"{what}, decided before measuring: "
+                              f"{'; '.join(f.describe() for f in decisive)}"))
+        else:
+            weak = [w.describe() for w in weaknesses(claimed, r.shape)] + \
+                [f.describe() for f in evidence if f.shape in (None, key)]
+            out.append(_measured_row(claimed, r, measured, policy, look, weak))
     return out
 
 
-def overall_verdict(verdicts: Iterable[str]) -> Decision:
-    """Refuted if any claim is refuted, confirmed if there are claims and all are confirmed."""
-    seen = list(verdicts)
-    if "refuted" in seen:
-        return "refuted"
-    if seen and all(v == "confirmed" for v in seen):
-        return "confirmed"
-    return "inconclusive"
+def _measured_row(claimed: BenchmarkPredicate, r: BenchmarkResult,
+                  measured: BenchmarkPredicate | None, policy: DecisionPolicy, look: int,
+                  weak: Sequence[str]) -> ClaimResult:
+    """One shape's row from the fresh measurement: a typed fault refutes; else the rule of
+    `speedup_verdict` (weak: what makes the claim weak, described)."""
+    op = claimed.workload.op
+    key = shape_key(op, r.shape)
+    label = f"benchmark.speedup[{key}]"
+    claimed_m = _measurement(r)
+    weak_phrase = f"; the claim is weak: {'; '.join(weak)}" if weak else ""
+    if measured is None:
+        return _claim(label, "unsupported" if weak else "inconclusive", claimed_m, NOTHING,
+                      f"shape {key} was not measured here{weak_phrase}")
+    got = next((m for m in measured.results if shape_key(op, m.shape) == key), None)
+    diff = (*environment_diff(claimed.environment, measured.environment),
+            *device_diff(claimed.device, measured.device))[:32]
+    # typed faults only (never the notes' text): those of this shape, and when the shape
+    # has no result, also those of the whole run (a build or child failure)
+    own = [f for f in measured.faults
+           if (f.shape is not None and shape_key(op, f.shape) == key)
+           or (got is None and f.shape is None)]
+    if own:
+        return _claim(label, "refuted", claimed_m,
+                      NOTHING if got is None else _measurement(got),
+                      f"the measurement here exposes the kernel ({own[0].kind}): "
+                      f"{own[0].detail}", diff=diff)
+    if got is None:
+        return _claim(label, "unsupported" if weak else "inconclusive", claimed_m, NOTHING,
+                      f"shape {key} was not measured here{weak_phrase}", diff=diff)
+    cc = claimed.conditions.to_json() if claimed.conditions is not None else None
+    mc = measured.conditions.to_json() if measured.conditions is not None else None
+    apart = conditions_differ(cc, mc)
+    # `trusted` decides; the typed caveats of this shape and of the whole run say why
+    # (the notes are prose, never read)
+    why = "; ".join(c.detail for c in measured.caveats
+                    if c.shape is None or shape_key(op, c.shape) == key) or \
+        "the measurement here was not stable enough"
+    v = speedup_verdict(r.run_speedups(), got.run_speedups(),
+                        Sitting(measured.trusted, why, diff, apart, margin_for(apart, cc, mc),
+                                tuple(weak)),
+                        policy, look=look)
+    return _claim(label, v.decision, claimed_m, _measurement(got), v.reason,
+                  statistics=v.statistics(), diff=diff, why=v.why)
 
 
 def _claimed(items: Sequence[Claimed | Predicate]) -> list[Claimed]:
@@ -288,16 +338,18 @@ def compare(
     (tolerance, confidence) decides speed-up claims and is recorded in the body.
     """
     claims: list[ClaimResult] = []
-    for item in _claimed(claimed):
+    items = _claimed(claimed)
+    for item in items:
         pred = item.predicate
         if isinstance(pred, VerificationPredicate):
             if verification is None:
                 raise ReproduceError("a verification claim needs a fresh verification body")
             rows = compare_verification(pred, verification, own_verification)
         elif isinstance(pred, BenchmarkPredicate):
-            if benchmark is None:
+            evidence = evidence_of(item, items)
+            if benchmark is None and not decided_before_measuring(pred, evidence):
                 raise ReproduceError("a benchmark claim needs a fresh benchmark body")
-            rows = compare_benchmark(pred, benchmark, policy, look)
+            rows = compare_benchmark(pred, benchmark, policy, look, evidence)
         else:
             raise ReproduceError(f"cannot reproduce predicate type {pred.PREDICATE_TYPE!r}; only "
                                  "verification/v1 and benchmark/v1 claims can be re-run")
@@ -408,7 +460,8 @@ def reproduce_kernel(
             progress(f"checking at a seed of this reproducer's, {own_seed}")
             own = check(kernel_dir, budget=level, seed=own_seed,
                         progress=settings.progress).to_predicate()
-        elif isinstance(pred, BenchmarkPredicate) and benchmark is None:
+        elif isinstance(pred, BenchmarkPredicate) and benchmark is None and \
+                not decided_before_measuring(pred, evidence_of(item, items)):
             # a torch kernel is timed at its reference's get_inputs() shapes, never given ones
             shapes = None if spec.is_torch else [dict(s) for s in pred.workload.shapes]
             bench = BenchSettings(shapes=shapes, seed=pred.workload.seed,
@@ -430,7 +483,7 @@ def _undecided(body: ReproductionPredicate) -> list[str]:
     more runs here able to decide (never on other hardware, where no count of runs may
     refute)."""
     return [c.claim for c in body.claims if _speedup_row(c)
-            and c.verdict == "inconclusive" and c.statistics is not None
+            and c.verdict in ("inconclusive", "unsupported") and c.statistics is not None
             and c.statistics.more_runs is not None
             and not any(d.hardware for d in c.environment_diff or ())]
 
@@ -547,8 +600,10 @@ def _row_for(body: ReproductionPredicate, row: ClaimResult) -> ClaimResult | Non
 
 
 def _second_sitting(first: ClaimResult, second: ClaimResult | None) -> ClaimResult:
-    """One claim's verdict over two sittings: refuted if the second refutes it too, else
-    inconclusive, each reason naming both sittings."""
+    """One claim's verdict over two sittings: refuted if the second refutes it too; else
+    what the second says about a claim the first refuted, in words that say which: a weak
+    claim stays unsupported, the sittings' disagreement (the second confirmed) or the
+    second's own undecided sitting is inconclusive, each reason naming both sittings."""
     if first.statistics is None:  # never so for `_refuted_by_test` rows; narrows the type
         return first
     if second is not None and second.verdict == "refuted":
@@ -556,15 +611,29 @@ def _second_sitting(first: ClaimResult, second: ClaimResult | None) -> ClaimResu
         return dataclasses.replace(
             second, statistics=dataclasses.replace(stats, sittings=2),
             reason=f"{second.reason}; refuted in two sittings (the first: "
-                   f"{first.reason})"[:MAX_REASON])
-    why = "not measured" if second is None else f"{second.verdict}: {second.reason}"
+                   f"{first.reason})"[:MAX_REASON],
+            why=one_line(f"{second.why or ''} (in two sittings)"))
     stats = (second.statistics if second is not None and second.statistics is not None
              else first.statistics)
+    if second is None:
+        verdict: Verdict = "inconclusive"
+        line = "refuted in the first sitting; the second measured nothing of this shape"
+        why = f"{line}, so no verdict: a sitting that measures it would decide"
+    elif second.verdict == "unsupported":
+        verdict, why = "unsupported", f"refuted in the first sitting; the second: {second.reason}"
+        line = f"refuted in one sitting, not in the second; {second.why or ''}"
+    elif second.verdict == "confirmed":
+        verdict = "inconclusive"
+        line = "the sittings disagree: refuted in the first, confirmed in the second"
+        why = f"{line} ({second.reason}); a third sitting would decide"
+    else:
+        verdict = "inconclusive"
+        line = f"refuted in the first sitting; the second could not decide: {second.why or ''}"
+        why = f"refuted in the first sitting; the second could not decide: {second.reason}"
     return dataclasses.replace(
-        first, verdict="inconclusive", statistics=dataclasses.replace(stats, sittings=1),
+        first, verdict=verdict, statistics=dataclasses.replace(stats, sittings=1),
         measured=second.measured if second is not None else first.measured,
-        reason=f"refuted in one sitting, but not in a second, so no verdict: the second "
-               f"{why}; the first: {first.reason}"[:MAX_REASON])
+        reason=f"{why}; the first: {first.reason}"[:MAX_REASON], why=one_line(line))
 
 
 def extend_benchmark(body: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
