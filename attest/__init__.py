@@ -19,6 +19,7 @@ from attest._errors import (
     ValidationError,
 )
 from attest._json import JSONRejected, strict_loads
+from attest._spec import Node
 from attest.dsse import Envelope, Signature, pae, sign_envelope, verify_envelope
 from attest.entry import (
     MAX_ENTRY_BYTES,
@@ -119,6 +120,7 @@ __all__ = [
     "KernelReference",
     "KeyFileError",
     "LogEntry",
+    "Node",
     "NonCanonicalEntryError",
     "PolicyError",
     "PolicyResult",

@@ -45,7 +45,7 @@ from attest.predicates import (
     ReproductionTarget,
 )
 from client.demo import inflate_benchmark
-from verifier.benchmark._bench import machine_peaks
+from verifier.benchmark._report import machine_peaks
 from verifier.benchmark._runs import DEFAULT_RUNS, RunSet, bench_runs
 from verifier.benchmark._settings import BenchSettings
 from verifier.reproduce import compare_benchmark

@@ -496,7 +496,7 @@ def _not_timed_here(kernel: Path) -> str | None:
         runtime = KernelSpec.load(kernel).runtime
     except VerifierError:
         return None
-    from verifier._gpu import probe
+    from verifier.gpu import probe
 
     if runtime == "triton" and probe().error is not None:  # with a GPU it is timed there
         return ("runtime 'triton' runs through Triton's interpreter on this machine: ktl check "

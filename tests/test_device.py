@@ -138,8 +138,8 @@ def test_stalls_in_half_of_an_honest_kernels_fetches_are_not_an_accusation() -> 
     assert "late_work" not in _kinds(timing)
     assert timing.late_unproven is not None
     assert timing.late_ns > 0  # the stalls past the baseline's slowest are still charged
-    from verifier.benchmark._bench import Findings
     from verifier.benchmark._device_bench import _faults
+    from verifier.benchmark._report import Findings
 
     notes = Findings()
     from types import SimpleNamespace
@@ -209,8 +209,8 @@ def _judged(timing, plan: TimingPlan, cost: OpCost):
     """`_device_bench._judge` on an injected timing; (result, findings)."""
     from types import SimpleNamespace
 
-    from verifier.benchmark._bench import Findings
     from verifier.benchmark._device_bench import DeviceBenchSettings, _judge
+    from verifier.benchmark._report import Findings
 
     notes = Findings()
     result = _judge({"N": 1}, timing, cost, SimpleNamespace(escapes=[]), FakeDevice(), plan,

@@ -4,6 +4,8 @@ Packages: attest is the base; ledger and verifier import attest and not each oth
 client imports the other three; nothing imports client; the pure verifying modules
 import no web framework. Inside verifier the rooms point one way:
 pure model <- sandbox <- worker <- runtimes | device <- checks | benchmark <- reproduce.
+Inside every folder the modules import one way too (no circle, TYPE_CHECKING imports
+included), and verifier's folders are crossed only through their `__init__`.
 """
 
 from __future__ import annotations
@@ -68,6 +70,131 @@ def _module_name(path: Path) -> str:
     if parts[-1] == "__init__":
         parts = parts[:-1]
     return ".".join(parts)
+
+
+def _own_modules() -> dict[str, Path]:
+    """Every module of the four packages by dotted name (a package by its own name)."""
+    return {_module_name(path): path for package in PACKAGES for path in _modules(package)}
+
+
+def _folder(module: str, modules: dict[str, Path]) -> str:
+    """The folder a module lives in (a package is its own folder)."""
+    path = modules.get(module)
+    if path is not None and path.name == "__init__.py":
+        return module
+    return module.rpartition(".")[0]
+
+
+def _named(module: str, modules: dict[str, Path]) -> str | None:
+    """The module of ours an import names: itself, or its package for `from pkg import name`."""
+    while module and module not in modules:
+        module = module.rpartition(".")[0]
+    return module or None
+
+
+def circles_inside_folders(modules: dict[str, Path]) -> list[list[str]]:
+    """The import circles among the plain modules of one folder (every import: at the top,
+    inside functions, under TYPE_CHECKING), each as its modules in a cycle."""
+    graph: dict[str, set[str]] = {name: set() for name, path in modules.items()
+                                  if path.name != "__init__.py"}
+    for name in graph:
+        for _line, imported in _imports(modules[name]):
+            there = _named(imported, modules)
+            if there in graph and there != name \
+                    and _folder(there, modules) == _folder(name, modules):
+                graph[name].add(there)
+    return _cycles(graph)
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        top = stack.pop()
+                        on_stack.discard(top)
+                        component.append(top)
+                        if top == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+            elif child not in index:
+                index[child] = low[child] = len(index)
+                stack.append(child)
+                on_stack.add(child)
+                work.append((child, iter(sorted(graph[child]))))
+            elif child in on_stack:
+                low[node] = min(low[node], index[child])
+    return found
+
+
+def private_crossings(modules: dict[str, Path], package: str) -> list[str]:
+    """Imports in `package` of a private module or name of another folder of ours."""
+    bad = []
+    for name, path in modules.items():
+        if name.split(".")[0] != package:
+            continue
+        here = _folder(name, modules)
+        for line, imported in _imports(path):
+            there = _named(imported, modules)
+            if there is None or _folder(there, modules) == here:
+                continue
+            tail = imported[len(_folder(there, modules)):].lstrip(".").split(".")
+            if any(part.startswith("_") and not part.startswith("__") for part in tail):
+                bad.append(f"{path.relative_to(ROOT)}:{line} imports {imported}")
+    return bad
+
+
+def test_no_import_circle_inside_any_folder() -> None:
+    circles = circles_inside_folders(_own_modules())
+    assert not circles, "\n".join(" <-> ".join(c) for c in circles)
+
+
+def test_verifier_crosses_its_folders_only_through_their_init() -> None:
+    bad = private_crossings(_own_modules(), "verifier")
+    assert not bad, "\n".join(bad)
+
+
+def test_the_circle_and_crossing_checks_see_what_they_must(tmp_path: Path) -> None:
+    """The checkers themselves: a circle through a TYPE_CHECKING import, and a private
+    module of another folder, are caught; a folder's own private modules are not."""
+    pkg = tmp_path / "verifier" / "room"
+    pkg.mkdir(parents=True)
+    (tmp_path / "verifier" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("from verifier.room._a import A\n")
+    (pkg / "_a.py").write_text("from verifier.room._b import B\nA = 1\n")
+    (pkg / "_b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                               "    from verifier.room._a import A\nB = 2\n")
+    (tmp_path / "verifier" / "top.py").write_text("from verifier.room._b import B\n")
+    modules = {"verifier": tmp_path / "verifier" / "__init__.py",
+               "verifier.room": pkg / "__init__.py", "verifier.room._a": pkg / "_a.py",
+               "verifier.room._b": pkg / "_b.py", "verifier.top": tmp_path / "verifier" / "top.py"}
+    assert circles_inside_folders(modules) == [["verifier.room._a", "verifier.room._b"]]
+    global ROOT
+    saved, ROOT = ROOT, tmp_path
+    try:
+        assert private_crossings(modules, "verifier") == ["verifier/top.py:1 imports verifier.room._b"]
+    finally:
+        ROOT = saved
 
 
 def test_packages_import_only_what_the_design_allows() -> None:

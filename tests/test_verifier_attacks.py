@@ -420,7 +420,7 @@ SANDBOX_MODULES = ("sandbox/__init__", "sandbox/_process", "sandbox/_confine",
                    "sandbox/_launcher", "sandbox/_seccomp", "sandbox/_landlock",
                    "sandbox/_layers", "sandbox/_output", "sandbox/_violations", "sandbox/_cgroup",
                    "sandbox/_scratch",
-                   "_gpu", "errors")
+                   "gpu", "errors")
 SANDBOX_SOURCES = ("sandbox/_launcher.c",)
 AS_USER = """
 import json, sys, tempfile

@@ -11,7 +11,7 @@ import pytest
 
 from attest import predicates
 from verifier import BenchReport, BenchSettings, VerifierError, bench
-from verifier.benchmark._bench import bootstrap_speedup
+from verifier.benchmark._report import bootstrap_speedup
 
 ROOT = Path(__file__).resolve().parent.parent
 FLAWED = ROOT / "tests" / "flawed_kernels"

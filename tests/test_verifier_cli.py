@@ -126,7 +126,7 @@ def test_bench_cold_on_the_device_path_records_the_mode_and_the_mid_batch_sample
 
 
 def test_bench_cold_or_a_device_where_there_is_none_exits_2() -> None:
-    from verifier import _gpu
+    from verifier import gpu as _gpu
 
     refused = [("examples/sum-rows", "--shape", "R=64,C=256", "--cold"),
                ("examples/sum-rows", "--device", "cpu")]

@@ -29,7 +29,9 @@ from verifier.benchmark._loop import OUTSIDE_FLOOR_NS, _busy_ns, outside_calls
 from verifier.sandbox import CgroupUnavailable, Limits, RunCgroup, cgroup_reason
 from verifier.worker import charged_ns
 from verifier.worker._arena import layout, view
-from verifier.worker._native import NativeWorker, SharedArena, WorkerGone, activity
+from verifier.worker._channel import SharedArena, WorkerGone
+from verifier.worker._native import NativeWorker
+from verifier.worker._proc import activity
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = ROOT / "tests" / "cost_kernels"
@@ -382,7 +384,7 @@ def test_a_threads_late_accounting_is_not_work_after_the_call() -> None:
     """Injected readings: an OpenMP thread's schedstat grew 4 ms over the pause (its CPU
     from before the answer, accounted at the next tick) while the process's exact clock
     grew 0.1 ms: nothing escaped. With the clock grown as much, it did."""
-    from verifier.worker._native import Activity, escaped_work
+    from verifier.worker._proc import Activity, escaped_work
 
     before = Activity({1: 10_000_000, 2: 50_000_000}, (), cpu_ns=60_000_000)
     lagged = Activity({1: 10_000_000, 2: 54_000_000}, (), cpu_ns=60_100_000)

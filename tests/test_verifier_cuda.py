@@ -27,10 +27,10 @@ from verifier import (
     KernelSpec,
     KernelSpecError,
     RuntimeUnavailableError,
-    _gpu,
     check,
 )
-from verifier._gpu import GpuInfo, parse_probe_output, probe
+from verifier import gpu as _gpu
+from verifier.gpu import GpuInfo, parse_probe_output, probe
 from verifier.kernel import CUDA_FLAG_ALLOWLIST
 from verifier.ops import OPS
 from verifier.runtimes import _cuda, get_runtime, write_driver_cases

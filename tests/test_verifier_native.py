@@ -12,15 +12,9 @@ import pytest
 from verifier import OPS, KernelSpec, get_runtime
 from verifier.sandbox import Limits
 from verifier.worker._arena import layout, view
-from verifier.worker._native import (
-    NativeWorker,
-    SharedArena,
-    WorkerGone,
-    WorkerHung,
-    activity,
-    encode,
-    escaped_work,
-)
+from verifier.worker._channel import SharedArena, WorkerGone, WorkerHung, encode
+from verifier.worker._native import NativeWorker
+from verifier.worker._proc import activity, escaped_work
 
 ROOT = Path(__file__).resolve().parent.parent
 FLAWED = ROOT / "tests" / "flawed_kernels"

@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 from verifier import OPS, KernelSpec, VerifierError, check, get_runtime
 from verifier.sandbox import Limits
 from verifier.worker._arena import layout, view
+from verifier.worker._channel import OP_PAIR, SharedArena, WorkerGone, encode
 from verifier.worker._escape import ThreadStarts, running_threads
-from verifier.worker._native import OP_PAIR, NativeWorker, SharedArena, WorkerGone, encode
+from verifier.worker._native import NativeWorker
 from verifier.worker._overlap import TIME_WORDS, overlapping_pairs
 
 ROOT = Path(__file__).resolve().parent.parent

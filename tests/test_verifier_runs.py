@@ -12,7 +12,7 @@ import pytest
 from attest import BENCHMARK_V1, BenchmarkPredicate, parse_predicate
 from attest.predicates import BenchmarkResult, Environment
 from verifier import BenchSettings, VerifierError
-from verifier.benchmark._bench import BenchReport
+from verifier.benchmark._report import BenchReport
 from verifier.benchmark._runs import MAX_NOTES, RunSet, bench_runs
 from verifier.stats import student_t_quantile
 
@@ -112,7 +112,7 @@ def test_a_tampering_kernel_stops_the_runs_at_the_first_untrusted_one() -> None:
 def test_roofline_peaks_are_measured_with_every_core_not_pinned(monkeypatch: pytest.MonkeyPatch) -> None:
     """Peaks measured while pinned would halve, and honest kernels would 'beat the roofline'."""
     import verifier.benchmark._runs as runs_mod
-    from verifier.benchmark._bench import machine_peaks
+    from verifier.benchmark._report import machine_peaks
 
     machine_peaks.cache_clear()
     seen: list[set[int]] = []
@@ -138,7 +138,7 @@ def test_roofline_peaks_ignore_time_other_processes_held_the_cores(
     import os
     import time
 
-    import verifier.benchmark._bench as bench_mod
+    import verifier.benchmark._report as bench_mod
 
     wall = itertools.count()
     cpu = itertools.count()
@@ -164,7 +164,7 @@ def test_roofline_peak_matmul_runs_with_blas_held_to_one_thread(
     peak to be refused as faster than the roofline. The probe's matmuls see one thread."""
     from threadpoolctl import threadpool_info
 
-    import verifier.benchmark._bench as bench_mod
+    import verifier.benchmark._report as bench_mod
 
     seen: list[int] = []
     real = np.matmul

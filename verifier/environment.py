@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from verifier import _gpu
+from verifier.gpu import GpuInfo
+from verifier.gpu import probe as gpu_probe
 
 __all__ = ["INTERESTING_FLAGS", "TORCH_INSTALL_HINT", "environment_fingerprint", "find_gcc",
            "gcc_version", "gpu_fingerprint", "library_version", "module_runtime_missing"]
@@ -121,7 +122,7 @@ def environment_fingerprint(runtime: str = "c") -> dict[str, Any]:
     env["cpu_flags"] = list(env["cpu_flags"])
     env["libraries"] = dict(env["libraries"])
     if runtime == "cuda":
-        env["gpu"], env["gpu_driver"] = gpu_fingerprint(_gpu.probe())
+        env["gpu"], env["gpu_driver"] = gpu_fingerprint(gpu_probe())
     for name in _MODULE_NEEDS.get(runtime, ()):
         version = library_version(name)
         if version is not None:
@@ -129,7 +130,7 @@ def environment_fingerprint(runtime: str = "c") -> dict[str, Any]:
     return env
 
 
-def gpu_fingerprint(info: _gpu.GpuInfo) -> tuple[str | None, str | None]:
+def gpu_fingerprint(info: GpuInfo) -> tuple[str | None, str | None]:
     """(GPU, driver) as recorded in predicates, e.g. ("NVIDIA H200 (sm_90) x1", "CUDA 13.0")."""
     if info.error is not None or info.count < 1:
         return None, None

@@ -51,9 +51,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from attest import HEX64_PATTERN, KERNEL_NAME_PATTERN, RUNTIMES, TORCH_OP, TORCH_RUNTIMES
-from attest._errors import ValidationError
-from attest._spec import Node
+from attest import (
+    HEX64_PATTERN,
+    KERNEL_NAME_PATTERN,
+    RUNTIMES,
+    TORCH_OP,
+    TORCH_RUNTIMES,
+    Node,
+    ValidationError,
+)
 from attest.ops import CATALOGUE_VERSION
 from attest.predicates import (
     BuildRecipe,

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from attest.ops import op_flops
 from attest.predicates import BenchmarkResult, derived_gflops
-from verifier.benchmark._bench import BenchReport
 from verifier.benchmark._device_bench import DeviceBenchSettings, bench_module
+from verifier.benchmark._report import BenchReport
 from verifier.device import Device
 from verifier.errors import BuildError, VerifierError
 from verifier.kernel import KernelSpec

@@ -36,19 +36,17 @@ from typing import Any
 import numpy as np
 
 from attest.predicates import BenchmarkResult, DeviceConditions, DeviceRecord
-from verifier import _gpu
-from verifier.benchmark._bench import BenchReport, Findings, bootstrap_speedup, machine_peaks
 from verifier.benchmark._device_sides import TorchSide, outputs_agree
-from verifier.benchmark._settings import BenchSettings
-from verifier.benchmark._torch_bench import (
-    POOL,
+from verifier.benchmark._report import BenchReport, Findings, bootstrap_speedup, machine_peaks
+from verifier.benchmark._torch_pool import POOL
+from verifier.benchmark._torch_run import (
     TORCH_BASELINE,
-    _call_inputs,
-    _draw,
-    _Measured,
-    _report,
-    _Run,
-    _shape_record,
+    TorchMeasured,
+    TorchRun,
+    call_inputs,
+    draw_inputs,
+    shape_record,
+    torch_report,
 )
 from verifier.device import (
     Clock,
@@ -71,11 +69,10 @@ from verifier.environment import (
     environment_fingerprint,
     gpu_fingerprint,
     library_version,
-    module_runtime_missing,
 )
 from verifier.errors import BuildError, RuntimeUnavailableError, VerifierError
+from verifier.gpu import probe as gpu_probe
 from verifier.kernel import KernelSpec
-from verifier.ops import OPS
 from verifier.progress import Progress, quiet
 from verifier.runtimes import (
     Call,
@@ -90,8 +87,7 @@ from verifier.sandbox import Limits
 from verifier.tensors import nbytes_of
 from verifier.worker import CANDIDATE_GRANTS
 
-__all__ = ["DeviceBenchSettings", "bench_module", "device_bench", "gpu_device", "host_device",
-           "on_device"]
+__all__ = ["DeviceBenchSettings", "bench_module", "device_bench", "gpu_device", "host_device"]
 
 
 
@@ -137,15 +133,15 @@ def bench_module(kernel: TorchKernel, settings: DeviceBenchSettings, device: Dev
     rng = np.random.default_rng(seed)
     notes, env = Findings(), environment_fingerprint(kernel.runtime)
     if settings.device == "cuda":
-        env["gpu"], env["gpu_driver"] = gpu_fingerprint(_gpu.probe())
-    run = _Run(kernel, seed, rng, env, notes, progress)
+        env["gpu"], env["gpu_driver"] = gpu_fingerprint(gpu_probe())
+    run = TorchRun(kernel, seed, rng, env, notes, progress)
     with tempfile.TemporaryDirectory(prefix="ktl-device-bench-") as tmp:
         work = Path(tmp)
         try:
             build = build_extensions(kernel, work)
         except BuildError as exc:
             notes.fault("build_failed", None, f"build failed: {exc}"[:2000])
-            return _report(run, None, None)
+            return torch_report(run, None, None)
         limits = Limits(cpu_s=int(settings.time_budget_s * 8 + 600),
                         wall_s=settings.time_budget_s * 4 + 600,
                         address_space=CANDIDATE_GRANTS.address_space,  # None with a GPU
@@ -165,7 +161,7 @@ def bench_module(kernel: TorchKernel, settings: DeviceBenchSettings, device: Dev
 def gpu_device() -> NvmlDevice:
     """This machine's first GPU (properties and peaks probed in a process of ours once per
     GPU, driver and torch, and recorded in the cache folder; conditions read through NVML). Raises RuntimeUnavailableError naming why there is none."""
-    info = _gpu.probe()
+    info = gpu_probe()
     key = f"{info.name}|{info.driver_version}|{library_version('torch')}"
     probed = cached_probe(cache_root(), key) if info.error is None else probe_device()
     if probed.error is not None:
@@ -185,64 +181,17 @@ def host_device() -> HostDevice:
                       library_version("torch") or "unknown")
 
 
-def on_device(spec: KernelSpec, settings: BenchSettings, progress: Progress) -> BenchReport | None:
-    """`ktl bench` on the device path where `settings.device` and this machine give one: a
-    torch/triton kernel against its reference on the same device (on torch's CPU build with
-    device cpu), a cuda kernel on device pointers against PyTorch's op (a GPU and torch
-    needed). None: the host path (no GPU with device auto, a cuda kernel without torch,
-    --shape for op 'torch', which torch_bench refuses, or another runtime). `cold` on the
-    host path is refused (it has no L2 flush mode), as are device cuda without a GPU and
-    device cpu for a kernel that is not a torch module."""
-    report = _device_path(spec, settings, progress)
-    if report is None and settings.cold:
-        raise VerifierError("--cold flushes the L2 between calls on the device path only, and "
-                            "this kernel is timed on the host path (no GPU here, or not a "
-                            "torch/triton/cuda kernel; a torch kernel takes --device cpu)")
-    if report is not None and settings.compile_baseline:
-        report = dataclasses.replace(report, notes=(*report.notes, (
-            "torch.compile baseline not measured: the device path times PyTorch eager only")))
-    return report
-
-
-def _device_path(spec: KernelSpec, settings: BenchSettings, progress: Progress
-                 ) -> BenchReport | None:
-    gpu_error = _gpu.probe().error
-    if settings.device == "cuda" and gpu_error is not None:
-        raise RuntimeUnavailableError(f"--device cuda: no GPU to time on: {gpu_error}")
-    if settings.device == "cpu" and not spec.is_torch:
-        raise VerifierError(f"--device cpu runs torch/triton kernels on the device path; a "
-                            f"{spec.runtime} kernel is timed on the host path without it")
-    if (settings.device == "auto" and gpu_error is not None) or \
-            not (spec.is_torch or spec.runtime == "cuda") or (spec.is_torch and settings.shapes):
-        return None  # for op 'torch', torch_bench says why --shape does not apply
-    device = "cpu" if settings.device == "cpu" else "cuda"
-    if spec.is_torch:
-        dev: Device = host_device() if device == "cpu" else gpu_device()
-        return device_bench(spec, DeviceBenchSettings(
-            device=device, time_budget_s=settings.time_budget_s,
-            max_halfwidth=settings.max_halfwidth, cold=settings.cold), dev, settings.seed, progress)
-    if module_runtime_missing("torch") is not None:
-        progress("no torch here: the cuda kernel is timed through its host wrapper against NumPy")
-        return None
-    from verifier.benchmark._cabi_bench import cabi_bench
-
-    shapes = len(settings.shapes or OPS[spec.op].bench_shapes)
-    per_shape = DeviceBenchSettings(device="cuda", time_budget_s=settings.time_budget_s / max(shapes, 1),
-                                    max_halfwidth=settings.max_halfwidth, cold=settings.cold)
-    return cabi_bench(spec, per_shape, gpu_device(), settings.shapes, settings.seed, progress)
-
-
-def _run(run: _Run, session: TorchSession, settings: DeviceBenchSettings, device: Device,
+def _run(run: TorchRun, session: TorchSession, settings: DeviceBenchSettings, device: Device,
          clock: Clock, flops: float | None) -> BenchReport:
     rng, notes, progress = run.rng, run.notes, run.progress
     init_seed = int(rng.integers(0, 2**31))
-    dims = _shape_record(session)
+    dims = shape_record(session)
     info = device.info()
     try:
         session.start_candidate()
         session.init(init_seed, device=settings.device)
         assert session.candidate is not None and session.reference is not None
-        pool = [_draw(session, rng) for _ in range(POOL)]
+        pool = [draw_inputs(session, rng) for _ in range(POOL)]
         flush = 2 * max(info.l2_bytes, 1)
         cand = TorchSide(session, session.candidate, session.cand_mem, settings.device, flush, True)
         base = TorchSide(session, session.reference, session.ref_mem, settings.device, flush, False)
@@ -250,11 +199,11 @@ def _run(run: _Run, session: TorchSession, settings: DeviceBenchSettings, device
         progress(f"timing ModelNew against Model (PyTorch eager) on {info.model}: {plan.reps} "
             f"batches of {plan.batch} call(s) per side")
         shapes = session.output_shapes(pool[0])
-        timing = measure(cand, base, device, lambda r, c: _call_inputs(pool, r * plan.batch + c, rng),
+        timing = measure(cand, base, device, lambda r, c: call_inputs(pool, r * plan.batch + c, rng),
                          outputs_agree([d for _, d in shapes]), plan, rng, clock)
     except VerifierError as exc:
         notes.fault("child_failed", None, f"a process failed on the device: {exc}"[:2000])
-        return _report(run, session, init_seed)
+        return torch_report(run, session, init_seed)
     cost = OpCost(flops, float(sum(nbytes_of(a.shape, d) for a, d in zip(
         pool[0], session.arg_dtypes(), strict=True) if isinstance(a, np.ndarray))
         + sum(nbytes_of(s, d) for s, d in shapes)))
@@ -272,7 +221,7 @@ def _run(run: _Run, session: TorchSession, settings: DeviceBenchSettings, device
                "baseline_ns": timing.baseline.per_call_ns, "batch": plan.batch,
                "baseline": TORCH_BASELINE, "events_ns": timing.kernel.events_ns[:4096],
                "allocated": cand.allocated, "cold": plan.cold}
-    base_report = _report(run, session, init_seed, _Measured(
+    base_report = torch_report(run, session, init_seed, TorchMeasured(
         (result,) if result else (), (TORCH_BASELINE,), trusted, (samples,), 0.0))
     rec = record(info, timing.samples[0], device.peaks(),
                  f"{TORCH_BASELINE} (torch {session.torch_version}, own process, same device)",
@@ -292,7 +241,7 @@ def _plan(cand: TorchSide, pool: list[list[Any]], settings: DeviceBenchSettings,
     batches less the fastest of three one-call empty batches: sized on the whole round
     trip, a batch of calls far shorter than the pipe's answer stayed within the overhead's
     noise (`below_resolution`), and sized on one slow sample it stayed short too."""
-    first = [_call_inputs(pool, 0, rng)]
+    first = [call_inputs(pool, 0, rng)]
     cand.stage(first)
     cand.run(1, settings.cold)  # warm-up (and a first compile for Triton)
     cand.run(1, settings.cold, empty=True)

@@ -1,6 +1,6 @@
 """A benchmark claim is k independent runs: `bench_runs` and the benchmark/v1 body (version 2).
 
-One run is `verifier.benchmark._bench.bench(...)`: fresh sandboxed processes, fresh inputs and
+One run is `verifier.benchmark._route.bench(...)`: fresh sandboxed processes, fresh inputs and
 allocations, kernel and baseline interleaved. Runs differ from each other far more
 than one run's bootstrap interval says (buffer placement, CPU placement, the state
 of a shared machine), so a claim records every run's speed-up and interval, and the
@@ -43,8 +43,9 @@ from attest.predicates import (
     Conditions as ConditionsBody,
 )
 from verifier.benchmark._ballast import Ballast
-from verifier.benchmark._bench import BenchReport, bench, machine_peaks, samples_ref
 from verifier.benchmark._conditions import Conditions, Placement, merge, probe, probe_placed
+from verifier.benchmark._report import BenchReport, machine_peaks, samples_ref
+from verifier.benchmark._route import bench
 from verifier.benchmark._settings import BenchSettings
 from verifier.device import combine
 from verifier.errors import VerifierError

@@ -25,18 +25,25 @@ from __future__ import annotations
 import secrets
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from attest.predicates import BenchmarkResult, Environment
-from verifier.benchmark._bench import BenchReport, Findings, bootstrap_speedup
+from attest.predicates import BenchmarkResult
+from verifier.benchmark._report import BenchReport, Findings, bootstrap_speedup
 from verifier.benchmark._settings import BenchSettings
-from verifier.benchmark._torch_pool import POOL as POOL
-from verifier.benchmark._torch_pool import InputPool
+from verifier.benchmark._torch_pool import POOL, InputPool
+from verifier.benchmark._torch_run import (
+    TORCH_BASELINE,
+    TorchMeasured,
+    TorchRun,
+    draw_inputs,
+    shape_record,
+    torch_report,
+)
 from verifier.environment import environment_fingerprint
 from verifier.errors import BuildError, RuntimeUnavailableError, VerifierError
 from verifier.kernel import KernelSpec
@@ -50,7 +57,7 @@ from verifier.runtimes import (
     torch_unavailable,
 )
 from verifier.sandbox import Limits
-from verifier.tensors import TOLERANCES, compare_tensor, decode, draw_input, nbytes_of
+from verifier.tensors import compare_tensor, decode, nbytes_of
 from verifier.worker import (
     CANDIDATE_GRANTS,
     BadAnswer,
@@ -66,9 +73,8 @@ from verifier.worker import (
     escaped_work,
 )
 
-__all__ = ["TORCH_BASELINE", "torch_bench"]
+__all__ = ["torch_bench"]
 
-TORCH_BASELINE = "torch-eager"
 MIN_BATCH_NS = 5_000_000
 MAX_BATCH = 64
 CALL_TIMEOUT_S = 60.0
@@ -107,31 +113,6 @@ class _Kept:
     reference: list[bytes]
 
 
-@dataclass(frozen=True)
-class _Run:
-    """One bench run of a torch module's fixed inputs (this path's and the device path's):
-    the kernel, the seed and its generator, the environment, the notes the run collects
-    and where progress goes."""
-
-    kernel: TorchKernel
-    seed: int
-    rng: np.random.Generator
-    env: dict[str, Any]
-    notes: Findings
-    progress: Progress
-
-
-@dataclass(frozen=True)
-class _Measured:
-    """What a timing that ran gives the report: its results and how they were taken."""
-
-    results: tuple[BenchmarkResult, ...]
-    baselines: Sequence[str]
-    trusted: bool
-    samples: tuple[dict[str, Any], ...]
-    seconds: float
-
-
 def torch_bench(spec: KernelSpec, settings: BenchSettings,
                 progress: Progress | None = None) -> BenchReport:
     """One bench run of a torch/triton kernel; `trusted` is False (with notes) when it cannot
@@ -153,7 +134,7 @@ def torch_bench(spec: KernelSpec, settings: BenchSettings,
     seed = secrets.randbelow(2**31) if settings.seed is None else int(settings.seed)
     rng = np.random.default_rng(seed)
     notes = Findings()
-    run = _Run(kernel, seed, rng, environment_fingerprint(kernel.runtime), notes, progress)
+    run = TorchRun(kernel, seed, rng, environment_fingerprint(kernel.runtime), notes, progress)
     with tempfile.TemporaryDirectory(prefix="ktl-torch-bench-") as tmp:
         work = Path(tmp)
         progress("building the solution's extensions (if any)")
@@ -161,7 +142,7 @@ def torch_bench(spec: KernelSpec, settings: BenchSettings,
             build = build_extensions(kernel, work)
         except BuildError as exc:
             notes.fault("build_failed", None, f"build failed: {exc}"[:2000])
-            return _report(run, None, None)
+            return torch_report(run, None, None)
         notes.append(build.detail)
         limits = Limits(cpu_s=int(settings.time_budget_s * 8 + 600),
                         wall_s=settings.time_budget_s * 4 + 600,
@@ -179,20 +160,20 @@ def torch_bench(spec: KernelSpec, settings: BenchSettings,
             session.close()
 
 
-def _measure_all(run: _Run, session: TorchSession, settings: BenchSettings) -> BenchReport:
+def _measure_all(run: TorchRun, session: TorchSession, settings: BenchSettings) -> BenchReport:
     rng, notes, progress = run.rng, run.notes, run.progress
     init_seed = int(rng.integers(0, 2**31))
-    dims = _shape_record(session)
+    dims = shape_record(session)
     try:
         session.start_candidate()
         session.init(init_seed)
-        pool = InputPool([_draw(session, rng) for _ in range(POOL + 1)], session.arg_dtypes())
+        pool = InputPool([draw_inputs(session, rng) for _ in range(POOL + 1)], session.arg_dtypes())
         progress(f"timing ModelNew against Model (PyTorch eager) for up to {settings.time_budget_s:g} s")
         assert session.reference is not None
         timing = _measure(session, session.reference, pool, settings, rng)
     except (ChildLoadError, *_KERNEL_FAULTS) as exc:
         notes.fault("child_failed", None, f"the kernel's process failed: {exc}"[:2000])
-        return _report(run, session, init_seed)
+        return torch_report(run, session, init_seed)
     baselines = [TORCH_BASELINE]
     if settings.compile_baseline:
         baselines += _compiled(session, pool, settings, rng, notes, progress)
@@ -207,34 +188,8 @@ def _measure_all(run: _Run, session: TorchSession, settings: BenchSettings) -> B
                  f"PyTorch {session.torch_version} eager, in its own sandboxed process, "
                  f"{settings.cores} thread(s) each side; weights from torch.manual_seed("
                  f"{init_seed}) on both sides")
-    return _report(run, session, init_seed, _Measured(
+    return torch_report(run, session, init_seed, TorchMeasured(
         (result,) if result else (), baselines, trusted, (samples,), timing.span_s))
-
-
-def _draw(session: TorchSession, rng: np.random.Generator) -> list[Any]:
-    return [draw_input(s.stats, s.shape, s.dtype, rng) if s.kind == "tensor" else s.value
-            for s in session.problem.inputs]
-
-
-def _shape_record(session: TorchSession) -> dict[str, int]:
-    """The measured shape as benchmark/v1 records it: the tensor inputs' sizes, a0_0, a0_1..."""
-    out: dict[str, int] = {}
-    for i, s in enumerate(session.problem.inputs):
-        for j, d in enumerate(s.shape):
-            if len(out) < 8:
-                out[f"a{i}_{j}"] = int(d)
-    return out or {"a0": 1}
-
-
-def _call_inputs(pool: list[list[Any]], call: int, rng: np.random.Generator) -> list[Any]:
-    """Call `call`'s inputs in float64 (the device bench's): a pool set with one element of
-    its first tensor changed."""
-    args = [a.copy() if isinstance(a, np.ndarray) else a for a in pool[call % POOL]]
-    first = next((a for a in args if isinstance(a, np.ndarray) and a.size), None)
-    if first is not None:
-        flat = first.reshape(-1)
-        flat[int(rng.integers(0, flat.size))] += float(rng.standard_normal())
-    return args
 
 
 def _nop_ns(child: TorchChild, threads: int) -> float:
@@ -428,22 +383,3 @@ def _compiled(session: TorchSession, pool: InputPool, settings: BenchSettings,
         notes.append(f"against torch.compile of the reference: {len(timing.wrong)} of "
                      f"{timing.checked} sampled calls disagree with the compiled reference")
     return ["torch-compile"]
-
-
-def _report(run: _Run, session: TorchSession | None, init_seed: int | None,
-            measured: _Measured | None = None) -> BenchReport:
-    """The bench report: `measured` None when the run failed before any timing."""
-    kernel, notes = run.kernel, run.notes
-    m = measured or _Measured((), (TORCH_BASELINE,), False, (), 0.0)
-    results = m.results
-    shapes = tuple(dict(r.shape) for r in results) or ({"a0": 1},)
-    tol = TOLERANCES[kernel.dtype]
-    torch = {"reference_sha256": kernel.reference_digest,
-             "torch_version": (session.torch_version if session else "unknown")[:64],
-             "dtype": kernel.dtype, "rtol": tol.rtol, "atol": tol.atol,
-             "init_seeds": [] if init_seed is None else [init_seed],
-             "baselines": list(m.baselines)}
-    return BenchReport(kernel.name, "torch", run.seed, Environment.from_json(run.env), shapes, 0,
-                       results, m.trusted and bool(results) and not notes.faults,
-                       tuple(notes.notes), m.samples, m.seconds, tuple(notes.faults), torch=torch,
-                       caveats=tuple(notes.caveats))

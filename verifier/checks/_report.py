@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from attest._errors import ValidationError
+from attest import ValidationError
 from attest.predicates import (
     CHECK_OUTCOMES,
     Check,

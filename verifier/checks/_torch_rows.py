@@ -3,55 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from attest.predicates import Check, FaultKind
 from verifier.checks._report import check_row, make_fault
+from verifier.checks._torch_gathered import Gathered
 from verifier.compare_outputs import Comparison
 from verifier.runtimes import CallOutcome, Finding, TorchKernel, TorchSession
 from verifier.tensors import Tolerance, compare_tensor
-from verifier.worker import BadAnswer, KernelRaised, WorkerGone, WorkerHung, WorkerOverMemory
 
-if TYPE_CHECKING:
-    from verifier.checks._torch_suite import _Run
-
-__all__ = ["FAILING_FINDINGS", "SessionFailure", "correctness_row", "outcome_faults",
+__all__ = ["FAILING_FINDINGS", "correctness_row", "outcome_faults",
            "reference_row", "static_row", "torch_statement"]
 
 FAILING_FINDINGS = frozenset({"torch_fallback", "patching"})
 """Static findings that fail the check: a fallback hands the op back to PyTorch (the kernel
 claims a speed-up for the library's work), and patching torch/time rewrites the harness's
 own tools. The other kinds are evidence shown beside the verdict."""
-
-
-@dataclass(frozen=True)
-class SessionFailure:
-    """A group of calls that ended in a crash, hang, bad answer or exception."""
-
-    kind: FaultKind
-    detail: str
-
-    @classmethod
-    def of(cls, exc: Exception, session: TorchSession) -> SessionFailure:
-        child = session.candidate
-        limits = session.limits
-        if isinstance(exc, WorkerHung):
-            return cls("hang", f"hang: no answer within {exc.limit_s:g} s")
-        if isinstance(exc, WorkerOverMemory):
-            return cls("unbounded_alloc", f"unbounded allocation: {exc}")
-        if isinstance(exc, BadAnswer):
-            return cls("bad_answer", f"malformed answer from the kernel's process: {exc}")
-        if isinstance(exc, KernelRaised):
-            return cls("crash", f"the module raised: {exc}")
-        result = exc.result if isinstance(exc, WorkerGone) else None
-        if result is None and child is not None:
-            child.close()
-            result = child.result
-        why = result.describe(limits) if result is not None else "the process ended"
-        return cls("crash", f"the kernel's process ended: {why}")
 
 
 def _shape_dims(outcome: CallOutcome) -> dict[str, int]:
@@ -88,7 +57,7 @@ def _fail_kind(comp: Comparison) -> FaultKind:
     return "wrong"
 
 
-def correctness_row(name: str, run: _Run, dtype: str, groups: Sequence[str]) -> Check:
+def correctness_row(name: str, run: Gathered, dtype: str, groups: Sequence[str]) -> Check:
     """A correctness row over the calls of `groups` (their labels say which seeds/shapes)."""
     failure = next((run.failures[g] for g in groups if g in run.failures), None)
     calls = [(label, o) for g in groups for label, o in run.outcomes.get(g, [])]
@@ -182,7 +151,7 @@ def static_row(findings: Sequence[Finding]) -> Check:
     return check_row("static", "pass", "no static findings on the solution's source", {}, {})
 
 
-def _inputs_row(run: _Run) -> Check:
+def _inputs_row(run: Gathered) -> Check:
     calls = [(label, o) for g in run.outcomes.values() for label, o in g]
     changed = [(label, c) for label, o in calls for c in o.input_changes]
     if changed:
@@ -193,7 +162,7 @@ def _inputs_row(run: _Run) -> Check:
                        {}, {"calls": float(len(calls))})
 
 
-def _fresh_row(run: _Run, dtype: str) -> Check:
+def _fresh_row(run: Gathered, dtype: str) -> Check:
     calls = [(label, o) for g in run.outcomes.values() for label, o in g]
     for label, o in calls:
         _, why, kind = _compare(o, dtype)
@@ -214,7 +183,7 @@ def _bitwise_equal(a: CallOutcome, b: CallOutcome) -> int:
                for x, y in zip(a.raw, b.raw, strict=True))
 
 
-def _simple(name: str, run: _Run, verdict: tuple[str, FaultKind] | None, passed: str) -> Check:
+def _simple(name: str, run: Gathered, verdict: tuple[str, FaultKind] | None, passed: str) -> Check:
     failure = run.failures.get(name)
     if verdict is not None:
         return check_row(name, "fail", verdict[0], {}, {}, make_fault(verdict[1]))
@@ -226,7 +195,7 @@ def _simple(name: str, run: _Run, verdict: tuple[str, FaultKind] | None, passed:
     return check_row(name, "pass", passed)
 
 
-def _determinism(run: _Run) -> Check:
+def _determinism(run: Gathered) -> Check:
     got = [o for _, o in run.outcomes.get("determinism", [])]
     verdict: tuple[str, FaultKind] | None = None
     for k, o in enumerate(got[1:], start=2):
@@ -239,7 +208,7 @@ def _determinism(run: _Run) -> Check:
                    f"bit-identical outputs over {len(got)} calls on identical inputs")
 
 
-def _state(run: _Run, dtype: str) -> Check:
+def _state(run: Gathered, dtype: str) -> Check:
     got = [o for _, o in run.outcomes.get("state.reuse", [])]
     verdict: tuple[str, FaultKind] | None = None
     if len(got) == 3:
@@ -256,7 +225,7 @@ def _state(run: _Run, dtype: str) -> Check:
                    "reference; the same inputs at another buffer gave the same bits")
 
 
-def _concurrency(run: _Run, needed: int) -> Check:
+def _concurrency(run: Gathered, needed: int) -> Check:
     single = [o for _, o in run.outcomes.get("concurrency.single", [])]
     paired = [o for _, o in run.outcomes.get("concurrency", [])]
     verdict: tuple[str, FaultKind] | None = None
@@ -277,7 +246,7 @@ def _concurrency(run: _Run, needed: int) -> Check:
                        {"overlapping_pairs": float(run.overlaps)}, row.fault)
 
 
-def _escape(run: _Run) -> Check:
+def _escape(run: Gathered) -> Check:
     if run.escapes:
         kinds: dict[str, float] = {}
         for e in run.escapes:
@@ -290,7 +259,7 @@ def _escape(run: _Run) -> Check:
                        "changed during a pause", {}, {"calls": float(calls)})
 
 
-def outcome_faults(run: _Run, pairs: int) -> list[Check]:
+def outcome_faults(run: Gathered, pairs: int) -> list[Check]:
     dtype = run.session.kernel.dtype
     return [_inputs_row(run), _fresh_row(run, dtype), _determinism(run), _state(run, dtype),
             _concurrency(run, pairs), _escape(run)]

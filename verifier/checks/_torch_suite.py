@@ -32,7 +32,7 @@ from __future__ import annotations
 import secrets
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +40,8 @@ import numpy as np
 
 from attest.predicates import Check, Environment, TorchOp
 from verifier.checks._report import BUDGETS, CheckReport, check_row, make_fault
+from verifier.checks._torch_gathered import Gathered, SessionFailure
 from verifier.checks._torch_rows import (
-    SessionFailure,
     correctness_row,
     outcome_faults,
     reference_row,
@@ -54,7 +54,6 @@ from verifier.kernel import KernelSpec
 from verifier.progress import Progress, quiet
 from verifier.runtimes import (
     Call,
-    CallOutcome,
     ReferenceError_,
     TorchKernel,
     TorchSession,
@@ -64,12 +63,11 @@ from verifier.runtimes import (
     torch_unavailable,
 )
 from verifier.sandbox import Limits, sandbox_detail, sandbox_metrics
-from verifier.tensors import FLOAT_DTYPES, TOLERANCES, draw_input, special_fill
+from verifier.tensors import FLOAT_DTYPES, TOLERANCES, special_fill
 from verifier.worker import (
     CANDIDATE_GRANTS,
     BadAnswer,
     ChildLoadError,
-    Escape,
     KernelRaised,
     WorkerGone,
     WorkerHung,
@@ -78,7 +76,6 @@ from verifier.worker import (
 
 __all__ = ["TORCH_PLANS", "TorchPlan", "torch_check"]
 
-CALL_TIMEOUT_S = 60.0
 CONCURRENCY_COMMANDS = 6
 INTERPRETED_CONCURRENCY = (
     "not run: runtime triton on a CPU runs through Triton's interpreter, which patches "
@@ -98,37 +95,6 @@ class TorchPlan:
 
 TORCH_PLANS = {"quick": TorchPlan(inits=2, random=3, shapes=3, special=2, repeats=3, pairs=4),
                "full": TorchPlan(inits=3, random=8, shapes=6, special=4, repeats=4, pairs=8)}
-
-
-@dataclass
-class _Run:
-    """Everything a torch check gathered, for the rows."""
-
-    session: TorchSession
-    rng: np.random.Generator
-    escapes: list[Escape] = field(default_factory=list)
-    outcomes: dict[str, list[tuple[str, CallOutcome]]] = field(default_factory=dict)
-    failures: dict[str, SessionFailure] = field(default_factory=dict)
-    init_seeds: list[int] = field(default_factory=list)
-    loaded: list[dict[str, Any]] = field(default_factory=list)
-    overlaps: int = 0
-    restarts: int = 0
-
-    def draw(self, shapes: list[tuple[int, ...]] | None = None) -> list[Any]:
-        problem = self.session.problem
-        out: list[Any] = []
-        for i, spec in enumerate(problem.inputs):
-            if spec.kind == "value":
-                out.append(spec.value)
-                continue
-            shape = spec.shape if shapes is None else shapes[i]
-            out.append(draw_input(spec.stats, shape, spec.dtype, self.rng))
-        return out
-
-    def calls(self, group: str, calls: list[Call], label: str, threads: int = 1) -> list[CallOutcome]:
-        got = self.session.run(calls, CALL_TIMEOUT_S, threads, self.escapes)
-        self.outcomes.setdefault(group, []).extend((label, o) for o in got)
-        return got
 
 
 def torch_check(spec: KernelSpec, budget: str = "quick", seed: int | None = None,
@@ -151,7 +117,7 @@ def torch_check(spec: KernelSpec, budget: str = "quick", seed: int | None = None
     if reason:
         return report([check_row("build", "error", f"runtime {kernel.runtime!r} unavailable: {reason}")])
     if kernel.uses_cuda:
-        from verifier._gpu import probe
+        from verifier.gpu import probe
 
         why = ("this machine has no GPU" if probe().count < 1 else
                "this harness hands the module CPU tensors: running it on the GPU is not part "
@@ -188,7 +154,7 @@ def _suite(kernel: TorchKernel, plan: TorchPlan, seed: int, work: Path, progress
         except (ChildLoadError, KernelRaised, WorkerGone, WorkerHung, BadAnswer) as exc:
             detail = f"the solution could not be loaded: {exc}"
             return [*rows, check_row("load", "fail", detail[:1500], {}, {}, make_fault("load"))]
-        run = _Run(session, np.random.default_rng(seed))
+        run = Gathered(session, np.random.default_rng(seed))
         _gather(run, plan, progress)
         progress("comparing with the reference's outputs")
         tol = TOLERANCES[kernel.dtype]
@@ -203,7 +169,7 @@ def _suite(kernel: TorchKernel, plan: TorchPlan, seed: int, work: Path, progress
     return rows
 
 
-def _guarded(run: _Run, group: str, body: Callable[[], None]) -> None:
+def _guarded(run: Gathered, group: str, body: Callable[[], None]) -> None:
     """Run one group of calls; a crash, hang, bad answer or exception is that group's fault,
     and the candidate is restarted (and re-initialised) for the next group."""
     try:
@@ -225,7 +191,7 @@ def _guarded(run: _Run, group: str, body: Callable[[], None]) -> None:
         run.restarts = 99
 
 
-def _gather(run: _Run, plan: TorchPlan, progress: Progress) -> None:
+def _gather(run: Gathered, plan: TorchPlan, progress: Progress) -> None:
     session = run.session
     run.init_seeds = [int(run.rng.integers(0, 2**31)) for _ in range(plan.inits)]
     for k, init_seed in enumerate(run.init_seeds):
@@ -255,7 +221,7 @@ def _gather(run: _Run, plan: TorchPlan, progress: Progress) -> None:
         _guarded(run, group, body)
 
 
-def _shapes(run: _Run, plan: TorchPlan) -> None:
+def _shapes(run: Gathered, plan: TorchPlan) -> None:
     session = run.session
     variants = scaled_variants(session, run.rng, plan.shapes)
     run.outcomes.setdefault("correctness.shapes", [])
@@ -264,7 +230,7 @@ def _shapes(run: _Run, plan: TorchPlan) -> None:
                   "shapes " + " ".join("x".join(map(str, s)) for s in shapes))
 
 
-def _special(run: _Run, plan: TorchPlan) -> None:
+def _special(run: Gathered, plan: TorchPlan) -> None:
     floats = [i for i, s in enumerate(run.session.problem.inputs)
               if s.kind == "tensor" and s.dtype in FLOAT_DTYPES]
     if not floats:
@@ -277,14 +243,14 @@ def _special(run: _Run, plan: TorchPlan) -> None:
     run.calls("special_values", calls, "NaN/Inf/0/subnormal planted")
 
 
-def _determinism(run: _Run, plan: TorchPlan) -> None:
+def _determinism(run: Gathered, plan: TorchPlan) -> None:
     args = run.draw()
     region = run.session.regions.next + 1000
     run.session.regions.next += 1
     run.calls("determinism", [Call(args, region) for _ in range(plan.repeats)], "identical inputs")
 
 
-def _state(run: _Run) -> None:
+def _state(run: Gathered) -> None:
     first, second = run.draw(), run.draw()
     region = run.session.regions.next + 2000
     run.calls("state.reuse", [Call(first, region)], "inputs A at buffer R")
@@ -292,7 +258,7 @@ def _state(run: _Run) -> None:
     run.calls("state.reuse", [Call(first)], "inputs A again at a fresh buffer")
 
 
-def _concurrency(run: _Run, plan: TorchPlan) -> None:
+def _concurrency(run: Gathered, plan: TorchPlan) -> None:
     sets = [run.draw() for _ in range(2)]
     single = run.calls("concurrency.single", [Call(a) for a in sets], "one thread")
     run.outcomes["concurrency.single"] = [("one thread", o) for o in single]
@@ -304,7 +270,7 @@ def _concurrency(run: _Run, plan: TorchPlan) -> None:
             break
 
 
-def _rows(run: _Run, plan: TorchPlan) -> list[Check]:
+def _rows(run: Gathered, plan: TorchPlan) -> list[Check]:
     dtype = run.session.kernel.dtype
     randoms = sorted({g for g in [*run.outcomes, *run.failures] if g.startswith("correctness.random")})
     rows = [correctness_row("correctness.random", run, dtype, randoms),

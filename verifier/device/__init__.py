@@ -28,6 +28,7 @@ from verifier.device._interface import (
     Inputs,
     Peaks,
     Sample,
+    Watch,
     throttle_names,
 )
 from verifier.device._real import (
@@ -38,7 +39,7 @@ from verifier.device._real import (
     probe_device,
 )
 from verifier.device._timing import DeviceTiming, SideTiming, TimingPlan, measure
-from verifier.device._watch import WATCH_CAP, ThreadWatch, Watch
+from verifier.device._watch import WATCH_CAP, ThreadWatch
 
 __all__ = ["CLOCK_SPREAD", "FLOOR_MARGIN", "WATCH_CAP", "BatchAnswer", "Behaviour", "Clock", "Device",
            "DeviceInfo", "DeviceSide", "DeviceTiming", "FakeDevice", "FakeSide", "Fetched", "Floor", "HostDevice",

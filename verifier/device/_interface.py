@@ -21,16 +21,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from types import TracebackType
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
-if TYPE_CHECKING:
-    from verifier.device._watch import Watch
-
 __all__ = ["BENIGN_THROTTLE_BITS", "NVML_THROTTLE_BITS", "BatchAnswer", "Clock", "Device",
-           "DeviceInfo", "DeviceSide", "Fetched", "Inputs", "Peaks", "Sample", "throttle_names"]
+           "DeviceInfo", "DeviceSide", "Fetched", "Inputs", "Peaks", "Sample", "Watch",
+           "throttle_names"]
 
 Inputs = Sequence[Any]
 """One call's inputs as the parent drew them (host arrays, or plain values; staged on the device)."""
@@ -80,6 +79,18 @@ class Sample:
     @property
     def throttle(self) -> frozenset[str]:
         return throttle_names(self.throttle_bits)
+
+
+class Watch(Protocol):
+    """Samples read while the batches it was entered around ran."""
+
+    samples: list[Sample]
+    failed: bool
+
+    def __enter__(self) -> Watch: ...
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None: ...
 
 
 @dataclass(frozen=True)

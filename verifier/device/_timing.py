@@ -41,8 +41,16 @@ import numpy as np
 from numpy.typing import NDArray
 
 from attest.predicates import BenchFaultKind
-from verifier.device._interface import BatchAnswer, Clock, Device, DeviceSide, Inputs, Sample
-from verifier.device._watch import WATCH_CAP, Watch
+from verifier.device._interface import (
+    BatchAnswer,
+    Clock,
+    Device,
+    DeviceSide,
+    Inputs,
+    Sample,
+    Watch,
+)
+from verifier.device._watch import WATCH_CAP
 from verifier.ranks import rank_test_greater
 from verifier.worker import busy_ns
 

@@ -14,26 +14,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from types import TracebackType
-from typing import Protocol
 
 from verifier.device._interface import Sample
 
-__all__ = ["WATCH_CAP", "ThreadWatch", "Watch"]
+__all__ = ["WATCH_CAP", "ThreadWatch"]
 
 WATCH_CAP = 100_000
 """The most samples any watch may keep (a plan's cap is at most this)."""
-
-
-class Watch(Protocol):
-    """Samples read while the batches it was entered around ran."""
-
-    samples: list[Sample]
-    failed: bool
-
-    def __enter__(self) -> Watch: ...
-
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None: ...
 
 
 class ThreadWatch:

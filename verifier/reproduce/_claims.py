@@ -60,9 +60,16 @@ from attest.predicates import (
     SpeedupStatistics,
     VerificationPredicate,
 )
-from verifier.benchmark import DEFAULT_RUNS, BenchSettings, conditions_differ
+from verifier.benchmark import (
+    DEFAULT_RUNS,
+    BenchSettings,
+    conditions_differ,
+    merge_conditions,
+)
+from verifier.benchmark import Conditions as Probed
 from verifier.device import device_diff
 from verifier.errors import ReproduceError
+from verifier.gpu import probe as gpu_probe
 from verifier.progress import Progress, quiet
 from verifier.reproduce._verdict import (
     DEFAULT_POLICY,
@@ -322,9 +329,8 @@ def claimed_cold(pred: BenchmarkPredicate) -> bool:
     """Re-measure in the claim's mode: calls separated by an L2 flush when the claim's were
     and a GPU is here to run the device path (without one the host path re-measures, in
     its only mode, and the device difference keeps a refutation from standing)."""
-    from verifier import _gpu
 
-    return bool(pred.device is not None and pred.device.cold and _gpu.probe().error is None)
+    return bool(pred.device is not None and pred.device.cold and gpu_probe().error is None)
 
 
 def claimed_threads(body: BenchmarkPredicate) -> int:
@@ -590,13 +596,10 @@ def _conditions_over(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None
     if not a or not b:
         one = a or b
         return dict(one) if one else None
-    from verifier.benchmark._conditions import Conditions as Probed
-    from verifier.benchmark._conditions import merge
-
     def probed(c: Mapping[str, Any]) -> Probed:
         return Probed(c.get("pinned_cpu_busy"), float(c["runnable"]), float(c["load_1m"]),
                       c.get("freq_mhz"), float(c["steal"]), int(c["cores"]))
-    return merge(probed(a), probed(b)).to_json()
+    return merge_conditions(probed(a), probed(b)).to_json()
 
 
 def fresh_seed(avoid: int | None = None) -> int:

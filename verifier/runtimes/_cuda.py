@@ -30,8 +30,8 @@ import subprocess
 from functools import lru_cache
 from pathlib import Path
 
-from verifier._gpu import probe
 from verifier.errors import BuildError, RuntimeUnavailableError
+from verifier.gpu import probe
 from verifier.kernel import KernelSpec
 from verifier.ops import OPS, OpSpec
 from verifier.runtimes._build import (
@@ -43,7 +43,7 @@ from verifier.runtimes._build import (
     reduce_diagnostics,
     stage_sources,
 )
-from verifier.sandbox import Limits, _landlock
+from verifier.sandbox import Limits, landlock_abi
 from verifier.worker import GUARD, GUARD_WORD
 
 __all__ = ["CudaRuntime", "arch_flags", "find_tool", "wrapper_source"]
@@ -285,7 +285,7 @@ class CudaRuntime:
         sanitizer = find_tool("compute-sanitizer") if variant == "asan" else None
         if variant == "asan" and sanitizer is None:
             raise RuntimeUnavailableError("compute-sanitizer (CUDA memcheck) is not installed here")
-        if variant == "asan" and _landlock.abi_version() >= 1:
+        if variant == "asan" and landlock_abi() >= 1:
             raise RuntimeUnavailableError(MEMCHECK_UNDER_LANDLOCK)
         src_dir = workdir / f"src-cuda-{variant}"
         cu_files = stage_sources(spec, src_dir, ".cu")

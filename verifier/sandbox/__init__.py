@@ -10,13 +10,14 @@ the watch on denied system calls (`_violations`), byte-capped output pipes
 recursion (`_scratch`).
 
 May import: the pure model (`verifier.errors`, `verifier.ops`, `verifier.kernel`,
-`verifier._gpu`) and `attest`. Nothing above it (worker, runtimes, checks,
+`verifier.gpu`) and `attest`. Nothing above it (worker, runtimes, checks,
 benchmark, reproduce).
 """
 
 from __future__ import annotations
 
 from verifier.sandbox._cgroup import CgroupUnavailable, RunCgroup, cgroup_reason
+from verifier.sandbox._landlock import abi_version as landlock_abi
 from verifier.sandbox._launcher import build_program
 from verifier.sandbox._layers import NO_LAYERS, SandboxLayers
 from verifier.sandbox._process import (
@@ -36,5 +37,5 @@ from verifier.sandbox._scratch import remove_tree, scratch_dir
 
 __all__ = ["NO_LAYERS", "SETUP_FAILED", "Accounting", "CgroupUnavailable", "ChildResult", "Limits",
            "RunCgroup", "SandboxLayers", "base_env", "build_program", "cgroup_reason",
-           "filesystem_confinement", "memory_limit", "probe_layers", "remove_tree",
+           "filesystem_confinement", "landlock_abi", "memory_limit", "probe_layers", "remove_tree",
            "run_sandboxed", "sandbox_detail", "sandbox_metrics", "scratch_dir"]

@@ -33,8 +33,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from verifier import _gpu
 from verifier.errors import SandboxError
+from verifier.gpu import sandbox_grants
 from verifier.sandbox import _confine, _landlock
 from verifier.sandbox._cgroup import CgroupUnavailable, RunCgroup, Usage
 from verifier.sandbox._confine import SETUP_FAILED, ChildPlan
@@ -496,7 +496,7 @@ def run_sandboxed(
                  [*system, *(str(p) for p in readable)])
     read_write = [str(workdir), *DEV_READ_WRITE]
     if gpu:
-        driver_dirs, devices = _gpu.sandbox_grants()
+        driver_dirs, devices = sandbox_grants()
         read_only += driver_dirs
         read_write += devices
         limits = dataclasses.replace(limits, address_space=None)

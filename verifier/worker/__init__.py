@@ -3,7 +3,9 @@
 Holds the native C worker (`_native_worker.c`, built and commanded by `_native`:
 memfd arenas, commands and fixed-size answers over pipes, batches timed on the
 parent's clock), the arena layout with its random per-run guards and poison
-(`_arena`), the CPU of the kernel's whole process tree (`_account`), the baseline's own
+(`_arena`), what a child is doing as /proc shows it (`_proc`, the bottom), the command
+channel both kinds of worker share (`_channel`: pipes, the watchdog, the clocks around a
+command, the shared arena), the CPU of the kernel's whole process tree (`_account`), the baseline's own
 NumPy process (`_baseline`), typed escape records (`_escape`), which two-thread calls
 overlapped in time (`_overlap`), and a torch kernel's processes (`_torch`, the parent's
 side; `_torch_child`, the driver that runs the candidate's or the reference's module).
@@ -30,22 +32,18 @@ from verifier.worker._arena import (
     outputs_of,
     poison,
 )
-from verifier.worker._native import (
+from verifier.worker._channel import (
     QUIET_THREADS,
-    UNASKED_ANSWER,
-    Activity,
-    BaselineWorker,
-    Escape,
-    NativeWorker,
     SharedArena,
     WorkerGone,
     WorkerHung,
     WorkerMisanswered,
     WorkerOverMemory,
-    activity,
-    escaped_work,
 )
+from verifier.worker._escape import UNASKED_ANSWER, Escape
+from verifier.worker._native import BaselineWorker, NativeWorker
 from verifier.worker._overlap import TIME_WORDS, overlapping_pairs
+from verifier.worker._proc import Activity, activity, escaped_work
 from verifier.worker._torch import (
     CANDIDATE_GRANTS,
     BadAnswer,

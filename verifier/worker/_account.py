@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Literal
 
 from verifier.sandbox import RunCgroup
+from verifier.worker._proc import ppid, stray_processes
 
 __all__ = ["AccountingKind", "CgroupClock", "CpuClock", "ProcTreeClock", "busy_ns", "charged_ns"]
 
@@ -101,10 +102,8 @@ class ProcTreeClock(CpuClock):
     def cpu_ns(self, pid: int | None) -> int:
         if pid is None:
             return self._high
-        from verifier.worker._native import _ppid, stray_processes
-
         total = _process_ns(pid) + sum(_process_ns(p) for p in stray_processes(pid))
-        reaper = _ppid(pid)
+        reaper = ppid(pid)
         fields = _stat_fields(reaper) if reaper is not None and reaper != os.getpid() else None
         if fields is not None and len(fields) > 14:
             with contextlib.suppress(ValueError):

@@ -20,7 +20,7 @@ import numpy as np
 
 from verifier.ops import OPS, OpSpec
 from verifier.worker._arena import Layout, layout, view
-from verifier.worker._native import ANSWER, MAX_BATCH, OP_CALL, OP_NOP, OP_QUIT
+from verifier.worker._channel import ANSWER, MAX_BATCH, OP_CALL, OP_NOP, OP_QUIT
 
 
 def _read(fd: int, n: int) -> bytes:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import select
 import sys
 import threading
 import time
@@ -33,22 +32,15 @@ from typing import Any, Literal
 from verifier.errors import SandboxError, VerifierError
 from verifier.sandbox import ChildResult, Limits, base_env, run_sandboxed
 from verifier.worker import _torch_child as wire
-from verifier.worker._escape import UNASKED_ANSWER, Escape, ThreadStarts, running_threads
-from verifier.worker._native import (
-    POLL_S,
+from verifier.worker._channel import (
     QUIET_THREADS,
+    Channel,
     SharedArena,
     WorkerGone,
-    WorkerHung,
-    WorkerOverMemory,
-    _pipe_inode,
-    _rss_bytes,
-    find_child,
-    kill_child,
-    schedstat,
     stop_child,
-    stray_processes,
 )
+from verifier.worker._escape import UNASKED_ANSWER, Escape, ThreadStarts
+from verifier.worker._proc import find_child, kill_child, pipe_inode
 
 __all__ = ["CANDIDATE_GRANTS", "DRIVER", "BadAnswer", "CallAnswer", "ChildLoadError",
            "KernelRaised", "Role", "TorchChild", "TorchGrants", "TorchProgram",
@@ -176,28 +168,24 @@ def child_env(threads: int, interpret_triton: bool) -> dict[str, str]:
     return base_env(extra)
 
 
-class TorchChild:
-    """One sandboxed torch process (`role` reference or candidate): `request`, `close`."""
+class TorchChild(Channel):
+    """One sandboxed torch process (`role` reference or candidate): `request`, `close`.
+
+    Framed JSON commands and answers over `Channel`'s pipes, clocks and watchdog."""
 
     def __init__(self, program: TorchProgram, arena: SharedArena, limits: Limits, *,
                  ready_timeout_s: float = 120.0, rss_cap: int | None = None) -> None:
         self.role, self.arena, self.limits, self.rss_cap = program.role, arena, limits, rss_cap
         cmd_r, cmd_w = os.pipe()
         ans_r, ans_w = os.pipe()
-        self.cmd_w, self.ans_r = cmd_w, ans_r
+        super().__init__(cmd_w, ans_r)
         self._child_fds = (cmd_r, ans_w)
-        self._inode = _pipe_inode(cmd_r)
+        self._inode = pipe_inode(cmd_r)
         self._pid: int | None = None
         self.result: ChildResult | None = None
         self.starts = ThreadStarts()
-        self.unasked = False
         self.killed = False
         self._closed = False
-        self.last_window = (0, 0)
-        self.last_started: frozenset[int] = frozenset()
-        self.last_processes: tuple[int, ...] = ()
-        self.last_cpu_ns = 0
-        self.last_waited_ns = 0
         argv = _driver_argv(program, cmd_r, ans_w, arena)
         ext_dir = program.ext_dir
         readable = [DRIVER.parent, *([ext_dir] if ext_dir is not None else [])]
@@ -264,27 +252,16 @@ class TorchChild:
         payload = json.dumps(body, separators=(",", ":")).encode()
         if len(payload) > wire.MAX_COMMAND:
             raise VerifierError("a torch command is over its size limit (fewer calls per batch)")
-        ready, _, _ = select.select([self.ans_r], [], [], 0)
-        if ready:
-            self.unasked = True
         pid = self.pid()
         if pid is not None:
             self.starts.look(pid)
-        before = self._clocks()
-        self.last_window = (time.monotonic_ns(), 0)
+        before = self._begin()
         t0 = time.perf_counter_ns()
         deadline = time.monotonic() + timeout_s
         self._send(wire.FRAME.pack(len(payload)) + payload, timeout_s, deadline)
         answer = self._receive(timeout_s, deadline)
         t1 = time.perf_counter_ns()
-        after = self._clocks()
-        self.last_window = (self.last_window[0], time.monotonic_ns())
-        pid = self.pid()
-        self.last_started = (frozenset() if pid is None or not before[3] else
-                             running_threads(pid, after[3] - before[3] - {pid}))
-        self.last_processes = () if pid is None else stray_processes(pid)
-        self.last_waited_ns = (after[0] - before[0]) + (after[1] - before[1])
-        self.last_cpu_ns = after[2] - before[2]
+        self._end(before)
         if answer.get("ok") is False:
             raise KernelRaised(str(answer.get("error", "raised"))[:1000])
         if answer.get("ok") is not True:
@@ -321,37 +298,6 @@ class TorchChild:
 
     # -- plumbing ----------------------------------------------------------------------------------
 
-    def _clocks(self) -> tuple[int, int, int, frozenset[int]]:
-        own = schedstat(f"/proc/self/task/{threading.get_native_id()}/schedstat")[1]
-        pid = self.pid()
-        if pid is None:
-            return own, 0, 0, frozenset()
-        main_wait = cpu = 0
-        tids: set[int] = set()
-        with contextlib.suppress(OSError):
-            for task in os.listdir(f"/proc/{pid}/task"):
-                on_cpu, waited = schedstat(f"/proc/{pid}/task/{task}/schedstat")
-                cpu += on_cpu
-                if task.isdigit():
-                    tids.add(int(task))
-                if task == str(pid):
-                    main_wait = waited
-        return own, main_wait, cpu, frozenset(tids)
-
-    def _send(self, data: bytes, timeout_s: float, deadline: float) -> None:
-        os.set_blocking(self.cmd_w, False)
-        view = memoryview(data)
-        while view:
-            try:
-                view = view[os.write(self.cmd_w, view):]
-                continue
-            except BlockingIOError:
-                pass
-            except OSError:
-                raise self.gone() from None
-            select.select([], [self.cmd_w], [], POLL_S)
-            self._watch(timeout_s, deadline)
-
     def _receive(self, timeout_s: float, deadline: float) -> dict[str, Any]:
         head = self._read_exactly(wire.FRAME.size, timeout_s, deadline)
         (size,) = wire.FRAME.unpack(head)
@@ -366,29 +312,3 @@ class TorchChild:
         if not isinstance(body, dict):
             raise BadAnswer("an answer must be a JSON object")
         return body
-
-    def _read_exactly(self, n: int, timeout_s: float, deadline: float) -> bytes:
-        buf = b""
-        while len(buf) < n:
-            ready, _, _ = select.select([self.ans_r], [], [], POLL_S)
-            if ready:
-                chunk = os.read(self.ans_r, n - len(buf))
-                if not chunk:
-                    raise self.gone()
-                buf += chunk
-                continue
-            self._watch(timeout_s, deadline)
-        return buf
-
-    def _watch(self, timeout_s: float, deadline: float) -> None:
-        if not self.alive():
-            raise self.gone()
-        if time.monotonic() > deadline:
-            self.kill()
-            raise WorkerHung(timeout_s)
-        pid = self.pid()
-        if self.rss_cap is not None and pid is not None:
-            rss = _rss_bytes(pid)
-            if rss > self.rss_cap:
-                self.kill()
-                raise WorkerOverMemory(rss, self.rss_cap)

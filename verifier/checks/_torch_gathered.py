@@ -1,0 +1,86 @@
+"""What a torch check gathers for its rows: the outcomes of its calls by group, the groups
+that failed (`SessionFailure`), the escapes and overlaps seen, the weight seeds used. The
+bottom of the torch check: `_torch_suite` fills a `Gathered`, `_torch_rows` judges it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from attest.predicates import FaultKind
+from verifier.runtimes import Call, CallOutcome, TorchSession
+from verifier.tensors import draw_input
+from verifier.worker import (
+    BadAnswer,
+    Escape,
+    KernelRaised,
+    WorkerGone,
+    WorkerHung,
+    WorkerOverMemory,
+)
+
+__all__ = ["CALL_TIMEOUT_S", "Gathered", "SessionFailure"]
+
+CALL_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class SessionFailure:
+    """A group of calls that ended in a crash, hang, bad answer or exception."""
+
+    kind: FaultKind
+    detail: str
+
+    @classmethod
+    def of(cls, exc: Exception, session: TorchSession) -> SessionFailure:
+        child = session.candidate
+        limits = session.limits
+        if isinstance(exc, WorkerHung):
+            return cls("hang", f"hang: no answer within {exc.limit_s:g} s")
+        if isinstance(exc, WorkerOverMemory):
+            return cls("unbounded_alloc", f"unbounded allocation: {exc}")
+        if isinstance(exc, BadAnswer):
+            return cls("bad_answer", f"malformed answer from the kernel's process: {exc}")
+        if isinstance(exc, KernelRaised):
+            return cls("crash", f"the module raised: {exc}")
+        result = exc.result if isinstance(exc, WorkerGone) else None
+        if result is None and child is not None:
+            child.close()
+            result = child.result
+        why = result.describe(limits) if result is not None else "the process ended"
+        return cls("crash", f"the kernel's process ended: {why}")
+
+
+
+@dataclass
+class Gathered:
+    """Everything a torch check gathered, for the rows."""
+
+    session: TorchSession
+    rng: np.random.Generator
+    escapes: list[Escape] = field(default_factory=list)
+    outcomes: dict[str, list[tuple[str, CallOutcome]]] = field(default_factory=dict)
+    failures: dict[str, SessionFailure] = field(default_factory=dict)
+    init_seeds: list[int] = field(default_factory=list)
+    loaded: list[dict[str, Any]] = field(default_factory=list)
+    overlaps: int = 0
+    restarts: int = 0
+
+    def draw(self, shapes: list[tuple[int, ...]] | None = None) -> list[Any]:
+        problem = self.session.problem
+        out: list[Any] = []
+        for i, spec in enumerate(problem.inputs):
+            if spec.kind == "value":
+                out.append(spec.value)
+                continue
+            shape = spec.shape if shapes is None else shapes[i]
+            out.append(draw_input(spec.stats, shape, spec.dtype, self.rng))
+        return out
+
+    def calls(self, group: str, calls: list[Call], label: str, threads: int = 1) -> list[CallOutcome]:
+        got = self.session.run(calls, CALL_TIMEOUT_S, threads, self.escapes)
+        self.outcomes.setdefault(group, []).extend((label, o) for o in got)
+        return got
