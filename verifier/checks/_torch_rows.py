@@ -111,7 +111,8 @@ def reference_row(kernel: TorchKernel, session: TorchSession, init_seeds: Sequen
     first: dict[str, Any] = dict(loaded[0]) if loaded else {
         "loaded": 0, "own": 0, "reference": 0, "unmatched": []}
     unmatched: list[str] = list(first.get("unmatched") or [])
-    detail = (f"reference {kernel.reference} sha256 {kernel.reference_digest}, torch "
+    detail = (f"{session.sizes.describe()}; "
+              f"reference {kernel.reference} sha256 {kernel.reference_digest}, torch "
               f"{session.torch_version}, dtype {kernel.dtype}, the reference's answers computed "
               f"in {session.precision}, tolerance |out-ref| <= "
               f"{tol.atol:g}*rms(ref) + {tol.rtol:g}*|ref|; weights from torch.manual_seed of "
@@ -121,7 +122,8 @@ def reference_row(kernel: TorchKernel, session: TorchSession, init_seeds: Sequen
               + (f" (not matched by name/shape: {', '.join(unmatched[:8])})" if unmatched else ""))
     return check_row("reference", "pass", detail, {"shapes": shapes[:64]},
                        {"rtol": tol.rtol, "atol": tol.atol, "weight_inits": float(len(init_seeds)),
-                        "state_loaded": float(first["loaded"])})
+                        "state_loaded": float(first["loaded"]),
+                        "scaled": 1.0 if session.sizes.scaled else 0.0})
 
 
 def torch_statement(kernel: TorchKernel, torch_version: str, tol: Tolerance,

@@ -53,12 +53,16 @@ from verifier.errors import BuildError, VerifierError
 from verifier.kernel import KernelSpec
 from verifier.progress import Progress, quiet
 from verifier.runtimes import (
+    CHECK_BUDGET,
     Call,
+    ProbeFailed,
     ReferenceError_,
     TorchKernel,
     TorchSession,
+    arena_bytes_for,
     audit_solution,
     build_extensions,
+    probe_problem,
     scaled_variants,
     torch_unavailable,
 )
@@ -143,11 +147,24 @@ def _suite(kernel: TorchKernel, plan: TorchPlan, seed: int, work: Path, progress
             static_row(audit_solution(kernel.read()[kernel.solution]))]
     limits = Limits(cpu_s=600, wall_s=900.0, address_space=CANDIDATE_GRANTS.address_space,
                     open_files=CANDIDATE_GRANTS.open_files, processes=CANDIDATE_GRANTS.processes)
-    progress("starting the reference and the candidate in their sandboxes")
+    progress("measuring one call of the problem (sizes that fit a check here)")
     try:
-        session = TorchSession(kernel, work, build, limits)
+        probed = probe_problem(kernel.read()[kernel.reference], CHECK_BUDGET)
+    except ProbeFailed as exc:
+        return [*rows, check_row("reference", "error", f"the reference module could not run: {exc}"[:1500])]
+    progress(f"starting the reference and the candidate in their sandboxes ({probed.plan.describe()})")
+    try:
+        session = TorchSession(kernel, work, build, limits, sizes=probed.plan,
+                               arena_bytes=arena_bytes_for(probed.plan.footprint, 256 * 2**20))
     except (ReferenceError_, WorkerGone, WorkerHung, KernelRaised) as exc:
         return [*rows, check_row("reference", "error", f"the reference module could not run: {exc}"[:1500])]
+    return _judged(kernel, plan, seed, session, rows, progress, statement)
+
+
+def _judged(kernel: TorchKernel, plan: TorchPlan, seed: int, session: TorchSession,
+            rows: list[Check], progress: Progress, statement: dict[str, Any]) -> list[Check]:
+    """The rows of a started session, which it closes (the reference failing is the check's
+    error, never the kernel's fail)."""
     try:
         try:
             session.start_candidate()
@@ -161,6 +178,9 @@ def _suite(kernel: TorchKernel, plan: TorchPlan, seed: int, work: Path, progress
         rows.append(reference_row(kernel, session, run.init_seeds, run.loaded, tol))
         statement.update(torch_statement(kernel, session.torch_version, tol, run.init_seeds))
         rows += _rows(run, plan)
+    except ReferenceError_ as exc:
+        return [*rows, check_row("reference", "error", f"the reference module failed during the "
+                                 f"check ({session.sizes.describe()}): {exc}"[:1500])]
     finally:
         session.close()
     if session.candidate is not None and session.candidate.result is not None:

@@ -34,6 +34,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from verifier.errors import VerifierError
+from verifier.runtimes._sizes import ScalePlan, SizesError, rewrite_constants, size_constants
 from verifier.runtimes._torch import TorchBuild, TorchKernel
 from verifier.sandbox import Limits
 from verifier.tensors import FLOAT_DTYPES, decode, draw_input, encode, nbytes_of
@@ -137,6 +138,22 @@ def _parse_problem(body: dict[str, Any], dtype: str) -> Problem:
     return Problem(init, tuple(specs))
 
 
+def _rewrite(path: Path, sizes: ScalePlan, reference: bool) -> None:
+    """The file with the plan's constants rewritten where it defines them (the solution may
+    copy the problem's `batch_size = ...`; what it does not define is left alone, and a
+    solution that does not parse is left for its load to fail)."""
+    source = path.read_bytes()
+    try:
+        own = {c.name for c in size_constants(source)}
+        path.write_bytes(rewrite_constants(source, {n: v for n, v in sizes.values.items()
+                                                    if n in own}))
+    except SizesError as exc:
+        if not reference:
+            return
+        raise ReferenceError_(f"{path.name}: its size constants cannot be rewritten: {exc}") \
+            from exc
+
+
 class _Regions:
     """Where each call's inputs and outputs lie: the same offsets in both arenas."""
 
@@ -164,7 +181,7 @@ class TorchSession:
 
     def __init__(self, kernel: TorchKernel, work: Path, build: TorchBuild, limits: Limits,
                  threads: int = 1, arena_bytes: int = 256 * 2**20, gpu: bool = False,
-                 poison: int = 0xFFC1) -> None:
+                 poison: int = 0xFFC1, sizes: ScalePlan | None = None) -> None:
         self.kernel, self.limits, self.threads, self.gpu = kernel, limits, threads, gpu
         self.poison = poison
         self.params_room = arena_bytes // 4
@@ -184,6 +201,12 @@ class TorchSession:
         cand_dir.mkdir()
         kernel.copy_sources(ref_dir, only=(kernel.reference,))
         kernel.copy_sources(cand_dir)
+        self.sizes = sizes or ScalePlan()
+        """The values of the problem's size constants both processes run at (`describe`)."""
+        if self.sizes.values:
+            _rewrite(ref_dir / kernel.reference, self.sizes, True)
+            for rel in dict.fromkeys((kernel.reference, kernel.solution)):
+                _rewrite(cand_dir / rel, self.sizes, rel == kernel.reference)
         interpret = kernel.runtime == "triton" and not gpu
         try:
             self.reference = TorchChild(
