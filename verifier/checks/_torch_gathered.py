@@ -69,7 +69,10 @@ class Gathered:
     overlaps: int = 0
     restarts: int = 0
 
-    def draw(self, shapes: list[tuple[int, ...]] | None = None) -> list[Any]:
+    def draw(self, shapes: list[tuple[int, ...]] | None = None, wide: bool = False) -> list[Any]:
+        """Fresh inputs drawn like get_inputs' (at `shapes` when given); `wide`: floating-point
+        inputs drawn from a normal as wide as the example's range, negatives included (a
+        kernel wrong outside [0, 1) is caught though the problem draws torch.rand)."""
         problem = self.session.problem
         out: list[Any] = []
         for i, spec in enumerate(problem.inputs):
@@ -77,7 +80,11 @@ class Gathered:
                 out.append(spec.value)
                 continue
             shape = spec.shape if shapes is None else shapes[i]
-            out.append(draw_input(spec.stats, shape, spec.dtype, self.rng))
+            stats = spec.stats
+            if wide and not stats.get("integral"):
+                reach = max(1.0, abs(float(stats.get("min", 0.0))), abs(float(stats.get("max", 0.0))))
+                stats = {"min": -reach, "max": reach, "mean": 0.0, "std": reach}
+            out.append(draw_input(stats, shape, spec.dtype, self.rng))
         return out
 
     def calls(self, group: str, calls: list[Call], label: str, threads: int = 1) -> list[CallOutcome]:
