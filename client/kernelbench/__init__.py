@@ -7,7 +7,9 @@ values of its size constants where a check could not run it here (the folder kee
 problem as published; `sizes` in the answer says what a check runs it at), and prints one
 bounded JSON line describing the inputs and outputs; ktl's own process never imports it.
 Init and forward arguments may be any plain value (numbers, strings, None, lists and
-tuples of them, nested); they are recorded as given. The solution is read, never run: its syntax tree must define
+tuples of them, nested); they are recorded as given.
+
+Holds the importer (one module: the probe's child lives in `verifier.runtimes`). The solution is read, never run: its syntax tree must define
 `ModelNew`, and whether it imports Triton picks the runtime. What cannot be mapped
 (no Model, non-tensor outputs, a dtype outside float32/float16/bfloat16, ...) is
 refused with an `ImportRefused` that says why, and nothing is written.

@@ -5,8 +5,8 @@ sandboxed `ktl` subprocess pinned to its job's CPU), resumably; `summarize` give
 KernelBench's figures (correct %, fast_p) beside ours (trusted, refused and why,
 findings); `merge` joins shards run on other machines (`--shard K/N`).
 
-Bottom: `_entries` (settings, entries, results, discovery); `_run` (the runner);
-`_summary` (figures, CSV, merge). May import `client._errors` only; the command is
+Holds `_entries` (the bottom: settings, entries, results, discovery), `_run` (the
+runner) and `_summary` (figures, CSV, merge). May import `client._errors` only; the command is
 `client.cli.suite`.
 """
 
