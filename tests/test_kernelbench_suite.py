@@ -102,3 +102,14 @@ def test_honest_passes_and_wrong_fails(tmp_path: Path, rel: Path) -> None:
     wrong = check(_import(rel, tmp_path, wrong=True), "quick", seed=7)
     assert not wrong.passed
     assert all(c.outcome != "error" for c in wrong.checks), "a wrong kernel is a fail, not an error"
+
+
+def test_the_bench_runs_at_the_published_shape_or_refuses_naming_the_memory(
+        tmp_path: Path) -> None:
+    """A bench is a claim about the problem's own shapes: never scaled; refused in bytes."""
+    from verifier import BenchSettings, VerifierError, bench_runs
+
+    kernel = _import(Path("level1/3_Sigmoid_rand_gpu_sized.py"), tmp_path)
+    with pytest.raises(VerifierError, match=r"not benchmarked at the problem's own sizes: one "
+                                            r"call needs 12\.00 GiB.*the limit is"):
+        bench_runs(kernel, 1, BenchSettings(time_budget_s=1.0))

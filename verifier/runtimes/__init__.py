@@ -25,6 +25,7 @@ from verifier.runtimes._audit import (
 )
 from verifier.runtimes._build import Artifact
 from verifier.runtimes._problem import (
+    BENCH_ARENA_CALL,
     CHECK_BUDGET,
     ProbeFailed,
     ProblemProbe,
@@ -77,6 +78,7 @@ from verifier.runtimes._torch_session import (
 
 __all__ = [
     "ALLOWED_GROUPS",
+    "BENCH_ARENA_CALL",
     "BUILD_LIMITS",
     "CHECK_BUDGET",
     "CUDA_GROUPS",

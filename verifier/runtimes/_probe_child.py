@@ -171,7 +171,10 @@ def probe(path: str, budget_text: str) -> dict[str, Any]:
         estimated[0] = got[1]
         return got[0]
 
-    plan = ktl_sizes.scale_plan(constants, measure, budget)
+    plan = ktl_sizes.scale_plan(constants if b.get("scale", True) else (), measure, budget)
+    if not b.get("scale", True):
+        plan = ktl_sizes.ScalePlan({}, {c.name: c.value for c in constants}, plan.footprint,
+                                   plan.published_footprint)
     sizes = {"constants": [c.to_json() for c in constants], "plan": plan.to_json(),
              "fits": plan.footprint is None or plan.footprint.fits(budget),
              "estimated": estimated[0]}

@@ -29,7 +29,7 @@ from verifier.errors import VerifierError
 from verifier.runtimes._sizes import Footprint, ScalePlan, SizeConstant, Value, size_constants
 from verifier.sandbox import Limits, base_env, run_sandboxed
 
-__all__ = ["CHECK_BUDGET", "PROBE_PREFIX", "ProbeFailed", "ProblemProbe", "ProblemTooLarge",
+__all__ = ["BENCH_ARENA_CALL", "CHECK_BUDGET", "PROBE_PREFIX", "ProbeFailed", "ProblemProbe", "ProblemTooLarge",
            "arena_bytes_for",
            "bench_budget", "machine_memory", "probe_problem"]
 
@@ -70,12 +70,19 @@ def machine_memory() -> int:
     return 0
 
 
+BENCH_ARENA_CALL = 192 * MiB
+"""The most one bench call may hold: its arena (a quarter parameters, the rest a few calls
+side by side) then stays within 1 GiB, which a torch child's 4 GiB of address space holds
+beside torch's own 1.5 GiB."""
+
+
 def bench_budget(available: int | None = None) -> Footprint:
     """What one call may need to be run at the problem's own sizes here: inputs and outputs
-    lie in two shared arenas (reference and candidate), the reference also holds its float64
-    copy; a quarter of the available memory for one call, an eighth for parameters."""
+    within `BENCH_ARENA_CALL` (and a quarter of the memory available: both processes hold
+    them), parameters alike (an eighth)."""
     have = machine_memory() if available is None else available
-    return Footprint(call_bytes=max(have // 4, 64 * MiB), param_bytes=max(have // 8, 48 * MiB))
+    return Footprint(call_bytes=max(min(have // 4, BENCH_ARENA_CALL), 16 * MiB),
+                     param_bytes=max(min(have // 8, BENCH_ARENA_CALL), 16 * MiB))
 
 
 def _bytes(n: int) -> str:
@@ -175,8 +182,9 @@ def _died(result: Any, limits: Limits, sizes: Mapping[str, Any] | None,
 
 
 def probe_problem(source: bytes, budget: Footprint = CHECK_BUDGET,
-                  timeout_s: float = 180.0) -> ProblemProbe:
-    """Describe the problem `source` at sizes whose one call fits `budget` (see the module)."""
+                  timeout_s: float = 180.0, scale: bool = True) -> ProblemProbe:
+    """Describe the problem `source` at sizes whose one call fits `budget` (see the module);
+    `scale=False`: at its own sizes only (a bench), ProblemTooLarge where they do not fit."""
     constants = size_constants(source)
     available = machine_memory()
     memory = max(PROBE_MEMORY_FLOOR, min(available // 2, 2 * budget.call_bytes
@@ -193,7 +201,7 @@ def probe_problem(source: bytes, budget: Footprint = CHECK_BUDGET,
         # otherwise ask nscd over a socket, which the sandbox denies
         env = base_env({"OMP_NUM_THREADS": "1", "USER": "ktl-probe", "LOGNAME": "ktl-probe"})
         argv = [sys.executable, "-I", "ktl_probe.py", "reference.py",
-                json.dumps(budget.to_json())]
+                json.dumps({**budget.to_json(), "scale": scale})]
         result = run_sandboxed(argv, work, limits, env)
     sizes = _parse(result.last(SIZES_PREFIX), SIZES_PREFIX)
     line = result.last(PROBE_PREFIX)
