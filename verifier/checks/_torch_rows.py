@@ -24,9 +24,10 @@ own tools. The other kinds are evidence shown beside the verdict."""
 
 
 def _shape_dims(outcome: CallOutcome) -> dict[str, int]:
-    """A shape record for the report: the first output's sizes as o0..o7."""
+    """A shape record for the report: the first output's sizes as o0..o7 ({"scalar": 1} for a
+    0-dim output such as a loss: a shape record names at least one size)."""
     shape = outcome.expected[0].shape if outcome.expected else ()
-    return {f"o{i}": int(d) for i, d in enumerate(shape[:8])}
+    return {f"o{i}": int(d) for i, d in enumerate(shape[:8])} or {"scalar": 1}
 
 
 def _compare(o: CallOutcome, dtype: str) -> tuple[Comparison | None, str | None, FaultKind | None]:
