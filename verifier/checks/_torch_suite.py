@@ -263,7 +263,7 @@ def _special(run: Gathered, plan: TorchPlan) -> None:
     for _ in range(plan.special):
         args = run.draw()
         args[floats[0]] = special_fill(args[floats[0]], run.rng)
-        calls.append(Call(args))
+        calls.append(Call(args, native=True))
     run.calls("special_values", calls, "NaN/Inf/0/subnormal planted")
 
 

@@ -97,6 +97,10 @@ class Call:
     args: list[Arg]
     region: int | None = None
     """Arena region index (None: the next fresh one)."""
+    native: bool = False
+    """Also run the reference at the kernel's dtype (`CallOutcome.native`): where planted
+    NaN/Inf meet torch's own kernels, the op at its dtype may answer otherwise than its
+    float64 copy (GELU of +inf: NaN in float32, inf in float64)."""
 
 
 @dataclass
@@ -109,6 +113,9 @@ class CallOutcome:
     expected_dtypes: list[str]
     raw: list[bytes]
     input_changes: list[str]
+    native: list[F64] | None = None
+    """The reference's outputs computed at the kernel's dtype, when the call asked for them
+    and `expected` was computed in float64."""
 
 
 def _parse_problem(body: dict[str, Any], dtype: str) -> Problem:
@@ -435,7 +442,23 @@ class TorchSession:
                                       f"{dtype}{list(shape)} it gave before")
         expected = [decode(self.ref_mem.bytes[o:o + nbytes_of(s, d)].copy(), s, d)
                     for o, (s, d) in zip(outs, shapes, strict=True)]
-        return CallOutcome(answer, got, expected, [d for _, d in shapes], raw, changes)
+        native = self._native_outputs(call, ins, spec, shapes) if call.native and self.exact \
+            else None
+        return CallOutcome(answer, got, expected, [d for _, d in shapes], raw, changes, native)
+
+    def _native_outputs(self, call: Call, ins: Sequence[int], spec: dict[str, Any],
+                        shapes: Sequence[tuple[tuple[int, ...], str]]) -> list[F64]:
+        """The reference's outputs for `call` computed at the kernel's dtype (its eager run)."""
+        self.write(self.ref_mem, call.args, ins)
+        ref = self._ref({"cmd": "call", "calls": [spec]})
+        outs = ref.get("outs")
+        if not (isinstance(outs, list) and len(outs) == 1 and isinstance(outs[0], list)
+                and [o[:2] if isinstance(o, list) else o for o in outs[0]]
+                == [[list(s), d] for s, d in shapes]):
+            raise ReferenceError_("the reference at its dtype answered with other outputs")
+        offsets = [int(region[0]) for region in spec["out"]]
+        return [decode(self.ref_mem.bytes[o:o + nbytes_of(s, d)].copy(), s, d)
+                for o, (s, d) in zip(offsets, shapes, strict=True)]
 
 
     def _reference_outputs(self, spec: dict[str, Any],
