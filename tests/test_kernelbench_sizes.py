@@ -180,3 +180,15 @@ def test_the_eager_references_own_nan_is_accepted_only_where_reproduced() -> Non
     wrong_inf = np.array([-np.inf, 1.0, 2.0, -np.inf])
     assert not compare_tensor(wrong_inf, _as_native_where_reproduced(wrong_inf, exact, native),
                               "float32").ok
+
+
+def test_a_chained_assignment_is_two_constants_each_rewritable() -> None:
+    src = b"height = width = 128  # square\nbatch_size = 256\n"
+    got = {c.name: c.value for c in size_constants(src)}
+    assert got == {"height": 128, "width": 128, "batch_size": 256}
+    out = rewrite_constants(src, {"height": 64})
+    assert out == b"height = 64; width = 128  # square\nbatch_size = 256\n"
+    assert {c.name: c.value for c in size_constants(out)} == {"height": 64, "width": 128,
+                                                              "batch_size": 256}
+    both = rewrite_constants(src, {"height": 65, "width": 33})
+    assert {c.name: c.value for c in size_constants(both)}["width"] == 33

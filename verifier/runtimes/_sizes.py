@@ -191,9 +191,9 @@ def _not_size(name: str) -> bool:
 def _assigned(tree: ast.Module) -> list[tuple[str, ast.expr, ast.stmt]]:
     out: list[tuple[str, ast.expr, ast.stmt]] = []
     for stmt in tree.body:
-        if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
-                and isinstance(stmt.targets[0], ast.Name)):
-            out.append((stmt.targets[0].id, stmt.value, stmt))
+        if isinstance(stmt, ast.Assign) and all(isinstance(t, ast.Name) for t in stmt.targets):
+            # `height = width = 128` binds both names (rewritten as two statements)
+            out += [(t.id, stmt.value, stmt) for t in stmt.targets if isinstance(t, ast.Name)]
         elif (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
                 and stmt.value is not None):
             out.append((stmt.target.id, stmt.value, stmt))
@@ -258,10 +258,10 @@ def rewrite_constants(source: bytes, values: Mapping[str, Value]) -> bytes:
         return source
     constants = {c.name: c for c in size_constants(source)}
     tree = _parse(source)
-    spans: dict[str, ast.expr] = {}
-    for name, expr, _ in _assigned(tree):
+    spans: dict[str, tuple[ast.expr, ast.stmt]] = {}
+    for name, expr, stmt in _assigned(tree):
         if name in constants:
-            spans[name] = expr
+            spans[name] = (expr, stmt)
     for name, value in values.items():
         const = constants.get(name)
         if const is None or name not in spans:
@@ -274,15 +274,22 @@ def rewrite_constants(source: bytes, values: Mapping[str, Value]) -> bytes:
         if any(type(v) is not int or not 0 < v <= MAX_VALUE for v in _items(value)):
             raise SizesError(f"{name!r}: {value!r} is not a positive size")
     lines = source.decode("utf-8").splitlines(keepends=True)
-    edits = sorted(((spans[n], v) for n, v in values.items()),
-                   key=lambda e: (e[0].lineno, e[0].col_offset), reverse=True)
-    for expr, value in edits:
-        assert expr.end_lineno is not None and expr.end_col_offset is not None
-        first, last = expr.lineno - 1, expr.end_lineno - 1
-        head = lines[first].encode("utf-8")[:expr.col_offset].decode("utf-8")
-        tail = lines[last].encode("utf-8")[expr.end_col_offset:].decode("utf-8")
-        literal = repr(value)
-        lines[first:last + 1] = [head + literal + tail]
+    edits: dict[int, tuple[ast.expr | ast.stmt, str]] = {}
+    for name, value in values.items():
+        expr, stmt = spans[name]
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) > 1:
+            names = [t.id for t in stmt.targets if isinstance(t, ast.Name)]
+            text = "; ".join(f"{t} = {values.get(t, constants[t].value)!r}" for t in names)
+            edits[id(stmt)] = (stmt, text)
+        else:
+            edits[id(expr)] = (expr, repr(value))
+    for node, text in sorted(edits.values(), key=lambda e: (e[0].lineno, e[0].col_offset),
+                             reverse=True):
+        assert node.end_lineno is not None and node.end_col_offset is not None
+        first, last = node.lineno - 1, node.end_lineno - 1
+        head = lines[first].encode("utf-8")[:node.col_offset].decode("utf-8")
+        tail = lines[last].encode("utf-8")[node.end_col_offset:].decode("utf-8")
+        lines[first:last + 1] = [head + text + tail]
     return "".join(lines).encode("utf-8")
 
 
