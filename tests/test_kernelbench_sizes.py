@@ -192,3 +192,25 @@ def test_a_chained_assignment_is_two_constants_each_rewritable() -> None:
                                                               "batch_size": 256}
     both = rewrite_constants(src, {"height": 65, "width": 33})
     assert {c.name: c.value for c in size_constants(both)}["width"] == 33
+
+
+def test_tuple_unpacking_constants() -> None:
+    src = b"D, H, W = 32, 48, 100\nx = 1\n"
+    got = {c.name: c for c in size_constants(src)}
+    assert {n: c.value for n, c in got.items()} == {"D": 32, "H": 48, "W": 100, "x": 1}
+    assert got["W"].scalable and not got["D"].scalable and got["D"].shrinkable
+    out = rewrite_constants(src, {"W": 51, "D": 16})
+    assert out == b"D, H, W = 16, 48, 51\nx = 1\n"
+
+
+def test_small_sizes_move_only_when_nothing_else_fits() -> None:
+    src = b"batch_size = 32\ndim = 4096\n"
+    def measure(values: Mapping[str, object]) -> Footprint:
+        merged = {"batch_size": 32, "dim": 4096} | dict(values)
+        b, d = merged["batch_size"], merged["dim"]
+        assert isinstance(b, int) and isinstance(d, int)
+        return Footprint(4 * b * d, 0, 0)
+    easy = scale_plan(size_constants(src), measure, Footprint(4 * 32 * 1024, 1))
+    assert easy.values == {"dim": 1024}
+    hard = scale_plan(size_constants(src), measure, Footprint(4 * 16 * 16, 1))
+    assert hard.values["dim"] == LAST_FLOOR and hard.values["batch_size"] == LAST_FLOOR

@@ -126,7 +126,7 @@ def _plan(obj: Any, constants: tuple[SizeConstant, ...]) -> ScalePlan:
     values: dict[str, Value] = {}
     for name, raw in obj["values"].items():
         v, c = _value(raw), own.get(name)
-        if c is None or v is None or not c.scalable or type(v) is not type(c.value):
+        if c is None or v is None or not c.shrinkable or type(v) is not type(c.value):
             raise ProbeFailed(f"the sandboxed probe's plan names {str(name)[:40]!r}, not a "
                               "scalable constant of the problem")
         pairs = zip(v if isinstance(v, tuple) else (v,),

@@ -47,6 +47,7 @@ NOT_SIZES = ("kernel", "stride", "pad", "dilation", "group", "head", "eps", "see
 """Name fragments of constants that are not tensor sizes (changing them changes the op)."""
 
 Value = int | tuple[int, ...]
+SMALL_WHY = f"at or below {FLOOR}: kept as given unless nothing else fits"
 
 
 class SizesError(ValueError):
@@ -63,6 +64,12 @@ class SizeConstant:
     scalable: bool
     why: str = ""
     """Why it is not scaled (empty when it is)."""
+
+    @property
+    def shrinkable(self) -> bool:
+        """Scalable, or small but a size: lowered (never below `LAST_FLOOR`) only where halving
+        the larger constants to `FLOOR` was not enough."""
+        return self.scalable or self.why == SMALL_WHY
 
     def to_json(self) -> dict[str, object]:
         value = list(self.value) if isinstance(self.value, tuple) else self.value
@@ -194,6 +201,13 @@ def _assigned(tree: ast.Module) -> list[tuple[str, ast.expr, ast.stmt]]:
         if isinstance(stmt, ast.Assign) and all(isinstance(t, ast.Name) for t in stmt.targets):
             # `height = width = 128` binds both names (rewritten as two statements)
             out += [(t.id, stmt.value, stmt) for t in stmt.targets if isinstance(t, ast.Name)]
+        elif (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Tuple) and isinstance(stmt.value, ast.Tuple)
+                and len(stmt.targets[0].elts) == len(stmt.value.elts)
+                and all(isinstance(t, ast.Name) for t in stmt.targets[0].elts)):
+            # `D, H, W = 32, 32, 32`: each name with its own element
+            out += [(t.id, v, stmt) for t, v in zip(stmt.targets[0].elts, stmt.value.elts,
+                                                     strict=True) if isinstance(t, ast.Name)]
         elif (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
                 and stmt.value is not None):
             out.append((stmt.target.id, stmt.value, stmt))
@@ -237,7 +251,7 @@ def size_constants(source: bytes | str) -> tuple[SizeConstant, ...]:
         why = ("assigned more than once" if name in rebound else
                "not a size (its name says what it is)" if _not_size(name) else
                "not a positive size" if any(v <= 0 for v in _items(value)) else
-               f"at or below {FLOOR}: kept as given" if max(_items(value)) <= FLOOR else "")
+               SMALL_WHY if max(_items(value)) <= FLOOR else "")
         out.append(SizeConstant(name, value, stmt.lineno, not why, why))
     return tuple(out)
 
@@ -336,7 +350,7 @@ def _shrink(constants: tuple[SizeConstant, ...], measure: Measure, budget: Footp
             values: dict[str, Value], current: Footprint) -> tuple[dict[str, Value], Footprint]:
     frozen: set[str] = set()
     for _ in range(MAX_STEPS):
-        movable = [c for c in constants if c.scalable and c.name not in frozen
+        movable = [c for c in constants if c.shrinkable and c.name not in frozen
                    and _halve(values.get(c.name, c.value), floor) != values.get(c.name, c.value)]
         if not movable:
             break
