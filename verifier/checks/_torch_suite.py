@@ -29,6 +29,7 @@ wildcard value.
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import tempfile
 from collections.abc import Callable
@@ -53,15 +54,15 @@ from verifier.errors import BuildError, VerifierError
 from verifier.kernel import KernelSpec
 from verifier.progress import Progress, quiet
 from verifier.runtimes import (
-    CHECK_BUDGET,
     Call,
     ProbeFailed,
     ReferenceError_,
+    SessionMemory,
     TorchKernel,
     TorchSession,
-    arena_bytes_for,
     audit_solution,
     build_extensions,
+    check_budget,
     probe_problem,
     scaled_variants,
     torch_unavailable,
@@ -149,13 +150,17 @@ def _suite(kernel: TorchKernel, plan: TorchPlan, seed: int, work: Path, progress
                     open_files=CANDIDATE_GRANTS.open_files, processes=CANDIDATE_GRANTS.processes)
     progress("measuring one call of the problem (sizes that fit a check here)")
     try:
-        probed = probe_problem(kernel.read()[kernel.reference], CHECK_BUDGET)
+        probed = probe_problem(kernel.read()[kernel.reference], check_budget())
     except ProbeFailed as exc:
         return [*rows, check_row("reference", "error", f"the reference module could not run: {exc}"[:1500])]
     progress(f"starting the reference and the candidate in their sandboxes ({probed.plan.describe()})")
     try:
+        memory = SessionMemory.of(probed.plan.footprint)
+        if memory.extra_address_space and limits.address_space is not None:
+            limits = dataclasses.replace(
+                limits, address_space=limits.address_space + memory.extra_address_space)
         session = TorchSession(kernel, work, build, limits, sizes=probed.plan,
-                               arena_bytes=arena_bytes_for(probed.plan.footprint, 256 * 2**20))
+                               arena_bytes=memory.arena_bytes, params_room=memory.params_room)
     except (ReferenceError_, WorkerGone, WorkerHung, KernelRaised) as exc:
         return [*rows, check_row("reference", "error", f"the reference module could not run: {exc}"[:1500])]
     return _judged(kernel, plan, seed, session, rows, progress, statement)

@@ -29,9 +29,20 @@ from verifier.errors import VerifierError
 from verifier.runtimes._sizes import Footprint, ScalePlan, SizeConstant, Value, size_constants
 from verifier.sandbox import Limits, base_env, run_sandboxed
 
-__all__ = ["BENCH_ARENA_CALL", "CHECK_BUDGET", "PROBE_PREFIX", "ProbeFailed", "ProblemProbe", "ProblemTooLarge",
-           "arena_bytes_for",
-           "bench_budget", "machine_memory", "probe_problem"]
+__all__ = [
+    "BENCH_ARENA_CALL",
+    "CHECK_BUDGET",
+    "PROBE_PREFIX",
+    "ProbeFailed",
+    "ProblemProbe",
+    "ProblemTooLarge",
+    "SessionMemory",
+    "arena_bytes_for",
+    "bench_budget",
+    "check_budget",
+    "machine_memory",
+    "probe_problem",
+]
 
 PROBE_PREFIX = "KTL-PROBE "
 SIZES_PREFIX = "KTL-SIZES "
@@ -43,6 +54,38 @@ CHECK_BUDGET = Footprint(call_bytes=64 * MiB, param_bytes=48 * MiB, flops=2 * 10
 48 MiB (the session's parameter room), at most 2 GFLOP of matmul/convolution (the float64
 reference runs at about 1 GFLOP/s per core here)."""
 PROBE_MEMORY_FLOOR = 3 * 2**30
+MAX_CHECK_PARAMS = 2**30
+
+
+def check_budget(available: int | None = None) -> Footprint:
+    """`CHECK_BUDGET` with the parameters' room following this machine: a sixteenth of the
+    memory available (both processes hold the weights, the reference also in float64), at
+    least 48 MiB and at most 1 GiB (a whole model's weights are not scaled by its constants)."""
+    have = machine_memory() if available is None else available
+    return Footprint(CHECK_BUDGET.call_bytes,
+                     min(max(have // 16, CHECK_BUDGET.param_bytes), MAX_CHECK_PARAMS),
+                     CHECK_BUDGET.flops)
+
+
+@dataclass(frozen=True)
+class SessionMemory:
+    """How a torch session is laid out for a problem's footprint, and what its children need."""
+
+    params_room: int
+    arena_bytes: int
+    extra_address_space: int
+    """Beyond a torch child's usual grant: its arena, the weights, the float64 copy."""
+
+    @classmethod
+    def of(cls, footprint: Footprint | None, least_arena: int = 256 * MiB) -> SessionMemory:
+        if footprint is None:
+            return cls(least_arena // 4, least_arena, 0)
+        params = (footprint.param_bytes * 9 // 8 + 4 * MiB + 63) // 64 * 64
+        calls = arena_bytes_for(Footprint(footprint.call_bytes, 0), least_arena * 3 // 4)
+        room = max(params, least_arena // 4)
+        arena = room + calls
+        extra = max(0, arena - least_arena) + 3 * footprint.param_bytes
+        return cls(room, arena, extra)
 
 
 class ProbeFailed(VerifierError):

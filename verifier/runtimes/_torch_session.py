@@ -188,10 +188,13 @@ class TorchSession:
 
     def __init__(self, kernel: TorchKernel, work: Path, build: TorchBuild, limits: Limits,
                  threads: int = 1, arena_bytes: int = 256 * 2**20, gpu: bool = False,
-                 poison: int = 0xFFC1, sizes: ScalePlan | None = None) -> None:
+                 poison: int = 0xFFC1, sizes: ScalePlan | None = None,
+                 params_room: int | None = None) -> None:
         self.kernel, self.limits, self.threads, self.gpu = kernel, limits, threads, gpu
         self.poison = poison
-        self.params_room = arena_bytes // 4
+        self.params_room = arena_bytes // 4 if params_room is None else params_room
+        if not 0 < self.params_room < arena_bytes:
+            raise VerifierError("the parameters' room must lie inside the arena")
         self.ref_mem = SharedArena(arena_bytes)
         self.cand_mem = SharedArena(arena_bytes)
         self.regions = _Regions(self.params_room, arena_bytes - self.params_room)
