@@ -214,3 +214,12 @@ def test_small_sizes_move_only_when_nothing_else_fits() -> None:
     assert easy.values == {"dim": 1024}
     hard = scale_plan(size_constants(src), measure, Footprint(4 * 16 * 16, 1))
     assert hard.values["dim"] == LAST_FLOOR and hard.values["batch_size"] == LAST_FLOOR
+
+
+def test_lists_and_aliases() -> None:
+    src = b"embed_dim = 128\nnum_channels = embed_dim\nlayer_sizes = [16384, 16383]\n"
+    got = {c.name: c for c in size_constants(src)}
+    assert not got["num_channels"].scalable and got["num_channels"].why == "follows embed_dim"
+    assert got["layer_sizes"].value == (16384, 16383) and got["layer_sizes"].is_list
+    out = rewrite_constants(src, {"layer_sizes": (1024, 1023), "embed_dim": 100})
+    assert out == b"embed_dim = 100\nnum_channels = embed_dim\nlayer_sizes = [1024, 1023]\n"

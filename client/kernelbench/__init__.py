@@ -215,14 +215,14 @@ def _check_init_arity(model: ast.ClassDef, count: int) -> None:
 def probe_problem(problem: bytes, timeout_s: float = 180.0) -> ProblemInfo:
     """Run the problem in a sandboxed child (verifier.runtimes.probe_problem): its size
     constants, what one call needs, the sizes a check runs it at, and a description there."""
-    from verifier.runtimes import ProbeFailed, check_budget
+    from verifier.runtimes import ProbeFailed, check_budget, check_ceiling
     from verifier.runtimes import probe_problem as run_probe
 
     missing = module_runtime_missing("torch")
     if missing:
         raise ImportRefused(f"ktl import kernelbench runs the problem with torch: {missing}")
     try:
-        probed = run_probe(problem, check_budget(), timeout_s)
+        probed = run_probe(problem, check_budget(), timeout_s, ceiling=check_ceiling())
     except ProbeFailed as exc:
         raise ImportRefused(f"running the problem in the sandbox gave no answer: {exc}") from None
     info = parse_body(probed.body)

@@ -63,6 +63,7 @@ from verifier.runtimes import (
     audit_solution,
     build_extensions,
     check_budget,
+    check_ceiling,
     probe_problem,
     scaled_variants,
     torch_unavailable,
@@ -150,7 +151,8 @@ def _suite(kernel: TorchKernel, plan: TorchPlan, seed: int, work: Path, progress
                     open_files=CANDIDATE_GRANTS.open_files, processes=CANDIDATE_GRANTS.processes)
     progress("measuring one call of the problem (sizes that fit a check here)")
     try:
-        probed = probe_problem(kernel.read()[kernel.reference], check_budget())
+        probed = probe_problem(kernel.read()[kernel.reference], check_budget(),
+                               ceiling=check_ceiling())
     except ProbeFailed as exc:
         return [*rows, check_row("reference", "error", f"the reference module could not run: {exc}"[:1500])]
     progress(f"starting the reference and the candidate in their sandboxes ({probed.plan.describe()})")

@@ -34,6 +34,7 @@ from verifier.runtimes._problem import (
     arena_bytes_for,
     bench_budget,
     check_budget,
+    check_ceiling,
     machine_memory,
     probe_problem,
 )
@@ -121,6 +122,7 @@ __all__ = [
     "build_key",
     "cache_root",
     "check_budget",
+    "check_ceiling",
     "get_runtime",
     "machine_memory",
     "probe_problem",

@@ -81,7 +81,7 @@ class SessionMemory:
         if footprint is None:
             return cls(least_arena // 4, least_arena, 0)
         params = (footprint.param_bytes * 9 // 8 + 4 * MiB + 63) // 64 * 64
-        calls = arena_bytes_for(Footprint(footprint.call_bytes, 0), least_arena * 3 // 4)
+        calls = max(least_arena * 3 // 4, (3 * footprint.call_bytes + MiB) // MiB * MiB)
         room = max(params, least_arena // 4)
         arena = room + calls
         extra = max(0, arena - least_arena) + 3 * footprint.param_bytes
@@ -117,6 +117,16 @@ BENCH_ARENA_CALL = 192 * MiB
 """The most one bench call may hold: its arena (a quarter parameters, the rest a few calls
 side by side) then stays within 1 GiB, which a torch child's 4 GiB of address space holds
 beside torch's own 1.5 GiB."""
+
+
+def check_ceiling(available: int | None = None) -> Footprint:
+    """The most one check call may take here where the problem's constants cannot bring it
+    within `check_budget`: a sixteenth of the memory available (at most 512 MiB) and 20 GFLOP
+    (about half a minute of float64 reference a call)."""
+    have = machine_memory() if available is None else available
+    budget = check_budget(have)
+    return Footprint(max(min(have // 16, 512 * MiB), budget.call_bytes), budget.param_bytes,
+                     20 * 10**9)
 
 
 def bench_budget(available: int | None = None) -> Footprint:
@@ -181,7 +191,8 @@ def _plan(obj: Any, constants: tuple[SizeConstant, ...]) -> ScalePlan:
                      _footprint(obj.get("published_footprint")))
 
 
-def _too_large(plan: ScalePlan, budget: Footprint, available: int) -> ProblemTooLarge:
+def _too_large(plan: ScalePlan, budget: Footprint, available: int,
+               ceiling: Footprint | None = None) -> ProblemTooLarge:
     own = plan.published_footprint
     fp = plan.footprint or own
     need = (f"one call needs {_bytes(own.call_bytes)} of inputs and outputs and "
@@ -195,6 +206,8 @@ def _too_large(plan: ScalePlan, budget: Footprint, available: int) -> ProblemToo
         f"{need}{smallest}; the limit is {_bytes(budget.call_bytes)} a call and "
         f"{_bytes(budget.param_bytes)} of parameters"
         + (f", {budget.flops / 1e9:,.1f} GFLOP" if budget.flops else "")
+        + (f" (at most {_bytes(ceiling.call_bytes)} and {ceiling.flops / 1e9:,.0f} GFLOP "
+           "where the sizes cannot be scaled)" if ceiling and ceiling != budget else "")
         + f"; this machine has {_bytes(available)} available", fp, budget.call_bytes)
 
 
@@ -225,8 +238,11 @@ def _died(result: Any, limits: Limits, sizes: Mapping[str, Any] | None,
 
 
 def probe_problem(source: bytes, budget: Footprint = CHECK_BUDGET,
-                  timeout_s: float = 180.0, scale: bool = True) -> ProblemProbe:
+                  timeout_s: float = 180.0, scale: bool = True,
+                  ceiling: Footprint | None = None) -> ProblemProbe:
     """Describe the problem `source` at sizes whose one call fits `budget` (see the module);
+    where its constants cannot get it there (a size written as a literal), the smallest
+    sizes tried are taken if they fit `ceiling` (what this machine can run at all);
     `scale=False`: at its own sizes only (a bench), ProblemTooLarge where they do not fit."""
     constants = size_constants(source)
     available = machine_memory()
@@ -244,7 +260,8 @@ def probe_problem(source: bytes, budget: Footprint = CHECK_BUDGET,
         # otherwise ask nscd over a socket, which the sandbox denies
         env = base_env({"OMP_NUM_THREADS": "1", "USER": "ktl-probe", "LOGNAME": "ktl-probe"})
         argv = [sys.executable, "-I", "ktl_probe.py", "reference.py",
-                json.dumps({**budget.to_json(), "scale": scale})]
+                json.dumps({**budget.to_json(), "scale": scale,
+                            "hard": (ceiling or budget).to_json()})]
         result = run_sandboxed(argv, work, limits, env)
     sizes = _parse(result.last(SIZES_PREFIX), SIZES_PREFIX)
     line = result.last(PROBE_PREFIX)
@@ -256,7 +273,7 @@ def probe_problem(source: bytes, budget: Footprint = CHECK_BUDGET,
     plan = _plan(body.get("plan"), constants) if "plan" in body else ScalePlan(
         {}, {c.name: c.value for c in constants})
     if body.get("too_large") is True:
-        raise _too_large(plan, budget, available)
+        raise _too_large(plan, budget, available, ceiling)
     return ProblemProbe(constants, plan, body, body.get("estimated") is True)
 
 

@@ -64,6 +64,8 @@ class SizeConstant:
     scalable: bool
     why: str = ""
     """Why it is not scaled (empty when it is)."""
+    is_list: bool = False
+    """Written as a list (`layer_sizes = [400, 800]`): a tuple value, rewritten as a list."""
 
     @property
     def shrinkable(self) -> bool:
@@ -183,7 +185,7 @@ def _eval(node: ast.expr, known: Mapping[str, Value], depth: int = 0) -> Value |
         except (SizesError, ZeroDivisionError):
             return None
         return v if abs(v) <= MAX_VALUE else None
-    if isinstance(node, ast.Tuple) and 0 < len(node.elts) <= 8:
+    if isinstance(node, ast.Tuple | ast.List) and 0 < len(node.elts) <= 8:
         items = [_eval(e, known, depth + 1) for e in node.elts]
         if all(isinstance(i, int) for i in items):
             return tuple(i for i in items if isinstance(i, int))
@@ -249,10 +251,12 @@ def size_constants(source: bytes | str) -> tuple[SizeConstant, ...]:
         if len(out) >= MAX_CONSTANTS:
             continue
         why = ("assigned more than once" if name in rebound else
+               f"follows {expr.id}" if isinstance(expr, ast.Name) else
                "not a size (its name says what it is)" if _not_size(name) else
                "not a positive size" if any(v <= 0 for v in _items(value)) else
                SMALL_WHY if max(_items(value)) <= FLOOR else "")
-        out.append(SizeConstant(name, value, stmt.lineno, not why, why))
+        out.append(SizeConstant(name, value, stmt.lineno, not why, why,
+                                isinstance(expr, ast.List)))
     return tuple(out)
 
 
@@ -296,7 +300,8 @@ def rewrite_constants(source: bytes, values: Mapping[str, Value]) -> bytes:
             text = "; ".join(f"{t} = {values.get(t, constants[t].value)!r}" for t in names)
             edits[id(stmt)] = (stmt, text)
         else:
-            edits[id(expr)] = (expr, repr(value))
+            edits[id(expr)] = (expr, repr(list(value)) if constants[name].is_list
+                               and isinstance(value, tuple) else repr(value))
     for node, text in sorted(edits.values(), key=lambda e: (e[0].lineno, e[0].col_offset),
                              reverse=True):
         assert node.end_lineno is not None and node.end_col_offset is not None
