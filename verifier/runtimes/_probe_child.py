@@ -182,7 +182,7 @@ def probe(path: str, budget_text: str) -> dict[str, Any]:
 
     plan = ktl_sizes.scale_plan(constants if b.get("scale", True) else (), measure, budget)
     if not b.get("scale", True):
-        plan = ktl_sizes.ScalePlan({}, {c.name: c.value for c in constants}, plan.footprint,
+        plan = ktl_sizes.ScalePlan({}, ktl_sizes.published_values(constants), plan.footprint,
                                    plan.published_footprint)
     sizes = {"constants": [c.to_json() for c in constants], "plan": plan.to_json(),
              "fits": plan.footprint is None or plan.footprint.fits(budget)

@@ -26,7 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from verifier.errors import VerifierError
-from verifier.runtimes._sizes import Footprint, ScalePlan, SizeConstant, Value, size_constants
+from verifier.runtimes._sizes import (
+    Footprint,
+    ScalePlan,
+    SizeConstant,
+    Value,
+    published_values,
+    size_constants,
+)
 from verifier.sandbox import Limits, base_env, run_sandboxed
 
 __all__ = [
@@ -187,7 +194,7 @@ def _plan(obj: Any, constants: tuple[SizeConstant, ...]) -> ScalePlan:
         if not all(0 < a <= b for a, b in pairs):
             raise ProbeFailed(f"the sandboxed probe's plan raises {name}")
         values[name] = v
-    return ScalePlan(values, {c.name: c.value for c in constants}, _footprint(obj.get("footprint")),
+    return ScalePlan(values, published_values(constants), _footprint(obj.get("footprint")),
                      _footprint(obj.get("published_footprint")))
 
 
@@ -271,7 +278,7 @@ def probe_problem(source: bytes, budget: Footprint = CHECK_BUDGET,
     if body is None or not isinstance(body.get("ok"), bool):
         raise ProbeFailed("the sandboxed probe's answer is malformed")
     plan = _plan(body.get("plan"), constants) if "plan" in body else ScalePlan(
-        {}, {c.name: c.value for c in constants})
+        {}, published_values(constants))
     if body.get("too_large") is True:
         raise _too_large(plan, budget, available, ceiling)
     return ProblemProbe(constants, plan, body, body.get("estimated") is True)

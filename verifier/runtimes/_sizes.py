@@ -28,7 +28,7 @@ import ast
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["FLOOR", "LAST_FLOOR", "Footprint", "ScalePlan", "SizeConstant", "SizesError", "rewrite_constants",
+__all__ = ["FLOOR", "LAST_FLOOR", "Footprint", "ScalePlan", "SizeConstant", "SizesError", "published_values", "rewrite_constants",
            "scale_plan", "size_constants"]
 
 FLOOR = 64
@@ -315,6 +315,13 @@ def rewrite_constants(source: bytes, values: Mapping[str, Value]) -> bytes:
 # -- planning ----------------------------------------------------------------------------------
 
 
+def published_values(constants: tuple[SizeConstant, ...]) -> dict[str, Value]:
+    """The constants' own values, aliases left out (`num_channels = embed_dim` follows its
+    source when the module runs: naming it at its own value would misstate the scale)."""
+    return {c.name: c.value for c in constants if not c.why.startswith("follows ")}
+
+
+
 Measure = Callable[[Mapping[str, Value]], Footprint | None]
 """The footprint of one call at these values of the constants; None when the problem does
 not run at them (the reference rejects the shapes)."""
@@ -337,7 +344,7 @@ def scale_plan(constants: tuple[SizeConstant, ...], measure: Measure, budget: Fo
     constant left alone) until they fit. The plan's footprint is None when the problem's
     own values cannot be measured; `ScalePlan.footprint.fits(budget)` is False when even the
     smallest values tried do not fit (the caller refuses, naming the footprint)."""
-    published = {c.name: c.value for c in constants}
+    published = published_values(constants)
     own = measure({})
     plan = ScalePlan({}, published, own, own)
     if own is None or own.fits(budget):
