@@ -226,18 +226,18 @@ def _died(result: Any, limits: Limits, sizes: Mapping[str, Any] | None,
         fp = _footprint(sizes["plan"].get("footprint"))
     need = (f"one call at the sizes run needs about {_bytes(fp.call_bytes)} of inputs and "
             f"outputs and {_bytes(fp.param_bytes)} of parameters" if fp else
-            "one call's needs were not measured (the problem has no meta-device path)")
+            "one call's needs were not measured before it stopped")
     limit = int(getattr(result, "memory_limit", 0) or 0) or (limits.memory_bytes or 0)
     if result.denied_syscall is not None:
         return ProbeFailed(f"the problem called {result.denied_syscall}, which the sandbox "
                            "denies; it was stopped")
+    if result.timed_out:
+        return ProbeFailed(f"the problem ran past its time limit of {limits.wall_s:.0f} s: {need}")
     if getattr(result, "memory_limited", False) or result.signal == 9:
         return ProblemTooLarge(
             f"the problem's process was killed (signal {result.signal}) after using "
             f"{_bytes(int(result.maxrss_bytes))}: {need}; the memory limit was "
             f"{_bytes(limit)}; this machine has {_bytes(available)} available", fp, limit)
-    if result.timed_out:
-        return ProbeFailed(f"the problem ran past its time limit of {limits.wall_s:.0f} s: {need}")
     tail = result.stderr.strip().splitlines()[-3:]
     return ProbeFailed(f"the problem's process exited with status {result.returncode} "
                        f"(signal {result.signal}) without an answer"
