@@ -39,6 +39,33 @@ def number(path: Path) -> int:
     return int(head) if head.isdigit() else 10**6
 
 
+def _rss_kib(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _watched(argv: list[str], timeout_s: float) -> tuple[str, float]:
+    """Run `argv`; its stdout and the peak resident memory of that process alone (ktl's
+    own: the sandboxed reference and candidate are other processes), in MiB."""
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.DEVNULL)
+        peak, start = 0, time.monotonic()
+        while proc.poll() is None:
+            peak = max(peak, _rss_kib(proc.pid))
+            if time.monotonic() - start > timeout_s:
+                proc.kill()
+                proc.wait()
+                raise subprocess.TimeoutExpired(argv, timeout_s)
+            time.sleep(0.2)
+        out.seek(0)
+        return out.read().decode(), round(peak / 1024, 1)
+
+
 def one(problem: Path, work: Path, timeout_s: float) -> dict[str, Any]:
     folder = work / problem.stem
     folder.mkdir()
@@ -55,9 +82,9 @@ def one(problem: Path, work: Path, timeout_s: float) -> dict[str, Any]:
             return row
         sizes = json.loads(done.stdout).get("sizes", {}).get("describe", "")
         row["sizes"] = sizes
-        done = subprocess.run([*KTL, "check", str(folder / "k"), "--budget", "quick", "--json"],
-                              capture_output=True, text=True, timeout=timeout_s)
-        report = json.loads(done.stdout)
+        stdout, row["ktl_peak_rss_mib"] = _watched([*KTL, "check", str(folder / "k"), "--budget",
+                                                    "quick", "--json"], timeout_s)
+        report = json.loads(stdout)
         bad = [c for c in report.get("checks", []) if c.get("outcome") not in ("pass", "skip")]
         row["status"] = ("pass" if not bad else
                          "error" if any(c.get("outcome") == "error" for c in bad) else "fail")
@@ -96,14 +123,16 @@ def main() -> None:
                   flush=True)
     counts = {s: sum(r["status"] == s for r in rows) for s in ("pass", "refused", "fail", "error")}
     median = statistics.median(r["seconds"] for r in rows) if rows else 0.0
-    print("\n| problem | result | s | sizes / reason |\n|---|---|---|---|")
+    peaks = [r["ktl_peak_rss_mib"] for r in rows if r.get("ktl_peak_rss_mib")]
+    print("\n| problem | result | s | ktl MiB | sizes / reason |\n|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['problem']} | {r['status']} | {r['seconds']} | "
+        print(f"| {r['problem']} | {r['status']} | {r['seconds']} | {r.get('ktl_peak_rss_mib', '')} | "
               f"{(r.get('reason') or r.get('sizes', '')).replace('|', '/')[:160]} |")
     print(f"\nlevel {args.level}: {counts['pass']} of {len(rows)} pass "
           f"({100 * counts['pass'] / max(1, len(rows)):.0f} %); refused {counts['refused']}, "
           f"fail {counts['fail']}, error {counts['error']}; median import + quick check "
-          f"{median:.0f} s")
+          f"{median:.0f} s; ktl's own peak resident memory during a check "
+          f"{max(peaks, default=0):.0f} MiB (median {statistics.median(peaks) if peaks else 0:.0f})")
     if args.out:
         args.out.write_text(json.dumps({"level": args.level, "rows": rows, "counts": counts,
                                         "median_s": median}, indent=1))
