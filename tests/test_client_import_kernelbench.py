@@ -112,9 +112,13 @@ def test_options_override_dtype_runtime_and_copy_sources(tmp_path: Path) -> None
 
 
 def probe(path: str) -> dict[str, object]:
-    """The sandboxed child's logic, run in this process (problems of this test only)."""
-    return probe_child(path, json.dumps({"call_bytes": 2**26, "param_bytes": 2**25,
-                                         "flops": 10**9}))
+    """The sandboxed child's logic, run in this process (problems of this test only; the
+    module it registers is removed again: the sandboxed test below asserts none is here)."""
+    try:
+        return probe_child(path, json.dumps({"call_bytes": 2**26, "param_bytes": 2**25,
+                                             "flops": 10**9}))
+    finally:
+        sys.modules.pop("reference", None)
 
 
 @pytest.mark.parametrize(("body", "message"), [
