@@ -104,6 +104,7 @@ def test_honest_passes_and_wrong_fails(tmp_path: Path, rel: Path) -> None:
     assert all(c.outcome != "error" for c in wrong.checks), "a wrong kernel is a fail, not an error"
 
 
+@pytest.mark.slow
 def test_the_bench_runs_at_the_published_shape_or_refuses_naming_the_memory(
         tmp_path: Path) -> None:
     """A bench is a claim about the problem's own shapes: never scaled; refused in bytes."""
