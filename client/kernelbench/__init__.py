@@ -352,10 +352,12 @@ def manifest_text(name: str, opts: ImportOptions, runtime: str, dtype: str,
     lines = [
         "# Written by `ktl import kernelbench`. The op is the reference module itself:",
         "# its sha256 and the torch version are recorded in every statement about it.",
-        f"# sizes: {info.scale.describe()}"[:300],
+        *([f"# sizes: {info.scale.describe()}"[:300]] if info.scale.scaled else []),
         f"# get_inputs() when imported (torch {info.torch_version}): "
         + "; ".join(t.describe() for t in info.inputs),
-        "# get_init_inputs(): " + "; ".join(t.describe() for t in info.init)[:300],
+        # the init arguments are named where one is more than a number (a tuple, a list, ...)
+        *(["# get_init_inputs(): " + "; ".join(t.describe() for t in info.init)[:300]]
+          if any(t.kind == "value" for t in info.init) else []),
         "# outputs: " + "; ".join(t.describe() for t in info.outputs),
         f"name = {_toml_string(name)}",
         f"version = {_toml_string(opts.version)}",
