@@ -545,7 +545,7 @@ def test_gpu_illegal_address_is_a_crash_verdict(tmp_path: Path) -> None:
 @pytest.mark.gpu
 @needs_gpu
 def test_gpu_driver_works_inside_the_sandbox(tmp_path: Path) -> None:
-    from verifier._gpu import _PROBE
+    from verifier.gpu import _PROBE
 
     result = run_sandboxed([sys.executable, "-I", "-S", "-c", _PROBE], tmp_path,
                            Limits(wall_s=60.0, open_files=64), gpu=True)

@@ -1,7 +1,7 @@
 """cli: the `ktl` command, one click group; each area registers its commands from its own module.
 
 Holds the command modules (`keys`, `serve`, `repair`, `log`, `kernel`, `ops`,
-`reproduce`, `trust`, `witness`, `importer`). They parse options and print; the work is done by
+`reproduce`, `trust`, `witness`, `importer`, `suite`). They parse options and print; the work is done by
 the client's API modules (`client.publish`, `client.reproduce`, `client.monitor`, ...)
 and by `attest`, `ledger` and `verifier`. Nothing outside `client.cli` imports it
 (the `ktl` entry point is `client.cli:main`).
@@ -20,6 +20,7 @@ from client.cli import (
     repair,
     reproduce,
     serve,
+    suite,
     trust,
     witness,
 )
@@ -31,5 +32,6 @@ def main() -> None:
     """Kernel Transparency Log: publish, prove and reproduce claims about compute kernels."""
 
 
-for _module in (keys, serve, repair, log, kernel, importer, ops, reproduce, trust, witness):
+for _module in (keys, serve, repair, log, kernel, importer, ops, reproduce, trust, witness,
+                suite):
     _module.register(main)

@@ -1,15 +1,20 @@
 """`ktl import kernelbench`: a KernelBench-format problem and solution become a kernel folder.
 
 The problem (a module defining `Model(nn.Module)`, `get_inputs()` and `get_init_inputs()`)
-is untrusted code: it runs only in a sandboxed child (`client/kernelbench/_probe.py`)
-that prints one bounded JSON line describing the inputs and outputs; ktl's own process
-never imports it. The solution is read, never run: its syntax tree must define
+is untrusted code: it runs only in a sandboxed child (`verifier.runtimes.probe_problem`)
+that measures one call at the problem's own sizes on torch's meta device, picks smaller
+values of its size constants where a check could not run it here (the folder keeps the
+problem as published; `sizes` in the answer says what a check runs it at), and prints one
+bounded JSON line describing the inputs and outputs; ktl's own process never imports it.
+Init and forward arguments may be any plain value (numbers, strings, None, lists and
+tuples of them, nested); they are recorded as given.
+
+Holds the importer (one module: the probe's child lives in `verifier.runtimes`). The solution is read, never run: its syntax tree must define
 `ModelNew`, and whether it imports Triton picks the runtime. What cannot be mapped
 (no Model, non-tensor outputs, a dtype outside float32/float16/bfloat16, ...) is
 refused with an `ImportRefused` that says why, and nothing is written.
 
-Holds the importer (here) and the child's driver (`_probe`, run by the sandbox, never
-imported by ktl). May import: `client.errors` and `verifier` (its kernel model,
+May import: `client.errors` and `verifier` (its kernel model,
 environment and sandbox); nothing else of the client imports it but `client.cli`.
 """
 
@@ -21,7 +26,6 @@ import math
 import os
 import re
 import shutil
-import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,12 +44,11 @@ from verifier.kernel import (
     TORCH_OP,
     KernelSpec,
 )
+from verifier.runtimes import ScalePlan
 
 __all__ = ["ImportOptions", "ImportRefused", "ImportResult", "ProblemInfo", "TensorInfo",
            "import_kernelbench", "probe_problem"]
 
-PROBE = Path(__file__).with_name("_probe.py")
-PROBE_PREFIX = "KTL-PROBE "
 REFERENCE_FILE = "reference.py"
 SOLUTION_FILE = "solution.py"
 MAX_ITEMS = 64
@@ -64,19 +67,23 @@ class TensorInfo:
     """One input or output of the problem: a tensor (dtype, shape) or a scalar (type, value)."""
 
     kind: str
+    """"tensor", "scalar" (a number or bool) or "value" (any other plain value)."""
     dtype: str | None = None
     shape: tuple[int, ...] = ()
-    value: int | float | bool | None = None
+    value: Any = None
+    """A scalar's number, or a plain value as the probe encodes it (tuples {"tuple": [...]})."""
 
     def describe(self) -> str:
         if self.kind == "tensor":
             return f"{self.dtype}[{', '.join(map(str, self.shape))}]"
+        if self.kind == "value":
+            return f"{self.dtype} {plain_text(self.value)}"[:200]
         return f"{self.dtype} {self.value!r}"
 
     def to_json(self) -> dict[str, Any]:
         if self.kind == "tensor":
             return {"kind": "tensor", "dtype": self.dtype, "shape": list(self.shape)}
-        return {"kind": "scalar", "type": self.dtype, "value": self.value}
+        return {"kind": self.kind, "type": self.dtype, "value": self.value}
 
 
 @dataclass(frozen=True)
@@ -88,6 +95,8 @@ class ProblemInfo:
     outputs: tuple[TensorInfo, ...]
     init: tuple[TensorInfo, ...]
     parameter_dtypes: tuple[str, ...]
+    scale: ScalePlan = field(default_factory=ScalePlan)
+    """The sizes the problem was run at here (its own, or smaller: `ScalePlan.describe`)."""
 
     @property
     def dtype(self) -> str:
@@ -137,7 +146,9 @@ class ImportResult:
                 "reference_sha256": self.spec.reference_digest,
                 "sources": list(self.spec.sources), "torch": self.problem.torch_version,
                 "inputs": [t.to_json() for t in self.problem.inputs],
-                "outputs": [t.to_json() for t in self.problem.outputs]}
+                "outputs": [t.to_json() for t in self.problem.outputs],
+                "init": [t.to_json() for t in self.problem.init],
+                "sizes": self.problem.scale.to_json()}
 
 
 def _is_float(dtype: str | None) -> bool:
@@ -201,30 +212,22 @@ def _check_init_arity(model: ast.ClassDef, count: int) -> None:
 # -- the sandboxed probe -------------------------------------------------------------------
 
 
-def probe_problem(problem: bytes, timeout_s: float = 120.0) -> ProblemInfo:
-    """Run the problem's get_init_inputs/Model/get_inputs in a sandboxed child; describe it."""
-    from verifier.sandbox import Limits, base_env, run_sandboxed
+def probe_problem(problem: bytes, timeout_s: float = 180.0) -> ProblemInfo:
+    """Run the problem in a sandboxed child (verifier.runtimes.probe_problem): its size
+    constants, what one call needs, the sizes a check runs it at, and a description there."""
+    from verifier.runtimes import ProbeFailed, check_budget, check_ceiling
+    from verifier.runtimes import probe_problem as run_probe
 
     missing = module_runtime_missing("torch")
     if missing:
         raise ImportRefused(f"ktl import kernelbench runs the problem with torch: {missing}")
-    limits = Limits(cpu_s=int(timeout_s) + 30, wall_s=timeout_s, address_space=None,
-                    open_files=256, stdout_bytes=256 * 1024, stderr_bytes=1024 * 1024)
-    with tempfile.TemporaryDirectory(prefix="ktl-import-") as tmp:
-        work = Path(tmp)
-        (work / REFERENCE_FILE).write_bytes(problem)
-        (work / "ktl_probe.py").write_bytes(PROBE.read_bytes())
-        env = base_env({"OMP_NUM_THREADS": "1"})
-        result = run_sandboxed([sys.executable, "-I", "ktl_probe.py", REFERENCE_FILE], work,
-                               limits, env)
-    line = result.last(PROBE_PREFIX)
-    if line is None:
-        why = ("it ran past its time limit" if result.timed_out else
-               f"it exited with status {result.returncode} (signal {result.signal})")
-        tail = result.stderr.strip().splitlines()[-3:]
-        raise ImportRefused(f"running the problem in the sandbox gave no answer: {why}"
-                            + (f": {' / '.join(tail)[:600]}" if tail else ""))
-    return parse_probe(line[len(PROBE_PREFIX):] if line.startswith(PROBE_PREFIX) else line)
+    try:
+        probed = run_probe(problem, check_budget(), timeout_s, ceiling=check_ceiling())
+    except ProbeFailed as exc:
+        raise ImportRefused(f"running the problem in the sandbox gave no answer: {exc}") from None
+    info = parse_body(probed.body)
+    return ProblemInfo(info.torch_version, info.inputs, info.outputs, info.init,
+                       info.parameter_dtypes, probed.plan)
 
 
 def parse_probe(text: str) -> ProblemInfo:
@@ -233,6 +236,11 @@ def parse_probe(text: str) -> ProblemInfo:
         obj = json.loads(text)
     except ValueError as exc:
         raise ImportRefused(f"the sandboxed probe's answer is not JSON: {exc}") from None
+    return parse_body(obj)
+
+
+def parse_body(obj: Any) -> ProblemInfo:
+    """The child's answer as parsed JSON, checked field by field."""
     if not isinstance(obj, Mapping) or not isinstance(obj.get("ok"), bool):
         raise ImportRefused("the sandboxed probe's answer is malformed")
     if not obj["ok"]:
@@ -292,8 +300,38 @@ def _item(x: Any, where: str) -> TensorInfo:
         if kind_of not in ok or not ok[kind_of](value):
             raise ImportRefused(f"the sandboxed probe's answer is malformed ({where})")
         return TensorInfo("scalar", kind_of, (), value)
+    if kind == "value" and where.startswith(("get_inputs", "get_init_inputs")):
+        kind_of = x.get("type")
+        if not isinstance(kind_of, str) or not _is_plain(x.get("value")):
+            raise ImportRefused(f"the sandboxed probe's answer is malformed ({where})")
+        return TensorInfo("value", kind_of[:32], (), x.get("value"))
     type_name = x.get("type") if isinstance(x.get("type"), str) else "value"
-    raise ImportRefused(f"{where} is a {str(type_name)[:64]}; ktl maps tensors and numbers only")
+    raise ImportRefused(f"{where} is a {str(type_name)[:64]}; ktl maps tensors and plain "
+                        "values (numbers, strings, None, lists and tuples of them) only")
+
+
+def _is_plain(value: Any, depth: int = 0) -> bool:
+    """A plain value as the probe encodes it: JSON scalars, lists, {"tuple": [...]}."""
+    if depth > MAX_DIMS:
+        return False
+    if value is None or isinstance(value, bool | int | str) or (
+            isinstance(value, float) and math.isfinite(value)):
+        return True
+    if isinstance(value, list):
+        return len(value) <= MAX_ITEMS and all(_is_plain(v, depth + 1) for v in value)
+    if isinstance(value, Mapping) and list(value) == ["tuple"]:
+        return _is_plain(value["tuple"], depth)
+    return False
+
+
+def plain_text(value: Any) -> str:
+    """A probe-encoded plain value as Python writes it: {"tuple": [3, 5]} -> (3, 5)."""
+    if isinstance(value, Mapping) and list(value) == ["tuple"]:
+        items = [plain_text(v) for v in value["tuple"]]
+        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+    if isinstance(value, list):
+        return "[" + ", ".join(plain_text(v) for v in value) + "]"
+    return repr(value)
 
 
 # -- writing the folder ----------------------------------------------------------------------
@@ -314,8 +352,12 @@ def manifest_text(name: str, opts: ImportOptions, runtime: str, dtype: str,
     lines = [
         "# Written by `ktl import kernelbench`. The op is the reference module itself:",
         "# its sha256 and the torch version are recorded in every statement about it.",
+        *([f"# sizes: {info.scale.describe()}"[:300]] if info.scale.scaled else []),
         f"# get_inputs() when imported (torch {info.torch_version}): "
         + "; ".join(t.describe() for t in info.inputs),
+        # the init arguments are named where one is more than a number (a tuple, a list, ...)
+        *(["# get_init_inputs(): " + "; ".join(t.describe() for t in info.init)[:300]]
+          if any(t.kind == "value" for t in info.init) else []),
         "# outputs: " + "; ".join(t.describe() for t in info.outputs),
         f"name = {_toml_string(name)}",
         f"version = {_toml_string(opts.version)}",

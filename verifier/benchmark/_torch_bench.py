@@ -53,10 +53,14 @@ from verifier.kernel import KernelSpec
 from verifier.progress import Progress, quiet
 from verifier.runtimes import (
     Call,
+    ProbeFailed,
     ReferenceError_,
     TorchKernel,
     TorchSession,
+    arena_bytes_for,
+    bench_budget,
     build_extensions,
+    probe_problem,
     torch_unavailable,
 )
 from verifier.sandbox import Limits
@@ -153,9 +157,15 @@ def torch_bench(spec: KernelSpec, settings: BenchSettings,
                         address_space=CANDIDATE_GRANTS.address_space,
                         open_files=CANDIDATE_GRANTS.open_files,
                         processes=CANDIDATE_GRANTS.processes)
+        progress("measuring one call of the problem at its own sizes")
+        try:
+            probed = probe_problem(kernel.read()[kernel.reference], bench_budget(), scale=False)
+        except ProbeFailed as exc:
+            raise VerifierError(f"not benchmarked at the problem's own sizes: {exc}") from exc
         try:
             session = TorchSession(kernel, work, build, limits, threads=settings.cores,
-                                   arena_bytes=512 * 2**20)
+                                   arena_bytes=arena_bytes_for(probed.plan.footprint,
+                                                               512 * 2**20))
         except (ReferenceError_, *_KERNEL_FAULTS) as exc:
             raise VerifierError(f"the reference module could not run: {exc}") from exc
         try:

@@ -54,9 +54,10 @@ def exercised_row(findings: Sequence[Finding], runtime: str, gpu: bool) -> Check
 
 
 def _shape_dims(outcome: CallOutcome) -> dict[str, int]:
-    """A shape record for the report: the first output's sizes as o0..o7."""
+    """A shape record for the report: the first output's sizes as o0..o7 ({"scalar": 1} for a
+    0-dim output such as a loss: a shape record names at least one size)."""
     shape = outcome.expected[0].shape if outcome.expected else ()
-    return {f"o{i}": int(d) for i, d in enumerate(shape[:8])}
+    return {f"o{i}": int(d) for i, d in enumerate(shape[:8])} or {"scalar": 1}
 
 
 def _compare(o: CallOutcome, dtype: str) -> tuple[Comparison | None, str | None, FaultKind | None]:
@@ -176,7 +177,8 @@ def reference_row(kernel: TorchKernel, session: TorchSession, init_seeds: Sequen
     first: dict[str, Any] = dict(loaded[0]) if loaded else {
         "loaded": 0, "own": 0, "reference": 0, "unmatched": []}
     unmatched: list[str] = list(first.get("unmatched") or [])
-    detail = (f"reference {kernel.reference} sha256 {kernel.reference_digest}, torch "
+    detail = (f"{session.sizes.describe()}; "
+              f"reference {kernel.reference} sha256 {kernel.reference_digest}, torch "
               f"{session.torch_version}, dtype {kernel.dtype}, the reference's answers computed "
               f"in {session.precision}, tolerance |out-ref| <= "
               f"{tol.atol:g}*rms(ref) + {tol.rtol:g}*|ref|; weights from torch.manual_seed of "
@@ -187,7 +189,8 @@ def reference_row(kernel: TorchKernel, session: TorchSession, init_seeds: Sequen
                  "names are the candidate's words and never quoted)" if unmatched else ""))
     return check_row("reference", "pass", detail, {"shapes": shapes[:64]},
                        {"rtol": tol.rtol, "atol": tol.atol, "weight_inits": float(len(init_seeds)),
-                        "state_loaded": float(first["loaded"])})
+                        "state_loaded": float(first["loaded"]),
+                        "scaled": 1.0 if session.sizes.scaled else 0.0})
 
 
 def torch_statement(kernel: TorchKernel, torch_version: str, tol: Tolerance,

@@ -37,6 +37,7 @@ wildcard value.
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import tempfile
 from collections.abc import Callable
@@ -64,11 +65,16 @@ from verifier.progress import Progress, quiet
 from verifier.proofs import not_for_runtime
 from verifier.runtimes import (
     Call,
+    ProbeFailed,
     ReferenceError_,
+    SessionMemory,
     TorchKernel,
     TorchSession,
     audit_solution,
     build_extensions,
+    check_budget,
+    check_ceiling,
+    probe_problem,
     scaled_variants,
     torch_unavailable,
 )
@@ -156,11 +162,29 @@ def _suite(kernel: TorchKernel, plan: TorchPlan, seed: int, work: Path, progress
             static_row(findings), exercised_row(findings, kernel.runtime, gpu=False)]
     limits = Limits(cpu_s=600, wall_s=900.0, address_space=CANDIDATE_GRANTS.address_space,
                     open_files=CANDIDATE_GRANTS.open_files, processes=CANDIDATE_GRANTS.processes)
-    progress("starting the reference and the candidate in their sandboxes")
+    progress("measuring one call of the problem (sizes that fit a check here)")
     try:
-        session = TorchSession(kernel, work, build, limits)
+        probed = probe_problem(kernel.read()[kernel.reference], check_budget(),
+                               ceiling=check_ceiling())
+    except ProbeFailed as exc:
+        return [*rows, check_row("reference", "error", f"the reference module could not run: {exc}"[:1500])]
+    progress(f"starting the reference and the candidate in their sandboxes ({probed.plan.describe()})")
+    try:
+        memory = SessionMemory.of(probed.plan.footprint)
+        if memory.extra_address_space and limits.address_space is not None:
+            limits = dataclasses.replace(
+                limits, address_space=limits.address_space + memory.extra_address_space)
+        session = TorchSession(kernel, work, build, limits, sizes=probed.plan,
+                               arena_bytes=memory.arena_bytes, params_room=memory.params_room)
     except (ReferenceError_, WorkerGone, WorkerHung, KernelRaised) as exc:
         return [*rows, check_row("reference", "error", f"the reference module could not run: {exc}"[:1500])]
+    return _judged(kernel, plan, seed, session, rows, progress, statement)
+
+
+def _judged(kernel: TorchKernel, plan: TorchPlan, seed: int, session: TorchSession,
+            rows: list[Check], progress: Progress, statement: dict[str, Any]) -> list[Check]:
+    """The rows of a started session, which it closes (the reference failing is the check's
+    error, never the kernel's fail)."""
     try:
         try:
             session.start_candidate()
@@ -174,6 +198,9 @@ def _suite(kernel: TorchKernel, plan: TorchPlan, seed: int, work: Path, progress
         rows.append(reference_row(kernel, session, run.init_seeds, run.loaded, tol))
         statement.update(torch_statement(kernel, session.torch_version, tol, run.init_seeds))
         rows += _rows(run, plan)
+    except ReferenceError_ as exc:
+        return [*rows, check_row("reference", "error", f"the reference module failed during the "
+                                 f"check ({session.sizes.describe()}): {exc}"[:1500])]
     finally:
         session.close()
     if session.candidate is not None and session.candidate.result is not None:
@@ -210,10 +237,14 @@ def _gather(run: Gathered, plan: TorchPlan, progress: Progress) -> None:
     for k, init_seed in enumerate(run.init_seeds):
         progress(f"weights #{k + 1} (seed {init_seed}): {plan.random} calls on fresh inputs")
 
-        def random(init_seed: int = init_seed) -> None:
+        def random(init_seed: int = init_seed, first: bool = k == 0) -> None:
             run.loaded.append(session.init(init_seed))
             run.calls("correctness.random", [Call(run.draw()) for _ in range(plan.random)],
                       f"weights seed {init_seed}")
+            if first:  # get_inputs' own draw (torch.rand: [0, 1)) is not the op's domain
+                run.calls("correctness.random", [Call(run.draw(wide=True))],
+                          f"weights seed {init_seed}, values beyond the example's range "
+                          "(negatives too)")
 
         _guarded(run, "correctness.random" if k == 0 else f"correctness.random.{k}", random)
         if "restart" in run.failures:

@@ -34,6 +34,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from verifier.errors import VerifierError
+from verifier.runtimes._sizes import ScalePlan, SizesError, rewrite_constants, size_constants
 from verifier.runtimes._torch import TorchBuild, TorchKernel, torch_version
 from verifier.sandbox import Limits
 from verifier.tensors import FLOAT_DTYPES, decode, draw_input, encode, nbytes_of
@@ -144,6 +145,22 @@ def _parse_problem(body: dict[str, Any], dtype: str) -> Problem:
     return Problem(init, tuple(specs))
 
 
+def _rewrite(path: Path, sizes: ScalePlan, reference: bool) -> None:
+    """The file with the plan's constants rewritten where it defines them (the solution may
+    copy the problem's `batch_size = ...`; what it does not define is left alone, and a
+    solution that does not parse is left for its load to fail)."""
+    source = path.read_bytes()
+    try:
+        own = {c.name for c in size_constants(source)}
+        path.write_bytes(rewrite_constants(source, {n: v for n, v in sizes.values.items()
+                                                    if n in own}))
+    except SizesError as exc:
+        if not reference:
+            return
+        raise ReferenceError_(f"{path.name}: its size constants cannot be rewritten: {exc}") \
+            from exc
+
+
 class _Regions:
     """Where each call's inputs and outputs lie: the same offsets in both arenas."""
 
@@ -171,10 +188,13 @@ class TorchSession:
 
     def __init__(self, kernel: TorchKernel, work: Path, build: TorchBuild, limits: Limits,
                  threads: int = 1, arena_bytes: int = 256 * 2**20, gpu: bool = False,
-                 poison: int = 0xFFC1) -> None:
+                 poison: int = 0xFFC1, sizes: ScalePlan | None = None,
+                 params_room: int | None = None) -> None:
         self.kernel, self.limits, self.threads, self.gpu = kernel, limits, threads, gpu
         self.poison = poison
-        self.params_room = arena_bytes // 4
+        self.params_room = arena_bytes // 4 if params_room is None else params_room
+        if not 0 < self.params_room < arena_bytes:
+            raise VerifierError("the parameters' room must lie inside the arena")
         self.ref_mem = SharedArena(arena_bytes)
         self.cand_mem = SharedArena(arena_bytes)
         self.regions = _Regions(self.params_room, arena_bytes - self.params_room)
@@ -191,6 +211,12 @@ class TorchSession:
         cand_dir.mkdir()
         kernel.copy_sources(ref_dir, only=(kernel.reference,))
         kernel.copy_sources(cand_dir)
+        self.sizes = sizes or ScalePlan()
+        """The values of the problem's size constants both processes run at (`describe`)."""
+        if self.sizes.values:
+            _rewrite(ref_dir / kernel.reference, self.sizes, True)
+            for rel in dict.fromkeys((kernel.reference, kernel.solution)):
+                _rewrite(cand_dir / rel, self.sizes, rel == kernel.reference)
         interpret = kernel.runtime == "triton" and not gpu
         try:
             self.reference = TorchChild(

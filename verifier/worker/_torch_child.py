@@ -151,13 +151,32 @@ def _import_built(folder: str, name: str, is_python_module: bool) -> Any:
 
 
 def _jsonable(value: Any, depth: int = 0) -> Any:
+    """A plain value as JSON; a tuple is tagged {"tuple": [...]} so `_plain` gives it back as
+    a tuple (a module may test isinstance(x, tuple)), a dict {"dict": [[k, v], ...]}."""
     if depth > 8:
         raise TypeError("nested too deeply")
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, list):
         return [_jsonable(v, depth + 1) for v in value]
+    if isinstance(value, tuple):
+        return {"tuple": [_jsonable(v, depth + 1) for v in value]}
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return {"dict": [[k, _jsonable(v, depth + 1)] for k, v in value.items()]}
     raise TypeError(f"a {type(value).__name__} cannot be passed between processes")
+
+
+def _plain(value: Any, depth: int = 0) -> Any:
+    """The value `_jsonable` encoded, as the problem gave it."""
+    if depth > 8:
+        raise TypeError("nested too deeply")
+    if isinstance(value, list):
+        return [_plain(v, depth + 1) for v in value]
+    if isinstance(value, dict) and list(value) == ["tuple"] and isinstance(value["tuple"], list):
+        return tuple(_plain(v, depth + 1) for v in value["tuple"])
+    if isinstance(value, dict) and list(value) == ["dict"] and isinstance(value["dict"], list):
+        return {str(k): _plain(v, depth + 1) for k, v in value["dict"]}
+    return value
 
 
 class _Server:
@@ -221,7 +240,7 @@ class _Server:
     def init(self, cmd: dict[str, Any]) -> dict[str, Any]:
         torch = self.torch
         torch.manual_seed(int(cmd["seed"]))
-        model = self.cls(*cmd["init"])
+        model = self.cls(*_plain(list(cmd["init"])))
         if cmd.get("dtype"):
             model = model.to(self.dtype(cmd["dtype"]))
         if cmd.get("device") and isinstance(model, torch.nn.Module):
@@ -286,7 +305,7 @@ class _Server:
                 offset, shape, dtype = a["t"]
                 out.append(self.view(offset, dtype, shape))
             else:
-                out.append(a["v"])
+                out.append(_plain(a["v"]))
         return out
 
     def call_args(self, spec: list[Any]) -> list[Any]:

@@ -1,0 +1,230 @@
+"""Running a suite: each entry imported, checked and benchmarked by `ktl` subprocesses.
+
+Each step is its own `ktl` process (a crash or a hang of one entry is that entry's row,
+never the end of the run), pinned to the one CPU its job owns. An entry's result is
+written to `<out>/entries/<level>__<name>.json` (atomically) when it is done; a run that
+finds that file skips the entry, so an interrupted run resumes where it stopped. The
+kernel folders stay in `<out>/kernels/` for `ktl publish` and `ktl reproduce`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from client.errors import InputError
+from client.suite._entries import Entry, EntryResult, SuiteSettings, discover, shard_of
+
+__all__ = ["Event", "entry_path", "load_results", "run_entry", "run_suite", "usable_cpus"]
+
+KTL = (sys.executable, "-c", "from client.cli import main; main()")
+MAX_REASON = 600
+RESULTS = "entries"
+
+
+@dataclass(frozen=True)
+class Event:
+    """Progress: `done` of `total` entries finished; `current` is what the jobs are on now."""
+
+    done: int
+    total: int
+    current: tuple[str, ...]
+    last: EntryResult | None = None
+
+
+def usable_cpus() -> list[int]:
+    """The CPUs this process may run on."""
+    return sorted(os.sched_getaffinity(0))
+
+
+def entry_path(out: Path, entry: Entry) -> Path:
+    return out / RESULTS / f"{entry.file_key}.json"
+
+
+def _ktl(args: Sequence[str], cpu: int | None, timeout_s: float) -> subprocess.CompletedProcess[str]:
+    def pin() -> None:
+        if cpu is not None:
+            os.sched_setaffinity(0, {cpu})
+
+    return subprocess.run([*KTL, *args], capture_output=True, text=True, timeout=timeout_s,
+                          preexec_fn=pin, env={**os.environ, "COLUMNS": "400"})
+
+
+def _error_line(stderr: str) -> str:
+    lines = [ln.strip() for ln in stderr.strip().splitlines() if ln.strip()]
+    return (lines[-1] if lines else "no message")[:MAX_REASON]
+
+
+def _json(stdout: str) -> dict[str, Any] | None:
+    try:
+        obj = json.loads(stdout)
+    except ValueError:
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def _check(result: EntryResult, kernel: Path, settings: SuiteSettings, cpu: int | None) -> bool:
+    """Run `ktl check`; True when it passed."""
+    result.stage = "check"
+    done = _ktl(["check", str(kernel), "--budget", settings.budget, "--json"], cpu,
+                settings.timeout_s)
+    body = _json(done.stdout)
+    if body is None or not isinstance(body.get("checks"), list):
+        result.status, result.reason = "error", f"ktl check: {_error_line(done.stderr)}"
+        return False
+    rows = [c for c in body["checks"] if isinstance(c, dict)]
+    for c in rows:
+        if c.get("name") == "reference" and isinstance(c.get("detail"), str):
+            result.sizes = c["detail"].split(";")[0][:300]
+        metrics = c.get("metrics")
+        if not isinstance(metrics, dict):
+            continue
+        result.findings += [str(k).removeprefix("finding_") for k in metrics
+                            if str(k).startswith("finding_")][:16]
+    errors = [c for c in rows if c.get("outcome") == "error"]
+    failed = [c for c in rows if c.get("outcome") == "fail"]
+    result.failed_checks = [str(c.get("name"))[:64] for c in failed + errors][:32]
+    if errors:
+        result.status = "refused" if any("does not fit" in str(c.get("detail")) or
+                                         "one call needs" in str(c.get("detail"))
+                                         for c in errors) else "error"
+        result.reason = f"{errors[0].get('name')}: {str(errors[0].get('detail'))[:MAX_REASON]}"
+        return False
+    if failed:
+        result.status = "incorrect"
+        result.reason = f"{failed[0].get('name')}: {str(failed[0].get('detail'))[:MAX_REASON]}"
+        return False
+    result.status = "correct"
+    return True
+
+
+def _bench(result: EntryResult, kernel: Path, settings: SuiteSettings, cpu: int | None) -> None:
+    result.stage = "bench"
+    done = _ktl(["bench", str(kernel), "--json", "--runs", str(settings.bench_runs),
+                 "--time-budget", f"{settings.time_budget_s:g}"], cpu, settings.timeout_s)
+    body = _json(done.stdout)
+    results = body.get("results") if body else None
+    if not isinstance(results, list) or not results or not isinstance(results[0], dict):
+        result.trusted = False
+        result.reason = f"ktl bench: {_error_line(done.stderr)}"
+        return
+    first = results[0]
+    speedup, ci = first.get("speedup"), first.get("speedup_ci95")
+    result.speedup = float(speedup) if isinstance(speedup, int | float) else None
+    result.speedup_ci95 = ([float(x) for x in ci] if isinstance(ci, list) and len(ci) == 2
+                           and all(isinstance(x, int | float) for x in ci) else None)
+    result.trusted = done.returncode == 0
+    if not result.trusted:
+        result.reason = f"bench not trusted: {_error_line(done.stderr)}"
+
+
+def run_entry(entry: Entry, settings: SuiteSettings, cpu: int | None) -> EntryResult:
+    """Import, check and (if asked) bench one entry; never raises for the entry's faults."""
+    start = time.monotonic()
+    result = EntryResult(entry.key, entry.level, entry.problem_id, stage="import")
+    try:
+        if entry.solution is None:
+            result.status, result.reason = "incorrect", "no solution was given for this problem"
+            return result
+        result.solution_sha256 = hashlib.sha256(entry.solution.read_bytes()).hexdigest()
+        kernel = settings.out / "kernels" / entry.file_key
+        if kernel.exists():
+            shutil.rmtree(kernel)  # a run interrupted after the import: imported again
+        kernel.parent.mkdir(parents=True, exist_ok=True)
+        done = _ktl(["import", "kernelbench", str(entry.problem), str(entry.solution),
+                     "--out", str(kernel)], cpu, settings.timeout_s)
+        if done.returncode != 0:
+            line = _error_line(done.stderr)
+            result.status = "refused" if "one call needs" in line or "killed" in line else \
+                "incorrect" if "ModelNew" in line or "solution" in line else "refused"
+            result.reason = f"import: {line}"
+            return result
+        if _check(result, kernel, settings, cpu) and settings.bench:
+            _bench(result, kernel, settings, cpu)
+        if result.status == "correct":
+            result.stage = "done"
+    except subprocess.TimeoutExpired as exc:
+        result.status, result.reason = "error", f"{result.stage} ran past {exc.timeout:.0f} s"
+    except OSError as exc:
+        result.status, result.reason = "error", f"{result.stage}: {exc}"[:MAX_REASON]
+    finally:
+        result.seconds = round(time.monotonic() - start, 1)
+    return result
+
+
+def _store(path: Path, result: EntryResult) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".partial")
+    tmp.write_text(json.dumps(result.to_json(), indent=1, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def load_results(folder: Path) -> list[EntryResult]:
+    """Every finished entry's result in a suite output folder."""
+    root = folder / RESULTS
+    if not root.is_dir():
+        raise InputError(f"{folder}: not a suite output folder (no {RESULTS}/)")
+    out = []
+    for path in sorted(root.glob("*.json")):
+        try:
+            obj = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise InputError(f"{path}: {exc}") from None
+        out.append(EntryResult.from_json(obj))
+    return out
+
+
+def run_suite(settings: SuiteSettings, on_event: Callable[[Event], None],
+              runner: Callable[[Entry, SuiteSettings, int | None], EntryResult] = run_entry,
+              ) -> list[EntryResult]:
+    """Run every entry of this shard not finished before; `on_event` sees the progress.
+
+    `runner` is the per-entry step (tests inject one); --jobs is never more than the CPUs
+    this process may use, and each job keeps to its own CPU."""
+    cpus = usable_cpus()
+    if settings.jobs > len(cpus):
+        raise InputError(f"--jobs {settings.jobs}: this process may use {len(cpus)} CPU(s)")
+    entries = shard_of(discover(settings), settings.shard)
+    if settings.limit:
+        entries = entries[:settings.limit]
+    todo = [e for e in entries if not entry_path(settings.out, e).is_file()]
+    done = len(entries) - len(todo)
+    lock = threading.Lock()
+    current: dict[int, str] = {}
+    free = list(cpus[:settings.jobs])
+    on_event(Event(done, len(entries), ()))
+
+    def work(entry: Entry) -> EntryResult:
+        nonlocal done
+        with lock:
+            cpu = free.pop()
+            current[cpu] = entry.key
+            on_event(Event(done, len(entries), tuple(current.values())))
+        result: EntryResult | None = None
+        try:
+            result = runner(entry, settings, cpu if settings.jobs > 1 else None)
+            _store(entry_path(settings.out, entry), result)
+            return result
+        finally:
+            with lock:
+                current.pop(cpu, None)
+                free.append(cpu)
+                done += 1 if result is not None else 0
+                on_event(Event(done, len(entries), tuple(current.values()), result))
+
+    settings.out.mkdir(parents=True, exist_ok=True)
+    with ThreadPoolExecutor(max_workers=settings.jobs) as pool:
+        list(pool.map(work, todo))
+    by_key = {e.key for e in entries}
+    return [r for r in load_results(settings.out) if r.key in by_key]

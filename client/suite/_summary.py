@@ -1,0 +1,102 @@
+"""A suite's figures in KernelBench's terms beside ours, and its per-problem CSV.
+
+KernelBench: `correct` is the share of problems whose solution passes the check; `fast_p` the
+share that is correct AND faster than the baseline by more than p (speed-up > p), over ALL
+problems of the run (a problem without a solution counts against it). Ours beside them:
+`trusted` (correct, benchmarked, and the measurement can be trusted; fast_p over trusted
+speed-ups only), refused and why (a limit of this machine, by kind), and the static findings.
+`merge` joins the results of shards into one run (the same key twice must be the same
+result, else it is refused).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import statistics
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from client.errors import InputError
+from client.suite._entries import EntryResult
+
+__all__ = ["CSV_COLUMNS", "FAST_P", "merge", "summarize", "to_csv"]
+
+FAST_P = (1.0, 1.5, 2.0)
+CSV_COLUMNS = ("key", "level", "problem_id", "status", "stage", "speedup", "trusted", "sizes",
+               "failed_checks", "findings", "seconds", "reason", "solution_sha256")
+
+
+def _pct(n: int, total: int) -> float:
+    return round(100.0 * n / total, 1) if total else 0.0
+
+
+def _refusal_kind(reason: str) -> str:
+    low = reason.lower()
+    if "one call needs" in low or "killed" in low:
+        return "one call does not fit this machine"
+    if "cuda" in low or "gpu" in low:
+        return "needs a GPU"
+    if "past" in low and " s" in low:
+        return "time limit"
+    return "other: " + reason[:80]
+
+
+def summarize(results: Sequence[EntryResult]) -> dict[str, Any]:
+    """The run's summary (see the module doc); per level and over all."""
+    out: dict[str, Any] = {"all": _figures(results)}
+    for level in sorted({r.level for r in results}):
+        out[f"level{level}"] = _figures([r for r in results if r.level == level])
+    return out
+
+
+def _figures(results: Sequence[EntryResult]) -> dict[str, Any]:
+    total = len(results)
+    correct = [r for r in results if r.status == "correct"]
+    timed = [r for r in correct if r.speedup is not None]
+    trusted = [r for r in timed if r.trusted]
+    return {
+        "entries": total,
+        "correct": len(correct), "correct_pct": _pct(len(correct), total),
+        "fast_p": {f"{p:g}": _pct(sum(1 for r in timed if (r.speedup or 0) > p), total)
+                   for p in FAST_P},
+        "benchmarked": len(timed),
+        "trusted": len(trusted), "trusted_pct": _pct(len(trusted), total),
+        "fast_p_trusted": {f"{p:g}": _pct(sum(1 for r in trusted if (r.speedup or 0) > p), total)
+                           for p in FAST_P},
+        "incorrect": sum(r.status == "incorrect" for r in results),
+        "refused": dict(Counter(_refusal_kind(r.reason) for r in results
+                                if r.status == "refused").most_common()),
+        "errors": sum(r.status == "error" for r in results),
+        "failed_checks": dict(Counter(c for r in results for c in r.failed_checks).most_common(12)),
+        "findings": dict(Counter(f for r in results for f in r.findings).most_common(12)),
+        "median_seconds": statistics.median(r.seconds for r in results) if results else 0.0,
+        "scaled": sum(1 for r in results if r.sizes.startswith("checked at ")
+                      and "the problem's" in r.sizes),
+    }
+
+
+def to_csv(results: Iterable[EntryResult]) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    writer.writerow(CSV_COLUMNS)
+    for r in results:
+        row = r.to_json()
+        writer.writerow([";".join(row[c]) if isinstance(row[c], list) else
+                         "" if row[c] is None else row[c] for c in CSV_COLUMNS])
+    return buf.getvalue()
+
+
+def merge(shards: Sequence[Sequence[EntryResult]]) -> list[EntryResult]:
+    """One run from its shards' results, in key order; a key given twice differently is
+    refused (two shards of different runs)."""
+    by_key: dict[str, EntryResult] = {}
+    for shard in shards:
+        for r in shard:
+            seen = by_key.get(r.key)
+            if seen is not None and seen.to_json() != r.to_json():
+                raise InputError(f"{r.key}: two shards hold different results for it")
+            by_key[r.key] = r
+    return [by_key[k] for k in sorted(by_key, key=lambda k: (by_key[k].level,
+                                                            by_key[k].problem_id, k))]

@@ -1,0 +1,33 @@
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    """A whole small model: layer sizes given as a list, several layers and activations."""
+
+    def __init__(self, input_size, layer_sizes, output_size):
+        super().__init__()
+        layers = []
+        current = input_size
+        for size in layer_sizes:
+            layers += [nn.Linear(current, size), nn.ReLU()]
+            current = size
+        layers.append(nn.Linear(current, output_size))
+        self.network = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return self.network(x)
+
+
+batch_size = 5
+input_size = 30
+layer_sizes = [40, 20]
+output_size = 7
+
+
+def get_inputs():
+    return [torch.randn(batch_size, input_size)]
+
+
+def get_init_inputs():
+    return [input_size, layer_sizes, output_size]

@@ -1,0 +1,216 @@
+"""`ktl suite`: discovery of problems and solutions in KernelBench's layouts, resuming after an
+interrupt, --jobs bounded by the CPUs, shards run as separate processes then merged, and the
+figures in KernelBench's terms (correct %, fast_p) beside ours."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from client.errors import InputError
+from client.suite import (
+    Entry,
+    EntryResult,
+    Event,
+    SuiteSettings,
+    discover,
+    load_results,
+    merge,
+    run_suite,
+    shard_of,
+    summarize,
+    to_csv,
+)
+
+SUITE = Path(__file__).resolve().parent / "kernelbench_suite"
+PROBLEM = "import torch\nclass Model(torch.nn.Module):\n    pass\n"
+
+
+def _tree(tmp: Path) -> tuple[Path, Path]:
+    problems, solutions = tmp / "problems", tmp / "solutions"
+    for level, names in ((1, ["1_A.py", "2_B.py", "10_C.py"]), (2, ["1_D.py", "3_E.py"])):
+        (problems / f"level{level}").mkdir(parents=True)
+        for n in names:
+            (problems / f"level{level}" / n).write_text(PROBLEM)
+    (solutions / "level1").mkdir(parents=True)
+    (solutions / "level1" / "1_A.py").write_text("class ModelNew: pass\n")
+    (solutions / "level1" / "10_anything.py").write_text("class ModelNew: pass\n")
+    (solutions / "run").mkdir()
+    (solutions / "run" / "level_2_problem_3_sample_0_kernel.py").write_text("x = 1\n")
+    (solutions / "run" / "level_2_problem_1_sample_1_kernel.py").write_text("x = 2\n")
+    return problems, solutions
+
+
+def _settings(tmp: Path, **kw: object) -> SuiteSettings:
+    problems, solutions = _tree(tmp) if not (tmp / "problems").exists() else (
+        tmp / "problems", tmp / "solutions")
+    return SuiteSettings(problems, solutions, tmp / "out", **kw)  # type: ignore[arg-type]
+
+
+def test_discovery_pairs_every_naming_and_keeps_problems_without_a_solution(tmp_path: Path) -> None:
+    entries = discover(_settings(tmp_path))
+    got = {e.key: (e.solution.name if e.solution else None) for e in entries}
+    assert got == {"level1/1_A": "1_A.py", "level1/2_B": None, "level1/10_C": "10_anything.py",
+                   "level2/1_D": None, "level2/3_E": "level_2_problem_3_sample_0_kernel.py"}
+    assert [e.problem_id for e in entries] == [1, 2, 10, 1, 3]  # numeric order, not text
+    other = discover(_settings(tmp_path, sample=1))
+    assert {e.key for e in other if e.solution} == {"level1/1_A", "level1/10_C", "level2/1_D"}
+    assert [e.key for e in discover(_settings(tmp_path, levels=(2,)))] == ["level2/1_D",
+                                                                           "level2/3_E"]
+
+
+def test_jsonl_generations(tmp_path: Path) -> None:
+    problems, _ = _tree(tmp_path)
+    gens = tmp_path / "gens.jsonl"
+    gens.write_text(json.dumps({"level": 1, "problem_id": 2, "sample_id": 0, "kernel": "k = 1"})
+                    + "\n\n" + json.dumps({"level": 2, "problem_id": 1, "code": "k = 2"}) + "\n")
+    entries = discover(SuiteSettings(problems, gens, tmp_path / "out"))
+    with_sol = {e.key: e.solution.read_text() for e in entries if e.solution}
+    assert with_sol == {"level1/2_B": "k = 1", "level2/1_D": "k = 2"}
+    for bad, why in (("{", "not JSON"), ('{"level": 1}', "needs integer level"),
+                     ('[1]', "not an object")):
+        gens.write_text(bad + "\n")
+        with pytest.raises(InputError, match=why):
+            discover(SuiteSettings(problems, gens, tmp_path / "out2"))
+    twice = json.dumps({"level": 1, "problem_id": 2, "kernel": "a"})
+    gens.write_text(twice + "\n" + twice + "\n")
+    with pytest.raises(InputError, match="given twice"):
+        discover(SuiteSettings(problems, gens, tmp_path / "out3"))
+
+
+def test_bad_settings_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="--shard"):
+        _settings(tmp_path, shard=(3, 2))
+    with pytest.raises(InputError, match="may use"):
+        run_suite(_settings(tmp_path, jobs=len(os.sched_getaffinity(0)) + 1), lambda e: None)
+    with pytest.raises(InputError, match="no level"):
+        discover(SuiteSettings(tmp_path / "solutions" / "run", tmp_path / "solutions", tmp_path / "o"))
+
+
+def _fake(statuses: dict[str, tuple[str, float | None, bool | None]]):  # type: ignore[no-untyped-def]
+    seen: list[str] = []
+
+    def runner(entry: Entry, settings: SuiteSettings, cpu: int | None) -> EntryResult:
+        seen.append(entry.key)
+        status, speedup, trusted = statuses.get(entry.key, ("correct", 1.2, True))
+        return EntryResult(entry.key, entry.level, entry.problem_id, status, "done",
+                           speedup=speedup, trusted=trusted)
+
+    return runner, seen
+
+
+def test_an_interrupted_run_resumes_where_it_stopped(tmp_path: Path) -> None:
+    settings = _settings(tmp_path)
+    runner, seen = _fake({})
+
+    def interrupting(entry: Entry, s: SuiteSettings, cpu: int | None) -> EntryResult:
+        if len(seen) == 2:
+            raise KeyboardInterrupt
+        return runner(entry, s, cpu)
+
+    with pytest.raises(KeyboardInterrupt):
+        run_suite(settings, lambda e: None, interrupting)
+    assert len(load_results(settings.out)) == 2
+    events: list[Event] = []
+    runner2, seen2 = _fake({})
+    results = run_suite(settings, events.append, runner2)
+    assert seen2 == ["level1/10_C", "level2/1_D", "level2/3_E"]  # only what was not done
+    assert events[0].done == 2 and events[-1].done == 5 and events[-1].total == 5
+    assert len(results) == 5
+
+
+def test_jobs_are_pinned_each_to_its_own_cpu(tmp_path: Path) -> None:
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("one CPU")
+    used: list[int | None] = []
+
+    def runner(entry: Entry, settings: SuiteSettings, cpu: int | None) -> EntryResult:
+        used.append(cpu)
+        return EntryResult(entry.key, entry.level, entry.problem_id, "correct")
+
+    run_suite(_settings(tmp_path, jobs=2), lambda e: None, runner)
+    assert len(used) == 5 and set(used) <= set(cpus[:2]) and None not in used
+
+
+def test_figures_in_kernelbench_terms_beside_ours() -> None:
+    rows = [EntryResult("level1/1", 1, 1, "correct", speedup=2.5, trusted=True),
+            EntryResult("level1/2", 1, 2, "correct", speedup=1.2, trusted=False),
+            EntryResult("level1/3", 1, 3, "correct", speedup=0.9, trusted=True),
+            EntryResult("level1/4", 1, 4, "incorrect", failed_checks=["correctness.random"],
+                        findings=["torch_only"]),
+            EntryResult("level2/1", 2, 1, "refused",
+                        reason="import: one call needs 8.00 GiB of inputs and outputs")]
+    s = summarize(rows)
+    a = s["all"]
+    assert a["entries"] == 5 and a["correct_pct"] == 60.0
+    assert a["fast_p"] == {"1": 40.0, "1.5": 20.0, "2": 20.0}
+    assert a["trusted_pct"] == 40.0 and a["fast_p_trusted"] == {"1": 20.0, "1.5": 20.0, "2": 20.0}
+    assert a["refused"] == {"one call does not fit this machine": 1}
+    assert a["failed_checks"] == {"correctness.random": 1} and a["findings"] == {"torch_only": 1}
+    assert s["level2"]["entries"] == 1 and s["level1"]["correct_pct"] == 75.0
+    text = to_csv(rows)
+    assert text.splitlines()[0].startswith("key,level,problem_id,status")
+    assert "level1/4,1,4,incorrect" in text
+
+
+def test_merge_refuses_two_different_results_for_one_key() -> None:
+    a = [EntryResult("level1/1", 1, 1, "correct")]
+    assert [r.key for r in merge([a, a])] == ["level1/1"]
+    with pytest.raises(InputError, match="different results"):
+        merge([a, [EntryResult("level1/1", 1, 1, "incorrect")]])
+
+
+def _ktl(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", "from client.cli import main; main()", *args],
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_shards_as_separate_processes_then_merge(tmp_path: Path) -> None:
+    """Two `ktl suite run --shard K/2` processes (solutions refused at import, before any
+    problem runs: fast), then `ktl suite merge` of their folders = every entry once."""
+    problems, solutions = _tree(tmp_path)
+    procs = [subprocess.Popen([sys.executable, "-c", "from client.cli import main; main()",
+                               "suite", "run", str(problems), str(solutions), "--no-bench",
+                               "--shard", f"{k}/2", "--out", str(tmp_path / f"s{k}"), "--json"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for k in (1, 2)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    keys = [{r["key"] for r in json.loads(o[0])["results"]} for o in outs]
+    assert keys[0] and keys[1] and not keys[0] & keys[1]
+    done = _ktl("suite", "merge", str(tmp_path / "s1"), str(tmp_path / "s2"),
+                "--out", str(tmp_path / "all"), "--json")
+    assert done.returncode == 0, done.stderr
+    body = json.loads(done.stdout)
+    assert {r["key"] for r in body["results"]} == keys[0] | keys[1]
+    assert body["summary"]["all"]["entries"] == 5 and body["summary"]["all"]["correct"] == 0
+    statuses = {r["key"]: (r["status"], r["reason"]) for r in body["results"]}
+    assert statuses["level1/2_B"] == ("incorrect", "no solution was given for this problem")
+    assert "ModelNew" in statuses["level2/3_E"][1]
+    for name in ("summary.json", "results.json", "results.csv"):
+        assert (tmp_path / "all" / name).is_file()
+    assert _ktl("suite", "merge", str(tmp_path / "nothing"), "--out",
+                str(tmp_path / "x")).returncode == 2
+
+
+def test_shards_partition_the_entries(tmp_path: Path) -> None:
+    entries = discover(_settings(tmp_path))
+    parts = [shard_of(entries, (k, 3)) for k in (1, 2, 3)]
+    assert sorted(e.key for p in parts for e in p) == sorted(e.key for e in entries)
+
+
+@pytest.mark.slow
+def test_suite_over_our_own_problems_end_to_end(tmp_path: Path) -> None:
+    done = _ktl("suite", "run", str(SUITE), str(SUITE / "solutions" / "honest"), "--level", "3",
+                "--bench-runs", "1", "--time-budget", "2", "--out", str(tmp_path / "o"), "--json")
+    assert done.returncode == 0, done.stderr
+    body = json.loads(done.stdout)
+    (row,) = body["results"]
+    assert row["status"] == "correct" and row["speedup"] is not None, row
+    assert body["summary"]["all"]["correct_pct"] == 100.0

@@ -1,0 +1,302 @@
+"""A KernelBench problem probed in the sandbox: its sizes, what one call needs, the scale to run at.
+
+`probe_problem(source, budget)` runs `_probe_child.py` (with `_sizes.py` beside it as
+`ktl_sizes.py`) in a sandboxed child. The child measures one call at the problem's own
+sizes on torch's meta device (nothing allocated), picks smaller values of the problem's
+size constants where that call does not fit `budget`, prints that plan, then runs the
+model once for real at the values chosen and describes its inputs and outputs. The
+parent re-reads the constants itself (pure AST) and accepts only a plan that lowers
+those constants. A child that dies says why in numbers: what one call needs, the
+limit it ran under and what this machine has (`ProblemTooLarge`), never a bare signal.
+
+Budgets: `CHECK_BUDGET` (what a correctness check runs one call at: about a second of
+float64 reference work and tens of MiB) and `bench_budget()` (what this machine can
+hold for one call at the problem's own sizes).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from verifier.errors import VerifierError
+from verifier.runtimes._sizes import (
+    Footprint,
+    ScalePlan,
+    SizeConstant,
+    Value,
+    published_values,
+    size_constants,
+)
+from verifier.sandbox import Limits, base_env, run_sandboxed
+
+__all__ = [
+    "BENCH_ARENA_CALL",
+    "CHECK_BUDGET",
+    "PROBE_PREFIX",
+    "ProbeFailed",
+    "ProblemProbe",
+    "ProblemTooLarge",
+    "SessionMemory",
+    "arena_bytes_for",
+    "bench_budget",
+    "check_budget",
+    "machine_memory",
+    "probe_problem",
+]
+
+PROBE_PREFIX = "KTL-PROBE "
+SIZES_PREFIX = "KTL-SIZES "
+CHILD = Path(__file__).with_name("_probe_child.py")
+SIZES = Path(__file__).with_name("_sizes.py")
+MiB = 2**20
+CHECK_BUDGET = Footprint(call_bytes=64 * MiB, param_bytes=48 * MiB, flops=2 * 10**9)
+"""One call of a correctness check: inputs and outputs within 64 MiB, parameters within
+48 MiB (the session's parameter room), at most 2 GFLOP of matmul/convolution (the float64
+reference runs at about 1 GFLOP/s per core here)."""
+PROBE_MEMORY_FLOOR = 3 * 2**30
+MAX_CHECK_PARAMS = 2**30
+
+
+def check_budget(available: int | None = None) -> Footprint:
+    """`CHECK_BUDGET` with the parameters' room following this machine: a sixteenth of the
+    memory available (both processes hold the weights, the reference also in float64), at
+    least 48 MiB and at most 1 GiB (a whole model's weights are not scaled by its constants)."""
+    have = machine_memory() if available is None else available
+    return Footprint(CHECK_BUDGET.call_bytes,
+                     min(max(have // 16, CHECK_BUDGET.param_bytes), MAX_CHECK_PARAMS),
+                     CHECK_BUDGET.flops)
+
+
+@dataclass(frozen=True)
+class SessionMemory:
+    """How a torch session is laid out for a problem's footprint, and what its children need."""
+
+    params_room: int
+    arena_bytes: int
+    extra_address_space: int
+    """Beyond a torch child's usual grant: its arena, the weights, the float64 copy."""
+
+    @classmethod
+    def of(cls, footprint: Footprint | None, least_arena: int = 256 * MiB) -> SessionMemory:
+        if footprint is None:
+            return cls(least_arena // 4, least_arena, 0)
+        params = (footprint.param_bytes * 9 // 8 + 4 * MiB + 63) // 64 * 64
+        calls = max(least_arena * 3 // 4, (3 * footprint.call_bytes + MiB) // MiB * MiB)
+        room = max(params, least_arena // 4)
+        arena = room + calls
+        extra = max(0, arena - least_arena) + 3 * footprint.param_bytes
+        return cls(room, arena, extra)
+
+
+class ProbeFailed(VerifierError):
+    """The problem could not be described (it raised, or its process ended without an answer)."""
+
+
+class ProblemTooLarge(ProbeFailed):
+    """One call of the problem does not fit this machine; the message says it in bytes."""
+
+    def __init__(self, message: str, footprint: Footprint | None = None,
+                 limit: int = 0) -> None:
+        super().__init__(message)
+        self.footprint = footprint
+        self.limit = limit
+
+
+def machine_memory() -> int:
+    """Bytes of memory available on this machine now (MemAvailable), 0 when unknown."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+BENCH_ARENA_CALL = 192 * MiB
+"""The most one bench call may hold: its arena (a quarter parameters, the rest a few calls
+side by side) then stays within 1 GiB, which a torch child's 4 GiB of address space holds
+beside torch's own 1.5 GiB."""
+
+
+def check_ceiling(available: int | None = None) -> Footprint:
+    """The most one check call may take here where the problem's constants cannot bring it
+    within `check_budget`: a sixteenth of the memory available (at most 512 MiB) and 20 GFLOP
+    (about half a minute of float64 reference a call)."""
+    have = machine_memory() if available is None else available
+    budget = check_budget(have)
+    return Footprint(max(min(have // 16, 512 * MiB), budget.call_bytes), budget.param_bytes,
+                     20 * 10**9)
+
+
+def bench_budget(available: int | None = None) -> Footprint:
+    """What one call may need to be run at the problem's own sizes here: inputs and outputs
+    within `BENCH_ARENA_CALL` (and a quarter of the memory available: both processes hold
+    them), parameters alike (an eighth)."""
+    have = machine_memory() if available is None else available
+    return Footprint(call_bytes=max(min(have // 4, BENCH_ARENA_CALL), 16 * MiB),
+                     param_bytes=max(min(have // 8, BENCH_ARENA_CALL), 16 * MiB))
+
+
+def _bytes(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / MiB:.1f} MiB"
+
+
+@dataclass(frozen=True)
+class ProblemProbe:
+    """What the sandboxed child said, checked: the plan and the description at its values."""
+
+    constants: tuple[SizeConstant, ...]
+    plan: ScalePlan
+    body: dict[str, Any]
+    """The child's description at the plan's values (`ok`, `inputs`, `outputs`, ...), each
+    field still to be checked by whoever reads it."""
+    estimated: bool
+    """The outputs' bytes were estimated (an op without a meta kernel)."""
+
+
+def _footprint(obj: Any) -> Footprint | None:
+    if not isinstance(obj, Mapping):
+        return None
+    vals = [obj.get(k) for k in ("call_bytes", "param_bytes", "flops")]
+    ints = [v for v in vals if type(v) is int and 0 <= v < 2**62]
+    return Footprint(*ints) if len(ints) == 3 else None
+
+
+def _value(v: Any) -> Value | None:
+    if type(v) is int:
+        return v
+    if isinstance(v, list) and all(type(x) is int for x in v):
+        return tuple(v)
+    return None
+
+
+def _plan(obj: Any, constants: tuple[SizeConstant, ...]) -> ScalePlan:
+    """The child's plan, accepted only where it lowers the problem's own scalable constants."""
+    if not isinstance(obj, Mapping) or not isinstance(obj.get("values"), Mapping):
+        raise ProbeFailed("the sandboxed probe's answer is malformed (plan)")
+    own = {c.name: c for c in constants}
+    values: dict[str, Value] = {}
+    for name, raw in obj["values"].items():
+        v, c = _value(raw), own.get(name)
+        if c is None or v is None or not c.shrinkable or type(v) is not type(c.value):
+            raise ProbeFailed(f"the sandboxed probe's plan names {str(name)[:40]!r}, not a "
+                              "scalable constant of the problem")
+        pairs = zip(v if isinstance(v, tuple) else (v,),
+                    c.value if isinstance(c.value, tuple) else (c.value,), strict=False)
+        if not all(0 < a <= b for a, b in pairs):
+            raise ProbeFailed(f"the sandboxed probe's plan raises {name}")
+        values[name] = v
+    return ScalePlan(values, published_values(constants), _footprint(obj.get("footprint")),
+                     _footprint(obj.get("published_footprint")))
+
+
+def _too_large(plan: ScalePlan, budget: Footprint, available: int,
+               ceiling: Footprint | None = None) -> ProblemTooLarge:
+    own = plan.published_footprint
+    fp = plan.footprint or own
+    need = (f"one call needs {_bytes(own.call_bytes)} of inputs and outputs and "
+            f"{_bytes(own.param_bytes)} of parameters"
+            + (f" ({own.flops / 1e9:,.1f} GFLOP)" if own.flops else "")) if own else \
+        "one call's needs could not be measured"
+    smallest = (f"; at the smallest sizes tried ({plan.describe().removeprefix('checked at ')}) "
+                f"{_bytes(fp.call_bytes)} and {_bytes(fp.param_bytes)}"
+                if plan.scaled and fp is not None else "")
+    return ProblemTooLarge(
+        f"{need}{smallest}; the limit is {_bytes(budget.call_bytes)} a call and "
+        f"{_bytes(budget.param_bytes)} of parameters"
+        + (f", {budget.flops / 1e9:,.1f} GFLOP" if budget.flops else "")
+        + (f" (at most {_bytes(ceiling.call_bytes)} and {ceiling.flops / 1e9:,.0f} GFLOP "
+           "where the sizes cannot be scaled)" if ceiling and ceiling != budget else "")
+        + f"; this machine has {_bytes(available)} available", fp, budget.call_bytes)
+
+
+def _died(result: Any, limits: Limits, sizes: Mapping[str, Any] | None,
+          available: int) -> ProbeFailed:
+    """Why the child ended without an answer, in numbers."""
+    fp = None
+    if sizes is not None and isinstance(sizes.get("plan"), Mapping):
+        fp = _footprint(sizes["plan"].get("footprint"))
+    need = (f"one call at the sizes run needs about {_bytes(fp.call_bytes)} of inputs and "
+            f"outputs and {_bytes(fp.param_bytes)} of parameters" if fp else
+            "one call's needs were not measured before it stopped")
+    limit = int(getattr(result, "memory_limit", 0) or 0) or (limits.memory_bytes or 0)
+    if result.denied_syscall is not None:
+        return ProbeFailed(f"the problem called {result.denied_syscall}, which the sandbox "
+                           "denies; it was stopped")
+    if result.timed_out:
+        return ProbeFailed(f"the problem ran past its time limit of {limits.wall_s:.0f} s: {need}")
+    if getattr(result, "memory_limited", False) or result.signal == 9:
+        return ProblemTooLarge(
+            f"the problem's process was killed (signal {result.signal}) after using "
+            f"{_bytes(int(result.maxrss_bytes))}: {need}; the memory limit was "
+            f"{_bytes(limit)}; this machine has {_bytes(available)} available", fp, limit)
+    tail = result.stderr.strip().splitlines()[-3:]
+    return ProbeFailed(f"the problem's process exited with status {result.returncode} "
+                       f"(signal {result.signal}) without an answer"
+                       + (f": {' / '.join(tail)[:600]}" if tail else ""))
+
+
+def probe_problem(source: bytes, budget: Footprint = CHECK_BUDGET,
+                  timeout_s: float = 180.0, scale: bool = True,
+                  ceiling: Footprint | None = None) -> ProblemProbe:
+    """Describe the problem `source` at sizes whose one call fits `budget` (see the module);
+    where its constants cannot get it there (a size written as a literal), the smallest
+    sizes tried are taken if they fit `ceiling` (what this machine can run at all);
+    `scale=False`: at its own sizes only (a bench), ProblemTooLarge where they do not fit."""
+    constants = size_constants(source)
+    available = machine_memory()
+    memory = max(PROBE_MEMORY_FLOOR, min(available // 2, 2 * budget.call_bytes
+                                         + 2 * budget.param_bytes + PROBE_MEMORY_FLOOR))
+    limits = Limits(cpu_s=int(timeout_s) + 30, wall_s=timeout_s, address_space=None,
+                    open_files=256, stdout_bytes=1024 * 1024, stderr_bytes=1024 * 1024,
+                    memory_bytes=memory)
+    with tempfile.TemporaryDirectory(prefix="ktl-probe-") as tmp:
+        work = Path(tmp)
+        (work / "reference.py").write_bytes(source)
+        (work / "ktl_probe.py").write_bytes(CHILD.read_bytes())
+        (work / "ktl_sizes.py").write_bytes(SIZES.read_bytes())
+        # a user name given: glibc's user lookup (torch's flop counter imports reach it) would
+        # otherwise ask nscd over a socket, which the sandbox denies
+        env = base_env({"OMP_NUM_THREADS": "1", "USER": "ktl-probe", "LOGNAME": "ktl-probe"})
+        argv = [sys.executable, "-I", "ktl_probe.py", "reference.py",
+                json.dumps({**budget.to_json(), "scale": scale,
+                            "hard": (ceiling or budget).to_json()})]
+        result = run_sandboxed(argv, work, limits, env)
+    sizes = _parse(result.last(SIZES_PREFIX), SIZES_PREFIX)
+    line = result.last(PROBE_PREFIX)
+    if line is None:
+        raise _died(result, limits, sizes, available)
+    body = _parse(line, PROBE_PREFIX)
+    if body is None or not isinstance(body.get("ok"), bool):
+        raise ProbeFailed("the sandboxed probe's answer is malformed")
+    plan = _plan(body.get("plan"), constants) if "plan" in body else ScalePlan(
+        {}, published_values(constants))
+    if body.get("too_large") is True:
+        raise _too_large(plan, budget, available, ceiling)
+    return ProblemProbe(constants, plan, body, body.get("estimated") is True)
+
+
+def _parse(line: str | None, prefix: str) -> dict[str, Any] | None:
+    if line is None:
+        return None
+    try:
+        obj = json.loads(line[len(prefix):])
+    except ValueError:
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def arena_bytes_for(footprint: Footprint | None, least: int) -> int:
+    """A shared arena that holds the parameters (a quarter of it) and a few calls."""
+    if footprint is None:
+        return least
+    need = max(4 * footprint.param_bytes + 2**20, 4 * footprint.call_bytes * 4 // 3 + 2**20)
+    return max(least, 1 << max(20, math.ceil(math.log2(need))))
