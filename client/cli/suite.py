@@ -103,9 +103,7 @@ def suite_group() -> None:
 @click.option("--limit", type=click.IntRange(0, 10**6), default=0,
               help="Only the first N entries of this shard (a stated sample).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary and results as JSON.")
-def run_cmd(problems: Path, solutions: Path, out_dir: Path, levels: tuple[int, ...],
-            budget: str, no_bench: bool, bench_runs: int, time_budget: float, jobs: int,
-            shard: str, sample: int, limit: int, as_json: bool) -> None:
+def run_cmd(as_json: bool, **options: Any) -> None:
     """Import, check and bench every problem of PROBLEMS (level1/, level2/, ...) with its
     solution in SOLUTIONS (same layout, KernelBench run names, or a JSONL of generations)."""
     out = Output(as_json)
@@ -113,9 +111,12 @@ def run_cmd(problems: Path, solutions: Path, out_dir: Path, levels: tuple[int, .
     def body() -> int:
         from client.suite import Event, SuiteSettings, run_suite, summarize
 
-        settings = SuiteSettings(problems, solutions, out_dir, tuple(levels), budget,
-                                 not no_bench, bench_runs, time_budget, jobs, _shard(shard),
-                                 sample, limit=limit)
+        o = options
+        out_dir: Path = o["out_dir"]
+        settings = SuiteSettings(o["problems"], o["solutions"], out_dir, tuple(o["levels"]),
+                                 o["budget"], not o["no_bench"], o["bench_runs"],
+                                 o["time_budget"], o["jobs"], _shard(o["shard"]), o["sample"],
+                                 limit=o["limit"])
         bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                        TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
                        console=out.err, disable=not out.err.is_terminal)
