@@ -101,13 +101,22 @@ def one(problem: Path, work: Path, timeout_s: float) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("dataset", type=Path, help="KernelBench's KernelBench/ folder (level1..)")
+    parser.add_argument("dataset", type=Path, nargs="?", default=None,
+                        help="KernelBench's KernelBench/ folder (level1..)")
     parser.add_argument("--level", type=int, default=1)
     parser.add_argument("--every", type=int, default=1, help="every K-th problem by number")
     parser.add_argument("--only", default="", help="problem numbers, comma-separated")
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--out", type=Path, default=None, help="write the rows as JSON")
+    parser.add_argument("--tiny", action="store_true",
+                        help="a smoke run: one problem of the committed suite of our own "
+                             "(tests/kernelbench_suite), level 1, its 0-dim loss")
     args = parser.parse_args()
+    if args.tiny:
+        args.dataset = Path(__file__).resolve().parent.parent / "tests" / "kernelbench_suite"
+        args.level, args.only, args.every = 1, "4", 1
+    if args.dataset is None:
+        parser.error("give the dataset folder (or --tiny)")
     problems = sorted((args.dataset / f"level{args.level}").glob("*.py"), key=number)
     if args.only:
         wanted = {int(n) for n in args.only.split(",")}

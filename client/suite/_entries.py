@@ -42,7 +42,8 @@ class SuiteSettings:
     budget: str = "quick"
     bench: bool = True
     bench_runs: int = 2
-    time_budget_s: float = 10.0
+    bench_seconds: float = 10.0
+    """`ktl bench --time-budget` of each entry (shorter than a claim's: a suite measures many)."""
     jobs: int = 1
     shard: tuple[int, int] = (1, 1)
     """(K, N): this process runs the K-th of N shares of the entries (1-based)."""

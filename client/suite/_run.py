@@ -112,7 +112,7 @@ def _check(result: EntryResult, kernel: Path, settings: SuiteSettings, cpu: int 
 def _bench(result: EntryResult, kernel: Path, settings: SuiteSettings, cpu: int | None) -> None:
     result.stage = "bench"
     done = _ktl(["bench", str(kernel), "--json", "--runs", str(settings.bench_runs),
-                 "--time-budget", f"{settings.time_budget_s:g}"], cpu, settings.timeout_s)
+                 "--time-budget", f"{settings.bench_seconds:g}"], cpu, settings.timeout_s)
     body = _json(done.stdout)
     results = body.get("results") if body else None
     if not isinstance(results, list) or not results or not isinstance(results[0], dict):
