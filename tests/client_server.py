@@ -62,6 +62,13 @@ class Ktl:
     home: Path
 
     def __call__(self, *args: str, env: dict[str, str] | None = None) -> Result:
+        if args and args[0] == "publish" and "--results" not in args \
+                and "--allow-weak" not in args:
+            # A benchmark measured during the tests shares the machine with the other test
+            # worker, so its own record may say its pinned CPU was busy: a weak claim, which
+            # publish refuses without --allow-weak. That rule is tested on prepared results
+            # (tests/test_verdicts_evidence.py); these end-to-end tests publish what they measured.
+            args = (*args, "--allow-weak")
         runner = CliRunner()
         full_env = {"KTL_HOME": str(self.home), "KTL_LOG": "", "KTL_LOG_KEY": "",
                     "COLUMNS": "200"}

@@ -71,11 +71,10 @@ class Gathered:
     restarts: int = 0
 
     def draw(self, shapes: list[tuple[int, ...]] | None = None,
-             spread: str | None = None, wide: bool = False) -> list[Any]:
+             spread: str | None = None) -> list[Any]:
         """One call's inputs at `shapes` (default the example's), drawn like the example or,
-        with `spread`, from that distribution (`verifier.tensors.DISTRIBUTIONS`); `wide`:
-        floating-point inputs drawn from a normal as wide as the example's range, negatives
-        included (a kernel wrong outside [0, 1) is caught though the problem draws torch.rand)."""
+        with `spread`, from that distribution (`verifier.tensors.DISTRIBUTIONS`: a kernel
+        wrong outside the example's range, e.g. [0, 1) of torch.rand, is caught there)."""
         problem = self.session.problem
         out: list[Any] = []
         for i, spec in enumerate(problem.inputs):
@@ -83,11 +82,7 @@ class Gathered:
                 out.append(spec.value)
                 continue
             shape = spec.shape if shapes is None else shapes[i]
-            stats = spec.stats
-            if wide and not stats.get("integral"):
-                reach = max(1.0, abs(float(stats.get("min", 0.0))), abs(float(stats.get("max", 0.0))))
-                stats = {"min": -reach, "max": reach, "mean": 0.0, "std": reach}
-            out.append(draw_input(stats, shape, spec.dtype, self.rng) if spread is None
+            out.append(draw_input(spec.stats, shape, spec.dtype, self.rng) if spread is None
                        else draw_spread(spec.stats, shape, spec.dtype, spread, self.rng))
         return out
 

@@ -237,14 +237,10 @@ def _gather(run: Gathered, plan: TorchPlan, progress: Progress) -> None:
     for k, init_seed in enumerate(run.init_seeds):
         progress(f"weights #{k + 1} (seed {init_seed}): {plan.random} calls on fresh inputs")
 
-        def random(init_seed: int = init_seed, first: bool = k == 0) -> None:
+        def random(init_seed: int = init_seed) -> None:
             run.loaded.append(session.init(init_seed))
             run.calls("correctness.random", [Call(run.draw()) for _ in range(plan.random)],
                       f"weights seed {init_seed}")
-            if first:  # get_inputs' own draw (torch.rand: [0, 1)) is not the op's domain
-                run.calls("correctness.random", [Call(run.draw(wide=True))],
-                          f"weights seed {init_seed}, values beyond the example's range "
-                          "(negatives too)")
 
         _guarded(run, "correctness.random" if k == 0 else f"correctness.random.{k}", random)
         if "restart" in run.failures:
