@@ -424,8 +424,10 @@ def test_reproduce_kernel_end_to_end_on_real_timings() -> None:
         speed[0]["reason"]
     if "statistics" in speed[0]:
         assert speed[0]["statistics"]["measured_runs"] == 3
-    else:  # decided without statistics: a typed fault of the measurement here refutes it
-        assert speed[0]["verdict"] == "refuted", speed[0]
+    elif speed[0]["verdict"] != "refuted":
+        # no statistics and not refuted by a typed fault: the fresh measurement was untrusted
+        # (nothing to test against); a weak claim is then unsupported, else inconclusive
+        assert "the measurement here is not trusted" in speed[0]["reason"], speed[0]
     others = [c for c in body["claims"] if not c["claim"].startswith("benchmark")]
     assert others and all(c["verdict"] == "confirmed" for c in others), others
     assert body["verdict"] in ("refuted", "inconclusive", "unsupported")
