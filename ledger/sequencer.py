@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ledger.storage import (
@@ -178,6 +178,39 @@ class _TreeState:
         return self.range.size == latest.size and self.range.root() == latest.root_hash
 
 
+def _slots(submissions: Sequence[Submission], known: Mapping[bytes, int],
+           size: int) -> tuple[list[Submission], list[tuple[int, bool]]]:
+    """Duplicates: against the log (`known`: leaf hash to index), then within the batch.
+    The new submissions, and each submission's (index, duplicate) in order."""
+    placed: dict[bytes, int] = {}
+    fresh: list[Submission] = []
+    slots: list[tuple[int, bool]] = []
+    for s in submissions:
+        h = s.leaf_hash
+        if h in known:
+            slots.append((known[h], True))
+        elif h in placed:
+            slots.append((placed[h], True))
+        else:
+            placed[h] = size + len(fresh)
+            slots.append((placed[h], False))
+            fresh.append(s)
+    return fresh, slots
+
+
+@dataclass(frozen=True)
+class Batching:
+    """How a `Sequencer` batches: at most `max_batch` submissions a batch, waiting at most
+    `max_delay` seconds after the first for more."""
+
+    max_batch: int = 1000
+    max_delay: float = 0.005
+
+    def __post_init__(self) -> None:
+        if self.max_batch < 1:
+            raise SequencerError("max_batch must be at least 1")
+
+
 class Sequencer:
     """Batches submissions from many threads and integrates them one batch at a time."""
 
@@ -187,8 +220,7 @@ class Sequencer:
         signer: NoteSigner,
         origin: str,
         *,
-        max_batch: int = 1000,
-        max_delay: float = 0.005,
+        batching: Batching = Batching(),
         cache: TileCache | None = None,
         on_checkpoint: Callable[[StoredCheckpoint], None] | None = None,
         index: StoredIndex | None = None,
@@ -199,13 +231,11 @@ class Sequencer:
         With ``index``, every checkpoint carries the verifiable index's root for its size
         (docs/vindex.md): each batch updates the index before its checkpoint is signed
         and writes the index rows once the batch is durable."""
-        if max_batch < 1:
-            raise SequencerError("max_batch must be at least 1")
         self.storage = storage
         self.signer = signer
         self.origin = origin
-        self.max_batch = max_batch
-        self.max_delay = max_delay
+        self.max_batch = batching.max_batch
+        self.max_delay = batching.max_delay
         self.cache = cache if cache is not None else TileCache()
         self._state: _TreeState | None = None
         #: Full reloads of the right edge (the rest are incremental catch-ups).
@@ -438,21 +468,8 @@ class Sequencer:
         ):
             self.reloads += 1
             state = self._state = _TreeState(storage, self.cache)
-        # Duplicates: against the log, then within the batch.
         known = storage.find_leaves([s.leaf_hash for s in submissions])
-        placed: dict[bytes, int] = {}
-        fresh: list[Submission] = []
-        slots: list[tuple[int, bool]] = []
-        for s in submissions:
-            h = s.leaf_hash
-            if h in known:
-                slots.append((known[h], True))
-            elif h in placed:
-                slots.append((placed[h], True))
-            else:
-                placed[h] = size + len(fresh)
-                slots.append((placed[h], False))
-                fresh.append(s)
+        fresh, slots = _slots(submissions, known, size)
         if not fresh:
             assert latest is not None
             return None, {}, [Receipt(i, s.leaf_hash, dup, latest)

@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.sequencer import Receipt, Sequencer, SequencerClosed, Submission
+from ledger.sequencer import Batching, Receipt, Sequencer, SequencerClosed, Submission
 from ledger.storage import (
     EntryFacts,
     LogStorage,
@@ -106,8 +106,8 @@ def test_duplicates_answer_the_existing_index() -> None:
 
 def test_threads_and_two_integrators_share_one_tree(tmp_path: Path) -> None:
     """Two sequencers on one data folder stand for two gunicorn workers."""
-    a = Sequencer(SqliteStorage(tmp_path), SIGNER, SIGNER.name, max_delay=0.002)
-    b = Sequencer(SqliteStorage(tmp_path), SIGNER, SIGNER.name, max_delay=0.002)
+    a = Sequencer(SqliteStorage(tmp_path), SIGNER, SIGNER.name, batching=Batching(max_delay=0.002))
+    b = Sequencer(SqliteStorage(tmp_path), SIGNER, SIGNER.name, batching=Batching(max_delay=0.002))
     a.start()
     b.start()
     receipts: list[Receipt] = []
@@ -144,7 +144,7 @@ def test_threads_and_two_integrators_share_one_tree(tmp_path: Path) -> None:
 
 def test_close_drains_the_queue_and_refuses_more() -> None:
     storage = MemoryStorage()
-    seq = Sequencer(storage, SIGNER, SIGNER.name, max_delay=0.05)
+    seq = Sequencer(storage, SIGNER, SIGNER.name, batching=Batching(max_delay=0.05))
     seq.start()
     out: list[object] = []
     with storage.integration_lock():  # hold the integrator back until both are queued

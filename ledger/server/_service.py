@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ledger.queued import QueuedSequencer, queue_key
-from ledger.sequencer import Receipt, Sequencer, SequencerError, Submission
+from ledger.sequencer import Batching, Receipt, Sequencer, SequencerError, Submission
 from ledger.server._blobgc import BlobCollector, CollectorThread
 from ledger.server._budget import FILE_NAME as BUDGETS_FILE
 from ledger.server._budget import Budget, SharedBuckets
@@ -64,8 +64,8 @@ class LogService:
                 WitnessingSettings(request_timeout=config.witness_request_timeout,
                                    round_timeout=config.witness_request_timeout))
         self.sequencer = Sequencer(
-            storage, signer, self.origin, max_batch=config.batch_size,
-            max_delay=config.batch_delay_ms / 1000.0, cache=self.cache,
+            storage, signer, self.origin,
+            batching=Batching(config.batch_size, config.batch_delay_ms / 1000.0), cache=self.cache,
             on_checkpoint=None if self.witnessing is None else self.witnessing.offer,
             index=open_index(storage, WriteBack()),
         )

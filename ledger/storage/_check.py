@@ -76,13 +76,28 @@ def check_log(
             f"the root recomputed from stored hashes ({root.hex()}) is not the root of the last "
             f"signed checkpoint ({cp.root_hash.hex()}) at size {size}"
         )
-    # Every earlier checkpoint must be a prefix of today's tree.
+    seen = _check_history(storage, verifier, origin, reader)
+    # Leaves: the tail always, everything when deep.
+    start = 0 if deep else max(0, (size - 1) // TILE_WIDTH * TILE_WIDTH - TILE_WIDTH)
+    _check_leaves(storage, reader, start, size)
+    rewritten = _check_files(storage, size, start, repair, deep)
+    if storage.read_file("checkpoint") != cp.note:
+        if not repair:
+            raise _refuse("the checkpoint file is not the last stored checkpoint")
+        storage.write_files({"checkpoint": cp.note})
+        rewritten.append("checkpoint")
+    return LogCheck(size, seen, tuple(rewritten))
+
+
+def _check_history(storage: LogStorage, verifier: NoteVerifier, origin: str | None,
+                   reader: StoredHashReader) -> int:
+    """Every earlier checkpoint must verify and be a prefix of today's tree; how many."""
     seen = 0
     before: int | None = None
     while True:
         page = storage.checkpoints(500, before)
         if not page:
-            break
+            return seen
         for old in page:
             seen += 1
             problem = checkpoint_row_problem(old, verifier, origin)
@@ -91,21 +106,16 @@ def check_log(
             if old.size and tree_root(old.size, reader) != old.root_hash:
                 raise _refuse(f"the stored checkpoint at size {old.size} is not a prefix of the tree")
         before = page[-1].size
-    # Leaves: the tail always, everything when deep.
-    start = 0 if deep else max(0, (size - 1) // TILE_WIDTH * TILE_WIDTH - TILE_WIDTH)
+
+
+def _check_leaves(storage: LogStorage, reader: StoredHashReader, start: int, size: int) -> None:
+    """Entries `start`..`size` hash to their stored leaf hashes."""
     for lo in range(start, size, 1000):
         hi = min(size, lo + 1000)
         level0 = reader.read_hashes([(0, i) for i in range(lo, hi)])
         for ent, stored in zip(storage.get_entries(lo, hi), level0, strict=True):
             if leaf_hash(ent.data) != ent.leaf_hash or ent.leaf_hash != stored:
                 raise _refuse(f"entry {ent.index} does not hash to its stored leaf hash")
-    rewritten = _check_files(storage, size, start, repair, deep)
-    if storage.read_file("checkpoint") != cp.note:
-        if not repair:
-            raise _refuse("the checkpoint file is not the last stored checkpoint")
-        storage.write_files({"checkpoint": cp.note})
-        rewritten.append("checkpoint")
-    return LogCheck(size, seen, tuple(rewritten))
 
 
 def checkpoint_row_problem(

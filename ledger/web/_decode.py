@@ -93,6 +93,50 @@ def _pretty(obj: object) -> str:
     return json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False)
 
 
+def _statement(envelope: object, problems: list[str]) -> Mapping[str, Any] | None:
+    """The statement an envelope's payload decodes to, or None with the problem added."""
+    statement: Mapping[str, Any] | None = None
+    payload = envelope.get("payload") if isinstance(envelope, dict) else None
+    if isinstance(payload, str):
+        try:
+            decoded = json.loads(base64.b64decode(payload, validate=True))
+            statement = decoded if isinstance(decoded, dict) else None
+        except (binascii.Error, ValueError, UnicodeDecodeError) as exc:
+            problems.append(f"envelope payload is not base64 JSON: {exc}")
+    else:
+        problems.append("entry has no envelope payload")
+    if statement is None and not problems:
+        problems.append("envelope payload is not a JSON object")
+    return statement
+
+
+def _subjects(statement: Mapping[str, Any] | None) -> tuple[tuple[str, str], ...]:
+    """Up to 64 (name, sha256) pairs of the statement's subjects."""
+    subjects: list[tuple[str, str]] = []
+    subj = statement.get("subject") if statement is not None else None
+    if isinstance(subj, list):
+        for s in subj[:64]:
+            if isinstance(s, dict):
+                digest = s.get("digest")
+                sha = digest.get("sha256") if isinstance(digest, dict) else None
+                subjects.append((str(s.get("name", "")), str(sha or "")))
+    return tuple(subjects)
+
+
+def _signers(data: bytes, envelope: object,
+             problems: list[str]) -> tuple[tuple[str, ...], bool]:
+    """The signers' keyids and whether the entry verifies; when it does not, the keyids
+    the envelope names (up to 16) and the problem added."""
+    try:
+        return tuple(verify_entry(decode_entry(data)).signer_keyids), True
+    except AttestError as exc:
+        problems.append(f"entry does not verify: {exc}")
+        sigs = envelope.get("signatures") if isinstance(envelope, dict) else None
+        if isinstance(sigs, list):
+            return tuple(str(s.get("keyid", "")) for s in sigs[:16] if isinstance(s, dict)), False
+        return (), False
+
+
 def decode_for_display(data: bytes, pretty: bool = False) -> DecodedEntry:
     """Decode canonical entry bytes for display; a malformed entry yields problems, not errors.
 
@@ -108,50 +152,17 @@ def decode_for_display(data: bytes, pretty: bool = False) -> DecodedEntry:
     except (ValueError, UnicodeDecodeError) as exc:
         return DecodedEntry(raw, raw, None, "", None, "", "other", (), (), False,
                             (f"entry is not JSON: {exc}",))
-    statement: Mapping[str, Any] | None = None
     entry_pretty = _pretty(entry_obj) if pretty else ""
     envelope = entry_obj.get("envelope") if isinstance(entry_obj, dict) else None
-    payload = envelope.get("payload") if isinstance(envelope, dict) else None
-    if isinstance(payload, str):
-        try:
-            decoded = json.loads(base64.b64decode(payload, validate=True))
-            statement = decoded if isinstance(decoded, dict) else None
-        except (binascii.Error, ValueError, UnicodeDecodeError) as exc:
-            problems.append(f"envelope payload is not base64 JSON: {exc}")
-    else:
-        problems.append("entry has no envelope payload")
-    if statement is None and not problems:
-        problems.append("envelope payload is not a JSON object")
-
+    statement = _statement(envelope, problems)
     predicate_type = ""
     predicate: Mapping[str, Any] | None = None
-    subjects: list[tuple[str, str]] = []
     if statement is not None:
         pt = statement.get("predicateType")
         predicate_type = pt if isinstance(pt, str) else ""
         pred = statement.get("predicate")
         predicate = pred if isinstance(pred, dict) else None
-        subj = statement.get("subject")
-        if isinstance(subj, list):
-            for s in subj[:64]:
-                if isinstance(s, dict):
-                    digest = s.get("digest")
-                    sha = digest.get("sha256") if isinstance(digest, dict) else None
-                    subjects.append((str(s.get("name", "")), str(sha or "")))
-
-    signer_keyids: tuple[str, ...] = ()
-    verified = False
-    try:
-        verified_entry = verify_entry(decode_entry(data))
-        signer_keyids = tuple(verified_entry.signer_keyids)
-        verified = True
-    except AttestError as exc:
-        problems.append(f"entry does not verify: {exc}")
-        sigs = envelope.get("signatures") if isinstance(envelope, dict) else None
-        if isinstance(sigs, list):
-            signer_keyids = tuple(
-                str(s.get("keyid", "")) for s in sigs[:16] if isinstance(s, dict)
-            )
+    signer_keyids, verified = _signers(data, envelope, problems)
     return DecodedEntry(
         raw_text=raw,
         entry_pretty=entry_pretty,
@@ -160,7 +171,7 @@ def decode_for_display(data: bytes, pretty: bool = False) -> DecodedEntry:
         predicate=predicate,
         predicate_type=predicate_type,
         kind=predicate_kind(predicate_type),
-        subjects=tuple(subjects),
+        subjects=_subjects(statement),
         signer_keyids=signer_keyids,
         signatures_verified=verified,
         problems=tuple(problems),

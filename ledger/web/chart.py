@@ -169,6 +169,76 @@ def _axis_range(rows: Sequence[ChartRow]) -> tuple[float, float]:
     return 2.0 ** lo_exp, 2.0 ** hi_exp
 
 
+_LEGEND = (
+    f'<circle cx="{_LEFT + 6}" cy="14" r="5" fill="none" stroke="{_CLAIMED}" stroke-width="2"/>'
+    f'<text x="{_LEFT + 16}" y="18" fill="#222">claimed (95% CI)</text>'
+    f'<path d="M{_LEFT + 136} 9 l5 5 l-5 5 l-5 -5 z" fill="{_REPRODUCED}"/>'
+    f'<text x="{_LEFT + 146}" y="18" fill="#222">reproduced (95% CI)</text>'
+)
+_MARKS = {"refuted": "\u2717 refuted", "confirmed": "\u2713 confirmed",
+          "unsupported": "! unsupported", "inconclusive": "? inconclusive"}
+
+
+@dataclass(frozen=True)
+class _Axis:
+    """The x axis: speed-ups `lo`..`hi` on a log2 scale over `plot_w` pixels."""
+
+    lo: float
+    hi: float
+    plot_w: float
+
+    def x_of(self, v: float) -> float:
+        v = min(max(v, self.lo), self.hi)
+        log_lo = math.log2(self.lo)
+        return _LEFT + (math.log2(v) - log_lo) / (math.log2(self.hi) - log_lo) * self.plot_w
+
+
+def _grid(axis: _Axis, plot_bottom: int) -> list[str]:
+    """A line at each power of two (solid at 1x) and the axis caption."""
+    out = []
+    exp = round(math.log2(axis.lo))
+    while 2.0 ** exp <= axis.hi * 1.0001:
+        v = 2.0 ** exp
+        x = axis.x_of(v)
+        is_one = exp == 0
+        dash = "" if is_one else ' stroke-dasharray="3 3"'
+        out.append(
+            f'<line x1="{x:.1f}" y1="{_TOP - 4}" x2="{x:.1f}" y2="{plot_bottom}" '
+            f'stroke="{"#444" if is_one else "#ddd"}" stroke-width="{1.5 if is_one else 1}"'
+            f"{dash}/>"
+            f'<text x="{x:.1f}" y="{plot_bottom + 16}" text-anchor="middle" fill="#333">'
+            f"{_fmt(v)}\u00d7</text>"
+        )
+        exp += 1
+    out.append(
+        f'<text x="{_LEFT + axis.plot_w / 2:.1f}" y="{plot_bottom + 32}" text-anchor="middle" '
+        f'fill="#333">speed-up over baseline (log scale; 1\u00d7 = baseline)</text>'
+    )
+    return out
+
+
+def _row(axis: _Axis, y0: int, r: ChartRow) -> str:
+    """One row from height `y0`: its label and verdict mark, then both series."""
+    yc, yr = y0 + 12, y0 + 26
+    mark = _MARKS.get(r.verdict, "")
+    if r.reproduced is None and not mark:
+        mark = "not reproduced yet"
+    sub = " \u00b7 ".join(p for p in (_short(r.note), mark) if p)
+    refuted = r.verdict == "refuted"
+    weight = ' font-weight="600"' if refuted else ""
+    out = (
+        f'<text x="{_LEFT - 10}" y="{y0 + 15}" text-anchor="end" '
+        f'fill="{"#b3261e" if refuted else "#222"}">{escape(_short(r.label))}</text>'
+        f'<text x="{_LEFT - 10}" y="{y0 + 30}" text-anchor="end" font-size="11" '
+        f'fill="{"#b3261e" if refuted else "#666"}"'
+        f"{weight}>{escape(sub)}</text>"
+    )
+    out += _series(axis.x_of, r.claimed, r.claimed_ci, yc, _CLAIMED, diamond=False)
+    if r.reproduced is not None:
+        out += _series(axis.x_of, r.reproduced, r.reproduced_ci, yr, _REPRODUCED, diamond=True)
+    return out
+
+
 def render_speedup_chart(
     rows: Sequence[ChartRow], *, width: int = 720, title: str = "Claimed vs reproduced speed-up"
 ) -> str:
@@ -197,69 +267,14 @@ def render_speedup_chart(
         )
         return "".join(out)
 
-    lo, hi = _axis_range(shown)
-    plot_w = width - _LEFT - _RIGHT
-    log_lo, log_span = math.log2(lo), math.log2(hi) - math.log2(lo)
-
-    def x_of(v: float) -> float:
-        v = min(max(v, lo), hi)
-        return _LEFT + (math.log2(v) - log_lo) / log_span * plot_w
-
+    axis = _Axis(*_axis_range(shown), width - _LEFT - _RIGHT)
     plot_bottom = _TOP + len(shown) * _ROW_H
-    # Legend.
-    out.append(
-        f'<circle cx="{_LEFT + 6}" cy="14" r="5" fill="none" stroke="{_CLAIMED}" stroke-width="2"/>'
-        f'<text x="{_LEFT + 16}" y="18" fill="#222">claimed (95% CI)</text>'
-        f'<path d="M{_LEFT + 136} 9 l5 5 l-5 5 l-5 -5 z" fill="{_REPRODUCED}"/>'
-        f'<text x="{_LEFT + 146}" y="18" fill="#222">reproduced (95% CI)</text>'
-    )
+    out.append(_LEGEND)
     # Refuted bands first, so markers sit on top.
-    for i, r in enumerate(shown):
-        if r.verdict == "refuted":
-            y0 = _TOP + i * _ROW_H
-            out.append(
-                f'<rect x="0" y="{y0}" width="{width}" height="{_ROW_H}" fill="{_REFUTED_BG}"/>'
-            )
-    # Grid: powers of two.
-    exp = round(math.log2(lo))
-    while 2.0 ** exp <= hi * 1.0001:
-        v = 2.0 ** exp
-        x = x_of(v)
-        is_one = exp == 0
-        dash = "" if is_one else ' stroke-dasharray="3 3"'
-        out.append(
-            f'<line x1="{x:.1f}" y1="{_TOP - 4}" x2="{x:.1f}" y2="{plot_bottom}" '
-            f'stroke="{"#444" if is_one else "#ddd"}" stroke-width="{1.5 if is_one else 1}"'
-            f"{dash}/>"
-            f'<text x="{x:.1f}" y="{plot_bottom + 16}" text-anchor="middle" fill="#333">'
-            f"{_fmt(v)}\u00d7</text>"
-        )
-        exp += 1
-    out.append(
-        f'<text x="{_LEFT + plot_w / 2:.1f}" y="{plot_bottom + 32}" text-anchor="middle" '
-        f'fill="#333">speed-up over baseline (log scale; 1\u00d7 = baseline)</text>'
-    )
-    for i, r in enumerate(shown):
-        y0 = _TOP + i * _ROW_H
-        yc, yr = y0 + 12, y0 + 26
-        mark = {"refuted": "\u2717 refuted", "confirmed": "\u2713 confirmed",
-                "unsupported": "! unsupported", "inconclusive": "? inconclusive"
-                }.get(r.verdict, "")
-        if r.reproduced is None and not mark:
-            mark = "not reproduced yet"
-        sub = " \u00b7 ".join(p for p in (_short(r.note), mark) if p)
-        refuted = r.verdict == "refuted"
-        weight = ' font-weight="600"' if refuted else ""
-        out.append(
-            f'<text x="{_LEFT - 10}" y="{y0 + 15}" text-anchor="end" '
-            f'fill="{"#b3261e" if refuted else "#222"}">{escape(_short(r.label))}</text>'
-            f'<text x="{_LEFT - 10}" y="{y0 + 30}" text-anchor="end" font-size="11" '
-            f'fill="{"#b3261e" if refuted else "#666"}"'
-            f"{weight}>{escape(sub)}</text>"
-        )
-        out.append(_series(x_of, r.claimed, r.claimed_ci, yc, _CLAIMED, diamond=False))
-        if r.reproduced is not None:
-            out.append(_series(x_of, r.reproduced, r.reproduced_ci, yr, _REPRODUCED, diamond=True))
+    out += [f'<rect x="0" y="{_TOP + i * _ROW_H}" width="{width}" height="{_ROW_H}" '
+            f'fill="{_REFUTED_BG}"/>' for i, r in enumerate(shown) if r.verdict == "refuted"]
+    out += _grid(axis, plot_bottom)
+    out += [_row(axis, _TOP + i * _ROW_H, r) for i, r in enumerate(shown)]
     if left_out:
         out.append(
             f'<text x="8" y="{height - 6}" fill="#555">'
