@@ -13,7 +13,7 @@ import pytest
 
 from attest import examples
 from attest.predicates import BenchmarkPredicate, Environment, ReproductionPredicate
-from verifier.reproduce import compare
+from verifier.reproduce import Fresh, compare
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -66,7 +66,8 @@ def test_cross_experiment_on_injected_measurements_counts_the_real_verdicts() ->
         return _claim(BUSY if busy else QUIET)
 
     def reproduce(name: str, claim: BenchmarkPredicate, busy: bool) -> ReproductionPredicate:
-        return compare([claim], bench.CROSS_TARGET, env, benchmark=_claim(BUSY if busy else QUIET))
+        return compare([claim], bench.CROSS_TARGET, env,
+                       Fresh(benchmark=_claim(BUSY if busy else QUIET)))
 
     ticks = iter(range(100))
     found = bench.cross(["sum-rows", "softmax-rows"], 2, publish, reproduce, lambda _m: None,

@@ -31,6 +31,7 @@ from verifier.reproduce import (
     BENCHMARK_V1,
     VERIFICATION_V1,
     Claimed,
+    Fresh,
     ReproduceSettings,
     compare,
     compare_benchmark,
@@ -134,7 +135,7 @@ def test_tolerance_and_confidence_are_options() -> None:
     verdict, reason = _verdict(claim, here, make_policy(tolerance=0.3))
     assert verdict == "confirmed" and "within the 30 % tolerance" in reason
     body = compare([BenchmarkPredicate.from_json(claim)], TARGET, HERE_ENV,
-                   benchmark=BenchmarkPredicate.from_json(here),
+                   Fresh(benchmark=BenchmarkPredicate.from_json(here)),
                    policy=make_policy(0.10, 0.999)).to_json()
     assert body["policy"] == {"tolerance": 0.10, "confidence": 0.999, "test": "log-speedup-t"}
     assert body["schema_version"] == 2
@@ -286,12 +287,12 @@ def _verification(outcomes: dict[str, str], seed: int = 1) -> VerificationPredic
 def test_verification_claims() -> None:
     claimed = _verification({"correctness.random": "pass", "sanitizer.tsan": "skip"})
     body = compare([claimed], TARGET, HERE_ENV,
-                   verification=_verification({"correctness.random": "pass"})).to_json()
+                   Fresh(_verification({"correctness.random": "pass"}))).to_json()
     assert body["verdict"] == "confirmed"
     assert [c["claim"] for c in body["claims"]] == ["verification.check[correctness.random]",
                                                     "verification.verdict"]
     refuted = compare([claimed], TARGET, HERE_ENV,
-                      verification=_verification({"correctness.random": "fail"})).to_json()
+                      Fresh(_verification({"correctness.random": "fail"}))).to_json()
     assert refuted["verdict"] == "refuted"
     assert "claimed pass, fails here: fail at the claimed seed 1: correctness.random fail" \
         in refuted["claims"][0]["reason"]
@@ -302,9 +303,9 @@ def test_a_kernel_tuned_to_the_claimed_seed_is_refuted_by_the_reproducers_seed()
     a kernel right only on the claimed inputs is refuted, and the reason says which seed."""
     claimed = _verification({"correctness.random": "pass"}, seed=7)
     body = compare([claimed], TARGET, HERE_ENV,
-                   verification=_verification({"correctness.random": "pass"}, seed=7),
-                   own_verification=_verification({"correctness.random": "fail"},
-                                                  seed=91)).to_json()
+                   Fresh(verification=_verification({"correctness.random": "pass"}, seed=7),
+                         own_verification=_verification({"correctness.random": "fail"},
+                                                        seed=91))).to_json()
     assert body["verdict"] == "refuted"
     row, verdict = body["claims"]
     assert row["verdict"] == "refuted"
@@ -312,9 +313,9 @@ def test_a_kernel_tuned_to_the_claimed_seed_is_refuted_by_the_reproducers_seed()
     assert "fail at this reproducer's seed 91" in row["reason"]
     assert "pass at the claimed seed 7; fail at this reproducer's seed 91" in verdict["reason"]
     both = compare([claimed], TARGET, HERE_ENV,
-                   verification=_verification({"correctness.random": "pass"}, seed=7),
-                   own_verification=_verification({"correctness.random": "pass"},
-                                                  seed=91)).to_json()
+                   Fresh(verification=_verification({"correctness.random": "pass"}, seed=7),
+                         own_verification=_verification({"correctness.random": "pass"},
+                                                        seed=91))).to_json()
     assert both["verdict"] == "confirmed"
     assert "at this reproducer's seed 91" in both["claims"][0]["reason"]
 
@@ -462,15 +463,15 @@ def test_verdict_rows_name_the_entry_they_judge() -> None:
     # two claims on one shape: their rows are alike but for the entry they name
     again = Claimed(bench.predicate, JudgedEntry(index=5, leaf_hash="55" * 32))
     body = compare([bench, ver, again], TARGET, HERE_ENV,
-                   verification=_verification({"correctness.random": "pass"}),
-                   benchmark=BenchmarkPredicate.from_json(_bench(HERE)))
+                   Fresh(verification=_verification({"correctness.random": "pass"}),
+                         benchmark=BenchmarkPredicate.from_json(_bench(HERE))))
     assert [(c.claim.split("[")[0], c.entry.index if c.entry else None) for c in body.claims] == [
         ("benchmark.speedup", 2), ("verification.check", 1), ("verification.verdict", 1),
         ("benchmark.speedup", 5)]
     assert body.claims[3].entry == JudgedEntry(index=5, leaf_hash="55" * 32)
     assert isinstance(body.claims[0], ClaimResult)
     unnamed = compare([ver.predicate], TARGET, HERE_ENV,
-                      verification=_verification({"correctness.random": "pass"}))
+                      Fresh(_verification({"correctness.random": "pass"})))
     assert all(c.entry is None for c in unnamed.claims)
 
 
@@ -716,7 +717,7 @@ def test_a_reproduction_that_ran_no_benchmark_records_no_conditions() -> None:
     from verifier.reproduce import not_rerun
 
     ver = VerificationPredicate.from_json(ex.verification())
-    body = compare([ver], TARGET, HERE_ENV, verification=ver).to_json()
+    body = compare([ver], TARGET, HERE_ENV, Fresh(ver)).to_json()
     assert body["catalogue_version"] == CATALOGUE_VERSION and "conditions" not in body
     skipped = not_rerun([ver], TARGET, "op layernorm is not known", HERE_ENV).to_json()
     assert skipped["catalogue_version"] == CATALOGUE_VERSION and "conditions" not in skipped

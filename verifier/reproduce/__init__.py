@@ -15,6 +15,7 @@ from verifier.reproduce._claims import (
     DEFAULT_POLICY,
     VERIFICATION_V1,
     Claimed,
+    Fresh,
     ReproduceSettings,
     claimed_threads,
     compare,
@@ -28,7 +29,7 @@ from verifier.reproduce._claims import (
     unknown_op_reason,
 )
 
-__all__ = ["BENCHMARK_V1", "DEFAULT_POLICY", "VERIFICATION_V1", "Claimed", "ReproduceSettings",
-           "claimed_threads", "compare", "compare_benchmark", "compare_verification",
+__all__ = ["BENCHMARK_V1", "DEFAULT_POLICY", "VERIFICATION_V1", "Claimed", "Fresh",
+           "ReproduceSettings", "claimed_threads", "compare", "compare_benchmark", "compare_verification",
            "fresh_seed", "make_policy", "not_rerun", "overall_verdict", "reproduce_kernel",
            "unknown_op_reason"]

@@ -35,11 +35,13 @@ import copy
 import dataclasses
 import math
 import secrets
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import verifier.benchmark
 from attest.ops import CATALOGUE_VERSION, shape_key
 from attest.predicates import (
     BENCHMARK_V1,
@@ -59,7 +61,6 @@ from attest.predicates import (
     Predicate,
     ReproductionPredicate,
     ReproductionTarget,
-    SpeedupStatistics,
     VerificationPredicate,
 )
 from attest.verdicts import Finding, evidence_findings, overall_verdict, weaknesses
@@ -70,13 +71,17 @@ from verifier.benchmark import (
     merge_conditions,
 )
 from verifier.benchmark import Conditions as Probed
+from verifier.checks import check
 from verifier.device import device_diff
+from verifier.environment import environment_fingerprint
 from verifier.errors import ReproduceError
 from verifier.gpu import probe as gpu_probe
+from verifier.kernel import KernelSpec
 from verifier.progress import Progress, quiet
 from verifier.reproduce._verdict import (
     DEFAULT_POLICY,
     Sitting,
+    SpeedupVerdict,
     Verdict,
     environment_diff,
     make_policy,
@@ -84,12 +89,15 @@ from verifier.reproduce._verdict import (
     one_line,
     speedup_verdict,
 )
+from verifier.runtimes import get_runtime
+from verifier.stats import MAX_LOOKS, max_runs
 
 __all__ = [
     "BENCHMARK_V1",
     "DEFAULT_POLICY",
     "VERIFICATION_V1",
     "Claimed",
+    "Fresh",
     "ReproduceSettings",
     "claimed_threads",
     "compare",
@@ -143,13 +151,19 @@ def decided_before_measuring(pred: BenchmarkPredicate, findings: Sequence[Findin
 
 
 def _claim(claim: str, verdict: Verdict, claimed: Measurement, measured: Measurement,
-           reason: str, statistics: SpeedupStatistics | None = None,
-           diff: Sequence[EnvironmentDiff] = (), why: str | None = None) -> ClaimResult:
-    """A verdict row; `why` (one line) defaults to the reason's first clause."""
-    line = why if why is not None else reason.split("; ")[0]
+           reason: str, diff: Sequence[EnvironmentDiff] = ()) -> ClaimResult:
+    """A verdict row; its `why` (one line) is the reason's first clause."""
     return ClaimResult(claim=claim, verdict=verdict, claimed=claimed, measured=measured,
-                       reason=reason[:MAX_REASON], statistics=statistics,
-                       environment_diff=tuple(diff) or None, why=one_line(line))
+                       reason=reason[:MAX_REASON], statistics=None,
+                       environment_diff=tuple(diff) or None,
+                       why=one_line(reason.split("; ")[0]))
+
+
+def _tested(claim: str, claimed: Measurement, measured: Measurement,
+            diff: Sequence[EnvironmentDiff], v: SpeedupVerdict) -> ClaimResult:
+    """A verdict row the statistical test gave, with its statistics and its own `why`."""
+    return dataclasses.replace(_claim(claim, v.decision, claimed, measured, v.reason, diff),
+                               statistics=v.statistics(), why=one_line(v.why))
 
 
 def _pass_fail(outcome: str) -> str:
@@ -311,32 +325,39 @@ def _measured_row(claimed: BenchmarkPredicate, r: BenchmarkResult,
                         Sitting(measured.trusted, why, diff, apart, margin_for(apart, cc, mc),
                                 tuple(weak)),
                         policy, look=look)
-    return _claim(label, v.decision, claimed_m, _measurement(got), v.reason,
-                  statistics=v.statistics(), diff=diff, why=v.why)
+    return _tested(label, claimed_m, _measurement(got), diff, v)
 
 
 def _claimed(items: Sequence[Claimed | Predicate]) -> list[Claimed]:
     return [c if isinstance(c, Claimed) else Claimed(c) for c in items]
 
 
+@dataclass(frozen=True)
+class Fresh:
+    """The fresh predicates measured here (None where not run): the verification at the
+    claimed seed, the benchmark, and the verification at a seed of this reproducer's."""
+
+    verification: VerificationPredicate | None = None
+    benchmark: BenchmarkPredicate | None = None
+    own_verification: VerificationPredicate | None = None
+
+
 def compare(
     claimed: Sequence[Claimed | Predicate],
     target: ReproductionTarget,
     environment: Environment,
-    verification: VerificationPredicate | None = None,
-    benchmark: BenchmarkPredicate | None = None,
+    fresh: Fresh = Fresh(),
     policy: DecisionPolicy = DEFAULT_POLICY,
-    own_verification: VerificationPredicate | None = None,
     look: int = 1,
 ) -> ReproductionPredicate:
-    """The reproduction/v1 predicate for `claimed` predicates vs fresh ones (benchmark claims
-    tested at sequential look `look`).
+    """The reproduction/v1 predicate for `claimed` predicates vs `fresh` ones (benchmark
+    claims tested at sequential look `look`).
 
-    `verification` / `benchmark` are the fresh predicates (None if not run; the verification
-    at the claimed seed, `own_verification` at a seed of this reproducer's); `target`
-    names the logged entry; `environment` is this machine's fingerprint; `policy`
+    `target` names the logged entry; `environment` is this machine's fingerprint; `policy`
     (tolerance, confidence) decides speed-up claims and is recorded in the body.
     """
+    verification, benchmark = fresh.verification, fresh.benchmark
+    own_verification = fresh.own_verification
     claims: list[ClaimResult] = []
     items = _claimed(claimed)
     for item in items:
@@ -429,12 +450,6 @@ def reproduce_kernel(
     not spent, it measures another batch of runs and tests again at the next sequential look
     (`verifier.stats`), saying so.
     """
-    from verifier.benchmark import bench_runs
-    from verifier.checks import check
-    from verifier.environment import environment_fingerprint
-    from verifier.kernel import KernelSpec
-    from verifier.runtimes import get_runtime
-
     items = _claimed(claimed)
     spec = KernelSpec.load(kernel_dir)
     runtime = spec.runtime
@@ -469,9 +484,9 @@ def reproduce_kernel(
                                   threads=claimed_threads(pred), cold=claimed_cold(pred))
             # measured under the claim's conditions where this machine can recreate them
             like = pred.conditions.to_json() if pred.conditions is not None else None
-            benchmark = bench_runs(kernel_dir, settings.runs, bench,
+            benchmark = verifier.benchmark.bench_runs(kernel_dir, settings.runs, bench,
                                    progress=settings.progress, like=like).to_predicate()
-    body = compare(items, target, here, verification, benchmark, settings.policy, own)
+    body = compare(items, target, here, Fresh(verification, benchmark, own), settings.policy)
     if benchmark is None:
         return body
     looks = _Looks(kernel_dir, items, target, here, verification, own, settings, bench, like)
@@ -508,8 +523,6 @@ class _Looks:
                body: ReproductionPredicate) -> ReproductionPredicate:
         """More looks while speed-up claims stay undecided, then a second sitting for every
         claim the test refuted, all within the sequential budget."""
-        import time
-
         started = time.monotonic()
         body = self._sequential(fresh, body, started)
         return self._confirm(body, started)
@@ -517,11 +530,6 @@ class _Looks:
     def _sequential(self, fresh: BenchmarkPredicate, body: ReproductionPredicate,
                     started: float, only: Sequence[str] | None = None) -> ReproductionPredicate:
         """Further looks while speed-up claims (of `only`, when given) stay undecided."""
-        import time
-
-        import verifier.benchmark as benchmark
-        from verifier.stats import MAX_LOOKS, max_runs
-
         progress = self.settings.progress or quiet
         budget_s = self.settings.sequential_budget_s
         batch = max(1, self.settings.runs)
@@ -540,13 +548,13 @@ class _Looks:
             progress(f"look {look}: {len(open_claims)} speed-up claim(s) undecided "
                 f"({', '.join(open_claims)[:200]}); measuring {more} more run(s), "
                 f"{budget_s - spent:.0f} s of the time budget left")
-            extra = benchmark.bench_runs(self.kernel_dir, more, self.bench,
+            extra = verifier.benchmark.bench_runs(self.kernel_dir, more, self.bench,
                                          progress=self.settings.progress, like=self.like)
             fresh = BenchmarkPredicate.from_json(
                 extend_benchmark(fresh.to_json(), extra.to_predicate().to_json()))
             look += 1
-            body = compare(self.claimed, self.target, self.env, self.verification, fresh,
-                           self.settings.policy, self.own, look)
+            body = compare(self.claimed, self.target, self.env,
+                           Fresh(self.verification, fresh, self.own), self.settings.policy, look)
 
     def _confirm(self, body: ReproductionPredicate, started: float) -> ReproductionPredicate:
         """A refutation by the test stands only if a second sitting (a new batch of fresh
@@ -554,10 +562,6 @@ class _Looks:
         whatever the machine was doing then, which the between-run spread cannot see. A
         typed fault in the second sitting refutes as well. With no time budget left the
         one-sitting verdict stands, and the progress says so."""
-        import time
-
-        import verifier.benchmark as benchmark
-
         progress = self.settings.progress or quiet
         accused = [c.claim for c in body.claims if _refuted_by_test(c)]
         if not accused:
@@ -569,11 +573,11 @@ class _Looks:
         progress(f"{len(accused)} speed-up claim(s) refuted in one sitting "
                  f"({', '.join(accused)[:200]}); measuring a second sitting of "
                  f"{self.settings.runs} run(s)")
-        runs = benchmark.bench_runs(self.kernel_dir, max(1, self.settings.runs), self.bench,
+        runs = verifier.benchmark.bench_runs(self.kernel_dir, max(1, self.settings.runs), self.bench,
                                     progress=self.settings.progress, like=self.like
                                     ).to_predicate()
-        again = compare(self.claimed, self.target, self.env, self.verification, runs,
-                        self.settings.policy, self.own)
+        again = compare(self.claimed, self.target, self.env,
+                        Fresh(self.verification, runs, self.own), self.settings.policy)
         again = self._sequential(runs, again, started, only=accused)
         claims = [_second_sitting(c, _row_for(again, c)) if _refuted_by_test(c) else c
                   for c in body.claims]
