@@ -30,7 +30,7 @@ from verifier.sandbox import CgroupUnavailable, Limits, RunCgroup, cgroup_reason
 from verifier.worker import charged_ns
 from verifier.worker._arena import layout, view
 from verifier.worker._channel import SharedArena, WorkerGone
-from verifier.worker._native import NativeWorker
+from verifier.worker._native import NativeWorker, WorkerSandbox
 from verifier.worker._proc import activity
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -100,9 +100,9 @@ def _worker(name: str, tmp: Path, arena: SharedArena, **limits: int) -> NativeWo
     art = get_runtime(spec.runtime).build(spec, "release", tmp)
     run = tmp / "run"
     run.mkdir()
-    return NativeWorker(art.path, spec.entry, OPS[spec.op], arena, run,
-                        Limits(wall_s=120.0, step_wall_s=None, **limits),
-                        readable=[art.path.parent])
+    return NativeWorker(art.path, spec.entry, OPS[spec.op], arena,
+                        WorkerSandbox(run, Limits(wall_s=120.0, step_wall_s=None, **limits),
+                                      readable=[art.path.parent]))
 
 
 def _matmul_call(worker: NativeWorker, arena: SharedArena, n: int) -> np.ndarray:

@@ -13,7 +13,7 @@ from verifier import OPS, KernelSpec, get_runtime
 from verifier.sandbox import Limits
 from verifier.worker._arena import layout, view
 from verifier.worker._channel import SharedArena, WorkerGone, WorkerHung, encode
-from verifier.worker._native import NativeWorker
+from verifier.worker._native import NativeWorker, WorkerSandbox
 from verifier.worker._proc import activity, escaped_work
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,9 +25,10 @@ def _worker(kernel: Path, tmp: Path, arena: SharedArena, **limits: float) -> Nat
     art = get_runtime(spec.runtime).build(spec, "release", tmp)
     run = tmp / "run"
     run.mkdir()
-    return NativeWorker(art.path, spec.entry, OPS[spec.op], arena, run,
-                        Limits(wall_s=limits.get("wall_s", 60.0), step_wall_s=None),
-                        readable=[art.path.parent])
+    return NativeWorker(art.path, spec.entry, OPS[spec.op], arena,
+                        WorkerSandbox(run, Limits(wall_s=limits.get("wall_s", 60.0),
+                                                  step_wall_s=None),
+                                      readable=[art.path.parent]))
 
 
 def test_worker_calls_the_kernel_on_shared_memory(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from verifier.sandbox import Limits
 from verifier.worker._arena import layout, view
 from verifier.worker._channel import OP_PAIR, SharedArena, WorkerGone, encode
 from verifier.worker._escape import ThreadStarts, running_threads
-from verifier.worker._native import NativeWorker
+from verifier.worker._native import NativeWorker, WorkerSandbox
 from verifier.worker._overlap import TIME_WORDS, overlapping_pairs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -88,8 +88,9 @@ def _worker(kernel: Path, tmp: Path, arena: SharedArena) -> NativeWorker:
     art = get_runtime(spec.runtime).build(spec, "release", tmp)
     run = tmp / "run"
     run.mkdir()
-    return NativeWorker(art.path, spec.entry, OPS[spec.op], arena, run,
-                        Limits(wall_s=60.0, step_wall_s=None), readable=[art.path.parent])
+    return NativeWorker(art.path, spec.entry, OPS[spec.op], arena,
+                        WorkerSandbox(run, Limits(wall_s=60.0, step_wall_s=None),
+                                      readable=[art.path.parent]))
 
 
 def test_pair_command_writes_credible_times_and_right_answers(tmp_path: Path) -> None:

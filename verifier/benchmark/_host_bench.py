@@ -69,6 +69,7 @@ from verifier.worker import (
     WorkerHung,
     WorkerMisanswered,
     WorkerOverMemory,
+    WorkerSandbox,
 )
 
 __all__ = ["host_bench"]
@@ -190,8 +191,9 @@ def _measure(run: _HostRun, plans: list[ShapePlan], settings: LoopSettings) -> l
     kmem, bmem = SharedArena(side), SharedArena(side)
     run_dir = run.work / "run"
     run_dir.mkdir()
-    worker = NativeWorker(artifact.path, artifact.entry_symbol or run.entry, op, kmem, run_dir,
-                          limits, env, readable=[artifact.path.parent], gpu=artifact.gpu)
+    worker = NativeWorker(artifact.path, artifact.entry_symbol or run.entry, op, kmem,
+                          WorkerSandbox(run_dir, limits, env, readable=[artifact.path.parent],
+                                        gpu=artifact.gpu))
     baseline = BaselineWorker(op, bmem, cores)
     rig = Rig(op, worker, baseline, kmem, bmem, Markers.draw())
     out: list[Measured] = []

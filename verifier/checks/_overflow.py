@@ -51,6 +51,7 @@ from verifier.worker import (
     WorkerHung,
     WorkerMisanswered,
     WorkerOverMemory,
+    WorkerSandbox,
 )
 
 __all__ = ["HUGE_SHAPES", "OVERFLOW_REASON", "Room", "index_overflow", "room", "shapes_to_run"]
@@ -217,8 +218,9 @@ def index_overflow(run: KernelRun, progress: Progress, rng: np.random.Generator 
                     address_space=None, step_wall_s=None)
     folder = run.workdir / "overflow"
     folder.mkdir()
-    worker = NativeWorker(run.library, run.entry, op, arena, folder, limits,
-                          base_env(QUIET_THREADS), readable=list(run.readable), rss_cap=RSS_CAP)
+    worker = NativeWorker(run.library, run.entry, op, arena,
+                          WorkerSandbox(folder, limits, base_env(QUIET_THREADS),
+                                        readable=list(run.readable), rss_cap=RSS_CAP))
     try:
         for dims in shapes:
             progress(f"index overflow: shape {shape_text(dims)} (inputs mapped lazily)")

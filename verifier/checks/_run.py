@@ -36,6 +36,7 @@ from verifier.worker import (
     WorkerHung,
     WorkerMisanswered,
     WorkerOverMemory,
+    WorkerSandbox,
     activity,
     escaped_work,
     fill_inputs,
@@ -229,8 +230,8 @@ def run_cases(run: KernelRun, cases: list[Case], limits: Limits, rng: np.random.
         job_dir.mkdir()
         mem = SharedArena(size)
         progress(f"running {len(todo)} cases in a sandboxed child")
-        worker = NativeWorker(run.library, run.entry, op, mem, job_dir, limits, env,
-                              readable=list(run.readable), gpu=run.gpu)
+        sandbox = WorkerSandbox(job_dir, limits, env, list(run.readable), run.gpu)
+        worker = NativeWorker(run.library, run.entry, op, mem, sandbox)
         done = 0
         try:
             for ci in todo:

@@ -41,7 +41,7 @@ from verifier.worker._channel import (
     WorkerOverMemory,
 )
 from verifier.worker._escape import UNASKED_ANSWER, Escape
-from verifier.worker._native import BaselineWorker, NativeWorker
+from verifier.worker._native import BaselineWorker, NativeWorker, WorkerSandbox
 from verifier.worker._overlap import TIME_WORDS, overlapping_pairs
 from verifier.worker._proc import Activity, activity, escaped_work
 from verifier.worker._torch import (
@@ -91,6 +91,7 @@ __all__ = [
     "WorkerHung",
     "WorkerMisanswered",
     "WorkerOverMemory",
+    "WorkerSandbox",
     "activity",
     "busy_ns",
     "charged_ns",

@@ -85,12 +85,26 @@ def worker_binary(op: OpSpec) -> Path:
                          ("-ldl", "-lpthread"), BuildError)
 
 
+@dataclasses.dataclass(frozen=True)
+class WorkerSandbox:
+    """Where a kernel's process runs and what it may use: its folder and limits, its
+    environment (None: the quiet default), the paths it may read besides the system's, the
+    GPU, and a cap on its resident memory (None: none)."""
+
+    workdir: Path
+    limits: Limits
+    env: dict[str, str] | None = None
+    readable: Sequence[Path] = ()
+    gpu: bool = False
+    rss_cap: int | None = None
+
+
 class NativeWorker(Channel):
     """One sandboxed kernel process: `start()`, commands, `close()` -> ChildResult."""
 
-    def __init__(self, library: Path, entry: str, op: OpSpec, arena: SharedArena, workdir: Path,
-                 limits: Limits, env: dict[str, str] | None = None, readable: Sequence[Path] = (),
-                 gpu: bool = False, rss_cap: int | None = None) -> None:
+    def __init__(self, library: Path, entry: str, op: OpSpec, arena: SharedArena,
+                 sandbox: WorkerSandbox) -> None:
+        limits, rss_cap = sandbox.limits, sandbox.rss_cap
         if limits.private_bytes is None:  # the private folder: a tmpfs counted in its memory
             limits = dataclasses.replace(limits, private_bytes=min(memory_limit(limits),
                                                                    PRIVATE_BYTES))
@@ -111,9 +125,10 @@ class NativeWorker(Channel):
         self.clock: CpuClock = CgroupClock(self.cgroup) if self.cgroup else ProcTreeClock()
         argv = [str(self.binary), str(Path(library).resolve()), entry, str(cmd_r), str(ans_w),
                 str(arena.fd), str(arena.nbytes)]
-        child_env = env if env is not None else base_env(QUIET_THREADS)
+        child_env = sandbox.env if sandbox.env is not None else base_env(QUIET_THREADS)
         self._thread = threading.Thread(target=self._run, daemon=True, args=(
-            argv, workdir, child_env, [*readable, self.binary.parent], gpu))
+            argv, sandbox.workdir, child_env, [*sandbox.readable, self.binary.parent],
+            sandbox.gpu))
         self._thread.start()
 
     def _run(self, argv: list[str], workdir: Path, env: dict[str, str], readable: list[Path],
