@@ -60,6 +60,22 @@ def _finite_float(x: float) -> float:
     return float(x)
 
 
+def _worst_flat(bad_mask: NDArray[np.bool_], kind_bad: NDArray[np.bool_],
+                ratio: NDArray[np.float64]) -> int:
+    """The flat index of the worst element: among the bad ones, a wrong kind (NaN, Inf)
+    first, then the largest error over tolerance; with none bad, the largest ratio."""
+    if bad_mask.any():
+        score = np.where(kind_bad, np.inf, ratio)
+        return int(np.argmax(np.where(bad_mask, score, -1.0)))
+    return int(np.argmax(ratio))
+
+
+def _bad_last_from(bad_mask: NDArray[np.bool_]) -> int:
+    """The first index along the last axis where any element is bad."""
+    cols = np.nonzero(bad_mask.reshape(-1, bad_mask.shape[-1]).any(axis=0))[0]
+    return int(cols.min())
+
+
 def compare_output(
     out: NDArray[np.float32], ref: NDArray[np.float64], tol: NDArray[np.float64],
     poison: int | None = None,
@@ -95,16 +111,9 @@ def compare_output(
     fin_both = ref_fin & np.isfinite(out)
     ulps = ulp_distance(np.where(fin_both, out, 0).astype(np.float32),
                         np.where(fin_both, expected32, 0).astype(np.float32))
-    if bad:
-        score = np.where(kind_bad, np.inf, ratio)
-        flat = int(np.argmax(np.where(bad_mask, score, -1.0)))
-    else:
-        flat = int(np.argmax(ratio))
+    flat = _worst_flat(bad_mask, kind_bad, ratio)
     worst = tuple(int(i) for i in np.unravel_index(flat, out.shape))
-    last_from: int | None = None
-    if bad and out.ndim:
-        cols = np.nonzero(bad_mask.reshape(-1, out.shape[-1]).any(axis=0))[0]
-        last_from = int(cols.min())
+    last_from = _bad_last_from(bad_mask) if bad and out.ndim else None
     return Comparison(
         elements=n,
         bad=bad,

@@ -578,17 +578,9 @@ def measured_kernel(directory: str | Path) -> dict[str, str] | None:
     return {"name": spec.name, "version": spec.version, "source_sha256": digest}
 
 
-def unpack_kernel(data: bytes, dest: str | Path) -> Path:
-    """Unpack a kernel archive into the empty or new folder `dest` and validate it.
-
-    Only regular files named by safe relative paths are accepted, within the size
-    and count caps; the file set must be exactly `kernel.toml` plus its sources.
-    """
-    if len(data) > MAX_ARCHIVE_BYTES:
-        raise ArchiveError(f"archive is {len(data)} bytes; the cap is {MAX_ARCHIVE_BYTES}")
-    target = Path(dest)
-    if target.exists() and any(target.iterdir()):
-        raise ArchiveError(f"{target}: destination must be empty or not exist")
+def _archive_files(data: bytes) -> dict[str, bytes]:
+    """The archive's files by name: regular files with safe relative names, each once,
+    within the count and size caps."""
     files: dict[str, bytes] = {}
     try:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
@@ -611,6 +603,21 @@ def unpack_kernel(data: bytes, dest: str | Path) -> Path:
                 files[name] = handle.read()
     except tarfile.TarError as exc:
         raise ArchiveError(f"not a valid tar archive: {exc}") from exc
+    return files
+
+
+def unpack_kernel(data: bytes, dest: str | Path) -> Path:
+    """Unpack a kernel archive into the empty or new folder `dest` and validate it.
+
+    Only regular files named by safe relative paths are accepted, within the size
+    and count caps; the file set must be exactly `kernel.toml` plus its sources.
+    """
+    if len(data) > MAX_ARCHIVE_BYTES:
+        raise ArchiveError(f"archive is {len(data)} bytes; the cap is {MAX_ARCHIVE_BYTES}")
+    target = Path(dest)
+    if target.exists() and any(target.iterdir()):
+        raise ArchiveError(f"{target}: destination must be empty or not exist")
+    files = _archive_files(data)
     if MANIFEST not in files:
         raise ArchiveError("archive has no kernel.toml")
     try:

@@ -294,25 +294,91 @@ def _batch_size(rig: Rig, plan: ShapePlan, lay: Layout, settings: LoopSettings, 
     return max(1, min(cap, math.ceil(want / max(one, 1000.0)))), nop_k, nop_b
 
 
+@dataclass
+class _Charge:
+    """CPU the kernel's tree used outside its calls (`owed_ns` since `seen`), charged to the
+    next timed batch."""
+
+    worker: NativeWorker
+    owed_ns: int
+    seen: int
+
+    def charge(self, ns: float, out: Measured, threads: int) -> float:
+        """A kernel batch's `ns` with what is owed charged to it, counted in `out`."""
+        out.inside_cpu_ns += self.worker.last_cpu_ns
+        self.owed_ns += self.worker.outside_total_ns - self.seen
+        self.seen = self.worker.outside_total_ns
+        out.outside_cpu_ns += self.owed_ns
+        ns = charged_ns(ns, self.owed_ns, threads)
+        self.owed_ns = 0
+        return ns
+
+    def rest(self) -> int:
+        """What is owed after the last timed batch: counted, charged to none."""
+        return self.owed_ns + self.worker.outside_total_ns - self.seen
+
+
+def _guard_arenas(rig: Rig, lay: Layout, guard_pages: bool) -> int:
+    """How many calls' arenas a batch may use; each filled with the guard pattern and, with
+    `guard_pages`, its guard pages protected."""
+    kmem, bmem = rig.kmem, rig.bmem
+    cap = max(1, min(MAX_BATCH_CALLS, BATCH_CACHE_BYTES // max(lay.total, 1),
+                     kmem.nbytes // max(lay.total, 1), bmem.nbytes // max(lay.total, 1)))
+    for mem in (kmem, bmem):
+        mem.bytes[:cap * lay.total] = guard_pattern(cap * lay.total, rig.markers.guard)
+    if guard_pages:
+        ranges = [(0, -(-kmem.nbytes // PAGE) * PAGE, PROT_READ_WRITE),
+                  *[r for j in range(cap) for r in lay.protections(j * lay.total)]]
+        for k in range(0, len(ranges), PROTECT_RANGES):
+            rig.worker.protect(ranges[k:k + PROTECT_RANGES])
+    return cap
+
+
+def _enough(settings: LoopSettings, reps: int, start: int, out: Measured,
+            rng: np.random.Generator) -> bool:
+    """Whether to stop after `reps` batches (looked at every tenth): the budget is spent, or
+    the minimum time is and the speed-up interval is within target."""
+    if reps < settings.min_reps or reps % 10:
+        return False
+    elapsed = time.perf_counter_ns() - start
+    return elapsed > settings.budget_s * 1e9 or (
+        elapsed >= settings.min_s * 1e9
+        and _halfwidth(out.kernel_ns, out.baseline_ns, rng) <= settings.target)
+
+
+def _stored(kept: list[tuple[int, list[F32]]],
+            latest: tuple[int, list[F32]] | None) -> list[tuple[int, list[F32]]]:
+    """The kept outputs and the latest batch's, by call number."""
+    chosen = dict(kept)
+    if latest is not None:
+        chosen[latest[0]] = latest[1]
+    return sorted(chosen.items(), key=lambda item: item[0])
+
+
+def _final_call(rig: Rig, plan: ShapePlan, lay: Layout, watch: _Watch, batch: int,
+                args: tuple[list[int], list[int], float]) -> list[F32]:
+    """The outputs of one more call on the latest call's buffers, refilled and poisoned
+    (`args`: the slots, the dims, the timeout)."""
+    arena = (batch - 1) * lay.total
+    last = rig.kmem.bytes[arena:arena + lay.total]  # the buffers of the latest call
+    fill_inputs(last, lay, plan.pool[-1])
+    poison(last, lay, rig.markers.poison)
+    rig.worker.call([arena], *args)
+    watch.answered(batch - 1)
+    time.sleep(FINAL_PAUSE_S)
+    return outputs_of(last, lay)
+
+
 def measure_shape(rig: Rig, plan: ShapePlan, settings: LoopSettings, rng: np.random.Generator,
                   recheck: int, owed_ns: int = 0) -> Measured:
     """Time one shape until the speed-up interval is within target or its budget ends.
 
     `owed_ns`: CPU the kernel's tree used before this shape that no batch was charged (the
     library's loading, for the first shape): charged to the first timed batch."""
-    worker, baseline, kmem, bmem = rig.worker, rig.baseline, rig.kmem, rig.bmem
-    markers = rig.markers
+    worker, kmem = rig.worker, rig.kmem
     lay = bench_layout(rig.op, plan.dims, settings.guard_pages)
-    seen = worker.outside_total_ns
-    cap = max(1, min(MAX_BATCH_CALLS, BATCH_CACHE_BYTES // max(lay.total, 1),
-                     kmem.nbytes // max(lay.total, 1), bmem.nbytes // max(lay.total, 1)))
-    for mem in (kmem, bmem):
-        mem.bytes[:cap * lay.total] = guard_pattern(cap * lay.total, markers.guard)
-    if settings.guard_pages:
-        ranges = [(0, -(-kmem.nbytes // PAGE) * PAGE, PROT_READ_WRITE),
-                  *[r for j in range(cap) for r in lay.protections(j * lay.total)]]
-        for k in range(0, len(ranges), PROTECT_RANGES):
-            worker.protect(ranges[k:k + PROTECT_RANGES])
+    charge = _Charge(worker, owed_ns, worker.outside_total_ns)
+    cap = _guard_arenas(rig, lay, settings.guard_pages)
     timeout_s = max(CALL_TIMEOUT_FLOOR_S, settings.budget_s)
     batch, nop_k, nop_b = _batch_size(rig, plan, lay, settings, cap, timeout_s)
     out = Measured(batch=batch, overhead_ns=(nop_k, nop_b))
@@ -323,8 +389,7 @@ def measure_shape(rig: Rig, plan: ShapePlan, settings: LoopSettings, rng: np.ran
     kept: list[tuple[int, list[F32]]] = []
     latest: tuple[int, list[F32]] | None = None
     start = time.perf_counter_ns()
-    call = 0
-    i = 0
+    call = i = 0
     while i < settings.max_reps:
         watch.before_next()
         _write_batch(rig, plan, lay, call, batch)
@@ -334,49 +399,32 @@ def measure_shape(rig: Rig, plan: ShapePlan, settings: LoopSettings, rng: np.ran
                 ns = _busy_ns(worker, worker.call(arenas, slots, dims, timeout_s),
                               settings.threads, settings.adjust_waits)
                 if settings.adjust_waits:  # CPU: a GPU kernel's work is not CPU time
-                    out.inside_cpu_ns += worker.last_cpu_ns
-                    owed_ns += worker.outside_total_ns - seen
-                    seen = worker.outside_total_ns
-                    out.outside_cpu_ns += owed_ns
-                    ns = charged_ns(ns, owed_ns, settings.threads)
-                    owed_ns = 0
+                    ns = charge.charge(ns, out, settings.threads)
                 watch.answered(keep)
                 assert watch.kept is not None
                 latest = (call + keep, watch.kept[1])
                 _reservoir(kept, latest, i, recheck - 1, rng)
                 out.kernel_ns.append(max(ns - nop_k, 0.0) / batch)
             else:
-                out.baseline_ns.append(_baseline_ns(baseline, arenas, slots, dims, timeout_s) / batch)
+                out.baseline_ns.append(
+                    _baseline_ns(rig.baseline, arenas, slots, dims, timeout_s) / batch)
         out.first_call.append(call)
         call += batch
         i += 1
         if worker.unasked and i >= 2:
             break  # the measurement is void; no need to spend the budget
-        if i >= settings.min_reps and i % 10 == 0:
-            elapsed = time.perf_counter_ns() - start
-            if elapsed > settings.budget_s * 1e9:
-                break
-            if elapsed >= settings.min_s * 1e9 and _halfwidth(out.kernel_ns, out.baseline_ns, rng) <= settings.target:
-                break
+        if _enough(settings, i, start, out, rng):
+            break
     out.span_s = (time.perf_counter_ns() - start) / 1e9
     time.sleep(FINAL_PAUSE_S)
     watch.before_next()
-    chosen = {c: outs for c, outs in kept}
-    if latest is not None:
-        chosen[latest[0]] = latest[1]
-    out.stored = sorted(chosen.items(), key=lambda item: item[0])
-    out.guard_damage = _guard_damage(kmem, lay, batch, markers)
-    last = kmem.bytes[arenas[-1]:arenas[-1] + lay.total]  # the buffers of the latest call
-    fill_inputs(last, lay, plan.pool[-1])
-    poison(last, lay, markers.poison)
-    worker.call(arenas[-1:], slots, dims, timeout_s)
-    watch.answered(batch - 1)
-    time.sleep(FINAL_PAUSE_S)
-    out.final = outputs_of(last, lay)
+    out.stored = _stored(kept, latest)
+    out.guard_damage = _guard_damage(kmem, lay, batch, rig.markers)
+    out.final = _final_call(rig, plan, lay, watch, batch, (slots, dims, timeout_s))
     watch.before_next()
     out.escaped = watch.found
     if settings.adjust_waits:  # after the last timed batch: counted, charged to none
-        out.outside_cpu_ns += owed_ns + worker.outside_total_ns - seen
+        out.outside_cpu_ns += charge.rest()
     if out.outside_cpu_ns > max(OUTSIDE_SHARE * out.inside_cpu_ns, OUTSIDE_FLOOR_NS):
         out.escaped.append(outside_calls(out.outside_cpu_ns, out.inside_cpu_ns))
     return out

@@ -140,12 +140,10 @@ def _calls_row(name: str, cases: list[Case], inputs: dict[str, Any],
                        inputs, metrics)
 
 
-def _correctness(op: OpSpec, name: str, judged: list[tuple[Case, list[_StepEval]]], what: str,
-                 normal_ok: bool = False) -> Check:
-    """The row of check `name` from its cases, each with its steps' evaluations."""
-    shapes = [case.dims for case, _ in judged]
-    crashed = [(case.dims, case.failure) for case, _ in judged if case.failure]
-    comps = [c for _, steps in judged for e in steps for c in e.comparisons]
+def _bad_and_good(judged: list[tuple[Case, list[_StepEval]]]
+                  ) -> tuple[list[tuple[dict[str, int], Comparison]], list[dict[str, int]]]:
+    """The shapes that ran with a wrong output (each with its first failing comparison) and
+    those that ran right."""
     bad: list[tuple[dict[str, int], Comparison]] = []
     good: list[dict[str, int]] = []
     for case, steps in judged:
@@ -156,6 +154,16 @@ def _correctness(op: OpSpec, name: str, judged: list[tuple[Case, list[_StepEval]
             bad.append((case.dims, worst[0]))
         else:
             good.append(case.dims)
+    return bad, good
+
+
+def _correctness(op: OpSpec, name: str, judged: list[tuple[Case, list[_StepEval]]], what: str,
+                 normal_ok: bool = False) -> Check:
+    """The row of check `name` from its cases, each with its steps' evaluations."""
+    shapes = [case.dims for case, _ in judged]
+    crashed = [(case.dims, case.failure) for case, _ in judged if case.failure]
+    comps = [c for _, steps in judged for e in steps for c in e.comparisons]
+    bad, good = _bad_and_good(judged)
     metrics = _merge_metrics(comps)
     inputs = {"shapes": shapes}
     if crashed:

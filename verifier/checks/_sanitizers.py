@@ -181,12 +181,11 @@ def tsan_check(run: Sanitizing, cases: list[tuple[dict[str, int], list[F32]]],
                        "(OMP_NUM_THREADS=4)", inputs)
 
 
-def sanitizer_rows(spec: KernelSpec, op: OpSpec, plan: Budget, wall_s: float, workdir: Path,
-                   rng: np.random.Generator, progress: Progress,
+def sanitizer_rows(run: Sanitizing, plan: Budget, rng: np.random.Generator, progress: Progress,
                    audit: Audit | None = None) -> list[Check]:
     """The ASan+UBSan row, then the TSan row, on the budget's driver cases."""
+    op = run.op
     progress("AddressSanitizer + UBSan build")
-    run = Sanitizing(spec, op, workdir, wall_s, 3 * plan.step_wall_s)
     san_cases = sanitizer_cases(op, rng, plan.asan_shapes)
     asan = asan_check(run, san_cases)
     progress("ThreadSanitizer build")

@@ -44,7 +44,7 @@ from verifier.checks._report import (
     make_fault,
 )
 from verifier.checks._run import run_cases
-from verifier.checks._sanitizers import sanitizer_rows
+from verifier.checks._sanitizers import Sanitizing, sanitizer_rows
 from verifier.checks._static import audit_row
 from verifier.checks._torch_suite import torch_check
 from verifier.environment import environment_fingerprint
@@ -128,18 +128,14 @@ def _check(
     if reason:
         return report([check_row("build", "error", f"runtime {spec.runtime!r} unavailable: {reason}")])
     op = OPS[spec.op]
-    compiler, version = runtime.compiler()
+    compiler = runtime.compiler()
     with scratch_dir("ktl-check-") as work:
         progress("building the kernel")
         try:
             artifact = runtime.build(spec, "release", work)
         except (BuildError, RuntimeUnavailableError) as exc:
             return report([check_row("build", "fail", str(exc)[:1000], {}, {}, make_fault("build"))])
-        relaxed = " (relaxed floating point recorded: results may differ from IEEE)" if spec.relaxed_math else ""
-        rows = [check_row("build", "pass",
-                            f"{compiler} {version} {' '.join(spec.flags)}{relaxed}".strip(),
-                            {"flags": list(spec.flags)},
-                            {"relaxed_math": 1.0 if spec.relaxed_math else 0.0})]
+        rows = [_build_row(spec, *compiler)]
         audited, audit = audit_row(artifact, spec)
         rows.append(audited)
         cases = plan_cases(op, plan, rng)
@@ -159,10 +155,21 @@ def _check(
                      for row in ("index.overflow", "sanitizer.asan_ubsan", "sanitizer.tsan")]
             return report([*rows, *proof_rows(spec, plan.proofs, work, progress)])
         rows.append(_index_overflow_row(run, plan, rng, progress))
-        rows += sanitizer_rows(spec, op, plan, 60.0 if budget == "quick" else 150.0, work, rng,
-                               progress, audit)
+        sanitizing = Sanitizing(spec, op, work, 60.0 if budget == "quick" else 150.0,
+                                3 * plan.step_wall_s)
+        rows += sanitizer_rows(sanitizing, plan, rng, progress, audit)
         rows += proof_rows(spec, plan.proofs, work, progress)
     return report(_confirmed_overflow(rows))
+
+
+def _build_row(spec: KernelSpec, compiler: str, version: str) -> Check:
+    """The passing `build` row: the compiler, its version and the flags (relaxed math is
+    recorded)."""
+    relaxed = " (relaxed floating point recorded: results may differ from IEEE)" if spec.relaxed_math else ""
+    return check_row("build", "pass",
+                     f"{compiler} {version} {' '.join(spec.flags)}{relaxed}".strip(),
+                     {"flags": list(spec.flags)},
+                     {"relaxed_math": 1.0 if spec.relaxed_math else 0.0})
 
 
 def _confirmed_overflow(rows: Sequence[Check]) -> list[Check]:

@@ -60,6 +60,7 @@ from verifier.checks._torch_rows import (
 )
 from verifier.environment import environment_fingerprint
 from verifier.errors import BuildError, VerifierError
+from verifier.gpu import probe
 from verifier.kernel import KernelSpec
 from verifier.progress import Progress, quiet
 from verifier.proofs import not_for_runtime
@@ -133,8 +134,6 @@ def torch_check(spec: KernelSpec, budget: str = "quick", seed: int | None = None
     if reason:
         return report([check_row("build", "error", f"runtime {kernel.runtime!r} unavailable: {reason}")])
     if kernel.uses_cuda:
-        from verifier.gpu import probe
-
         why = ("this machine has no GPU" if probe().count < 1 else
                "this harness hands the module CPU tensors: running it on the GPU is not part "
                "of this verifier build")
@@ -178,13 +177,14 @@ def _suite(kernel: TorchKernel, plan: TorchPlan, seed: int, work: Path, progress
                                arena_bytes=memory.arena_bytes, params_room=memory.params_room)
     except (ReferenceError_, WorkerGone, WorkerHung, KernelRaised) as exc:
         return [*rows, check_row("reference", "error", f"the reference module could not run: {exc}"[:1500])]
-    return _judged(kernel, plan, seed, session, rows, progress, statement)
+    return _judged(plan, seed, session, rows, progress, statement)
 
 
-def _judged(kernel: TorchKernel, plan: TorchPlan, seed: int, session: TorchSession,
-            rows: list[Check], progress: Progress, statement: dict[str, Any]) -> list[Check]:
-    """The rows of a started session, which it closes (the reference failing is the check's
-    error, never the kernel's fail)."""
+def _judged(plan: TorchPlan, seed: int, session: TorchSession, rows: list[Check],
+            progress: Progress, statement: dict[str, Any]) -> list[Check]:
+    """The rows of a started session (of `session.kernel`), which it closes (the reference
+    failing is the check's error, never the kernel's fail)."""
+    kernel = session.kernel
     try:
         try:
             session.start_candidate()
