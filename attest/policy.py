@@ -431,6 +431,26 @@ def _string_list(value: object, path: str) -> list[str]:
     return list(value)
 
 
+def _predicate_types(value: object, path: str) -> set[str]:
+    """A rule's `predicate_types`: short names, full type URIs or `*` (all), at least one."""
+    types: set[str] = set()
+    type_list = _string_list(value, path)
+    if not type_list:
+        raise PolicyError(f"{path}: list at least one predicate type")
+    for i, ptype in enumerate(type_list):
+        if ptype == "*":
+            types.update(PREDICATE_TYPES)
+        elif ptype in SHORT_NAMES:
+            types.add(SHORT_NAMES[ptype])
+        elif ptype in PREDICATE_TYPES:
+            types.add(ptype)
+        else:
+            known = ", ".join([*SHORT_NAMES, "*"])
+            raise PolicyError(f"{path}[{i}]: unknown predicate type {ptype!r} "
+                              f"(use one of {known} or a full type URI)")
+    return types
+
+
 def _parse_rule(rule: object, path: str, base: Path) -> PolicyRule:
     if not isinstance(rule, dict):
         raise PolicyError(f"{path}: must be a table")
@@ -447,21 +467,7 @@ def _parse_rule(rule: object, path: str, base: Path) -> PolicyRule:
     if not isinstance(kernel, str) or not _GLOB.fullmatch(kernel):
         raise PolicyError(f"{path}.kernel: must be a kernel-name glob such as 'acme/*' "
                           "(lowercase letters, digits, . _ - / and wildcards * ? [ ] !)")
-    types: set[str] = set()
-    type_list = _string_list(rule["predicate_types"], f"{path}.predicate_types")
-    if not type_list:
-        raise PolicyError(f"{path}.predicate_types: list at least one predicate type")
-    for i, ptype in enumerate(type_list):
-        if ptype == "*":
-            types.update(PREDICATE_TYPES)
-        elif ptype in SHORT_NAMES:
-            types.add(SHORT_NAMES[ptype])
-        elif ptype in PREDICATE_TYPES:
-            types.add(ptype)
-        else:
-            known = ", ".join([*SHORT_NAMES, "*"])
-            raise PolicyError(f"{path}.predicate_types[{i}]: unknown predicate type {ptype!r} "
-                              f"(use one of {known} or a full type URI)")
+    types = _predicate_types(rule["predicate_types"], f"{path}.predicate_types")
     key_list = _string_list(rule.get("keys", []), f"{path}.keys")
     if "*" in key_list:
         return _any_signer_rule(rule, path, name, kernel, frozenset(types), key_list)

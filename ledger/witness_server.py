@@ -77,6 +77,30 @@ def _text(body: str, status: int, mimetype: str = "text/plain") -> Response:
     return Response(body, status=status, mimetype=mimetype)
 
 
+def _add_checkpoint(store: WitnessStore, cosign: Callable[[Cosign], bytes]) -> Response:
+    """`POST /add-checkpoint`: the request body (at most MAX_REQUEST_BYTES) parsed, then the
+    store's decision: the cosignature lines, the held size (409) or why not."""
+    length = request.content_length
+    if length is not None and length > MAX_REQUEST_BYTES:
+        return _text(f"request body is larger than {MAX_REQUEST_BYTES} bytes\n", 413)
+    body = request.stream.read(MAX_REQUEST_BYTES + 1)
+    if len(body) > MAX_REQUEST_BYTES:
+        return _text(f"request body is larger than {MAX_REQUEST_BYTES} bytes\n", 413)
+    try:
+        parsed = AddCheckpoint.parse(body)
+    except RequestError as exc:
+        return _text(f"{exc}\n", 400)
+    try:
+        decision, lines = store.add_checkpoint(parsed, cosign)
+    except CosignatureError as exc:  # the checkpoint text cannot be cosigned
+        return _text(f"{exc}\n", 400)
+    if isinstance(decision, Cosign):
+        return _text(lines.decode(), 200)
+    if decision.status == 409:
+        return _text(f"{decision.held_size}\n", 409, SIZE_MEDIA_TYPE)
+    return _text(f"{decision.message}\n", decision.status)
+
+
 def create_witness_app(store: WitnessStore, signer: CosignatureSigner) -> Flask:
     """The witness's Flask app over ``store``, cosigning with ``signer``."""
     app = Flask("ktl-witness")
@@ -88,25 +112,7 @@ def create_witness_app(store: WitnessStore, signer: CosignatureSigner) -> Flask:
 
     @app.post("/add-checkpoint")
     def add_checkpoint() -> Response:
-        length = request.content_length
-        if length is not None and length > MAX_REQUEST_BYTES:
-            return _text(f"request body is larger than {MAX_REQUEST_BYTES} bytes\n", 413)
-        body = request.stream.read(MAX_REQUEST_BYTES + 1)
-        if len(body) > MAX_REQUEST_BYTES:
-            return _text(f"request body is larger than {MAX_REQUEST_BYTES} bytes\n", 413)
-        try:
-            parsed = AddCheckpoint.parse(body)
-        except RequestError as exc:
-            return _text(f"{exc}\n", 400)
-        try:
-            decision, lines = store.add_checkpoint(parsed, cosign)
-        except CosignatureError as exc:  # the checkpoint text cannot be cosigned
-            return _text(f"{exc}\n", 400)
-        if isinstance(decision, Cosign):
-            return _text(lines.decode(), 200)
-        if decision.status == 409:
-            return _text(f"{decision.held_size}\n", 409, SIZE_MEDIA_TYPE)
-        return _text(f"{decision.message}\n", decision.status)
+        return _add_checkpoint(store, cosign)
 
     @app.get("/<string:ohash>/checkpoint")
     def held_checkpoint(ohash: str) -> Response:

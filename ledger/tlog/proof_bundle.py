@@ -37,6 +37,38 @@ class TlogProofError(NoteError):
     """A tlog-proof file is malformed or does not prove what it claims."""
 
 
+def _as_text(text: str | bytes) -> str:
+    """A proof's text: at most MAX_PROOF_BYTES, UTF-8 when given as bytes."""
+    if isinstance(text, bytes):
+        if len(text) > MAX_PROOF_BYTES:
+            raise TlogProofError(f"tlog-proof is larger than {MAX_PROOF_BYTES} bytes")
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError:
+            raise TlogProofError("tlog-proof is not valid UTF-8") from None
+    if not isinstance(text, str):
+        raise TlogProofError("tlog-proof must be text")
+    if len(text) > MAX_PROOF_BYTES:
+        raise TlogProofError(f"tlog-proof is larger than {MAX_PROOF_BYTES} bytes")
+    return text
+
+
+def _proof_hashes(hash_lines: list[str]) -> tuple[bytes, ...]:
+    """At most MAX_PROOF_HASHES lines, each one base64 hash of HASH_SIZE bytes."""
+    if len(hash_lines) > MAX_PROOF_HASHES:
+        raise TlogProofError(f"tlog-proof has more than {MAX_PROOF_HASHES} proof hashes")
+    hashes = []
+    for i, line in enumerate(hash_lines):
+        try:
+            h = b64decode_strict(line, f"proof hash {i}")
+        except NoteError as e:
+            raise TlogProofError(str(e)) from None
+        if len(h) != HASH_SIZE:
+            raise TlogProofError(f"proof hash {i} must be {HASH_SIZE} bytes, got {len(h)}")
+        hashes.append(h)
+    return tuple(hashes)
+
+
 @dataclass(frozen=True)
 class TlogProof:
     """A parsed tlog-proof@v1. ``checkpoint`` is the signed note bytes, verbatim."""
@@ -79,18 +111,7 @@ class TlogProof:
     @classmethod
     def from_text(cls, text: str | bytes) -> TlogProof:
         """Parse strictly; raise TlogProofError saying what is wrong."""
-        if isinstance(text, bytes):
-            if len(text) > MAX_PROOF_BYTES:
-                raise TlogProofError(f"tlog-proof is larger than {MAX_PROOF_BYTES} bytes")
-            try:
-                text = text.decode("utf-8")
-            except UnicodeDecodeError:
-                raise TlogProofError("tlog-proof is not valid UTF-8") from None
-        if not isinstance(text, str):
-            raise TlogProofError("tlog-proof must be text")
-        if len(text) > MAX_PROOF_BYTES:
-            raise TlogProofError(f"tlog-proof is larger than {MAX_PROOF_BYTES} bytes")
-        head, sep, note = text.partition("\n\n")
+        head, sep, note = _as_text(text).partition("\n\n")
         if not sep:
             raise TlogProofError("tlog-proof has no empty line before the checkpoint")
         lines = head.split("\n")
@@ -111,19 +132,7 @@ class TlogProof:
             raise TlogProofError(
                 f"index {digits[:30]!r} must be a decimal number without leading zeros"
             )
-        hash_lines = lines[pos + 1 :]
-        if len(hash_lines) > MAX_PROOF_HASHES:
-            raise TlogProofError(f"tlog-proof has more than {MAX_PROOF_HASHES} proof hashes")
-        hashes = []
-        for i, line in enumerate(hash_lines):
-            try:
-                h = b64decode_strict(line, f"proof hash {i}")
-            except NoteError as e:
-                raise TlogProofError(str(e)) from None
-            if len(h) != HASH_SIZE:
-                raise TlogProofError(f"proof hash {i} must be {HASH_SIZE} bytes, got {len(h)}")
-            hashes.append(h)
-        return cls(int(digits), tuple(hashes), note.encode(), extra)
+        return cls(int(digits), _proof_hashes(lines[pos + 1 :]), note.encode(), extra)
 
     def to_json(self) -> dict[str, Any]:
         return {

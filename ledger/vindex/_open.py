@@ -5,6 +5,7 @@ from __future__ import annotations
 import weakref
 
 from ledger.storage import LogStorage, SqliteStorage
+from ledger.vindex._sqlite import SqliteIndexRows
 from ledger.vindex._stored import IndexRows, MemoryIndexRows, StoredIndex, WriteBack
 
 __all__ = ["open_index"]
@@ -17,8 +18,6 @@ def open_index(storage: LogStorage, write_back: WriteBack | None = None) -> Stor
     for any other storage (the in-memory one) rows in memory, one set per storage."""
     rows: IndexRows
     if isinstance(storage, SqliteStorage):
-        from ledger.vindex._sqlite import SqliteIndexRows
-
         rows = SqliteIndexRows(storage._conn)
     elif type(storage).__name__ == "PostgresStorage":
         from ledger.vindex._postgres import PgIndexRows
