@@ -214,7 +214,7 @@ class Batching:
 class Sequencer:
     """Batches submissions from many threads and integrates them one batch at a time."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 (the log, its key and origin, and four optional parts)
         self,
         storage: LogStorage,
         signer: NoteSigner,

@@ -371,7 +371,7 @@ def _exp(x: float) -> float:
     return math.exp(min(x, 700.0)) if math.isfinite(x) else 1e300
 
 
-def simulated_rates(
+def simulated_rates(  # noqa: PLR0913 (the knobs of a simulation, as inflation_test takes them)
     inflation: float, sigma: float, runs: int, trials: int, seed: int = 0,
     tolerance: float = DEFAULT_TOLERANCE, confidence: float = DEFAULT_CONFIDENCE,
 ) -> dict[Decision, float]:

@@ -186,7 +186,7 @@ class _Regions:
 class TorchSession:
     """Both processes of one torch kernel for one check or bench run (see the module doc)."""
 
-    def __init__(self, kernel: TorchKernel, work: Path, build: TorchBuild, limits: Limits,
+    def __init__(self, kernel: TorchKernel, work: Path, build: TorchBuild, limits: Limits,  # noqa: PLR0913
                  threads: int = 1, arena_bytes: int = 256 * 2**20, gpu: bool = False,
                  poison: int = 0xFFC1, sizes: ScalePlan | None = None,
                  params_room: int | None = None) -> None:

@@ -466,7 +466,7 @@ def _stderr_tail(fd: int) -> str:
     return os.pread(fd, STDERR_CAP, max(0, size - STDERR_CAP)).decode("utf-8", "replace")
 
 
-def run_sandboxed(
+def run_sandboxed(  # noqa: PLR0913 (44 callers; the grants could be one object)
     argv: Sequence[str],
     workdir: Path,
     limits: Limits,
