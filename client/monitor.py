@@ -48,7 +48,6 @@ from attest.predicates import BENCHMARK_V1, KERNEL_V1, REPRODUCTION_V1, Benchmar
 from attest.verdicts import evidence_findings, weaknesses
 from ledger import LedgerError
 from ledger.tlog.merkle import consistency_proof, leaf_hash
-from ledger.tlog.note import NoteVerifier
 from ledger.tlog.tiles import TILE_WIDTH, TileHashReader, decode_bundle, entries_path
 
 if TYPE_CHECKING:
@@ -56,9 +55,9 @@ if TYPE_CHECKING:
 
 from client.api import LogAPI
 from client.errors import ClientError, InputError, ServerError, VerificationFailed
-from client.receipts import check_entry
+from client.session import Session
 from client.state import TrustedState, atomic_write, origin_slug, read_capped
-from client.trust import QuorumCheck, extend_trust, open_signed, refuse
+from client.trust import check_entry, refuse
 from client.vindex import RecomputedIndex
 
 KERNEL_TYPE = KERNEL_V1
@@ -373,17 +372,13 @@ def _reproduction_findings(index: int, verified: VerifiedEntry, name: str,
 
 
 def run_monitor(
-    log: LogAPI,
-    verifier: NoteVerifier,
-    origin: str,
-    trusted: TrustedState,
+    sess: Session,
     state_path: Path,
     *,
     policy: TrustPolicy | None = None,
     since: int | None = None,
     on_progress: Callable[[int, int], None] | None = None,
     jobs: int = 1,
-    quorum: QuorumCheck | None = None,
 ) -> MonitorReport:
     """One monitoring pass up to the log's current checkpoint; see the module docstring.
 
@@ -391,17 +386,17 @@ def run_monitor(
     """
     if not 1 <= jobs <= 64:
         raise InputError("jobs must be between 1 and 64")
+    log, trusted, origin = sess.log, sess.trusted, sess.origin
     st = load_monitor_state(state_path, origin)
-    read_up_to = (() if st.checkpoint is None else
-                  ((open_signed(st.checkpoint, verifier, origin), _MONITOR_WHAT),))
+    read_up_to = () if st.checkpoint is None else ((sess.open(st.checkpoint), _MONITOR_WHAT),)
     try:
         note = log.checkpoint()
     except ServerError as exc:
         if exc.code != "empty_log":
             raise
-        extend_trust(trusted, verifier, origin, None, log.consistency_proof, also=read_up_to)
+        sess.extend(None, also=read_up_to)
         return MonitorReport(origin, 0, 0, 0, ())
-    cp = open_signed(note, verifier, origin)
+    cp = sess.open(note)
     size, root = cp.checkpoint.size, cp.checkpoint.root_hash
     reader = TileHashReader(size, root, log.tile)
 
@@ -414,7 +409,7 @@ def run_monitor(
             raise VerificationFailed(f"tile: {exc}") from exc
 
     try:  # first against what this monitor read, then the trusted state
-        extend_trust(trusted, verifier, origin, cp, prove, also=read_up_to, quorum=quorum)
+        sess.extend(cp, also=read_up_to, prove=prove)
     except LedgerError as exc:
         raise VerificationFailed(f"tile: {exc}") from exc
 

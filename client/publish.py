@@ -29,14 +29,10 @@ from attest.predicates import (
 )
 from attest.statement import Statement, make_statement
 from attest.verdicts import contradictions, evidence_findings, weaknesses
-from client.api import LogAPI
 from client.errors import InputError, VerificationFailed
-from client.receipts import ReceiptPaths, check_inclusion, write_receipt
+from client.receipts import write_receipt
 from client.state import TrustedState, read_capped
-from client.trust import QuorumCheck, extend_trust, open_signed
 from ledger.tlog.merkle import leaf_hash
-from ledger.tlog.note import NoteVerifier
-from ledger.tlog.proof_bundle import TlogProof
 from ledger.tlog.witness_policy import WitnessPolicy
 
 if TYPE_CHECKING:
@@ -143,32 +139,6 @@ class Published:
         return cls(str(obj["kind"]), int(obj["index"]), str(obj["leaf_hash"]),
                    int(obj["tree_size"]), bool(obj["duplicate"]), str(obj["entry_path"]),
                    str(obj["proof_path"]))
-
-
-def submit_verified(
-    log: LogAPI,
-    verifier: NoteVerifier,
-    origin: str,
-    trusted: TrustedState,
-    entry_bytes: bytes,
-    quorum: QuorumCheck | None = None,
-) -> tuple[int, tuple[bytes, ...], bytes, int, bool]:
-    """Submit one entry and verify the answer; return (index, proof, checkpoint note, size, dup)."""
-    res = log.submit(entry_bytes)
-    cp = open_signed(res.checkpoint, verifier, origin)
-    if res.leaf_hash != leaf_hash(entry_bytes):
-        raise VerificationFailed(
-            f"the log answered leaf hash {res.leaf_hash.hex()} for an entry that hashes to "
-            f"{leaf_hash(entry_bytes).hex()}"
-        )
-    if res.tree_size != cp.checkpoint.size:
-        raise VerificationFailed(
-            f"the log's answer says tree size {res.tree_size} but its checkpoint is size "
-            f"{cp.checkpoint.size}"
-        )
-    check_inclusion(entry_bytes, res.index, res.inclusion_proof, cp)
-    extend_trust(trusted, verifier, origin, cp, log.consistency_proof, quorum=quorum)
-    return res.index, res.inclusion_proof, res.checkpoint, cp.checkpoint.size, res.duplicate
 
 
 def results_mismatches(kernel: Mapping[str, Any], results: Results, digest: str = ""
@@ -323,52 +293,48 @@ def resumed(doc: Mapping[str, Any], prep: Prepared | None, name: str, archive: b
                     None if samples is None else b64decode(samples))
 
 
-def submit_prepared(log: LogAPI, verifier: NoteVerifier, origin: str, trusted: TrustedState,
-                    prep: Prepared, receipt_folder: Path,
-                    progress: Progress | None = None,
-                    quorum: QuorumCheck | None = None) -> list[Published]:
+def submit_prepared(sess: Session, prep: Prepared, receipt_folder: Path,
+                    progress: Progress | None = None) -> list[Published]:
     """Upload the blobs, then submit and verify each prepared entry, writing receipts."""
     progress = progress or (lambda _line: None)
     progress(f"uploading source archive sha256:{prep.digest[:16]}…")
-    if log.put_blob(prep.archive) != prep.digest:
+    if sess.log.put_blob(prep.archive) != prep.digest:
         raise VerificationFailed("the log stored the source archive under another digest")
     if prep.samples is not None:
         progress("uploading raw benchmark samples")
-        log.put_blob(prep.samples)
+        sess.log.put_blob(prep.samples)
     out: list[Published] = []
     for claim, entry_bytes in zip(prep.claims, prep.entries, strict=True):
         progress(f"submitting the {claim.kind} entry ({len(entry_bytes)} bytes)")
-        index, proof, note, size, dup = submit_verified(log, verifier, origin, trusted, entry_bytes,
-                                                      quorum)
-        if dup:
-            progress(f"the {claim.kind} entry was already logged at index {index} (resumed)")
-        paths: ReceiptPaths = write_receipt(
-            receipt_folder, claim.kind, entry_bytes, TlogProof(index, tuple(proof), note, None)
-        )
-        out.append(Published(claim.kind, index, leaf_hash(entry_bytes).hex(), size, dup,
-                             str(paths.entry), str(paths.proof)))
+        logged = sess.submit(entry_bytes)
+        if logged.duplicate:
+            progress(f"the {claim.kind} entry was already logged at index {logged.index} "
+                     "(resumed)")
+        paths = write_receipt(receipt_folder, claim.kind, entry_bytes, logged.tlog_proof())
+        out.append(Published(claim.kind, logged.index, leaf_hash(entry_bytes).hex(),
+                             logged.tree_size, logged.duplicate, str(paths.entry),
+                             str(paths.proof)))
     return out
 
 
-def publish_claims(
-    log: LogAPI,
-    verifier: NoteVerifier,
-    origin: str,
-    trusted: TrustedState,
-    key: Ed25519PrivateKey,
-    *,
-    name: str,
-    archive: bytes,
-    claims: list[Claim],
-    receipt_folder: Path,
-    samples: bytes | None = None,
-    progress: Progress | None = None,
-    quorum: QuorumCheck | None = None,
-) -> list[Published]:
+@dataclass(frozen=True)
+class KernelRelease:
+    """What a publish signs: the kernel's name, its canonical source archive, the claims
+    about it and the raw benchmark samples they name."""
+
+    name: str
+    archive: bytes
+    claims: tuple[Claim, ...]
+    samples: bytes | None = None
+
+
+def publish_claims(sess: Session, key: Ed25519PrivateKey, release: KernelRelease,
+                   receipt_folder: Path, progress: Progress | None = None) -> list[Published]:
     """Sign and validate every claim first (nothing is sent if one fails), then upload the
     blobs and submit and verify each entry, writing receipts as we go."""
-    prep = prepare_claims(name, archive, claims, key, samples)
-    return submit_prepared(log, verifier, origin, trusted, prep, receipt_folder, progress, quorum)
+    prep = prepare_claims(release.name, release.archive, list(release.claims), key,
+                          release.samples)
+    return submit_prepared(sess, prep, receipt_folder, progress)
 
 
 def kernel_claim(kernel_dir: Path) -> tuple[str, bytes, Claim]:
@@ -541,8 +507,6 @@ def earlier_contradictions(sess: Session, prep: Prepared, signer: str) -> list[s
     same key's earlier benchmark claims about the same kernel in the log (each fetched and
     verified; at most MAX_EARLIER_CLAIMS): said before publishing, as `ktl monitor`, the
     explorer and `ktl reproduce` will say it after (both claims are then flagged)."""
-    from client.session import fetch_entry
-
     mine = [BenchmarkPredicate.from_json(c.body) for c in prep.claims
             if c.predicate_type == BENCHMARK_V1]
     if not mine:
@@ -552,7 +516,7 @@ def earlier_contradictions(sess: Session, prep: Prepared, signer: str) -> list[s
                if h.predicate_type == BENCHMARK_V1][-MAX_EARLIER_CLAIMS:]
     bodies = []
     for index in earlier:
-        verified = fetch_entry(sess, index).verified
+        verified = sess.fetch_entry(index).verified
         pred = verified.statement.predicate
         if isinstance(pred, BenchmarkPredicate) and signer in verified.signer_keyids:
             bodies.append((index, pred))
@@ -615,8 +579,7 @@ def run_publish(
     try:
         for said in earlier_contradictions(sess, prep, signer):
             out.note(said, "bold yellow")
-        published = submit_prepared(sess.log, sess.verifier, sess.origin, sess.trusted, prep,
-                                    folder, out.note, sess.quorum)
+        published = submit_prepared(sess, prep, folder, out.note)
     finally:
         sess.close()
     _journal_path(folder).unlink(missing_ok=True)

@@ -18,12 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from attest import AttestError
-from attest.entry import VerifiedEntry, decode_entry, verify_entry
+from attest.entry import VerifiedEntry
 from ledger import LedgerError
 from ledger.tlog.checkpoint import SignedCheckpoint
 from ledger.tlog.cosignature import CosignatureVerifier, verify_cosignatures
-from ledger.tlog.merkle import leaf_hash, verify_inclusion
 from ledger.tlog.note import NoteVerifier
 from ledger.tlog.proof_bundle import TlogProof
 from ledger.tlog.witness_policy import WitnessPolicy
@@ -33,7 +31,7 @@ if TYPE_CHECKING:
 
 from client.errors import InputError, VerificationFailed
 from client.state import atomic_write, read_capped
-from client.trust import open_signed
+from client.trust import check_entry, check_inclusion, open_signed
 from client.witnesses import quorum_result
 
 MAX_PROOF_FILE_BYTES = 64 * 1024
@@ -175,34 +173,6 @@ class ReceiptReport:
             policy=obj["policy"], source=obj["source"], consistent_with=obj["consistent_with"],
             notes=tuple(obj["notes"]),
         )
-
-
-def check_inclusion(
-    entry_bytes: bytes, index: int, proof: tuple[bytes, ...] | list[bytes], cp: SignedCheckpoint
-) -> bytes:
-    """Prove `entry_bytes` is leaf `index` under the verified checkpoint; return its leaf hash."""
-    leaf = leaf_hash(entry_bytes)
-    size = cp.checkpoint.size
-    try:
-        verify_inclusion(leaf, index, size, list(proof), cp.checkpoint.root_hash)
-    except LedgerError as exc:
-        raise VerificationFailed(
-            f"inclusion proof: the entry (leaf hash {leaf.hex()}) is not proven to be entry "
-            f"{index} of the tree of size {size}: {exc}"
-        ) from exc
-    return leaf
-
-
-def check_entry(entry_bytes: bytes) -> VerifiedEntry:
-    """Decode the canonical entry and verify its envelope signature and statement."""
-    try:
-        entry = decode_entry(entry_bytes)
-    except AttestError as exc:
-        raise VerificationFailed(f"entry: not a valid canonical log entry: {exc}") from exc
-    try:
-        return verify_entry(entry)
-    except AttestError as exc:
-        raise VerificationFailed(f"envelope signature: {exc}") from exc
 
 
 def check_policy(verified: VerifiedEntry, policy: TrustPolicy) -> str:

@@ -29,7 +29,7 @@ from attest.predicates import (
 )
 from client.errors import ClientError, InputError, VerificationFailed
 from client.models import SearchHit
-from client.session import FetchedEntry, Session, fetch_entry
+from client.session import FetchedEntry, Session
 
 if TYPE_CHECKING:
     from attest.entry import VerifiedEntry
@@ -209,7 +209,7 @@ def gather(sess: Session, index: int, workdir: Path, policy: TrustPolicy | None 
     from verifier.kernel import unpack_kernel
     from verifier.reproduce import unknown_op_reason
 
-    target = fetch_entry(sess, index)
+    target = sess.fetch_entry(index)
     stmt = target.verified.statement
     digest = stmt.subject_sha256
     if stmt.predicate_type not in (KERNEL_V1, *CLAIM_TYPES):
@@ -286,7 +286,7 @@ def _search_claims(
                  hit.index)
             return True
         fetched += 1
-        entry = fetch_entry(sess, hit.index)
+        entry = sess.fetch_entry(hit.index)
         why = claim_skip_reason(entry.verified, name, digest, publishers, policy)
         if why is None:
             claims.append(entry)
@@ -535,11 +535,10 @@ def sign_reproduction(
     """Sign the reproduction/v1 statement; with `submit`, log it and keep its receipt."""
     from attest.entry import encode_entry, make_entry
     from attest.statement import make_statement
-    from client.publish import load_signing_key, submit_verified
+    from client.publish import load_signing_key
     from client.receipts import receipt_paths, write_receipt
     from client.state import atomic_write
     from ledger.tlog.merkle import leaf_hash
-    from ledger.tlog.proof_bundle import TlogProof
 
     key = load_signing_key(key_path, passphrase_env)
     target = result.predicate.target
@@ -558,11 +557,10 @@ def sign_reproduction(
         atomic_write(path, entry_bytes)
         out.update(entry_path=str(path), proof_path=None)
         return out
-    index, proof, note, size, dup = submit_verified(sess.log, sess.verifier, sess.origin,
-                                                    sess.trusted, entry_bytes, sess.quorum)
-    paths = write_receipt(receipt_dir, kind, entry_bytes, TlogProof(index, tuple(proof), note))
-    out.update(index=index, tree_size=size, duplicate=dup, entry_path=str(paths.entry),
-               proof_path=str(paths.proof))
+    logged = sess.submit(entry_bytes)
+    paths = write_receipt(receipt_dir, kind, entry_bytes, logged.tlog_proof())
+    out.update(index=logged.index, tree_size=logged.tree_size, duplicate=logged.duplicate,
+               entry_path=str(paths.entry), proof_path=str(paths.proof))
     return out
 
 
@@ -577,10 +575,9 @@ def independently(sess: Session, body: ReproductionPredicate, policy: TrustPolic
     (`client.claims_view.reproductions_of`, as `ktl get` does), this one included once
     logged. At most `MAX_QUORUM_CLAIMS` claim entries."""
     from client.claims_view import judged_claims, reproductions_of
-    from client.session import fetch_entry
 
     out: dict[int, ClaimReproductions] = {}
     for claim, _leaf in judged_claims(body)[:MAX_QUORUM_CLAIMS]:
         if claim not in out:
-            out[claim] = reproductions_of(sess, fetch_entry(sess, claim), policy)
+            out[claim] = reproductions_of(sess, sess.fetch_entry(claim), policy)
     return out

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from client_fakes import MemoryLog
+from client_fakes import MemoryLog, session_of
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -17,7 +17,7 @@ from attest.keys import generate_private_key
 from attest.predicates import BENCHMARK_V1, KERNEL_V1, VERIFICATION_V1
 from client import InputError, LogMisbehaviour, VerificationFailed
 from client.monitor import MonitorState
-from client.publish import Claim, Results, publish_claims
+from client.publish import Claim, KernelRelease, Results, publish_claims
 from client.receipts import verify_receipt
 from client.state import TrustedState
 from client.trust import load_verifier
@@ -36,10 +36,9 @@ def _claims() -> list[Claim]:
 
 def _publish(log: MemoryLog, tmp: Path, key_string: str | None = None) -> list[Any]:
     trusted = TrustedState(tmp / "home")
-    return publish_claims(log, load_verifier(key_string or log.verifier_key), log.origin,
-                          trusted, generate_private_key(), name=examples.KERNEL_NAME,
-                          archive=ARCHIVE, claims=_claims(), receipt_folder=tmp / "receipts",
-                          samples=b"[]")
+    return publish_claims(session_of(log, trusted, key_string), generate_private_key(),
+                          KernelRelease(examples.KERNEL_NAME, ARCHIVE, tuple(_claims()), b"[]"),
+                          tmp / "receipts")
 
 
 def test_publish_writes_verifiable_receipts(tmp_path: Path) -> None:

@@ -29,9 +29,9 @@ from attest.verdicts import (
     weaknesses,
 )
 from client.api import LogClient
-from client.publish import Claim, kernel_claim, publish_claims
+from client.publish import Claim, KernelRelease, kernel_claim, publish_claims
+from client.session import connect
 from client.state import TrustedState
-from client.trust import load_verifier
 from verifier.reproduce import Claimed, ReproduceSettings, reproduce_kernel
 
 REPO = Path(__file__).resolve().parent.parent
@@ -288,11 +288,12 @@ def test_monitor_flags_a_logged_lie_its_samples_contradict(tmp_path: Path) -> No
         name, archive, _ = kernel_claim(kdir)
         log_key = ktl.json("log-info", "--log", url)["verifier_key"]
         with LogClient(url) as log:
-            publish_claims(log, load_verifier(log_key), log.info().origin,
-                           TrustedState(tmp_path / "attacker"), load_private_key(key_path),
-                           name=name, archive=archive,
-                           claims=[Claim("benchmark", BENCHMARK_V1, _inflated(body, 1.5))],
-                           receipt_folder=tmp_path / "r", samples=samples)
+            publish_claims(connect(log, TrustedState(tmp_path / "attacker"), log_key),
+                           load_private_key(key_path),
+                           KernelRelease(name, archive,
+                                         (Claim("benchmark", BENCHMARK_V1, _inflated(body, 1.5)),),
+                                         samples),
+                           tmp_path / "r")
         res = ktl("monitor", "--log", url)
         text = " ".join(res.stdout.split())
         assert res.exit_code == 1 and "VIOLATION" in res.stdout, res.stdout

@@ -183,7 +183,7 @@ def verify(receipt: Path, entry_path: Path | None, log_key: str | None,
             load_witnesses,
             verify_receipt,
         )
-        from client.session import connect, prove_receipt_current
+        from client.session import connect
         from client.trust import load_verifier
 
         if not log_key:
@@ -220,7 +220,7 @@ def verify(receipt: Path, entry_path: Path | None, log_key: str | None,
                 if sess.origin != cp.checkpoint.origin:
                     raise InputError(f"the log at {log_url} is {sess.origin!r}, but the receipt "
                                      f"is from {cp.checkpoint.origin!r}")
-                latest = prove_receipt_current(sess, cp)
+                latest = sess.prove_receipt_current(cp)
             finally:
                 sess.close()
             data["consistent_with"] = latest.checkpoint.size
@@ -276,7 +276,7 @@ def get(index: int, out_path: Path | None, policy_path: Path | None, log_url: st
     def body() -> int:
         from client.claims_view import claims_view, signer_phrase
         from client.receipts import PROOF_SUFFIX
-        from client.session import connect, fetch_entry, require_url
+        from client.session import connect, require_url
         from client.state import atomic_write
         from ledger.tlog.proof_bundle import TlogProof
 
@@ -285,7 +285,7 @@ def get(index: int, out_path: Path | None, policy_path: Path | None, log_url: st
                        witness_policy=load_witness_policy(witness_policy_path))
         _key_note(out, sess.key.how, sess.key.describe())
         try:
-            fetched = fetch_entry(sess, index)
+            fetched = sess.fetch_entry(index)
             found = None
             if fetched.verified.statement.predicate_type in (BENCHMARK_V1, VERIFICATION_V1):
                 from client.claims_view import reproductions_of
@@ -522,7 +522,7 @@ def log_info(log_url: str | None, log_key: str | None, witness_policy_path: Path
     out = Output(as_json)
 
     def body() -> int:
-        from client.session import EmptyLog, connect, latest_checkpoint, require_url
+        from client.session import EmptyLog, connect, require_url
 
         sess = connect(require_url(log_url), TrustedState(), log_key,
                        witness_policy=load_witness_policy(witness_policy_path))
@@ -542,7 +542,7 @@ def log_info(log_url: str | None, log_key: str | None, witness_policy_path: Path
             "checkpoint": None,
         }
         try:
-            cp, rec = latest_checkpoint(sess)
+            cp, rec = sess.latest_checkpoint()
             data.update(tree_size=cp.checkpoint.size, root_hash=cp.checkpoint.root_hash.hex(),
                         trusted_before=rec.trusted_size, consistency=rec.outcome,
                         checkpoint=cp.note_bytes.decode("utf-8"))
@@ -614,9 +614,9 @@ def monitor(since: int | None, policy_path: Path | None, state_path: Path | None
         try:
             while True:
                 with out.progress("verifying entries", None) as advance:
-                    report = run_monitor(sess.log, sess.verifier, sess.origin, sess.trusted, path,
-                                         policy=policy, since=since if done == 0 else None,
-                                         on_progress=advance, jobs=jobs, quorum=sess.quorum)
+                    report = run_monitor(sess, path, policy=policy,
+                                         since=since if done == 0 else None,
+                                         on_progress=advance, jobs=jobs)
                 done += 1
                 _monitor_result(out, report, path)
                 if report.violations or report.refutations:
