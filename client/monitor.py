@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -43,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from attest import AttestError
 from attest.entry import VerifiedEntry
-from attest.policy import Reproduction, environment_identity
+from attest.policy import Reproduction, environment_identity, unknown_signer_phrase
 from attest.predicates import BENCHMARK_V1, KERNEL_V1, REPRODUCTION_V1, BenchmarkPredicate
 from attest.verdicts import evidence_findings, weaknesses
 from ledger import LedgerError
@@ -54,11 +55,15 @@ if TYPE_CHECKING:
     from attest.policy import TrustPolicy
 
 from client.api import LogAPI
+from client.claims_view import judged_claims, verdict_on
 from client.errors import ClientError, InputError, ServerError, VerificationFailed
-from client.session import Session
+from client.output import Output
+from client.receipts import load_policy
+from client.session import Session, connect, require_url
 from client.state import TrustedState, atomic_write, origin_slug, read_capped
 from client.trust import check_entry, refuse
 from client.vindex import RecomputedIndex
+from client.witnesses import load_witness_policy
 
 KERNEL_TYPE = KERNEL_V1
 _MONITOR_WHAT = "the checkpoint the monitor last read, of size"
@@ -336,8 +341,6 @@ def _reproduction_findings(index: int, verified: VerifiedEntry, name: str,
     """A `reproduction` finding naming its signer and, under a policy, where each claim it
     judges stands against the reproducer quorum (`TrustPolicy.quorum`, as `ktl get`
     weighs it); a `refutation` when this verdict makes the quorum refute a claim."""
-    from attest.policy import unknown_signer_phrase
-    from client.claims_view import judged_claims, verdict_on
 
     body = verified.statement.predicate
     verdict = str(getattr(body, "verdict", "?"))
@@ -550,3 +553,49 @@ class _Reading:
                     f"entry bundle {n}: entry {i} does not hash to the leaf in the verified tile"
                 )
         return list(fresh)
+
+
+@dataclass(frozen=True)
+class MonitorOptions:
+    """`ktl monitor`: where to start (None: resume), the policy, the state file (None: the
+    default for the log), worker processes, whether to keep watching (every `interval`
+    seconds, at most `passes` passes), and the log."""
+
+    since: int | None = None
+    policy_path: Path | None = None
+    state_path: Path | None = None
+    jobs: int = 1
+    follow: bool = False
+    interval: float = 30.0
+    passes: int | None = None
+    log_url: str | None = None
+    log_key: str | None = None
+    witness_policy_path: Path | None = None
+
+
+def watch(opts: MonitorOptions, out: Output,
+          on_pass: Callable[[MonitorReport, Path], None]) -> int:
+    """`ktl monitor`: one pass, or with `follow` a pass every `interval` seconds, each
+    reported to `on_pass`; 1 once a pass finds a violation or a refutation, else 0."""
+    trusted = TrustedState()
+    policy = load_policy(opts.policy_path)
+    sess = connect(require_url(opts.log_url), trusted, opts.log_key,
+                   witness_policy=load_witness_policy(opts.witness_policy_path))
+    out.key_note(sess.key.how, sess.key.describe())
+    path = opts.state_path or default_state_path(trusted, sess.origin)
+    done = 0
+    try:
+        while True:
+            with out.progress("verifying entries", None) as advance:
+                report = run_monitor(sess, path, policy=policy,
+                                     since=opts.since if done == 0 else None,
+                                     on_progress=advance, jobs=opts.jobs)
+            done += 1
+            on_pass(report, path)
+            if report.violations or report.refutations:
+                return 1
+            if not opts.follow or (opts.passes is not None and done >= opts.passes):
+                return 0
+            time.sleep(opts.interval)
+    finally:
+        sess.close()

@@ -33,7 +33,7 @@ from client.trust import (
     load_verifier,
     open_signed,
 )
-from client.witnesses import quorum_check
+from client.witnesses import cosigners, quorum_check
 from ledger.tlog.checkpoint import SignedCheckpoint
 from ledger.tlog.merkle import leaf_hash
 from ledger.tlog.note import NoteVerifier
@@ -215,3 +215,31 @@ def require_url(url: str | None) -> str:
     if not url:
         raise InputError("no log given: pass --log URL or set KTL_LOG")
     return url
+
+
+def log_summary(sess: Session) -> dict[str, Any]:
+    """`ktl log-info`: the log's identity and limits, and its current checkpoint verified
+    and proven consistent with the trusted state (an empty log has none)."""
+    data: dict[str, Any] = {
+        "origin": sess.origin,
+        "verifier_key": sess.key.key,
+        "key_source": sess.key.how,
+        "tree_size": 0,
+        "root_hash": None,
+        "trusted_before": None,
+        "consistency": "empty log",
+        "max_entry_bytes": sess.info.max_entry_bytes,
+        "max_blob_bytes": sess.info.max_blob_bytes,
+        "max_batch": sess.info.max_batch,
+        "reproduce": None if sess.info.reproduce is None else dict(sess.info.reproduce),
+        "checkpoint": None,
+    }
+    try:
+        cp, rec = sess.latest_checkpoint()
+    except EmptyLog:
+        return data
+    data.update(tree_size=cp.checkpoint.size, root_hash=cp.checkpoint.root_hash.hex(),
+                trusted_before=rec.trusted_size, consistency=rec.outcome,
+                checkpoint=cp.note_bytes.decode("utf-8"))
+    data["witnesses"] = cosigners(cp, sess.verifier, sess.witness_policy)
+    return data

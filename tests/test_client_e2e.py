@@ -191,7 +191,7 @@ def test_monitor_reports_releases_and_resumes(world: World) -> None:
 
 def test_monitor_follow_sees_what_is_logged_between_passes(
         world: World, monkeypatch: pytest.MonkeyPatch) -> None:
-    import client.cli.log as cmd
+    import client.monitor as cmd
 
     with running_log(world.data) as url:
         _publish(world, url, kernel_folder(world.tmp))

@@ -64,8 +64,8 @@ def test_row9_an_unknown_op_is_inconclusive_naming_the_catalogue(tmp_path: Path)
         publish_claims(connect(log, TrustedState(tmp_path / "vendor"), log_key),
                        generate_private_key(),
                        KernelRelease(examples.KERNEL_NAME, archive,
-                                     (Claim("kernel", KERNEL_V1, kernel),
-                                      Claim("verification", VERIFICATION_V1, verification))),
+                                     (Claim.parse("kernel", KERNEL_V1, kernel),
+                                      Claim.parse("verification", VERIFICATION_V1, verification))),
                        tmp_path / "r")
         res = ktl("reproduce", "--index", "0", "--log", url)
         assert res.exit_code == 4, (res.exit_code, res.stdout, res.stderr)
@@ -382,9 +382,8 @@ def test_row3_a_failure_between_submissions_resumes_where_it_stopped(tmp_path: P
     got = load_results(results)
     assert got.verification is not None and got.benchmark is not None
     sizes = [len(e) for e in prepare_claims(name, archive, [
-        kclaim, Claim("verification", VERIFICATION_V1, got.verification),
-        Claim("benchmark", "https://kerneltransparency.dev/attestation/benchmark/v1",
-              got.benchmark)], load_private_key(key)).entries]
+        kclaim, Claim("verification", got.verification),
+        Claim("benchmark", got.benchmark)], load_private_key(key)).entries]
     assert sizes[2] > max(sizes[:2]), sizes
     ktl = Ktl(tmp_path / "home")
     args = ("publish", str(kdir), "--key", str(key), "--results", str(results))

@@ -29,9 +29,9 @@ ARCHIVE = b"pretend canonical archive"
 
 def _claims() -> list[Claim]:
     kernel = examples.kernel()
-    return [Claim("kernel", KERNEL_V1, kernel),
-            Claim("verification", VERIFICATION_V1, examples.verification()),
-            Claim("benchmark", BENCHMARK_V1, examples.benchmark())]
+    return [Claim.parse("kernel", KERNEL_V1, kernel),
+            Claim.parse("verification", VERIFICATION_V1, examples.verification()),
+            Claim.parse("benchmark", BENCHMARK_V1, examples.benchmark())]
 
 
 def _publish(log: MemoryLog, tmp: Path, key_string: str | None = None) -> list[Any]:

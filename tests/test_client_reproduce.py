@@ -81,7 +81,7 @@ def test_gather_takes_only_the_publishers_claims(tmp_path: Path) -> None:
     log = MemoryLog()
     trusted = TrustedState(tmp_path / "home")
     archive = pack_kernel(kernel_folder(tmp_path))
-    claim = Claim("verification", VERIFICATION_V1, examples.verification())
+    claim = Claim.parse("verification", VERIFICATION_V1, examples.verification())
     for key, claims in ((generate_private_key(), [_kernel_claim(tmp_path), claim]),
                         (generate_private_key(), [claim])):  # a stranger's claim on the digest
         publish_claims(session_of(log, trusted), key,

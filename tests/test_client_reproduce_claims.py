@@ -43,7 +43,7 @@ def _victim(tmp: Path) -> tuple[MemoryLog, TrustedState, str, object]:
     vendor = generate_private_key()
     publish_claims(session_of(log, trusted), vendor,
                    KernelRelease(NAME, archive, (kernel_claim(kernel_folder(tmp / "k"))[2],
-                                 Claim("verification", VERIFICATION_V1, examples.verification()))),
+                                 Claim.parse("verification", VERIFICATION_V1, examples.verification()))),
                    tmp / "r")
     import hashlib
 

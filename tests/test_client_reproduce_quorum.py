@@ -34,7 +34,7 @@ def _published(tmp: Path) -> tuple[MemoryLog, TrustedState, str]:
     archive = pack_kernel(kernel_folder(tmp))
     publish_claims(session_of(log, trusted), generate_private_key(),
                    KernelRelease(NAME, archive, (kernel_claim(kernel_folder(tmp / "k"))[2],
-                                 Claim("verification", VERIFICATION_V1, examples.verification()))),
+                                 Claim.parse("verification", VERIFICATION_V1, examples.verification()))),
                    tmp / "r")
     return log, trusted, hashlib.sha256(archive).hexdigest()
 

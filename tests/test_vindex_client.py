@@ -241,7 +241,7 @@ def test_reproduce_catches_a_search_that_hides_an_entry_about_the_digest(tmp_pat
     vendor = generate_private_key()
     publish_claims(session_of(log, trusted), vendor,
                    KernelRelease(NAME, archive, (kernel_claim(kernel_folder(tmp_path / "k"))[2],
-                                 Claim("verification", VERIFICATION_V1, examples.verification()))),
+                                 Claim.parse("verification", VERIFICATION_V1, examples.verification()))),
                    tmp_path / "r")
     hidden = log.submit(_claim_entry(NAME, digest, generate_private_key())).index
     sess = connect(log, trusted, url="http://memory.test")
@@ -275,7 +275,7 @@ def test_padding_under_the_digest_cannot_make_the_reproduction_read_it_all(
     digest = hashlib.sha256(archive).hexdigest()
     publish_claims(session_of(log, trusted), generate_private_key(),
                    KernelRelease(NAME, archive, (kernel_claim(kernel_folder(tmp_path / "k"))[2],
-                                 Claim("verification", VERIFICATION_V1, examples.verification()))),
+                                 Claim.parse("verification", VERIFICATION_V1, examples.verification()))),
                    tmp_path / "r")
     for _ in range(7):
         log.submit(_claim_entry(NAME, digest, generate_private_key()))
