@@ -48,6 +48,7 @@ from client import (  # noqa: E402
     run_monitor,
     verify_receipt,
 )
+from client.api import Transport  # noqa: E402
 from ledger.tlog.checkpoint import Checkpoint, open_checkpoint  # noqa: E402
 from ledger.tlog.note import split_note  # noqa: E402
 from ledger.tlog.proof_bundle import TlogProof  # noqa: E402
@@ -126,7 +127,7 @@ def main() -> None:
         home = Path(tmp) / "home"
         proc, url = start_server(Path(tmp) / "data", args.workers)
         try:
-            log = LogClient(url, timeout=(5.0, 120.0))
+            log = LogClient(url, transport=Transport(timeout=(5.0, 120.0)))
             console.print(f"signing {args.entries} entries …")
             entries = make_entries(args.entries)
             console.print(f"submitting to {url} …")

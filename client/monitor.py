@@ -48,6 +48,7 @@ from attest.policy import Reproduction, environment_identity, unknown_signer_phr
 from attest.predicates import BENCHMARK_V1, KERNEL_V1, REPRODUCTION_V1, BenchmarkPredicate
 from attest.verdicts import evidence_findings, weaknesses
 from ledger import LedgerError
+from ledger.tlog.checkpoint import SignedCheckpoint
 from ledger.tlog.merkle import consistency_proof, leaf_hash
 from ledger.tlog.tiles import TILE_WIDTH, TileHashReader, decode_bundle, entries_path
 
@@ -391,31 +392,11 @@ def run_monitor(
         raise InputError("jobs must be between 1 and 64")
     log, trusted, origin = sess.log, sess.trusted, sess.origin
     st = load_monitor_state(state_path, origin)
-    read_up_to = () if st.checkpoint is None else ((sess.open(st.checkpoint), _MONITOR_WHAT),)
-    try:
-        note = log.checkpoint()
-    except ServerError as exc:
-        if exc.code != "empty_log":
-            raise
-        sess.extend(None, also=read_up_to)
+    latest = _trust_latest(sess, st)
+    if latest is None:
         return MonitorReport(origin, 0, 0, 0, ())
-    cp = sess.open(note)
-    size, root = cp.checkpoint.size, cp.checkpoint.root_hash
-    reader = TileHashReader(size, root, log.tile)
-
-    def prove(old_size: int, new_size: int) -> list[bytes]:
-        if new_size != size:
-            raise VerificationFailed("consistency proofs are only computed up to the new size")
-        try:
-            return consistency_proof(old_size, new_size, reader)
-        except LedgerError as exc:
-            raise VerificationFailed(f"tile: {exc}") from exc
-
-    try:  # first against what this monitor read, then the trusted state
-        sess.extend(cp, also=read_up_to, prove=prove)
-    except LedgerError as exc:
-        raise VerificationFailed(f"tile: {exc}") from exc
-
+    cp, note, reader = latest
+    size = cp.checkpoint.size
     start = st.next_index if since is None else since
     if start > size and since is None:
         raise refuse(trusted, origin, "rollback", note,
@@ -444,6 +425,39 @@ def run_monitor(
                                                 tuple(releases.values()), _weighed(ledger),
                                                 _kept(reading.claims)))
     return MonitorReport(origin, start, size, checked, tuple(findings), index_checked)
+
+
+def _trust_latest(sess: Session, st: MonitorState
+                  ) -> tuple[SignedCheckpoint, bytes, TileHashReader] | None:
+    """The log's latest checkpoint (and its note), proven consistent first with the one this
+    monitor last read, then with the trusted state, by proofs computed from tiles verified
+    against its root; and the reader of those tiles. None for an empty log (judged against
+    both too)."""
+    read_up_to = () if st.checkpoint is None else ((sess.open(st.checkpoint), _MONITOR_WHAT),)
+    try:
+        note = sess.log.checkpoint()
+    except ServerError as exc:
+        if exc.code != "empty_log":
+            raise
+        sess.extend(None, also=read_up_to)
+        return None
+    cp = sess.open(note)
+    size = cp.checkpoint.size
+    reader = TileHashReader(size, cp.checkpoint.root_hash, sess.log.tile)
+
+    def prove(old_size: int, new_size: int) -> list[bytes]:
+        if new_size != size:
+            raise VerificationFailed("consistency proofs are only computed up to the new size")
+        try:
+            return consistency_proof(old_size, new_size, reader)
+        except LedgerError as exc:
+            raise VerificationFailed(f"tile: {exc}") from exc
+
+    try:
+        sess.extend(cp, also=read_up_to, prove=prove)
+    except LedgerError as exc:
+        raise VerificationFailed(f"tile: {exc}") from exc
+    return cp, note, reader
 
 
 def _open_audit(state_path: Path, start: int) -> RecomputedIndex | None:

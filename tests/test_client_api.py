@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from requests.adapters import BaseAdapter
 
 from client import InputError, NetworkError, ServerError
-from client.api import LogClient
+from client.api import LogClient, Transport
 from client.models import EntryRecord, LogInfo, SearchHit, SearchPage, SubmitResult
 
 H = bytes(range(32))
@@ -89,7 +89,7 @@ def _client(answers: list[Any]) -> tuple[LogClient, Canned]:
     s = requests.Session()
     adapter = Canned(answers)
     s.mount("http://", adapter)
-    return LogClient("http://log.test", session=s, retries=3), adapter
+    return LogClient("http://log.test", session=s, transport=Transport(retries=3)), adapter
 
 
 def test_retries_connection_errors_then_succeeds() -> None:

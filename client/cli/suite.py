@@ -27,6 +27,15 @@ from rich.table import Table
 
 from client.errors import InputError
 from client.output import Output, run_guarded, safe
+from client.suite import (
+    Event,
+    SuiteSettings,
+    load_results,
+    merge,
+    run_suite,
+    summarize,
+    to_csv,
+)
 
 _DIR = click.Path(path_type=Path, file_okay=False)
 
@@ -39,8 +48,6 @@ def _shard(text: str) -> tuple[int, int]:
 
 
 def _write(out: Path, results: list[Any], summary: dict[str, Any]) -> None:
-    from client.suite import to_csv
-
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True))
     (out / "results.json").write_text(json.dumps([r.to_json() for r in results], indent=1))
@@ -109,8 +116,6 @@ def run_cmd(as_json: bool, **options: Any) -> None:
     out = Output(as_json)
 
     def body() -> int:
-        from client.suite import Event, SuiteSettings, run_suite, summarize
-
         o = options
         out_dir: Path = o["out_dir"]
         settings = SuiteSettings(o["problems"], o["solutions"], out_dir, tuple(o["levels"]),
@@ -151,8 +156,6 @@ def merge_cmd(shards: tuple[Path, ...], out_dir: Path, as_json: bool) -> None:
     out = Output(as_json)
 
     def body() -> int:
-        from client.suite import load_results, merge, summarize
-
         results = merge([load_results(s) for s in shards])
         summary = summarize(results)
         _write(out_dir, results, summary)
