@@ -26,10 +26,10 @@ from client.models import (
     MAX_CHECKPOINT_BYTES,
     EntryRecord,
     LogInfo,
-    SearchPage,
     SubmitResult,
     parse_proof_answer,
 )
+from ledger.tlog import SearchAnswerError, SearchHit, SearchPage
 
 MAX_JSON_BYTES = 1024 * 1024
 MAX_TILE_BYTES = 256 * 32
@@ -68,7 +68,7 @@ class LogAPI(Protocol):
         predicate_type: str | None = None,
         cursor: int | None = None,
         limit: int | None = None,
-    ) -> SearchPage: ...
+    ) -> SearchPage[SearchHit]: ...
     def put_blob(self, data: bytes) -> str: ...
     def get_blob(self, sha256_hex: str) -> bytes: ...
 
@@ -321,7 +321,7 @@ class LogClient:
         predicate_type: str | None = None,
         cursor: int | None = None,
         limit: int | None = None,
-    ) -> SearchPage:
+    ) -> SearchPage[SearchHit]:
         params: dict[str, str | int] = {}
         for key, value in (
             ("digest", digest), ("name", name), ("keyid", keyid),
@@ -331,7 +331,11 @@ class LogClient:
                 params[key] = value
         if not {"digest", "name", "keyid", "predicate_type"} & params.keys():
             raise InputError("search needs at least one of digest, name, keyid, predicate_type")
-        return SearchPage.from_json(self._json("GET", "api/v1/search", params=params))
+        answer = self._json("GET", "api/v1/search", params=params)
+        try:
+            return SearchPage.from_json(answer, SearchHit.from_json)
+        except SearchAnswerError as exc:
+            raise ServerError(f"log answer for {exc}") from exc
 
     def index_lookup(self, key: str, *, after: int | None = None, limit: int | None = None
                      ) -> Any:
