@@ -21,7 +21,15 @@ from rich.text import Text
 
 from client.errors import EXIT_VERIFICATION, InputError
 from client.output import Output, run_guarded, safe
-from verifier import DEFAULT_RUNS, BenchSettings, RunSet, VerifierError, bench_runs, check
+from verifier import (
+    DEFAULT_RUNS,
+    BenchSettings,
+    CheckReport,
+    RunSet,
+    VerifierError,
+    bench_runs,
+    check,
+)
 
 _SHAPE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=[0-9]{1,7}(,[A-Za-z_][A-Za-z0-9_]*=[0-9]{1,7}){0,7}")
 _STYLE = {"pass": "green", "fail": "bold red", "skip": "yellow", "error": "bold magenta",
@@ -78,30 +86,32 @@ def _proof_note(proof: Any) -> str:
 def check_cmd(kernel_dir: Path, as_json: bool, seed: int | None, budget: str) -> None:
     """Run the verification suite on KERNEL_DIR in a sandbox; exit 1 if any check fails."""
     out = Output(as_json)
+    run_guarded(out, lambda: _show_check(out, budget, _checked(out, kernel_dir, budget, seed)))
 
-    def body() -> int:
 
-        try:
-            report = check(kernel_dir, budget=budget, seed=seed,
-                           progress=lambda msg: out.note(f"{msg}…", "dim"))
-        except VerifierError as exc:
-            raise InputError(f"{kernel_dir}: {exc}") from exc
-        pred = report.to_predicate()
+def _checked(out: Output, kernel_dir: Path, budget: str, seed: int | None) -> CheckReport:
+    try:
+        return check(kernel_dir, budget=budget, seed=seed,
+                     progress=lambda msg: out.note(f"{msg}…", "dim"))
+    except VerifierError as exc:
+        raise InputError(f"{kernel_dir}: {exc}") from exc
 
-        def render(console: Console) -> None:
-            console.print(_check_table(pred.to_json(), safe(f"ktl check {report.kernel} ({report.op}, "
-                                                  f"budget {budget}, seed {report.seed})")))
-            verdict = "[bold green]PASS[/]" if report.passed else "[bold red]FAIL[/]"
-            console.print(f"verdict: {verdict}")
 
-        out.result(pred.to_json(), render)
-        if not report.passed:
-            names = ", ".join(c.name for c in report.failures)
-            out.note(f"check failed: {names}", "bold red")
-            return EXIT_VERIFICATION
-        return 0
+def _show_check(out: Output, budget: str, report: CheckReport) -> int:
+    pred = report.to_predicate()
 
-    run_guarded(out, body)
+    def render(console: Console) -> None:
+        console.print(_check_table(pred.to_json(), safe(f"ktl check {report.kernel} ({report.op}, "
+                                                        f"budget {budget}, seed {report.seed})")))
+        verdict = "[bold green]PASS[/]" if report.passed else "[bold red]FAIL[/]"
+        console.print(f"verdict: {verdict}")
+
+    out.result(pred.to_json(), render)
+    if not report.passed:
+        names = ", ".join(c.name for c in report.failures)
+        out.note(f"check failed: {names}", "bold red")
+        return EXIT_VERIFICATION
+    return 0
 
 
 def _bench_default(name: str) -> Any:
