@@ -30,7 +30,15 @@ from client.errors import (
 )
 from client.models import EntryRecord, LogInfo, SearchHit, SearchPage, SubmitResult
 from client.monitor import Finding, MonitorReport, MonitorState, Release, run_monitor
-from client.publish import Claim, Published, Results, load_results, publish_claims, run_publish
+from client.publish import (
+    Claim,
+    KernelRelease,
+    Published,
+    Results,
+    load_results,
+    publish_claims,
+    run_publish,
+)
 from client.receipts import ReceiptReport, verify_receipt, write_receipt
 from client.session import (
     EmptyLog,
@@ -66,6 +74,7 @@ __all__ = [
     "FetchedEntry",
     "Finding",
     "InputError",
+    "KernelRelease",
     "KeyChoice",
     "LogAPI",
     "LogClient",
