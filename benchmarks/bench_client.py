@@ -40,7 +40,15 @@ from attest.entry import decode_entry, encode_entry, make_entry, verify_entry  #
 from attest.keys import generate_private_key, public_key_from_b64  # noqa: E402
 from attest.predicates import KERNEL_V1, parse_predicate  # noqa: E402
 from attest.statement import make_statement  # noqa: E402
-from client import LogClient, TrustedState, load_verifier, run_monitor, verify_receipt  # noqa: E402
+from client import (  # noqa: E402
+    LogClient,
+    TrustedState,
+    connect,
+    load_verifier,
+    run_monitor,
+    verify_receipt,
+)
+from client.api import Transport  # noqa: E402
 from ledger.tlog.checkpoint import Checkpoint, open_checkpoint  # noqa: E402
 from ledger.tlog.note import split_note  # noqa: E402
 from ledger.tlog.proof_bundle import TlogProof  # noqa: E402
@@ -119,7 +127,7 @@ def main() -> None:
         home = Path(tmp) / "home"
         proc, url = start_server(Path(tmp) / "data", args.workers)
         try:
-            log = LogClient(url, timeout=(5.0, 120.0))
+            log = LogClient(url, transport=Transport(timeout=(5.0, 120.0)))
             console.print(f"signing {args.entries} entries …")
             entries = make_entries(args.entries)
             console.print(f"submitting to {url} …")
@@ -131,15 +139,14 @@ def main() -> None:
 
             raw = raw_tile_rate(url, size)
             rows.append(("monitor", "server tile serving, no verification (baseline)", raw, "1.00x"))
+            sess = connect(log, TrustedState(home), info.verifier_key)
             t0 = time.perf_counter()
-            report = run_monitor(log, verifier, info.origin, TrustedState(home),
-                                 Path(tmp) / "monitor.json")
+            report = run_monitor(sess, Path(tmp) / "monitor.json")
             mon = report.entries_checked / (time.perf_counter() - t0)
             rows.append(("monitor", "`run_monitor` catch-up from 0 (entries/s)", mon,
                          f"{mon / raw:.2f}x"))
             t0 = time.perf_counter()
-            report = run_monitor(log, verifier, info.origin, TrustedState(home),
-                                 Path(tmp) / "monitor-jobs.json", jobs=args.jobs)
+            report = run_monitor(sess, Path(tmp) / "monitor-jobs.json", jobs=args.jobs)
             par = report.entries_checked / (time.perf_counter() - t0)
             rows.append(("monitor", f"`run_monitor --jobs {args.jobs}` catch-up from 0", par,
                          f"{par / raw:.2f}x"))

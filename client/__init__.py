@@ -2,10 +2,10 @@
 
 The Python API mirrors the commands (see docs/auditing.md):
 
-    from client import LogClient, TrustedState, connect, fetch_entry, verify_receipt
+    from client import LogClient, TrustedState, connect, verify_receipt
 
     sess = connect("http://127.0.0.1:8080", TrustedState())      # pins the log key for this URL (TOFU)
-    entry = fetch_entry(sess, 0)                                 # proof + signatures verified
+    entry = sess.fetch_entry(0)                                 # proof + signatures verified
     report, _ = verify_receipt(proof_bytes, entry_bytes, load_verifier(log_key))
 
 Every error is a `ClientError`; its `exit_code` is what `ktl` exits with.
@@ -30,16 +30,22 @@ from client.errors import (
 )
 from client.models import EntryRecord, LogInfo, SearchHit, SearchPage, SubmitResult
 from client.monitor import Finding, MonitorReport, MonitorState, Release, run_monitor
-from client.publish import Claim, Published, Results, load_results, publish_claims, run_publish
+from client.publish import (
+    Claim,
+    KernelRelease,
+    Published,
+    Results,
+    load_results,
+    publish_claims,
+    run_publish,
+)
 from client.receipts import ReceiptReport, verify_receipt, write_receipt
 from client.session import (
     EmptyLog,
     FetchedEntry,
+    Logged,
     Session,
     connect,
-    fetch_entry,
-    latest_checkpoint,
-    prove_receipt_current,
 )
 from client.state import Pin, TrustedState, default_home
 from client.trust import (
@@ -68,11 +74,13 @@ __all__ = [
     "FetchedEntry",
     "Finding",
     "InputError",
+    "KernelRelease",
     "KeyChoice",
     "LogAPI",
     "LogClient",
     "LogInfo",
     "LogMisbehaviour",
+    "Logged",
     "MonitorReport",
     "MonitorState",
     "NetworkError",
@@ -94,12 +102,9 @@ __all__ = [
     "connect",
     "default_home",
     "extend_trust",
-    "fetch_entry",
     "judge",
-    "latest_checkpoint",
     "load_results",
     "load_verifier",
-    "prove_receipt_current",
     "publish_claims",
     "run_monitor",
     "run_publish",

@@ -14,6 +14,7 @@ import os
 import re
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import requests
@@ -25,10 +26,10 @@ from client.models import (
     MAX_CHECKPOINT_BYTES,
     EntryRecord,
     LogInfo,
-    SearchPage,
     SubmitResult,
     parse_proof_answer,
 )
+from ledger.tlog import SearchAnswerError, SearchHit, SearchPage
 
 MAX_JSON_BYTES = 1024 * 1024
 MAX_TILE_BYTES = 256 * 32
@@ -67,7 +68,7 @@ class LogAPI(Protocol):
         predicate_type: str | None = None,
         cursor: int | None = None,
         limit: int | None = None,
-    ) -> SearchPage: ...
+    ) -> SearchPage[SearchHit]: ...
     def put_blob(self, data: bytes) -> str: ...
     def get_blob(self, sha256_hex: str) -> bytes: ...
 
@@ -93,6 +94,32 @@ def _check_digest(sha256_hex: str) -> str:
     return sha256_hex
 
 
+@dataclass(frozen=True)
+class Transport:
+    """How a `LogClient` talks HTTP: (connect, read) timeouts, attempts per request, the
+    overall deadline per request (None: $KTL_DEADLINE, else DEFAULT_DEADLINE) and the
+    largest blob it reads."""
+
+    timeout: tuple[float, float] = DEFAULT_TIMEOUT
+    retries: int = DEFAULT_RETRIES
+    deadline: float | None = None
+    max_blob_bytes: int = DEFAULT_MAX_BLOB_BYTES
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One HTTP request as sent, the most bytes its answer may have and the statuses that
+    answer it."""
+
+    method: str
+    url: str
+    cap: int
+    params: Mapping[str, str | int] | None
+    data: bytes | None
+    headers: Mapping[str, str]
+    ok: tuple[int, ...]
+
+
 class LogClient:
     """A `LogAPI` over HTTP with timeouts, bounded retries and capped answers."""
 
@@ -101,12 +128,11 @@ class LogClient:
         base_url: str,
         *,
         session: requests.Session | None = None,
-        timeout: tuple[float, float] = DEFAULT_TIMEOUT,
-        retries: int = DEFAULT_RETRIES,
-        max_blob_bytes: int = DEFAULT_MAX_BLOB_BYTES,
+        transport: Transport | None = None,
         write_token: str | None = None,
-        deadline: float | None = None,
     ) -> None:
+        transport = transport or Transport()
+        retries, deadline = transport.retries, transport.deadline
         if not re.match(r"^https?://[^\s/]+", base_url):
             raise InputError(f"log URL {base_url!r} must start with http:// or https://")
         if retries < 1 or retries > 10:
@@ -121,10 +147,10 @@ class LogClient:
         if session is None:
             for prefix in ("http://", "https://"):
                 self.session.mount(prefix, DeadlineAdapter())
-        self.timeout = timeout
+        self.timeout = transport.timeout
         self.deadline = deadline
         self.retries = retries
-        self.max_blob_bytes = max_blob_bytes
+        self.max_blob_bytes = transport.max_blob_bytes
         token = write_token if write_token is not None else os.environ.get("KTL_WRITE_TOKEN")
         self._auth = {"Authorization": f"Bearer {token}"} if token else {}
 
@@ -146,23 +172,22 @@ class LogClient:
         *,
         cap: int,
         params: Mapping[str, str | int] | None = None,
-        data: bytes | None = None,
-        content_type: str | None = None,
+        body: tuple[bytes, str] | None = None,
         ok: tuple[int, ...] = (200,),
     ) -> tuple[int, bytes]:
-        url = f"{self.base_url}/{path.lstrip('/')}"
-        headers = {"Content-Type": content_type} if content_type else {}
+        """Send one request (`body`: the bytes and their content type) with retries within
+        the deadline; the status and the answer (at most `cap` bytes)."""
+        headers = {"Content-Type": body[1]} if body is not None else {}
         if method in ("POST", "PUT"):
             headers.update(self._auth)
+        call = _Call(method, f"{self.base_url}/{path.lstrip('/')}", cap, params,
+                     None if body is None else body[0], headers, ok)
         with Deadline(self.deadline) as deadline:
-            return self._attempts(method, url, deadline, cap=cap, params=params, data=data,
-                                  headers=headers, ok=ok)
+            return self._attempts(call, deadline)
 
-    def _attempts(
-        self, method: str, url: str, deadline: Deadline, *, cap: int,
-        params: Mapping[str, str | int] | None, data: bytes | None, headers: dict[str, str],
-        ok: tuple[int, ...],
-    ) -> tuple[int, bytes]:
+    def _attempts(self, call: _Call, deadline: Deadline) -> tuple[int, bytes]:
+        method, url, cap, params, data, headers, ok = (
+            call.method, call.url, call.cap, call.params, call.data, call.headers, call.ok)
         last: Exception | None = None
         for attempt in range(self.retries):
             if attempt:
@@ -173,7 +198,7 @@ class LogClient:
             left = deadline.remaining()
             try:
                 with self.session.request(
-                    method, url, params=params, data=data, headers=headers,
+                    method, url, params=params, data=data, headers=dict(headers),
                     timeout=(min(connect, left), min(read, left)), stream=True,
                 ) as resp:
                     body = self._read_capped(resp, cap, url)
@@ -238,8 +263,7 @@ class LogClient:
 
     def submit(self, entry_bytes: bytes) -> SubmitResult:
         obj = self._json(
-            "POST", "api/v1/entries", data=entry_bytes,
-            content_type="application/json", ok=(200, 201),
+            "POST", "api/v1/entries", body=(entry_bytes, "application/json"), ok=(200, 201),
         )
         return SubmitResult.from_json(obj)
 
@@ -248,8 +272,8 @@ class LogClient:
         if not 1 <= len(entries) <= MAX_BATCH:
             raise InputError(f"a batch holds 1 to {MAX_BATCH} entries")
         body = b'{"entries":[' + b",".join(entries) + b"]}"
-        obj = self._json("POST", "api/v1/entries:batch", data=body,
-                         content_type="application/json", ok=(200, 201),
+        obj = self._json("POST", "api/v1/entries:batch", body=(body, "application/json"),
+                         ok=(200, 201),
                          cap=MAX_JSON_BYTES * 16)
         results = obj.get("results") if isinstance(obj, dict) else None
         if not isinstance(results, list) or len(results) != len(entries):
@@ -297,7 +321,7 @@ class LogClient:
         predicate_type: str | None = None,
         cursor: int | None = None,
         limit: int | None = None,
-    ) -> SearchPage:
+    ) -> SearchPage[SearchHit]:
         params: dict[str, str | int] = {}
         for key, value in (
             ("digest", digest), ("name", name), ("keyid", keyid),
@@ -307,7 +331,11 @@ class LogClient:
                 params[key] = value
         if not {"digest", "name", "keyid", "predicate_type"} & params.keys():
             raise InputError("search needs at least one of digest, name, keyid, predicate_type")
-        return SearchPage.from_json(self._json("GET", "api/v1/search", params=params))
+        answer = self._json("GET", "api/v1/search", params=params)
+        try:
+            return SearchPage.from_json(answer, SearchHit.from_json)
+        except SearchAnswerError as exc:
+            raise ServerError(f"log answer for {exc}") from exc
 
     def index_lookup(self, key: str, *, after: int | None = None, limit: int | None = None
                      ) -> Any:
@@ -324,8 +352,8 @@ class LogClient:
     def put_blob(self, data: bytes) -> str:
         digest = hashlib.sha256(data).hexdigest()
         self._request(
-            "PUT", f"api/v1/blobs/sha256:{digest}", data=data,
-            content_type="application/octet-stream", cap=MAX_JSON_BYTES, ok=(200, 201),
+            "PUT", f"api/v1/blobs/sha256:{digest}", body=(data, "application/octet-stream"),
+            cap=MAX_JSON_BYTES, ok=(200, 201),
         )
         return digest
 

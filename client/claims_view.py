@@ -30,7 +30,6 @@ from attest.policy import (
     unknown_signer_phrase,
 )
 from attest.predicates import BENCHMARK_V1, REPRODUCTION_V1, VERIFICATION_V1
-from client.session import fetch_entry
 
 if TYPE_CHECKING:
     from attest.policy import TrustPolicy
@@ -274,7 +273,7 @@ class _Weigher:
         """Fetch and verify entry `index`; keep its verdict if it judges the claim."""
 
         self.looked.add(index)
-        entry = fetch_entry(self.sess, index)
+        entry = self.sess.fetch_entry(index)
         if entry.verified.statement.predicate_type != REPRODUCTION_V1:
             return
         verdict = verdict_on(entry.verified.statement.predicate, self.claim.index, self.leaf)

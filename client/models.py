@@ -16,11 +16,12 @@ from typing import Any
 
 from attest import HEX64_PATTERN
 from client.errors import ServerError
+from ledger.tlog import SearchHit as SearchHit
+from ledger.tlog import SearchPage as SearchPage
 
 HASH_SIZE = 32
 MAX_PROOF_HASHES = 64  # a proof for a tree of 2**63 leaves has at most 63 hashes (+1 slack)
 MAX_CHECKPOINT_BYTES = 16 * 1024
-MAX_SEARCH_RESULTS = 1000
 MAX_ENTRY_BYTES = 65535
 _HEX64 = re.compile(HEX64_PATTERN)
 
@@ -229,73 +230,6 @@ class EntryRecord:
             inclusion_proof=_proof(obj, "inclusion_proof", w),
             checkpoint=_note(obj, "checkpoint", w),
         )
-
-
-@dataclass(frozen=True)
-class SearchHit:
-    """One row of `GET /api/v1/search` (an index to fetch and verify, not evidence itself)."""
-
-    index: int
-    leaf_hash: bytes
-    subject_name: str
-    subject_sha256: str
-    predicate_type: str
-    keyids: tuple[str, ...]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "index": self.index,
-            "leaf_hash": self.leaf_hash.hex(),
-            "subject_name": self.subject_name,
-            "subject_sha256": self.subject_sha256,
-            "predicate_type": self.predicate_type,
-            "keyids": list(self.keyids),
-        }
-
-    @classmethod
-    def from_json(cls, value: Any) -> SearchHit:
-        w = "search result"
-        obj = _obj(value, w)
-        keyids = _need(obj, "keyids", w)
-        if not isinstance(keyids, list) or len(keyids) > 64:
-            raise ServerError(f"log answer for {w}: 'keyids' must be a list of <= 64 strings")
-        for k in keyids:
-            if not isinstance(k, str) or not _HEX64.fullmatch(k):
-                raise ServerError(f"log answer for {w}: keyid {k!r} is not 64 hex digits")
-        digest = _str(obj, "subject_sha256", w, max_len=64)
-        if not _HEX64.fullmatch(digest):
-            raise ServerError(f"log answer for {w}: subject_sha256 is not 64 hex digits")
-        return cls(
-            index=_int(obj, "index", w),
-            leaf_hash=_hex_hash(obj, "leaf_hash", w),
-            subject_name=_str(obj, "subject_name", w, max_len=256),
-            subject_sha256=digest,
-            predicate_type=_str(obj, "predicate_type", w, max_len=512),
-            keyids=tuple(keyids),
-        )
-
-
-@dataclass(frozen=True)
-class SearchPage:
-    """A page of search results and the cursor for the next page (None at the end)."""
-
-    results: tuple[SearchHit, ...]
-    next_cursor: int | None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"results": [r.to_json() for r in self.results], "next_cursor": self.next_cursor}
-
-    @classmethod
-    def from_json(cls, value: Any) -> SearchPage:
-        w = "search"
-        obj = _obj(value, w)
-        results = _need(obj, "results", w)
-        if not isinstance(results, list) or len(results) > MAX_SEARCH_RESULTS:
-            raise ServerError(f"log answer for {w}: 'results' must be a list of <= 1000 rows")
-        cursor = obj.get("next_cursor")
-        if cursor is not None:
-            cursor = _int(obj, "next_cursor", w)
-        return cls(results=tuple(SearchHit.from_json(r) for r in results), next_cursor=cursor)
 
 
 def parse_proof_answer(value: Any, key: str, what: str) -> tuple[bytes, ...]:

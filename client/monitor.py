@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -43,23 +44,27 @@ from typing import TYPE_CHECKING, Any
 
 from attest import AttestError
 from attest.entry import VerifiedEntry
-from attest.policy import Reproduction, environment_identity
+from attest.policy import Reproduction, environment_identity, unknown_signer_phrase
 from attest.predicates import BENCHMARK_V1, KERNEL_V1, REPRODUCTION_V1, BenchmarkPredicate
 from attest.verdicts import evidence_findings, weaknesses
 from ledger import LedgerError
+from ledger.tlog.checkpoint import SignedCheckpoint
 from ledger.tlog.merkle import consistency_proof, leaf_hash
-from ledger.tlog.note import NoteVerifier
 from ledger.tlog.tiles import TILE_WIDTH, TileHashReader, decode_bundle, entries_path
 
 if TYPE_CHECKING:
     from attest.policy import TrustPolicy
 
 from client.api import LogAPI
+from client.claims_view import judged_claims, verdict_on
 from client.errors import ClientError, InputError, ServerError, VerificationFailed
-from client.receipts import check_entry
+from client.output import Output
+from client.receipts import load_policy
+from client.session import Session, connect, require_url
 from client.state import TrustedState, atomic_write, origin_slug, read_capped
-from client.trust import QuorumCheck, extend_trust, open_signed, refuse
+from client.trust import check_entry, refuse
 from client.vindex import RecomputedIndex
+from client.witnesses import load_witness_policy
 
 KERNEL_TYPE = KERNEL_V1
 _MONITOR_WHAT = "the checkpoint the monitor last read, of size"
@@ -337,8 +342,6 @@ def _reproduction_findings(index: int, verified: VerifiedEntry, name: str,
     """A `reproduction` finding naming its signer and, under a policy, where each claim it
     judges stands against the reproducer quorum (`TrustPolicy.quorum`, as `ktl get`
     weighs it); a `refutation` when this verdict makes the quorum refute a claim."""
-    from attest.policy import unknown_signer_phrase
-    from client.claims_view import judged_claims, verdict_on
 
     body = verified.statement.predicate
     verdict = str(getattr(body, "verdict", "?"))
@@ -373,17 +376,13 @@ def _reproduction_findings(index: int, verified: VerifiedEntry, name: str,
 
 
 def run_monitor(
-    log: LogAPI,
-    verifier: NoteVerifier,
-    origin: str,
-    trusted: TrustedState,
+    sess: Session,
     state_path: Path,
     *,
     policy: TrustPolicy | None = None,
     since: int | None = None,
     on_progress: Callable[[int, int], None] | None = None,
     jobs: int = 1,
-    quorum: QuorumCheck | None = None,
 ) -> MonitorReport:
     """One monitoring pass up to the log's current checkpoint; see the module docstring.
 
@@ -391,33 +390,13 @@ def run_monitor(
     """
     if not 1 <= jobs <= 64:
         raise InputError("jobs must be between 1 and 64")
+    log, trusted, origin = sess.log, sess.trusted, sess.origin
     st = load_monitor_state(state_path, origin)
-    read_up_to = (() if st.checkpoint is None else
-                  ((open_signed(st.checkpoint, verifier, origin), _MONITOR_WHAT),))
-    try:
-        note = log.checkpoint()
-    except ServerError as exc:
-        if exc.code != "empty_log":
-            raise
-        extend_trust(trusted, verifier, origin, None, log.consistency_proof, also=read_up_to)
+    latest = _trust_latest(sess, st)
+    if latest is None:
         return MonitorReport(origin, 0, 0, 0, ())
-    cp = open_signed(note, verifier, origin)
-    size, root = cp.checkpoint.size, cp.checkpoint.root_hash
-    reader = TileHashReader(size, root, log.tile)
-
-    def prove(old_size: int, new_size: int) -> list[bytes]:
-        if new_size != size:
-            raise VerificationFailed("consistency proofs are only computed up to the new size")
-        try:
-            return consistency_proof(old_size, new_size, reader)
-        except LedgerError as exc:
-            raise VerificationFailed(f"tile: {exc}") from exc
-
-    try:  # first against what this monitor read, then the trusted state
-        extend_trust(trusted, verifier, origin, cp, prove, also=read_up_to, quorum=quorum)
-    except LedgerError as exc:
-        raise VerificationFailed(f"tile: {exc}") from exc
-
+    cp, note, reader = latest
+    size = cp.checkpoint.size
     start = st.next_index if since is None else since
     if start > size and since is None:
         raise refuse(trusted, origin, "rollback", note,
@@ -446,6 +425,39 @@ def run_monitor(
                                                 tuple(releases.values()), _weighed(ledger),
                                                 _kept(reading.claims)))
     return MonitorReport(origin, start, size, checked, tuple(findings), index_checked)
+
+
+def _trust_latest(sess: Session, st: MonitorState
+                  ) -> tuple[SignedCheckpoint, bytes, TileHashReader] | None:
+    """The log's latest checkpoint (and its note), proven consistent first with the one this
+    monitor last read, then with the trusted state, by proofs computed from tiles verified
+    against its root; and the reader of those tiles. None for an empty log (judged against
+    both too)."""
+    read_up_to = () if st.checkpoint is None else ((sess.open(st.checkpoint), _MONITOR_WHAT),)
+    try:
+        note = sess.log.checkpoint()
+    except ServerError as exc:
+        if exc.code != "empty_log":
+            raise
+        sess.extend(None, also=read_up_to)
+        return None
+    cp = sess.open(note)
+    size = cp.checkpoint.size
+    reader = TileHashReader(size, cp.checkpoint.root_hash, sess.log.tile)
+
+    def prove(old_size: int, new_size: int) -> list[bytes]:
+        if new_size != size:
+            raise VerificationFailed("consistency proofs are only computed up to the new size")
+        try:
+            return consistency_proof(old_size, new_size, reader)
+        except LedgerError as exc:
+            raise VerificationFailed(f"tile: {exc}") from exc
+
+    try:
+        sess.extend(cp, also=read_up_to, prove=prove)
+    except LedgerError as exc:
+        raise VerificationFailed(f"tile: {exc}") from exc
+    return cp, note, reader
 
 
 def _open_audit(state_path: Path, start: int) -> RecomputedIndex | None:
@@ -555,3 +567,49 @@ class _Reading:
                     f"entry bundle {n}: entry {i} does not hash to the leaf in the verified tile"
                 )
         return list(fresh)
+
+
+@dataclass(frozen=True)
+class MonitorOptions:
+    """`ktl monitor`: where to start (None: resume), the policy, the state file (None: the
+    default for the log), worker processes, whether to keep watching (every `interval`
+    seconds, at most `passes` passes), and the log."""
+
+    since: int | None = None
+    policy_path: Path | None = None
+    state_path: Path | None = None
+    jobs: int = 1
+    follow: bool = False
+    interval: float = 30.0
+    passes: int | None = None
+    log_url: str | None = None
+    log_key: str | None = None
+    witness_policy_path: Path | None = None
+
+
+def watch(opts: MonitorOptions, out: Output,
+          on_pass: Callable[[MonitorReport, Path], None]) -> int:
+    """`ktl monitor`: one pass, or with `follow` a pass every `interval` seconds, each
+    reported to `on_pass`; 1 once a pass finds a violation or a refutation, else 0."""
+    trusted = TrustedState()
+    policy = load_policy(opts.policy_path)
+    sess = connect(require_url(opts.log_url), trusted, opts.log_key,
+                   witness_policy=load_witness_policy(opts.witness_policy_path))
+    out.key_note(sess.key.how, sess.key.describe())
+    path = opts.state_path or default_state_path(trusted, sess.origin)
+    done = 0
+    try:
+        while True:
+            with out.progress("verifying entries", None) as advance:
+                report = run_monitor(sess, path, policy=policy,
+                                     since=opts.since if done == 0 else None,
+                                     on_progress=advance, jobs=opts.jobs)
+            done += 1
+            on_pass(report, path)
+            if report.violations or report.refutations:
+                return 1
+            if not opts.follow or (opts.passes is not None and done >= opts.passes):
+                return 0
+            time.sleep(opts.interval)
+    finally:
+        sess.close()

@@ -80,6 +80,10 @@ class Output:
         if not self.quiet:
             self.err.print(safe(message, style), highlight=False)
 
+    def key_note(self, how: str, describe: str) -> None:
+        """How the log's key was chosen (`KeyChoice`): trust on first use stands out."""
+        self.note(describe, "bold yellow" if how == "tofu" else "dim")
+
     def result(self, data: Any, render: Callable[[Console], None], *, one_line: bool = False) -> None:
         """Print `data` as JSON (`one_line`: a JSON Lines record) or render it for people."""
         if self.as_json:

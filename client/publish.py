@@ -10,45 +10,46 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+import os
+import stat
+from base64 import b64decode, b64encode
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from attest import AttestError
-from attest.entry import encode_entry, make_entry
+from attest.entry import decode_entry, encode_entry, make_entry, verify_entry
+from attest.keys import keyid, load_private_key
 from attest.ops import OP_DIMS
 from attest.predicates import (
     BENCHMARK_V1,
-    KERNEL_V1,
-    VERIFICATION_V1,
     BenchmarkPredicate,
+    KernelPredicate,
+    Predicate,
+    Shape,
+    VerificationPredicate,
     parse_predicate,
 )
 from attest.statement import Statement, make_statement
 from attest.verdicts import contradictions, evidence_findings, weaknesses
-from client.api import LogAPI
+from client.claims_view import claims_view
 from client.errors import InputError, VerificationFailed
-from client.receipts import ReceiptPaths, check_inclusion, write_receipt
-from client.state import TrustedState, read_capped
-from client.trust import QuorumCheck, extend_trust, open_signed
+from client.output import Output
+from client.receipts import write_receipt
+from client.session import Session, connect, require_url
+from client.state import TrustedState, atomic_write, read_capped
+from client.witnesses import load_witness_policy
 from ledger.tlog.merkle import leaf_hash
-from ledger.tlog.note import NoteVerifier
-from ledger.tlog.proof_bundle import TlogProof
-from ledger.tlog.witness_policy import WitnessPolicy
-
-if TYPE_CHECKING:
-    from client.session import Session
-    from verifier.progress import Progress
+from verifier import KernelSpec, VerifierError, bench_runs, pack_kernel
+from verifier import check as run_check
+from verifier.gpu import probe
+from verifier.progress import Progress
+from verifier.runtimes import get_runtime
 
 MAX_RESULTS_BYTES = 16 * 1024 * 1024
-KIND_TYPES: Mapping[str, str] = {
-    "kernel": KERNEL_V1,
-    "verification": VERIFICATION_V1,
-    "benchmark": BENCHMARK_V1,
-}
 
 
 def receipts_dir(kernel_dir: Path) -> Path:
@@ -57,25 +58,39 @@ def receipts_dir(kernel_dir: Path) -> Path:
 
 @dataclass(frozen=True)
 class Claim:
-    """One statement to publish: its kind (`kernel`, `verification`, ...) and predicate body."""
+    """One statement to publish: its kind (`kernel`, `verification`, ...) and its typed
+    predicate."""
 
     kind: str
-    predicate_type: str
-    body: Mapping[str, Any]
+    predicate: Predicate
+
+    @property
+    def predicate_type(self) -> str:
+        return self.predicate.PREDICATE_TYPE
+
+    @classmethod
+    def parse(cls, kind: str, predicate_type: str, body: Any) -> Claim:
+        """The claim from the JSON body a tool printed; InputError naming the kind."""
+        try:
+            return cls(kind, parse_predicate(predicate_type, body))
+        except AttestError as exc:
+            raise InputError(f"nothing was sent: the {kind} claim is not a valid "
+                             f"{predicate_type}: {exc}") from exc
 
 
 @dataclass(frozen=True)
 class Results:
-    """`--results FILE`: the JSON of `ktl check --json` and `ktl bench --json`, and raw samples."""
+    """What a release claims beside its kernel: the verification `ktl check` gave, the
+    benchmark `ktl bench` gave (typed, parsed where they were read), and the raw samples."""
 
-    verification: Mapping[str, Any] | None
-    benchmark: Mapping[str, Any] | None
+    verification: VerificationPredicate | None
+    benchmark: BenchmarkPredicate | None
     samples: bytes | None
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "verification": self.verification,
-            "benchmark": self.benchmark,
+            "verification": None if self.verification is None else self.verification.to_json(),
+            "benchmark": None if self.benchmark is None else self.benchmark.to_json(),
             "samples": self.samples.decode("utf-8") if self.samples is not None else None,
         }
 
@@ -100,7 +115,22 @@ class Results:
             raw = samples.encode("utf-8")
         elif samples is not None:
             raw = json.dumps(samples, separators=(",", ":")).encode("utf-8")
-        return cls(ver, bench, raw)
+        return cls(_parsed(VerificationPredicate, "verification", ver),
+                   _parsed(BenchmarkPredicate, "benchmark", bench), raw)
+
+
+_P = TypeVar("_P", VerificationPredicate, BenchmarkPredicate)
+
+
+def _parsed(kind: type[_P], what: str, body: dict[str, Any] | None) -> _P | None:
+    """The typed predicate of a results body (None: none given); InputError naming it."""
+    if body is None:
+        return None
+    try:
+        return kind.from_json(body)
+    except AttestError as exc:
+        raise InputError(f"nothing was sent: the {what} claim is not a valid "
+                         f"{kind.PREDICATE_TYPE}: {exc}") from exc
 
 
 def load_results(path: Path) -> Results:
@@ -115,8 +145,7 @@ def load_results(path: Path) -> Results:
 def statement_for(name: str, digest: str, claim: Claim) -> Statement:
     """The in-toto statement for one claim about the kernel `name` with source `digest`."""
     try:
-        predicate = parse_predicate(claim.predicate_type, dict(claim.body))
-        return make_statement(name, digest, predicate)
+        return make_statement(name, digest, claim.predicate)
     except AttestError as exc:
         raise InputError(f"the {claim.kind} claim is not a valid {claim.predicate_type}: {exc}") from exc
 
@@ -145,33 +174,7 @@ class Published:
                    str(obj["proof_path"]))
 
 
-def submit_verified(
-    log: LogAPI,
-    verifier: NoteVerifier,
-    origin: str,
-    trusted: TrustedState,
-    entry_bytes: bytes,
-    quorum: QuorumCheck | None = None,
-) -> tuple[int, tuple[bytes, ...], bytes, int, bool]:
-    """Submit one entry and verify the answer; return (index, proof, checkpoint note, size, dup)."""
-    res = log.submit(entry_bytes)
-    cp = open_signed(res.checkpoint, verifier, origin)
-    if res.leaf_hash != leaf_hash(entry_bytes):
-        raise VerificationFailed(
-            f"the log answered leaf hash {res.leaf_hash.hex()} for an entry that hashes to "
-            f"{leaf_hash(entry_bytes).hex()}"
-        )
-    if res.tree_size != cp.checkpoint.size:
-        raise VerificationFailed(
-            f"the log's answer says tree size {res.tree_size} but its checkpoint is size "
-            f"{cp.checkpoint.size}"
-        )
-    check_inclusion(entry_bytes, res.index, res.inclusion_proof, cp)
-    extend_trust(trusted, verifier, origin, cp, log.consistency_proof, quorum=quorum)
-    return res.index, res.inclusion_proof, res.checkpoint, cp.checkpoint.size, res.duplicate
-
-
-def results_mismatches(kernel: Mapping[str, Any], results: Results, digest: str = ""
+def results_mismatches(kernel: KernelPredicate, results: Results, digest: str = ""
                        ) -> list[str]:
     """Every way the results do not belong to the kernel folder (empty: they do).
 
@@ -179,44 +182,40 @@ def results_mismatches(kernel: Mapping[str, Any], results: Results, digest: str 
     every check's inputs) must have exactly the op's dimensions; results that name the
     folder they were measured on (`kernel`: name, version, source_sha256) must name this
     one, at this version, with this source."""
-    op = str(kernel.get("op"))
+    op = kernel.op
     problems: list[str] = []
-    for what, body in (("verification", results.verification), ("benchmark", results.benchmark)):
-        ref = body.get("kernel") if body is not None else None
-        if not isinstance(ref, dict):
+    for what, pred in (("verification", results.verification), ("benchmark", results.benchmark)):
+        ref = None if pred is None else pred.kernel
+        if ref is None:
             continue
-        for field, want in (("name", kernel.get("name")), ("version", kernel.get("version")),
-                            ("source_sha256", digest or None)):
-            if want is not None and ref.get(field) != want:
-                problems.append(f"the {what} was measured on {field} {ref.get(field)!r}, but "
+        for field, got, want in (("name", ref.name, kernel.name),
+                                 ("version", ref.version, kernel.version),
+                                 ("source_sha256", ref.source_sha256, digest or None)):
+            if want is not None and got != want:
+                problems.append(f"the {what} was measured on {field} {got!r}, but "
                                 f"the kernel folder's is {want!r}")
     dims = set(OP_DIMS.get(op, ()))
     bench = results.benchmark
     if bench is not None:
-        got = bench.get("workload", {}).get("op") if isinstance(bench.get("workload"), dict) \
-            else None
-        if got != op:
-            problems.append(f"the benchmark measured op {got!r}, but the kernel folder's op is "
-                            f"{op!r}")
-        shapes = [*(bench.get("workload", {}).get("shapes") or [])] if isinstance(
-            bench.get("workload"), dict) else []
-        shapes += [r.get("shape") for r in bench.get("results", []) if isinstance(r, dict)]
+        if bench.workload.op != op:
+            problems.append(f"the benchmark measured op {bench.workload.op!r}, but the kernel "
+                            f"folder's op is {op!r}")
+        shapes = [*bench.workload.shapes, *(r.shape for r in bench.results)]
         problems += _shape_problems("benchmark", shapes, dims, op)
     ver = results.verification
     if ver is not None:
-        shapes = [s for c in ver.get("checks", []) if isinstance(c, dict)
-                  for s in (c.get("inputs", {}) or {}).get("shapes", [])]
+        shapes = [s for c in ver.checks for s in (c.inputs.shapes or ())]
         problems += _shape_problems("verification", shapes, dims, op)
     return problems
 
 
-def _shape_problems(what: str, shapes: list[Any], dims: set[str], op: str) -> list[str]:
+def _shape_problems(what: str, shapes: Sequence[Shape], dims: set[str], op: str) -> list[str]:
     if not dims:
         return []
     for shape in shapes:
-        if isinstance(shape, dict) and set(shape) != dims:
+        if set(shape) != dims:
             return [f"the {what} ran shapes with dimensions {sorted(shape)} (e.g. "
-                    f"{json.dumps(shape, sort_keys=True)}), not op {op!r}'s {sorted(dims)}"]
+                    f"{json.dumps(dict(shape), sort_keys=True)}), not op {op!r}'s {sorted(dims)}"]
     return []
 
 
@@ -259,140 +258,150 @@ def _journal_path(receipt_folder: Path) -> Path:
     return receipt_folder.parent / JOURNAL
 
 
+@dataclass(frozen=True)
+class Journal:
+    """A publish that has not finished: its signed entries (and their kinds), by `signer`,
+    about the archive `subject_sha256`, and the raw samples to upload."""
+
+    subject_sha256: str
+    name: str
+    signer: str
+    kinds: tuple[str, ...]
+    entries: tuple[bytes, ...]
+    samples: bytes | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"subject_sha256": self.subject_sha256, "name": self.name,
+                "signer": self.signer, "kinds": list(self.kinds),
+                "entries": [b64encode(e).decode() for e in self.entries],
+                "samples": None if self.samples is None else b64encode(self.samples).decode()}
+
+    @classmethod
+    def from_json(cls, obj: Any) -> Journal:
+        """The journal from its JSON; InputError (naming what is wrong) if it is not one."""
+        try:
+            kinds, entries, samples = obj["kinds"], obj["entries"], obj["samples"]
+            if not (isinstance(kinds, list) and isinstance(entries, list)
+                    and len(kinds) == len(entries)
+                    and all(isinstance(x, str) for x in (*kinds, *entries))):
+                raise InputError("its kinds and entries are not two lists of strings "
+                                 "of one length")
+            return cls(str(obj["subject_sha256"]), str(obj["name"]), str(obj["signer"]),
+                       tuple(kinds), tuple(b64decode(e, validate=True) for e in entries),
+                       None if samples is None else b64decode(samples, validate=True))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"not a publish journal ({exc!r})") from exc
+
+
 def write_journal(receipt_folder: Path, prep: Prepared, signer: str) -> None:
     """Keep the signed entries before the first submission, so a failure between
     submissions resumes with the very same bytes (the log answers duplicate for those
     already logged)."""
-    from base64 import b64encode
-
-    from client.state import atomic_write
-
-    doc = {"subject_sha256": prep.digest, "name": prep.name, "signer": signer,
-           "kinds": [c.kind for c in prep.claims],
-           "entries": [b64encode(e).decode() for e in prep.entries],
-           "samples": None if prep.samples is None else b64encode(prep.samples).decode()}
+    doc = Journal(prep.digest, prep.name, signer, tuple(c.kind for c in prep.claims),
+                  prep.entries, prep.samples)
     path = _journal_path(receipt_folder)
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, json.dumps(doc, sort_keys=True).encode())
+    atomic_write(path, json.dumps(doc.to_json(), sort_keys=True).encode())
 
 
-def read_journal(receipt_folder: Path, digest: str, signer: str) -> dict[str, Any] | None:
+def read_journal(receipt_folder: Path, digest: str, signer: str) -> Journal | None:
     """The unfinished publish of this archive by this signer, if one is pending."""
     path = _journal_path(receipt_folder)
     if not path.is_file():
         return None
     try:
-        doc = json.loads(read_capped(path, 4 * MAX_RESULTS_BYTES, "publish journal"))
-    except ValueError as exc:
-        raise InputError(f"{path} is not JSON ({exc}); remove it to publish afresh") from exc
-    if not isinstance(doc, dict) or doc.get("subject_sha256") != digest \
-            or doc.get("signer") != signer:
-        return None
-    return doc
+        obj = json.loads(read_capped(path, 4 * MAX_RESULTS_BYTES, "publish journal"))
+        if not isinstance(obj, dict) or obj.get("subject_sha256") != digest \
+                or obj.get("signer") != signer:
+            return None
+        return Journal.from_json(obj)
+    except (ValueError, InputError) as exc:
+        raise InputError(f"{path} is not a publish journal ({exc}); remove it to publish "
+                         "afresh") from exc
 
 
-def resumed(doc: Mapping[str, Any], prep: Prepared | None, name: str, archive: bytes
-            ) -> Prepared:
+def resumed(journal: Journal, prep: Prepared | None, name: str, archive: bytes) -> Prepared:
     """The pending publish's entries, checked: equal to `prep`'s when results were given."""
-    from base64 import b64decode
-
-    from attest.entry import decode_entry, verify_entry
-
-    entries = tuple(b64decode(e) for e in doc["entries"])
-    kinds = list(doc["kinds"])
-    if prep is not None and prep.entries != entries:
+    if prep is not None and prep.entries != journal.entries:
         raise InputError("an unfinished publish of this kernel (same source, same key) is "
                          "pending with other results; rerun without results to finish it, or "
                          "remove .ktl/" + JOURNAL + " to abandon it (what it logged stays "
                          "logged)")
+    digest = hashlib.sha256(archive).hexdigest()
     claims = []
-    for kind, entry in zip(kinds, entries, strict=True):
+    for kind, entry in zip(journal.kinds, journal.entries, strict=True):
         try:
             verified = verify_entry(decode_entry(entry))
         except AttestError as exc:
             raise InputError(f"the pending publish journal holds an unusable entry: {exc}; "
                              f"remove .ktl/{JOURNAL}") from exc
         stmt = verified.statement
-        if stmt.subject_sha256 != hashlib.sha256(archive).hexdigest() or \
-                doc["signer"] not in verified.signer_keyids:
+        if stmt.subject_sha256 != digest or journal.signer not in verified.signer_keyids:
             raise InputError(f"the pending publish journal holds an entry about another source "
                              f"or by another key; remove .ktl/{JOURNAL}")
-        claims.append(Claim(kind, stmt.predicate_type, stmt.predicate.to_json()))
-    samples = doc.get("samples")
-    return Prepared(name, archive, hashlib.sha256(archive).hexdigest(), tuple(claims), entries,
-                    None if samples is None else b64decode(samples))
+        claims.append(Claim(kind, stmt.predicate))
+    return Prepared(name, archive, digest, tuple(claims), journal.entries, journal.samples)
 
 
-def submit_prepared(log: LogAPI, verifier: NoteVerifier, origin: str, trusted: TrustedState,
-                    prep: Prepared, receipt_folder: Path,
-                    progress: Progress | None = None,
-                    quorum: QuorumCheck | None = None) -> list[Published]:
+def submit_prepared(sess: Session, prep: Prepared, receipt_folder: Path,
+                    progress: Progress | None = None) -> list[Published]:
     """Upload the blobs, then submit and verify each prepared entry, writing receipts."""
     progress = progress or (lambda _line: None)
     progress(f"uploading source archive sha256:{prep.digest[:16]}…")
-    if log.put_blob(prep.archive) != prep.digest:
+    if sess.log.put_blob(prep.archive) != prep.digest:
         raise VerificationFailed("the log stored the source archive under another digest")
     if prep.samples is not None:
         progress("uploading raw benchmark samples")
-        log.put_blob(prep.samples)
+        sess.log.put_blob(prep.samples)
     out: list[Published] = []
     for claim, entry_bytes in zip(prep.claims, prep.entries, strict=True):
         progress(f"submitting the {claim.kind} entry ({len(entry_bytes)} bytes)")
-        index, proof, note, size, dup = submit_verified(log, verifier, origin, trusted, entry_bytes,
-                                                      quorum)
-        if dup:
-            progress(f"the {claim.kind} entry was already logged at index {index} (resumed)")
-        paths: ReceiptPaths = write_receipt(
-            receipt_folder, claim.kind, entry_bytes, TlogProof(index, tuple(proof), note, None)
-        )
-        out.append(Published(claim.kind, index, leaf_hash(entry_bytes).hex(), size, dup,
-                             str(paths.entry), str(paths.proof)))
+        logged = sess.submit(entry_bytes)
+        if logged.duplicate:
+            progress(f"the {claim.kind} entry was already logged at index {logged.index} "
+                     "(resumed)")
+        paths = write_receipt(receipt_folder, claim.kind, entry_bytes, logged.tlog_proof())
+        out.append(Published(claim.kind, logged.index, leaf_hash(entry_bytes).hex(),
+                             logged.tree_size, logged.duplicate, str(paths.entry),
+                             str(paths.proof)))
     return out
 
 
-def publish_claims(
-    log: LogAPI,
-    verifier: NoteVerifier,
-    origin: str,
-    trusted: TrustedState,
-    key: Ed25519PrivateKey,
-    *,
-    name: str,
-    archive: bytes,
-    claims: list[Claim],
-    receipt_folder: Path,
-    samples: bytes | None = None,
-    progress: Progress | None = None,
-    quorum: QuorumCheck | None = None,
-) -> list[Published]:
+@dataclass(frozen=True)
+class KernelRelease:
+    """What a publish signs: the kernel's name, its canonical source archive, the claims
+    about it and the raw benchmark samples they name."""
+
+    name: str
+    archive: bytes
+    claims: tuple[Claim, ...]
+    samples: bytes | None = None
+
+
+def publish_claims(sess: Session, key: Ed25519PrivateKey, release: KernelRelease,
+                   receipt_folder: Path, progress: Progress | None = None) -> list[Published]:
     """Sign and validate every claim first (nothing is sent if one fails), then upload the
     blobs and submit and verify each entry, writing receipts as we go."""
-    prep = prepare_claims(name, archive, claims, key, samples)
-    return submit_prepared(log, verifier, origin, trusted, prep, receipt_folder, progress, quorum)
+    prep = prepare_claims(release.name, release.archive, list(release.claims), key,
+                          release.samples)
+    return submit_prepared(sess, prep, receipt_folder, progress)
 
 
 def kernel_claim(kernel_dir: Path) -> tuple[str, bytes, Claim]:
     """(kernel name, canonical source archive, kernel/v1 claim) for a kernel folder."""
-    from verifier import VerifierError
-    from verifier.kernel import KernelSpec, pack_kernel
-    from verifier.runtimes import get_runtime
-
     try:
         spec = KernelSpec.load(kernel_dir)
         archive = pack_kernel(kernel_dir)
         compiler, version = get_runtime(spec.runtime).compiler()
-        body = spec.kernel_predicate(compiler, version).to_json()
+        predicate = spec.kernel_predicate(compiler, version)
     except (VerifierError, AttestError) as exc:
         raise InputError(f"{kernel_dir}: {exc}") from exc
-    return spec.name, archive, Claim("kernel", KERNEL_V1, body)
+    return spec.name, archive, Claim("kernel", predicate)
 
 
 def not_timed_here(kernel: Path) -> str | None:
     """Why the kernel is checked but not benchmarked on this machine (a Triton kernel where no
     GPU runs it: Triton's interpreter gives correctness, not a time), or None."""
-    from verifier import KernelSpec, VerifierError
-    from verifier.gpu import probe
-
     try:
         runtime = KernelSpec.load(kernel).runtime
     except VerifierError:
@@ -407,33 +416,24 @@ def not_timed_here(kernel: Path) -> str | None:
 def measure(kernel_dir: Path, budget: str, progress: Progress) -> Results:
     """Run the verification suite and the benchmark now (no --results given); a kernel not
     timed here (`not_timed_here`) is published with its verification and no benchmark."""
-    from verifier import VerifierError, bench_runs
-    from verifier import check as run_check
-
     try:
         progress(f"running `ktl check --budget {budget}` (this can take a while)")
         check = run_check(kernel_dir, budget=budget, seed=None, progress=progress)  # fresh seed
         untimed = not_timed_here(kernel_dir)
         if untimed is not None:
             progress(f"no benchmark: {untimed}")
-            return Results(check.to_predicate().to_json(), None, None)
+            return Results(check.to_predicate(), None, None)
         progress("running `ktl bench` (independent runs)")
         bench = bench_runs(kernel_dir, progress=progress)
     except VerifierError as exc:
         raise InputError(f"{kernel_dir}: the verifier could not run: {exc}") from exc
-    return Results(check.to_predicate().to_json(), bench.to_predicate().to_json(),
-                   bench.samples_blob())
+    return Results(check.to_predicate(), bench.to_predicate(), bench.samples_blob())
 
 
 def load_signing_key(path: Path, passphrase_env: str | None = None,
                      progress: Callable[[str], None] | None = None) -> Ed25519PrivateKey:
     """The publisher's private key; an encrypted one's passphrase is in env var `passphrase_env`.
     A key file other users may read is used, with a warning to `progress` (issue 42 item 7)."""
-    import os
-    import stat
-
-    from attest.keys import load_private_key
-
     passphrase = os.environ.get(passphrase_env) if passphrase_env else None
     if passphrase_env and not passphrase:
         raise InputError(f"environment variable {passphrase_env} is unset or empty")
@@ -467,20 +467,17 @@ def results_from_files(
             raise InputError(f"{what} file {path} must hold the JSON object `ktl` printed")
         bodies.append(obj)
     raw = read_capped(samples, MAX_RESULTS_BYTES, "samples file") if samples else None
-    return Results(bodies[0], bodies[1], raw)
+    return Results(_parsed(VerificationPredicate, "verification", bodies[0]),
+                   _parsed(BenchmarkPredicate, "benchmark", bodies[1]), raw)
 
 
-def evidence_problems(bench: Mapping[str, Any], samples: bytes | None, allow_weak: bool,
-                      out: Any) -> list[str]:
+def evidence_problems(pred: BenchmarkPredicate, samples: bytes | None, allow_weak: bool,
+                      out: Output) -> list[str]:
     """Why a benchmark claim may not be published (empty: it may), by the rules `ktl
     reproduce`, `ktl monitor` and the explorer apply (`attest.verdicts`): figures its raw
     samples do not give and times below the physical floor are refused; a weak claim (its
     own record says its measurement was disturbed or thin) is said, and refused without
-    `allow_weak`. A body attest rejects is left to the statement's own validation."""
-    try:
-        pred = BenchmarkPredicate.from_json(bench)
-    except AttestError:
-        return []
+    `allow_weak`."""
     found = evidence_findings(pred, samples)
     problems = [f"the benchmark contradicts its own evidence: {f.describe()}" for f in found]
     if samples is None:
@@ -498,37 +495,34 @@ def evidence_problems(bench: Mapping[str, Any], samples: bytes | None, allow_wea
     return problems
 
 
-def _claims_of(kclaim: Claim, archive: bytes, results: Results, out: Any,
+def _claims_of(kclaim: Claim, archive: bytes, results: Results, out: Output,
                allow_weak: bool = False) -> list[Claim]:
     """The release's claims from the results, refused (one message) if they are not this
     kernel's, or if the benchmark contradicts its own evidence or is weak (without
     `allow_weak`)."""
-    problems = results_mismatches(kclaim.body, results,
+    assert isinstance(kclaim.predicate, KernelPredicate)
+    problems = results_mismatches(kclaim.predicate, results,
                                   hashlib.sha256(archive).hexdigest())
-    if results.benchmark is not None:
-        ref = results.benchmark.get("samples")
-        if results.samples is not None and isinstance(ref, dict):
+    bench, ver = results.benchmark, results.verification
+    if bench is not None:
+        if results.samples is not None:
             got = hashlib.sha256(results.samples).hexdigest()
-            if ref.get("sha256") != got:
+            if bench.samples.sha256 != got:
                 problems.append(f"the raw samples (sha256 {got}) are not the ones the benchmark "
-                                f"names (sha256 {ref.get('sha256')})")
+                                f"names (sha256 {bench.samples.sha256})")
         if not problems:
-            problems += evidence_problems(results.benchmark, results.samples, allow_weak, out)
+            problems += evidence_problems(bench, results.samples, allow_weak, out)
     if problems:
         raise InputError("nothing was sent: the results are not this kernel folder's: "
                          + "; ".join(problems))
-    claims = [kclaim]
-    if results.verification is not None and results.verification.get("verdict") != "pass":
+    if ver is not None and ver.verdict != "pass":
         out.note("the verification verdict is not 'pass'; publishing it as it is "
                  "(the log records failures too)", "bold yellow")
-    if results.benchmark is not None and results.benchmark.get("trusted") is False:
+    if bench is not None and not bench.trusted:
         out.note("the benchmark marks itself untrusted; publishing it with its notes",
                  "bold yellow")
-    if results.verification is not None:
-        claims.append(Claim("verification", VERIFICATION_V1, results.verification))
-    if results.benchmark is not None:
-        claims.append(Claim("benchmark", BENCHMARK_V1, results.benchmark))
-    return claims
+    return [kclaim, *([Claim("verification", ver)] if ver is not None else []),
+            *([Claim("benchmark", bench)] if bench is not None else [])]
 
 
 #: Earlier benchmark entries of the same key about the same kernel a publish compares the
@@ -541,10 +535,7 @@ def earlier_contradictions(sess: Session, prep: Prepared, signer: str) -> list[s
     same key's earlier benchmark claims about the same kernel in the log (each fetched and
     verified; at most MAX_EARLIER_CLAIMS): said before publishing, as `ktl monitor`, the
     explorer and `ktl reproduce` will say it after (both claims are then flagged)."""
-    from client.session import fetch_entry
-
-    mine = [BenchmarkPredicate.from_json(c.body) for c in prep.claims
-            if c.predicate_type == BENCHMARK_V1]
+    mine = [c.predicate for c in prep.claims if isinstance(c.predicate, BenchmarkPredicate)]
     if not mine:
         return []
     page = sess.log.search(digest=prep.digest, keyid=signer, limit=100)
@@ -552,7 +543,7 @@ def earlier_contradictions(sess: Session, prep: Prepared, signer: str) -> list[s
                if h.predicate_type == BENCHMARK_V1][-MAX_EARLIER_CLAIMS:]
     bodies = []
     for index in earlier:
-        verified = fetch_entry(sess, index).verified
+        verified = sess.fetch_entry(index).verified
         pred = verified.statement.predicate
         if isinstance(pred, BenchmarkPredicate) and signer in verified.signer_keyids:
             bodies.append((index, pred))
@@ -565,65 +556,67 @@ def earlier_contradictions(sess: Session, prep: Prepared, signer: str) -> list[s
     return out[:16]
 
 
-def run_publish(
-    kernel_dir: Path,
-    key_path: Path,
-    results: Results | None,
-    budget: str,
-    log_url: str | None,
-    log_key: str | None,
-    trusted: TrustedState,
-    out: Any,
-    *,
-    passphrase_env: str | None = None,
-    witness_policy: WitnessPolicy | None = None,
-    allow_weak: bool = False,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class PublishOptions:
+    """`ktl publish`: the kernel folder, the signing key, the results (a `--results` file,
+    or the separate outputs, or none: measured now with `budget`), whether a weak benchmark
+    may be published, and the log."""
+
+    kernel_dir: Path
+    key_path: Path
+    passphrase_env: str | None = None
+    results_path: Path | None = None
+    verification_path: Path | None = None
+    benchmark_path: Path | None = None
+    samples_path: Path | None = None
+    budget: str = "quick"
+    allow_weak: bool = False
+    log_url: str | None = None
+    log_key: str | None = None
+    witness_policy_path: Path | None = None
+
+    def results(self) -> Results | None:
+        """The results given (None: to be measured now); InputError for both kinds at once."""
+        separate = (self.verification_path, self.benchmark_path, self.samples_path)
+        if self.results_path is not None and any(separate):
+            raise InputError("give either --results or --verification/--benchmark/--samples")
+        if self.results_path is not None:
+            return load_results(self.results_path)
+        if any(separate):
+            return results_from_files(*separate)
+        return None
+
+
+def run_publish(opts: PublishOptions, out: Output, trusted: TrustedState | None = None
+                ) -> dict[str, Any]:
     """`ktl publish`: everything from the kernel folder to verified receipts; returns a report.
     A weak benchmark (`evidence_problems`) is published only with `allow_weak`.
 
     Every statement is built, validated and signed before anything is sent, and kept in a
     journal beside the receipts until all are logged: a failure between submissions
     (network, 503) is resumed by running the same command again."""
-    from attest.keys import keyid
-    from client.claims_view import claims_view
-    from client.session import connect, require_url
-
-    url = require_url(log_url)
-    key = load_signing_key(key_path, passphrase_env,
+    results = opts.results()
+    url = require_url(opts.log_url)
+    key = load_signing_key(opts.key_path, opts.passphrase_env,
                            progress=lambda text: out.note(text, "bold yellow"))
     signer = keyid(key.public_key())
-    name, archive, kclaim = kernel_claim(kernel_dir)
-    folder = receipts_dir(kernel_dir)
-    pending = read_journal(folder, hashlib.sha256(archive).hexdigest(), signer)
-    prep: Prepared | None = None
-    if results is not None or pending is None:
-        if results is None:
-            results = measure(kernel_dir, budget, out.note)
-        prep = prepare_claims(name, archive,
-                              _claims_of(kclaim, archive, results, out, allow_weak), key,
-                              results.samples)
-    if pending is not None:
-        out.note(f"resuming an unfinished publish of sha256:{pending['subject_sha256'][:16]}… "
-                 "(the same signed entries; those already logged come back as duplicates)",
-                 "bold yellow")
-        prep = resumed(pending, prep, name, archive)
-    assert prep is not None
+    folder = receipts_dir(opts.kernel_dir)
+    prep = _prepared(opts, results, key, signer, out)
     write_journal(folder, prep, signer)
-    sess = connect(url, trusted, log_key, witness_policy=witness_policy)
+    sess = connect(url, trusted or TrustedState(), opts.log_key,
+                   witness_policy=load_witness_policy(opts.witness_policy_path))
     out.note(f"log {sess.origin}: {sess.key.describe()}")
     try:
         for said in earlier_contradictions(sess, prep, signer):
             out.note(said, "bold yellow")
-        published = submit_prepared(sess.log, sess.verifier, sess.origin, sess.trusted, prep,
-                                    folder, out.note, sess.quorum)
+        published = submit_prepared(sess, prep, folder, out.note)
     finally:
         sess.close()
     _journal_path(folder).unlink(missing_ok=True)
     signed = [v.to_json() for c in prep.claims
-              if (v := claims_view(c.predicate_type, c.body)) is not None]
+              if (v := claims_view(c.predicate_type, c.predicate.to_json())) is not None]
     return {
-        "name": name,
+        "name": prep.name,
         "origin": sess.origin,
         "log_key": sess.key.key,
         "log_key_source": sess.key.how,
@@ -633,3 +626,26 @@ def run_publish(
         "signed": signed,
         "receipts": str(folder),
     }
+
+
+def _prepared(opts: PublishOptions, results: Results | None, key: Ed25519PrivateKey,
+              signer: str, out: Output) -> Prepared:
+    """The release signed: from the results (measured now if none were given and no publish
+    is pending), or the pending publish's entries (which given results must equal)."""
+    name, archive, kclaim = kernel_claim(opts.kernel_dir)
+    pending = read_journal(receipts_dir(opts.kernel_dir), hashlib.sha256(archive).hexdigest(),
+                           signer)
+    prep: Prepared | None = None
+    if results is not None or pending is None:
+        if results is None:
+            results = measure(opts.kernel_dir, opts.budget, out.note)
+        prep = prepare_claims(name, archive,
+                              _claims_of(kclaim, archive, results, out, opts.allow_weak), key,
+                              results.samples)
+    if pending is None:
+        assert prep is not None
+        return prep
+    out.note(f"resuming an unfinished publish of sha256:{pending.subject_sha256[:16]}… "
+             "(the same signed entries; those already logged come back as duplicates)",
+             "bold yellow")
+    return resumed(pending, prep, name, archive)

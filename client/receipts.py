@@ -14,27 +14,34 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from attest import AttestError
-from attest.entry import VerifiedEntry, decode_entry, verify_entry
+from attest.entry import VerifiedEntry
+from attest.policy import TrustPolicy
+from attest.predicates import BENCHMARK_V1, REPRODUCTION_V1, VERIFICATION_V1
+from client.claims_view import (
+    ClaimReproductions,
+    ClaimsView,
+    claims_view,
+    reproductions_of,
+    signer_phrase,
+)
+from client.errors import InputError, NetworkError, VerificationFailed
+from client.session import FetchedEntry, connect, require_url
+from client.state import TrustedState, atomic_write, read_capped
+from client.trust import check_entry, check_inclusion, load_verifier, open_signed
+from client.witnesses import load_witness_policy, quorum_result
 from ledger import LedgerError
 from ledger.tlog.checkpoint import SignedCheckpoint
 from ledger.tlog.cosignature import CosignatureVerifier, verify_cosignatures
-from ledger.tlog.merkle import leaf_hash, verify_inclusion
 from ledger.tlog.note import NoteVerifier
 from ledger.tlog.proof_bundle import TlogProof
 from ledger.tlog.witness_policy import WitnessPolicy
-
-if TYPE_CHECKING:
-    from attest.policy import TrustPolicy
-
-from client.errors import InputError, VerificationFailed
-from client.state import atomic_write, read_capped
-from client.trust import open_signed
-from client.witnesses import quorum_result
+from verifier import VerifierError
+from verifier.kernel import pack_kernel
 
 MAX_PROOF_FILE_BYTES = 64 * 1024
 MAX_ENTRY_FILE_BYTES = 65535
@@ -120,9 +127,6 @@ def parse_proof(data: bytes) -> TlogProof:
 def source_digest(path: Path) -> str:
     """sha256 hex of a source file, or of the canonical archive of a kernel folder."""
     if path.is_dir():
-        from verifier import VerifierError
-        from verifier.kernel import pack_kernel
-
         try:
             return hashlib.sha256(pack_kernel(path)).hexdigest()
         except VerifierError as exc:
@@ -177,34 +181,6 @@ class ReceiptReport:
         )
 
 
-def check_inclusion(
-    entry_bytes: bytes, index: int, proof: tuple[bytes, ...] | list[bytes], cp: SignedCheckpoint
-) -> bytes:
-    """Prove `entry_bytes` is leaf `index` under the verified checkpoint; return its leaf hash."""
-    leaf = leaf_hash(entry_bytes)
-    size = cp.checkpoint.size
-    try:
-        verify_inclusion(leaf, index, size, list(proof), cp.checkpoint.root_hash)
-    except LedgerError as exc:
-        raise VerificationFailed(
-            f"inclusion proof: the entry (leaf hash {leaf.hex()}) is not proven to be entry "
-            f"{index} of the tree of size {size}: {exc}"
-        ) from exc
-    return leaf
-
-
-def check_entry(entry_bytes: bytes) -> VerifiedEntry:
-    """Decode the canonical entry and verify its envelope signature and statement."""
-    try:
-        entry = decode_entry(entry_bytes)
-    except AttestError as exc:
-        raise VerificationFailed(f"entry: not a valid canonical log entry: {exc}") from exc
-    try:
-        return verify_entry(entry)
-    except AttestError as exc:
-        raise VerificationFailed(f"envelope signature: {exc}") from exc
-
-
 def check_policy(verified: VerifiedEntry, policy: TrustPolicy) -> str:
     result = policy.evaluate(verified)
     if not result.allowed:
@@ -235,43 +211,52 @@ def check_witnesses(
         ", ".join(c.name for c in cosigs))
 
 
+@dataclass(frozen=True)
+class ReceiptChecks:
+    """What a receipt is held to beyond its checkpoint signature, inclusion proof and
+    envelope signature: the origin its checkpoint must name, a trust policy, the source
+    its subject digest must match, witness cosignatures (keys and how many) and a witness
+    policy."""
+
+    origin: str | None = None
+    policy: TrustPolicy | None = None
+    source: Path | None = None
+    witnesses: Sequence[CosignatureVerifier] = ()
+    witness_threshold: int = 0
+    witness_policy: WitnessPolicy | None = None
+
+
 def verify_receipt(
-    proof_bytes: bytes,
-    entry_bytes: bytes,
-    verifier: NoteVerifier,
-    *,
-    origin: str | None = None,
-    policy: TrustPolicy | None = None,
-    source: Path | None = None,
-    witnesses: Sequence[CosignatureVerifier] = (),
-    witness_threshold: int = 0,
-    witness_policy: WitnessPolicy | None = None,
+    proof_bytes: bytes, entry_bytes: bytes, verifier: NoteVerifier,
+    checks: ReceiptChecks | None = None,
 ) -> tuple[ReceiptReport, SignedCheckpoint]:
     """Verify a receipt offline; raise `VerificationFailed` naming the first failed step."""
+    checks = checks or ReceiptChecks()
     if len(proof_bytes) > MAX_PROOF_FILE_BYTES:
         raise VerificationFailed("receipt: the tlog-proof file is larger than 64 KiB")
     if len(entry_bytes) > MAX_ENTRY_FILE_BYTES:
         raise VerificationFailed("entry: larger than the 65535 bytes a log entry can have")
     proof = parse_proof(proof_bytes)
-    cp = open_signed(proof.checkpoint, verifier, origin)
+    cp = open_signed(proof.checkpoint, verifier, checks.origin)
     notes: tuple[str, ...] = ()
-    if witnesses or witness_threshold:
-        notes = (check_witnesses(proof.checkpoint, verifier, witnesses, witness_threshold),)
-    if witness_policy is not None:
-        notes += (quorum_result(cp, verifier, witness_policy).describe(),)
+    if checks.witnesses or checks.witness_threshold:
+        notes = (check_witnesses(proof.checkpoint, verifier, checks.witnesses,
+                                 checks.witness_threshold),)
+    if checks.witness_policy is not None:
+        notes += (quorum_result(cp, verifier, checks.witness_policy).describe(),)
     leaf = check_inclusion(entry_bytes, proof.index, tuple(proof.hashes), cp)
     verified = check_entry(entry_bytes)
     subject = verified.statement.subjects[0]
-    policy_note = check_policy(verified, policy) if policy is not None else None
+    policy_note = check_policy(verified, checks.policy) if checks.policy is not None else None
     source_note = None
-    if source is not None:
-        got = source_digest(source)
+    if checks.source is not None:
+        got = source_digest(checks.source)
         if got != subject.sha256:
             raise VerificationFailed(
-                f"source digest: {source} has sha256 {got}, but the entry's subject "
+                f"source digest: {checks.source} has sha256 {got}, but the entry's subject "
                 f"{subject.name} is sha256 {subject.sha256}"
             )
-        source_note = f"{source} matches sha256:{got}"
+        source_note = f"{checks.source} matches sha256:{got}"
     report = ReceiptReport(
         origin=cp.checkpoint.origin,
         index=proof.index,
@@ -287,3 +272,149 @@ def verify_receipt(
         notes=notes,
     )
     return report, cp
+
+
+def load_policy(path: Path | None) -> TrustPolicy | None:
+    """The trust policy TOML at `path` (None: no policy); InputError if it is invalid."""
+    if path is None:
+        return None
+    read_capped(path, 1024 * 1024, "policy file")
+    try:
+        return TrustPolicy.load(path)
+    except AttestError as exc:
+        raise InputError(f"policy file {path} is invalid: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class VerifyOptions:
+    """`ktl verify`: the receipt, its entry (default: beside it), the log's key, and what
+    else it is held to; with `log_url`, also proven consistent with the log's latest
+    checkpoint."""
+
+    receipt: Path
+    entry_path: Path | None = None
+    log_key: str | None = None
+    policy_path: Path | None = None
+    source_path: Path | None = None
+    witness_keys: tuple[str, ...] = ()
+    witness_threshold: int | None = None
+    witness_policy_path: Path | None = None
+    log_url: str | None = None
+
+    def checks(self) -> ReceiptChecks:
+        if self.source_path is not None and not self.source_path.exists():
+            raise InputError(f"source {self.source_path} does not exist")
+        witnesses = load_witnesses(self.witness_keys)
+        threshold = ((1 if witnesses else 0) if self.witness_threshold is None
+                     else self.witness_threshold)
+        return ReceiptChecks(policy=load_policy(self.policy_path), source=self.source_path,
+                             witnesses=witnesses, witness_threshold=threshold,
+                             witness_policy=load_witness_policy(self.witness_policy_path))
+
+
+def verify_receipt_files(opts: VerifyOptions) -> ReceiptReport:
+    """`ktl verify`: the receipt files verified offline, then (with `log_url`) proven a
+    prefix of the log's latest checkpoint."""
+    if not opts.log_key:
+        raise InputError("verify needs the log's key: pass --log-key KEYSTRING "
+                         "(print it with `ktl log-key` on the log's host)")
+    verifier = load_verifier(opts.log_key)
+    proof_bytes = read_capped(opts.receipt, MAX_PROOF_FILE_BYTES, "receipt")
+    entry_file = opts.entry_path or entry_path_for(opts.receipt)
+    entry_bytes = read_capped(entry_file, MAX_ENTRY_FILE_BYTES, "entry file")
+    checks = opts.checks()
+    report, cp = verify_receipt(proof_bytes, entry_bytes, verifier, checks)
+    if not opts.log_url:
+        return report
+    latest = _prove_current(opts.log_url, opts.log_key, checks.witness_policy, report, cp)
+    return replace(report, consistent_with=latest.checkpoint.size)
+
+
+def _prove_current(url: str, log_key: str, witness_policy: WitnessPolicy | None,
+                   report: ReceiptReport, cp: SignedCheckpoint) -> SignedCheckpoint:
+    """The log's latest checkpoint, proven to extend the receipt's `cp`; a network failure
+    says what did verify offline first."""
+    try:
+        sess = connect(url, TrustedState(), log_key, witness_policy=witness_policy)
+    except NetworkError as exc:
+        checked = ", ".join(["checkpoint signature", "inclusion proof",
+                             "envelope signature and statement"]
+                            + ["trust policy"] * bool(report.policy)
+                            + ["source digest"] * bool(report.source)
+                            + ["witnesses"] * bool(report.notes))
+        raise NetworkError(
+            f"the receipt (entry {report.index}) verified offline ({checked}), but "
+            f"its consistency with the log at {url} could not be checked: {exc}"
+        ) from exc
+    try:
+        if sess.origin != cp.checkpoint.origin:
+            raise InputError(f"the log at {url} is {sess.origin!r}, but the receipt "
+                             f"is from {cp.checkpoint.origin!r}")
+        return sess.prove_receipt_current(cp)
+    finally:
+        sess.close()
+
+
+@dataclass(frozen=True)
+class GetOptions:
+    """`ktl get`: the entry's index, where to save it as a receipt (None: not saved), the
+    policy naming trusted reproducers, and the log."""
+
+    index: int
+    out_path: Path | None = None
+    policy_path: Path | None = None
+    log_url: str | None = None
+    log_key: str | None = None
+    witness_policy_path: Path | None = None
+
+
+@dataclass(frozen=True)
+class ShownEntry:
+    """`ktl get`'s answer: the verified entry's facts (`data`, its JSON), what its claims
+    say (`view`) and, for a claim, who reproduced it (`found`)."""
+
+    data: dict[str, Any]
+    view: ClaimsView | None
+    found: ClaimReproductions | None
+    key_note: tuple[str, str]
+    """How the log's key was chosen (`KeyChoice.how`) and its description."""
+
+
+def show_entry(opts: GetOptions) -> ShownEntry:
+    """Fetch one entry and verify it all; for a claim, its reproductions weighed by the
+    policy; with `out_path`, saved as a receipt (the entry and its tlog-proof beside it)."""
+    policy = load_policy(opts.policy_path)
+    sess = connect(require_url(opts.log_url), TrustedState(), opts.log_key,
+                   witness_policy=load_witness_policy(opts.witness_policy_path))
+    try:
+        fetched = sess.fetch_entry(opts.index)
+        found = None
+        if fetched.verified.statement.predicate_type in (BENCHMARK_V1, VERIFICATION_V1):
+            found = reproductions_of(sess, fetched, policy)
+    finally:
+        sess.close()
+    data = fetched.summary()
+    if found is not None:
+        data["reproduced"] = found.to_json()
+    stmt = fetched.verified.statement
+    data["statement"] = stmt.to_json()
+    if opts.out_path is not None:
+        data["entry_path"], data["proof_path"] = _save_fetched(fetched, opts.out_path)
+    view = claims_view(stmt.predicate_type, stmt.predicate.to_json(),
+                       signer_phrase(fetched.verified.signer_keyids, policy))
+    if view is not None:
+        data["signed"] = view.to_json()
+    if stmt.predicate_type == REPRODUCTION_V1:
+        data["reproducer"] = signer_phrase(fetched.verified.signer_keyids, policy)
+    return ShownEntry(data, view, found, (sess.key.how, sess.key.describe()))
+
+
+def _save_fetched(fetched: FetchedEntry, out_path: Path) -> tuple[str, str]:
+    """Write the entry's bytes to `out_path` and its tlog-proof beside it; their paths."""
+    atomic_write(out_path, fetched.entry_bytes)
+    name = out_path.name
+    stem = name[: -len(ENTRY_SUFFIX)] if name.endswith(ENTRY_SUFFIX) else name
+    proof_path = out_path.with_name(stem + PROOF_SUFFIX)
+    proof = TlogProof(fetched.index, tuple(fetched.proof), fetched.checkpoint.note_bytes, None)
+    atomic_write(proof_path, proof.to_text().encode("utf-8"))
+    return str(out_path), str(proof_path)

@@ -14,29 +14,60 @@ import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from attest import AttestError
+from attest.entry import VerifiedEntry, encode_entry, make_entry
+from attest.keys import keyid
+from attest.policy import TrustPolicy
 from attest.predicates import (
     BENCHMARK_V1,
     KERNEL_V1,
     VERIFICATION_V1,
     BenchmarkPredicate,
     DecisionPolicy,
+    Environment,
     JudgedEntry,
     ReproductionPredicate,
     ReproductionTarget,
 )
+from attest.statement import make_statement
+from client.claims_view import ClaimReproductions, judged_claims, reproductions_of
 from client.errors import ClientError, InputError, VerificationFailed
 from client.models import SearchHit
-from client.session import FetchedEntry, Session, fetch_entry
-
-if TYPE_CHECKING:
-    from attest.entry import VerifiedEntry
-    from attest.policy import TrustPolicy
-    from client.claims_view import ClaimReproductions
-    from verifier.progress import Progress
-    from verifier.reproduce import ReproduceSettings
+from client.output import Output
+from client.publish import load_signing_key
+from client.receipts import load_policy, receipt_paths, write_receipt
+from client.session import FetchedEntry, Session, connect, require_url
+from client.state import TrustedState, atomic_write
+from client.vindex import (
+    IndexNotCommitted,
+    Paging,
+    TooManyPages,
+    check_listing,
+    index_key_for,
+    verified_lookup,
+)
+from client.witnesses import load_witness_policy
+from ledger.tlog.merkle import leaf_hash
+from verifier import (
+    DEFAULT_RUNS,
+    UnknownOpError,
+    VerifierError,
+    environment_fingerprint,
+    unpack_kernel,
+)
+from verifier.progress import Progress
+from verifier.reproduce import (
+    DEFAULT_POLICY,
+    Claimed,
+    ReproduceSettings,
+    make_policy,
+    not_rerun,
+    reproduce_kernel,
+    unknown_op_reason,
+)
+from verifier.sandbox import probe_layers, scratch_dir
 
 CLAIM_TYPES = (VERIFICATION_V1, BENCHMARK_V1)
 MAX_CLAIMS = 64
@@ -54,9 +85,6 @@ def resolve_policy(log_defaults: Mapping[str, float] | None, tolerance: float | 
                    confidence: float | None) -> tuple[DecisionPolicy, str]:
     """The decision policy and where each part came from: the option, the log's suggestion,
     or the built-in default (in that order)."""
-    from verifier import VerifierError
-    from verifier.reproduce import DEFAULT_POLICY, make_policy
-
     suggested = log_defaults or {}
     picked: dict[str, float] = {}
     said: list[str] = []
@@ -205,11 +233,7 @@ def claim_skip_reason(
 def gather(sess: Session, index: int, workdir: Path, policy: TrustPolicy | None = None
            ) -> Gathered:
     """Fetch and verify entry `index`, its source blob and the claims to reproduce."""
-    from verifier import UnknownOpError, VerifierError
-    from verifier.kernel import unpack_kernel
-    from verifier.reproduce import unknown_op_reason
-
-    target = fetch_entry(sess, index)
+    target = sess.fetch_entry(index)
     stmt = target.verified.statement
     digest = stmt.subject_sha256
     if stmt.predicate_type not in (KERNEL_V1, *CLAIM_TYPES):
@@ -227,8 +251,8 @@ def gather(sess: Session, index: int, workdir: Path, policy: TrustPolicy | None 
         raise VerificationFailed(f"the source archive sha256:{digest} is unusable: {exc}") from exc
     if stmt.predicate_type in CLAIM_TYPES:
         return Gathered(target, kernel_dir, (target,), not_rerun=not_rerun)
-    claims, search = _search_claims(sess, stmt.subject_name, digest,
-                                    frozenset(target.verified.signer_keyids), policy)
+    claims, search = _ClaimFinder(sess, stmt.subject_name, digest,
+                                  frozenset(target.verified.signer_keyids), policy).run()
     return Gathered(target, kernel_dir, claims, search, not_rerun)
 
 
@@ -238,9 +262,7 @@ MAX_ROWS_READ = 50_000
 MAX_SEARCH_CALLS = 500
 
 
-def _search_claims(
-    sess: Session, name: str, digest: str, publishers: frozenset[str], policy: TrustPolicy | None
-) -> tuple[tuple[FetchedEntry, ...], ClaimSearch]:
+class _ClaimFinder:
     """Page through the index rows (capped), fetch and verify plausible claims.
 
     The claims that count are signed by the publisher or by a key the policy trusts for
@@ -249,83 +271,96 @@ def _search_claims(
     caps (issue 26). Rows by no such key are skipped unfetched (a policy rule letting any
     signer log claims turns that off: every claim row is then fetched).
     """
-    vouched = publishers if policy is None else _claim_signers(policy, name, publishers)
-    claims: list[FetchedEntry] = []
-    skipped: list[Skipped] = []
-    skipped_total = examined = fetched = read = 0
-    seen: set[int] = set()
-    complete = True
 
-    def skip(k: Skipped, at: int) -> None:
-        nonlocal skipped_total
-        skipped_total += 1
-        if len(skipped) < MAX_SKIPS_LISTED:
-            skipped.append(Skipped(at, k.reason, k.detail))
+    def __init__(self, sess: Session, name: str, digest: str, publishers: frozenset[str],
+                 policy: TrustPolicy | None) -> None:
+        self.sess, self.name, self.digest = sess, name, digest
+        self.publishers, self.policy = publishers, policy
+        self.vouched = publishers if policy is None else _claim_signers(policy, name, publishers)
+        self.claims: list[FetchedEntry] = []
+        self.skipped: list[Skipped] = []
+        self.skipped_total = self.examined = self.fetched = self.read = self.calls = 0
+        self.seen: set[int] = set()
+        self.digest_rows: list[int] = []  # the digest's own rows, which the index proves
 
-    def examine(hit: SearchHit) -> bool:
-        """Look at one index row; False once a cap is reached."""
-        nonlocal examined, fetched
-        nonlocal read
-        read += 1
-        if read > MAX_ROWS_READ:
-            return False  # rows read in all, whatever the search: never without end
-        if hit.index in seen:
-            return True
-        seen.add(hit.index)
-        if examined >= MAX_SEARCH_HITS or fetched >= MAX_FETCHED or len(claims) >= MAX_CLAIMS:
-            return False
-        examined += 1
-        if hit.predicate_type not in CLAIM_TYPES:
-            return True  # kernel/reproduction rows: not claims, and not worth a fetch
-        if vouched is not None and not vouched & set(hit.keyids):
-            # The index row is not evidence, but a stranger's row is skipped unfetched
-            # so that thousands of them cannot make a reproduction slow.
-            skip(Skipped(-1, "untrusted-signer", "the index names no key of the kernel's "
-                         "publisher" + (" nor one the policy trusts for its claims"
-                                        if policy is not None else "") + " (not fetched)"),
-                 hit.index)
-            return True
-        fetched += 1
-        entry = fetch_entry(sess, hit.index)
-        why = claim_skip_reason(entry.verified, name, digest, publishers, policy)
-        if why is None:
-            claims.append(entry)
-        else:
-            skip(why, hit.index)
-        return True
-
-    # First the publisher's own entries about the digest (by digest and key: the server's
-    # search strangers' keys cannot pad), then the digest's (another trusted signer's):
-    # padding there can only make the search incomplete, never hide a claim the first
-    # pass found. A (digest, key) page may be empty with a cursor: the server looked at a
-    # bounded part of the key's entries.
-    queries: list[dict[str, str]] = [
-        *({"digest": digest, "keyid": k} for k in sorted(vouched or ())), {"digest": digest}]
-    calls = 0
-    digest_rows: list[int] = []
-    read_all = False
-    for query in queries:
-        cursor: int | None = None
-        while complete:
-            calls += 1
-            if calls > MAX_SEARCH_CALLS:
-                complete = False  # a key with entries about countless other kernels
+    def run(self) -> tuple[tuple[FetchedEntry, ...], ClaimSearch]:
+        # First the publisher's own entries about the digest (by digest and key: the
+        # server's search strangers' keys cannot pad), then the digest's (another trusted
+        # signer's): padding there can only make the search incomplete, never hide a claim
+        # the first pass found.
+        queries: list[dict[str, str]] = [
+            *({"digest": self.digest, "keyid": k} for k in sorted(self.vouched or ())),
+            {"digest": self.digest}]
+        complete, read_all = True, False
+        for query in queries:
+            complete, read_all = self._query(query)
+            if not complete:
                 break
-            page = sess.log.search(**query, cursor=cursor, limit=SEARCH_PAGE)
-            by_digest = "keyid" not in query  # the digest's own rows, which the index proves
+        proven, too_long, unproven = _prove_digest_rows(self.sess, self.digest,
+                                                        self.digest_rows, read_all)
+        self.claims.sort(key=lambda e: e.index)  # in log order, whichever key found them first
+        return tuple(self.claims), ClaimSearch(
+            self.examined, self.fetched, tuple(self.skipped), self.skipped_total, complete,
+            proven, too_long, unproven)
+
+    def _query(self, query: dict[str, str]) -> tuple[bool, bool]:
+        """Read one query's pages: (complete so far, the digest's list read to its end). A
+        (digest, key) page may be empty with a cursor: the server looked at a bounded part
+        of the key's entries."""
+        by_digest = "keyid" not in query
+        cursor: int | None = None
+        while True:
+            self.calls += 1
+            if self.calls > MAX_SEARCH_CALLS:
+                return False, False  # a key with entries about countless other kernels
+            page = self.sess.log.search(**query, cursor=cursor, limit=SEARCH_PAGE)
             if by_digest:
-                digest_rows.extend(hit.index for hit in page.results)
-            complete = all(examine(hit) for hit in page.results)
+                self.digest_rows.extend(hit.index for hit in page.results)
+            complete = all(self._examine(hit) for hit in page.results)
             if page.next_cursor is None or (not page.results and by_digest) or (
                 cursor is not None and page.next_cursor <= cursor
             ):
-                read_all = by_digest and page.next_cursor is None
-                break
+                return complete, by_digest and page.next_cursor is None
+            if not complete:
+                return False, False
             cursor = page.next_cursor
-    proven, too_long, unproven = _prove_digest_rows(sess, digest, digest_rows, read_all)
-    claims.sort(key=lambda e: e.index)  # in log order, whichever key found them first
-    return tuple(claims), ClaimSearch(examined, fetched, tuple(skipped), skipped_total, complete,
-                                      proven, too_long, unproven)
+
+    def _skip(self, k: Skipped, at: int) -> None:
+        self.skipped_total += 1
+        if len(self.skipped) < MAX_SKIPS_LISTED:
+            self.skipped.append(Skipped(at, k.reason, k.detail))
+
+    def _examine(self, hit: SearchHit) -> bool:
+        """Look at one index row; False once a cap is reached."""
+        self.read += 1
+        if self.read > MAX_ROWS_READ:
+            return False  # rows read in all, whatever the search: never without end
+        if hit.index in self.seen:
+            return True
+        self.seen.add(hit.index)
+        if (self.examined >= MAX_SEARCH_HITS or self.fetched >= MAX_FETCHED
+                or len(self.claims) >= MAX_CLAIMS):
+            return False
+        self.examined += 1
+        if hit.predicate_type not in CLAIM_TYPES:
+            return True  # kernel/reproduction rows: not claims, and not worth a fetch
+        if self.vouched is not None and not self.vouched & set(hit.keyids):
+            # The index row is not evidence, but a stranger's row is skipped unfetched
+            # so that thousands of them cannot make a reproduction slow.
+            self._skip(Skipped(-1, "untrusted-signer", "the index names no key of the kernel's "
+                               "publisher" + (" nor one the policy trusts for its claims"
+                                              if self.policy is not None else "")
+                               + " (not fetched)"), hit.index)
+            return True
+        self.fetched += 1
+        entry = self.sess.fetch_entry(hit.index)
+        why = claim_skip_reason(entry.verified, self.name, self.digest, self.publishers,
+                                self.policy)
+        if why is None:
+            self.claims.append(entry)
+        else:
+            self._skip(why, hit.index)
+        return True
 
 
 #: Most keys asked for by (digest, key) per reproduction; past it the digest's own rows
@@ -358,15 +393,6 @@ def _prove_digest_rows(sess: Session, digest: str, rows: list[int], read_all: bo
     longer than PROOF_MAX_ENTRIES: then True with it). A log whose rows leave out an entry
     its index lists is `SearchOmitted` (a refutation hidden from the search). The third
     value says why nothing was proven (`ClaimSearch.unproven`)."""
-    from client.vindex import (
-        IndexNotCommitted,
-        Paging,
-        TooManyPages,
-        check_listing,
-        index_key_for,
-        verified_lookup,
-    )
-
     if getattr(sess.log, "index_lookup", None) is None:
         return None, False, "no_lookup"
     paging = Paging(page_size=PROOF_PAGE, max_pages=-(-PROOF_MAX_ENTRIES // PROOF_PAGE))
@@ -451,9 +477,6 @@ def reproduce_settings(
     `runs` independent benchmark runs (None: the verifier's default), `decision` deciding
     speed-up claims (None: the default policy), the seconds further sequential looks may
     take, and where progress goes."""
-    from verifier import DEFAULT_RUNS
-    from verifier.reproduce import ReproduceSettings, make_policy
-
     return ReproduceSettings(budget=budget, time_budget_s=BENCH_SECONDS[budget],
                              runs=runs or DEFAULT_RUNS, policy=decision or make_policy(),
                              progress=progress, sequential_budget_s=sequential_budget_s)
@@ -482,11 +505,6 @@ def reproduce_entry(
     as `settings` say (`reproduce_settings`).
 
     `sandbox_record` (from `sandbox_gate`) is written into the body's environment."""
-    from attest.predicates import Environment
-    from verifier import VerifierError
-    from verifier.environment import environment_fingerprint
-    from verifier.reproduce import Claimed, not_rerun, reproduce_kernel
-
     progress = settings.progress or (lambda _line: None)
     gathered = gather(sess, index, workdir / "kernel", policy)
     stmt = gathered.target.verified.statement
@@ -533,13 +551,6 @@ def sign_reproduction(
     submit: bool,
 ) -> dict[str, Any]:
     """Sign the reproduction/v1 statement; with `submit`, log it and keep its receipt."""
-    from attest.entry import encode_entry, make_entry
-    from attest.statement import make_statement
-    from client.publish import load_signing_key, submit_verified
-    from client.receipts import receipt_paths, write_receipt
-    from client.state import atomic_write
-    from ledger.tlog.merkle import leaf_hash
-    from ledger.tlog.proof_bundle import TlogProof
 
     key = load_signing_key(key_path, passphrase_env)
     target = result.predicate.target
@@ -549,8 +560,6 @@ def sign_reproduction(
         entry_bytes = encode_entry(make_entry(stmt, [key]))
     except AttestError as exc:
         raise InputError(f"cannot sign the reproduction statement: {exc}") from exc
-    from attest.keys import keyid
-
     out: dict[str, Any] = {"leaf_hash": leaf_hash(entry_bytes).hex(), "index": None,
                            "signer": keyid(key.public_key())}
     if not submit:
@@ -558,11 +567,10 @@ def sign_reproduction(
         atomic_write(path, entry_bytes)
         out.update(entry_path=str(path), proof_path=None)
         return out
-    index, proof, note, size, dup = submit_verified(sess.log, sess.verifier, sess.origin,
-                                                    sess.trusted, entry_bytes, sess.quorum)
-    paths = write_receipt(receipt_dir, kind, entry_bytes, TlogProof(index, tuple(proof), note))
-    out.update(index=index, tree_size=size, duplicate=dup, entry_path=str(paths.entry),
-               proof_path=str(paths.proof))
+    logged = sess.submit(entry_bytes)
+    paths = write_receipt(receipt_dir, kind, entry_bytes, logged.tlog_proof())
+    out.update(index=logged.index, tree_size=logged.tree_size, duplicate=logged.duplicate,
+               entry_path=str(paths.entry), proof_path=str(paths.proof))
     return out
 
 
@@ -576,11 +584,80 @@ def independently(sess: Session, body: ReproductionPredicate, policy: TrustPolic
     quorum: its logged reproductions fetched, verified and weighed by `TrustPolicy.quorum`
     (`client.claims_view.reproductions_of`, as `ktl get` does), this one included once
     logged. At most `MAX_QUORUM_CLAIMS` claim entries."""
-    from client.claims_view import judged_claims, reproductions_of
-    from client.session import fetch_entry
-
     out: dict[int, ClaimReproductions] = {}
     for claim, _leaf in judged_claims(body)[:MAX_QUORUM_CLAIMS]:
         if claim not in out:
-            out[claim] = reproductions_of(sess, fetch_entry(sess, claim), policy)
+            out[claim] = reproductions_of(sess, sess.fetch_entry(claim), policy)
     return out
+
+
+@dataclass(frozen=True)
+class ReproduceOptions:
+    """`ktl reproduce`: the entry, how thoroughly it is re-run and decided (the check
+    budget, benchmark runs, the decision policy's tolerance and confidence, seconds of
+    further measuring), whether the verdicts are signed and logged, the reader's policy,
+    and the log."""
+
+    index: int
+    budget: str = "quick"
+    runs: int | None = None
+    tolerance: float | None = None
+    confidence: float | None = None
+    time_budget: float = DEFAULT_TIME_BUDGET_S
+    sign_key: Path | None = None
+    passphrase_env: str | None = None
+    submit: bool = False
+    receipt_dir: Path = Path(".ktl/receipts")
+    log_url: str | None = None
+    log_key: str | None = None
+    policy_path: Path | None = None
+    allow_weak_sandbox: bool = False
+    witness_policy_path: Path | None = None
+
+
+@dataclass(frozen=True)
+class Reproduced:
+    """`ktl reproduce`'s answer: the reproduction, its signed attestation (None: not
+    signed) and, with a policy, where each claim it judged stands under its quorum."""
+
+    index: int
+    result: ReproductionResult
+    attestation: dict[str, Any] | None = None
+    independently: Mapping[int, ClaimReproductions] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"index": self.index, "subject_name": self.result.name,
+                                "subject_sha256": self.result.digest,
+                                "reproduction": self.result.body,
+                                "claim_search": self.result.search.to_json()}
+        if self.attestation is not None:
+            data["attestation"] = self.attestation
+        if self.independently is not None:
+            data["independently"] = {str(k): v.to_json() for k, v in self.independently.items()}
+        return data
+
+
+def run_reproduce(opts: ReproduceOptions, out: Output) -> Reproduced:
+    """`ktl reproduce`: gather the entry and its claims (all verified), re-run them in the
+    sandbox, and sign (and log) the verdicts if asked."""
+    if opts.submit and opts.sign_key is None:
+        raise InputError("--submit needs --sign KEY (the attestation must be signed)")
+    policy = load_policy(opts.policy_path)
+    record = sandbox_gate(probe_layers().missing(), opts.submit, opts.allow_weak_sandbox)
+    sess = connect(require_url(opts.log_url), TrustedState(), opts.log_key,
+                   witness_policy=load_witness_policy(opts.witness_policy_path))
+    out.note(f"log {sess.origin}: {sess.key.describe()}")
+    try:
+        decision, said = resolve_policy(sess.info.reproduce, opts.tolerance, opts.confidence)
+        out.note(f"deciding speed-up claims with {said}")
+        with scratch_dir("ktl-reproduce-") as work:
+            settings = reproduce_settings(opts.budget, out.note, opts.runs, decision,
+                                          opts.time_budget)
+            result = reproduce_entry(sess, opts.index, work, settings, policy, record)
+        attestation = None if opts.sign_key is None else sign_reproduction(
+            sess, result, opts.sign_key, opts.passphrase_env, opts.receipt_dir,
+            submit=opts.submit)
+        weighed = None if policy is None else independently(sess, result.predicate, policy)
+    finally:
+        sess.close()
+    return Reproduced(opts.index, result, attestation, weighed)

@@ -5,8 +5,8 @@ python-tuf's `TrustedMetadataSet`, the decision itself (`judge`) is pure — sig
 checkpoints and proof hashes in, a typed verdict out — and the caller does the I/O:
 `extend_trust` fetches the one consistency proof `judge` needs, saves the evidence
 of a refusal (`refuse`, the only place evidence is written) and stores the new
-checkpoint. Every command reaches it: `connect`/`fetch_entry`/receipts in
-`client.session`, `submit_verified` in `client.publish`, and `client.monitor`.
+checkpoint. Every command reaches it: `connect`/`Session.fetch_entry`/receipts in
+`client.session` (`Session.extend`, `Session.submit`) and `client.monitor`.
 
 Verdicts: `Accepted` (`first`, `same`, `grew`) or `Refused` (`rollback`, `fork`).
 A refusal raises `LogMisbehaviour` (exit 1) naming the evidence file.
@@ -22,11 +22,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from attest import AttestError
+from attest.entry import VerifiedEntry, decode_entry, verify_entry
 from client.errors import InputError, LogMisbehaviour, VerificationFailed
 from client.state import EvidenceKind, LogRef, Pin, TrustedState, normalize_log_url
 from ledger import LedgerError
 from ledger.tlog.checkpoint import Checkpoint, SignedCheckpoint, open_checkpoint
-from ledger.tlog.merkle import verify_consistency
+from ledger.tlog.merkle import leaf_hash, verify_consistency, verify_inclusion
 from ledger.tlog.note import NoteVerifier
 
 ProveConsistency = Callable[[int, int], Sequence[bytes]]
@@ -113,7 +115,7 @@ def choose_log_key(
     if pin.origin != announced.origin:
         raise refuse(state, pin.origin, "pin-mismatch", announced.checkpoint,
                      f"the log at {url} now announces origin {announced.origin!r}, but origin "
-                     f"{pin.origin!r} was pinned there", log_key=pin.log_key)
+                     f"{pin.origin!r} was pinned there", _pinned_checkpoint(state, pin))
     if given_key is not None:
         if given_key != pin.log_key:
             raise VerificationFailed(
@@ -126,8 +128,48 @@ def choose_log_key(
     if advertised and advertised != pin.log_key:
         raise refuse(state, pin.origin, "pin-mismatch", announced.checkpoint,
                      f"the log at {url} now announces key {advertised!r}, but key "
-                     f"{pin.log_key!r} was pinned there", log_key=pin.log_key)
+                     f"{pin.log_key!r} was pinned there", _pinned_checkpoint(state, pin))
     return KeyChoice(pin.log_key, "pinned")
+
+
+def _pinned_checkpoint(state: TrustedState, pin: Pin) -> bytes | None:
+    """The checkpoint trusted for a pin's origin under its key (the trusted side of the
+    evidence when the log at a pinned URL changed), or None."""
+    try:
+        return state.checkpoint(LogRef(pin.origin, load_verifier(pin.log_key).key_string()))
+    except (InputError, VerificationFailed):
+        return None
+
+
+# ---- what the log answers about one entry ------------------------------------------------
+
+
+def check_inclusion(
+    entry_bytes: bytes, index: int, proof: tuple[bytes, ...] | list[bytes], cp: SignedCheckpoint
+) -> bytes:
+    """Prove `entry_bytes` is leaf `index` under the verified checkpoint; return its leaf hash."""
+    leaf = leaf_hash(entry_bytes)
+    size = cp.checkpoint.size
+    try:
+        verify_inclusion(leaf, index, size, list(proof), cp.checkpoint.root_hash)
+    except LedgerError as exc:
+        raise VerificationFailed(
+            f"inclusion proof: the entry (leaf hash {leaf.hex()}) is not proven to be entry "
+            f"{index} of the tree of size {size}: {exc}"
+        ) from exc
+    return leaf
+
+
+def check_entry(entry_bytes: bytes) -> VerifiedEntry:
+    """Decode the canonical entry and verify its envelope signature and statement."""
+    try:
+        entry = decode_entry(entry_bytes)
+    except AttestError as exc:
+        raise VerificationFailed(f"entry: not a valid canonical log entry: {exc}") from exc
+    try:
+        return verify_entry(entry)
+    except AttestError as exc:
+        raise VerificationFailed(f"envelope signature: {exc}") from exc
 
 
 # ---- whether a checkpoint may replace the trusted one ---------------------------------------
@@ -217,44 +259,44 @@ def _index_roots_differ(old: Checkpoint, new: Checkpoint) -> bool:
 
 
 def refuse(state: TrustedState, origin: str, kind: EvidenceKind, new_note: bytes | None,
-           detail: str, old_note: bytes | None = None, log_key: str | None = None
-           ) -> LogMisbehaviour:
-    """Save the evidence of a refusal (the one place that writes it) and return the error.
-
-    Without `old_note`, the checkpoint trusted for (`origin`, `log_key`) is saved as the
-    trusted side, when there is one.
-    """
-    if old_note is None and log_key is not None:
-        try:
-            old_note = state.checkpoint(LogRef(origin, load_verifier(log_key).key_string()))
-        except (InputError, VerificationFailed):
-            old_note = None
+           detail: str, old_note: bytes | None = None) -> LogMisbehaviour:
+    """Save the evidence of a refusal (the one place that writes it) and return the error;
+    `old_note` is the trusted side, when there is one."""
     path = state.save_evidence(origin, kind, old_note or b"", new_note or b"", detail)
     label = {"rollback": "ROLLBACK", "fork": "FORK", "pin-mismatch": "PIN MISMATCH",
              "index-mismatch": "INDEX MISMATCH"}[kind]
     return LogMisbehaviour(f"{label} of log {origin!r}: {detail}. Evidence: {path}", path)
 
 
+@dataclass(frozen=True)
+class LogTrust:
+    """What trust in one log is held by: the trusted state, the log's origin and the key its
+    checkpoints verify under, and the witness quorum they must meet (None: none)."""
+
+    state: TrustedState
+    verifier: NoteVerifier
+    origin: str
+    quorum: QuorumCheck | None = None
+
+
 def extend_trust(
-    state: TrustedState,
-    verifier: NoteVerifier,
-    origin: str,
+    trust: LogTrust,
     new: SignedCheckpoint | None,
     prove: ProveConsistency,
     *,
     also: Sequence[tuple[SignedCheckpoint, str]] = (),
     store: bool = True,
-    quorum: QuorumCheck | None = None,
 ) -> Accepted:
     """THE trust-extension path: may `new` (signature already checked) become trusted?
 
     `new` is judged first against each checkpoint in `also` (a receipt's, the
     monitor's last; each with the words naming it), then against the trusted
     checkpoint stored for `origin`. A refusal saves evidence and raises
-    `LogMisbehaviour`. `quorum`, when given, must pass before anything is stored
+    `LogMisbehaviour`. `trust.quorum`, when given, must pass before anything is stored
     (witness cosignatures, issue 12). With `store`, a larger checkpoint replaces the
     stored one; nothing is stored unless every check passed.
     """
+    state, verifier, origin, quorum = trust.state, trust.verifier, trust.origin, trust.quorum
     log = LogRef(origin, verifier.key_string())
     with state.lock(log):
         for ref, what in also:

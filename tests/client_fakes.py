@@ -16,6 +16,9 @@ from attest.entry import decode_entry, verify_entry
 from attest.keys import generate_private_key
 from client.errors import ServerError
 from client.models import EntryRecord, LogInfo, SearchHit, SearchPage, SubmitResult
+from client.session import Session
+from client.state import TrustedState
+from client.trust import KeyChoice, load_verifier
 from ledger.tlog.checkpoint import Checkpoint, sign_checkpoint
 from ledger.tlog.merkle import (
     MemoryHashStore,
@@ -175,3 +178,11 @@ class IndexedMemoryLog(MemoryLog):
         rest = [i for i in answer.indices if after is None or i > after]
         return ListPage(key, size, after, rest[:limit], len(rest) > limit, answer.proof,
                         note).to_json()
+
+
+def session_of(log: Any, trusted: TrustedState, key_string: str | None = None) -> Session:
+    """A session with `log` (a MemoryLog or any LogAPI) under `key_string` (default: the log's
+    own key), built without asking the log anything: a lying log lies only where tested."""
+    key = key_string or log.verifier_key
+    return Session(log, LogInfo(log.origin, key, 0, 65535, 1 << 24, 100, None), log.origin,
+                   load_verifier(key), KeyChoice(key, "given"), trusted, "http://memory.test")

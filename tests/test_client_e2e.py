@@ -20,8 +20,8 @@ from attest.keys import generate_private_key, keyid, save_private_key, save_publ
 from client import VerificationFailed
 from client.api import LogClient
 from client.monitor import run_monitor
+from client.session import connect
 from client.state import TrustedState
-from client.trust import load_verifier
 from ledger.tlog.proof_bundle import TlogProof
 
 RECEIPTS = Path(".ktl/receipts")
@@ -191,7 +191,7 @@ def test_monitor_reports_releases_and_resumes(world: World) -> None:
 
 def test_monitor_follow_sees_what_is_logged_between_passes(
         world: World, monkeypatch: pytest.MonkeyPatch) -> None:
-    import client.cli.log as cmd
+    import client.monitor as cmd
 
     with running_log(world.data) as url:
         _publish(world, url, kernel_folder(world.tmp))
@@ -273,8 +273,7 @@ def test_truncated_tile_rejected_by_monitor(world: World, victim: str) -> None:
         _publish(world, url, kernel_folder(world.tmp))
         log = TruncatingLog(url, victim)
         with pytest.raises(VerificationFailed, match="tile"):
-            run_monitor(log, load_verifier(world.log_key), log.info().origin, trusted,
-                        world.tmp / "m.json")
+            run_monitor(connect(log, trusted, world.log_key), world.tmp / "m.json")
         log.close()
 
 
@@ -287,8 +286,8 @@ def test_corrupted_tile_rejected_by_monitor(world: World) -> None:
         # a log that serves a tile with one flipped bit (same length) is caught by the client
         log = FlippingLog(url, "tile/0/")
         with pytest.raises(VerificationFailed, match="tile"):
-            run_monitor(log, load_verifier(world.log_key), log.info().origin,
-                        TrustedState(world.tmp / "flip-home"), world.tmp / "f.json")
+            run_monitor(connect(log, TrustedState(world.tmp / "flip-home"), world.log_key),
+                        world.tmp / "f.json")
         log.close()
         # stored tiles with a flipped bit: the server refuses to serve them (issue 26 row 8)
         for t in tiles:

@@ -22,9 +22,9 @@ from attest.keys import generate_private_key, keyid, save_private_key, save_publ
 from attest.ops import CATALOGUE_VERSION
 from attest.predicates import KERNEL_V1, VERIFICATION_V1
 from client.api import LogClient
-from client.publish import Claim, publish_claims
+from client.publish import Claim, KernelRelease, publish_claims
+from client.session import connect
 from client.state import TrustedState
-from client.trust import load_verifier
 
 FLAWED = REPO / "tests" / "flawed_kernels"
 
@@ -61,12 +61,12 @@ def test_row9_an_unknown_op_is_inconclusive_naming_the_catalogue(tmp_path: Path)
     with running_log(tmp_path / "log") as url:
         log_key = ktl.json("log-info", "--log", url)["verifier_key"]
         log = LogClient(url)
-        publish_claims(log, load_verifier(log_key), log.info().origin,
-                       TrustedState(tmp_path / "vendor"), generate_private_key(),
-                       name=examples.KERNEL_NAME, archive=archive,
-                       claims=[Claim("kernel", KERNEL_V1, kernel),
-                               Claim("verification", VERIFICATION_V1, verification)],
-                       receipt_folder=tmp_path / "r")
+        publish_claims(connect(log, TrustedState(tmp_path / "vendor"), log_key),
+                       generate_private_key(),
+                       KernelRelease(examples.KERNEL_NAME, archive,
+                                     (Claim.parse("kernel", KERNEL_V1, kernel),
+                                      Claim.parse("verification", VERIFICATION_V1, verification))),
+                       tmp_path / "r")
         res = ktl("reproduce", "--index", "0", "--log", url)
         assert res.exit_code == 4, (res.exit_code, res.stdout, res.stderr)
         assert "VERIFICATION FAILED" not in res.stdout + res.stderr
@@ -227,11 +227,11 @@ def _cost_of_reproductions(url: str, tmp: Path, claim: int, policy_path: Path
     """The searches `reproductions_of` asks for claim entry `claim`, and its entry fetches."""
     from attest.policy import TrustPolicy
     from client.claims_view import reproductions_of
-    from client.session import connect, fetch_entry
+    from client.session import connect
 
     sess = connect(url, TrustedState(tmp / "cost-home"))
     try:
-        target = fetch_entry(sess, claim)
+        target = sess.fetch_entry(claim)
         asked: list[tuple[str, str]] = []
         fetched = [0]
         search, entry = sess.log.search, sess.log.entry
@@ -382,9 +382,8 @@ def test_row3_a_failure_between_submissions_resumes_where_it_stopped(tmp_path: P
     got = load_results(results)
     assert got.verification is not None and got.benchmark is not None
     sizes = [len(e) for e in prepare_claims(name, archive, [
-        kclaim, Claim("verification", VERIFICATION_V1, got.verification),
-        Claim("benchmark", "https://kerneltransparency.dev/attestation/benchmark/v1",
-              got.benchmark)], load_private_key(key)).entries]
+        kclaim, Claim("verification", got.verification),
+        Claim("benchmark", got.benchmark)], load_private_key(key)).entries]
     assert sizes[2] > max(sizes[:2]), sizes
     ktl = Ktl(tmp_path / "home")
     args = ("publish", str(kdir), "--key", str(key), "--results", str(results))

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from client_fakes import MemoryLog
+from client_fakes import MemoryLog, session_of
 
 from attest import examples
 from attest.entry import encode_entry, make_entry
@@ -36,8 +36,8 @@ def _fill(log: MemoryLog, start: int, stop: int) -> None:
 
 def _run(log: MemoryLog, tmp: Path,
          on_progress: Callable[[int, int], None] | None = None) -> MonitorReport:
-    return run_monitor(log, load_verifier(log.verifier_key), log.origin, TrustedState(tmp / "home"),
-                       tmp / "state.json", on_progress=on_progress)
+    return run_monitor(session_of(log, TrustedState(tmp / "home")), tmp / "state.json",
+                       on_progress=on_progress)
 
 
 def test_releases_per_name_and_resume_across_partial_bundles(tmp_path: Path) -> None:
@@ -120,7 +120,7 @@ def test_worker_processes_give_the_same_report(tmp_path: Path) -> None:
     _fill(log, 0, 300)
     log._append(b'{"not":"an entry"}')
     verifier = load_verifier(log.verifier_key)
-    reports = [run_monitor(log, verifier, log.origin, TrustedState(tmp_path / f"h{jobs}"),
+    reports = [run_monitor(session_of(log, TrustedState(tmp_path / f"h{jobs}"), verifier.key_string()),
                            tmp_path / f"s{jobs}.json", jobs=jobs) for jobs in (1, 2)]
     assert reports[0] == reports[1]
     assert [v.index for v in reports[1].violations] == [300]

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from client_fakes import MemoryLog
+from client_fakes import MemoryLog, session_of
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -17,7 +18,7 @@ from attest.keys import generate_private_key
 from attest.predicates import BENCHMARK_V1, KERNEL_V1, VERIFICATION_V1
 from client import InputError, LogMisbehaviour, VerificationFailed
 from client.monitor import MonitorState
-from client.publish import Claim, Results, publish_claims
+from client.publish import JOURNAL, Claim, KernelRelease, Results, publish_claims, read_journal
 from client.receipts import verify_receipt
 from client.state import TrustedState
 from client.trust import load_verifier
@@ -29,17 +30,16 @@ ARCHIVE = b"pretend canonical archive"
 
 def _claims() -> list[Claim]:
     kernel = examples.kernel()
-    return [Claim("kernel", KERNEL_V1, kernel),
-            Claim("verification", VERIFICATION_V1, examples.verification()),
-            Claim("benchmark", BENCHMARK_V1, examples.benchmark())]
+    return [Claim.parse("kernel", KERNEL_V1, kernel),
+            Claim.parse("verification", VERIFICATION_V1, examples.verification()),
+            Claim.parse("benchmark", BENCHMARK_V1, examples.benchmark())]
 
 
 def _publish(log: MemoryLog, tmp: Path, key_string: str | None = None) -> list[Any]:
     trusted = TrustedState(tmp / "home")
-    return publish_claims(log, load_verifier(key_string or log.verifier_key), log.origin,
-                          trusted, generate_private_key(), name=examples.KERNEL_NAME,
-                          archive=ARCHIVE, claims=_claims(), receipt_folder=tmp / "receipts",
-                          samples=b"[]")
+    return publish_claims(session_of(log, trusted, key_string), generate_private_key(),
+                          KernelRelease(examples.KERNEL_NAME, ARCHIVE, tuple(_claims()), b"[]"),
+                          tmp / "receipts")
 
 
 def test_publish_writes_verifiable_receipts(tmp_path: Path) -> None:
@@ -97,3 +97,23 @@ def test_local_state_and_results_parsers_reject_cleanly(value: Any) -> None:
         MonitorState.from_json(value) if isinstance(value, dict) else None
     with contextlib.suppress(InputError):
         Results.from_json(value)
+
+
+@pytest.mark.parametrize("doc", [
+    {"subject_sha256": "d", "signer": "s"},                                  # no entries
+    {"subject_sha256": "d", "signer": "s", "name": "n", "kinds": ["kernel"], "entries": [],
+     "samples": None},                                                       # kinds != entries
+    {"subject_sha256": "d", "signer": "s", "name": "n", "kinds": ["kernel"],
+     "entries": ["!!not base64"], "samples": None},
+    {"subject_sha256": "d", "signer": "s", "name": "n", "kinds": [1], "entries": ["AAAA"],
+     "samples": None},
+])
+def test_a_damaged_publish_journal_is_refused_by_name(tmp_path: Path, doc: dict[str, Any]) -> None:
+    """The journal is parsed once, into a type: a damaged one is a clear InputError, never a
+    KeyError or a resumed publish of whatever it holds."""
+    folder = tmp_path / ".ktl" / "receipts"
+    folder.parent.mkdir(parents=True)
+    (folder.parent / JOURNAL).write_text(json.dumps(doc))
+    with pytest.raises(InputError, match="is not a publish journal"):
+        read_journal(folder, "d", "s")
+    assert read_journal(folder, "other digest", "s") is None  # another publish's: not ours

@@ -14,12 +14,18 @@ from hypothesis import strategies as st
 from attest import examples
 from attest.entry import encode_entry, make_entry
 from attest.keys import generate_private_key
-from attest.predicates import parse_predicate
+from attest.predicates import VerificationPredicate, parse_predicate
 from attest.statement import make_statement
 from client import VerificationFailed
 from client.monitor import Finding, MonitorReport, MonitorState, Release
 from client.publish import Published, Results
-from client.receipts import ReceiptReport, entry_path_for, verify_receipt, write_receipt
+from client.receipts import (
+    ReceiptChecks,
+    ReceiptReport,
+    entry_path_for,
+    verify_receipt,
+    write_receipt,
+)
 from client.trust import load_verifier
 from ledger.tlog.proof_bundle import TlogProof
 
@@ -33,7 +39,7 @@ H = "ab" * 32
     Finding("violation", 3, "acme/k", "policy: no rule"),
     MonitorState("o", 7, b"o\n7\nAAAA\n\n", (Release("acme/k", "1.0", 3, H, (H,)),)),
     MonitorReport("o", 0, 7, 7, (Finding("release", 1, "acme/k", "x"),)),
-    Results({"a": 1}, None, b"[1,2]"),
+    Results(VerificationPredicate.from_json(examples.verification()), None, b"[1,2]"),
 ], ids=lambda o: type(o).__name__)
 def test_round_trip(obj: Any) -> None:
     assert type(obj).from_json(json.loads(json.dumps(obj.to_json()))) == obj
@@ -127,9 +133,9 @@ def test_witness_cosignatures_are_required_when_asked() -> None:
     cosigned = sign_checkpoint(Checkpoint(_LOG.origin, size, _LOG.store.root()), _LOG.signer, w1)
     receipt = TlogProof(proof.index, proof.hashes, cosigned).to_text().encode()
     ws = load_witnesses([w1.verifier_key_string(), w2.verifier_key_string()])
-    report, _ = verify_receipt(receipt, _ENTRY, _V, witnesses=ws, witness_threshold=1)
+    report, _ = verify_receipt(receipt, _ENTRY, _V, ReceiptChecks(witnesses=ws, witness_threshold=1))
     assert report.notes == ("1 of 2 witnesses cosigned (threshold 1): witness.example/w1",)
     with pytest.raises(VerificationFailed, match="witness cosignatures"):
-        verify_receipt(receipt, _ENTRY, _V, witnesses=ws, witness_threshold=2)
+        verify_receipt(receipt, _ENTRY, _V, ReceiptChecks(witnesses=ws, witness_threshold=2))
     with pytest.raises(VerificationFailed, match="witness cosignatures"):
-        verify_receipt(_PROOF, _ENTRY, _V, witnesses=ws[:1], witness_threshold=1)
+        verify_receipt(_PROOF, _ENTRY, _V, ReceiptChecks(witnesses=ws[:1], witness_threshold=1))

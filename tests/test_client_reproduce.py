@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from client_fakes import MemoryLog
+from client_fakes import MemoryLog, session_of
 from client_server import REPO, Ktl, kernel_folder, running_log
 from test_client_publish import _publish
 
@@ -75,19 +75,17 @@ def test_gather_refuses_a_blob_that_does_not_match(tmp_path: Path) -> None:
 
 def test_gather_takes_only_the_publishers_claims(tmp_path: Path) -> None:
     from attest.predicates import VERIFICATION_V1
-    from client.publish import Claim, publish_claims
-    from client.trust import load_verifier
+    from client.publish import Claim, KernelRelease, publish_claims
     from verifier.kernel import pack_kernel
 
     log = MemoryLog()
     trusted = TrustedState(tmp_path / "home")
     archive = pack_kernel(kernel_folder(tmp_path))
-    claim = Claim("verification", VERIFICATION_V1, examples.verification())
+    claim = Claim.parse("verification", VERIFICATION_V1, examples.verification())
     for key, claims in ((generate_private_key(), [_kernel_claim(tmp_path), claim]),
                         (generate_private_key(), [claim])):  # a stranger's claim on the digest
-        publish_claims(log, load_verifier(log.verifier_key), log.origin, trusted, key,
-                       name="acme/matmul-blocked", archive=archive, claims=claims,
-                       receipt_folder=tmp_path / "r")
+        publish_claims(session_of(log, trusted), key,
+                       KernelRelease("acme/matmul-blocked", archive, tuple(claims)), tmp_path / "r")
     sess = connect(log, trusted, url="http://memory.test")
     got = gather(sess, 0, tmp_path / "work")
     assert [c.index for c in got.claims] == [1]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from client_fakes import MemoryLog
+from client_fakes import MemoryLog, session_of
 from client_server import kernel_folder
 
 from attest import examples, make_entry, parse_predicate
@@ -19,11 +19,10 @@ from attest.predicates import REPRODUCTION_V1, VERIFICATION_V1
 from attest.statement import Statement, Subject
 from client import reproduce as rep
 from client.models import SearchPage
-from client.publish import Claim, kernel_claim, publish_claims
+from client.publish import Claim, KernelRelease, kernel_claim, publish_claims
 from client.reproduce import ClaimSearch, Skipped, gather
 from client.session import connect
 from client.state import TrustedState
-from client.trust import load_verifier
 from verifier.kernel import pack_kernel
 
 NAME = "acme/matmul-blocked"
@@ -42,11 +41,10 @@ def _victim(tmp: Path) -> tuple[MemoryLog, TrustedState, str, object]:
     trusted = TrustedState(tmp / "home")
     archive = pack_kernel(kernel_folder(tmp))
     vendor = generate_private_key()
-    publish_claims(log, load_verifier(log.verifier_key), log.origin, trusted, vendor,
-                   name=NAME, archive=archive,
-                   claims=[kernel_claim(kernel_folder(tmp / "k"))[2],
-                           Claim("verification", VERIFICATION_V1, examples.verification())],
-                   receipt_folder=tmp / "r")
+    publish_claims(session_of(log, trusted), vendor,
+                   KernelRelease(NAME, archive, (kernel_claim(kernel_folder(tmp / "k"))[2],
+                                 Claim.parse("verification", VERIFICATION_V1, examples.verification()))),
+                   tmp / "r")
     import hashlib
 
     return log, trusted, hashlib.sha256(archive).hexdigest(), vendor

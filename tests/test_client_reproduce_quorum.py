@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from client_fakes import MemoryLog
+from client_fakes import MemoryLog, session_of
 from client_server import kernel_folder
 
 from attest import REPRODUCTION_V1, examples, make_entry, parse_predicate
@@ -19,11 +19,10 @@ from attest.keys import generate_private_key, keyid
 from attest.policy import reproducer_panel
 from attest.predicates import VERIFICATION_V1, ReproductionPredicate
 from attest.statement import Statement, Subject
-from client.publish import Claim, kernel_claim, publish_claims
+from client.publish import Claim, KernelRelease, kernel_claim, publish_claims
 from client.reproduce import independently
-from client.session import connect, fetch_entry
+from client.session import connect
 from client.state import TrustedState
-from client.trust import load_verifier
 from verifier.kernel import pack_kernel
 
 NAME = "acme/matmul-blocked"
@@ -33,11 +32,10 @@ def _published(tmp: Path) -> tuple[MemoryLog, TrustedState, str]:
     log = MemoryLog()
     trusted = TrustedState(tmp / "home")
     archive = pack_kernel(kernel_folder(tmp))
-    publish_claims(log, load_verifier(log.verifier_key), log.origin, trusted,
-                   generate_private_key(), name=NAME, archive=archive,
-                   claims=[kernel_claim(kernel_folder(tmp / "k"))[2],
-                           Claim("verification", VERIFICATION_V1, examples.verification())],
-                   receipt_folder=tmp / "r")
+    publish_claims(session_of(log, trusted), generate_private_key(),
+                   KernelRelease(NAME, archive, (kernel_claim(kernel_folder(tmp / "k"))[2],
+                                 Claim.parse("verification", VERIFICATION_V1, examples.verification()))),
+                   tmp / "r")
     return log, trusted, hashlib.sha256(archive).hexdigest()
 
 
@@ -64,9 +62,9 @@ def test_reproduce_reports_the_readers_quorum_over_the_logged_reproductions(
     log, trusted, digest = _published(tmp_path)
     sess = connect(log, trusted, url="http://memory.test")
     claim_index = next(i for i in range(4)
-                       if fetch_entry(sess, i).verified.statement.predicate_type
+                       if sess.fetch_entry(i).verified.statement.predicate_type
                        == VERIFICATION_V1)
-    claim = (claim_index, fetch_entry(sess, claim_index).summary()["leaf_hash"])
+    claim = (claim_index, sess.fetch_entry(claim_index).summary()["leaf_hash"])
     lab_a, lab_b = generate_private_key(), generate_private_key()
     policy = reproducer_panel({keyid(lab_a.public_key()): "lab-a",
                                keyid(lab_b.public_key()): "lab-b"}, 2)

@@ -18,6 +18,7 @@ from client.trust import (
     Accepted,
     Announced,
     KeyChoice,
+    LogTrust,
     Refused,
     choose_log_key,
     extend_trust,
@@ -86,11 +87,11 @@ def test_reconcile_first_same_grew(tmp_path: Path) -> None:
     v = load_verifier(log.verifier_key)
     _grow(log, 3, "x")
     cp = open_signed(log.checkpoint(), v, log.origin)
-    assert extend_trust(st, v, log.origin, cp, log.consistency_proof).outcome == "first"
-    assert extend_trust(st, v, log.origin, cp, log.consistency_proof).outcome == "same"
+    assert extend_trust(LogTrust(st, v, log.origin), cp, log.consistency_proof).outcome == "first"
+    assert extend_trust(LogTrust(st, v, log.origin), cp, log.consistency_proof).outcome == "same"
     _grow(log, 5, "y")
     cp2 = open_signed(log.checkpoint(), v, log.origin)
-    r = extend_trust(st, v, log.origin, cp2, log.consistency_proof)
+    r = extend_trust(LogTrust(st, v, log.origin), cp2, log.consistency_proof)
     assert (r.outcome, r.trusted_size, r.new_size) == ("grew", 3, 8)
     assert _cp(st, log) == log.checkpoint()
 
@@ -100,10 +101,10 @@ def test_rollback_is_reported_with_both_checkpoints(tmp_path: Path) -> None:
     st = TrustedState(tmp_path)
     v = load_verifier(log.verifier_key)
     _grow(log, 6, "x")
-    extend_trust(st, v, log.origin, open_signed(log.checkpoint(), v), log.consistency_proof)
+    extend_trust(LogTrust(st, v, log.origin), open_signed(log.checkpoint(), v), log.consistency_proof)
     old = log.note_at(4)
     with pytest.raises(LogMisbehaviour, match="ROLLBACK") as ei:
-        extend_trust(st, v, log.origin, open_signed(old, v), log.consistency_proof)
+        extend_trust(LogTrust(st, v, log.origin), open_signed(old, v), log.consistency_proof)
     assert ei.value.evidence_path is not None
     text = ei.value.evidence_path.read_bytes()
     assert log.checkpoint() in text and old in text
@@ -118,14 +119,14 @@ def test_fork_is_reported(tmp_path: Path) -> None:
     _grow(twin, 3, "evil")
     st = TrustedState(tmp_path)
     v = load_verifier(log.verifier_key)
-    extend_trust(st, v, log.origin, open_signed(log.checkpoint(), v), log.consistency_proof)
+    extend_trust(LogTrust(st, v, log.origin), open_signed(log.checkpoint(), v), log.consistency_proof)
     with pytest.raises(LogMisbehaviour, match="FORK") as ei:
-        extend_trust(st, v, log.origin, open_signed(twin.checkpoint(), v), twin.consistency_proof)
+        extend_trust(LogTrust(st, v, log.origin), open_signed(twin.checkpoint(), v), twin.consistency_proof)
     assert ei.value.evidence_path is not None and ei.value.evidence_path.exists()
     # A larger forked tree is caught by its consistency proof too.
     _grow(twin, 4, "more")
     with pytest.raises(LogMisbehaviour, match="FORK"):
-        extend_trust(st, v, log.origin, open_signed(twin.checkpoint(), v), twin.consistency_proof)
+        extend_trust(LogTrust(st, v, log.origin), open_signed(twin.checkpoint(), v), twin.consistency_proof)
 
 
 def test_wrong_key_checkpoint_rejected() -> None:
@@ -194,7 +195,7 @@ def test_new_origin_or_key_at_a_pinned_url_is_refused_with_evidence(tmp_path: Pa
     _grow(b, 3, "b")
     choose_log_key(st, URL, Announced(a.origin, a.verifier_key, a.checkpoint()), None)
     va = load_verifier(a.verifier_key)
-    extend_trust(st, va, a.origin, open_signed(a.checkpoint(), va), a.consistency_proof)
+    extend_trust(LogTrust(st, va, a.origin), open_signed(a.checkpoint(), va), a.consistency_proof)
     with pytest.raises(LogMisbehaviour, match=r"PIN MISMATCH.*origin 'example.org/kernels/v2'") as ei:
         choose_log_key(st, URL, Announced(b.origin, b.verifier_key, b.checkpoint()), None)
     assert ei.value.evidence_path is not None
@@ -219,7 +220,7 @@ def test_stored_checkpoint_under_another_key_is_refused(tmp_path: Path) -> None:
                         imposter.checkpoint())
     v = load_verifier(log.verifier_key)
     with pytest.raises(VerificationFailed, match="does not verify under that key"):
-        extend_trust(st, v, log.origin, open_signed(log.checkpoint(), v), log.consistency_proof)
+        extend_trust(LogTrust(st, v, log.origin), open_signed(log.checkpoint(), v), log.consistency_proof)
     assert _cp(st, log) == imposter.checkpoint()  # nothing replaced
 
 
@@ -254,8 +255,8 @@ def test_a_quorum_check_runs_before_anything_is_stored(tmp_path: Path) -> None:
         raise VerificationFailed("witnesses: 0 of 1 required cosignatures")
 
     with pytest.raises(VerificationFailed, match="witnesses"):
-        extend_trust(st, v, log.origin, open_signed(log.checkpoint(), v), log.consistency_proof,
-                     quorum=no_witnesses)
+        extend_trust(LogTrust(st, v, log.origin, no_witnesses),
+                     open_signed(log.checkpoint(), v), log.consistency_proof)
     assert _cp(st, log) is None
 
 
@@ -270,7 +271,7 @@ def test_honest_growth_always_accepted_and_any_fork_refused(
     v = load_verifier(log.verifier_key)
     for n, grow in enumerate(steps):
         _grow(log, grow, f"s{n}")
-        r = extend_trust(st_, v, log.origin, open_signed(log.checkpoint(), v), log.consistency_proof)
+        r = extend_trust(LogTrust(st_, v, log.origin), open_signed(log.checkpoint(), v), log.consistency_proof)
         assert r.new_size == len(log.entries)
     # a twin with the same key that shares only the first `fork_at` entries
     twin = MemoryLog(log.origin, log.signer)
@@ -279,7 +280,7 @@ def test_honest_growth_always_accepted_and_any_fork_refused(
     _grow(twin, len(log.entries) - len(twin.entries) + extra, "fork")
     assert twin.entries[: len(log.entries)] != log.entries
     with pytest.raises(LogMisbehaviour):
-        extend_trust(st_, v, log.origin, open_signed(twin.checkpoint(), v), twin.consistency_proof)
+        extend_trust(LogTrust(st_, v, log.origin), open_signed(twin.checkpoint(), v), twin.consistency_proof)
 
 
 def _cps(log: MemoryLog, *sizes: int) -> list[SignedCheckpoint]:
@@ -363,9 +364,9 @@ def test_refusal_message_and_evidence_file_exactly(tmp_path: Path) -> None:
     log = MemoryLog()
     v = load_verifier(log.verifier_key)
     _grow(log, 3, "x")
-    extend_trust(st_, v, log.origin, open_signed(log.checkpoint(), v), log.consistency_proof)
+    extend_trust(LogTrust(st_, v, log.origin), open_signed(log.checkpoint(), v), log.consistency_proof)
     with pytest.raises(LogMisbehaviour) as ei:
-        extend_trust(st_, v, log.origin, None, log.consistency_proof)
+        extend_trust(LogTrust(st_, v, log.origin), None, log.consistency_proof)
     msg, text = _refusal(ei)
     detail = "the log now shows no checkpoint at all, but size 3 was verified earlier"
     assert msg.startswith(f"ROLLBACK of log {log.origin!r}: {detail}. Evidence: ")
@@ -388,14 +389,14 @@ def test_fork_label_and_a_log_that_cannot_prove_growth(tmp_path: Path) -> None:
     log = MemoryLog()
     v = load_verifier(log.verifier_key)
     _grow(log, 3, "x")
-    extend_trust(st_, v, log.origin, open_signed(log.checkpoint(), v), log.consistency_proof)
+    extend_trust(LogTrust(st_, v, log.origin), open_signed(log.checkpoint(), v), log.consistency_proof)
     _grow(log, 2, "y")
 
     def no_proof(old: int, new: int) -> Sequence[bytes]:
         raise LedgerError(f"no proof {old}->{new} here")
 
     with pytest.raises(LogMisbehaviour) as ei:
-        extend_trust(st_, v, log.origin, open_signed(log.checkpoint(), v), no_proof)
+        extend_trust(LogTrust(st_, v, log.origin), open_signed(log.checkpoint(), v), no_proof)
     msg, text = _refusal(ei)
     assert msg.startswith(f"FORK of log {log.origin!r}: consistency: no valid proof that tree 5 "
                           "extends tree 3: no proof 3->5 here. Evidence: ")
@@ -413,9 +414,9 @@ def test_rollback_below_a_receipt_is_refused_and_never_stored(tmp_path: Path) ->
     v = load_verifier(log.verifier_key)
     _grow(log, 6, "x")
     three, four, six = _cps(log, 3, 4, 6)
-    extend_trust(st_, v, log.origin, three, log.consistency_proof)
+    extend_trust(LogTrust(st_, v, log.origin), three, log.consistency_proof)
     with pytest.raises(LogMisbehaviour) as ei:
-        extend_trust(st_, v, log.origin, four, log.consistency_proof,
+        extend_trust(LogTrust(st_, v, log.origin), four, log.consistency_proof,
                      also=[(six, "the receipt's size")])
     msg, text = _refusal(ei)
     assert msg.startswith(f"ROLLBACK of log {log.origin!r}: the log now shows tree size 4, but "
@@ -432,9 +433,9 @@ def test_rollback_message_names_the_stored_size(tmp_path: Path) -> None:
     v = load_verifier(log.verifier_key)
     _grow(log, 6, "x")
     four, six = _cps(log, 4, 6)
-    extend_trust(st_, v, log.origin, six, log.consistency_proof)
+    extend_trust(LogTrust(st_, v, log.origin), six, log.consistency_proof)
     with pytest.raises(LogMisbehaviour) as ei:
-        extend_trust(st_, v, log.origin, four, log.consistency_proof)
+        extend_trust(LogTrust(st_, v, log.origin), four, log.consistency_proof)
     assert str(ei.value).startswith(
         f"ROLLBACK of log {log.origin!r}: the log now shows tree size 4, but size 6 was "
         "verified earlier. Evidence: ")
@@ -446,11 +447,11 @@ def test_store_false_checks_but_stores_nothing(tmp_path: Path) -> None:
     v = load_verifier(log.verifier_key)
     _grow(log, 5, "x")
     three, five = _cps(log, 3, 5)
-    assert extend_trust(st_, v, log.origin, three, log.consistency_proof, store=False) == (
+    assert extend_trust(LogTrust(st_, v, log.origin), three, log.consistency_proof, store=False) == (
         Accepted("first", 0, 3))
     assert _cp(st_, log) is None
-    extend_trust(st_, v, log.origin, three, log.consistency_proof)
-    assert extend_trust(st_, v, log.origin, five, log.consistency_proof, store=False) == (
+    extend_trust(LogTrust(st_, v, log.origin), three, log.consistency_proof)
+    assert extend_trust(LogTrust(st_, v, log.origin), five, log.consistency_proof, store=False) == (
         Accepted("grew", 3, 5))
     assert _cp(st_, log) == log.note_at(3)
 
@@ -484,15 +485,15 @@ def test_a_legacy_per_origin_checkpoint_is_taken_over_only_when_it_verifies(
     _legacy(st_.home, log.origin, log.note_at(5))
     # The legacy checkpoint still protects against a rollback...
     with pytest.raises(LogMisbehaviour, match="ROLLBACK"):
-        extend_trust(st_, v, log.origin, open_signed(log.note_at(3), v), log.consistency_proof)
+        extend_trust(LogTrust(st_, v, log.origin), open_signed(log.note_at(3), v), log.consistency_proof)
     assert _cp(st_, log) == log.note_at(5)  # ... and is now this log's own
-    assert extend_trust(st_, v, log.origin, open_signed(log.checkpoint(), v),
+    assert extend_trust(LogTrust(st_, v, log.origin), open_signed(log.checkpoint(), v),
                         log.consistency_proof).outcome == "same"
     # An impostor's checkpoint under the same origin (another key) is not this log's state.
     imposter = MemoryLog(log.origin)
     _grow(imposter, 9, "y")
     st2 = TrustedState(tmp_path / "b")
     _legacy(st2.home, log.origin, imposter.checkpoint())
-    assert extend_trust(st2, v, log.origin, open_signed(log.checkpoint(), v),
+    assert extend_trust(LogTrust(st2, v, log.origin), open_signed(log.checkpoint(), v),
                         log.consistency_proof).outcome == "first"
     assert _cp(st2, log) == log.checkpoint()

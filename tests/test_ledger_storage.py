@@ -48,7 +48,7 @@ def test_records_round_trip(e: StoredEntry) -> None:
     assert StoredEntry.from_json(e.to_json()) == e
     assert EntrySummary.from_json(e.summary().to_json()) == e.summary()
     page = SearchPage((e.summary(),), 7)
-    assert SearchPage.from_json(page.to_json()) == page
+    assert SearchPage.from_json(page.to_json(), EntrySummary.from_json) == page
     cp = StoredCheckpoint(3, e.leaf_hash, b"note\n\n\xe2\x80\x94 sig\n", 1.5)
     assert StoredCheckpoint.from_json(cp.to_json()) == cp
 

@@ -19,7 +19,12 @@ from client_server import Ktl, kernel_folder, running_log, small_results
 
 from attest import examples
 from attest.keys import load_private_key
-from attest.predicates import BENCHMARK_V1, BenchmarkPredicate, ReproductionTarget
+from attest.predicates import (
+    BENCHMARK_V1,
+    BenchmarkPredicate,
+    ReproductionTarget,
+    VerificationPredicate,
+)
 from attest.verdicts import (
     contradictions,
     evidence_findings,
@@ -29,9 +34,9 @@ from attest.verdicts import (
     weaknesses,
 )
 from client.api import LogClient
-from client.publish import Claim, kernel_claim, publish_claims
+from client.publish import Claim, KernelRelease, kernel_claim, publish_claims
+from client.session import connect
 from client.state import TrustedState
-from client.trust import load_verifier
 from verifier.reproduce import Claimed, ReproduceSettings, reproduce_kernel
 
 REPO = Path(__file__).resolve().parent.parent
@@ -288,11 +293,12 @@ def test_monitor_flags_a_logged_lie_its_samples_contradict(tmp_path: Path) -> No
         name, archive, _ = kernel_claim(kdir)
         log_key = ktl.json("log-info", "--log", url)["verifier_key"]
         with LogClient(url) as log:
-            publish_claims(log, load_verifier(log_key), log.info().origin,
-                           TrustedState(tmp_path / "attacker"), load_private_key(key_path),
-                           name=name, archive=archive,
-                           claims=[Claim("benchmark", BENCHMARK_V1, _inflated(body, 1.5))],
-                           receipt_folder=tmp_path / "r", samples=samples)
+            publish_claims(connect(log, TrustedState(tmp_path / "attacker"), log_key),
+                           load_private_key(key_path),
+                           KernelRelease(name, archive,
+                                         (Claim.parse("benchmark", BENCHMARK_V1, _inflated(body, 1.5)),),
+                                         samples),
+                           tmp_path / "r")
         res = ktl("monitor", "--log", url)
         text = " ".join(res.stdout.split())
         assert res.exit_code == 1 and "VIOLATION" in res.stdout, res.stdout
@@ -382,7 +388,7 @@ def test_publish_of_a_triton_kernel_on_a_cpu_has_no_benchmark_but_publishes(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 42 item 7: `ktl publish` of a Triton kernel on a CPU failed in the benchmark;
     it publishes its kernel and verification, saying why there is no benchmark."""
-    import verifier
+    import client.publish
     from client.publish import measure, not_timed_here
     from verifier.gpu import probe
 
@@ -393,19 +399,16 @@ def test_publish_of_a_triton_kernel_on_a_cpu_has_no_benchmark_but_publishes(
 
     checked = examples.verification()
 
-    class _Body:
-        def to_json(self) -> dict[str, Any]:
-            return checked
-
     class _Report:
-        def to_predicate(self) -> _Body:
-            return _Body()
+        def to_predicate(self) -> VerificationPredicate:
+            return VerificationPredicate.from_json(checked)
 
-    monkeypatch.setattr(verifier, "check", lambda *_a, **_k: _Report())
-    monkeypatch.setattr(verifier, "bench_runs", lambda *_a, **_k: pytest.fail("benchmarked"))
+    monkeypatch.setattr(client.publish, "run_check", lambda *_a, **_k: _Report())
+    monkeypatch.setattr(client.publish, "bench_runs", lambda *_a, **_k: pytest.fail("benchmarked"))
     said: list[str] = []
     got = measure(kernel, "quick", said.append)
-    assert got.verification == checked and got.benchmark is None and got.samples is None
+    assert got.verification == VerificationPredicate.from_json(checked)
+    assert got.benchmark is None and got.samples is None
     assert any(s.startswith("no benchmark: runtime 'triton'") for s in said), said
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import requests
-from client_fakes import IndexedMemoryLog, MemoryLog
+from client_fakes import IndexedMemoryLog, MemoryLog, session_of
 from client_server import Ktl, kernel_folder, running_log
 
 from attest import examples, make_entry, parse_predicate
@@ -24,11 +24,10 @@ from client import LogMisbehaviour
 from client.api import LogClient
 from client.models import SearchPage
 from client.monitor import run_monitor
-from client.publish import Claim, kernel_claim, publish_claims
+from client.publish import Claim, KernelRelease, kernel_claim, publish_claims
 from client.reproduce import gather
 from client.session import connect
 from client.state import TrustedState
-from client.trust import load_verifier
 from client.vindex import (
     CompleteList,
     IncompleteAnswer,
@@ -166,8 +165,7 @@ def test_ktl_search_says_complete_and_catches_a_trimmed_listing(
 
 
 def _monitor(log: MemoryLog, tmp: Path) -> Any:
-    return run_monitor(log, load_verifier(log.verifier_key), log.origin,
-                       TrustedState(tmp / "home"), tmp / "state.json")
+    return run_monitor(session_of(log, TrustedState(tmp / "home")), tmp / "state.json")
 
 
 def test_monitor_recomputes_the_index_and_catches_a_wrong_commitment(tmp_path: Path) -> None:
@@ -241,11 +239,10 @@ def test_reproduce_catches_a_search_that_hides_an_entry_about_the_digest(tmp_pat
     archive = pack_kernel(kernel_folder(tmp_path))
     digest = hashlib.sha256(archive).hexdigest()
     vendor = generate_private_key()
-    publish_claims(log, load_verifier(log.verifier_key), log.origin, trusted, vendor,
-                   name=NAME, archive=archive,
-                   claims=[kernel_claim(kernel_folder(tmp_path / "k"))[2],
-                           Claim("verification", VERIFICATION_V1, examples.verification())],
-                   receipt_folder=tmp_path / "r")
+    publish_claims(session_of(log, trusted), vendor,
+                   KernelRelease(NAME, archive, (kernel_claim(kernel_folder(tmp_path / "k"))[2],
+                                 Claim.parse("verification", VERIFICATION_V1, examples.verification()))),
+                   tmp_path / "r")
     hidden = log.submit(_claim_entry(NAME, digest, generate_private_key())).index
     sess = connect(log, trusted, url="http://memory.test")
     honest = gather(sess, 0, tmp_path / "w1")
@@ -276,11 +273,10 @@ def test_padding_under_the_digest_cannot_make_the_reproduction_read_it_all(
     trusted = TrustedState(tmp_path / "home")
     archive = pack_kernel(kernel_folder(tmp_path))
     digest = hashlib.sha256(archive).hexdigest()
-    publish_claims(log, load_verifier(log.verifier_key), log.origin, trusted, generate_private_key(),
-                   name=NAME, archive=archive,
-                   claims=[kernel_claim(kernel_folder(tmp_path / "k"))[2],
-                           Claim("verification", VERIFICATION_V1, examples.verification())],
-                   receipt_folder=tmp_path / "r")
+    publish_claims(session_of(log, trusted), generate_private_key(),
+                   KernelRelease(NAME, archive, (kernel_claim(kernel_folder(tmp_path / "k"))[2],
+                                 Claim.parse("verification", VERIFICATION_V1, examples.verification()))),
+                   tmp_path / "r")
     for _ in range(7):
         log.submit(_claim_entry(NAME, digest, generate_private_key()))
     asked: list[int] = []
@@ -313,10 +309,9 @@ def test_reproduce_against_a_log_without_an_index_says_not_proven(tmp_path: Path
     log = MemoryLog()
     trusted = TrustedState(tmp_path / "home")
     archive = pack_kernel(kernel_folder(tmp_path))
-    publish_claims(log, load_verifier(log.verifier_key), log.origin, trusted,
-                   generate_private_key(), name=NAME, archive=archive,
-                   claims=[kernel_claim(kernel_folder(tmp_path / "k"))[2]],
-                   receipt_folder=tmp_path / "r")
+    publish_claims(session_of(log, trusted), generate_private_key(),
+                   KernelRelease(NAME, archive, (kernel_claim(kernel_folder(tmp_path / "k"))[2],)),
+                   tmp_path / "r")
     got = gather(connect(log, trusted, url="http://memory.test"), 0, tmp_path / "w")
     assert got.search.proven_up_to is None
     assert "not proven complete" in got.search.summary()

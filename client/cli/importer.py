@@ -9,11 +9,13 @@ cannot be mapped, with the reason (nothing is written).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
 from rich.table import Table
 
+from client.kernelbench import ImportOptions, ImportResult, import_kernelbench
 from client.output import Output, run_guarded, safe
 
 _FILE = click.Path(path_type=Path, dir_okay=False)
@@ -44,48 +46,45 @@ def import_group() -> None:
 @click.option("--source", "sources", multiple=True, type=_FILE,
               help="A .cpp/.cu/.h file the solution reads, copied beside it (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
-def kernelbench_cmd(problem: Path, solution: Path, out_dir: Path, name: str | None,
-                    version: str, runtime: str | None, dtype: str | None, hardware_class: str,
-                    agent: str, agent_version: str, model: str, sources: tuple[Path, ...],
-                    as_json: bool) -> None:
+def kernelbench_cmd(problem: Path, solution: Path, out_dir: Path, sources: tuple[Path, ...],
+                    as_json: bool, **options: Any) -> None:
     """Write a kernel folder from a KernelBench PROBLEM (Model, get_inputs, get_init_inputs)
     and SOLUTION (ModelNew)."""
     out = Output(as_json)
+    opts = ImportOptions(extra_sources=tuple(sources), **options)
+    run_guarded(out, lambda: _show_import(out, out_dir, _imported(out, problem, solution,
+                                                                  out_dir, opts)))
 
-    def body() -> int:
-        from client.kernelbench import ImportOptions, import_kernelbench
 
-        opts = ImportOptions(name=name, version=version, runtime=runtime, dtype=dtype,
-                             hardware_class=hardware_class, agent=agent,
-                             agent_version=agent_version, model=model,
-                             extra_sources=tuple(sources))
-        out.note("running the problem's get_inputs() in the sandbox…", "dim")
-        result = import_kernelbench(problem, solution, out_dir, opts)
+def _imported(out: Output, problem: Path, solution: Path, out_dir: Path,
+              opts: ImportOptions) -> ImportResult:
+    out.note("running the problem's get_inputs() in the sandbox…", "dim")
+    return import_kernelbench(problem, solution, out_dir, opts)
 
-        def render(console: Console) -> None:
-            spec = result.spec
-            table = Table(title=safe(f"ktl import kernelbench: {spec.name} ({spec.runtime}, "
-                                     f"{spec.dtype}, torch {result.problem.torch_version})"),
-                          title_justify="left")
-            for col in ("", "#", "kind", "dtype / type", "shape / value"):
-                table.add_column(col)
-            for label, items in (("input", result.problem.inputs),
-                                 ("output", result.problem.outputs)):
-                for i, t in enumerate(items):
-                    shape = (f"[{', '.join(map(str, t.shape))}]" if t.kind == "tensor"
-                             else repr(t.value))
-                    table.add_row(label, str(i), t.kind, safe(t.dtype or ""), shape)
-            console.print(table)
-            console.print(safe(f"reference sha256 (the op): {spec.reference_digest}"),
-                          highlight=False)
-            console.print(safe(f"wrote {result.directory}/kernel.toml with "
-                               f"{', '.join(spec.sources)}"), highlight=False)
-            console.print(safe(f"next: ktl check {out_dir}"), highlight=False)
 
-        out.result(result.to_json(), render)
-        return 0
+def _show_import(out: Output, out_dir: Path, result: ImportResult) -> int:
+    def render(console: Console) -> None:
+        spec = result.spec
+        table = Table(title=safe(f"ktl import kernelbench: {spec.name} ({spec.runtime}, "
+                                 f"{spec.dtype}, torch {result.problem.torch_version})"),
+                      title_justify="left")
+        for col in ("", "#", "kind", "dtype / type", "shape / value"):
+            table.add_column(col)
+        for label, items in (("input", result.problem.inputs),
+                             ("output", result.problem.outputs)):
+            for i, t in enumerate(items):
+                shape = (f"[{', '.join(map(str, t.shape))}]" if t.kind == "tensor"
+                         else repr(t.value))
+                table.add_row(label, str(i), t.kind, safe(t.dtype or ""), shape)
+        console.print(table)
+        console.print(safe(f"reference sha256 (the op): {spec.reference_digest}"),
+                      highlight=False)
+        console.print(safe(f"wrote {result.directory}/kernel.toml with "
+                           f"{', '.join(spec.sources)}"), highlight=False)
+        console.print(safe(f"next: ktl check {out_dir}"), highlight=False)
 
-    run_guarded(out, body)
+    out.result(result.to_json(), render)
+    return 0
 
 
 def register(group: click.Group) -> None:

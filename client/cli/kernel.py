@@ -7,7 +7,10 @@ the measurement cannot be trusted (the reasons are printed); 2 bad input.
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,7 +21,15 @@ from rich.text import Text
 
 from client.errors import EXIT_VERIFICATION, InputError
 from client.output import Output, run_guarded, safe
-from verifier import DEFAULT_RUNS, BenchSettings, VerifierError, bench_runs, check
+from verifier import (
+    DEFAULT_RUNS,
+    BenchSettings,
+    CheckReport,
+    RunSet,
+    VerifierError,
+    bench_runs,
+    check,
+)
 
 _SHAPE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=[0-9]{1,7}(,[A-Za-z_][A-Za-z0-9_]*=[0-9]{1,7}){0,7}")
 _STYLE = {"pass": "green", "fail": "bold red", "skip": "yellow", "error": "bold magenta",
@@ -75,37 +86,36 @@ def _proof_note(proof: Any) -> str:
 def check_cmd(kernel_dir: Path, as_json: bool, seed: int | None, budget: str) -> None:
     """Run the verification suite on KERNEL_DIR in a sandbox; exit 1 if any check fails."""
     out = Output(as_json)
+    run_guarded(out, lambda: _show_check(out, budget, _checked(out, kernel_dir, budget, seed)))
 
-    def body() -> int:
 
-        try:
-            report = check(kernel_dir, budget=budget, seed=seed,
-                           progress=lambda msg: out.note(f"{msg}…", "dim"))
-        except VerifierError as exc:
-            raise InputError(f"{kernel_dir}: {exc}") from exc
-        pred = report.to_predicate()
+def _checked(out: Output, kernel_dir: Path, budget: str, seed: int | None) -> CheckReport:
+    try:
+        return check(kernel_dir, budget=budget, seed=seed,
+                     progress=lambda msg: out.note(f"{msg}…", "dim"))
+    except VerifierError as exc:
+        raise InputError(f"{kernel_dir}: {exc}") from exc
 
-        def render(console: Console) -> None:
-            console.print(_check_table(pred.to_json(), safe(f"ktl check {report.kernel} ({report.op}, "
-                                                  f"budget {budget}, seed {report.seed})")))
-            verdict = "[bold green]PASS[/]" if report.passed else "[bold red]FAIL[/]"
-            console.print(f"verdict: {verdict}")
 
-        out.result(pred.to_json(), render)
-        if not report.passed:
-            names = ", ".join(c.name for c in report.failures)
-            out.note(f"check failed: {names}", "bold red")
-            return EXIT_VERIFICATION
-        return 0
+def _show_check(out: Output, budget: str, report: CheckReport) -> int:
+    pred = report.to_predicate()
 
-    run_guarded(out, body)
+    def render(console: Console) -> None:
+        console.print(_check_table(pred.to_json(), safe(f"ktl check {report.kernel} ({report.op}, "
+                                                        f"budget {budget}, seed {report.seed})")))
+        verdict = "[bold green]PASS[/]" if report.passed else "[bold red]FAIL[/]"
+        console.print(f"verdict: {verdict}")
+
+    out.result(pred.to_json(), render)
+    if not report.passed:
+        names = ", ".join(c.name for c in report.failures)
+        out.note(f"check failed: {names}", "bold red")
+        return EXIT_VERIFICATION
+    return 0
 
 
 def _bench_default(name: str) -> Any:
-    """The verifier's own default for a `ktl bench` option (imported only when it is needed)."""
-    import dataclasses
-
-
+    """The verifier's own default for a `ktl bench` option."""
     return next(f.default for f in dataclasses.fields(BenchSettings) if f.name == name)
 
 
@@ -152,56 +162,79 @@ class _VerifierDefault(click.Option):
 @click.option("--cold", is_flag=True,
               help="On the device path: flush the L2 between calls (cold caches; the "
                    "statement records the mode).")
-def bench_cmd(kernel_dir: Path, as_json: bool, shapes: tuple[str, ...], seed: int | None,
-              time_budget: float, runs: int | None, no_pin: bool, threads: int,
-              torch_compile: bool, samples_out: Path | None, device: str, cold: bool) -> None:
+def bench_cmd(as_json: bool, **options: Any) -> None:
     """Benchmark KERNEL_DIR against its baseline (NumPy float32; for op 'torch' the
     reference module in PyTorch eager) in independent runs; exit 1 if it cannot be trusted."""
     out = Output(as_json)
+    opts = BenchOptions(**options)
+    run_guarded(out, lambda: _show_bench(out, opts.measure(
+        lambda msg: out.note(f"{msg}…", "dim"))))
 
-    def body() -> int:
 
-        parsed = [parse_shape(s) for s in shapes] or None
+@dataclass(frozen=True)
+class BenchOptions:
+    """`ktl bench`: the kernel folder, the shapes (default: the op's), the inputs' seed,
+    seconds of measuring per run, independent runs, pinning, threads, a second torch.compile
+    baseline, where the raw samples go, the device and cold caches."""
+
+    kernel_dir: Path
+    shapes: tuple[str, ...] = ()
+    seed: int | None = None
+    time_budget: float = 10.0
+    runs: int | None = None
+    no_pin: bool = False
+    threads: int = 1
+    torch_compile: bool = False
+    samples_out: Path | None = None
+    device: str = "auto"
+    cold: bool = False
+
+    def measure(self, progress: Callable[[str], None]) -> RunSet:
+        """The independent runs (their raw samples written to `samples_out` if given)."""
+        parsed = [parse_shape(s) for s in self.shapes] or None
         try:
-            settings = BenchSettings(shapes=parsed, seed=seed, time_budget_s=time_budget,
-                                     threads=threads, compile_baseline=torch_compile,
-                                     device=_DEVICES[device], cold=cold)
-            report = bench_runs(kernel_dir, runs or DEFAULT_RUNS, settings, pin=not no_pin,
-                                progress=lambda msg: out.note(f"{msg}…", "dim"))
+            settings = BenchSettings(shapes=parsed, seed=self.seed,
+                                     time_budget_s=self.time_budget, threads=self.threads,
+                                     compile_baseline=self.torch_compile,
+                                     device=_DEVICES[self.device], cold=self.cold)
+            report = bench_runs(self.kernel_dir, self.runs or DEFAULT_RUNS, settings,
+                                pin=not self.no_pin, progress=progress)
         except VerifierError as exc:
-            raise InputError(f"{kernel_dir}: {exc}") from exc
-        if samples_out is not None:
-            samples_out.write_bytes(report.samples_blob())
-        pred = report.to_predicate()
-        first = report.runs[0]
+            raise InputError(f"{self.kernel_dir}: {exc}") from exc
+        if self.samples_out is not None:
+            self.samples_out.write_bytes(report.samples_blob())
+        return report
 
-        def render(console: Console) -> None:
-            table = Table(title=safe(f"ktl bench {first.kernel} ({first.op}, seed {first.seed}, "
-                                     f"{len(report.runs)} runs)"), title_justify="left")
-            for col in ("shape", "n", "kernel median", "p5..p95", "baseline median", "speed-up",
-                        "95% CI over runs", "runs", "GFLOP/s"):
-                table.add_column(col)
-            for r in pred.results:
-                shape = ",".join(f"{k}={v}" for k, v in r.shape.items())
-                table.add_row(shape, str(r.n), f"{r.median_ns / 1e3:.1f} µs",
-                              f"{r.p5_ns / 1e3:.1f}..{r.p95_ns / 1e3:.1f} µs",
-                              f"{r.baseline_median_ns / 1e3:.1f} µs", f"{r.speedup:.3f}x",
-                              f"[{r.speedup_ci95[0]:.3f}, {r.speedup_ci95[1]:.3f}]",
-                              " ".join(f"{x.speedup:.3f}" for x in r.runs or ()),
-                              f"{r.gflops:.2f}")
-            console.print(table)
-            for note in pred.notes:
-                console.print(safe(f"  • {note}"), highlight=False)
-            trusted = "[bold green]yes[/]" if report.trusted else "[bold red]NO[/]"
-            console.print(f"trusted: {trusted}")
 
-        out.result(pred.to_json(), render)
-        if not report.trusted:
-            out.note("the measurement cannot be trusted: see the notes above", "bold red")
-            return EXIT_VERIFICATION
-        return 0
+def _show_bench(out: Output, report: RunSet) -> int:
+    pred = report.to_predicate()
+    first = report.runs[0]
 
-    run_guarded(out, body)
+    def render(console: Console) -> None:
+        table = Table(title=safe(f"ktl bench {first.kernel} ({first.op}, seed {first.seed}, "
+                                 f"{len(report.runs)} runs)"), title_justify="left")
+        for col in ("shape", "n", "kernel median", "p5..p95", "baseline median", "speed-up",
+                    "95% CI over runs", "runs", "GFLOP/s"):
+            table.add_column(col)
+        for r in pred.results:
+            shape = ",".join(f"{k}={v}" for k, v in r.shape.items())
+            table.add_row(shape, str(r.n), f"{r.median_ns / 1e3:.1f} µs",
+                          f"{r.p5_ns / 1e3:.1f}..{r.p95_ns / 1e3:.1f} µs",
+                          f"{r.baseline_median_ns / 1e3:.1f} µs", f"{r.speedup:.3f}x",
+                          f"[{r.speedup_ci95[0]:.3f}, {r.speedup_ci95[1]:.3f}]",
+                          " ".join(f"{x.speedup:.3f}" for x in r.runs or ()),
+                          f"{r.gflops:.2f}")
+        console.print(table)
+        for note in pred.notes:
+            console.print(safe(f"  • {note}"), highlight=False)
+        trusted = "[bold green]yes[/]" if report.trusted else "[bold red]NO[/]"
+        console.print(f"trusted: {trusted}")
+
+    out.result(pred.to_json(), render)
+    if not report.trusted:
+        out.note("the measurement cannot be trusted: see the notes above", "bold red")
+        return EXIT_VERIFICATION
+    return 0
 
 
 def register(group: click.Group) -> None:

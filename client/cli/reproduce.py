@@ -15,11 +15,10 @@ from client.errors import (
     EXIT_OK,
     EXIT_UNSUPPORTED,
     EXIT_VERIFICATION,
-    InputError,
 )
 from client.output import Output, rows_table, run_guarded, safe
-from client.state import TrustedState
-from client.witnesses import load_witness_policy, witness_policy_option
+from client.reproduce import ClaimSearch, Reproduced, ReproduceOptions, run_reproduce
+from client.witnesses import witness_policy_option
 
 _EXIT = {"confirmed": EXIT_OK, "refuted": EXIT_VERIFICATION, "inconclusive": EXIT_INCONCLUSIVE,
          "unsupported": EXIT_UNSUPPORTED}
@@ -71,11 +70,7 @@ def _short(value: Any) -> str:
               help="Submit even where a sandbox layer is missing (recorded in the statement).")
 @witness_policy_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
-def reproduce(index: int, budget: str, runs: int | None, tolerance: float | None,
-              confidence: float | None, time_budget: float, sign_key: Path | None, passphrase_env: str | None,
-              submit: bool, receipt_dir: Path, log_url: str | None, log_key: str | None,
-              policy_path: Path | None, allow_weak_sandbox: bool,
-              witness_policy_path: Path | None, as_json: bool) -> None:
+def reproduce(as_json: bool, **options: Any) -> None:
     """Fetch a logged kernel and its claims, verify them, re-run them, give verdicts.
 
     Exit 0 when every claim is confirmed, 1 when any is refuted, 5 when a weak claim is
@@ -83,83 +78,52 @@ def reproduce(index: int, budget: str, runs: int | None, tolerance: float | None
     inconclusive (docs/reproducing.md, "Verdicts").
     """
     out = Output(as_json)
+    run_guarded(out, lambda: _show(out, run_reproduce(ReproduceOptions(**options), out)))
 
-    def body() -> int:
-        from client.cli.log import load_policy
-        from client.reproduce import (
-            reproduce_entry,
-            reproduce_settings,
-            resolve_policy,
-            sandbox_gate,
-            sign_reproduction,
-        )
-        from client.session import connect, require_url
-        from verifier.sandbox import probe_layers, scratch_dir
 
-        if submit and sign_key is None:
-            raise InputError("--submit needs --sign KEY (the attestation must be signed)")
-        policy = load_policy(policy_path)
-        record = sandbox_gate(probe_layers().missing(), submit, allow_weak_sandbox)
-        sess = connect(require_url(log_url), TrustedState(), log_key,
-                       witness_policy=load_witness_policy(witness_policy_path))
-        out.note(f"log {sess.origin}: {sess.key.describe()}")
-        try:
-            decision, said = resolve_policy(sess.info.reproduce, tolerance, confidence)
-            out.note(f"deciding speed-up claims with {said}")
-            with scratch_dir("ktl-reproduce-") as work:
-                settings = reproduce_settings(budget, out.note, runs, decision, time_budget)
-                result = reproduce_entry(sess, index, work, settings, policy, record)
-            data: dict[str, Any] = {"index": index, "subject_name": result.name,
-                                    "subject_sha256": result.digest,
-                                    "reproduction": result.body,
-                                    "claim_search": result.search.to_json()}
-            if sign_key is not None:
-                data["attestation"] = sign_reproduction(
-                    sess, result, sign_key, passphrase_env, receipt_dir, submit=submit)
-            if policy is not None:  # where each claim stands under the reader's quorum
-                from client.reproduce import independently
+def _show(out: Output, done: Reproduced) -> int:
+    result, data = done.result, done.to_json()
+    verdict = str(result.body["verdict"])
 
-                weighed = independently(sess, result.predicate, policy)
-                data["independently"] = {str(k): v.to_json() for k, v in weighed.items()}
-        finally:
-            sess.close()
-        verdict = str(result.body["verdict"])
+    def render(c: Console) -> None:
+        c.print(rows_table(
+            f"Reproduction of entry {done.index}: {result.name} (sha256:{result.digest[:16]}…)",
+            ["claim", "verdict", "claimed", "measured", "reason"],
+            [(cl["claim"], cl["verdict"].upper(), _short(cl.get("claimed", {})),
+              _short(cl.get("measured", {})), cl.get("reason", ""))
+             for cl in result.body["claims"]],
+        ))
+        if any(str(cl["claim"]).startswith("benchmark") for cl in result.body["claims"]):
+            c.print(safe(SPEEDUP_MEANING, "dim"))
+        c.print(Text.assemble("Overall: ", safe(verdict.upper(), "bold")))
+        _print_independently(c, data.get("independently", {}))
+        _print_search(c, result.search)
+        att = done.attestation
+        if att:
+            c.print(safe(f"Signed by key {att['signer'][:16]}… (readers name it as a "
+                         "reproducer in their policy, or see it as an unknown key)"))
+            c.print(safe(f"Signed reproduction attestation: {att['entry_path']}"
+                         + (f" (logged at index {att['index']}, receipt {att['proof_path']})"
+                            if att.get("index") is not None else "")))
 
-        def render(c: Console) -> None:
-            c.print(rows_table(
-                f"Reproduction of entry {index}: {result.name} (sha256:{result.digest[:16]}…)",
-                ["claim", "verdict", "claimed", "measured", "reason"],
-                [(cl["claim"], cl["verdict"].upper(), _short(cl.get("claimed", {})),
-                  _short(cl.get("measured", {})), cl.get("reason", ""))
-                 for cl in result.body["claims"]],
-            ))
-            if any(str(cl["claim"]).startswith("benchmark") for cl in result.body["claims"]):
-                c.print(safe(SPEEDUP_MEANING, "dim"))
-            c.print(Text.assemble("Overall: ", safe(verdict.upper(), "bold")))
-            for claim, found in data.get("independently", {}).items():
-                c.print(safe(f"Independently (your policy's reproducer quorum), entry {claim}: "
-                             f"{found['independently']['summary']}"))
-                if found["strangers_note"]:
-                    c.print(safe(f"Cut off (entry {claim}): {found['strangers_note']}.",
-                                 "bold yellow"))
-            if (result.search.skipped_total or not result.search.complete
-                    or result.search.proven_up_to is None):
-                c.print(safe(f"Note: {result.search.summary()}"))
-            else:
-                c.print(safe("Claims searched: every entry about this digest, proven complete "
-                             f"up to index {result.search.proven_up_to}"))
-            att = data.get("attestation")
-            if att:
-                c.print(safe(f"Signed by key {att['signer'][:16]}… (readers name it as a "
-                             "reproducer in their policy, or see it as an unknown key)"))
-                c.print(safe(f"Signed reproduction attestation: {att['entry_path']}"
-                             + (f" (logged at index {att['index']}, receipt {att['proof_path']})"
-                                if att.get("index") is not None else "")))
+    out.result(data, render)
+    return _EXIT.get(verdict, EXIT_INCONCLUSIVE)
 
-        out.result(data, render)
-        return _EXIT.get(verdict, EXIT_INCONCLUSIVE)
 
-    run_guarded(out, body)
+def _print_independently(c: Console, weighed: dict[str, Any]) -> None:
+    for claim, found in weighed.items():
+        c.print(safe(f"Independently (your policy's reproducer quorum), entry {claim}: "
+                     f"{found['independently']['summary']}"))
+        if found["strangers_note"]:
+            c.print(safe(f"Cut off (entry {claim}): {found['strangers_note']}.", "bold yellow"))
+
+
+def _print_search(c: Console, search: ClaimSearch) -> None:
+    if search.skipped_total or not search.complete or search.proven_up_to is None:
+        c.print(safe(f"Note: {search.summary()}"))
+    else:
+        c.print(safe("Claims searched: every entry about this digest, proven complete "
+                     f"up to index {search.proven_up_to}"))
 
 
 def register(group: click.Group) -> None:

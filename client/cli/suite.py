@@ -27,6 +27,16 @@ from rich.table import Table
 
 from client.errors import InputError
 from client.output import Output, run_guarded, safe
+from client.suite import (
+    EntryResult,
+    Event,
+    SuiteSettings,
+    load_results,
+    merge,
+    run_suite,
+    summarize,
+    to_csv,
+)
 
 _DIR = click.Path(path_type=Path, file_okay=False)
 
@@ -39,8 +49,6 @@ def _shard(text: str) -> tuple[int, int]:
 
 
 def _write(out: Path, results: list[Any], summary: dict[str, Any]) -> None:
-    from client.suite import to_csv
-
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True))
     (out / "results.json").write_text(json.dumps([r.to_json() for r in results], indent=1))
@@ -107,38 +115,42 @@ def run_cmd(as_json: bool, **options: Any) -> None:
     """Import, check and bench every problem of PROBLEMS (level1/, level2/, ...) with its
     solution in SOLUTIONS (same layout, KernelBench run names, or a JSONL of generations)."""
     out = Output(as_json)
+    run_guarded(out, lambda: _show(out, options["out_dir"], _run(out, _settings(options))))
 
-    def body() -> int:
-        from client.suite import Event, SuiteSettings, run_suite, summarize
 
-        o = options
-        out_dir: Path = o["out_dir"]
-        settings = SuiteSettings(o["problems"], o["solutions"], out_dir, tuple(o["levels"]),
-                                 o["budget"], not o["no_bench"], o["bench_runs"],
-                                 o["time_budget"], o["jobs"], _shard(o["shard"]), o["sample"],
-                                 limit=o["limit"])
-        bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                       TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                       console=out.err, disable=not out.err.is_terminal)
+def _settings(o: dict[str, Any]) -> SuiteSettings:
+    """`ktl suite run`'s options as the suite's settings."""
+    return SuiteSettings(o["problems"], o["solutions"], o["out_dir"], tuple(o["levels"]),
+                         o["budget"], not o["no_bench"], o["bench_runs"], o["time_budget"],
+                         o["jobs"], _shard(o["shard"]), o["sample"], limit=o["limit"])
 
-        def on_event(event: Event) -> None:
-            now = ", ".join(event.current) or "…"
-            bar.update(task, total=event.total, completed=event.done,
-                       description=safe(f"ktl suite: {now}"[:80]).plain)
-            if event.last is not None and not out.err.is_terminal:
-                out.note(f"[{event.done}/{event.total}] {event.last.key}: {event.last.status} "
-                         f"({event.last.seconds:.0f} s)", "dim")
 
-        with bar:
-            task = bar.add_task("ktl suite", total=None)
-            results = run_suite(settings, on_event)
-        summary = summarize(results)
-        _write(out_dir, results, summary)
-        out.result({"summary": summary, "results": [r.to_json() for r in results]},
-                   lambda c: _render(c, results, summary))
-        return 0
+def _run(out: Output, settings: SuiteSettings) -> list[EntryResult]:
+    """The suite run, its progress on a bar (a line per entry where stderr is no terminal)."""
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                   console=out.err, disable=not out.err.is_terminal)
+    task = bar.add_task("ktl suite", total=None)
 
-    run_guarded(out, body)
+    def on_event(event: Event) -> None:
+        now = ", ".join(event.current) or "…"
+        bar.update(task, total=event.total, completed=event.done,
+                   description=safe(f"ktl suite: {now}"[:80]).plain)
+        if event.last is not None and not out.err.is_terminal:
+            out.note(f"[{event.done}/{event.total}] {event.last.key}: {event.last.status} "
+                     f"({event.last.seconds:.0f} s)", "dim")
+
+    with bar:
+        return run_suite(settings, on_event)
+
+
+def _show(out: Output, out_dir: Path, results: list[EntryResult]) -> int:
+    """Write summary.json, results.json and results.csv to `out_dir`; print them."""
+    summary = summarize(results)
+    _write(out_dir, results, summary)
+    out.result({"summary": summary, "results": [r.to_json() for r in results]},
+               lambda c: _render(c, results, summary))
+    return 0
 
 
 @suite_group.command("merge")
@@ -149,18 +161,7 @@ def run_cmd(as_json: bool, **options: Any) -> None:
 def merge_cmd(shards: tuple[Path, ...], out_dir: Path, as_json: bool) -> None:
     """Join the results of shards (each a `ktl suite run --shard K/N --out DIR`) into one."""
     out = Output(as_json)
-
-    def body() -> int:
-        from client.suite import load_results, merge, summarize
-
-        results = merge([load_results(s) for s in shards])
-        summary = summarize(results)
-        _write(out_dir, results, summary)
-        out.result({"summary": summary, "results": [r.to_json() for r in results]},
-                   lambda c: _render(c, results, summary))
-        return 0
-
-    run_guarded(out, body)
+    run_guarded(out, lambda: _show(out, out_dir, merge([load_results(s) for s in shards])))
 
 
 def register(group: click.Group) -> None:

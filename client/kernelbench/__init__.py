@@ -44,7 +44,8 @@ from verifier.kernel import (
     TORCH_OP,
     KernelSpec,
 )
-from verifier.runtimes import ScalePlan
+from verifier.runtimes import ProbeFailed, ScalePlan, check_budget, check_ceiling
+from verifier.runtimes import probe_problem as run_probe
 
 __all__ = ["ImportOptions", "ImportRefused", "ImportResult", "ProblemInfo", "TensorInfo",
            "import_kernelbench", "probe_problem"]
@@ -215,9 +216,6 @@ def _check_init_arity(model: ast.ClassDef, count: int) -> None:
 def probe_problem(problem: bytes, timeout_s: float = 180.0) -> ProblemInfo:
     """Run the problem in a sandboxed child (verifier.runtimes.probe_problem): its size
     constants, what one call needs, the sizes a check runs it at, and a description there."""
-    from verifier.runtimes import ProbeFailed, check_budget, check_ceiling
-    from verifier.runtimes import probe_problem as run_probe
-
     missing = module_runtime_missing("torch")
     if missing:
         raise ImportRefused(f"ktl import kernelbench runs the problem with torch: {missing}")

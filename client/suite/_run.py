@@ -185,6 +185,38 @@ def load_results(folder: Path) -> list[EntryResult]:
     return out
 
 
+class _Jobs:
+    """The entries running at once: each on a CPU of its own, the count finished and who
+    runs now reported to `on_event` as each starts and ends."""
+
+    def __init__(self, settings: SuiteSettings, on_event: Callable[[Event], None],
+                 runner: Callable[[Entry, SuiteSettings, int | None], EntryResult],
+                 total: int, cpus: Sequence[int]) -> None:
+        self.settings, self.on_event, self.runner, self.total = settings, on_event, runner, total
+        self.free = list(cpus)
+        self.done = 0
+        self.current: dict[int, str] = {}
+        self.lock = threading.Lock()
+
+    def work(self, entry: Entry) -> EntryResult:
+        with self.lock:
+            cpu = self.free.pop()
+            self.current[cpu] = entry.key
+            self.on_event(Event(self.done, self.total, tuple(self.current.values())))
+        result: EntryResult | None = None
+        try:
+            result = self.runner(entry, self.settings, cpu if self.settings.jobs > 1 else None)
+            _store(entry_path(self.settings.out, entry), result)
+            return result
+        finally:
+            with self.lock:
+                self.current.pop(cpu, None)
+                self.free.append(cpu)
+                self.done += 1 if result is not None else 0
+                self.on_event(Event(self.done, self.total, tuple(self.current.values()),
+                                    result))
+
+
 def run_suite(settings: SuiteSettings, on_event: Callable[[Event], None],
               runner: Callable[[Entry, SuiteSettings, int | None], EntryResult] = run_entry,
               ) -> list[EntryResult]:
@@ -199,32 +231,11 @@ def run_suite(settings: SuiteSettings, on_event: Callable[[Event], None],
     if settings.limit:
         entries = entries[:settings.limit]
     todo = [e for e in entries if not entry_path(settings.out, e).is_file()]
-    done = len(entries) - len(todo)
-    lock = threading.Lock()
-    current: dict[int, str] = {}
-    free = list(cpus[:settings.jobs])
-    on_event(Event(done, len(entries), ()))
-
-    def work(entry: Entry) -> EntryResult:
-        nonlocal done
-        with lock:
-            cpu = free.pop()
-            current[cpu] = entry.key
-            on_event(Event(done, len(entries), tuple(current.values())))
-        result: EntryResult | None = None
-        try:
-            result = runner(entry, settings, cpu if settings.jobs > 1 else None)
-            _store(entry_path(settings.out, entry), result)
-            return result
-        finally:
-            with lock:
-                current.pop(cpu, None)
-                free.append(cpu)
-                done += 1 if result is not None else 0
-                on_event(Event(done, len(entries), tuple(current.values()), result))
-
+    jobs = _Jobs(settings, on_event, runner, len(entries), cpus[:settings.jobs])
+    jobs.done = len(entries) - len(todo)
+    on_event(Event(jobs.done, len(entries), ()))
     settings.out.mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max_workers=settings.jobs) as pool:
-        list(pool.map(work, todo))
+        list(pool.map(jobs.work, todo))
     by_key = {e.key for e in entries}
     return [r for r in load_results(settings.out) if r.key in by_key]

@@ -9,8 +9,10 @@ log that leaves an entry out of its answer is caught. `RecomputedIndex` is the
 monitor's: the index recomputed from the entries it reads, compared with every
 checkpoint's commitment. Docs: docs/vindex.md.
 
-Holds the lookup verification (`_verify`) and the monitor's recomputation (`_audit`).
-May import: `client.errors`, `client.session`, `client.state`, `client.trust` and
+Holds the lookup verification (`_verify`), `ktl search`'s listing held against it
+(`_search`) and the monitor's recomputation (`_audit`).
+May import: `client.api`, `client.errors`, `client.models`, `client.output`,
+`client.session`, `client.state`, `client.trust`, `attest` (keys, predicate types) and
 `ledger` (its pure `vindex` verification, its checkpoints, the index rows in SQLite);
 `client.cli` and `client.monitor` import it.
 """
@@ -18,6 +20,14 @@ May import: `client.errors`, `client.session`, `client.state`, `client.trust` an
 from __future__ import annotations
 
 from client.vindex._audit import IndexMismatch, RecomputedIndex
+from client.vindex._search import (
+    TYPE_ALIASES,
+    Found,
+    SearchOptions,
+    keyid_arg,
+    search_log,
+    search_type,
+)
 from client.vindex._verify import (
     DEFAULT_MAX_PAGES,
     ChainMismatch,
@@ -33,6 +43,7 @@ from client.vindex._verify import (
     verified_lookup,
 )
 
-__all__ = ["DEFAULT_MAX_PAGES", "ChainMismatch", "CompleteList", "IncompleteAnswer",
-           "IndexMismatch", "IndexNotCommitted", "PageOutOfOrder", "Paging", "RecomputedIndex",
-           "SearchOmitted", "TooManyPages", "check_listing", "index_key_for", "verified_lookup"]
+__all__ = ["DEFAULT_MAX_PAGES", "TYPE_ALIASES", "ChainMismatch", "CompleteList", "Found",
+           "IncompleteAnswer", "IndexMismatch", "IndexNotCommitted", "PageOutOfOrder", "Paging",
+           "RecomputedIndex", "SearchOmitted", "SearchOptions", "TooManyPages", "check_listing",
+           "index_key_for", "keyid_arg", "search_log", "search_type", "verified_lookup"]

@@ -6,10 +6,11 @@ import base64
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias
 
 from ledger import LedgerError
 from ledger.tlog.merkle import EMPTY_ROOT
+from ledger.tlog.search import SearchPage as Page
 
 #: The fields `search` accepts.
 SEARCH_FIELDS = ("digest", "name", "keyid", "predicate_type")
@@ -170,23 +171,9 @@ class StoredEntry:
         )
 
 
-@dataclass(frozen=True)
-class SearchPage:
-    """One page of search results and where the next page starts (None at the end)."""
-
-    results: tuple[EntrySummary, ...]
-    next_cursor: int | None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"results": [r.to_json() for r in self.results], "next_cursor": self.next_cursor}
-
-    @classmethod
-    def from_json(cls, obj: Mapping[str, Any]) -> SearchPage:
-        nc = obj["next_cursor"]
-        return cls(
-            tuple(EntrySummary.from_json(r) for r in obj["results"]),
-            None if nc is None else int(nc),
-        )
+SearchPage: TypeAlias = Page[EntrySummary]
+"""One page of the storage's search rows and where the next page starts (None at the end):
+the search wire type (`ledger.tlog.SearchPage`) with the storage's own rows."""
 
 
 #: Index rows of one signer `search_signed` looks at per call, at most: a call costs

@@ -3,8 +3,9 @@
 Holds the RFC 9162 Merkle tree and its proofs (`merkle`), C2SP signed notes (`note`) and
 checkpoints (`checkpoint`), `tlog-tiles` paths, tiles and entry bundles (`tiles`),
 `tlog-cosignature/v1` (`cosignature`), `tlog-witness` requests and Sigsum witness policies
-(`witness`, `witness_policy`), `tlog-proof@v1` receipts (`proof_bundle`) and the ledger's
-exception root (`_errors`). Bytes in, results or typed errors out: no I/O, no clock but
+(`witness`, `witness_policy`), `tlog-proof@v1` receipts (`proof_bundle`), the search
+answer the server and the client share (`search`) and the ledger's exception root
+(`_errors`). Bytes in, results or typed errors out: no I/O, no clock but
 what a caller passes, no web framework, database or HTTP client.
 
 May import: `attest` (keys, strict JSON). Nothing else of ours: the service (`ledger`'s
@@ -69,6 +70,12 @@ from ledger.tlog.note import (
     verifier_key_string,
 )
 from ledger.tlog.proof_bundle import TlogProof, TlogProofError, verify_tlog_proof
+from ledger.tlog.search import (
+    MAX_SEARCH_RESULTS,
+    SearchAnswerError,
+    SearchHit,
+    SearchPage,
+)
 from ledger.tlog.tiles import (
     MAX_BUNDLE_ENTRY,
     TILE_HEIGHT,
@@ -97,6 +104,7 @@ __all__ = [
     "HASH_SIZE",
     "LEAF_PREFIX",
     "MAX_BUNDLE_ENTRY",
+    "MAX_SEARCH_RESULTS",
     "MAX_TREE_SIZE",
     "NODE_PREFIX",
     "TILE_HEIGHT",
@@ -119,6 +127,9 @@ __all__ = [
     "NoteVerifier",
     "ProofError",
     "RootMismatchError",
+    "SearchAnswerError",
+    "SearchHit",
+    "SearchPage",
     "SignedCheckpoint",
     "Signer",
     "TileError",
