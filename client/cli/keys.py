@@ -6,7 +6,6 @@ import os
 from pathlib import Path
 
 import click
-from rich.console import Console
 
 from attest import generate_private_key, keyid, save_private_key, save_public_key
 from client.errors import InputError
@@ -21,6 +20,20 @@ def _passphrase(var: str | None) -> bytes | None:
         raise InputError(f"environment variable {var} is unset or empty; export the passphrase "
                          "in it, or drop --passphrase-env for an unencrypted key")
     return value.encode("utf-8")
+
+
+def _write_key_pair(out_path: Path, passphrase: bytes | None) -> dict[str, object]:
+    """Create the pair at `out_path` and `out_path`.pub, refusing to overwrite either."""
+    pub_path = out_path.with_name(out_path.name + ".pub")
+    for path in (out_path, pub_path):
+        if path.exists() or path.is_symlink():
+            raise InputError(f"{path} already exists; refusing to overwrite a key "
+                             "(choose another --out)")
+    key = generate_private_key()
+    save_private_key(out_path, key, passphrase)
+    save_public_key(pub_path, key.public_key())
+    return {"keyid": keyid(key.public_key()), "private_key": str(out_path),
+            "public_key": str(pub_path), "encrypted": passphrase is not None}
 
 
 @click.command()
@@ -39,26 +52,10 @@ def keygen(out_path: Path, passphrase_env: str | None, as_json: bool) -> None:
     out = Output(as_json)
 
     def body() -> int:
-
-        pub_path = out_path.with_name(out_path.name + ".pub")
-        for path in (out_path, pub_path):
-            if path.exists() or path.is_symlink():
-                raise InputError(f"{path} already exists; refusing to overwrite a key "
-                                 "(choose another --out)")
-        passphrase = _passphrase(passphrase_env)
-        key = generate_private_key()
-        save_private_key(out_path, key, passphrase)
-        save_public_key(pub_path, key.public_key())
-        kid = keyid(key.public_key())
-        data = {"keyid": kid, "private_key": str(out_path), "public_key": str(pub_path),
-                "encrypted": passphrase is not None}
-
-        def render(console: Console) -> None:
-            console.print(kid, highlight=False)
-
-        out.note(f"wrote {out_path} (private, mode 0600{', encrypted' if passphrase else ''}) "
-                 f"and {pub_path}")
-        out.result(data, render)
+        written = _write_key_pair(out_path, _passphrase(passphrase_env))
+        out.note(f"wrote {out_path} (private, mode 0600"
+                 f"{', encrypted' if written['encrypted'] else ''}) and {written['public_key']}")
+        out.result(written, lambda console: console.print(written["keyid"], highlight=False))
         return 0
 
     run_guarded(out, body)
