@@ -65,8 +65,10 @@ def test_honest_kernel_figures_are_its_device_time_with_the_overhead_subtracted(
 
 
 def test_cold_mode_flushes_are_measured_in_the_empty_batches_and_subtracted() -> None:
+    """Both processes flush the same bytes (twice the probed L2) with the same code."""
     cold = dataclasses.replace(PLAN, cold=True)
-    timing, _, _ = _run(Behaviour(kernel_ns=5_000.0, flush_ns=50_000.0), plan=cold)
+    timing, _, _ = _run(Behaviour(kernel_ns=5_000.0, flush_ns=50_000.0),
+                        Behaviour(kernel_ns=10_000.0, flush_ns=50_000.0), plan=cold)
     assert timing.kernel.per_call_ns == [5_000.0] * PLAN.reps
 
 
@@ -209,12 +211,12 @@ def _judged(timing, plan: TimingPlan, cost: OpCost):
     """`_device_bench._judge` on an injected timing; (result, findings)."""
     from types import SimpleNamespace
 
-    from verifier.benchmark._device_bench import DeviceBenchSettings, _judge
+    from verifier.benchmark._device_bench import DeviceBenchSettings, _judge, _Mode
     from verifier.benchmark._report import Findings
 
     notes = Findings()
-    result = _judge({"N": 1}, timing, cost, SimpleNamespace(escapes=[]), FakeDevice(), plan,
-                    np.random.default_rng(0), DeviceBenchSettings(), notes)
+    result = _judge({"N": 1}, _Mode(plan.cold, plan, timing), cost, SimpleNamespace(escapes=[]),
+                    FakeDevice(), np.random.default_rng(0), DeviceBenchSettings(), notes)
     return result, notes
 
 
@@ -556,3 +558,102 @@ def test_the_runs_of_a_claim_keep_the_worst_conditions_of_any_run() -> None:
     assert both.throttle == braked.throttle and both.during_throttle == ("hw_thermal",)
     assert both.sm_clock_min_mhz == 1500.0 and both.temperature_max_c == 90.0
     assert both.during_samples == 2 and combine([]) is None
+
+
+# -- issue 44: the device attacks refused with typed faults, the calibration and the budget --
+
+
+def test_work_left_on_a_side_stream_is_refused_as_side_stream_not_merely_charged() -> None:
+    """tests/gpu_attackers/sidestream.py on the fake device: the batch's own stream is done
+    while 90 % of the work still runs on another; the device-wide synchronise (bound before
+    the module loaded) waits for it, so it is timed, and the wait is a typed fault."""
+    timing, _, _ = _run(Behaviour(kernel_ns=20_000.0, side_share=0.9))
+    assert _kinds(timing) == ["side_stream"]
+    assert min(timing.kernel.per_call_ns) >= 20_000.0  # timed in full
+    # an honest kernel on the stream it is given: no gap, no fault
+    honest, _, _ = _run(Behaviour(kernel_ns=20_000.0))
+    assert not honest.faults
+
+
+def test_a_candidate_slowing_its_own_empty_batches_has_no_more_subtracted_than_the_baseline() -> None:
+    """The calibration runs in the candidate's process: 50 us extra per empty call would
+    have been subtracted from every call (a 5 us kernel timed as 0). It is capped at the
+    baseline's own."""
+    timing, _, _ = _run(Behaviour(kernel_ns=5_000.0, empty_extra_ns=50_000.0))
+    assert timing.kernel.per_call_ns == [5_000.0] * PLAN.reps
+    from verifier.device import calibration
+
+    assert calibration([9.0, 10.0, 11.0], [4.0, 5.0, 6.0]) == 5.0
+    assert calibration([1.0, 2.0, 3.0], [4.0, 5.0, 6.0]) == 2.0
+
+
+def test_work_done_while_inputs_are_staged_is_charged_back() -> None:
+    """A hook on the staging copy computes the answers ahead of the timed batch: the
+    staging command's excess over the baseline's slowest is charged to the candidate."""
+    timing, _, _ = _run(Behaviour(kernel_ns=20_000.0, stage_share=0.8))
+    assert min(timing.kernel.per_call_ns) >= 20_000.0
+    assert timing.late_ns > 0
+
+
+@pytest.mark.parametrize("stale", ["previous", "zeros"])
+def test_a_previous_calls_memory_or_a_zeroed_output_fails_the_output_checks(stale: str) -> None:
+    """`torch.empty` handing back the previous call's output every other call, and an
+    output left zeroed: the calls compared in full (picked after each batch answered) differ
+    from the baseline's, since every call's inputs are its own."""
+    timing, _, _ = _run(Behaviour(kernel_ns=1_000.0, stale=stale))  # type: ignore[arg-type]
+    assert timing.wrong
+    if stale == "zeros":
+        assert len(timing.wrong) == timing.checked
+
+
+def test_the_parents_own_work_is_kept_off_the_budget_within_a_wall_limit() -> None:
+    """Drawing and staging fresh inputs cost the parent 1 ms a call on the fake clock, far
+    more than the kernel: they no longer eat the budget (the repetitions run as if they
+    were free), but the wall clock stops them at `wall_factor` budgets."""
+    dev = FakeDevice()
+
+    def slow_draw(rep: int, call: int) -> list[np.ndarray]:
+        dev.advance(1e6)  # the parent drawing (not a device's time)
+        return _draw(rep, call)
+
+    plan = TimingPlan(batch=8, reps=40, cold=False, budget_ns=5e6, least_reps=3,
+                      wall_factor=100.0)
+    cand, base = FakeSide(dev, Behaviour(kernel_ns=10_000.0), 1), FakeSide(dev, BASELINE, 2)
+    timing = measure(cand, base, dev, slow_draw, _agree, plan, np.random.default_rng(0), dev.clock)
+    free, _, _ = _run(Behaviour(kernel_ns=10_000.0), plan=plan)
+    assert len(timing.kernel.per_call_ns) == len(free.kernel.per_call_ns) < 40
+    tight = dataclasses.replace(plan, wall_factor=3.0)
+    dev2 = FakeDevice()
+
+    def slow_draw2(rep: int, call: int) -> list[np.ndarray]:
+        dev2.advance(1e6)
+        return _draw(rep, call)
+
+    walled = measure(FakeSide(dev2, Behaviour(kernel_ns=10_000.0), 1), FakeSide(dev2, BASELINE, 2),
+                     dev2, slow_draw2, _agree, tight, np.random.default_rng(0), dev2.clock)
+    assert 3 <= len(walled.kernel.per_call_ns) < len(timing.kernel.per_call_ns)
+
+
+def test_the_cold_flush_is_twice_the_l2_the_device_reports() -> None:
+    from verifier.benchmark._device_bench import flush_bytes
+
+    info = FakeDevice().info()
+    assert flush_bytes(info) == 2 * info.l2_bytes == 100 * 2**20
+    assert flush_bytes(dataclasses.replace(info, l2_bytes=0)) == 2  # never an empty flush
+
+
+def test_a_device_record_keeps_both_modes_once_each() -> None:
+    from attest.predicates import DeviceMode, DeviceRecord
+
+    rec = record(FakeDevice().info(), FakeDevice().sample(), PEAKS, "torch-eager", "outside", False)
+    warm = DeviceMode(shape={"N": 1}, cold=False, n=10, median_ns=100.0, baseline_median_ns=200.0,
+                      speedup=2.0, speedup_ci95=(1.9, 2.1))
+    cold = dataclasses.replace(warm, cold=True, median_ns=200.0, speedup=1.0, speedup_ci95=(0.9, 1.1))
+    both = dataclasses.replace(rec, modes=(warm, cold))
+    assert DeviceRecord.from_json(both.to_json()) == both
+    with pytest.raises(ValidationError, match="each shape and mode at most once"):
+        DeviceRecord.from_json(dataclasses.replace(rec, modes=(warm, warm)).to_json())
+    with pytest.raises(ValidationError, match="medians give"):
+        DeviceRecord.from_json(dataclasses.replace(
+            rec, modes=(dataclasses.replace(warm, speedup=3.0, speedup_ci95=(2.9, 3.1)),)).to_json())
+    assert DeviceRecord.from_json(rec.to_json()).modes is None  # entries from before: absent

@@ -35,22 +35,21 @@ from typing import Any
 
 import numpy as np
 
-from attest.predicates import BenchmarkResult, DeviceConditions, DeviceRecord
-from verifier.benchmark._device_sides import TorchSide, outputs_agree
+from attest.predicates import BenchmarkResult, DeviceMode
+from verifier.benchmark._device_sides import Drawn, TorchSide, outputs_agree
 from verifier.benchmark._report import BenchReport, Findings, bootstrap_speedup, machine_peaks
 from verifier.benchmark._torch_run import (
-    POOL,
     TORCH_BASELINE,
     TorchMeasured,
     TorchRun,
-    call_inputs,
-    draw_inputs,
+    fresh_inputs,
     shape_record,
     torch_report,
 )
 from verifier.device import (
     Clock,
     Device,
+    DeviceInfo,
     DeviceTiming,
     HostDevice,
     NvmlDevice,
@@ -87,7 +86,8 @@ from verifier.sandbox import Limits
 from verifier.tensors import nbytes_of
 from verifier.worker import CANDIDATE_GRANTS
 
-__all__ = ["DeviceBenchSettings", "bench_module", "device_bench", "gpu_device", "host_device"]
+__all__ = ["DeviceBenchSettings", "bench_module", "device_bench", "flush_bytes", "gpu_device",
+           "host_device"]
 
 
 
@@ -101,11 +101,17 @@ class DeviceBenchSettings:
     min_batch_ns: float = 20e6
     max_batch: int = 256
     cold: bool = False
+    """The mode whose figures are the results (an L2 flush before every call, or not)."""
     picks: int = 2
+    both_modes: bool = True
+    """Time the other mode too (recorded in `DeviceRecord.modes`), with `other_share` of
+    the budget."""
+    other_share: float = 0.25
 
     def __post_init__(self) -> None:
         if not (0 < self.time_budget_s <= 3600 and 2 <= self.min_reps <= self.max_reps <= 100_000
-                and 1 <= self.max_batch <= 4096 and self.device in ("cuda", "cpu")):
+                and 1 <= self.max_batch <= 4096 and self.device in ("cuda", "cpu")
+                and 0 < self.other_share < 1):
             raise VerifierError(f"device bench settings out of range: {self}")
 
 
@@ -181,6 +187,23 @@ def host_device() -> HostDevice:
                       library_version("torch") or "unknown")
 
 
+@dataclass(frozen=True)
+class _Mode:
+    """One L2 mode's timing of the run's shape, and the plan it ran under."""
+
+    cold: bool
+    plan: TimingPlan
+    timing: DeviceTiming
+
+
+def _modes(settings: DeviceBenchSettings) -> list[tuple[bool, float]]:
+    """(cold, share of the budget) of each mode timed: the one asked for first, with the
+    larger share (its figures are the results), then the other, unless only one is asked."""
+    if not settings.both_modes:
+        return [(settings.cold, 1.0)]
+    return [(settings.cold, 1.0 - settings.other_share), (not settings.cold, settings.other_share)]
+
+
 def _run(run: TorchRun, session: TorchSession, settings: DeviceBenchSettings, device: Device,
          clock: Clock, flops: float | None) -> BenchReport:
     rng, notes, progress = run.rng, run.notes, run.progress
@@ -191,24 +214,48 @@ def _run(run: TorchRun, session: TorchSession, settings: DeviceBenchSettings, de
         session.start_candidate()
         session.init(init_seed, device=settings.device)
         assert session.candidate is not None and session.reference is not None
-        pool = [draw_inputs(session, rng) for _ in range(POOL)]
-        flush = 2 * max(info.l2_bytes, 1)
+        fresh = fresh_inputs(session, rng)
+        flush = flush_bytes(info)
         cand = TorchSide(session, session.candidate, session.cand_mem, settings.device, flush, True)
         base = TorchSide(session, session.reference, session.ref_mem, settings.device, flush, False)
-        plan = _plan(cand, pool, settings, session, rng, clock)
-        progress(f"timing ModelNew against Model (PyTorch eager) on {info.model}: {plan.reps} "
-            f"batches of {plan.batch} call(s) per side")
-        shapes = session.output_shapes(pool[0])
-        timing = measure(cand, base, device, lambda r, c: call_inputs(pool, r * plan.batch + c, rng),
-                         outputs_agree([d for _, d in shapes]), plan, rng, clock)
+        shapes = session.output_shapes(fresh.example)
+        agree = outputs_agree([d for _, d in shapes])
+        modes = []
+        for cold, share in _modes(settings):
+            plan = _plan(cand, fresh.example, settings, session, clock, cold, share)
+            progress(f"timing ModelNew against Model (PyTorch eager) on {info.model}"
+                     f"{' (L2 flushed before every call)' if cold else ''}: {plan.reps} "
+                     f"batches of {plan.batch} call(s) per side")
+            fresh.refill()  # a stock ahead: drawing is the parent's work, off the budget
+            modes.append(_Mode(cold, plan, measure(cand, base, device,
+                                                   lambda r, c: Drawn(*fresh.take()),
+                                                   agree, plan, rng, clock)))
     except VerifierError as exc:
         notes.fault("child_failed", None, f"a process failed on the device: {exc}"[:2000])
         return torch_report(run, session, init_seed)
     cost = OpCost(flops, float(sum(nbytes_of(a.shape, d) for a, d in zip(
-        pool[0], session.arg_dtypes(), strict=True) if isinstance(a, np.ndarray))
+        fresh.example, session.arg_dtypes(), strict=True) if isinstance(a, np.ndarray))
         + sum(nbytes_of(s, d) for s, d in shapes)))
-    result = _judge(dims, timing, cost, cand, device, plan, rng, settings, notes)
-    conditions = summarize(timing.samples, timing.during, timing.watch_failed)
+    judged = [(m, _judge(dims, m, cost, cand, device, rng, settings, notes)) for m in modes]
+    return _report(run, session, init_seed, dims, judged, cand, device, settings)
+
+
+def flush_bytes(info: DeviceInfo) -> int:
+    """The L2 flush before each cold call: twice the L2 the device reported (the probe's,
+    on a GPU), so no byte of the previous call's data is left there."""
+    return 2 * max(info.l2_bytes, 1)
+
+
+def _report(run: TorchRun, session: TorchSession, init_seed: int, dims: dict[str, int],
+            judged: list[tuple[_Mode, BenchmarkResult | None]], cand: TorchSide, device: Device,
+            settings: DeviceBenchSettings) -> BenchReport:
+    """The report of the judged modes: the first mode's figures are the results; each
+    mode's are recorded in the device record (`DeviceRecord.modes`)."""
+    notes = run.notes
+    first, result = judged[0]
+    samples_seen = [s for m, _ in judged for s in m.timing.samples]
+    during = [s for m, _ in judged for s in m.timing.during]
+    conditions = summarize(samples_seen, during, any(m.timing.watch_failed for m, _ in judged))
     if conditions.throttle:
         mid = (f"; while the timed batches ran: {', '.join(conditions.during_throttle)}"
                if conditions.during_throttle else "")
@@ -217,52 +264,52 @@ def _run(run: TorchRun, session: TorchSession, settings: DeviceBenchSettings, de
     # a caveat (throttled, late work unproven, too short) is a reason not to trust: typed
     trusted = result is not None and result.halfwidth <= settings.max_halfwidth and \
         not notes.caveats
-    samples = {"shape": dims, "kernel_ns": timing.kernel.per_call_ns,
-               "baseline_ns": timing.baseline.per_call_ns, "batch": plan.batch,
-               "baseline": TORCH_BASELINE, "events_ns": timing.kernel.events_ns[:4096],
-               "allocated": cand.allocated, "cold": plan.cold}
+    samples = tuple({"shape": dims, "kernel_ns": m.timing.kernel.per_call_ns,
+                     "baseline_ns": m.timing.baseline.per_call_ns, "batch": m.plan.batch,
+                     "baseline": TORCH_BASELINE, "events_ns": m.timing.kernel.events_ns[:4096],
+                     "stream_gap_ns": m.timing.kernel.gap_ns[:4096],
+                     "allocated": cand.allocated, "cold": m.cold} for m, _ in judged)
     base_report = torch_report(run, session, init_seed, TorchMeasured(
-        (result,) if result else (), (TORCH_BASELINE,), trusted, (samples,), 0.0))
-    rec = record(info, timing.samples[0], device.peaks(),
+        (result,) if result else (), (TORCH_BASELINE,), trusted, samples, 0.0))
+    rec = record(device.info(), first.timing.samples[0], device.peaks(),
                  f"{TORCH_BASELINE} (torch {session.torch_version}, own process, same device)",
-                 timing.timer, plan.cold)
-    return _with_device(base_report, rec, conditions)
+                 first.timing.timer, first.cold)
+    modes = tuple(DeviceMode(shape=dict(dims), cold=m.cold, n=r.n, median_ns=r.median_ns,
+                             baseline_median_ns=r.baseline_median_ns, speedup=r.speedup,
+                             speedup_ci95=r.speedup_ci95) for m, r in judged if r is not None)
+    rec = dataclasses.replace(rec, modes=modes or None)
+    return dataclasses.replace(base_report, device=rec, device_conditions=conditions)
 
 
-def _with_device(report: BenchReport, rec: DeviceRecord, conditions: DeviceConditions
-                 ) -> BenchReport:
-    return dataclasses.replace(report, device=rec, device_conditions=conditions)
-
-
-def _plan(cand: TorchSide, pool: list[list[Any]], settings: DeviceBenchSettings,
-          session: TorchSession, rng: np.random.Generator, clock: Clock) -> TimingPlan:
+def _plan(cand: TorchSide, example: list[Any], settings: DeviceBenchSettings,
+          session: TorchSession, clock: Clock, cold: bool, share: float) -> TimingPlan:
     """A batch whose calls' work (the round trip excluded) lasts about `min_batch_ns`, and as
-    many repetitions as the budget allows. One call's work is the fastest of three one-call
-    batches less the fastest of three one-call empty batches: sized on the whole round
-    trip, a batch of calls far shorter than the pipe's answer stayed within the overhead's
-    noise (`below_resolution`), and sized on one slow sample it stayed short too."""
-    first = [call_inputs(pool, 0, rng)]
-    cand.stage(first)
-    cand.run(1, settings.cold)  # warm-up (and a first compile for Triton)
-    cand.run(1, settings.cold, empty=True)
+    many repetitions as `share` of the budget allows. One call's work is the fastest of
+    three one-call batches less the fastest of three one-call empty batches: sized on the
+    whole round trip, a batch of calls far shorter than the pipe's answer stayed within the
+    overhead's noise (`below_resolution`), and sized on one slow sample it stayed short too.
+    The warm-up runs the example set (float64, never timed)."""
+    cand.stage([example])
+    cand.run(1, cold)  # warm-up (and a first compile for Triton)
+    cand.run(1, cold, empty=True)
 
     def fastest(empty: bool) -> float:  # of three: a scheduler's hiccup sizes nothing
         times = []
         for _ in range(3):
             t0 = clock()
-            cand.run(1, settings.cold, empty=empty)
+            cand.run(1, cold, empty=empty)
             times.append(float(clock() - t0))
         return min(times)
 
     empty = fastest(True)
     one = max(fastest(False) - empty, 1000.0)
-    batch = int(max(1, min(settings.max_batch, session.fit(Call(first[0])) // 2,
+    batch = int(max(1, min(settings.max_batch, session.fit(Call(example)) // 2,
                            settings.min_batch_ns // one + 1)))
+    budget_s = settings.time_budget_s * share
     per_rep_s = 2 * (batch * one + empty) / 1e9 + 0.01
-    reps = int(min(settings.max_reps, max(settings.min_reps, settings.time_budget_s / per_rep_s)))
-    return TimingPlan(batch=batch, reps=reps, cold=settings.cold, picks=settings.picks,
-                      budget_ns=settings.time_budget_s * 1e9,
-                      least_reps=min(settings.min_reps, reps))
+    reps = int(min(settings.max_reps, max(settings.min_reps, budget_s / per_rep_s)))
+    return TimingPlan(batch=batch, reps=reps, cold=cold, picks=settings.picks,
+                      budget_ns=budget_s * 1e9, least_reps=min(settings.min_reps, reps))
 
 
 def _faults(label: str, dims: dict[str, int], t: DeviceTiming, cand: TorchSide,
@@ -280,10 +327,12 @@ def _faults(label: str, dims: dict[str, int], t: DeviceTiming, cand: TorchSide,
                     f"{t.wrong[0]}); the kernel skips work, finishes late or caches results")
 
 
-def _judge(dims: dict[str, int], t: DeviceTiming, cost: OpCost, cand: TorchSide, device: Device,
-           plan: TimingPlan, rng: np.random.Generator, settings: DeviceBenchSettings,
+def _judge(dims: dict[str, int], mode: _Mode, cost: OpCost, cand: TorchSide, device: Device,
+           rng: np.random.Generator, settings: DeviceBenchSettings,
            notes: Findings) -> BenchmarkResult | None:
-    label = "{" + ",".join(f"{k}={v}" for k, v in dims.items()) + "}"
+    t, plan = mode.timing, mode.plan
+    label = "{" + ",".join(f"{k}={v}" for k, v in dims.items()) + "}" + (
+        " cold" if mode.cold else " warm")
     info = device.info()
     floor = floor_of(cost, device.peaks(), batch_bytes=cost.nbytes * plan.batch,
                      l2_bytes=info.l2_bytes, cold=plan.cold)
@@ -303,7 +352,7 @@ def _judge(dims: dict[str, int], t: DeviceTiming, cost: OpCost, cand: TorchSide,
         return None
     _faults(label, dims, t, cand, notes)
     for note in t.notes:
-        notes.append(note)
+        notes.append(f"{label}: {note}")
     ks, bs = np.asarray(t.kernel.per_call_ns), np.asarray(t.baseline.per_call_ns)
     speed, lo, hi = bootstrap_speedup(ks, bs, rng)
     med = float(np.median(ks))
@@ -313,6 +362,8 @@ def _judge(dims: dict[str, int], t: DeviceTiming, cost: OpCost, cand: TorchSide,
                           speedup_ci95=(lo, hi), gflops=0.0)
     notes.append(f"{label}: on {info.model}, timed by the parent over {res.n} batches of "
                  f"{plan.batch} call(s) per side{' (L2 flushed between calls)' if plan.cold else ''}, "
-                 f"empty-kernel batches subtracted; speed-up interval +-{100 * res.halfwidth:.1f}% "
-                 f"(limit +-{100 * settings.max_halfwidth:.0f}%); floor {floor.ns:.0f} ns per call")
+                 f"empty-kernel batches subtracted (never more than the baseline's own); "
+                 f"every call's inputs drawn afresh; speed-up {res.speedup:.3g}x, interval "
+                 f"+-{100 * res.halfwidth:.1f}% (limit +-{100 * settings.max_halfwidth:.0f}%); "
+                 f"floor {floor.ns:.0f} ns per call")
     return res

@@ -179,11 +179,50 @@ def _plain(value: Any, depth: int = 0) -> Any:
     return value
 
 
+class _DeviceSync:
+    """The device's synchronise, bound before the kernel's module is loaded: a module that
+    patches `torch.cuda.synchronize` or the stream's methods (tests/gpu_attackers/
+    sidestream.py made the first a no-op, so this loop answered a batch early) is not on
+    this path. `batch` synchronises the default stream (the one every call is launched on),
+    then the whole device, and answers how long the second still waited: work left on
+    another stream. (The parent trusts neither: its clock and the outputs it reads decide;
+    a gap is this process accusing itself, which it could only hide.)"""
+
+    def __init__(self, torch: Any) -> None:
+        cuda = getattr(torch, "cuda", None)
+        self.ok = bool(cuda is not None and cuda.is_available())
+        self.initialized = getattr(cuda, "is_initialized", None)
+        self.device_sync = getattr(cuda, "synchronize", None)
+        self.default_stream = getattr(cuda, "default_stream", None)
+        self.stream_sync = getattr(getattr(cuda, "Stream", None), "synchronize", None)
+        self.clock = time.perf_counter_ns
+
+    def live(self) -> bool:
+        return self.ok and self.initialized is not None and bool(self.initialized())
+
+    def all(self) -> None:
+        if self.live() and self.device_sync is not None:
+            self.device_sync()
+
+    def batch(self) -> int | None:
+        """The ns the device-wide synchronise waited after the default stream's (None: no
+        CUDA here)."""
+        if not (self.live() and self.device_sync is not None and self.default_stream is not None
+                and self.stream_sync is not None):
+            return None
+        self.stream_sync(self.default_stream())
+        t0 = self.clock()
+        self.device_sync()
+        return max(self.clock() - t0, 0)
+
+
 class _Server:
-    def __init__(self, role: str, mem: Any, module: Any, cls_name: str) -> None:
+    def __init__(self, role: str, mem: Any, module: Any, cls_name: str,
+                 sync: _DeviceSync) -> None:
         import torch
 
         self.torch = torch
+        self.sync = sync
         self.role = role
         self.mem = mem
         self.module = module
@@ -436,10 +475,14 @@ class _Server:
                     results.append(self.model(*self.staged[i]))
                 if events:
                     marks[-1][1].record()
+        gap = None if empty else self.sync.batch()
         self._sync()
+        answer: dict[str, Any] = {} if gap is None else {"stream_gap_ns": gap}
         if not empty:
             self.results = results
-        return {"events": [a.elapsed_time(b) * 1e6 for a, b in marks]} if marks else {}
+        if marks:
+            answer["events"] = [a.elapsed_time(b) * 1e6 for a, b in marks]
+        return answer
 
     def fetch(self, cmd: dict[str, Any]) -> dict[str, Any]:
         """The outputs of the last batch's calls the parent picked, copied to its regions."""
@@ -482,9 +525,7 @@ class _Server:
         return {"outs": merged, "times": times}
 
     def _sync(self) -> None:
-        cuda = getattr(self.torch, "cuda", None)
-        if cuda is not None and cuda.is_available() and cuda.is_initialized():
-            cuda.synchronize()
+        self.sync.all()
 
 
 def _load_module(folder: str, path: str) -> Any:
@@ -546,6 +587,7 @@ def main(argv: list[str]) -> int:
 
     torch.set_num_threads(threads)
     io = _FrameIO(cmd_fd, ans_fd)
+    sync = _DeviceSync(torch)
     if role in ("candidate", "build"):
         _install_extension_hooks(role, ext_dir)
     try:
@@ -560,7 +602,7 @@ def main(argv: list[str]) -> int:
         return 0
     mem = mmap.mmap(mem_fd, nbytes, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
     try:
-        server = _Server(role, mem, module, cls_name)
+        server = _Server(role, mem, module, cls_name, sync)
     except AttributeError as exc:
         io.answer({**_error(exc), "stage": "load"})
         return 3
