@@ -144,9 +144,7 @@ def test_stalls_in_half_of_an_honest_kernels_fetches_are_not_an_accusation() -> 
     from verifier.benchmark._report import Findings
 
     notes = Findings()
-    from types import SimpleNamespace
-
-    _faults("{x=1}", {"x": 1}, timing, SimpleNamespace(escapes=[]), notes)  # type: ignore[arg-type]
+    _faults("{x=1}", {"x": 1}, timing, notes)
     assert [c.kind for c in notes.caveats] == ["late_unproven"] and not notes.faults
 
 
@@ -209,14 +207,12 @@ def test_work_within_the_empty_batches_noise_is_too_short_to_judge() -> None:
 
 def _judged(timing, plan: TimingPlan, cost: OpCost):
     """`_device_bench._judge` on an injected timing; (result, findings)."""
-    from types import SimpleNamespace
-
     from verifier.benchmark._device_bench import DeviceBenchSettings, _judge, _Mode
     from verifier.benchmark._report import Findings
 
     notes = Findings()
-    result = _judge({"N": 1}, _Mode(plan.cold, plan, timing), cost, SimpleNamespace(escapes=[]),
-                    FakeDevice(), np.random.default_rng(0), DeviceBenchSettings(), notes)
+    result = _judge({"N": 1}, _Mode(plan.cold, plan, timing), cost, FakeDevice(),
+                    np.random.default_rng(0), DeviceBenchSettings(), notes)
     return result, notes
 
 

@@ -22,11 +22,12 @@ from verifier.environment import library_version
 from verifier.kernel import KernelSpec
 
 QUICK = DeviceBenchSettings(device="cpu", time_budget_s=1.0, min_reps=4, max_reps=8,
-                            min_batch_ns=2e7, max_batch=4096)
+                            min_batch_ns=2e7, max_batch=4096, both_modes=False)
 """Batches of about 20 ms of work: tiny torch modules on the CPU resolve well above the
-noise of the empty batches' round trip (`below_resolution` otherwise)."""
+noise of the empty batches' round trip (`below_resolution` otherwise). One L2 mode (the
+honest test times both)."""
 ATTACK = DeviceBenchSettings(device="cpu", time_budget_s=1.0, min_reps=4, max_reps=8,
-                             min_batch_ns=2e6, max_batch=16)
+                             min_batch_ns=2e6, max_batch=16, both_modes=False)
 """Short batches, where a deferred call's work is a large share of its batch (faults are
 judged whether or not the batches resolve)."""
 
@@ -46,7 +47,9 @@ def _bench(tmp: Path, solution: str, settings: DeviceBenchSettings = QUICK,
 
 @pytest.mark.slow  # 7-11 s, among make test's longest: CI's slow step runs it
 def test_honest_solution_on_the_device_path_names_its_device_and_validates(tmp_path: Path) -> None:
-    report = _bench(tmp_path, "honest.py")
+    import dataclasses
+
+    report = _bench(tmp_path, "honest.py", dataclasses.replace(QUICK, both_modes=True))
     assert not report.faults, report.notes
     assert report.results and report.results[0].n == len(report.samples[0]["kernel_ns"])
     body = report.to_predicate()
@@ -137,3 +140,29 @@ def test_a_device_throttled_only_while_its_batches_ran_makes_the_statement_untru
     assert "device_throttled" in kinds and set(kinds) <= {"device_throttled", "below_resolution",
                                                           "late_unproven"}, kinds
     assert BenchmarkPredicate.from_json(body.to_json()) == body
+
+
+ATTACKERS = Path(__file__).resolve().parent / "gpu_attackers"
+
+
+@pytest.mark.slow  # two sandboxed torch processes each, on a loaded machine a minute
+@pytest.mark.parametrize(("solution", "expected"), [
+    ("stale.py", {"outputs_wrong"}), ("zeroed.py", {"outputs_wrong"}),
+    ("reuse.py", {"outputs_wrong"}),
+    ("otherprocess.py", {"escaped_work", "outputs_wrong", "child_failed"})])
+def test_the_device_attackers_that_need_no_cuda_are_refused_on_the_cpu_device_path(
+        tmp_path: Path, solution: str, expected: set[str]) -> None:
+    """tests/gpu_attackers' kernels that run on any device, through the device path on
+    torch's CPU build (gpu_check.sh runs them, and the CUDA ones, on a GPU)."""
+    import shutil
+
+    from tests.test_torch_check import MANIFEST
+
+    folder = tmp_path / solution.removesuffix(".py")
+    folder.mkdir()
+    shutil.copy(ATTACKERS / "reference.py", folder / "reference.py")
+    shutil.copy(ATTACKERS / solution, folder / "solution.py")
+    (folder / "kernel.toml").write_text(MANIFEST.format(runtime="torch"))
+    report = device_bench(KernelSpec.load(folder), ATTACK, _host(), seed=5)
+    assert not report.trusted
+    assert expected & {f.kind for f in report.faults}, report.notes

@@ -29,6 +29,7 @@ import dataclasses
 import secrets
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,10 +48,13 @@ from verifier.benchmark._torch_run import (
     torch_report,
 )
 from verifier.device import (
+    Behaviour,
     Clock,
     Device,
     DeviceInfo,
     DeviceTiming,
+    FakeDevice,
+    FakeSide,
     HostDevice,
     NvmlDevice,
     OpCost,
@@ -84,10 +88,10 @@ from verifier.runtimes import (
 )
 from verifier.sandbox import Limits
 from verifier.tensors import nbytes_of
-from verifier.worker import CANDIDATE_GRANTS
+from verifier.worker import CANDIDATE_GRANTS, Escape
 
-__all__ = ["DeviceBenchSettings", "bench_module", "device_bench", "flush_bytes", "gpu_device",
-           "host_device"]
+__all__ = ["DeviceBenchSettings", "bench_module", "device_bench", "fake_bench", "flush_bytes",
+           "gpu_device", "host_device"]
 
 
 
@@ -164,6 +168,34 @@ def bench_module(kernel: TorchKernel, settings: DeviceBenchSettings, device: Dev
             session.close()
 
 
+def fake_bench(spec: KernelSpec, settings: DeviceBenchSettings, behaviour: Behaviour,
+               seed: int = 1) -> BenchReport:
+    """The device path's timing, judging and report on the fake device, with no process
+    and no GPU: `benchmarks/gpu_check.sh`'s dry run (`KTL_GPU_CHECK_FAKE=1`) exercises
+    every step's plumbing with it. The candidate behaves as `behaviour` says (an attacker's
+    `Behaviour` stands in for its kernel); the baseline is honest, at 20 us a call; the
+    fake clock is virtual, so the budget is the fake's time."""
+    kernel = TorchKernel.from_spec(spec)
+    rng = np.random.default_rng(seed)
+    run = TorchRun(kernel, seed, rng, environment_fingerprint(kernel.runtime), Findings(), quiet)
+    dev = FakeDevice()
+    cand = FakeSide(dev, behaviour, seed)
+    base = FakeSide(dev, Behaviour(kernel_ns=20_000.0, jitter=behaviour.jitter), seed + 1)
+    dims, draws = {"a0_0": 64}, np.random.default_rng(seed + 2)
+    modes = []
+    for cold, share in _modes(settings):
+        budget = settings.time_budget_s * share
+        plan = TimingPlan(batch=16, reps=settings.max_reps, cold=cold, picks=settings.picks,
+                          budget_ns=budget * 1e9, least_reps=min(settings.min_reps, settings.max_reps))
+        modes.append(_Mode(cold, plan, measure(
+            cand, base, dev, lambda r, c: [draws.standard_normal(64)],
+            outputs_agree(["float64"]), plan, rng, dev.clock)))
+    cost = OpCost(None, 2 * 64 * 8.0)
+    judged = _Judged(dims, [(m, _judge(dims, m, cost, dev, rng, settings, run.notes))
+                            for m in modes], cand.allocations)
+    return _report(run, None, 0, judged, dev, settings)
+
+
 def gpu_device() -> NvmlDevice:
     """This machine's first GPU (properties and peaks probed in a process of ours once per
     GPU, driver and torch, and recorded in the cache folder; conditions read through NVML). Raises RuntimeUnavailableError naming why there is none."""
@@ -236,8 +268,10 @@ def _run(run: TorchRun, session: TorchSession, settings: DeviceBenchSettings, de
     cost = OpCost(flops, float(sum(nbytes_of(a.shape, d) for a, d in zip(
         fresh.example, session.arg_dtypes(), strict=True) if isinstance(a, np.ndarray))
         + sum(nbytes_of(s, d) for s, d in shapes)))
-    judged = [(m, _judge(dims, m, cost, cand, device, rng, settings, notes)) for m in modes]
-    return _report(run, session, init_seed, dims, judged, cand, device, settings)
+    judged = _Judged(dims, [(m, _judge(dims, m, cost, device, rng, settings, notes))
+                            for m in modes], cand.allocated)
+    _escapes(judged.dims, cand.escapes, notes)
+    return _report(run, session, init_seed, judged, device, settings)
 
 
 def flush_bytes(info: DeviceInfo) -> int:
@@ -246,12 +280,21 @@ def flush_bytes(info: DeviceInfo) -> int:
     return 2 * max(info.l2_bytes, 1)
 
 
-def _report(run: TorchRun, session: TorchSession, init_seed: int, dims: dict[str, int],
-            judged: list[tuple[_Mode, BenchmarkResult | None]], cand: TorchSide, device: Device,
-            settings: DeviceBenchSettings) -> BenchReport:
+@dataclass(frozen=True)
+class _Judged:
+    """The run's shape, each mode timed with its result (None: no figure), and the buffers
+    the candidate's process allocated."""
+
+    dims: dict[str, int]
+    modes: list[tuple[_Mode, BenchmarkResult | None]]
+    allocated: int
+
+
+def _report(run: TorchRun, session: TorchSession | None, init_seed: int, judged_modes: _Judged,
+            device: Device, settings: DeviceBenchSettings) -> BenchReport:
     """The report of the judged modes: the first mode's figures are the results; each
     mode's are recorded in the device record (`DeviceRecord.modes`)."""
-    notes = run.notes
+    notes, dims, judged = run.notes, judged_modes.dims, judged_modes.modes
     first, result = judged[0]
     samples_seen = [s for m, _ in judged for s in m.timing.samples]
     during = [s for m, _ in judged for s in m.timing.during]
@@ -268,11 +311,12 @@ def _report(run: TorchRun, session: TorchSession, init_seed: int, dims: dict[str
                      "baseline_ns": m.timing.baseline.per_call_ns, "batch": m.plan.batch,
                      "baseline": TORCH_BASELINE, "events_ns": m.timing.kernel.events_ns[:4096],
                      "stream_gap_ns": m.timing.kernel.gap_ns[:4096],
-                     "allocated": cand.allocated, "cold": m.cold} for m, _ in judged)
+                     "allocated": judged_modes.allocated, "cold": m.cold} for m, _ in judged)
     base_report = torch_report(run, session, init_seed, TorchMeasured(
         (result,) if result else (), (TORCH_BASELINE,), trusted, samples, 0.0))
+    version = session.torch_version if session is not None else "unknown"
     rec = record(device.info(), first.timing.samples[0], device.peaks(),
-                 f"{TORCH_BASELINE} (torch {session.torch_version}, own process, same device)",
+                 f"{TORCH_BASELINE} (torch {version}, own process, same device)",
                  first.timing.timer, first.cold)
     modes = tuple(DeviceMode(shape=dict(dims), cold=m.cold, n=r.n, median_ns=r.median_ns,
                              baseline_median_ns=r.baseline_median_ns, speedup=r.speedup,
@@ -288,46 +332,52 @@ def _plan(cand: TorchSide, example: list[Any], settings: DeviceBenchSettings,
     three one-call batches less the fastest of three one-call empty batches: sized on the
     whole round trip, a batch of calls far shorter than the pipe's answer stayed within the
     overhead's noise (`below_resolution`), and sized on one slow sample it stayed short too.
-    The warm-up runs the example set (float64, never timed)."""
+    In the cold mode a call's flush (the cold empty call less the warm one) counts toward
+    the batch's length too: a batch of thousands of tiny calls, each after a flush of
+    twice the L2, would last seconds. The warm-up runs the example set (never timed)."""
     cand.stage([example])
     cand.run(1, cold)  # warm-up (and a first compile for Triton)
     cand.run(1, cold, empty=True)
 
-    def fastest(empty: bool) -> float:  # of three: a scheduler's hiccup sizes nothing
+    def fastest(empty: bool, flushed: bool = cold) -> float:  # of three: a hiccup sizes nothing
         times = []
         for _ in range(3):
             t0 = clock()
-            cand.run(1, cold, empty=empty)
+            cand.run(1, flushed, empty=empty)
             times.append(float(clock() - t0))
         return min(times)
 
     empty = fastest(True)
     one = max(fastest(False) - empty, 1000.0)
+    flush = max(empty - fastest(True, False), 0.0) if cold else 0.0
     batch = int(max(1, min(settings.max_batch, session.fit(Call(example)) // 2,
-                           settings.min_batch_ns // one + 1)))
+                           settings.min_batch_ns // (one + flush) + 1)))
     budget_s = settings.time_budget_s * share
-    per_rep_s = 2 * (batch * one + empty) / 1e9 + 0.01
+    per_rep_s = 2 * (batch * (one + flush) + empty) / 1e9 + 0.01
     reps = int(min(settings.max_reps, max(settings.min_reps, budget_s / per_rep_s)))
     return TimingPlan(batch=batch, reps=reps, cold=cold, picks=settings.picks,
                       budget_ns=budget_s * 1e9, least_reps=min(settings.min_reps, reps))
 
 
-def _faults(label: str, dims: dict[str, int], t: DeviceTiming, cand: TorchSide,
-            notes: Findings) -> None:
-    """The typed faults one shape's timing, escape watch and output checks exposed."""
+def _escapes(dims: dict[str, int], escapes: Sequence[Escape], notes: Findings) -> None:
+    """The escape watch's findings over the whole run (both modes), once each."""
+    for finding in escapes:
+        notes.fault("escaped_work", dims, f"work escaping the timed batch: {finding}")
+
+
+def _faults(label: str, dims: dict[str, int], t: DeviceTiming, notes: Findings) -> None:
+    """The typed faults one mode's timing and output checks exposed."""
     for kind, detail in t.faults:
         notes.fault(kind, dims, f"{label}: {detail}")
     if t.late_unproven is not None:
         notes.caveat("late_unproven", dims, f"{label}: not trusted: {t.late_unproven}")
-    for finding in cand.escapes:
-        notes.fault("escaped_work", dims, f"{label}: work escaping the timed batch: {finding}")
     if t.wrong:
         notes.fault("outputs_wrong", dims, f"{label}: outputs of calls picked after each batch, "
                     f"against the baseline's: {len(t.wrong)} of {t.checked} wrong (first: "
                     f"{t.wrong[0]}); the kernel skips work, finishes late or caches results")
 
 
-def _judge(dims: dict[str, int], mode: _Mode, cost: OpCost, cand: TorchSide, device: Device,
+def _judge(dims: dict[str, int], mode: _Mode, cost: OpCost, device: Device,
            rng: np.random.Generator, settings: DeviceBenchSettings,
            notes: Findings) -> BenchmarkResult | None:
     t, plan = mode.timing, mode.plan
@@ -344,13 +394,13 @@ def _judge(dims: dict[str, int], mode: _Mode, cost: OpCost, cand: TorchSide, dev
                         "included, divided by its calls)")
             return None
         notes.caveat("below_resolution", dims, f"{label}: not trusted: {t.unresolved}")
-        _faults(label, dims, t, cand, notes)  # what the timing and checks caught still counts
+        _faults(label, dims, t, notes)  # what the timing and checks caught still counts
         return None
     impossible = below_floor(t.kernel.per_call_ns, floor, label)
     if impossible:
         notes.fault("roofline", dims, impossible)
         return None
-    _faults(label, dims, t, cand, notes)
+    _faults(label, dims, t, notes)
     for note in t.notes:
         notes.append(f"{label}: {note}")
     ks, bs = np.asarray(t.kernel.per_call_ns), np.asarray(t.baseline.per_call_ns)
