@@ -1,17 +1,20 @@
 """`ktl bench` of a torch/triton kernel on a device against PyTorch on the same device.
 
 The candidate (`ModelNew`) and the baseline (the folder's `Model` in PyTorch eager, its
-own sandboxed process) are both `TorchSide`s on one `Device`. A short calibration sizes
-the batch so it lasts `min_batch_ns` (launch and pipe overhead are noise then); the
-repetitions follow from the time budget. `verifier.device.measure` times them from
-outside (see there); this module judges what it measured:
+own sandboxed process) are both `TorchSide`s on one `Device`. Every call's inputs are its
+own (`fresh_inputs`: drawn in bulk ahead, never repeated, staged as drawn bytes). A short
+calibration sizes the batch so it lasts `min_batch_ns` (launch and pipe overhead are noise
+then); the repetitions follow from the time budget. Both L2 modes are timed, the one
+asked for first with most of the budget (its figures are the results), both recorded in
+`DeviceRecord.modes`. `verifier.device.measure` times them from outside (see there); this
+module judges what it measured:
 
 1. the physical floor first: the median per-call time against the bytes every call
    reads and writes at the probed peak bandwidth (`roofline`, refused before any
    statistics; a torch module's FLOPs are not known here), unless the batches' work could
    not be told from the empty batches' noise (`below_resolution`: too short to judge, a
    caveat, no figures);
-2. typed faults from the timing (`late_work`, `timer_disagrees`), the output checks
+2. typed faults from the timing (`late_work`, `timer_disagrees`, `side_stream`), the output checks
    (`outputs_wrong`) and the escape watch (`escaped_work`); late fetches without the rank
    test's evidence are a caveat (`late_unproven`: not trusted, no accusation);
 3. the device's conditions (`DeviceConditions`, read before, between repetitions, while
