@@ -136,10 +136,10 @@ def step_probe(out: Path) -> int:
 
     if FAKE:
         fake = FakeDevice()
-        body = {"error": None, "info": {"fake": True}, "peaks": vars(fake.peaks()),
-                "device": vars(fake.info()), "sample": vars(fake.sample())}
-        (out / "probe.json").write_text(json.dumps(body, indent=1))
-        print(f"probe: {json.dumps(body)[:600]}")
+        stand_in = {"error": None, "info": {"fake": True}, "peaks": vars(fake.peaks()),
+                    "device": vars(fake.info()), "sample": vars(fake.sample())}
+        (out / "probe.json").write_text(json.dumps(stand_in, indent=1))
+        print(f"probe: {json.dumps(stand_in)[:600]}")
         return 0
     probed: ProbeResult = probe_device()
     body: dict[str, Any] = {"error": probed.error, "info": probed.info,

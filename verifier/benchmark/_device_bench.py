@@ -257,7 +257,7 @@ def _run(run: TorchRun, session: TorchSession, settings: DeviceBenchSettings, de
         agree = outputs_agree([d for _, d in shapes])
         modes = []
         for cold, share in _modes(settings):
-            plan = _plan(cand, fresh.example, settings, session, clock, cold, share)
+            plan = _plan(cand, fresh.example, settings, session, clock, (cold, share))
             progress(f"timing ModelNew against Model (PyTorch eager) on {info.model}"
                      f"{' (L2 flushed before every call)' if cold else ''}: {plan.reps} "
                      f"batches of {plan.batch} call(s) per side")
@@ -329,7 +329,7 @@ def _report(run: TorchRun, session: TorchSession | None, init_seed: int, judged_
 
 
 def _plan(cand: TorchSide, example: list[Any], settings: DeviceBenchSettings,
-          session: TorchSession, clock: Clock, cold: bool, share: float) -> TimingPlan:
+          session: TorchSession, clock: Clock, mode: tuple[bool, float]) -> TimingPlan:
     """A batch whose calls' work (the round trip excluded) lasts about `min_batch_ns`, and as
     many repetitions as `share` of the budget allows. One call's work is the fastest of
     three one-call batches less the fastest of three one-call empty batches: sized on the
@@ -337,7 +337,9 @@ def _plan(cand: TorchSide, example: list[Any], settings: DeviceBenchSettings,
     overhead's noise (`below_resolution`), and sized on one slow sample it stayed short too.
     In the cold mode a call's flush (the cold empty call less the warm one) counts toward
     the batch's length too: a batch of thousands of tiny calls, each after a flush of
-    twice the L2, would last seconds. The warm-up runs the example set (never timed)."""
+    twice the L2, would last seconds. The warm-up runs the example set (never timed).
+    `mode`: (cold, the share of the budget)."""
+    cold, share = mode
     cand.stage([example])
     cand.run(1, cold)  # warm-up (and a first compile for Triton)
     cand.run(1, cold, empty=True)
