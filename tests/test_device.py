@@ -653,3 +653,56 @@ def test_a_device_record_keeps_both_modes_once_each() -> None:
         DeviceRecord.from_json(dataclasses.replace(
             rec, modes=(dataclasses.replace(warm, speedup=3.0, speedup_ci95=(2.9, 3.1)),)).to_json())
     assert DeviceRecord.from_json(rec.to_json()).modes is None  # entries from before: absent
+
+
+def test_the_childs_synchronise_is_bound_before_the_module_loads_and_measures_the_gap() -> None:
+    """tests/gpu_attackers/sidestream.py makes `torch.cuda.synchronize` a no-op when its
+    module loads; the child's loop binds the real one first, so the batch still waits for
+    the side stream, and the wait after the default stream finished is its stream gap."""
+    from types import SimpleNamespace
+
+    from verifier.worker._torch_child import _DeviceSync
+
+    clock = [0]
+    log: list[str] = []
+
+    def device_sync() -> None:
+        clock[0] += 700  # the side stream's work still running
+        log.append("device")
+
+    class Stream:
+        def synchronize(self) -> None:
+            clock[0] += 100
+            log.append("stream")
+
+    cuda = SimpleNamespace(is_available=lambda: True, is_initialized=lambda: True,
+                           synchronize=device_sync, default_stream=Stream, Stream=Stream)
+    sync = _DeviceSync(SimpleNamespace(cuda=cuda))
+    sync.clock = lambda: clock[0]
+    cuda.synchronize = lambda device=None: None  # the attacker's patch, after binding
+    Stream.synchronize = lambda self: None  # type: ignore[method-assign]
+    assert sync.batch() == 700 and log == ["stream", "device"]
+    sync.all()
+    assert log[-1] == "device"
+    # on a CPU (no CUDA) there is no gap to measure and nothing to synchronise
+    cpu = _DeviceSync(SimpleNamespace(cuda=SimpleNamespace(is_available=lambda: False)))
+    assert cpu.batch() is None
+    cpu.all()
+
+
+@pytest.mark.parametrize(("gap", "ok"), [(1234, True), (None, True), (float("nan"), False),
+                                         (-1.0, False), (True, False), ("5", False)])
+def test_a_runs_stream_gap_is_parsed_strictly(gap: object, ok: bool) -> None:
+    from types import SimpleNamespace
+
+    from verifier.benchmark._device_sides import TorchSide
+    from verifier.worker import BadAnswer
+
+    answer = {} if gap is None else {"stream_gap_ns": gap}
+    child = SimpleNamespace(request=lambda body, timeout: (0, answer))
+    side = TorchSide(SimpleNamespace(), child, SimpleNamespace(), "cuda", 2, False)  # type: ignore[arg-type]
+    if ok:
+        assert side.run(4, False).stream_gap_ns == (None if gap is None else 1234.0)
+    else:
+        with pytest.raises(BadAnswer):
+            side.run(4, False)
