@@ -93,7 +93,7 @@ class TimingPlan:
     and fetches (after `least_reps`). The parent's own work each repetition (drawing,
     staging and comparing fresh inputs) is kept off it: on an H200 it cost 0.23-0.9 s a
     repetition, far more than the kernels, and cut the repetitions to a fifth of the plan."""
-    wall_factor: float = 3.0
+    wall_factor: float = 2.0
     """However cheap the budget's share, repetitions stop once the parent's clock has run
     this many budgets in all (the parent's work included)."""
     least_reps: int = 2
