@@ -1,6 +1,8 @@
-"""The rows of docs/performance.md's GPU table from a `benchmarks/gpu_check.sh` run's $OUT.
+"""The rows of docs/performance.md's GPU table from a `benchmarks/gpu_check.sh` run's $OUT,
+and whether a step's summary line gave what the script expects of it.
 
     python3 benchmarks/gpu_table.py OUT
+    python3 benchmarks/gpu_table.py --expect EXPECT 'LABEL: {...}'    (exit 0: it did)
 
 Reads OUT/probe.json and each step's OUT/<label>.json (the summary line the step printed)
 and prints one Markdown row per step, in the script's order: a bench's speed-up and
@@ -73,9 +75,52 @@ def table(out: Path) -> list[str]:
     return rows
 
 
+BENCH_SECONDS = 60.0
+"""Most seconds a bench step may take, its processes' start included (issue 44)."""
+
+
+def meets(expect: str, line: dict[str, Any] | None) -> bool:
+    """Whether a step's summary line (None: it printed none) gave `expect`:
+    `ok`: trusted (so within the +-5 % limit), within BENCH_SECONDS, conditions read while
+    the timed batches ran, both L2 modes recorded; `cold`: that, with the cold mode's
+    figures as the results; `refused:KIND|KIND..`: not trusted, with one of those typed
+    faults; `confirmed`: every claim confirmed; `any`: whatever it printed."""
+    if expect == "any":
+        return True
+    if line is None:
+        return False
+    if expect in ("ok", "cold"):
+        modes = {bool(m.get("cold")) for m in line.get("modes") or ()}
+        seconds = line.get("seconds")
+        good = line.get("trusted") is True and (line.get("during_samples") or 0) > 0 \
+            and modes == {False, True} and isinstance(seconds, int | float) \
+            and seconds <= BENCH_SECONDS
+        return good and (expect == "ok" or line.get("cold") is True)
+    if expect.startswith("refused:"):
+        kinds = set(expect.removeprefix("refused:").split("|"))
+        return line.get("refused") is True and line.get("trusted") is False and \
+            bool(kinds & set(line.get("faults") or ()))
+    if expect == "confirmed":
+        verdicts = line.get("verdicts") or []
+        return bool(verdicts) and all(v == "confirmed" for v in verdicts)
+    raise ValueError(f"unknown expectation {expect!r}")
+
+
+def parse_line(text: str) -> dict[str, Any] | None:
+    """The JSON of a 'label: {...}' summary line (None: not one)."""
+    _, _, body = text.partition(": ")
+    try:
+        got = json.loads(body)
+    except ValueError:
+        return None
+    return got if isinstance(got, dict) else None
+
+
 def main(argv: list[str]) -> int:
+    if len(argv) == 4 and argv[1] == "--expect":
+        return 0 if meets(argv[2], parse_line(argv[3])) else 1
     if len(argv) != 2:
-        print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
+        print("\n".join(__doc__.strip().splitlines()[3:5]), file=sys.stderr)
         return 2
     print("\n".join(table(Path(argv[1]))))
     return 0

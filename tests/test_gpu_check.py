@@ -29,7 +29,8 @@ def _module(name: str) -> ModuleType:
 def _steps() -> list[tuple[str, str, str]]:
     """(expected, kind, label) of each step line of the script."""
     text = SCRIPT.read_text().replace("\\\n", " ")
-    return re.findall(r'^run \d+ (\S+) (bench|attack|reproduce) "\$OUT" (\w+)', text, re.M)
+    found = re.findall(r'^run \d+ ("[^"]+"|\S+) (bench|attack|reproduce) "\$OUT" (\w+)', text, re.M)
+    return [(e.strip('"'), kind, label) for e, kind, label in found]
 
 
 def test_the_script_parses() -> None:
@@ -58,6 +59,32 @@ def test_a_table_row_says_when_an_attack_was_not_refused_or_a_step_left_nothing(
     assert "warm 2x [1.9, 2.1] ±5.0 %, n=40; trusted" in row("triton_rmsnorm", bench)
 
 
+def test_the_scripts_expectations_fail_what_a_gpu_run_must_not_pass() -> None:
+    """benchmarks/gpu_table.py's `meets`, which gpu_check.sh asks of every step's line."""
+    gt = _module("gpu_table")
+    ok = {"trusted": True, "during_samples": 12, "cold": False, "seconds": 41.0,
+          "modes": [{"cold": False}, {"cold": True}]}
+    assert gt.meets("ok", ok) and not gt.meets("cold", ok)
+    assert gt.meets("cold", {**ok, "cold": True})
+    for bad in ({"trusted": False}, {"during_samples": 0}, {"seconds": 61.0},
+                {"modes": [{"cold": False}]}, {"seconds": None}):
+        assert not gt.meets("ok", {**ok, **bad}), bad
+    refused = {"refused": True, "trusted": False, "faults": ["late_work"]}
+    assert not gt.meets("refused:side_stream", refused)  # charged and untrusted is not enough
+    assert gt.meets("refused:side_stream", {**refused, "faults": ["side_stream"]})
+    assert gt.meets("refused:escaped_work|outputs_wrong", {**refused, "faults": ["outputs_wrong"]})
+    assert not gt.meets("refused:outputs_wrong", {**refused, "faults": ["outputs_wrong"],
+                                                  "trusted": True})
+    assert gt.meets("confirmed", {"verdicts": ["confirmed"]})
+    assert not gt.meets("confirmed", {"verdicts": ["confirmed", "inconclusive"]})
+    assert not gt.meets("confirmed", {"verdicts": []}) and not gt.meets("ok", None)
+    assert gt.meets("any", None)
+    assert gt.parse_line('x: {"trusted": true}') == {"trusted": True}
+    assert gt.parse_line("x: no answer: boom") is None
+    with pytest.raises(ValueError):
+        gt.meets("fine", {})
+
+
 @pytest.mark.slow  # a dozen Python processes importing the verifier: about a minute
 def test_the_dry_run_passes_every_step_on_the_fake_device(tmp_path: Path) -> None:
     env = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable}
@@ -69,7 +96,7 @@ def test_the_dry_run_passes_every_step_on_the_fake_device(tmp_path: Path) -> Non
     for expected, kind, label in _steps():
         line = next(x for x in summary.splitlines() if f"] {label}: {{" in x)
         if kind == "attack":
-            assert '"refused": true' in line and re.search(expected.split(":")[1].replace("\\|", "|"), line), line
+            assert '"refused": true' in line and re.search(expected.split(":")[1], line), line
         elif kind == "reproduce":
             assert '"verdicts": ["confirmed"]' in line and '"runs": 3' in line
         else:
