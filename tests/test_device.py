@@ -706,3 +706,23 @@ def test_a_runs_stream_gap_is_parsed_strictly(gap: object, ok: bool) -> None:
     else:
         with pytest.raises(BadAnswer):
             side.run(4, False)
+
+
+def test_the_other_l2_modes_unresolved_batches_are_a_note_not_a_doubt_of_the_results() -> None:
+    """Both modes are timed; the one asked for gives the results. Where the other cannot be
+    resolved it has no figure and says so, without making the results untrusted; where it
+    is the one asked for, it is the usual caveat."""
+    from verifier.benchmark._device_bench import DeviceBenchSettings, _judge, _Mode
+    from verifier.benchmark._report import Findings
+
+    plan = TimingPlan(batch=8, reps=40, cold=True, empty_every=2)
+    timing, _, _ = _run(Behaviour(kernel_ns=200.0, launch_ns=0.0, jitter=0.2),
+                        Behaviour(kernel_ns=200.0, launch_ns=0.0, jitter=0.2), plan)
+    assert timing.unresolved is not None
+    for primary in (True, False):
+        notes = Findings()
+        result = _judge({"N": 1}, _Mode(True, plan, timing, primary), OpCost(None, 4e6),
+                        FakeDevice(), np.random.default_rng(0), DeviceBenchSettings(), notes)
+        assert result is None and not notes.faults
+        assert [c.kind for c in notes.caveats] == (["below_resolution"] if primary else [])
+        assert primary or any("no figure in this mode" in n for n in notes.notes)

@@ -192,7 +192,7 @@ def fake_bench(spec: KernelSpec, settings: DeviceBenchSettings, behaviour: Behav
                           budget_ns=budget * 1e9, least_reps=min(settings.min_reps, settings.max_reps))
         modes.append(_Mode(cold, plan, measure(
             cand, base, dev, lambda r, c: [draws.standard_normal(64)],
-            outputs_agree(["float64"]), plan, rng, dev.clock)))
+            outputs_agree(["float64"]), plan, rng, dev.clock), not modes))
     cost = OpCost(None, 2 * 64 * 8.0)
     judged = _Judged(dims, [(m, _judge(dims, m, cost, dev, rng, settings, run.notes))
                             for m in modes], cand.allocations)
@@ -229,6 +229,10 @@ class _Mode:
     cold: bool
     plan: TimingPlan
     timing: DeviceTiming
+    primary: bool = True
+    """Its figures are the results. The other mode's are recorded beside them; where its
+    batches cannot be resolved it has no figure, said in a note, and the results' trust
+    does not rest on it (its faults and doubts of the kernel count all the same)."""
 
 
 def _modes(settings: DeviceBenchSettings) -> list[tuple[bool, float]]:
@@ -264,7 +268,7 @@ def _run(run: TorchRun, session: TorchSession, settings: DeviceBenchSettings, de
             fresh.refill()  # a stock ahead: drawing is the parent's work, off the budget
             modes.append(_Mode(cold, plan, measure(cand, base, device,
                                                    lambda r, c: Drawn(*fresh.take()),
-                                                   agree, plan, rng, clock)))
+                                                   agree, plan, rng, clock), not modes))
     except VerifierError as exc:
         notes.fault("child_failed", None, f"a process failed on the device: {exc}"[:2000])
         return torch_report(run, session, init_seed)
@@ -398,7 +402,10 @@ def _judge(dims: dict[str, int], mode: _Mode, cost: OpCost, device: Device,
             notes.fault("roofline", dims, f"{impossible} (each batch's whole time, overhead "
                         "included, divided by its calls)")
             return None
-        notes.caveat("below_resolution", dims, f"{label}: not trusted: {t.unresolved}")
+        if mode.primary:
+            notes.caveat("below_resolution", dims, f"{label}: not trusted: {t.unresolved}")
+        else:
+            notes.append(f"{label}: no figure in this mode: {t.unresolved}")
         _faults(label, dims, t, notes)  # what the timing and checks caught still counts
         return None
     impossible = below_floor(t.kernel.per_call_ns, floor, label)

@@ -24,7 +24,8 @@ them, never below the side's CPU time in them; the excess without that evidence 
 either side, or every fetch of a process that shares a busy CPU); a fetch that does not wait reads unfinished or stale outputs (a cached answer, keyed on pointers or replayed after warm-up), which fail
 the comparison (`outputs_wrong`).
 
-In-process CUDA events (the side's `events_ns`) never set the figures. They are kept for
+In-process CUDA events (the side's `events_ns`) never set the figures. They are compared
+only where the batches' work was resolved (against noise they prove nothing), and kept for
 the per-call distribution only when their total agrees with the outside clock within
 `events_tolerance`; a total more than `events_refuse` times off (either way) means the
 kernel's process moved its timers (`timer_disagrees`); in between they are dropped with a
@@ -198,7 +199,12 @@ def measure(cand: DeviceSide, base: DeviceSide, device: Device, draw: Draw, agre
     out.unresolved = _judge_resolution(out)
     _judge_late(out, plan)
     _judge_streams(out, plan)
-    _judge_events(out, plan)
+    if out.unresolved is None:
+        _judge_events(out, plan)
+    else:  # events against a work estimate lost in the overhead's noise prove nothing
+        out.kernel.events_ns.clear()
+        out.notes.append("in-process CUDA events: not compared (the batches' work was not "
+                         "resolved); figures from the parent's clock")
     return out
 
 
