@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("torch", reason="torch is installed by `make test`")
@@ -166,3 +167,51 @@ def test_the_device_attackers_that_need_no_cuda_are_refused_on_the_cpu_device_pa
     report = device_bench(KernelSpec.load(folder), ATTACK, _host(), seed=5)
     assert not report.trusted
     assert expected & {f.kind for f in report.faults}, report.notes
+
+
+def test_floating_inputs_are_drawn_on_the_device_from_the_stats_and_others_on_the_host() -> None:
+    """`device_specs`: fresh floating tensors get a device draw like the host's rule (normal,
+    half-normal from the minimum, uniform in [0, 1)); integer tensors and plain values are
+    staged as drawn once; float64 or whole-number inputs leave the whole run on the host."""
+    from verifier.benchmark._device_bench import device_specs
+    from verifier.benchmark._torch_pool import FreshInputs, TensorDraw
+
+    def specs(*draws: TensorDraw):  # type: ignore[no-untyped-def]
+        return device_specs(FreshInputs(list(draws), np.random.default_rng(0)))
+
+    normal = TensorDraw((4, 8), "float32", {"min": -3.0, "max": 3.0, "mean": 0.5, "std": 2.0})
+    half = TensorDraw((4,), "bfloat16", {"min": 0.25, "max": 9.0, "std": 1.5})
+    unit = TensorDraw((4,), "float16", {"min": 0.0, "max": 1.0})
+    index = TensorDraw((4,), "int64", {"min": 0, "max": 3, "integral": True})
+    plain = TensorDraw(None, "int64", {}, 7)
+    assert specs(normal, half, unit, index, plain) == [
+        [[4, 8], "float32", "normal", 0.5, 2.0], [[4], "bfloat16", "halfnormal", 0.25, 1.5],
+        [[4], "float16", "uniform", 0.0, 1.0], None, None]
+    assert specs(normal, TensorDraw((4,), "float64", {"min": -1.0, "max": 1.0})) is None
+    assert specs(TensorDraw((4,), "float32", {"min": 0.0, "max": 5.0, "integral": True})) is None
+
+
+def test_the_childs_device_draw_is_the_same_in_both_processes_and_never_repeats() -> None:
+    """What each process runs for a seeded stage (torch's CPU build): the same seed gives
+    the same bytes in the candidate's and the baseline's process, and every element differs
+    from the previous call's, a one-call batch's too (its slot is the same buffer)."""
+    import torch
+
+    from verifier.worker._torch_child import _DeviceSync, _Server
+
+    def server() -> _Server:
+        return _Server("reference", bytearray(64), type("M", (), {"Model": object}), "Model",
+                       _DeviceSync(torch))
+
+    spec = {"g": [[64], "float16", "uniform", 0.0, 1.0]}
+    a, b = server(), server()
+    for s in (a, b):
+        s.stage({"device": "cpu", "seed": 5, "calls": [{"in": [spec]}, {"in": [spec]}]})
+    assert all(torch.equal(x[0], y[0]) for x, y in zip(a.staged, b.staged, strict=True))
+    assert not torch.any(a.staged[0][0] == a.staged[1][0])
+    one = server()
+    for seed in (1, 1, 2):  # the same seed again: the draw repeats, the flip does not let it
+        before = None if not one.staged else one.staged[0][0].clone()
+        one.stage({"device": "cpu", "seed": seed, "calls": [{"in": [spec]}]})
+        if before is not None:
+            assert not torch.any(one.staged[0][0] == before)

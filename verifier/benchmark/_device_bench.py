@@ -2,7 +2,9 @@
 
 The candidate (`ModelNew`) and the baseline (the folder's `Model` in PyTorch eager, its
 own sandboxed process) are both `TorchSide`s on one `Device`. Every call's inputs are its
-own (`fresh_inputs`: drawn in bulk ahead, never repeated, staged as drawn bytes). A short
+own, never repeated: drawn on the device by each process from a seed the parent draws per
+batch (`device_specs`, `_device_sides.Seeded`), else on the host in bulk ahead
+(`fresh_inputs`, staged as drawn bytes). A short
 calibration sizes the batch so it lasts `min_batch_ns` (launch and pipe overhead are noise
 then); the repetitions follow from the time budget. Both L2 modes are timed, the one
 asked for first with most of the budget (its figures are the results), both recorded in
@@ -32,7 +34,7 @@ import dataclasses
 import secrets
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,8 +42,9 @@ from typing import Any
 import numpy as np
 
 from attest.predicates import BenchmarkResult, DeviceMode
-from verifier.benchmark._device_sides import Drawn, TorchSide, outputs_agree
+from verifier.benchmark._device_sides import Drawn, Seeded, TorchSide, outputs_agree
 from verifier.benchmark._report import BenchReport, Findings, bootstrap_speedup, machine_peaks
+from verifier.benchmark._torch_pool import FreshInputs
 from verifier.benchmark._torch_run import (
     TORCH_BASELINE,
     TorchMeasured,
@@ -265,9 +268,7 @@ def _run(run: TorchRun, session: TorchSession, settings: DeviceBenchSettings, de
             progress(f"timing ModelNew against Model (PyTorch eager) on {info.model}"
                      f"{' (L2 flushed before every call)' if cold else ''}: {plan.reps} "
                      f"batches of {plan.batch} call(s) per side")
-            fresh.refill()  # a stock ahead: drawing is the parent's work, off the budget
-            modes.append(_Mode(cold, plan, measure(cand, base, device,
-                                                   lambda r, c: Drawn(*fresh.take()),
+            modes.append(_Mode(cold, plan, measure(cand, base, device, _draws(fresh, rng),
                                                    agree, plan, rng, clock), not modes))
     except VerifierError as exc:
         notes.fault("child_failed", None, f"a process failed on the device: {exc}"[:2000])
@@ -279,6 +280,43 @@ def _run(run: TorchRun, session: TorchSession, settings: DeviceBenchSettings, de
                             for m in modes], cand.allocated)
     _escapes(judged.dims, cand.escapes, notes)
     return _report(run, session, init_seed, judged, device, settings)
+
+
+def device_specs(fresh: FreshInputs) -> list[list[Any] | None] | None:
+    """How each argument is drawn on the device (`_device_sides.Seeded`), as `_torch_pool`
+    draws it on the host: [shape, dtype, dist, a, b] for a fresh floating tensor, None for
+    one staged as drawn once (integers, plain values). None when some fresh argument is
+    float64 or whole numbers (drawn on the host then, every call by `FreshInputs`)."""
+    specs: list[list[Any] | None] = []
+    for d in fresh.draws:
+        if not d.fresh or d.shape is None:
+            specs.append(None)
+            continue
+        if d.dtype == "float64" or d.stats.get("integral"):
+            return None
+        lo, hi = float(d.stats.get("min", -1.0)), float(d.stats.get("max", 1.0))
+        std = float(d.stats.get("std", 1.0)) or 1.0
+        dist, a, b = (("uniform", 0.0, 1.0) if lo >= 0.0 and hi <= 1.0 else
+                      ("halfnormal", lo, std) if lo >= 0.0 else
+                      ("normal", float(d.stats.get("mean", 0.0)), std))
+        specs.append([list(d.shape), d.dtype, dist, a, b])
+    return specs
+
+
+def _draws(fresh: FreshInputs, rng: np.random.Generator) -> Callable[[int, int], Any]:
+    """Each timed call's inputs: drawn on the device from a seed the parent draws for each
+    batch (`device_specs`; no host drawing or copying, the bytes each process's own), else
+    drawn on the host in bulk ahead (`FreshInputs`, off the budget). Never repeated."""
+    specs = device_specs(fresh)
+    if specs is None:
+        fresh.refill()  # a stock ahead: drawing is the parent's work, off the budget
+        return lambda rep, call: Drawn(*fresh.take())
+    seeds: dict[int, int] = {}
+
+    def seeded(rep: int, call: int) -> Seeded:
+        seed = seeds.setdefault(rep, int(rng.integers(0, 2**62)))
+        return Seeded(fresh.args, specs, fresh.fixed, seed)
+    return seeded
 
 
 def flush_bytes(info: DeviceInfo) -> int:

@@ -33,7 +33,7 @@ from verifier.worker import (
     parse_call_answers,
 )
 
-__all__ = ["Drawn", "TorchSide", "outputs_agree"]
+__all__ = ["Drawn", "Seeded", "TorchSide", "outputs_agree"]
 
 F64 = NDArray[np.float64]
 CALL_TIMEOUT_S = 120.0
@@ -46,6 +46,18 @@ class Drawn(NamedTuple):
 
     args: list[Any]
     data: list[Any]
+
+
+class Seeded(NamedTuple):
+    """One call whose floating inputs each process draws on the device from `seed` (the
+    same for every call of a batch, drawn by the parent for it; the calls follow one
+    another in the stream): `specs` per argument, [shape, dtype, dist, a, b] or None for an
+    argument staged as `data` (its bytes, None for a plain value)."""
+
+    args: list[Any]
+    specs: list[Any]
+    data: list[Any]
+    seed: int
 
 
 def outputs_agree(dtypes: Sequence[str]) -> Callable[[Sequence[F64], Sequence[F64]], bool]:
@@ -79,19 +91,24 @@ class TorchSide:
         if self.watch:
             self._look()
         wire, self.outs = [], []
+        body: dict[str, Any] = {"cmd": "stage", "device": self.device}
         for j, call in enumerate(calls):
-            args = list(call.args) if isinstance(call, Drawn) else list(call)
+            args = list(call.args) if isinstance(call, Drawn | Seeded) else list(call)
             ins, outs, shapes = self.session.layout(Call(args, j))
-            if isinstance(call, Drawn):
+            if isinstance(call, Drawn | Seeded):
                 for off, raw in zip(ins, call.data, strict=True):
                     if raw is not None:
                         self.mem.bytes[off:off + raw.size] = raw
             else:
                 self.session.write(self.mem, args, ins)
-            wire.append({"in": self.session.wire_args(args, ins)})
+            args_wire = self.session.wire_args(args, ins)
+            if isinstance(call, Seeded):
+                body["seed"] = call.seed
+                args_wire = [w if spec is None else {"g": spec}
+                             for w, spec in zip(args_wire, call.specs, strict=True)]
+            wire.append({"in": args_wire})
             self.outs.append((outs, shapes))
-        ns, got = self.child.request({"cmd": "stage", "calls": wire, "device": self.device},
-                                     CALL_TIMEOUT_S)
+        ns, got = self.child.request({**body, "calls": wire}, CALL_TIMEOUT_S)
         fresh = got.get("allocated")
         if type(fresh) is not int or not 0 <= fresh <= 64 * len(calls):
             raise BadAnswer("a stage answer must count the buffers it allocated")

@@ -236,6 +236,7 @@ class _Server:
         self.results: list[Any] = []
         self.flush: Any = None
         self.tiny: Any = None
+        self.last_drawn: dict[int, Any] = {}
 
     def dtype(self, name: str) -> Any:
         if name not in DTYPES:
@@ -424,18 +425,25 @@ class _Server:
 
     def stage(self, cmd: dict[str, Any]) -> dict[str, Any]:
         """Copy each call's inputs into that call's own buffers on the device, allocating a
-        buffer only where the shape or dtype changed (so buffers live once per shape)."""
+        buffer only where the shape or dtype changed (so buffers live once per shape). An
+        argument `{"g": [shape, dtype, dist, a, b]}` is drawn on the device instead, from
+        the command's `seed` (both processes draw the same bytes: `_draw`)."""
         torch = self.torch
         dev = torch.device(str(cmd.get("device", "cpu")))
+        gen = None
+        if "seed" in cmd:
+            gen = torch.Generator(device=dev)
+            gen.manual_seed(int(cmd["seed"]))
         fresh = 0
         for i, call in enumerate(cmd["calls"]):
             if i == len(self.staged):
                 self.staged.append([])
             row = self.staged[i]
             del row[len(call["in"]):]
-            for j, src in enumerate(self.args(call["in"])):
+            for j, a in enumerate(call["in"]):
                 if j == len(row):
                     row.append(None)
+                src = self._draw(a["g"], gen, dev) if "g" in a else self.args([a])[0]
                 if not isinstance(src, torch.Tensor):
                     row[j] = src
                     continue
@@ -445,10 +453,42 @@ class _Server:
                     slot = torch.empty(src.shape, dtype=src.dtype, device=dev)
                     row[j] = slot
                     fresh += 1
+                if "g" in a:  # against the previous call's, before a one-call batch's
+                    self._differ(j, src)  # slot (the same buffer) is overwritten
                 slot.copy_(src)
+                if "g" in a:
+                    self.last_drawn[j] = slot
         self.device = str(dev)
         self._sync()
         return {"allocated": fresh}
+
+    def _draw(self, spec: list[Any], gen: Any, dev: Any) -> Any:
+        """One argument drawn on the device as `verifier.benchmark._torch_pool` draws it on
+        the host: normal (mean a, std b), half-normal from a (|normal| times b) or uniform
+        in [0, 1), in float32, then cast to its dtype."""
+        torch = self.torch
+        if gen is None:
+            raise ValueError("a drawn argument needs the command's seed")
+        shape, dtype, dist, a, b = spec
+        if dist == "uniform":
+            x = torch.rand(shape, generator=gen, device=dev, dtype=torch.float32)
+        else:
+            x = torch.randn(shape, generator=gen, device=dev, dtype=torch.float32)
+            if dist == "halfnormal":
+                x.abs_()
+            x.mul_(float(b)).add_(float(a))
+        return x.to(self.dtype(dtype))
+
+    def _differ(self, j: int, drawn: Any) -> None:
+        """Every element of `drawn` differs from the same element of the previous call's
+        argument `j` (the lowest bit flipped where they are equal), across batches too."""
+        torch = self.torch
+        last = self.last_drawn.get(j)
+        if last is not None and last.shape == drawn.shape and last.dtype == drawn.dtype:
+            same = drawn == last
+            ints = {2: torch.int16, 4: torch.int32, 8: torch.int64}[drawn.element_size()]
+            bits = drawn.view(ints)
+            bits[same] = bits[same] ^ 1
 
     def run(self, cmd: dict[str, Any]) -> dict[str, Any]:
         """Run staged calls 0..count-1, each keeping its own outputs (an L2 flush before each
