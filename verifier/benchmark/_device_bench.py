@@ -188,7 +188,7 @@ def fake_bench(spec: KernelSpec, settings: DeviceBenchSettings, behaviour: Behav
     cand = FakeSide(dev, behaviour, seed)
     base = FakeSide(dev, Behaviour(kernel_ns=20_000.0, jitter=behaviour.jitter), seed + 1)
     dims, draws = {"a0_0": 64}, np.random.default_rng(seed + 2)
-    modes = []
+    modes: list[_Mode] = []
     for cold, share in _modes(settings):
         budget = settings.time_budget_s * share
         plan = TimingPlan(batch=16, reps=settings.max_reps, cold=cold, picks=settings.picks,
@@ -262,7 +262,7 @@ def _run(run: TorchRun, session: TorchSession, settings: DeviceBenchSettings, de
         base = TorchSide(session, session.reference, session.ref_mem, settings.device, flush, False)
         shapes = session.output_shapes(fresh.example)
         agree = outputs_agree([d for _, d in shapes])
-        modes = []
+        modes: list[_Mode] = []
         for cold, share in _modes(settings):
             plan = _plan(cand, fresh.example, settings, session, clock, (cold, share))
             progress(f"timing ModelNew against Model (PyTorch eager) on {info.model}"
