@@ -434,7 +434,8 @@ class BlobRef(Node, path="blob", doc="a content-addressed blob stored beside the
 
 
 BenchFaultKind = Literal["build_failed", "child_failed", "escaped_work", "outputs_wrong",
-                        "guard_damage", "roofline", "late_work", "timer_disagrees"]
+                        "guard_damage", "roofline", "late_work", "timer_disagrees",
+                        "side_stream"]
 BENCH_FAULT_KINDS: tuple[BenchFaultKind, ...] = get_args(BenchFaultKind)
 
 
@@ -449,7 +450,9 @@ class BenchFault(Node, path="fault", doc=(
             "after timing), guard_damage, roofline (faster than the machine can be), "
             "late_work (on a device: work finished after the batch answered, seen as a fetch "
             "of outputs slower than the baseline's, e.g. a side stream or a deferred copy), "
-            "timer_disagrees (in-process CUDA events far from the parent's clock)"))
+            "timer_disagrees (in-process CUDA events far from the parent's clock), "
+            "side_stream (on a device: work still running on another stream after the "
+            "batch's own stream had finished, which the device-wide synchronise waited for)"))
     shape: Shape | None = json_field(
         Nullable(SHAPE, doc="the shape measured when it showed; null: the whole run"))
     detail: str = json_field(FREE_TEXT)
@@ -460,6 +463,27 @@ DeviceThrottle = Literal["sw_power_cap", "hw_slowdown", "sw_thermal", "hw_therma
 DEVICE_THROTTLES: tuple[DeviceThrottle, ...] = get_args(DeviceThrottle)
 """Why a device measurement is not trusted: an NVML throttle reason seen in a sample, the
 SM clock moving more than 10 % between samples, or conditions that could not be read."""
+
+
+MAX_DEVICE_SHAPES = 64
+"""Most shapes one device record lists figures of per mode."""
+
+
+class DeviceMode(Node, path="mode", doc=(
+        "one shape's figures in one L2 mode on the device: warm (the L2 kept between calls) "
+        "or cold (flushed before every call, twice the probed L2 size)")):
+    shape: Shape = json_field(SHAPE)
+    cold: bool = json_field(Bool())
+    n: int = json_field(Int(1, 10_000_000))
+    median_ns: float = json_field(Num())
+    baseline_median_ns: float = json_field(Num())
+    speedup: float = json_field(Num())
+    speedup_ci95: tuple[float, float] = json_field(
+        Interval(doc="95% bootstrap interval of this mode's speed-up"))
+
+    def _validate(self, path: str) -> None:
+        check_speedup(self.speedup, self.speedup_ci95, self.median_ns,
+                      self.baseline_median_ns, path)
 
 
 class DeviceRecord(Node, path="device", doc=(
@@ -485,6 +509,18 @@ class DeviceRecord(Node, path="device", doc=(
             "synchronise, empty-kernel batches subtracted; events-checked: in-process CUDA "
             "events kept for the distribution because their totals agreed with that clock"))
     cold: bool = json_field(Bool(doc="an L2 flush (twice the L2 size) separated the calls"))
+    modes: tuple[DeviceMode, ...] | None = json_field(List(
+        Nested(DeviceMode), min_items=1, max_items=2 * MAX_DEVICE_SHAPES,
+        doc="each shape timed warm (L2 kept) and cold (L2 flushed before every call), "
+            "both in the same run; the results carry the figures of the mode `cold` names; "
+            "absent in entries logged before both were measured"), default=None)
+
+    def _validate(self, path: str) -> None:
+        if self.modes is None:
+            return
+        seen = [(tuple(sorted(m.shape.items())), m.cold) for m in self.modes]
+        if len(set(seen)) != len(seen):
+            raise ValidationError(f"{path}.modes", "each shape and mode at most once")
 
 
 FLOOR_MARGIN = 1.5

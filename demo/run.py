@@ -64,6 +64,9 @@ VERDICTS = PREDICATE_VERDICTS
 #: example): a C ABI kernel, the C++ `load_inline` torch module, a Triton kernel (checked
 #: only where no GPU runs it). `--all` runs every example.
 DEMO_KERNELS = ("sum-rows", "torch-rmsnorm", "triton-bias-gelu")
+#: Added where a GPU is usable: the examples timed on it against PyTorch on the same device
+#: (the device path, which `ktl bench` and `ktl reproduce` pick there by themselves).
+GPU_DEMO_KERNELS = ("triton-rmsnorm", "cuda-softmax")
 _REPO = Path(__file__).resolve().parent.parent
 
 
@@ -503,12 +506,20 @@ def example_kernels(root: Path) -> list[Path]:
     return sorted(p.parent for p in root.glob("*/kernel.toml"))
 
 
-def demo_kernels(root: Path, every: bool = False) -> list[Path]:
-    """The examples the demo runs: those named in DEMO_KERNELS where `root` holds any of
-    them (the story on fewer kernels), else (or with `every`) all of `root`'s."""
+def demo_kernels(root: Path, every: bool = False, gpu: bool | None = None) -> list[Path]:
+    """The examples the demo runs: those named in DEMO_KERNELS (and GPU_DEMO_KERNELS where a
+    GPU is usable: `gpu`, None to probe) where `root` holds any of them (the story on fewer
+    kernels), else (or with `every`) all of `root`'s."""
     found = example_kernels(root)
-    chosen = [k for k in found if k.name in DEMO_KERNELS]
-    return found if every or not chosen else chosen
+    if every:
+        return found
+    if gpu is None:
+        from verifier.gpu import probe
+
+        gpu = probe().error is None
+    names = DEMO_KERNELS + (GPU_DEMO_KERNELS if gpu else ())
+    chosen = [k for k in found if k.name in names]
+    return chosen or found
 
 
 def _runtime_unavailable(kernel: Path) -> str | None:

@@ -366,10 +366,42 @@ def test_the_default_demo_tells_the_story_on_fewer_kernels() -> None:
     `--all` every example; a folder holding none of the default ones: all of it."""
     from demo.run import DEMO_KERNELS, demo_kernels
 
-    chosen = demo_kernels(REPO / "examples")
+    chosen = demo_kernels(REPO / "examples", gpu=False)
     assert [k.name for k in chosen] == sorted(DEMO_KERNELS)
     assert demo_kernels(REPO / "examples", every=True) == example_kernels(REPO / "examples")
     assert len(demo_kernels(REPO / "examples", every=True)) > len(chosen)
+
+
+def test_on_a_gpu_the_demo_times_triton_and_cuda_examples_on_the_device_path(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 44 item 4, the part a CPU can test: where the probe finds a GPU, the demo adds
+    the GPU examples, publishes Triton with a speed-up claim (no interpreter reason), and
+    `ktl bench` (which publish and reproduce call) picks the device path with device auto
+    for a torch/triton module and a cuda kernel alike."""
+    import verifier.benchmark._route as route
+    from demo.run import DEMO_KERNELS, GPU_DEMO_KERNELS, demo_kernels
+    from verifier.benchmark import BenchSettings
+    from verifier.gpu import GpuInfo
+    from verifier.kernel import KernelSpec
+
+    chosen = [k.name for k in demo_kernels(REPO / "examples", gpu=True)]
+    assert chosen == sorted(DEMO_KERNELS + GPU_DEMO_KERNELS)
+    gpu = GpuInfo(None, 1, "NVIDIA H100", "9.0", 570)
+    monkeypatch.setattr("verifier.gpu.probe", lambda: gpu)
+    from demo.run import _not_timed_here
+
+    assert _not_timed_here(REPO / "examples" / "triton-bias-gelu") is None
+    picked: list[str] = []
+    monkeypatch.setattr(route, "gpu_probe", lambda: gpu)
+    monkeypatch.setattr(route, "gpu_device", lambda: "the gpu")
+    monkeypatch.setattr(route, "device_bench", lambda spec, s, dev, *a: picked.append(
+        f"device_bench {spec.runtime} {s.device} {dev}"))
+    monkeypatch.setattr(route, "cabi_bench", lambda spec, s, dev, *a: picked.append(
+        f"cabi_bench {spec.runtime} {s.device} {dev}"))
+    monkeypatch.setattr(route, "module_runtime_missing", lambda name: None)
+    for name in ("triton-rmsnorm", "cuda-softmax"):
+        route.on_device(KernelSpec.load(REPO / "examples" / name), BenchSettings(), lambda m: None)
+    assert picked == ["device_bench triton cuda the gpu", "cabi_bench cuda cuda the gpu"]
 
 
 def test_an_unsupported_lie_is_not_paid_on_and_passes() -> None:

@@ -65,8 +65,10 @@ def test_honest_kernel_figures_are_its_device_time_with_the_overhead_subtracted(
 
 
 def test_cold_mode_flushes_are_measured_in_the_empty_batches_and_subtracted() -> None:
+    """Both processes flush the same bytes (twice the probed L2) with the same code."""
     cold = dataclasses.replace(PLAN, cold=True)
-    timing, _, _ = _run(Behaviour(kernel_ns=5_000.0, flush_ns=50_000.0), plan=cold)
+    timing, _, _ = _run(Behaviour(kernel_ns=5_000.0, flush_ns=50_000.0),
+                        Behaviour(kernel_ns=10_000.0, flush_ns=50_000.0), plan=cold)
     assert timing.kernel.per_call_ns == [5_000.0] * PLAN.reps
 
 
@@ -142,9 +144,7 @@ def test_stalls_in_half_of_an_honest_kernels_fetches_are_not_an_accusation() -> 
     from verifier.benchmark._report import Findings
 
     notes = Findings()
-    from types import SimpleNamespace
-
-    _faults("{x=1}", {"x": 1}, timing, SimpleNamespace(escapes=[]), notes)  # type: ignore[arg-type]
+    _faults("{x=1}", {"x": 1}, timing, notes)
     assert [c.kind for c in notes.caveats] == ["late_unproven"] and not notes.faults
 
 
@@ -207,13 +207,11 @@ def test_work_within_the_empty_batches_noise_is_too_short_to_judge() -> None:
 
 def _judged(timing, plan: TimingPlan, cost: OpCost):
     """`_device_bench._judge` on an injected timing; (result, findings)."""
-    from types import SimpleNamespace
-
-    from verifier.benchmark._device_bench import DeviceBenchSettings, _judge
+    from verifier.benchmark._device_bench import DeviceBenchSettings, _judge, _Mode
     from verifier.benchmark._report import Findings
 
     notes = Findings()
-    result = _judge({"N": 1}, timing, cost, SimpleNamespace(escapes=[]), FakeDevice(), plan,
+    result = _judge({"N": 1}, _Mode(plan.cold, plan, timing), cost, FakeDevice(),
                     np.random.default_rng(0), DeviceBenchSettings(), notes)
     return result, notes
 
@@ -556,3 +554,175 @@ def test_the_runs_of_a_claim_keep_the_worst_conditions_of_any_run() -> None:
     assert both.throttle == braked.throttle and both.during_throttle == ("hw_thermal",)
     assert both.sm_clock_min_mhz == 1500.0 and both.temperature_max_c == 90.0
     assert both.during_samples == 2 and combine([]) is None
+
+
+# -- issue 44: the device attacks refused with typed faults, the calibration and the budget --
+
+
+def test_work_left_on_a_side_stream_is_refused_as_side_stream_not_merely_charged() -> None:
+    """tests/gpu_attackers/sidestream.py on the fake device: the batch's own stream is done
+    while 90 % of the work still runs on another; the device-wide synchronise (bound before
+    the module loaded) waits for it, so it is timed, and the wait is a typed fault."""
+    timing, _, _ = _run(Behaviour(kernel_ns=20_000.0, side_share=0.9))
+    assert _kinds(timing) == ["side_stream"]
+    assert min(timing.kernel.per_call_ns) >= 20_000.0  # timed in full
+    # an honest kernel on the stream it is given: no gap, no fault
+    honest, _, _ = _run(Behaviour(kernel_ns=20_000.0))
+    assert not honest.faults
+
+
+def test_a_candidate_slowing_its_own_empty_batches_has_no_more_subtracted_than_the_baseline() -> None:
+    """The calibration runs in the candidate's process: 50 us extra per empty call would
+    have been subtracted from every call (a 5 us kernel timed as 0). It is capped at the
+    baseline's own."""
+    timing, _, _ = _run(Behaviour(kernel_ns=5_000.0, empty_extra_ns=50_000.0))
+    assert timing.kernel.per_call_ns == [5_000.0] * PLAN.reps
+    from verifier.device import calibration
+
+    assert calibration([9.0, 10.0, 11.0], [4.0, 5.0, 6.0]) == 5.0
+    assert calibration([1.0, 2.0, 3.0], [4.0, 5.0, 6.0]) == 2.0
+
+
+def test_work_done_while_inputs_are_staged_is_charged_back() -> None:
+    """A hook on the staging copy computes the answers ahead of the timed batch: the
+    staging command's excess over the baseline's slowest is charged to the candidate."""
+    timing, _, _ = _run(Behaviour(kernel_ns=20_000.0, stage_share=0.8))
+    assert min(timing.kernel.per_call_ns) >= 20_000.0
+    assert timing.late_ns > 0
+
+
+@pytest.mark.parametrize("stale", ["previous", "zeros"])
+def test_a_previous_calls_memory_or_a_zeroed_output_fails_the_output_checks(stale: str) -> None:
+    """`torch.empty` handing back the previous call's output every other call, and an
+    output left zeroed: the calls compared in full (picked after each batch answered) differ
+    from the baseline's, since every call's inputs are its own."""
+    timing, _, _ = _run(Behaviour(kernel_ns=1_000.0, stale=stale))  # type: ignore[arg-type]
+    assert timing.wrong
+    if stale == "zeros":
+        assert len(timing.wrong) == timing.checked
+
+
+def test_the_parents_own_work_is_kept_off_the_budget_within_a_wall_limit() -> None:
+    """Drawing and staging fresh inputs cost the parent 1 ms a call on the fake clock, far
+    more than the kernel: they no longer eat the budget (the repetitions run as if they
+    were free), but the wall clock stops them at `wall_factor` budgets."""
+    dev = FakeDevice()
+
+    def slow_draw(rep: int, call: int) -> list[np.ndarray]:
+        dev.advance(1e6)  # the parent drawing (not a device's time)
+        return _draw(rep, call)
+
+    plan = TimingPlan(batch=8, reps=40, cold=False, budget_ns=5e6, least_reps=3,
+                      wall_factor=100.0)
+    cand, base = FakeSide(dev, Behaviour(kernel_ns=10_000.0), 1), FakeSide(dev, BASELINE, 2)
+    timing = measure(cand, base, dev, slow_draw, _agree, plan, np.random.default_rng(0), dev.clock)
+    free, _, _ = _run(Behaviour(kernel_ns=10_000.0), plan=plan)
+    assert len(timing.kernel.per_call_ns) == len(free.kernel.per_call_ns) < 40
+    tight = dataclasses.replace(plan, wall_factor=3.0)
+    dev2 = FakeDevice()
+
+    def slow_draw2(rep: int, call: int) -> list[np.ndarray]:
+        dev2.advance(1e6)
+        return _draw(rep, call)
+
+    walled = measure(FakeSide(dev2, Behaviour(kernel_ns=10_000.0), 1), FakeSide(dev2, BASELINE, 2),
+                     dev2, slow_draw2, _agree, tight, np.random.default_rng(0), dev2.clock)
+    assert 3 <= len(walled.kernel.per_call_ns) < len(timing.kernel.per_call_ns)
+
+
+def test_the_cold_flush_is_twice_the_l2_the_device_reports() -> None:
+    from verifier.benchmark._device_bench import flush_bytes
+
+    info = FakeDevice().info()
+    assert flush_bytes(info) == 2 * info.l2_bytes == 100 * 2**20
+    assert flush_bytes(dataclasses.replace(info, l2_bytes=0)) == 2  # never an empty flush
+
+
+def test_a_device_record_keeps_both_modes_once_each() -> None:
+    from attest.predicates import DeviceMode, DeviceRecord
+
+    rec = record(FakeDevice().info(), FakeDevice().sample(), PEAKS, "torch-eager", "outside", False)
+    warm = DeviceMode(shape={"N": 1}, cold=False, n=10, median_ns=100.0, baseline_median_ns=200.0,
+                      speedup=2.0, speedup_ci95=(1.9, 2.1))
+    cold = dataclasses.replace(warm, cold=True, median_ns=200.0, speedup=1.0, speedup_ci95=(0.9, 1.1))
+    both = dataclasses.replace(rec, modes=(warm, cold))
+    assert DeviceRecord.from_json(both.to_json()) == both
+    with pytest.raises(ValidationError, match="each shape and mode at most once"):
+        DeviceRecord.from_json(dataclasses.replace(rec, modes=(warm, warm)).to_json())
+    with pytest.raises(ValidationError, match="medians give"):
+        DeviceRecord.from_json(dataclasses.replace(
+            rec, modes=(dataclasses.replace(warm, speedup=3.0, speedup_ci95=(2.9, 3.1)),)).to_json())
+    assert DeviceRecord.from_json(rec.to_json()).modes is None  # entries from before: absent
+
+
+def test_the_childs_synchronise_is_bound_before_the_module_loads_and_measures_the_gap() -> None:
+    """tests/gpu_attackers/sidestream.py makes `torch.cuda.synchronize` a no-op when its
+    module loads; the child's loop binds the real one first, so the batch still waits for
+    the side stream, and the wait after the default stream finished is its stream gap."""
+    from types import SimpleNamespace
+
+    from verifier.worker._torch_child import _DeviceSync
+
+    clock = [0]
+    log: list[str] = []
+
+    def device_sync() -> None:
+        clock[0] += 700  # the side stream's work still running
+        log.append("device")
+
+    class Stream:
+        def synchronize(self) -> None:
+            clock[0] += 100
+            log.append("stream")
+
+    cuda = SimpleNamespace(is_available=lambda: True, is_initialized=lambda: True,
+                           synchronize=device_sync, default_stream=Stream, Stream=Stream)
+    sync = _DeviceSync(SimpleNamespace(cuda=cuda))
+    sync.clock = lambda: clock[0]
+    cuda.synchronize = lambda device=None: None  # the attacker's patch, after binding
+    Stream.synchronize = lambda self: None  # type: ignore[method-assign]
+    assert sync.batch() == 700 and log == ["stream", "device"]
+    sync.all()
+    assert log[-1] == "device"
+    # on a CPU (no CUDA) there is no gap to measure and nothing to synchronise
+    cpu = _DeviceSync(SimpleNamespace(cuda=SimpleNamespace(is_available=lambda: False)))
+    assert cpu.batch() is None
+    cpu.all()
+
+
+@pytest.mark.parametrize(("gap", "ok"), [(1234, True), (None, True), (float("nan"), False),
+                                         (-1.0, False), (True, False), ("5", False)])
+def test_a_runs_stream_gap_is_parsed_strictly(gap: object, ok: bool) -> None:
+    from types import SimpleNamespace
+
+    from verifier.benchmark._device_sides import TorchSide
+    from verifier.worker import BadAnswer
+
+    answer = {} if gap is None else {"stream_gap_ns": gap}
+    child = SimpleNamespace(request=lambda body, timeout: (0, answer))
+    side = TorchSide(SimpleNamespace(), child, SimpleNamespace(), "cuda", 2, False)  # type: ignore[arg-type]
+    if ok:
+        assert side.run(4, False).stream_gap_ns == (None if gap is None else 1234.0)
+    else:
+        with pytest.raises(BadAnswer):
+            side.run(4, False)
+
+
+def test_the_other_l2_modes_unresolved_batches_are_a_note_not_a_doubt_of_the_results() -> None:
+    """Both modes are timed; the one asked for gives the results. Where the other cannot be
+    resolved it has no figure and says so, without making the results untrusted; where it
+    is the one asked for, it is the usual caveat."""
+    from verifier.benchmark._device_bench import DeviceBenchSettings, _judge, _Mode
+    from verifier.benchmark._report import Findings
+
+    plan = TimingPlan(batch=8, reps=40, cold=True, empty_every=2)
+    timing, _, _ = _run(Behaviour(kernel_ns=200.0, launch_ns=0.0, jitter=0.2),
+                        Behaviour(kernel_ns=200.0, launch_ns=0.0, jitter=0.2), plan)
+    assert timing.unresolved is not None
+    for primary in (True, False):
+        notes = Findings()
+        result = _judge({"N": 1}, _Mode(True, plan, timing, primary), OpCost(None, 4e6),
+                        FakeDevice(), np.random.default_rng(0), DeviceBenchSettings(), notes)
+        assert result is None and not notes.faults
+        assert [c.kind for c in notes.caveats] == (["below_resolution"] if primary else [])
+        assert primary or any("no figure in this mode" in n for n in notes.notes)

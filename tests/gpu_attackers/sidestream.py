@@ -1,5 +1,6 @@
-"""GPU attacker: does its work on a side stream and returns before it is done (and makes
-torch.cuda.synchronize a no-op, so a harness that trusts it answers early)."""
+"""GPU attacker (KernelBench's non-default stream): does its work on a side stream and
+returns before it is done (and makes torch.cuda.synchronize a no-op, so a harness that
+looks it up after the module loaded answers early). Expected: `side_stream`."""
 import torch
 import torch.nn as nn
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -33,10 +33,31 @@ from verifier.worker import (
     parse_call_answers,
 )
 
-__all__ = ["TorchSide", "outputs_agree"]
+__all__ = ["Drawn", "Seeded", "TorchSide", "outputs_agree"]
 
 F64 = NDArray[np.float64]
 CALL_TIMEOUT_S = 120.0
+
+
+class Drawn(NamedTuple):
+    """One call's inputs as `FreshInputs.take` drew them: shape carriers and plain values
+    (`args`), and each tensor's own bytes in its dtype (`data`, None for a plain value):
+    staging copies the bytes, never encodes them again."""
+
+    args: list[Any]
+    data: list[Any]
+
+
+class Seeded(NamedTuple):
+    """One call whose floating inputs each process draws on the device from `seed` (the
+    same for every call of a batch, drawn by the parent for it; the calls follow one
+    another in the stream): `specs` per argument, [shape, dtype, dist, a, b] or None for an
+    argument staged as `data` (its bytes, None for a plain value)."""
+
+    args: list[Any]
+    specs: list[Any]
+    data: list[Any]
+    seed: int
 
 
 def outputs_agree(dtypes: Sequence[str]) -> Callable[[Sequence[F64], Sequence[F64]], bool]:
@@ -63,20 +84,36 @@ class TorchSide:
     def _request(self, body: dict[str, Any]) -> dict[str, Any]:
         return self.child.request(body, CALL_TIMEOUT_S)[1]
 
-    def stage(self, calls: Sequence[Inputs]) -> None:
+    def stage(self, calls: Sequence[Inputs]) -> float:
+        """Write each call's inputs into the arena (a `Drawn` call's bytes as drawn, host
+        arrays encoded), then one command copies them into the device buffers; answers the
+        parent's clock across that command alone (the escape watch before it is ours)."""
         if self.watch:
             self._look()
         wire, self.outs = [], []
-        for j, args in enumerate(calls):
-            ins, outs, shapes = self.session.layout(Call(list(args), j))
-            self.session.write(self.mem, list(args), ins)
-            wire.append({"in": self.session.wire_args(list(args), ins)})
+        body: dict[str, Any] = {"cmd": "stage", "device": self.device}
+        for j, call in enumerate(calls):
+            args = list(call.args) if isinstance(call, Drawn | Seeded) else list(call)
+            ins, outs, shapes = self.session.layout(Call(args, j))
+            if isinstance(call, Drawn | Seeded):
+                for off, raw in zip(ins, call.data, strict=True):
+                    if raw is not None:
+                        self.mem.bytes[off:off + raw.size] = raw
+            else:
+                self.session.write(self.mem, args, ins)
+            args_wire = self.session.wire_args(args, ins)
+            if isinstance(call, Seeded):
+                body["seed"] = call.seed
+                args_wire = [w if spec is None else {"g": spec}
+                             for w, spec in zip(args_wire, call.specs, strict=True)]
+            wire.append({"in": args_wire})
             self.outs.append((outs, shapes))
-        got = self._request({"cmd": "stage", "calls": wire, "device": self.device})
+        ns, got = self.child.request({**body, "calls": wire}, CALL_TIMEOUT_S)
         fresh = got.get("allocated")
         if type(fresh) is not int or not 0 <= fresh <= 64 * len(calls):
             raise BadAnswer("a stage answer must count the buffers it allocated")
         self.allocated += fresh
+        return float(ns)
 
     def run(self, count: int, cold: bool, empty: bool = False) -> BatchAnswer:
         got = self._request({"cmd": "run", "count": count, "cold": cold, "empty": empty,
@@ -85,14 +122,17 @@ class TorchSide:
             # threads a batch started and left running at its answer (read from /proc at
             # once, by the parent): deferred work, whatever the fetch found
             self.child.judge_starts()
+        gap = got.get("stream_gap_ns")
+        if gap is not None and not _time(gap):
+            raise BadAnswer("a run's stream gap must be a finite time")
+        gap_ns = None if gap is None else float(gap)
         events = got.get("events")
         if events is None:
-            return BatchAnswer(None)
+            return BatchAnswer(None, gap_ns)
         if not (isinstance(events, list) and len(events) == count and all(
-                isinstance(e, int | float) and not isinstance(e, bool) and math.isfinite(e)
-                and e >= 0 for e in events)):
+                _time(e) for e in events)):
             raise BadAnswer("a run's events must be one finite time per call")
-        return BatchAnswer(tuple(float(e) for e in events))
+        return BatchAnswer(tuple(float(e) for e in events), gap_ns)
 
     def fetch(self, calls: Sequence[int]) -> Fetched:
         regions = []
@@ -124,3 +164,9 @@ class TorchSide:
             found += escaped_work(pid, before, activity(pid), time.perf_counter_ns() - t0)
         known = {e.key for e in self.escapes}
         self.escapes += [f for f in found if f.key not in known]
+
+
+def _time(value: Any) -> bool:
+    """A finite, non-negative number of ns (not a bool)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and \
+        math.isfinite(value) and value >= 0

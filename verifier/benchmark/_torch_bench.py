@@ -39,11 +39,12 @@ import numpy as np
 from attest.predicates import BenchmarkResult
 from verifier.benchmark._report import BenchReport, Findings, bootstrap_speedup
 from verifier.benchmark._settings import BenchSettings
-from verifier.benchmark._torch_pool import FreshInputs, TensorDraw
+from verifier.benchmark._torch_pool import FreshInputs
 from verifier.benchmark._torch_run import (
     TORCH_BASELINE,
     TorchMeasured,
     TorchRun,
+    fresh_inputs,
     shape_record,
     torch_report,
 )
@@ -204,13 +205,6 @@ def _measure_all(run: TorchRun, session: TorchSession, settings: BenchSettings) 
                  f"{init_seed}) on both sides")
     return torch_report(run, session, init_seed, TorchMeasured(
         (result,) if result else (), baselines, trusted, (samples,), timing.span_s))
-
-
-def fresh_inputs(session: TorchSession, rng: np.random.Generator) -> FreshInputs:
-    """The stream of the run's timed inputs, drawn like `get_inputs`' (`_torch_pool`)."""
-    return FreshInputs([TensorDraw(s.shape, s.dtype, s.stats) if s.kind == "tensor" else
-                        TensorDraw(None, s.dtype, {}, s.value) for s in session.problem.inputs],
-                       rng)
 
 
 def calibration_ns(candidate_nop: float, baseline_nop: float) -> float:

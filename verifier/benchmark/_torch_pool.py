@@ -13,7 +13,7 @@ full comparison of the calls the parent keeps (chosen after each batch answered)
 Drawing is done in bulk ahead (`FreshInputs.refill`, at most `AHEAD_BYTES` a refill),
 outside the timed windows, and the loop takes its time out of its own budget
 (`FreshInputs.draw_s`): staging a call is one copy of bytes already drawn. The device
-bench can take its calls' bytes from the same stream (`take`).
+bench takes its calls' bytes from the same stream (`take`, `_device_sides.Drawn`).
 
 Integer and bool inputs are the example's draw, never changed (an index moved by a random
 step could leave its range and make the reference fail); a floating input whose example

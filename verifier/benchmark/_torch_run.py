@@ -1,7 +1,7 @@
 """What the torch strategies (`_torch_bench` on the host, `_device_bench` on a device) share:
 one run of a torch module's inputs (`TorchRun`), what a timing that ran gives the report
-(`TorchMeasured`), the inputs drawn like the reference's `get_inputs` (`draw_inputs`,
-`call_inputs`), the shape as benchmark/v1 records it and the report (`torch_report`).
+(`TorchMeasured`), the inputs drawn like the reference's `get_inputs`
+(`fresh_inputs`), the shape as benchmark/v1 records it and the report (`torch_report`).
 Imports `_report` and `_torch_pool` of the folder, nothing above.
 """
 
@@ -15,11 +15,12 @@ import numpy as np
 
 from attest.predicates import BenchmarkResult, Environment
 from verifier.benchmark._report import BenchReport, Findings
+from verifier.benchmark._torch_pool import FreshInputs, TensorDraw
 from verifier.progress import Progress
 from verifier.runtimes import TorchKernel, TorchSession
-from verifier.tensors import TOLERANCES, draw_input
+from verifier.tensors import TOLERANCES
 
-__all__ = ["POOL", "TORCH_BASELINE", "TorchMeasured", "TorchRun", "call_inputs", "draw_inputs",
+__all__ = ["TORCH_BASELINE", "TorchMeasured", "TorchRun", "fresh_inputs",
            "shape_record", "torch_report"]
 
 TORCH_BASELINE = "torch-eager"
@@ -50,11 +51,6 @@ class TorchMeasured:
     seconds: float
 
 
-def draw_inputs(session: TorchSession, rng: np.random.Generator) -> list[Any]:
-    return [draw_input(s.stats, s.shape, s.dtype, rng) if s.kind == "tensor" else s.value
-            for s in session.problem.inputs]
-
-
 def shape_record(session: TorchSession) -> dict[str, int]:
     """The measured shape as benchmark/v1 records it: the tensor inputs' sizes, a0_0, a0_1..."""
     out: dict[str, int] = {}
@@ -65,20 +61,13 @@ def shape_record(session: TorchSession) -> dict[str, int]:
     return out or {"a0": 1}
 
 
-POOL = 4
-"""The device bench's recurring input sets (the host bench draws every call afresh:
-`_torch_pool.FreshInputs`, which the device bench is to take its calls from too)."""
-
-
-def call_inputs(pool: list[list[Any]], call: int, rng: np.random.Generator) -> list[Any]:
-    """Call `call`'s inputs in float64 (the device bench's): a pool set with one element of
-    its first tensor changed."""
-    args = [a.copy() if isinstance(a, np.ndarray) else a for a in pool[call % POOL]]
-    first = next((a for a in args if isinstance(a, np.ndarray) and a.size), None)
-    if first is not None:
-        flat = first.reshape(-1)
-        flat[int(rng.integers(0, flat.size))] += float(rng.standard_normal())
-    return args
+def fresh_inputs(session: TorchSession, rng: np.random.Generator) -> FreshInputs:
+    """The stream of the run's timed inputs, drawn like `get_inputs`' (`_torch_pool`): no
+    input set ever repeats, drawn in bulk ahead; both torch strategies take their calls
+    from it."""
+    return FreshInputs([TensorDraw(s.shape, s.dtype, s.stats) if s.kind == "tensor" else
+                        TensorDraw(None, s.dtype, {}, s.value) for s in session.problem.inputs],
+                       rng)
 
 
 

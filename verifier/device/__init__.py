@@ -38,12 +38,13 @@ from verifier.device._real import (
     parse_probe,
     probe_device,
 )
-from verifier.device._timing import DeviceTiming, SideTiming, TimingPlan, measure
+from verifier.device._timing import DeviceTiming, SideTiming, TimingPlan, calibration, measure
 from verifier.device._watch import WATCH_CAP, ThreadWatch
 
 __all__ = ["CLOCK_SPREAD", "FLOOR_MARGIN", "WATCH_CAP", "BatchAnswer", "Behaviour", "Clock", "Device",
            "DeviceInfo", "DeviceSide", "DeviceTiming", "FakeDevice", "FakeSide", "Fetched", "Floor", "HostDevice",
            "Inputs", "NvmlDevice", "OpCost", "Peaks", "ProbeResult", "Sample", "ScriptedWatch",
-           "SideTiming", "ThreadWatch", "TimingPlan", "Watch", "below_floor", "cached_probe", "combine", "cpu_mhz",
+           "SideTiming", "ThreadWatch", "TimingPlan", "Watch", "below_floor", "cached_probe", "calibration",
+           "combine", "cpu_mhz",
            "device_diff", "double_plus_one", "floor_of", "measure", "parse_probe", "probe_device",
            "record", "summarize", "throttle_names"]

@@ -55,6 +55,17 @@ class Behaviour:
     fetch_waited_ns: tuple[float, ...] = ()
     """Extra time of successive fetches spent waiting for a CPU, which the OS accounts as
     run-queue waits (a busy machine the kernel shares), cycled."""
+    side_share: float = 0.0
+    """Share of each call's work left on a side stream when the batch's own stream finished
+    (the device-wide synchronise waits for it: timed, and reported as the stream gap)."""
+    stage_share: float = 0.0
+    """Share of each call's work done while its inputs are staged (a hook on the copy that
+    computes the answer ahead of the timed batch)."""
+    empty_extra_ns: float = 0.0
+    """Extra time of each call of an empty batch (a process slowing its own calibration)."""
+    stale: Literal["none", "previous", "zeros"] = "none"
+    """Outputs not computed: every other call answers the previous call's output (its
+    `torch.empty` handed that memory back), or every call answers zeros."""
     late_on_cpu: bool = False
     """The late work runs on a host thread of the side's own (its CPU time is the side's,
     and on the side's one CPU its main thread waits for it on the run queue: late work
@@ -137,15 +148,21 @@ class FakeSide:
         self.allocations = 0
         self.fetches = 0
 
-    def stage(self, calls: Sequence[Inputs]) -> None:
+    def stage(self, calls: Sequence[Inputs]) -> float | None:
         if len(calls) > len(self.staged):
             self.allocations += len(calls) - len(self.staged)
             self.staged += [[] for _ in range(len(calls) - len(self.staged))]
         for i, inputs in enumerate(calls):
             self.staged[i] = [np.array(x, dtype=np.float64) for x in inputs]
+        self.device.advance(self.b.round_trip_ns + len(calls) * self.b.stage_share * self.b.kernel_ns)
+        return None
 
     def _answer(self, slot: int) -> list[F64]:
         fresh = self.b.op(self.staged[slot])
+        if self.b.stale == "zeros":
+            return [np.zeros_like(o) for o in fresh]
+        if self.b.stale == "previous" and slot % 2 == 1:  # every other call skipped
+            return [o.copy() for o in self.outputs[slot - 1]]
         if self.b.cache == "buffer":
             return self.first.setdefault(slot, fresh)
         if self.b.cache == "warmup":
@@ -154,17 +171,22 @@ class FakeSide:
 
     def run(self, count: int, cold: bool, empty: bool = False) -> BatchAnswer:
         b = self.b
-        per_call = b.launch_ns + (b.flush_ns if cold else 0.0)
+        per_call = b.launch_ns + (b.flush_ns if cold else 0.0) + (b.empty_extra_ns if empty else 0.0)
         work = 0.0 if empty else b.kernel_ns
         noise = 1.0 + b.jitter * float(self.rng.standard_normal()) if b.jitter else 1.0
-        self.device.advance((b.round_trip_ns + count * (per_call + (1 - b.late_share) * work)) * noise)
+        ahead = 1.0 - b.late_share - b.stage_share
+        self.device.advance((b.round_trip_ns + count * (per_call + ahead * work)) * noise)
         if empty:
             return BatchAnswer(None)
-        self.outputs = [self._answer(i) for i in range(count)]
+        if len(self.outputs) != count:
+            self.outputs = [[] for _ in range(count)]
+        for i in range(count):  # in order: a stale call reads what the call before it left
+            self.outputs[i] = self._answer(i)
         self.pending_ns = count * b.late_share * work
         self.done += count
         events = None if b.events_scale is None else tuple([work * b.events_scale] * count)
-        return BatchAnswer(events)
+        gap = 0.0 if not b.side_share else b.side_share * work * count
+        return BatchAnswer(events, gap)
 
     def fetch(self, calls: Sequence[int]) -> Fetched:
         b = self.b

@@ -109,9 +109,14 @@ class Peaks:
 
 @dataclass(frozen=True)
 class BatchAnswer:
-    """A side's answer to a batch: per-call in-process event times (None: not offered)."""
+    """A side's answer to a batch: per-call in-process event times (None: not offered), and
+    how long the device-wide synchronise still waited after the batch's own stream had
+    finished (`stream_gap_ns`: work left on another stream; None: not measured, as on a CPU).
+    Both are the process's word: a gap it reports is an accusation it makes of itself (it
+    could only hide one), never an excuse; the parent's clock sets the figures either way."""
 
     events_ns: tuple[float, ...] | None = None
+    stream_gap_ns: float | None = None
 
 
 @dataclass(frozen=True)
@@ -129,14 +134,17 @@ class Fetched:
 class DeviceSide(Protocol):
     """One process on the device: the candidate's, or the baseline's."""
 
-    def stage(self, calls: Sequence[Inputs]) -> None:
+    def stage(self, calls: Sequence[Inputs]) -> float | None:
         """Copy each call's inputs into its own device buffers (allocated at the first
-        stage of a shape, reused by the next ones); outside any timed region."""
+        stage of a shape, reused by the next ones); outside the batches' timed region.
+        Answers the parent's clock across the copy command alone (None: the caller's clock
+        around this call is that), which is charged where it exceeds the baseline's."""
 
     def run(self, count: int, cold: bool, empty: bool = False) -> BatchAnswer:
         """Run the staged calls 0..count-1 (each into its own output buffer; an L2 flush
         before each when `cold`; an empty kernel instead when `empty`), synchronise the
-        whole device, then answer."""
+        batch's stream, then the whole device (the gap between the two answered), then
+        answer."""
 
     def fetch(self, calls: Sequence[int]) -> Fetched:
         """The outputs of the given calls of the last batch, copied back to the host, with

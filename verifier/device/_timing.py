@@ -24,7 +24,8 @@ them, never below the side's CPU time in them; the excess without that evidence 
 either side, or every fetch of a process that shares a busy CPU); a fetch that does not wait reads unfinished or stale outputs (a cached answer, keyed on pointers or replayed after warm-up), which fail
 the comparison (`outputs_wrong`).
 
-In-process CUDA events (the side's `events_ns`) never set the figures. They are kept for
+In-process CUDA events (the side's `events_ns`) never set the figures. They are compared
+only where the batches' work was resolved (against noise they prove nothing), and kept for
 the per-call distribution only when their total agrees with the outside clock within
 `events_tolerance`; a total more than `events_refuse` times off (either way) means the
 kernel's process moved its timers (`timer_disagrees`); in between they are dropped with a
@@ -54,7 +55,7 @@ from verifier.device._watch import WATCH_CAP
 from verifier.ranks import rank_test_greater
 from verifier.worker import busy_ns
 
-__all__ = ["RESOLUTION_MADS", "DeviceTiming", "SideTiming", "TimingPlan", "measure"]
+__all__ = ["RESOLUTION_MADS", "DeviceTiming", "SideTiming", "TimingPlan", "calibration", "measure"]
 
 RESOLUTION_MADS = 3.0
 """A batch's work must exceed this many median absolute deviations of the empty batches."""
@@ -89,10 +90,13 @@ class TimingPlan:
     watch_cap: int = 2048
     """At most this many samples read during the batches of one shape."""
     budget_ns: float = float("inf")
-    """Repetitions stop once this much of the parent's clock is spent on them (after
-    `least_reps`): `reps` is sized from the calls' work, but drawing, staging, fetching and
-    comparing fresh inputs each repetition can cost far more (on an H200, 400 planned
-    repetitions of a 2 MB-input module took over 80 s of a 20 s budget)."""
+    """Repetitions stop once this much of the parent's clock is spent in the sides' batches
+    and fetches (after `least_reps`). The parent's own work each repetition (drawing,
+    staging and comparing fresh inputs) is kept off it: on an H200 it cost 0.23-0.9 s a
+    repetition, far more than the kernels, and cut the repetitions to a fifth of the plan."""
+    wall_factor: float = 2.0
+    """However cheap the budget's share, repetitions stop once the parent's clock has run
+    this many budgets in all (the parent's work included)."""
     least_reps: int = 2
 
     def empty_at(self, rep: int) -> bool:
@@ -103,7 +107,8 @@ class TimingPlan:
         if not (1 <= self.batch <= 4096 and 2 <= self.reps <= 100_000 and self.picks >= 1
                 and self.empty_every >= 1 and self.empties_first >= 0 and self.sample_every >= 1
                 and 0 < self.watch_every_s <= 60 and 1 <= self.watch_cap <= WATCH_CAP
-                and 2 <= self.least_reps <= self.reps and self.budget_ns > 0):
+                and 2 <= self.least_reps <= self.reps and self.budget_ns > 0
+                and self.wall_factor >= 1):
             raise ValueError(f"a timing plan needs 1..4096 calls per batch, 2..100000 "
                              f"repetitions (at least 2 before a positive budget stops "
                              f"them), positive intervals and 1..{WATCH_CAP} samples "
@@ -122,6 +127,12 @@ class SideTiming:
     """The fetches less the run-queue waits the OS accounted to them, never below the
     side's CPU time in them (`verifier.worker.busy_ns`): what late work is judged on."""
     run_ns: list[float] = field(default_factory=list)
+    stage_ns: list[float] = field(default_factory=list)
+    """The staging commands' times (untimed work, but a process that computes while its
+    inputs are copied in is charged the excess over the baseline's slowest, as a fetch)."""
+    gap_ns: list[float] = field(default_factory=list)
+    """Per batch, how long the device-wide synchronise waited after the batch's own stream
+    had finished (as the side answered it; empty where not measured)."""
     events_ns: list[float] = field(default_factory=list)
     events_missing: bool = False
 
@@ -159,9 +170,10 @@ def measure(cand: DeviceSide, base: DeviceSide, device: Device, draw: Draw, agre
     timer = _Timer(clock, device.watch(plan.watch_every_s, plan.watch_cap))
     start = float(clock())
     for rep in range(plan.reps):
-        if rep >= plan.least_reps and float(clock()) - start >= plan.budget_ns:
+        if rep >= plan.least_reps and _spent(out, plan, float(clock()) - start):
             out.notes.append(f"{rep} of {plan.reps} planned repetitions: the time budget "
-                             f"({plan.budget_ns / 1e9:.3g} s) was spent")
+                             f"({plan.budget_ns / 1e9:.3g} s of batches and fetches, "
+                             f"{plan.wall_factor:g}x that in all) was spent")
             break
         calls = [draw(rep, j) for j in range(plan.batch)]
         picks: list[int] = []
@@ -186,7 +198,13 @@ def measure(cand: DeviceSide, base: DeviceSide, device: Device, draw: Draw, agre
     out.during, out.watch_failed = list(timer.watch.samples), timer.watch.failed
     out.unresolved = _judge_resolution(out)
     _judge_late(out, plan)
-    _judge_events(out, plan)
+    _judge_streams(out, plan)
+    if out.unresolved is None:
+        _judge_events(out, plan)
+    else:  # events against a work estimate lost in the overhead's noise prove nothing
+        out.kernel.events_ns.clear()
+        out.notes.append("in-process CUDA events: not compared (the batches' work was not "
+                         "resolved); figures from the parent's clock")
     return out
 
 
@@ -205,14 +223,27 @@ class _Timer:
             return float(self.clock() - t0), answer
 
 
+def _spent(out: DeviceTiming, plan: TimingPlan, wall_ns: float) -> bool:
+    """Whether the budget is spent: the sides' batches and fetches (the device's time and
+    the pipe's), or the wall clock past `wall_factor` budgets."""
+    device = sum(sum(s.run_ns) + sum(s.empty_ns) + sum(s.fetch_ns)
+                 for s in (out.kernel, out.baseline))
+    return device >= plan.budget_ns or wall_ns >= plan.wall_factor * plan.budget_ns
+
+
 def _batch(proc: DeviceSide, into: SideTiming, calls: Sequence[Inputs], rep: int,
            plan: TimingPlan, timer: _Timer) -> None:
-    """Stage (untimed), an empty batch now and then, and one timed batch of one side."""
-    proc.stage(calls)
+    """Stage (its command's time kept), an empty batch now and then, and one timed batch
+    of one side."""
+    t0 = timer.clock()
+    own = proc.stage(calls)
+    into.stage_ns.append(float(timer.clock() - t0) if own is None else float(own))
     if plan.empty_at(rep):
         into.empty_ns.append(timer.run(proc, plan, empty=True)[0])
     ns, answer = timer.run(proc, plan, empty=False)
     into.run_ns.append(ns)
+    if answer.stream_gap_ns is not None:
+        into.gap_ns.append(float(answer.stream_gap_ns))
     _events(answer.events_ns, plan.batch, into)
 
 
@@ -223,15 +254,25 @@ def _events(events: tuple[float, ...] | None, batch: int, into: SideTiming) -> N
     into.events_ns += [float(e) for e in events]
 
 
+def calibration(kernel_empty: Sequence[float], baseline_empty: Sequence[float]) -> float:
+    """What is subtracted from each candidate batch for the empty batch's overhead: its own
+    empty batches' median, never more than the baseline's (the empty batch runs in the
+    candidate's process, which can slow it to have more subtracted; the torch path's rule,
+    `_torch_bench.calibration_ns`)."""
+    return min(float(np.median(kernel_empty)), float(np.median(baseline_empty)))
+
+
 def _charge(out: DeviceTiming, plan: TimingPlan) -> None:
     """This repetition's per-call figure of each side; the candidate pays for a fetch slower
-    than the slowest of the baseline's fetches of the same number of outputs (so the
-    baseline's noise is never charged, and work hidden beyond it always is)."""
+    than the slowest of the baseline's fetches of the same number of outputs, and for a
+    staging command slower than the slowest of the baseline's staging of the same inputs
+    (so the baseline's noise is never charged, and work hidden beyond it always is)."""
     k, b = out.kernel, out.baseline
     excess = max(0.0, k.fetch_ns[-1] - max(b.fetch_ns))
+    excess += max(0.0, k.stage_ns[-1] - max(b.stage_ns))
     out.late_ns += excess
-    for side, extra in ((k, excess), (b, 0.0)):
-        overhead = float(np.median(side.empty_ns))
+    overheads = (calibration(k.empty_ns, b.empty_ns), float(np.median(b.empty_ns)))
+    for side, extra, overhead in ((k, excess, overheads[0]), (b, 0.0, overheads[1])):
         side.per_call_ns.append(max(side.run_ns[-1] - overhead + extra, 0.0) / plan.batch)
 
 
@@ -309,6 +350,24 @@ def _judge_late(out: DeviceTiming, plan: TimingPlan) -> None:
         out.late_unproven = (f"{what}, but the OS accounted all but {busy / 1e3:.0f} us of it "
                              "to waiting for a CPU: a busy machine delaying the candidate's "
                              "process, or late work hidden by it")
+
+
+def _judge_streams(out: DeviceTiming, plan: TimingPlan) -> None:
+    """Work on another stream: in the median batch the device-wide synchronise still waited,
+    after the batch's own stream had finished, more than `late_share` of the batch beyond
+    the baseline's median wait (an honest kernel launches on the stream it is given; the
+    wait is timed and charged either way, and named here: `side_stream`)."""
+    k, b = out.kernel, out.baseline
+    if not k.gap_ns or not k.run_ns:
+        return
+    gap = float(np.median(k.gap_ns)) - (float(np.median(b.gap_ns)) if b.gap_ns else 0.0)
+    run = float(np.median(k.run_ns))
+    if run > 0 and gap > plan.late_share * run:
+        out.faults.append(("side_stream", (
+            f"in the median batch the device was still busy {gap / 1e3:.0f} us "
+            f"({100 * gap / run:.0f} % of the batch) after the batch's own stream had "
+            "finished: work launched on another stream (timed and charged; an honest "
+            "kernel runs on the stream it is given)")))
 
 
 def _judge_events(out: DeviceTiming, plan: TimingPlan) -> None:

@@ -179,11 +179,50 @@ def _plain(value: Any, depth: int = 0) -> Any:
     return value
 
 
+class _DeviceSync:
+    """The device's synchronise, bound before the kernel's module is loaded: a module that
+    patches `torch.cuda.synchronize` or the stream's methods (tests/gpu_attackers/
+    sidestream.py made the first a no-op, so this loop answered a batch early) is not on
+    this path. `batch` synchronises the default stream (the one every call is launched on),
+    then the whole device, and answers how long the second still waited: work left on
+    another stream. (The parent trusts neither: its clock and the outputs it reads decide;
+    a gap is this process accusing itself, which it could only hide.)"""
+
+    def __init__(self, torch: Any) -> None:
+        cuda = getattr(torch, "cuda", None)
+        self.ok = bool(cuda is not None and cuda.is_available())
+        self.initialized = getattr(cuda, "is_initialized", None)
+        self.device_sync = getattr(cuda, "synchronize", None)
+        self.default_stream = getattr(cuda, "default_stream", None)
+        self.stream_sync = getattr(getattr(cuda, "Stream", None), "synchronize", None)
+        self.clock = time.perf_counter_ns
+
+    def live(self) -> bool:
+        return self.ok and self.initialized is not None and bool(self.initialized())
+
+    def all(self) -> None:
+        if self.live() and self.device_sync is not None:
+            self.device_sync()
+
+    def batch(self) -> int | None:
+        """The ns the device-wide synchronise waited after the default stream's (None: no
+        CUDA here)."""
+        if not (self.live() and self.device_sync is not None and self.default_stream is not None
+                and self.stream_sync is not None):
+            return None
+        self.stream_sync(self.default_stream())
+        t0 = self.clock()
+        self.device_sync()
+        return max(self.clock() - t0, 0)
+
+
 class _Server:
-    def __init__(self, role: str, mem: Any, module: Any, cls_name: str) -> None:
+    def __init__(self, role: str, mem: Any, module: Any, cls_name: str,
+                 sync: _DeviceSync) -> None:
         import torch
 
         self.torch = torch
+        self.sync = sync
         self.role = role
         self.mem = mem
         self.module = module
@@ -197,6 +236,7 @@ class _Server:
         self.results: list[Any] = []
         self.flush: Any = None
         self.tiny: Any = None
+        self.last_drawn: dict[int, Any] = {}
 
     def dtype(self, name: str) -> Any:
         if name not in DTYPES:
@@ -385,18 +425,25 @@ class _Server:
 
     def stage(self, cmd: dict[str, Any]) -> dict[str, Any]:
         """Copy each call's inputs into that call's own buffers on the device, allocating a
-        buffer only where the shape or dtype changed (so buffers live once per shape)."""
+        buffer only where the shape or dtype changed (so buffers live once per shape). An
+        argument `{"g": [shape, dtype, dist, a, b]}` is drawn on the device instead, from
+        the command's `seed` (both processes draw the same bytes: `_draw`)."""
         torch = self.torch
         dev = torch.device(str(cmd.get("device", "cpu")))
+        gen = None
+        if "seed" in cmd:
+            gen = torch.Generator(device=dev)
+            gen.manual_seed(int(cmd["seed"]))
         fresh = 0
         for i, call in enumerate(cmd["calls"]):
             if i == len(self.staged):
                 self.staged.append([])
             row = self.staged[i]
             del row[len(call["in"]):]
-            for j, src in enumerate(self.args(call["in"])):
+            for j, a in enumerate(call["in"]):
                 if j == len(row):
                     row.append(None)
+                src = self._draw(a["g"], gen, dev) if "g" in a else self.args([a])[0]
                 if not isinstance(src, torch.Tensor):
                     row[j] = src
                     continue
@@ -406,10 +453,42 @@ class _Server:
                     slot = torch.empty(src.shape, dtype=src.dtype, device=dev)
                     row[j] = slot
                     fresh += 1
+                if "g" in a:  # against the previous call's, before a one-call batch's
+                    self._differ(j, src)  # slot (the same buffer) is overwritten
                 slot.copy_(src)
+                if "g" in a:
+                    self.last_drawn[j] = slot
         self.device = str(dev)
         self._sync()
         return {"allocated": fresh}
+
+    def _draw(self, spec: list[Any], gen: Any, dev: Any) -> Any:
+        """One argument drawn on the device as `verifier.benchmark._torch_pool` draws it on
+        the host: normal (mean a, std b), half-normal from a (|normal| times b) or uniform
+        in [0, 1), in float32, then cast to its dtype."""
+        torch = self.torch
+        if gen is None:
+            raise ValueError("a drawn argument needs the command's seed")
+        shape, dtype, dist, a, b = spec
+        if dist == "uniform":
+            x = torch.rand(shape, generator=gen, device=dev, dtype=torch.float32)
+        else:
+            x = torch.randn(shape, generator=gen, device=dev, dtype=torch.float32)
+            if dist == "halfnormal":
+                x.abs_()
+            x.mul_(float(b)).add_(float(a))
+        return x.to(self.dtype(dtype))
+
+    def _differ(self, j: int, drawn: Any) -> None:
+        """Every element of `drawn` differs from the same element of the previous call's
+        argument `j` (the lowest bit flipped where they are equal), across batches too."""
+        torch = self.torch
+        last = self.last_drawn.get(j)
+        if last is not None and last.shape == drawn.shape and last.dtype == drawn.dtype:
+            same = drawn == last
+            ints = {2: torch.int16, 4: torch.int32, 8: torch.int64}[drawn.element_size()]
+            bits = drawn.view(ints)
+            bits[same] = bits[same] ^ 1
 
     def run(self, cmd: dict[str, Any]) -> dict[str, Any]:
         """Run staged calls 0..count-1, each keeping its own outputs (an L2 flush before each
@@ -436,10 +515,14 @@ class _Server:
                     results.append(self.model(*self.staged[i]))
                 if events:
                     marks[-1][1].record()
+        gap = None if empty else self.sync.batch()
         self._sync()
+        answer: dict[str, Any] = {} if gap is None else {"stream_gap_ns": gap}
         if not empty:
             self.results = results
-        return {"events": [a.elapsed_time(b) * 1e6 for a, b in marks]} if marks else {}
+        if marks:
+            answer["events"] = [a.elapsed_time(b) * 1e6 for a, b in marks]
+        return answer
 
     def fetch(self, cmd: dict[str, Any]) -> dict[str, Any]:
         """The outputs of the last batch's calls the parent picked, copied to its regions."""
@@ -482,9 +565,7 @@ class _Server:
         return {"outs": merged, "times": times}
 
     def _sync(self) -> None:
-        cuda = getattr(self.torch, "cuda", None)
-        if cuda is not None and cuda.is_available() and cuda.is_initialized():
-            cuda.synchronize()
+        self.sync.all()
 
 
 def _load_module(folder: str, path: str) -> Any:
@@ -546,6 +627,7 @@ def main(argv: list[str]) -> int:
 
     torch.set_num_threads(threads)
     io = _FrameIO(cmd_fd, ans_fd)
+    sync = _DeviceSync(torch)
     if role in ("candidate", "build"):
         _install_extension_hooks(role, ext_dir)
     try:
@@ -560,7 +642,7 @@ def main(argv: list[str]) -> int:
         return 0
     mem = mmap.mmap(mem_fd, nbytes, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
     try:
-        server = _Server(role, mem, module, cls_name)
+        server = _Server(role, mem, module, cls_name, sync)
     except AttributeError as exc:
         io.answer({**_error(exc), "stage": "load"})
         return 3
