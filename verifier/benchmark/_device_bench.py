@@ -136,9 +136,10 @@ def device_bench(spec: KernelSpec, settings: DeviceBenchSettings, device: Device
     return bench_module(kernel, settings, device, seed, progress, clock)
 
 
-def bench_module(kernel: TorchKernel, settings: DeviceBenchSettings, device: Device,
-                 seed: int | None = None, progress: Progress | None = None,
-                 clock: Clock = time.perf_counter_ns, flops: float | None = None) -> BenchReport:
+def bench_module(  # noqa: PLR0913 (the route passes the bench's optional parts by name)
+        kernel: TorchKernel, settings: DeviceBenchSettings, device: Device,
+        seed: int | None = None, progress: Progress | None = None,
+        clock: Clock = time.perf_counter_ns, flops: float | None = None) -> BenchReport:
     """`device_bench` of a torch kernel folder (also one ktl writes for a C ABI kernel,
     whose FLOPs per call are then known: `flops`)."""
     progress = progress or quiet
@@ -424,9 +425,10 @@ def _faults(label: str, dims: dict[str, int], t: DeviceTiming, notes: Findings) 
                     f"{t.wrong[0]}); the kernel skips work, finishes late or caches results")
 
 
-def _judge(dims: dict[str, int], mode: _Mode, cost: OpCost, device: Device,
-           rng: np.random.Generator, settings: DeviceBenchSettings,
-           notes: Findings) -> BenchmarkResult | None:
+def _judge(  # noqa: PLR0913 (one shape's verdict from its measurement's parts)
+        dims: dict[str, int], mode: _Mode, cost: OpCost, device: Device,
+        rng: np.random.Generator, settings: DeviceBenchSettings,
+        notes: Findings) -> BenchmarkResult | None:
     t, plan = mode.timing, mode.plan
     label = "{" + ",".join(f"{k}={v}" for k, v in dims.items()) + "}" + (
         " cold" if mode.cold else " warm")

@@ -162,8 +162,9 @@ class DeviceTiming:
     notes: list[str] = field(default_factory=list)
 
 
-def measure(cand: DeviceSide, base: DeviceSide, device: Device, draw: Draw, agree: Agree,
-            plan: TimingPlan, rng: np.random.Generator, clock: Clock) -> DeviceTiming:
+def measure(  # noqa: PLR0913 (two sides, the device and the plan's strategies)
+        cand: DeviceSide, base: DeviceSide, device: Device, draw: Draw, agree: Agree,
+        plan: TimingPlan, rng: np.random.Generator, clock: Clock) -> DeviceTiming:
     """Time `plan.reps` batches per side (see the module docstring)."""
     k, b = SideTiming(), SideTiming()
     out = DeviceTiming(k, b, [], 0, 0.0, [device.sample()])
