@@ -21,6 +21,7 @@ from attest.predicates import (
     KernelPredicate,
     Predicate,
     ReproductionPredicate,
+    SuitePredicate,
     parse_predicate,
 )
 
@@ -114,6 +115,11 @@ class Statement:
             if self.predicate.target.subject_sha256 not in digests:
                 raise ValidationError("predicate.target.subject_sha256",
                                       "must be the sha256 digest of a subject of this statement")
+        if isinstance(self.predicate, SuitePredicate) and (
+            len(self.subjects) != 1 or self.subjects[0].sha256 != self.predicate.dataset_sha256
+        ):
+            raise ValidationError("predicate.dataset_sha256",
+                                  "must be the sha256 digest of the single subject")
 
     @property
     def subject_name(self) -> str:
