@@ -204,7 +204,7 @@ def test_the_circle_and_crossing_checks_see_what_they_must(tmp_path: Path) -> No
 OPTIONAL = ("torch", "triton", "psycopg", "psycopg_pool", "pynvml", "ledger.storage._postgres",
             "ledger.storage._pg_queue", "ledger.vindex._postgres")
 """Optional heavy dependencies: the only imports allowed inside functions without counting."""
-MAX_IMPORTS_IN_FUNCTIONS = 84
+MAX_IMPORTS_IN_FUNCTIONS = 81
 MAX_MANY_PARAMETERS = 30
 MAX_LONG_FUNCTIONS = 19
 """Ratchets: the tree meets them, and each may only go down (issue 39's aims: 40, 10, 5)."""
