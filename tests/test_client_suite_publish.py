@@ -16,6 +16,7 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from urllib.request import urlopen
 
 import pytest
 from client_server import Ktl, kernel_folder, running_log, small_results
@@ -138,6 +139,12 @@ def test_a_suite_run_is_published_as_one_claim_and_verified(tmp_path: Path) -> N
                            "--problems", str(problems))
         assert checked["verified"] and checked["checked_entries"] == 5
         assert checked["summary"] == summary
+
+        got = ktl.json("get", "--index", str(index), "--log", url)
+        assert got["predicate_type"] == SUITE_V1 and got["subject_sha256"] == \
+            report["dataset_sha256"]
+        with urlopen(f"{url}/entries/{index}") as page:  # the explorer shows it
+            assert page.status == 200 and "suite" in page.read().decode()
 
         again = ktl.json("suite", "publish", str(out), "--problems", str(problems),
                          "--key", str(key_path), "--log", url)
