@@ -898,8 +898,8 @@ or no solution), refused (this machine could not run it: the row says which limi
 SUITE_FAST_P = (1.0, 1.5, 2.0)
 """KernelBench's fast_p thresholds: the share of ALL problems correct and faster than p."""
 MAX_SUITE_ROWS = 1000
-"""Most problems one suite statement names (a log entry is at most 65,535 bytes: about 230
-of them fit; a larger run is published a level at a time)."""
+"""Most problems one suite statement names; a log entry (at most 65,535 bytes) holds 100 to
+130 of them, by the length of their names: a larger run is published a level at a time."""
 MAX_SUITE_COUNT = 10**6
 """Most problems a summary counts (a client's summary of a run larger than one statement)."""
 MAX_SUITE_ENTRIES_PER_ROW = 3

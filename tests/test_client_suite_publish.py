@@ -40,10 +40,12 @@ from client.api import LogClient
 from client.errors import InputError, VerificationFailed
 from client.suite import (
     EntryResult,
+    PublishSettings,
     SuiteRefuted,
     check_rows,
     dataset_manifest,
     kernel_name_of,
+    publish_suite,
     read_suite,
     suite_body,
 )
@@ -235,3 +237,18 @@ def test_a_run_settings_node_states_the_memory_bound() -> None:
                                 memory_limit_bytes=1 << 30)
     assert settings.to_json()["memory_limit_bytes"] == 1 << 30
     assert SUITE_V1.endswith("/suite/v1")
+
+
+def test_a_run_too_large_for_one_statement_is_refused_before_anything_is_logged(
+        tmp_path: Path) -> None:
+    problems = _problems(tmp_path)
+    key_path = tmp_path / "vendor.key"
+    save_private_key(key_path, generate_private_key())
+    results = [EntryResult(f"level1/{i}_Conv_transposed_3D_square_input_asymmetric_kernel",
+                           1, i, "refused", reason="one call needs 9 GiB") for i in range(160)]
+    run = SuiteRunSettings(budget="quick", bench=True, levels=(1,), shard="1/1",
+                           memory_limit_bytes=None)
+    settings = PublishSettings(tmp_path / "out", problems, key_path, "http://127.0.0.1:9")
+    with pytest.raises(InputError, match=r"nothing was sent: a suite statement of 160 "
+                                         r"problems could not be one log entry"):
+        publish_suite(settings, results, run, None)

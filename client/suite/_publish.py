@@ -13,11 +13,16 @@ the solutions' digests and the summary recomputed from the rows.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from attest import AttestError
+from attest.entry import encode_entry, make_entry
 from attest.predicates import (
+    MAX_SUITE_ROWS,
     SUITE_STATUSES,
     SUITE_V1,
     BenchmarkPredicate,
@@ -27,6 +32,7 @@ from attest.predicates import (
     SuiteStatus,
     suite_summary,
 )
+from attest.statement import make_statement
 from client.errors import InputError
 from client.publish import (
     Claim,
@@ -139,14 +145,36 @@ def suite_body(rows: list[SuiteRow], dataset_sha256: str, run: SuiteRunSettings
                                                        if r.refused is not None]))
 
 
+def _check_fits(results: list[EntryResult], dataset: str, run: SuiteRunSettings,
+                name: str, key: Ed25519PrivateKey) -> None:
+    """Refuse, before anything is logged, a run whose statement could not fit one log entry
+    (each row at its largest: three indices near 2^53, every digest, a speed-up)."""
+    rows = [SuiteRow(key=r.key, status="correct", solution_sha256="f" * 64,
+                     indices=(2**53 - 3, 2**53 - 2, 2**53 - 1), entries_sha256="f" * 64,
+                     speedup=1.0 / 3.0, trusted=True, refused=None) for r in results]
+    rows = [replace(row, indices=tuple(i - 3 * n for i in row.indices))
+            for n, row in enumerate(rows)]
+    try:
+        encode_entry(make_entry(make_statement(name, dataset, suite_body(rows, dataset, run)),
+                                [key]))
+    except AttestError as exc:
+        raise InputError(f"nothing was sent: a suite statement of {len(results)} problems "
+                         f"could not be one log entry ({exc}); run and publish each level "
+                         "(or a part of one, --shard) into its own --out") from None
+
+
 def publish_suite(settings: PublishSettings, results: list[EntryResult], run: SuiteRunSettings,
                   out: Any) -> dict[str, Any]:
     """Publish every judged problem, then the signed suite statement; returns a report."""
     if not results:
         raise InputError(f"{settings.out}: no finished entries to publish")
+    if len(results) > MAX_SUITE_ROWS:
+        raise InputError(f"{len(results)} problems: a suite statement names at most "
+                         f"{MAX_SUITE_ROWS}; publish each level from its own --out")
     manifest = dataset_manifest(settings.problems)
     dataset = hashlib.sha256(manifest).hexdigest()
     key = load_signing_key(settings.key_path, settings.passphrase_env)
+    _check_fits(results, dataset, run, settings.name, key)
     rows = []
     for n, result in enumerate(results, 1):
         out.note(f"[{n}/{len(results)}] {result.key}: {result.status}", "dim")
