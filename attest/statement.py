@@ -55,7 +55,7 @@ class Subject:
 
 @dataclass(frozen=True)
 class Statement:
-    """An in-toto Statement v1 with one of the four predicate types."""
+    """An in-toto Statement v1 with one of the five predicate types."""
 
     subjects: tuple[Subject, ...]
     predicate_type: str
