@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -94,7 +95,11 @@ def test_bad_settings_are_refused(tmp_path: Path) -> None:
         discover(SuiteSettings(tmp_path / "solutions" / "run", tmp_path / "solutions", tmp_path / "o"))
 
 
-def _fake(statuses: dict[str, tuple[str, float | None, bool | None]]):  # type: ignore[no-untyped-def]
+Runner = Callable[[Entry, SuiteSettings, "int | None"], EntryResult]
+
+
+def _fake(statuses: dict[str, tuple[str, float | None, bool | None]]
+          ) -> tuple[Runner, list[str]]:
     seen: list[str] = []
 
     def runner(entry: Entry, settings: SuiteSettings, cpu: int | None) -> EntryResult:
