@@ -252,3 +252,14 @@ def test_a_run_too_large_for_one_statement_is_refused_before_anything_is_logged(
     with pytest.raises(InputError, match=r"nothing was sent: a suite statement of 160 "
                                          r"problems could not be one log entry"):
         publish_suite(settings, results, run, None)
+
+
+def test_publish_without_a_key_is_refused_before_the_run(tmp_path: Path) -> None:
+    problems = _problems(tmp_path)
+    ktl = Ktl(tmp_path / "home")
+    res = ktl("suite", "run", str(problems), str(problems), "--publish", "--out",
+              str(tmp_path / "o"))
+    assert res.exit_code == 2 and "--publish needs --key" in res.stderr
+    assert not (tmp_path / "o").exists()
+    res = ktl("suite", "publish", str(tmp_path / "o"), "--problems", str(problems))
+    assert res.exit_code == 2 and "--key is required" in res.stderr
