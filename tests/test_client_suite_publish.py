@@ -263,3 +263,18 @@ def test_publish_without_a_key_is_refused_before_the_run(tmp_path: Path) -> None
     assert not (tmp_path / "o").exists()
     res = ktl("suite", "publish", str(tmp_path / "o"), "--problems", str(problems))
     assert res.exit_code == 2 and "--key is required" in res.stderr
+
+
+def test_a_kernel_not_named_for_its_problem_is_refused_before_it_is_logged(
+        tmp_path: Path) -> None:
+    problems, out = _finished_run(tmp_path)
+    toml = out / "kernels" / "level1__1_Add" / "kernel.toml"
+    toml.write_text(toml.read_text().replace(kernel_name_of(KEYS[0]), "local/1_add"))
+    key_path = tmp_path / "vendor.key"
+    save_private_key(key_path, generate_private_key())
+    ktl = Ktl(tmp_path / "home")
+    with running_log(tmp_path / "log") as url:
+        res = ktl("suite", "publish", str(out), "--problems", str(problems), "--key",
+                  str(key_path), "--log", url)
+        assert res.exit_code == 2 and "is named 'local/1_add'" in res.stderr
+        assert ktl.json("log-info", "--log", url)["tree_size"] == 0

@@ -38,6 +38,7 @@ from client.publish import (
     Claim,
     Results,
     evidence_problems,
+    kernel_claim,
     load_signing_key,
     publish_claims,
     results_from_files,
@@ -126,14 +127,15 @@ def _publish_entry(settings: PublishSettings, result: EntryResult, out: Any) -> 
                      "stated as an error, not as correct", "bold yellow")
         return row_of(result, None, None)
     kernel = settings.out / "kernels" / result.key.replace("/", "__")
+    name, _archive, _claim = kernel_claim(kernel)
+    if name != kernel_name_of(result.key):
+        raise InputError(f"{kernel}: its kernel is named {name!r}, not "
+                         f"{kernel_name_of(result.key)!r} (imported by an older ktl suite run: "
+                         "run the suite again into a fresh --out)")
     report = run_publish(kernel, settings.key_path, results, "quick", settings.log_url,
                          settings.log_key, TrustedState(), out,
                          passphrase_env=settings.passphrase_env,
                          witness_policy=settings.witness_policy, allow_weak=settings.allow_weak)
-    if report["name"] != kernel_name_of(result.key):
-        raise InputError(f"{kernel}: its kernel is named {report['name']!r}, not "
-                         f"{kernel_name_of(result.key)!r} (imported by an older ktl suite run: "
-                         "run the suite again into a fresh --out)")
     bench = dict(results.benchmark) if results.benchmark is not None else None
     return row_of(result, report, bench)
 
