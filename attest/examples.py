@@ -114,5 +114,31 @@ def reproduction_v2() -> dict[str, Any]:
     return body
 
 
+def suite() -> dict[str, Any]:
+    """A suite run of three problems: one correct and benchmarked, one incorrect, one refused;
+    the summary is the one recomputed from the rows. The dataset digest is `SOURCE_SHA256`."""
+    return {
+        "dataset_sha256": digest("source"),
+        "settings": {"budget": "quick", "bench": True, "levels": [1], "shard": "1/1",
+                     "memory_limit_bytes": 8 << 30},
+        "rows": [
+            {"key": "level1/1_Square_matmul", "status": "correct",
+             "solution_sha256": digest("solution 1"), "indices": [4, 5, 6],
+             "entries_sha256": digest("entries 1"), "speedup": 1.6, "trusted": True,
+             "refused": None},
+            {"key": "level1/2_ReLU", "status": "incorrect", "solution_sha256": digest("s2"),
+             "indices": [7, 8], "entries_sha256": digest("entries 2"), "speedup": None,
+             "trusted": None, "refused": None},
+            {"key": "level1/3_Huge", "status": "refused", "solution_sha256": digest("s3"),
+             "indices": [], "entries_sha256": None, "speedup": None, "trusted": None,
+             "refused": "one call does not fit this machine"}],
+        "summary": {"entries": 3, "correct": 1, "correct_pct": 33.3,
+                    "fast_p": {"1": 33.3, "1.5": 33.3, "2": 0.0}, "benchmarked": 1,
+                    "trusted": 1, "trusted_pct": 33.3,
+                    "fast_p_trusted": {"1": 33.3, "1.5": 33.3, "2": 0.0}, "incorrect": 1,
+                    "refused": {"one call does not fit this machine": 1}, "errors": 0},
+    }
+
+
 KERNEL_NAME = "acme/matmul-blocked"
 SOURCE_SHA256 = digest("source")

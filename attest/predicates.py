@@ -1,4 +1,4 @@
-"""The four predicate types (kernel, benchmark, verification, reproduction), version 1.
+"""The five predicate types (kernel, benchmark, verification, reproduction, suite), version 1.
 
 Each predicate is a tree of frozen nodes (`attest._spec.Node`) whose fields are declared
 once, each with its wire rule. From those declarations come validation when an object is
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Literal, get_args
+from typing import Any, ClassVar, Literal, Protocol, get_args
 
 from attest._errors import ValidationError
 from attest._spec import (
@@ -48,6 +48,7 @@ KERNEL_V1 = PREDICATE_NAMESPACE + "kernel/v1"
 BENCHMARK_V1 = PREDICATE_NAMESPACE + "benchmark/v1"
 VERIFICATION_V1 = PREDICATE_NAMESPACE + "verification/v1"
 REPRODUCTION_V1 = PREDICATE_NAMESPACE + "reproduction/v1"
+SUITE_V1 = PREDICATE_NAMESPACE + "suite/v1"
 
 BENCHMARK_SCHEMA_VERSION = 2
 REPRODUCTION_SCHEMA_VERSION = 2
@@ -795,14 +796,16 @@ class VerificationPredicate(Node, doc=(
 
 # ---- reproduction/v1 ------------------------------------------------------------------------
 
-PREDICATE_TYPES = (KERNEL_V1, BENCHMARK_V1, VERIFICATION_V1, REPRODUCTION_V1)
+PREDICATE_TYPES = (KERNEL_V1, BENCHMARK_V1, VERIFICATION_V1, REPRODUCTION_V1, SUITE_V1)
+REPRODUCIBLE_TYPES = (KERNEL_V1, BENCHMARK_V1, VERIFICATION_V1, REPRODUCTION_V1)
+"""The types a reproduction may target (a suite is re-checked entry by entry, not re-run)."""
 
 
 class ReproductionTarget(Node, path="target", doc="the logged entry that was re-run"):
     origin: str = json_field(Str(256, doc="the log's origin line"))
     index: int = json_field(Int(0, 2**53 - 1))
     leaf_hash: str = json_field(HEX64)
-    predicate_type: str = json_field(Enum(*PREDICATE_TYPES))
+    predicate_type: str = json_field(Enum(*REPRODUCIBLE_TYPES))
     subject_sha256: str = json_field(HEX64)
 
 
@@ -921,19 +924,172 @@ class ReproductionPredicate(Node, doc=(
                                   "allowed with it")
 
 
+# ---- suite/v1 -------------------------------------------------------------------------------
+
+SuiteStatus = Literal["correct", "incorrect", "refused", "error"]
+SUITE_STATUSES: tuple[SuiteStatus, ...] = get_args(SuiteStatus)
+"""One problem's outcome in a suite run: correct (its check passed), incorrect (a check failed,
+or no solution), refused (this machine could not run it: the row says which limit), error
+(the harness's fault)."""
+SUITE_FAST_P = (1.0, 1.5, 2.0)
+"""KernelBench's fast_p thresholds: the share of ALL problems correct and faster than p."""
+MAX_SUITE_ROWS = 1000
+"""Most problems one suite statement names; a log entry (at most 65,535 bytes) holds 100 to
+130 of them, by the length of their names: a larger run is published a level at a time."""
+MAX_SUITE_COUNT = 10**6
+"""Most problems a summary counts (a client's summary of a run larger than one statement)."""
+MAX_SUITE_ENTRIES_PER_ROW = 3
+"""A problem's statements: its kernel, verification and benchmark entries."""
+_FAST_KEY = Str(8, pattern=r"[0-9]+(\.[0-9]+)?", hint="must be a threshold such as '1.5'")
+_PCT = Num(doc="percent of all problems, rounded to 0.1")
+_FAST_MAP = Map(_FAST_KEY, _PCT, min_items=len(SUITE_FAST_P), max_items=len(SUITE_FAST_P),
+                doc="p -> percent of all problems correct with speed-up > p")
+SUITE_KEY_PATTERN = r"level[0-9]{1,2}/[0-9]{1,6}_[A-Za-z0-9._+-]{0,120}"
+
+
+class SuiteRow(Node, path="row", doc=(
+        "one problem: its key, outcome, the solution's digest, and the log entries of its "
+        "statements (indices in log order, and the sha256 over their leaf hashes)")):
+    key: str = json_field(Str(128, pattern=SUITE_KEY_PATTERN,
+                              hint="must be 'level<L>/<ID>_<Name>' (the problem file's stem)"))
+    status: SuiteStatus = json_field(Enum(*SUITE_STATUSES))
+    solution_sha256: str | None = json_field(Nullable(HEX64, doc="null: no solution was given"))
+    indices: tuple[int, ...] = json_field(List(
+        Int(0, 2**53 - 1), max_items=MAX_SUITE_ENTRIES_PER_ROW,
+        doc="log indices of this problem's kernel, verification and benchmark entries"))
+    entries_sha256: str | None = json_field(Nullable(HEX64, doc=(
+        "sha256 of the concatenated 32-byte leaf hashes of those entries, in index order; "
+        "null when there are none")))
+    speedup: float | None = json_field(Nullable(Num(doc="the logged benchmark's speed-up")))
+    trusted: bool | None = json_field(Nullable(Bool(doc="the logged benchmark's trusted")))
+    refused: str | None = json_field(Nullable(Str(
+        96, text=True, doc="why a refused problem could not run here (the limit's kind)")))
+
+    def _validate(self, path: str) -> None:
+        if list(self.indices) != sorted(set(self.indices)):
+            raise ValidationError(f"{path}.indices", "must be increasing, without repeats")
+        if (self.entries_sha256 is None) != (not self.indices):
+            raise ValidationError(f"{path}.entries_sha256", "is null exactly when there are "
+                                  "no indices")
+        if self.status == "correct" and len(self.indices) < 2:
+            raise ValidationError(f"{path}.status", "'correct' needs logged kernel and "
+                                  "verification entries")
+        if (self.speedup is None) != (self.trusted is None):
+            raise ValidationError(f"{path}.trusted", "is null exactly when speedup is null")
+        if self.speedup is not None and self.status != "correct":
+            raise ValidationError(f"{path}.speedup", "only a correct problem has a speed-up")
+        if (self.refused is not None) != (self.status == "refused"):
+            raise ValidationError(f"{path}.refused", "is given exactly when status is 'refused'")
+
+
+class SuiteSummary(Node, path="summary", doc=(
+        "KernelBench's figures (correct %, fast_p over all problems) and ours (benchmarked, "
+        "trusted %, fast_p over trusted speed-ups, refused by kind); recomputed from the rows")):
+    entries: int = json_field(Int(0, MAX_SUITE_COUNT))
+    correct: int = json_field(Int(0, MAX_SUITE_COUNT))
+    correct_pct: float = json_field(_PCT)
+    fast_p: Mapping[str, float] = json_field(_FAST_MAP)
+    benchmarked: int = json_field(Int(0, MAX_SUITE_COUNT))
+    trusted: int = json_field(Int(0, MAX_SUITE_COUNT))
+    trusted_pct: float = json_field(_PCT)
+    fast_p_trusted: Mapping[str, float] = json_field(_FAST_MAP)
+    incorrect: int = json_field(Int(0, MAX_SUITE_COUNT))
+    refused: Mapping[str, int] = json_field(Map(
+        Str(96, text=True), Int(1, MAX_SUITE_COUNT), max_items=32, doc="kind -> problems"))
+    errors: int = json_field(Int(0, MAX_SUITE_COUNT))
+
+
+class SuiteOutcome(Protocol):
+    """What the figures need of one problem (a `SuiteRow`, or a client's own result)."""
+
+    @property
+    def status(self) -> str: ...
+    @property
+    def speedup(self) -> float | None: ...
+    @property
+    def trusted(self) -> bool | None: ...
+
+
+def _pct(n: int, total: int) -> float:
+    return round(100.0 * n / total, 1) if total else 0.0
+
+
+def suite_summary(rows: Sequence[SuiteOutcome], refused: Sequence[str]) -> SuiteSummary:
+    """The figures of a suite run: the one definition `ktl suite` prints and a suite/v1
+    statement must carry. `refused` is the kind of each refused problem (in any order)."""
+    total = len(rows)
+    correct = [r for r in rows if r.status == "correct"]
+    timed = [r for r in correct if r.speedup is not None]
+    trusted = [r for r in timed if r.trusted]
+    kinds: dict[str, int] = {}
+    for kind in refused:
+        kinds[kind] = kinds.get(kind, 0) + 1
+    return SuiteSummary(
+        entries=total, correct=len(correct), correct_pct=_pct(len(correct), total),
+        fast_p={f"{p:g}": _pct(sum(1 for r in timed if (r.speedup or 0) > p), total)
+                for p in SUITE_FAST_P},
+        benchmarked=len(timed), trusted=len(trusted), trusted_pct=_pct(len(trusted), total),
+        fast_p_trusted={f"{p:g}": _pct(sum(1 for r in trusted if (r.speedup or 0) > p), total)
+                        for p in SUITE_FAST_P},
+        incorrect=sum(r.status == "incorrect" for r in rows),
+        refused=dict(sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))[:32]),
+        errors=sum(r.status == "error" for r in rows))
+
+
+class SuiteRunSettings(Node, path="settings", doc="how the suite was run"):
+    budget: str = json_field(Enum("quick", "full"))
+    bench: bool = json_field(Bool())
+    levels: tuple[int, ...] = json_field(List(Int(1, 99), min_items=1, max_items=99))
+    shard: str = json_field(Str(16, pattern=r"[0-9]{1,5}/[0-9]{1,5}", hint="must be K/N"))
+    memory_limit_bytes: int | None = json_field(Nullable(Int(
+        0, 2**62, doc="the bound on ktl's own memory (address space) during the run")))
+
+
+class SuitePredicate(Node, doc=(
+        "a suite run (KernelBench's layout): the dataset, every problem's row naming its log "
+        "entries, and the summary, which must equal the figures recomputed from the rows")):
+    dataset_sha256: str = json_field(HEX64)
+    settings: SuiteRunSettings = json_field(SuiteRunSettings)
+    rows: tuple[SuiteRow, ...] = json_field(
+        List(Nested(SuiteRow), min_items=1, max_items=MAX_SUITE_ROWS))
+    summary: SuiteSummary = json_field(SuiteSummary)
+
+    PREDICATE_TYPE: ClassVar[str] = SUITE_V1
+
+    def _validate(self, path: str) -> None:
+        seen_keys: set[str] = set()
+        seen_indices: set[int] = set()
+        for i, row in enumerate(self.rows):
+            if row.key in seen_keys:
+                raise ValidationError(f"{path}.rows[{i}].key", "names a problem twice")
+            if seen_indices.intersection(row.indices):
+                raise ValidationError(f"{path}.rows[{i}].indices", "names a log entry another "
+                                      "row names")
+            seen_keys.add(row.key)
+            seen_indices.update(row.indices)
+        again = suite_summary(self.rows, [r.refused for r in self.rows if r.refused is not None])
+        if again != self.summary:
+            theirs, ours = self.summary.to_json(), again.to_json()
+            field = next((k for k in ours if ours[k] != theirs.get(k)), "entries")
+            raise ValidationError(f"{path}.summary.{field}", f"must be {ours[field]!r}, the "
+                                  f"figure recomputed from the rows (got {theirs.get(field)!r})")
+
+
 # ---- dispatch -------------------------------------------------------------------------------
 
-Predicate = KernelPredicate | BenchmarkPredicate | VerificationPredicate | ReproductionPredicate
+Predicate = (KernelPredicate | BenchmarkPredicate | VerificationPredicate | ReproductionPredicate
+             | SuitePredicate)
 
 PREDICATE_CLASSES: Mapping[str, type[Predicate]] = {
     KERNEL_V1: KernelPredicate,
     BENCHMARK_V1: BenchmarkPredicate,
     VERIFICATION_V1: VerificationPredicate,
     REPRODUCTION_V1: ReproductionPredicate,
+    SUITE_V1: SuitePredicate,
 }
 SHORT_NAMES: Mapping[str, str] = {
     "kernel": KERNEL_V1, "benchmark": BENCHMARK_V1,
-    "verification": VERIFICATION_V1, "reproduction": REPRODUCTION_V1,
+    "verification": VERIFICATION_V1, "reproduction": REPRODUCTION_V1, "suite": SUITE_V1,
 }
 SPECS: Mapping[str, Obj] = {kind: PREDICATE_CLASSES[uri].spec() for kind, uri in SHORT_NAMES.items()}
 

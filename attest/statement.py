@@ -21,6 +21,7 @@ from attest.predicates import (
     KernelPredicate,
     Predicate,
     ReproductionPredicate,
+    SuitePredicate,
     parse_predicate,
 )
 
@@ -54,7 +55,7 @@ class Subject:
 
 @dataclass(frozen=True)
 class Statement:
-    """An in-toto Statement v1 with one of the four predicate types."""
+    """An in-toto Statement v1 with one of the five predicate types."""
 
     subjects: tuple[Subject, ...]
     predicate_type: str
@@ -114,6 +115,11 @@ class Statement:
             if self.predicate.target.subject_sha256 not in digests:
                 raise ValidationError("predicate.target.subject_sha256",
                                       "must be the sha256 digest of a subject of this statement")
+        if isinstance(self.predicate, SuitePredicate) and (
+            len(self.subjects) != 1 or self.subjects[0].sha256 != self.predicate.dataset_sha256
+        ):
+            raise ValidationError("predicate.dataset_sha256",
+                                  "must be the sha256 digest of the single subject")
 
     @property
     def subject_name(self) -> str:

@@ -12,6 +12,9 @@ EXIT_INCONCLUSIVE = 4
 EXIT_UNSUPPORTED = 5
 """`ktl reproduce`: a weak claim (its own record says its measurement was disturbed or thin)
 that could not be confirmed: do not pay on it (docs/reproducing.md, "Verdicts")."""
+EXIT_MEMORY = 6
+"""ktl's own process reached its memory bound (RLIMIT_DATA, set by `ktl suite run
+--memory-limit` for each step): said, never a kill (docs/kernelbench.md)."""
 
 
 class ClientError(Exception):
@@ -24,6 +27,12 @@ class InputError(ClientError):
     """A file, option or argument given to the client is missing or malformed."""
 
     exit_code = EXIT_USAGE
+
+
+class MemoryBoundReached(ClientError):
+    """ktl's own process could not allocate within its memory bound (RLIMIT_DATA)."""
+
+    exit_code = EXIT_MEMORY
 
 
 class NotInLog(InputError):

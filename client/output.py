@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -24,7 +25,13 @@ from rich.table import Table
 from rich.text import Text
 
 from attest import AttestError
-from client.errors import EXIT_NETWORK, EXIT_USAGE, ClientError, LogMisbehaviour
+from client.errors import (
+    EXIT_NETWORK,
+    EXIT_USAGE,
+    ClientError,
+    LogMisbehaviour,
+    MemoryBoundReached,
+)
 from ledger import LedgerError
 
 #: Terminal escape sequences: CSI (ESC [ ... final), OSC / DCS / SOS / PM / APC strings up to
@@ -153,6 +160,16 @@ def rows_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
     return table
 
 
+def memory_bound_message() -> str:
+    """What ktl says when its own process could not allocate: the bound, where it came from."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_DATA)
+    if soft == resource.RLIM_INFINITY:
+        return "ktl ran out of memory (no bound on its own memory was set: the machine's)"
+    return (f"ktl reached its own memory bound: {soft:,} bytes of data (RLIMIT_DATA, set by "
+            "`ktl suite run --memory-limit`); nothing half-written was kept. Raise the bound, "
+            "or run the problem at smaller sizes")
+
+
 def run_guarded(out: Output, fn: Callable[[], int | None]) -> NoReturn:
     """Run a command body; map errors to exit codes; exit with the body's code (0 default)."""
 
@@ -164,6 +181,8 @@ def run_guarded(out: Output, fn: Callable[[], int | None]) -> NoReturn:
         wrapped = ClientError(f"{type(exc).__name__}: {exc}")
         wrapped.exit_code = EXIT_USAGE
         out.fail(wrapped)
+    except MemoryError:
+        out.fail(MemoryBoundReached(memory_bound_message()))
     except KeyboardInterrupt:
         out.err.print("interrupted; nothing half-written was kept (state files are replaced "
                       "atomically)", highlight=False)

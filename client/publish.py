@@ -574,10 +574,16 @@ class PublishOptions:
     log_url: str | None = None
     log_key: str | None = None
     witness_policy_path: Path | None = None
+    given: Results | None = None
+    """Results already read by the caller (`ktl suite publish`), instead of their files."""
 
     def results(self) -> Results | None:
         """The results given (None: to be measured now); InputError for both kinds at once."""
         separate = (self.verification_path, self.benchmark_path, self.samples_path)
+        if self.given is not None:
+            if self.results_path is not None or any(separate):
+                raise InputError("give the results either read or as files, not both")
+            return self.given
         if self.results_path is not None and any(separate):
             raise InputError("give either --results or --verification/--benchmark/--samples")
         if self.results_path is not None:

@@ -1,7 +1,7 @@
 """Fuzz targets for every parser that reads bytes a log or a stranger sends.
 
 Each target takes arbitrary bytes and either rejects them with its package's typed error
-(`LedgerError`, `AttestError`, `VerifierError`) or parses them, in which case serializing
+(`LedgerError`, `AttestError`, `VerifierError`, `ClientError`) or parses them, in which case serializing
 the result must give the input back (or, where the input is not canonical JSON/TOML, a
 value that parses to the same thing). Any other exception is a bug. The same targets run
 under hypothesis in `tests/test_fuzz_parsers.py` (every `make test`) and under atheris in
@@ -20,6 +20,9 @@ from pathlib import Path
 from attest import AttestError
 from attest.entry import LogEntry, decode_entry, encode_entry
 from attest.policy import TrustPolicy
+from attest.predicates import SuitePredicate
+from client.errors import ClientError
+from client.suite import read_suite
 from ledger import LedgerError
 from ledger.tlog.checkpoint import Checkpoint
 from ledger.tlog.cosignature import cosignature_timestamp
@@ -40,7 +43,7 @@ from verifier import VerifierError
 from verifier.kernel import KernelSpec
 
 CORPUS = Path(__file__).resolve().parent / "fuzz_corpus"
-TYPED = (LedgerError, AttestError, VerifierError)
+TYPED = (LedgerError, AttestError, VerifierError, ClientError)
 _EMPTY_DIR = tempfile.mkdtemp(prefix="ktl-fuzz-")  # policies' key_files resolve here: nothing
 
 
@@ -144,6 +147,13 @@ def _witness_policy(data: bytes) -> None:
     assert WitnessPolicy.from_json(json.loads(json.dumps(policy.to_json()))) == policy
 
 
+def _suite_entry(data: bytes) -> None:
+    """A logged suite statement, as `ktl suite verify` reads it: signature verified, summary
+    recomputed from the rows; its predicate round-trips."""
+    claim = read_suite(data)
+    assert SuitePredicate.from_json(claim.predicate.to_json()) == claim.predicate
+
+
 TARGETS: dict[str, Callable[[bytes], None]] = {
     "note": _note,
     "cosignature": _cosignature,
@@ -157,6 +167,7 @@ TARGETS: dict[str, Callable[[bytes], None]] = {
     "trust_policy": _trust_policy,
     "add_checkpoint": _add_checkpoint,
     "witness_policy": _witness_policy,
+    "suite_entry": _suite_entry,
 }
 
 

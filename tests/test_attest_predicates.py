@@ -36,10 +36,11 @@ from attest import predicates as p
 
 BODIES: dict[str, Callable[[], dict[str, Any]]] = {
     KERNEL_V1: ex.kernel, BENCHMARK_V1: lambda: ex.benchmark(10),
-    VERIFICATION_V1: ex.verification, REPRODUCTION_V1: ex.reproduction,
+    VERIFICATION_V1: ex.verification, REPRODUCTION_V1: ex.reproduction, p.SUITE_V1: ex.suite,
 }
 CLASSES = {KERNEL_V1: KernelPredicate, BENCHMARK_V1: BenchmarkPredicate,
-           VERIFICATION_V1: VerificationPredicate, REPRODUCTION_V1: ReproductionPredicate}
+           VERIFICATION_V1: VerificationPredicate, REPRODUCTION_V1: ReproductionPredicate,
+           p.SUITE_V1: p.SuitePredicate}
 
 
 def normalized(obj: Any) -> Any:
@@ -382,7 +383,8 @@ def test_random_replacement_is_accepted_or_named(data: st.DataObject) -> None:
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "attest" / "schemas"
 
 
-@pytest.mark.parametrize("kind", ["kernel", "benchmark", "verification", "reproduction"])
+@pytest.mark.parametrize("kind", ["kernel", "benchmark", "verification", "reproduction",
+                                  "suite"])
 def test_published_schema_matches_the_code(kind: str) -> None:
     published = json.loads((SCHEMA_DIR / f"{kind}-v1.json").read_text())
     assert published == p.predicate_schema(kind)

@@ -129,9 +129,9 @@ def probe(path: str) -> dict[str, object]:
      "does not define get_init_inputs"),
     ("class Model:\n    pass\ndef get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n",
      "not a subclass of torch.nn.Module"),
-    ("class Model(nn.Module):\n    def forward(self, x):\n        return float(x.sum())\n"
+    ("class Model(nn.Module):\n    def forward(self, x):\n        return str(x.sum())\n"
      "def get_inputs():\n    return [torch.randn(2)]\ndef get_init_inputs():\n    return []\n",
-     "output 0 of Model.forward is a float, not a tensor"),
+     "output 0 of Model.forward is a str, not a tensor or a number"),
     ("class Model(nn.Module):\n    def forward(self, x):\n        return {'y': x}\n"
      "def get_inputs():\n    return [torch.randn(2)]\ndef get_init_inputs():\n    return []\n",
      "not a tensor"),
@@ -143,7 +143,7 @@ def probe(path: str) -> dict[str, object]:
     (GOOD_MODEL + "def get_inputs():\n    return [torch.arange(4)]\ndef get_init_inputs():\n"
      "    return []\n", "floating-point tensor"),
     (GOOD_MODEL + "def get_inputs():\n    return [[1, 2]]\ndef get_init_inputs():\n    return []\n",
-     "output 0 of Model.forward is a int"),
+     "hold a floating-point"),  # numbers out (mapped), but no float anywhere: no dtype
     ("class Model(nn.Module):\n    def forward(self, x):\n        return torch.zeros(2)\n"
      "def get_inputs():\n    return [object()]\ndef get_init_inputs():\n    return []\n",
      "get_inputs()[0] is a object"),

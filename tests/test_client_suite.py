@@ -8,19 +8,22 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from client.errors import InputError
+from client.errors import EXIT_MEMORY, InputError
 from client.suite import (
     Entry,
     EntryResult,
     Event,
     SuiteSettings,
+    default_bound,
     discover,
     load_results,
     merge,
+    parse_size,
     run_suite,
     shard_of,
     summarize,
@@ -92,7 +95,11 @@ def test_bad_settings_are_refused(tmp_path: Path) -> None:
         discover(SuiteSettings(tmp_path / "solutions" / "run", tmp_path / "solutions", tmp_path / "o"))
 
 
-def _fake(statuses: dict[str, tuple[str, float | None, bool | None]]):  # type: ignore[no-untyped-def]
+Runner = Callable[[Entry, SuiteSettings, "int | None"], EntryResult]
+
+
+def _fake(statuses: dict[str, tuple[str, float | None, bool | None]]
+          ) -> tuple[Runner, list[str]]:
     seen: list[str] = []
 
     def runner(entry: Entry, settings: SuiteSettings, cpu: int | None) -> EntryResult:
@@ -214,3 +221,40 @@ def test_suite_over_our_own_problems_end_to_end(tmp_path: Path) -> None:
     (row,) = body["results"]
     assert row["status"] == "correct" and row["speedup"] is not None, row
     assert body["summary"]["all"]["correct_pct"] == 100.0
+
+
+def test_exceeding_ktls_own_memory_bound_is_said_not_a_kill(tmp_path: Path) -> None:
+    """`--memory-limit` bounds ktl's own process (RLIMIT_DATA): a solutions file larger than
+    the bound ends with the bound in numbers and exit 6, never a signal."""
+    problems = tmp_path / "p"
+    (problems / "level1").mkdir(parents=True)
+    (problems / "level1" / "1_A.py").write_text(PROBLEM)
+    line = json.dumps({"level": 1, "problem_id": 1, "kernel": "x" * (1 << 20)}) + "\n"
+    (tmp_path / "s.jsonl").write_text(line * 60)
+    done = _ktl("suite", "run", str(problems), str(tmp_path / "s.jsonl"), "--no-bench",
+                "--memory-limit", "170M", "--out", str(tmp_path / "o"))
+    assert done.returncode == EXIT_MEMORY, (done.returncode, done.stderr[-400:])
+    assert "ktl reached its own memory bound: 178,257,920 bytes" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_step_past_the_memory_bound_is_a_refusal_in_numbers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A `ktl` step that reached the bound (exit 6) makes its entry refused, with the bound,
+    counted under its own kind in the summary."""
+    import client.suite._run as run
+
+    monkeypatch.setattr(run, "KTL", (sys.executable, "-c", "raise SystemExit(6)"))
+    settings = _settings(tmp_path)
+    entry = next(e for e in discover(settings) if e.solution is not None)
+    result = run.run_entry(entry, settings, None)
+    assert result.status == "refused" and "ktl's own memory bound" in result.reason
+    assert summarize([result])["all"]["refused"] == {"ktl's own memory bound": 1}
+
+
+def test_memory_limit_sizes() -> None:
+    assert parse_size("8G") == 8 << 30 and parse_size("512M") == 512 << 20
+    assert parse_size("auto") == default_bound() > 0
+    for bad in ("lots", "1K", "-3G"):
+        with pytest.raises(InputError):
+            parse_size(bad)

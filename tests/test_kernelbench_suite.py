@@ -1,6 +1,7 @@
 """The committed KernelBench-layout suite (tests/kernelbench_suite, problems written here) in
 the forms that failed on the public dataset: tuple init arguments, convolution with kernel
-tuples, 3-D/4-D inputs, GPU-sized constants, 0-dim outputs, several outputs, a string
+tuples, 3-D/4-D inputs, GPU-sized constants, 0-dim outputs, a Python number as output,
+several outputs, a string
 forward argument, torch.rand inputs, a whole small model. Every problem imports; an honest
 solution (its Model renamed ModelNew) passes `check`, a wrong one fails it."""
 
@@ -10,7 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from client.kernelbench import ImportRefused, import_kernelbench
+from client.kernelbench import (
+    SCALAR_ADAPTER_MARK,
+    ImportRefused,
+    import_kernelbench,
+    scalar_adapter,
+)
 from verifier.checks import check
 from verifier.runtimes import CHECK_BUDGET, probe_problem
 
@@ -55,6 +61,30 @@ def test_zero_dim_outputs_several_outputs_and_a_string_argument(tmp_path: Path) 
                              HONEST / "level2/1_Matmul_two_outputs.py", tmp_path / "two")
     assert [o.shape for o in two.problem.outputs] == [(4, 9, 17), (4, 9)]
     assert two.problem.inputs[1].kind == "value" and two.problem.inputs[1].value == "relu"
+    rel = Path("level1/5_Mean_scalar.py")
+    mean = import_kernelbench(SUITE / rel, HONEST / rel, tmp_path / "mean")
+    assert [(o.kind, o.dtype) for o in mean.problem.outputs] == [("scalar", "float")]
+    for name in ("reference.py", "solution.py"):
+        assert SCALAR_ADAPTER_MARK in (tmp_path / "mean" / name).read_text()
+    assert "compared as 0-dim tensors" in (tmp_path / "mean" / "kernel.toml").read_text()
+
+
+def test_numbers_returned_by_forward_become_0_dim_tensors_of_the_same_value() -> None:
+    """The lines the importer appends where forward returns a Python number: a float at the
+    kernel's dtype, an int as int64, a bool as bool, inside tuples too; tensors unchanged."""
+    torch = pytest.importorskip("torch")
+    source = ("import torch\nclass Model(torch.nn.Module):\n"
+              "    def forward(self, x, how):\n"
+              "        return {'f': 1.5, 'i': 7, 'b': True, 't': (2.5, x), 'x': x}[how]\n")
+    space: dict[str, object] = {}
+    exec(compile(source.encode() + scalar_adapter("Model", "float16"), "ref", "exec"), space)
+    model = space["Model"]()  # type: ignore[operator]
+    x = torch.ones(2)
+    f, i, b = (model(x, k) for k in "fib")
+    assert (f.dtype, f.shape, float(f)) == (torch.float16, torch.Size([]), 1.5)
+    assert (i.dtype, int(i)) == (torch.int64, 7) and (b.dtype, bool(b)) == (torch.bool, True)
+    first, second = model(x, "t")
+    assert first.dtype == torch.float16 and second is x and model(x, "x") is x
 
 
 def test_gpu_sized_problem_is_scaled_from_its_own_constants_and_says_so(tmp_path: Path) -> None:

@@ -80,7 +80,7 @@ def test_every_ktl_command_and_option_in_the_docs_exists() -> None:
 def test_predicate_namespace_and_schemas_match() -> None:
     page = _page("publishing.md")
     assert f"`{PREDICATE_NAMESPACE}`" in page
-    for kind in ("kernel", "benchmark", "verification", "reproduction"):
+    for kind in ("kernel", "benchmark", "verification", "reproduction", "suite"):
         assert f"`…/{kind}/v1`" in page
         assert (ROOT / "attest" / "schemas" / f"{kind}-v1.json").is_file()
 

@@ -11,7 +11,7 @@ tuples of them, nested); they are recorded as given.
 
 Holds the importer (one module: the probe's child lives in `verifier.runtimes`). The solution is read, never run: its syntax tree must define
 `ModelNew`, and whether it imports Triton picks the runtime. What cannot be mapped
-(no Model, non-tensor outputs, a dtype outside float32/float16/bfloat16, ...) is
+(no Model, outputs other than tensors and numbers, a dtype outside float32/float16/bfloat16, ...) is
 refused with an `ImportRefused` that says why, and nothing is written.
 
 May import: `client.errors` and `verifier` (its kernel model,
@@ -47,8 +47,8 @@ from verifier.kernel import (
 from verifier.runtimes import ProbeFailed, ScalePlan, check_budget, check_ceiling
 from verifier.runtimes import probe_problem as run_probe
 
-__all__ = ["ImportOptions", "ImportRefused", "ImportResult", "ProblemInfo", "TensorInfo",
-           "import_kernelbench", "probe_problem"]
+__all__ = ["SCALAR_ADAPTER_MARK", "ImportOptions", "ImportRefused", "ImportResult",
+           "ProblemInfo", "TensorInfo", "import_kernelbench", "probe_problem", "scalar_adapter"]
 
 REFERENCE_FILE = "reference.py"
 SOLUTION_FILE = "solution.py"
@@ -269,10 +269,10 @@ def _items(obj: Mapping[str, Any], key: str, count_key: str, what: str) -> tuple
         raise ImportRefused("Model.forward returned an empty sequence; ktl compares tensors")
     if key == "outputs":
         for i, x in enumerate(items):
-            if isinstance(x, Mapping) and x.get("kind") != "tensor":
+            if isinstance(x, Mapping) and x.get("kind") not in ("tensor", "scalar"):
                 kind = x.get("type") if isinstance(x.get("type"), str) else "value"
                 raise ImportRefused(f"output {i} of Model.forward is a {str(kind)[:64]}, not a "
-                                    "tensor; ktl compares tensor outputs only")
+                                    "tensor or a number; ktl compares tensors and numbers only")
     return tuple(_item(x, f"{what}[{i}]") for i, x in enumerate(items))
 
 
@@ -334,6 +334,44 @@ def plain_text(value: Any) -> str:
 
 # -- writing the folder ----------------------------------------------------------------------
 
+SCALAR_ADAPTER_MARK = "# --- added by `ktl import kernelbench`: scalar outputs as 0-dim tensors"
+
+
+def scalar_adapter(cls: str, dtype: str) -> bytes:
+    """Lines appended to the reference and the solution when Model.forward returns a Python
+    number: ktl compares tensors, so every number forward returns (alone, or in a tuple or
+    list) is returned as a 0-dim tensor of the same value: a float at the kernel's dtype
+    (as a tensor output of that dtype would be judged), an int as int64, a bool as bool.
+    Tensors pass unchanged, so a solution that returns a tensor where the reference returns
+    a number is judged on its shape like any other output. Stated in kernel.toml."""
+    return f"""
+
+{SCALAR_ADAPTER_MARK}
+# (ktl compares tensors: each number forward returns becomes a 0-dim tensor, same value;
+# a float at the kernel's dtype {dtype}, an int as int64, a bool as bool.)
+class _KtlScalarOutputs{cls}({cls}):
+    def forward(self, *args, **kwargs):
+        import torch as _ktl_torch
+
+        def tensor(value):
+            if isinstance(value, bool):
+                return _ktl_torch.tensor(value)
+            if isinstance(value, int):
+                return _ktl_torch.tensor(value, dtype=_ktl_torch.int64)
+            if isinstance(value, float):
+                return _ktl_torch.tensor(value, dtype=_ktl_torch.{dtype})
+            return value
+
+        out = super().forward(*args, **kwargs)
+        if isinstance(out, (tuple, list)):
+            return type(out)(tensor(o) for o in out)
+        return tensor(out)
+
+
+{cls} = _KtlScalarOutputs{cls}
+""".encode()
+
+
 
 def default_name(problem: Path) -> str:
     """'local/<file stem>' in the kernel-name alphabet, e.g. 19_ReLU.py -> local/19_relu."""
@@ -357,6 +395,9 @@ def manifest_text(name: str, opts: ImportOptions, runtime: str, dtype: str,
         *(["# get_init_inputs(): " + "; ".join(t.describe() for t in info.init)[:300]]
           if any(t.kind == "value" for t in info.init) else []),
         "# outputs: " + "; ".join(t.describe() for t in info.outputs),
+        *(["# numbers returned by forward are compared as 0-dim tensors (the lines added at "
+           "the end of reference.py and solution.py)"]
+          if any(t.kind == "scalar" for t in info.outputs) else []),
         f"name = {_toml_string(name)}",
         f"version = {_toml_string(opts.version)}",
         f"op = {_toml_string(TORCH_OP)}",
@@ -423,6 +464,9 @@ def import_kernelbench(problem: Path, solution: Path, out: Path,
     info = probe_problem(problem_bytes)
     runtime = opts.runtime or solution_runtime(solution_bytes, len(info.init))
     dtype = opts.dtype or info.dtype
+    if any(t.kind == "scalar" for t in info.outputs):
+        problem_bytes += scalar_adapter("Model", dtype)
+        solution_bytes += scalar_adapter(TORCH_ENTRY, dtype)
     files = {REFERENCE_FILE: problem_bytes, SOLUTION_FILE: solution_bytes, **extras}
     text = manifest_text(name, opts, runtime, dtype, list(files), info)
     stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))

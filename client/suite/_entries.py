@@ -12,22 +12,28 @@ No I/O here but reading those folders and files; every count is bounded.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from attest.predicates import KERNEL_NAME_PATTERN, MAX_KERNEL_NAME_CHARS, SUITE_STATUSES
 from client.errors import InputError
 
-__all__ = ["MAX_ENTRIES", "Entry", "EntryResult", "SuiteSettings", "discover", "shard_of"]
+__all__ = ["KERNEL_VENDOR", "MAX_ENTRIES", "Entry", "EntryResult", "SuiteSettings",
+           "dataset_manifest", "discover", "kernel_name_of", "shard_of"]
 
 MAX_ENTRIES = 10_000
 MAX_JSONL_BYTES = 512 * 2**20
 MAX_SOLUTION_BYTES = 1 << 20
 _PROBLEM = re.compile(r"(\d{1,6})_[^/]*\.py")
 _RUN_NAME = re.compile(r"level_(\d{1,2})_problem_(\d{1,6})_sample_(\d{1,6})_kernel\.py")
-STATUSES = ("correct", "incorrect", "refused", "error")
+STATUSES = SUITE_STATUSES
+KERNEL_VENDOR = "kernelbench"
+"""The vendor part of every kernel a suite imports (`kernel_name_of`)."""
+MAX_PROBLEM_BYTES = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -80,6 +86,21 @@ class Entry:
     @property
     def file_key(self) -> str:
         return self.key.replace("/", "__")
+
+    @property
+    def kernel_name(self) -> str:
+        return kernel_name_of(self.key)
+
+
+def kernel_name_of(key: str) -> str:
+    """The kernel name a suite gives the problem `key` ('level1/19_ReLU' ->
+    'kernelbench/level1-19_relu'): `ktl suite run` imports under it and `ktl suite verify`
+    expects it as the subject of the row's entries (the binding of a row to its problem)."""
+    tail = re.sub(r"[^a-z0-9._-]+", "-", key.lower().replace("/", "-")).strip("-._")
+    name = f"{KERNEL_VENDOR}/{tail or 'problem'}"[:MAX_KERNEL_NAME_CHARS].rstrip("-._")
+    if not re.fullmatch(KERNEL_NAME_PATTERN, name):
+        raise InputError(f"{key[:80]!r}: no kernel name can be made of it")
+    return name
 
 
 @dataclass
@@ -203,6 +224,25 @@ def discover(settings: SuiteSettings) -> list[Entry]:
                 raise InputError(f"more than {MAX_ENTRIES} problems")
     entries.sort(key=lambda e: (e.level, e.problem_id, e.problem.name))
     return entries
+
+
+def dataset_manifest(problems: Path) -> bytes:
+    """The dataset's identity: canonical JSON listing every problem file of every level<N>/
+    folder (path and sha256), sorted. Its sha256 is the suite statement's subject; it is
+    uploaded beside the log, so anyone holding the problems can check they are the same."""
+    files = []
+    for _level, folder in _levels(problems, ()):
+        for path in sorted(folder.glob("*.py")):
+            if not _PROBLEM.fullmatch(path.name) or not path.is_file():
+                continue
+            if path.stat().st_size > MAX_PROBLEM_BYTES:
+                raise InputError(f"{path}: a problem larger than {MAX_PROBLEM_BYTES >> 20} MiB")
+            files.append({"path": f"{folder.name}/{path.name}",
+                          "sha256": hashlib.sha256(path.read_bytes()).hexdigest()})
+            if len(files) > MAX_ENTRIES:
+                raise InputError(f"{problems}: more than {MAX_ENTRIES} problems")
+    return json.dumps({"kind": "kernelbench-problems", "files": files}, sort_keys=True,
+                      separators=(",", ":")).encode()
 
 
 def shard_of(entries: list[Entry], shard: tuple[int, int]) -> list[Entry]:

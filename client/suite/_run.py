@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -23,14 +24,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from client.errors import InputError
+from client.errors import EXIT_MEMORY, InputError
 from client.suite._entries import Entry, EntryResult, SuiteSettings, discover, shard_of
 
-__all__ = ["Event", "entry_path", "load_results", "run_entry", "run_suite", "usable_cpus"]
+__all__ = ["EVIDENCE", "Event", "entry_path", "evidence_dir", "load_results", "run_entry",
+           "run_suite", "usable_cpus"]
 
 KTL = (sys.executable, "-c", "from client.cli import main; main()")
 MAX_REASON = 600
 RESULTS = "entries"
+EVIDENCE = "evidence"
+"""`<out>/evidence/<level>__<name>/`: what `ktl check --json` and `ktl bench --json
+--samples-out` printed for the entry, as `ktl publish` takes them (`ktl suite publish`)."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,15 @@ def entry_path(out: Path, entry: Entry) -> Path:
     return out / RESULTS / f"{entry.file_key}.json"
 
 
+def evidence_dir(out: Path, file_key: str) -> Path:
+    return out / EVIDENCE / file_key
+
+
+def _keep(folder: Path, name: str, text: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(text, encoding="utf-8")
+
+
 def _ktl(args: Sequence[str], cpu: int | None, timeout_s: float) -> subprocess.CompletedProcess[str]:
     def pin() -> None:
         if cpu is not None:
@@ -59,6 +73,12 @@ def _ktl(args: Sequence[str], cpu: int | None, timeout_s: float) -> subprocess.C
 
     return subprocess.run([*KTL, *args], capture_output=True, text=True, timeout=timeout_s,
                           preexec_fn=pin, env={**os.environ, "COLUMNS": "400"})
+
+
+def _memory_reason(stage: str) -> str:
+    soft = resource.getrlimit(resource.RLIMIT_DATA)[0]
+    return (f"{stage}: ktl's own memory bound ({soft:,} bytes, --memory-limit) was reached "
+            "(ktl said so and stopped; not a kill)")
 
 
 def _error_line(stderr: str) -> str:
@@ -80,9 +100,13 @@ def _check(result: EntryResult, kernel: Path, settings: SuiteSettings, cpu: int 
     done = _ktl(["check", str(kernel), "--budget", settings.budget, "--json"], cpu,
                 settings.timeout_s)
     body = _json(done.stdout)
+    if done.returncode == EXIT_MEMORY:
+        result.status, result.reason = "refused", _memory_reason("check")
+        return False
     if body is None or not isinstance(body.get("checks"), list):
         result.status, result.reason = "error", f"ktl check: {_error_line(done.stderr)}"
         return False
+    _keep(evidence_dir(settings.out, kernel.name), "verification.json", done.stdout)
     rows = [c for c in body["checks"] if isinstance(c, dict)]
     for c in rows:
         if c.get("name") == "reference" and isinstance(c.get("detail"), str):
@@ -111,14 +135,19 @@ def _check(result: EntryResult, kernel: Path, settings: SuiteSettings, cpu: int 
 
 def _bench(result: EntryResult, kernel: Path, settings: SuiteSettings, cpu: int | None) -> None:
     result.stage = "bench"
+    evidence = evidence_dir(settings.out, kernel.name)
+    evidence.mkdir(parents=True, exist_ok=True)
     done = _ktl(["bench", str(kernel), "--json", "--runs", str(settings.bench_runs),
-                 "--time-budget", f"{settings.bench_seconds:g}"], cpu, settings.timeout_s)
+                 "--time-budget", f"{settings.bench_seconds:g}",
+                 "--samples-out", str(evidence / "samples.json")], cpu, settings.timeout_s)
     body = _json(done.stdout)
     results = body.get("results") if body else None
     if not isinstance(results, list) or not results or not isinstance(results[0], dict):
         result.trusted = False
-        result.reason = f"ktl bench: {_error_line(done.stderr)}"
+        result.reason = _memory_reason("bench") if done.returncode == EXIT_MEMORY else \
+            f"ktl bench: {_error_line(done.stderr)}"
         return
+    _keep(evidence, "benchmark.json", done.stdout)
     first = results[0]
     speedup, ci = first.get("speedup"), first.get("speedup_ci95")
     result.speedup = float(speedup) if isinstance(speedup, int | float) else None
@@ -139,11 +168,16 @@ def run_entry(entry: Entry, settings: SuiteSettings, cpu: int | None) -> EntryRe
             return result
         result.solution_sha256 = hashlib.sha256(entry.solution.read_bytes()).hexdigest()
         kernel = settings.out / "kernels" / entry.file_key
-        if kernel.exists():
-            shutil.rmtree(kernel)  # a run interrupted after the import: imported again
+        for stale in (kernel, evidence_dir(settings.out, entry.file_key)):
+            if stale.exists():
+                shutil.rmtree(stale)  # a run interrupted after the import: imported again
         kernel.parent.mkdir(parents=True, exist_ok=True)
         done = _ktl(["import", "kernelbench", str(entry.problem), str(entry.solution),
-                     "--out", str(kernel)], cpu, settings.timeout_s)
+                     "--out", str(kernel), "--name", entry.kernel_name], cpu,
+                    settings.timeout_s)
+        if done.returncode == EXIT_MEMORY:
+            result.status, result.reason = "refused", _memory_reason("import")
+            return result
         if done.returncode != 0:
             line = _error_line(done.stderr)
             result.status = "refused" if "one call needs" in line or "killed" in line else \
@@ -156,6 +190,8 @@ def run_entry(entry: Entry, settings: SuiteSettings, cpu: int | None) -> EntryRe
             result.stage = "done"
     except subprocess.TimeoutExpired as exc:
         result.status, result.reason = "error", f"{result.stage} ran past {exc.timeout:.0f} s"
+    except MemoryError:
+        result.status, result.reason = "refused", _memory_reason(result.stage)
     except OSError as exc:
         result.status, result.reason = "error", f"{result.stage}: {exc}"[:MAX_REASON]
     finally:

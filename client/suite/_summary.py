@@ -18,29 +18,29 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from attest.predicates import SUITE_FAST_P, suite_summary
 from client.errors import InputError
 from client.suite._entries import EntryResult
 
-__all__ = ["CSV_COLUMNS", "FAST_P", "merge", "summarize", "to_csv"]
+__all__ = ["CSV_COLUMNS", "FAST_P", "merge", "refusal_kind", "summarize", "to_csv"]
 
-FAST_P = (1.0, 1.5, 2.0)
+FAST_P = SUITE_FAST_P
 CSV_COLUMNS = ("key", "level", "problem_id", "status", "stage", "speedup", "trusted", "sizes",
                "failed_checks", "findings", "seconds", "reason", "solution_sha256")
 
 
-def _pct(n: int, total: int) -> float:
-    return round(100.0 * n / total, 1) if total else 0.0
-
-
-def _refusal_kind(reason: str) -> str:
+def refusal_kind(reason: str) -> str:
+    """The kind of limit a refused problem met (the summary counts refusals by kind)."""
     low = reason.lower()
-    if "one call needs" in low or "killed" in low:
+    if "memory bound" in low:
+        return "ktl's own memory bound"
+    if "one call needs" in low or "killed" in low or "does not fit" in low:
         return "one call does not fit this machine"
     if "cuda" in low or "gpu" in low:
         return "needs a GPU"
     if "past" in low and " s" in low:
         return "time limit"
-    return "other: " + reason[:80]
+    return "other: " + " ".join(reason.split())[:80]
 
 
 def summarize(results: Sequence[EntryResult]) -> dict[str, Any]:
@@ -52,23 +52,10 @@ def summarize(results: Sequence[EntryResult]) -> dict[str, Any]:
 
 
 def _figures(results: Sequence[EntryResult]) -> dict[str, Any]:
-    total = len(results)
-    correct = [r for r in results if r.status == "correct"]
-    timed = [r for r in correct if r.speedup is not None]
-    trusted = [r for r in timed if r.trusted]
+    figures = suite_summary(results, [refusal_kind(r.reason) for r in results
+                                      if r.status == "refused"]).to_json()
     return {
-        "entries": total,
-        "correct": len(correct), "correct_pct": _pct(len(correct), total),
-        "fast_p": {f"{p:g}": _pct(sum(1 for r in timed if (r.speedup or 0) > p), total)
-                   for p in FAST_P},
-        "benchmarked": len(timed),
-        "trusted": len(trusted), "trusted_pct": _pct(len(trusted), total),
-        "fast_p_trusted": {f"{p:g}": _pct(sum(1 for r in trusted if (r.speedup or 0) > p), total)
-                           for p in FAST_P},
-        "incorrect": sum(r.status == "incorrect" for r in results),
-        "refused": dict(Counter(_refusal_kind(r.reason) for r in results
-                                if r.status == "refused").most_common()),
-        "errors": sum(r.status == "error" for r in results),
+        **figures,
         "failed_checks": dict(Counter(c for r in results for c in r.failed_checks).most_common(12)),
         "findings": dict(Counter(f for r in results for f in r.findings).most_common(12)),
         "median_seconds": statistics.median(r.seconds for r in results) if results else 0.0,
