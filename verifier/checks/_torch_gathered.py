@@ -6,13 +6,14 @@ bottom of the torch check: `_torch_suite` fills a `Gathered`, `_torch_rows` judg
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from attest.predicates import FaultKind
-from verifier.runtimes import Call, CallOutcome, TorchSession
-from verifier.tensors import draw_input, draw_spread
+from verifier.runtimes import Call, CallOutcome, SizeConstant, TorchBuild, TorchKernel, TorchSession
+from verifier.tensors import draw_input, draw_large, draw_spread
 from verifier.worker import (
     BadAnswer,
     Escape,
@@ -22,9 +23,11 @@ from verifier.worker import (
     WorkerOverMemory,
 )
 
-__all__ = ["CALL_TIMEOUT_S", "Gathered", "SessionFailure"]
+__all__ = ["CALL_TIMEOUT_S", "LARGE", "Gathered", "Recipe", "SessionFailure"]
 
 CALL_TIMEOUT_S = 60.0
+LARGE = "large-squares"
+"""`Gathered.draw`'s spread for correctness.large."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,17 @@ class SessionFailure:
 
 
 
+@dataclass(frozen=True)
+class Recipe:
+    """What starts a torch session of this check again at other sizes: the kernel, its built
+    extensions, the check's work folder, the reference's size constants."""
+
+    kernel: TorchKernel
+    build: TorchBuild
+    work: Path
+    constants: tuple[SizeConstant, ...] = ()
+
+
 @dataclass
 class Gathered:
     """Everything a torch check gathered, for the rows."""
@@ -69,12 +83,16 @@ class Gathered:
     loaded: list[dict[str, Any]] = field(default_factory=list)
     overlaps: int = 0
     restarts: int = 0
+    recipe: Recipe | None = None
+    notes: dict[str, list[str]] = field(default_factory=dict)
+    """Per row, what it could not exercise and why ("dim held at 2,048: ...")."""
 
     def draw(self, shapes: list[tuple[int, ...]] | None = None,
              spread: str | None = None) -> list[Any]:
         """One call's inputs at `shapes` (default the example's), drawn like the example or,
         with `spread`, from that distribution (`verifier.tensors.DISTRIBUTIONS`: a kernel
-        wrong outside the example's range, e.g. [0, 1) of torch.rand, is caught there)."""
+        wrong outside the example's range, e.g. [0, 1) of torch.rand, is caught there), or
+        `LARGE` (`verifier.tensors.draw_large`, for correctness.large)."""
         problem = self.session.problem
         out: list[Any] = []
         for i, spec in enumerate(problem.inputs):
@@ -83,7 +101,9 @@ class Gathered:
                 continue
             shape = spec.shape if shapes is None else shapes[i]
             out.append(draw_input(spec.stats, shape, spec.dtype, self.rng) if spread is None
-                       else draw_spread(spec.stats, shape, spec.dtype, spread, self.rng))
+                       else draw_large(spec.stats, shape, spec.dtype, self.rng)
+                       if spread == LARGE else
+                       draw_spread(spec.stats, shape, spec.dtype, spread, self.rng))
         return out
 
     def calls(self, group: str, calls: list[Call], label: str, threads: int = 1) -> list[CallOutcome]:
