@@ -23,6 +23,7 @@ from verifier.checks._torch_gathered import Gathered, Recipe, SessionFailure
 from verifier.errors import VerifierError
 from verifier.progress import Progress
 from verifier.runtimes import (
+    PAST_BLOCKS,
     Call,
     DimensionVariant,
     Footprint,
@@ -73,12 +74,26 @@ def open_session(recipe: Recipe, sizes: ScalePlan, folder: Path) -> TorchSession
 
 
 def _measured(recipe: Recipe, var: DimensionVariant, sizes: ScalePlan) -> Footprint | str:
-    """One call's footprint at a variant past the plan's sizes, measured by the sandboxed
-    probe at the check's budget, or why the dimension is held there."""
+    """One call's footprint at a variant past the plan's sizes, as the check's probe measured
+    it past 4,608 (or, for another value, the sandboxed probe now), or why the dimension is
+    held there (past the check's budget, or the reference does not run)."""
+    budget = check_budget()
+    if var.value == PAST_BLOCKS and var.name in recipe.past:
+        known = recipe.past[var.name]
+        if known is None:
+            return (f"{var.name} held at {var.base:,}: the reference does not run at "
+                    f"{var.name}={var.value:,}")
+        if not known.fits(budget):
+            return (f"{var.name} held at {var.base:,} for {var.value:,}: one call would need "
+                    f"{known.call_bytes / 2**20:,.1f} MiB of inputs and outputs, "
+                    f"{known.param_bytes / 2**20:,.1f} MiB of parameters and "
+                    f"{known.flops / 1e9:,.2f} GFLOP; a check's call is limited to "
+                    f"{budget.call_bytes / 2**20:,.0f} MiB, {budget.param_bytes / 2**20:,.0f} "
+                    f"MiB and {budget.flops / 1e9:,.1f} GFLOP")
+        return known
     source = recipe.kernel.read()[recipe.kernel.reference]
     try:
-        probe = probe_problem(rewrite_constants(source, sizes.values), check_budget(),
-                              scale=False)
+        probe = probe_problem(rewrite_constants(source, sizes.values), budget, scale=False)
     except ProblemTooLarge as exc:
         return f"{var.name} held at {var.base:,} for {var.value:,}: {exc}"
     except (ProbeFailed, SizesError) as exc:

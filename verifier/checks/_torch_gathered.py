@@ -5,6 +5,7 @@ bottom of the torch check: `_torch_suite` fills a `Gathered`, `_torch_rows` judg
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,15 @@ from typing import Any
 import numpy as np
 
 from attest.predicates import FaultKind
-from verifier.runtimes import Call, CallOutcome, SizeConstant, TorchBuild, TorchKernel, TorchSession
+from verifier.runtimes import (
+    Call,
+    CallOutcome,
+    Footprint,
+    SizeConstant,
+    TorchBuild,
+    TorchKernel,
+    TorchSession,
+)
 from verifier.tensors import draw_input, draw_large, draw_spread
 from verifier.worker import (
     BadAnswer,
@@ -68,6 +77,8 @@ class Recipe:
     build: TorchBuild
     work: Path
     constants: tuple[SizeConstant, ...] = ()
+    past: Mapping[str, Footprint | None] = field(default_factory=dict)
+    """The probe's footprints with one constant set past 4,608 (`ProblemProbe.past`)."""
 
 
 @dataclass

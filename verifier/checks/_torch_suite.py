@@ -170,7 +170,7 @@ def _suite(kernel: TorchKernel, plan: TorchPlan, seed: int, work: Path, progress
     except ProbeFailed as exc:
         return [*rows, check_row("reference", "error", f"the reference module could not run: {exc}"[:1500])]
     progress(f"starting the reference and the candidate in their sandboxes ({probed.plan.describe()})")
-    recipe = Recipe(kernel, build, work, probed.constants)
+    recipe = Recipe(kernel, build, work, probed.constants, probed.past)
     try:
         session = open_session(recipe, probed.plan, work / "main")
     except (ReferenceError_, WorkerGone, WorkerHung, KernelRaised) as exc:
