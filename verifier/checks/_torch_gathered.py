@@ -62,7 +62,7 @@ class SessionFailure:
         if result is None and child is not None:
             child.close()
             result = child.result
-        why = (result.describe(limits, quote_output=False) if result is not None
+        why = (result.describe(limits) if result is not None
                else "the process ended")
         return cls("crash", f"the kernel's process ended: {why}")
 

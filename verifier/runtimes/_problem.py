@@ -34,7 +34,7 @@ from verifier.runtimes._sizes import (
     published_values,
     size_constants,
 )
-from verifier.sandbox import Limits, base_env, run_sandboxed
+from verifier.sandbox import Limits, base_env, exception_summary, run_sandboxed
 
 __all__ = [
     "BENCH_ARENA_CALL",
@@ -241,10 +241,11 @@ def _died(result: Any, limits: Limits, sizes: Mapping[str, Any] | None,
             f"the problem's process was killed (signal {result.signal}) after using "
             f"{_bytes(int(result.maxrss_bytes))}: {need}; the memory limit was "
             f"{_bytes(limit)}; this machine has {_bytes(available)} available", fp, limit)
-    tail = result.stderr.strip().splitlines()[-3:]
+    tail = result.stderr.strip().splitlines()[-1:]
+    # the problem is the claimant's code: its last line named by exception class, never quoted
     return ProbeFailed(f"the problem's process exited with status {result.returncode} "
                        f"(signal {result.signal}) without an answer"
-                       + (f": {' / '.join(tail)[:600]}" if tail else ""))
+                       + (f": {exception_summary(tail[0])}" if tail else ""))
 
 
 def probe_problem(source: bytes, budget: Footprint = CHECK_BUDGET,
