@@ -17,13 +17,16 @@ rows. Checks, each over fresh inputs drawn from this run's seed (recorded):
 - correctness.random: calls at `get_inputs`' shapes, several weight initialisations
   (each `torch.manual_seed(init_seed)`, fresh per run, recorded);
 - correctness.shapes: variants of `get_inputs`' shapes the reference accepts (one size
-  substituted everywhere it occurs), so a kernel hard-coding the example shape fails;
+  substituted everywhere it occurs), so a kernel hard-coding the example shape fails; then
+  each size constant of the problem set on its own (past 4,608; +-1 and an odd prime with
+  full) in processes restarted at it (`_torch_dims`), the dimensions held named;
 - correctness.distributions: inputs drawn wide (100x the example's spread), large (the
   dtype's largest value to the 1/4), off a large offset, of both signs and tiny;
+- correctness.large: squares near the dtype's largest value (row sums overflow);
 - special_values: NaN, +-Inf, +-0 and subnormals planted in each floating input alone and
   in all of them together;
-  both rows also ask the reference module at the kernel's dtype: a difference only the
-  float64 reference shows (GELU's NaN at +inf in float32) is reported, not failed;
+  every correctness row also asks the reference module at the kernel's dtype: a difference
+  only the float64 reference shows (GELU's NaN at +inf in float32) is reported, not failed;
 - inputs.unchanged, outputs.fresh (every output copied into a region the parent chose
   and prefilled with poison for that call; a plain tensor of the reference's shape and
   dtype), determinism, state.reuse (the same inputs at another buffer; other inputs at
