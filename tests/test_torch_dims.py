@@ -65,6 +65,35 @@ def test_variants_start_from_the_values_run_at_and_name_what_is_held() -> None:
     assert big[0].value == 8193 and len(big) == 3
 
 
+def test_a_dimension_past_the_checks_budget_is_held_in_numbers() -> None:
+    """The probe's footprints with one constant past 4,608 decide, without starting
+    anything: too large is held with its bytes and FLOPs, None (the reference rejects it)
+    held with why, a fit goes on to run."""
+    from verifier.checks._torch_dims import _measured
+    from verifier.runtimes import DimensionVariant, Footprint, ScalePlan
+
+    var = DimensionVariant("dim", PAST_BLOCKS, 2048, "past 4,608")
+    huge = Footprint(2**34, 0, 10**12)
+    recipe = SimpleNamespace(past={"dim": huge})
+    got = _measured(recipe, var, ScalePlan())  # type: ignore[arg-type]
+    assert isinstance(got, str) and got.startswith("dim held at 2,048 for 4,611: one call")
+    assert "16,384.0 MiB" in got and "GFLOP" in got
+    got = _measured(SimpleNamespace(past={"dim": None}), var, ScalePlan())  # type: ignore[arg-type]
+    assert got == "dim held at 2,048: the reference does not run at dim=4,611"
+    small = Footprint(2**20, 0, 10**6)
+    assert _measured(SimpleNamespace(past={"dim": small}), var, ScalePlan()) == small  # type: ignore[arg-type]
+
+
+def test_the_shapes_row_names_the_dimensions_it_held() -> None:
+    want = np.linspace(-1.0, 1.0, 16)
+    run = _run("correctness.shapes", [_outcome(want.copy(), want, want.copy())])
+    run.notes["correctness.shapes"] = ["width held at (3, 5): a tuple of sizes"]
+    row = correctness_row("correctness.shapes", run, "float32", ["correctness.shapes"])
+    assert row.outcome == "pass"
+    assert "not varied: width held at (3, 5): a tuple of sizes" in row.detail
+    assert row.metrics["dimensions_held"] == 1.0
+
+
 # -- the second judge at the kernel's dtype, element by element ------------------------------
 
 def _outcome(got: np.ndarray, want: np.ndarray, mine: np.ndarray | None) -> CallOutcome:
