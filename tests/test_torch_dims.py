@@ -195,24 +195,26 @@ def test_a_wrong_answer_on_large_inputs_is_an_overflow_when_normal_inputs_pass()
 # -- the attackers and the honest controls, in sandboxes --------------------------------------
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("problem", "solution"), [
-    ("matmul3_problem", "matmul_square"),
-    ("rowscale_problem", "rowscale_4608"),
+@pytest.mark.parametrize(("problem", "solution", "row", "kind"), [
+    ("matmul3_problem", "matmul_square", "correctness.shapes", None),
+    ("rowscale_problem", "rowscale_4608", "correctness.shapes", "wrong"),
+    ("rownorm_problem", "rownorm_naive", "correctness.large", "overflow"),
 ])
-def test_shapes_only_like_the_example_are_not_enough(tmp_path: Path, problem: str,
-                                                      solution: str) -> None:
+def test_shapes_and_magnitudes_only_like_the_example_are_not_enough(
+        tmp_path: Path, problem: str, solution: str, row: str, kind: str | None) -> None:
     pytest.importorskip("torch")
     from tests.test_torch_round4 import kb_folder
     from verifier import check
 
     report = check(kb_folder(tmp_path, R4 / f"{problem}.py", R4 / f"{solution}.py"), seed=3)
-    shapes = report.get("correctness.shapes")
-    assert shapes.outcome == "fail", [(c.name, c.outcome, c.detail) for c in report.checks]
+    got = report.get(row)
+    assert got.outcome == "fail", [(c.name, c.outcome, c.detail) for c in report.checks]
+    assert kind is None or (got.fault is not None and got.fault.kind == kind), got.detail
     assert report.get("correctness.random").outcome == "pass"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("problem", ["matmul3_problem", "rowscale_problem"])
+@pytest.mark.parametrize("problem", ["matmul3_problem", "rowscale_problem", "rownorm_problem"])
 def test_the_reference_module_passes_every_dimension(tmp_path: Path, problem: str) -> None:
     pytest.importorskip("torch")
     from tests.test_torch_round4 import kb_folder
