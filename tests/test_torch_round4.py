@@ -241,3 +241,12 @@ def test_summaries_are_bounded_and_typed() -> None:
     assert exception_summary("no colon here").startswith("an exception of its own class")
     assert names_summary(["a", "b"], "entries").startswith("2 entries, sha256 ")
     assert len(text_summary("x" * 10_000_000)) < 80
+
+
+def test_stderr_is_summarised_naming_only_the_workers_own_lines() -> None:
+    from verifier.sandbox import stderr_summary
+
+    got = stderr_summary("host db01 00:11:22:33:44:55\ncannot load the kernel library: db01.so")
+    assert got.startswith("stderr of ") and "db01" not in got and "00:11" not in got
+    assert "'cannot load the kernel library' does" in got
+    assert "last line" not in stderr_summary("anything at all\n/home/alice/.venv")

@@ -98,7 +98,7 @@ def test_every_flaw_class_has_a_kernel() -> None:
                "fork_escape"}  # tests/test_verifier_attacks.py
     harness = {"answer_status", "deep_folder", "include_host"}  # test_verifier_harness_attacks
     harness |= {"twoface_read", "twoface_read_before", "write_restore", "sandbox_detector",
-                "race_pasted"}  # tests/test_verifier_check_attacks.py
+                "race_pasted", "stderr_names"}  # tests/test_verifier_check_attacks.py
     assert set(CAUGHT_BY) | BENCH_ONLY | FULL_ONLY | HARMLESS | sandbox | harness == on_disk
 
 

@@ -213,3 +213,20 @@ def test_the_elf_reader_lists_what_nm_lists(tmp_path: Path) -> None:
                         text=True, check=True).stdout.split()
     expected = sorted({w.split("@")[0] for w in nm if w != "U" and w != "w"})
     assert list(read_elf(_REAL_ELF).undefined) == expected
+
+
+def test_a_kernels_stderr_reaches_no_row_of_the_statement() -> None:
+    """stderr_names prints a fake sanitizer report naming the host on every call and crashes
+    at N == 1: the rows fail (crash, the fake report's own `oob_write`), and the signed
+    statement carries none of its words: stderr as length and digest, frames as a count and
+    digest, a location only inside the kernel's declared sources."""
+    import json
+
+    report = check(FLAWED / "stderr_names", budget="quick", seed=1)
+    assert not report.passed
+    crashed = [c for c in report.checks if c.fault is not None and c.fault.kind == "crash"]
+    assert crashed, [(c.name, c.outcome, c.detail) for c in report.checks]
+    assert any("stderr of " in c.detail and "sha256" in c.detail for c in crashed)
+    text = json.dumps(report.to_predicate().to_json())
+    for word in ("LEAKMARK", "db01", "00:11:22", "/home/", "launcher"):
+        assert word not in text, word

@@ -32,8 +32,23 @@ from numpy.typing import NDArray
 
 from verifier.compare_outputs import Comparison
 
-__all__ = ["DISTRIBUTIONS", "FLOAT_DTYPES", "STORAGE", "TOLERANCES", "Tolerance", "compare_tensor",
-           "decode", "draw_input", "draw_spread", "encode", "nbytes_of", "special_fill"]
+__all__ = [
+    "DISTRIBUTIONS",
+    "FLOAT_DTYPES",
+    "LARGE_WHAT",
+    "STORAGE",
+    "TOLERANCES",
+    "Tolerance",
+    "compare_tensor",
+    "decode",
+    "draw_input",
+    "draw_large",
+    "draw_spread",
+    "elements_off",
+    "encode",
+    "nbytes_of",
+    "special_fill",
+]
 
 STORAGE: Mapping[str, Any] = {
     "float32": np.float32, "float16": np.float16, "bfloat16": np.uint16, "float64": np.float64,
@@ -156,6 +171,22 @@ def draw_spread(desc: Mapping[str, Any], shape: tuple[int, ...], dtype: str, kin
     return values.reshape(shape)
 
 
+LARGE_WHAT = "squares near the dtype's largest value: sums of 64 of them overflow it"
+
+
+def draw_large(desc: Mapping[str, Any], shape: tuple[int, ...], dtype: str,
+               rng: np.random.Generator) -> F64:
+    """Values whose squares are representable at `dtype` but whose sums of squares over a row
+    of 64 or more are not (a normal draw times the square root of the largest value, over 8):
+    a norm or variance computed naively overflows though its result is representable
+    (the C path's `correctness.large`); integral and non-floating inputs as the example."""
+    if dtype not in FLOAT_DTYPES or desc.get("integral"):
+        return draw_input(desc, shape, dtype, rng)
+    size = int(np.prod(shape, dtype=np.int64))
+    values: F64 = rng.standard_normal(size) * (_RANGE[dtype][0] ** 0.5 / 8.0)
+    return values.reshape(shape)
+
+
 def special_fill(values: F64, rng: np.random.Generator) -> F64:
     """`values` with NaN, +-Inf, +-0 and a subnormal planted at random places (a few each)."""
     out = values.copy().reshape(-1)
@@ -176,13 +207,9 @@ def _scale(ref: F64) -> float:
     return rms if rms > 0 else 1.0
 
 
-def compare_tensor(out: F64, ref: F64, dtype: str) -> Comparison:
-    """Compare an output with the reference's, both in float64 (see the module docstring)."""
-    if out.shape != ref.shape:
-        raise ValueError(f"shape mismatch: out {out.shape}, ref {ref.shape}")
-    n = int(out.size)
-    if n == 0:
-        return Comparison(0, 0, 0, 0, 0.0, 0.0, 0, 0.0, 0.0, None, None, None)
+def _judged(out: F64, ref: F64, dtype: str) -> tuple[Any, Any, Any, Any, Any]:
+    """(kind_bad, bound, err, ratio, rel) element by element: the one definition of what
+    `compare_tensor` and `elements_off` call out of tolerance."""
     tol = TOLERANCES.get(dtype, Tolerance(0.0, 0.0))
     ref_nan, ref_inf = np.isnan(ref), np.isinf(ref)
     ref_fin = ~(ref_nan | ref_inf)
@@ -193,6 +220,26 @@ def compare_tensor(out: F64, ref: F64, dtype: str) -> Comparison:
         ratio = np.where(bound > 0, err / np.where(bound > 0, bound, 1.0),
                          np.where(err > 0, np.inf, 0.0))
         rel = np.where(np.abs(ref) > 0, err / np.where(np.abs(ref) > 0, np.abs(ref), 1.0), 0.0)
+    return kind_bad, bound, err, ratio, rel
+
+
+def elements_off(out: F64, ref: F64, dtype: str) -> NDArray[np.bool_]:
+    """Which elements of `out` `compare_tensor` calls out of tolerance of `ref` (all of them
+    where the shapes differ)."""
+    if out.shape != ref.shape:
+        return np.ones(ref.shape, dtype=bool)
+    kind_bad, _, _, ratio, _ = _judged(out, ref, dtype)
+    return np.asarray(kind_bad | (ratio > 1.0), dtype=bool)
+
+
+def compare_tensor(out: F64, ref: F64, dtype: str) -> Comparison:
+    """Compare an output with the reference's, both in float64 (see the module docstring)."""
+    if out.shape != ref.shape:
+        raise ValueError(f"shape mismatch: out {out.shape}, ref {ref.shape}")
+    n = int(out.size)
+    if n == 0:
+        return Comparison(0, 0, 0, 0, 0.0, 0.0, 0, 0.0, 0.0, None, None, None)
+    kind_bad, bound, err, ratio, rel = _judged(out, ref, dtype)
     bad_mask = kind_bad | (ratio > 1.0)
     bad = int(np.count_nonzero(bad_mask))
     score = np.where(kind_bad, np.inf, ratio)

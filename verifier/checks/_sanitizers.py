@@ -22,7 +22,10 @@ from verifier.sandbox import (
     ChildResult,
     Limits,
     base_env,
+    names_summary,
     run_sandboxed,
+    stderr_summary,
+    text_summary,
 )
 
 __all__ = ["Sanitizing", "asan_check", "sanitizer_cases", "sanitizer_rows", "tsan_check"]
@@ -105,7 +108,7 @@ def asan_check(run: Sanitizing, cases: list[tuple[dict[str, int], list[F32]]]) -
     asan = _ASAN_ERR.search(stderr)
     if asan:
         access = _ACCESS.search(stderr)
-        frames = [f"{fn} ({loc.rsplit('/', 1)[-1]})" for fn, loc in _FRAME.findall(stderr)[:2]]
+        frames = _frames(_FRAME.findall(stderr)[:2], run.spec.sources)
         what = f"{access.group(1)} of size {access.group(2)}" if access else ""
         read = bool(access and access.group(1) == "READ")
         found: FaultKind = "oob_read" if read else "oob_write"
@@ -114,11 +117,12 @@ def asan_check(run: Sanitizing, cases: list[tuple[dict[str, int], list[F32]]]) -
             kind, found = "memory error", "memory_error"
         return check_row(name, "fail",
                            f"{kind}: AddressSanitizer {asan.group(1)} {what} in "
-                           f"{', '.join(frames) or '?'} on shape {shape}", inputs, {}, make_fault(found))
+                           f"{frames} on shape {shape}", inputs, {}, make_fault(found))
     ub = _UBSAN_ERR.search(stderr)
     if ub:
-        return check_row(name, "fail", f"undefined behaviour: UBSan at {ub.group(1).rsplit('/', 1)[-1]}: "
-                           f"{ub.group(2)[:200]} on shape {shape}", inputs, {},
+        return check_row(name, "fail", f"undefined behaviour: UBSan at "
+                           f"{_where(ub.group(1), run.spec.sources)}: {_ub_kind(ub.group(2))} "
+                           f"on shape {shape}", inputs, {},
                            make_fault("undefined_behaviour"))
     if failed is not None:
         return check_row(name, "fail", f"{failed.describe(run.limits())} "
@@ -126,6 +130,31 @@ def asan_check(run: Sanitizing, cases: list[tuple[dict[str, int], list[F32]]]) -
                            inputs, {}, make_fault("crash"))
     return check_row(name, "pass", f"no AddressSanitizer or UBSan report on {plural(len(cases), 'shape')}",
                        inputs)
+
+
+def _where(location: str, sources: tuple[str, ...]) -> str:
+    """`k.c:12:5` when the file is one of the kernel's declared sources (named in its
+    manifest), else "a location outside its sources" (the rest of a path is the host's)."""
+    file, _, line = location.rpartition("/")[2].partition(":")
+    numbers = line.split(":")
+    ok = file in {Path(s).name for s in sources} and all(n.isdigit() for n in numbers)
+    return f"{file}:{line}"[:80] if ok else "a location outside its sources"
+
+
+def _frames(found: list[tuple[str, str]], sources: tuple[str, ...]) -> str:
+    """The top frames of a sanitizer report: where in the kernel's sources, and the
+    functions' names only as a count and digest (the kernel's symbols are its words)."""
+    if not found:
+        return "?"
+    places = ", ".join(_where(loc, sources) for _, loc in found)
+    return f"{places} ({names_summary([fn for fn, _ in found], 'function names')})"
+
+
+def _ub_kind(message: str) -> str:
+    """UBSan's message as its kind ("signed integer overflow", "shift exponent ..."): the
+    text before the first colon or quote, bounded; the rest (types, values) summarised."""
+    head = re.split(r"[:'\"]", message, maxsplit=1)[0].strip()
+    return f"{head[:80]} ({text_summary(message, 'message')})"
 
 
 def _tsan_races(stderr: str, openmp: bool) -> list[str]:
@@ -167,12 +196,13 @@ def tsan_check(run: Sanitizing, cases: list[tuple[dict[str, int], list[F32]]],
     races = _tsan_races(stderr, openmp)
     if races:
         return check_row(name, "fail", f"data race between threads: ThreadSanitizer reports "
-                           f"{len(races)} race(s) inside {races[0]} on shape {shape}", inputs,
+                           f"{len(races)} race(s) inside {names_summary(races[:1], 'function')} "
+                           f"on shape {shape}", inputs,
                            {"races": float(len(races))}, make_fault("race"))
     if failed is not None:
         if "unexpected memory mapping" in stderr or "FATAL: ThreadSanitizer" in stderr:
             return check_row(name, "skip", "ThreadSanitizer cannot run on this kernel/OS "
-                               f"configuration: {stderr.strip().splitlines()[-1][:200]}", inputs)
+                               f"configuration ({stderr_summary(stderr)})", inputs)
         why = failed.describe(run.limits())
         return check_row(name, "fail", f"{why} under TSan on shape {shape}", inputs, {},
                            make_fault("crash"))

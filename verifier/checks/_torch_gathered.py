@@ -5,14 +5,24 @@ bottom of the torch check: `_torch_suite` fills a `Gathered`, `_torch_rows` judg
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from attest.predicates import FaultKind
-from verifier.runtimes import Call, CallOutcome, TorchSession
-from verifier.tensors import draw_input, draw_spread
+from verifier.runtimes import (
+    Call,
+    CallOutcome,
+    Footprint,
+    SizeConstant,
+    TorchBuild,
+    TorchKernel,
+    TorchSession,
+)
+from verifier.tensors import draw_input, draw_large, draw_spread
 from verifier.worker import (
     BadAnswer,
     Escape,
@@ -22,9 +32,11 @@ from verifier.worker import (
     WorkerOverMemory,
 )
 
-__all__ = ["CALL_TIMEOUT_S", "Gathered", "SessionFailure"]
+__all__ = ["CALL_TIMEOUT_S", "LARGE", "Gathered", "Recipe", "SessionFailure"]
 
 CALL_TIMEOUT_S = 60.0
+LARGE = "large-squares"
+"""`Gathered.draw`'s spread for correctness.large."""
 
 
 @dataclass(frozen=True)
@@ -50,10 +62,23 @@ class SessionFailure:
         if result is None and child is not None:
             child.close()
             result = child.result
-        why = (result.describe(limits, quote_output=False) if result is not None
+        why = (result.describe(limits) if result is not None
                else "the process ended")
         return cls("crash", f"the kernel's process ended: {why}")
 
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What starts a torch session of this check again at other sizes: the kernel, its built
+    extensions, the check's work folder, the reference's size constants."""
+
+    kernel: TorchKernel
+    build: TorchBuild
+    work: Path
+    constants: tuple[SizeConstant, ...] = ()
+    past: Mapping[str, Footprint | None] = field(default_factory=dict)
+    """The probe's footprints with one constant set past 4,608 (`ProblemProbe.past`)."""
 
 
 @dataclass
@@ -69,12 +94,16 @@ class Gathered:
     loaded: list[dict[str, Any]] = field(default_factory=list)
     overlaps: int = 0
     restarts: int = 0
+    recipe: Recipe | None = None
+    notes: dict[str, list[str]] = field(default_factory=dict)
+    """Per row, what it could not exercise and why ("dim held at 2,048: ...")."""
 
     def draw(self, shapes: list[tuple[int, ...]] | None = None,
              spread: str | None = None) -> list[Any]:
         """One call's inputs at `shapes` (default the example's), drawn like the example or,
         with `spread`, from that distribution (`verifier.tensors.DISTRIBUTIONS`: a kernel
-        wrong outside the example's range, e.g. [0, 1) of torch.rand, is caught there)."""
+        wrong outside the example's range, e.g. [0, 1) of torch.rand, is caught there), or
+        `LARGE` (`verifier.tensors.draw_large`, for correctness.large)."""
         problem = self.session.problem
         out: list[Any] = []
         for i, spec in enumerate(problem.inputs):
@@ -83,7 +112,9 @@ class Gathered:
                 continue
             shape = spec.shape if shapes is None else shapes[i]
             out.append(draw_input(spec.stats, shape, spec.dtype, self.rng) if spread is None
-                       else draw_spread(spec.stats, shape, spec.dtype, spread, self.rng))
+                       else draw_large(spec.stats, shape, spec.dtype, self.rng)
+                       if spread == LARGE else
+                       draw_spread(spec.stats, shape, spec.dtype, spread, self.rng))
         return out
 
     def calls(self, group: str, calls: list[Call], label: str, threads: int = 1) -> list[CallOutcome]:

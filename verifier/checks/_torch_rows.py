@@ -13,9 +13,10 @@ from verifier.checks._torch_gathered import Gathered
 from verifier.compare_outputs import Comparison
 from verifier.runtimes import FAILING_KINDS, CallOutcome, Finding, TorchKernel, TorchSession
 from verifier.sandbox import names_summary
-from verifier.tensors import Tolerance, compare_tensor
+from verifier.tensors import Tolerance, compare_tensor, elements_off
 
-__all__ = ["FAILING_FINDINGS", "INTERPRETER_ONLY", "correctness_row", "exercised_row", "outcome_faults",
+__all__ = ["FAILING_FINDINGS", "INTERPRETER_ONLY", "correctness_row", "exercised_row", "large_row",
+           "outcome_faults",
            "reference_row", "static_row", "torch_statement"]
 
 FAILING_FINDINGS = FAILING_KINDS
@@ -88,21 +89,26 @@ def _fail_kind(comp: Comparison) -> FaultKind:
     return "wrong"
 
 
-def _agrees_at_dtype(o: CallOutcome, dtype: str) -> Comparison | None:
-    """The worst comparison with the reference module's own outputs at the kernel's dtype,
-    where they were computed and the candidate is within tolerance of all of them."""
+def _where_dtype_reaches(o: CallOutcome, dtype: str) -> tuple[Comparison, int] | None:
+    """The candidate judged only where the reference module's own outputs at the kernel's
+    dtype reach the float64 answer: elsewhere (GELU's NaN at +inf in float32, a sum of
+    squares PyTorch itself overflows) its elements are taken as right. The worst comparison
+    left and how many elements were set aside; None where no second reference was asked."""
     if o.at_dtype is None or len(o.at_dtype) != len(o.outputs):
         return None
     worst: Comparison | None = None
-    for got, want, odtype in zip(o.outputs, o.at_dtype, o.expected_dtypes, strict=True):
+    aside = 0
+    for got, want, mine, odtype in zip(o.outputs, o.expected, o.at_dtype, o.expected_dtypes,
+                                       strict=True):
         if got is None:
             return None
-        comp = compare_tensor(got, want, odtype if odtype != dtype else dtype)
-        if not comp.ok:
-            return None
-        if worst is None or comp.max_err_over_tol > worst.max_err_over_tol:
+        kind = odtype if odtype != dtype else dtype
+        off = elements_off(mine, want, kind)
+        aside += int(np.count_nonzero(off))
+        comp = compare_tensor(np.where(off, want, got), want, kind)
+        if worst is None or (not comp.ok and worst.ok) or comp.max_err_over_tol > worst.max_err_over_tol:
             worst = comp
-    return worst
+    return (worst, aside) if worst is not None else None
 
 
 def correctness_row(name: str, run: Gathered, dtype: str, groups: Sequence[str]) -> Check:
@@ -121,14 +127,15 @@ def correctness_row(name: str, run: Gathered, dtype: str, groups: Sequence[str])
         if why is not None and kind is not None:
             return check_row(name, "fail", f"{why} ({label})", inputs, {}, make_fault(kind))
         assert comp is not None
-        at_dtype = None if comp.ok else _agrees_at_dtype(o, dtype)
-        if at_dtype is not None:
+        judged = None if comp.ok else _where_dtype_reaches(o, dtype)
+        if judged is not None and judged[0].ok:
             dtype_only.append(f"{label}: {comp.bad} of {comp.elements} elements differ from "
                               f"the float64 reference (worst {comp.worst_value!r}, float64 "
-                              f"{comp.worst_expected!r}) as the reference module's own at "
-                              f"{dtype} does")
-            comps.append(at_dtype)
+                              f"{comp.worst_expected!r}) where the reference module's own at "
+                              f"{dtype} does too ({judged[1]} elements set aside)")
+            comps.append(judged[0])
             continue
+        comp = judged[0] if judged is not None else comp
         comps.append(comp)
         if not comp.ok:
             kind = _fail_kind(comp)
@@ -144,20 +151,37 @@ def correctness_row(name: str, run: Gathered, dtype: str, groups: Sequence[str])
     if failure is not None:
         return check_row(name, "fail", failure.detail, inputs, _metrics(comps),
                            make_fault(failure.kind))
+    held = run.notes.get(name, [])
+    held_note = f"; not varied: {'; '.join(held)[:900]}" if held else ""
     if not calls:
         why = ("no variant of get_inputs' shapes is accepted by the reference"
                if name == "correctness.shapes" else "no floating-point input to plant values in"
                if name == "special_values" else "no floating-point input to draw otherwise")
-        return check_row(name, "skip", why, inputs)
+        return check_row(name, "skip", why + held_note, inputs,
+                         {"dimensions_held": float(len(held))} if held else {})
     labels = sorted({label for label, _ in calls})
     m = _metrics(comps)
     if dtype_only:
         m["dtype_reference_only"] = float(len(dtype_only))
+    if held:
+        m["dimensions_held"] = float(len(held))
     note = (f"; reported, not failed: {len(dtype_only)} call(s) where only the float64 "
             f"reference differs ({dtype_only[0]})" if dtype_only else "")
     return check_row(name, "pass", f"{len(calls)} calls within tolerance (worst err/tol "
                        f"{m.get('max_err_over_tol', 0.0):.3g}; {'; '.join(labels)[:600]})"
-                       + note, inputs, m)
+                       + note + held_note, inputs, m)
+
+
+def large_row(run: Gathered, dtype: str, normal_ok: bool) -> Check:
+    """correctness.large: a wrong answer on large magnitudes while correctness.random passed
+    is an overflow of the kernel's intermediates (the C path's typed `overflow`)."""
+    row = correctness_row("correctness.large", run, dtype, ["correctness.large"])
+    if (row.outcome != "fail" or not normal_ok or row.fault is None
+            or row.fault.kind not in ("wrong", "loose", "non_finite")):
+        return row
+    return check_row(row.name, "fail", "overflow or lost range on large inputs while correct "
+                     "at normal magnitudes; " + row.detail, row.inputs.to_json(),
+                     dict(row.metrics), make_fault("overflow"))
 
 
 def _metrics(comps: Sequence[Comparison]) -> dict[str, float]:

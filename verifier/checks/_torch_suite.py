@@ -17,13 +17,16 @@ rows. Checks, each over fresh inputs drawn from this run's seed (recorded):
 - correctness.random: calls at `get_inputs`' shapes, several weight initialisations
   (each `torch.manual_seed(init_seed)`, fresh per run, recorded);
 - correctness.shapes: variants of `get_inputs`' shapes the reference accepts (one size
-  substituted everywhere it occurs), so a kernel hard-coding the example shape fails;
+  substituted everywhere it occurs), so a kernel hard-coding the example shape fails; then
+  each size constant of the problem set on its own (past 4,608; +-1 and an odd prime with
+  full) in processes restarted at it (`_torch_dims`), the dimensions held named;
 - correctness.distributions: inputs drawn wide (100x the example's spread), large (the
   dtype's largest value to the 1/4), off a large offset, of both signs and tiny;
+- correctness.large: squares near the dtype's largest value (row sums overflow);
 - special_values: NaN, +-Inf, +-0 and subnormals planted in each floating input alone and
   in all of them together;
-  both rows also ask the reference module at the kernel's dtype: a difference only the
-  float64 reference shows (GELU's NaN at +inf in float32) is reported, not failed;
+  every correctness row also asks the reference module at the kernel's dtype: a difference
+  only the float64 reference shows (GELU's NaN at +inf in float32) is reported, not failed;
 - inputs.unchanged, outputs.fresh (every output copied into a region the parent chose
   and prefilled with poison for that call; a plain tensor of the reference's shape and
   dtype), determinism, state.reuse (the same inputs at another buffer; other inputs at
@@ -37,7 +40,6 @@ wildcard value.
 
 from __future__ import annotations
 
-import dataclasses
 import secrets
 import tempfile
 from collections.abc import Callable
@@ -49,10 +51,12 @@ import numpy as np
 
 from attest.predicates import Check, Environment, TorchOp
 from verifier.checks._report import BUDGETS, CheckReport, check_row, make_fault
-from verifier.checks._torch_gathered import Gathered, SessionFailure
+from verifier.checks._torch_dims import open_session, vary_dimensions
+from verifier.checks._torch_gathered import LARGE, Gathered, Recipe, SessionFailure
 from verifier.checks._torch_rows import (
     correctness_row,
     exercised_row,
+    large_row,
     outcome_faults,
     reference_row,
     static_row,
@@ -68,9 +72,7 @@ from verifier.runtimes import (
     Call,
     ProbeFailed,
     ReferenceError_,
-    SessionMemory,
     TorchKernel,
-    TorchSession,
     audit_solution,
     build_extensions,
     check_budget,
@@ -79,10 +81,9 @@ from verifier.runtimes import (
     scaled_variants,
     torch_unavailable,
 )
-from verifier.sandbox import Limits, sandbox_detail, sandbox_metrics
-from verifier.tensors import DISTRIBUTIONS, FLOAT_DTYPES, TOLERANCES, special_fill
+from verifier.sandbox import sandbox_detail, sandbox_metrics
+from verifier.tensors import DISTRIBUTIONS, FLOAT_DTYPES, LARGE_WHAT, TOLERANCES, special_fill
 from verifier.worker import (
-    CANDIDATE_GRANTS,
     BadAnswer,
     ChildLoadError,
     KernelRaised,
@@ -108,10 +109,14 @@ class TorchPlan:
     special: int
     repeats: int
     pairs: int
+    dims: int
+    """Values per size constant, each run in processes restarted at it (`_torch_dims`)."""
 
 
-TORCH_PLANS = {"quick": TorchPlan(inits=2, random=3, shapes=3, special=2, repeats=3, pairs=4),
-               "full": TorchPlan(inits=3, random=8, shapes=6, special=4, repeats=4, pairs=8)}
+TORCH_PLANS = {"quick": TorchPlan(inits=2, random=3, shapes=3, special=2, repeats=3, pairs=4,
+                                  dims=1),
+               "full": TorchPlan(inits=3, random=8, shapes=6, special=4, repeats=4, pairs=8,
+                                 dims=3)}
 
 
 def torch_check(spec: KernelSpec, budget: str = "quick", seed: int | None = None,
@@ -159,8 +164,6 @@ def _suite(kernel: TorchKernel, plan: TorchPlan, seed: int, work: Path, progress
     rows = [check_row("build", "pass", build.detail, {}, {"cached": 1.0 if build.cached else 0.0,
                                                            "build_s": build.seconds}),
             static_row(findings), exercised_row(findings, kernel.runtime, gpu=False)]
-    limits = Limits(cpu_s=600, wall_s=900.0, address_space=CANDIDATE_GRANTS.address_space,
-                    open_files=CANDIDATE_GRANTS.open_files, processes=CANDIDATE_GRANTS.processes)
     progress("measuring one call of the problem (sizes that fit a check here)")
     try:
         probed = probe_problem(kernel.read()[kernel.reference], check_budget(),
@@ -168,32 +171,30 @@ def _suite(kernel: TorchKernel, plan: TorchPlan, seed: int, work: Path, progress
     except ProbeFailed as exc:
         return [*rows, check_row("reference", "error", f"the reference module could not run: {exc}"[:1500])]
     progress(f"starting the reference and the candidate in their sandboxes ({probed.plan.describe()})")
+    recipe = Recipe(kernel, build, work, probed.constants, probed.past)
     try:
-        memory = SessionMemory.of(probed.plan.footprint)
-        if memory.extra_address_space and limits.address_space is not None:
-            limits = dataclasses.replace(
-                limits, address_space=limits.address_space + memory.extra_address_space)
-        session = TorchSession(kernel, work, build, limits, sizes=probed.plan,
-                               arena_bytes=memory.arena_bytes, params_room=memory.params_room)
+        session = open_session(recipe, probed.plan, work / "main")
     except (ReferenceError_, WorkerGone, WorkerHung, KernelRaised) as exc:
         return [*rows, check_row("reference", "error", f"the reference module could not run: {exc}"[:1500])]
-    return _judged(plan, seed, session, rows, progress, statement)
+    run = Gathered(session, np.random.default_rng(seed), recipe=recipe)
+    return _judged(run, plan, rows, progress, statement)
 
 
-def _judged(plan: TorchPlan, seed: int, session: TorchSession, rows: list[Check],
-            progress: Progress, statement: dict[str, Any]) -> list[Check]:
-    """The rows of a started session (of `session.kernel`), which it closes (the reference
-    failing is the check's error, never the kernel's fail)."""
-    kernel = session.kernel
+def _judged(run: Gathered, plan: TorchPlan, rows: list[Check], progress: Progress,
+            statement: dict[str, Any]) -> list[Check]:
+    """The rows of a started session (`run.session`, of `run.recipe`), which it closes (the
+    reference failing is the check's error, never the kernel's fail)."""
+    session, recipe = run.session, run.recipe
+    assert recipe is not None
     try:
         try:
             session.start_candidate()
         except (ChildLoadError, KernelRaised, WorkerGone, WorkerHung, BadAnswer) as exc:
             detail = f"the solution could not be loaded: {exc}"
             return [*rows, check_row("load", "fail", detail[:1500], {}, {}, make_fault("load"))]
-        run = Gathered(session, np.random.default_rng(seed))
         _gather(run, plan, progress)
         progress("comparing with the reference's outputs")
+        kernel = recipe.kernel
         tol = TOLERANCES[kernel.dtype]
         rows.append(reference_row(kernel, session, run.init_seeds, run.loaded, tol))
         statement.update(torch_statement(kernel, session.torch_version, tol, run.init_seeds))
@@ -239,7 +240,8 @@ def _gather(run: Gathered, plan: TorchPlan, progress: Progress) -> None:
 
         def random(init_seed: int = init_seed) -> None:
             run.loaded.append(session.init(init_seed))
-            run.calls("correctness.random", [Call(run.draw()) for _ in range(plan.random)],
+            run.calls("correctness.random",
+                      [Call(run.draw(), at_dtype=True) for _ in range(plan.random)],
                       f"weights seed {init_seed}")
 
         _guarded(run, "correctness.random" if k == 0 else f"correctness.random.{k}", random)
@@ -247,9 +249,10 @@ def _gather(run: Gathered, plan: TorchPlan, progress: Progress) -> None:
             return
     progress("scaled shapes, special values, determinism, state, two threads")
     steps: list[tuple[str, Callable[[], None]]] = [
-        ("correctness.shapes", lambda: _shapes(run, plan)),
+        ("correctness.shapes", lambda: _shapes(run, plan, progress)),
         ("special_values", lambda: _special(run, plan)),
         ("correctness.distributions", lambda: _distributions(run, plan)),
+        ("correctness.large", lambda: _large(run, plan)),
         ("determinism", lambda: _determinism(run, plan)),
         ("state.reuse", lambda: _state(run)),
         ("concurrency", lambda: _concurrency(run, plan)),
@@ -262,13 +265,16 @@ def _gather(run: Gathered, plan: TorchPlan, progress: Progress) -> None:
         _guarded(run, group, body)
 
 
-def _shapes(run: Gathered, plan: TorchPlan) -> None:
+def _shapes(run: Gathered, plan: TorchPlan, progress: Progress) -> None:
+    """Variants of the example's shapes in this session, then each size constant of the
+    problem varied on its own in sessions restarted at it (`_torch_dims`)."""
     session = run.session
     variants = scaled_variants(session, run.rng, plan.shapes)
     run.outcomes.setdefault("correctness.shapes", [])
     for shapes in variants:
         run.calls("correctness.shapes", [Call(run.draw(shapes))],
                   "shapes " + " ".join("x".join(map(str, s)) for s in shapes))
+    vary_dimensions(run, plan.dims, progress)
 
 
 def _special(run: Gathered, plan: TorchPlan) -> None:
@@ -298,6 +304,13 @@ def _distributions(run: Gathered, plan: TorchPlan) -> None:
         for kind in DISTRIBUTIONS:
             run.calls("correctness.distributions", [Call(run.draw(spread=kind), at_dtype=True)],
                       f"{kind} values")
+
+
+def _large(run: Gathered, plan: TorchPlan) -> None:
+    """Magnitudes whose squares are representable but whose row sums are not
+    (`verifier.tensors.draw_large`): the C path's correctness.large for a torch module."""
+    for _ in range(max(1, plan.special // 2)):
+        run.calls("correctness.large", [Call(run.draw(spread=LARGE), at_dtype=True)], LARGE_WHAT)
 
 
 def _determinism(run: Gathered, plan: TorchPlan) -> None:
@@ -333,8 +346,9 @@ def _rows(run: Gathered, plan: TorchPlan) -> list[Check]:
     rows = [correctness_row("correctness.random", run, dtype, randoms),
             correctness_row("correctness.shapes", run, dtype, ["correctness.shapes"]),
             correctness_row("correctness.distributions", run, dtype,
-                            ["correctness.distributions"]),
-            correctness_row("special_values", run, dtype, ["special_values"])]
+                            ["correctness.distributions"])]
+    rows += [large_row(run, dtype, rows[0].outcome == "pass"),
+             correctness_row("special_values", run, dtype, ["special_values"])]
     rows += outcome_faults(run, max(1, plan.pairs // 2))
     if run.session.kernel.runtime == "triton" and not run.session.gpu:
         rows = [check_row("concurrency", "skip", INTERPRETED_CONCURRENCY, {"threads": 2})

@@ -120,7 +120,7 @@ def _killed(result: ChildResult, limits: Limits) -> str | None:
         return (f"out of memory: the tool reached {result.maxrss_bytes // 2**20} MiB of its "
                 f"{MEMORY // 2**20} MiB")
     if result.signal is not None or result.output_excess is not None:
-        return result.describe(limits).split(" (stderr:", 1)[0]
+        return result.describe(limits).split(" (stderr", 1)[0]
     return None
 
 

@@ -113,7 +113,7 @@ def run_eva(tool: Tool, workdir: Path, files: Sequence[str], kernel_files: Seque
     alarms = parse_report([line for _, line in result.lines], kernel_files)
     if result.returncode != 0 or alarms is None:
         said = [line for _, line in result.lines if "error" in line.lower()][:1]
-        why = result.describe(limits).split(" (stderr:", 1)[0]
+        why = result.describe(limits).split(" (stderr", 1)[0]
         detail = said[0][:200] if said else why
         return Analysis((), result.cpu_s, f"Frama-C could not analyse the source: {detail}")
     if not reached_end([line for _, line in result.lines], entry):

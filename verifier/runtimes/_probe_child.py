@@ -4,7 +4,8 @@ Usage (in the sandbox's private folder, `ktl_sizes.py` beside it): `python -I kt
 reference.py BUDGET_JSON`. Reads the problem's module-level size constants; measures one
 call at the problem's own sizes on torch's `meta` device (shapes, dtypes, bytes and the
 matmul/convolution FLOPs, with nothing allocated); where that does not fit the budget,
-finds smaller values of the constants that do (`ktl_sizes.scale_plan`); then builds the
+finds smaller values of the constants that do (`ktl_sizes.scale_plan`), and measures each
+constant alone set past 4,608 (`past_blocks`, for the check's dimension variants); then builds the
 model and runs it once for real at the values chosen, and prints one line
 `KTL-PROBE {json}`. The parent checks every field it reads.
 """
@@ -160,6 +161,21 @@ def run_real(source: bytes, values: Mapping[str, Any], torch: Any) -> dict[str, 
     }
 
 
+def past_blocks(source: bytes, constants: Any, plan: Any, torch: Any) -> dict[str, Any]:
+    """One call's footprint with each size constant alone set past `PAST_BLOCKS` (the others
+    as planned), on the meta device: the check's dimension variants (`_torch_dims`) start
+    only those that fit. None where the problem does not run there."""
+    out: dict[str, Any] = {}
+    run_at = plan.run_values()
+    for c in constants[:MAX_ITEMS]:
+        v = run_at.get(c.name)
+        if not c.shrinkable or not isinstance(v, int) or v + 1 >= ktl_sizes.PAST_BLOCKS:
+            continue
+        got = footprint(source, {**plan.values, c.name: ktl_sizes.PAST_BLOCKS}, torch)
+        out[c.name] = got[0].to_json() if got is not None else None
+    return out
+
+
 def probe(path: str, budget_text: str) -> dict[str, Any]:
     try:
         torch = importlib.import_module("torch")
@@ -189,7 +205,9 @@ def probe(path: str, budget_text: str) -> dict[str, Any]:
     if not b.get("scale", True):
         plan = ktl_sizes.ScalePlan({}, ktl_sizes.published_values(constants), plan.footprint,
                                    plan.published_footprint)
+    past = past_blocks(source, constants, plan, torch) if b.get("scale", True) else {}
     sizes = {"constants": [c.to_json() for c in constants], "plan": plan.to_json(),
+             "past": past,
              "fits": plan.footprint is None or plan.footprint.fits(budget)
              or plan.footprint.fits(ceiling),
              "estimated": estimated[0]}

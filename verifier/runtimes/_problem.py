@@ -21,7 +21,7 @@ import math
 import sys
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ from verifier.runtimes._sizes import (
     published_values,
     size_constants,
 )
-from verifier.sandbox import Limits, base_env, run_sandboxed
+from verifier.sandbox import Limits, base_env, exception_summary, run_sandboxed
 
 __all__ = [
     "BENCH_ARENA_CALL",
@@ -160,6 +160,9 @@ class ProblemProbe:
     field still to be checked by whoever reads it."""
     estimated: bool
     """The outputs' bytes were estimated (an op without a meta kernel)."""
+    past: dict[str, Footprint | None] = field(default_factory=dict)
+    """One call's footprint with that size constant alone set to `PAST_BLOCKS` (the others as
+    planned); None where the problem does not run there. Only constants the child measured."""
 
 
 def _footprint(obj: Any) -> Footprint | None:
@@ -238,10 +241,11 @@ def _died(result: Any, limits: Limits, sizes: Mapping[str, Any] | None,
             f"the problem's process was killed (signal {result.signal}) after using "
             f"{_bytes(int(result.maxrss_bytes))}: {need}; the memory limit was "
             f"{_bytes(limit)}; this machine has {_bytes(available)} available", fp, limit)
-    tail = result.stderr.strip().splitlines()[-3:]
+    tail = result.stderr.strip().splitlines()[-1:]
+    # the problem is the claimant's code: its last line named by exception class, never quoted
     return ProbeFailed(f"the problem's process exited with status {result.returncode} "
                        f"(signal {result.signal}) without an answer"
-                       + (f": {' / '.join(tail)[:600]}" if tail else ""))
+                       + (f": {exception_summary(tail[0])}" if tail else ""))
 
 
 def probe_problem(source: bytes, budget: Footprint = CHECK_BUDGET,
@@ -281,7 +285,16 @@ def probe_problem(source: bytes, budget: Footprint = CHECK_BUDGET,
         {}, published_values(constants))
     if body.get("too_large") is True:
         raise _too_large(plan, budget, available, ceiling)
-    return ProblemProbe(constants, plan, body, body.get("estimated") is True)
+    return ProblemProbe(constants, plan, body, body.get("estimated") is True,
+                        _past(body.get("past"), constants))
+
+
+def _past(obj: Any, constants: tuple[SizeConstant, ...]) -> dict[str, Footprint | None]:
+    """The child's footprints past 4,608, kept only for the problem's own constants."""
+    if not isinstance(obj, Mapping):
+        return {}
+    names = {c.name for c in constants}
+    return {str(n): _footprint(v) for n, v in list(obj.items())[:64] if n in names}
 
 
 def _parse(line: str | None, prefix: str) -> dict[str, Any] | None:

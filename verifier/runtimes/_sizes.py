@@ -17,6 +17,9 @@ shapes of the same form, and a check can vary each dimension on its own.
   `FLOOR` or the value itself when smaller) until `measure` says one call fits `budget`.
 - `ScalePlan.describe()`: the sentence a statement carries ("checked at batch_size=16,
   dim=4,096; the problem's dim is 16,384").
+- `dimension_variants(constants, values, pick, per_constant)`: each size constant varied on
+  its own from the values run at (+1, -1, an odd prime, past `PAST_BLOCKS`), and the
+  constants held with why, for a check's `correctness.shapes`.
 
 Pure and stdlib-only: the sandboxed probe copies this file beside itself and imports it,
 so it must import nothing of ktl. Every size and count here is bounded.
@@ -28,8 +31,9 @@ import ast
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["FLOOR", "LAST_FLOOR", "Footprint", "ScalePlan", "SizeConstant", "SizesError", "published_values", "rewrite_constants",
-           "scale_plan", "size_constants"]
+__all__ = ["FLOOR", "LAST_FLOOR", "PAST_BLOCKS", "DimensionVariant", "Footprint", "ScalePlan",
+           "SizeConstant", "SizesError", "dimension_variants", "published_values",
+           "rewrite_constants", "scale_plan", "size_constants"]
 
 FLOOR = 64
 """A constant at or below this is never scaled down, and none is scaled below it while the
@@ -376,3 +380,79 @@ def _shrink(constants: tuple[SizeConstant, ...], measure: Measure, budget: Footp
         if current.fits(budget):
             break
     return values, current
+
+
+# -- varying each dimension on its own ---------------------------------------------------------
+
+PAST_BLOCKS = 4611
+"""A size past the block boundaries kernels are written around (4,608 = 9 x 512, the widest
+width round 4's column-dropping attacker handled): odd, so no multiple of 8, 16 or 64."""
+MAX_VARIANTS_PER_CONSTANT = 4
+
+
+@dataclass(frozen=True)
+class DimensionVariant:
+    """One size constant set to another value, every other constant as run."""
+
+    name: str
+    value: int
+    base: int
+    """The value the rest of the check runs at."""
+    why: str
+    """"+1", "-1", "odd prime", "past 4,608"."""
+
+    def label(self) -> str:
+        return f"{self.name}={self.value:,} ({self.why}; run at {self.base:,})"
+
+
+def _odd_prime_below(n: int) -> int | None:
+    """The largest odd prime at most `n` (None below 3)."""
+    for k in range(n if n % 2 else n - 1, 2, -2):
+        if all(k % d for d in range(3, int(k ** 0.5) + 1, 2)):
+            return k
+    return None
+
+
+def _values_for(v: int) -> list[tuple[int, str]]:
+    """Another value of a size `v`: +1 and -1 (off every block boundary v sits on), an odd
+    prime about three quarters of it (no multiple of 8/16/64), and one past `PAST_BLOCKS`."""
+    out: list[tuple[int, str]] = [(v + 1, "+1")]
+    if v - 1 >= 2:
+        out.append((v - 1, "-1"))
+    prime = _odd_prime_below(max(3, v * 3 // 4))
+    if prime is not None and prime not in (v - 1, v, v + 1):
+        out.append((prime, "odd prime"))
+    if v + 1 < PAST_BLOCKS:
+        out.append((PAST_BLOCKS, "past 4,608"))
+    return out
+
+
+def dimension_variants(constants: tuple[SizeConstant, ...], values: Mapping[str, Value],
+                       pick: Callable[[int], int], per_constant: int,
+                       ) -> tuple[list[DimensionVariant], list[str]]:
+    """Each size constant varied on its own (see `_values_for`), at most `per_constant` values
+    each: the one past `PAST_BLOCKS` always among them, the rest chosen by `pick(n)` (an
+    index below n, the check's random draw). Returns the variants and, for each size that
+    is not varied, why ("widths held at (3, 5): a tuple of sizes"). Constants that are not
+    sizes (kernel_size, eps, ...) and aliases (they follow their source) are not dimensions."""
+    per = max(1, min(per_constant, MAX_VARIANTS_PER_CONSTANT))
+    out: list[DimensionVariant] = []
+    held: list[str] = []
+    last = {c.name: c for c in constants}  # a name bound twice: its value when modules run
+    for c in last.values():
+        if not c.shrinkable and c.why != "assigned more than once":
+            continue
+        v = values.get(c.name, c.value)
+        if not isinstance(v, int):
+            held.append(f"{c.name} held at {_num(v)}: a tuple of sizes")
+            continue
+        if not c.shrinkable:
+            held.append(f"{c.name} held at {v:,}: {c.why}")
+            continue
+        options = _values_for(v)
+        chosen = [o for o in options if o[1] == "past 4,608"][:per]
+        rest = [o for o in options if o not in chosen]
+        while rest and len(chosen) < per:
+            chosen.append(rest.pop(pick(len(rest)) % len(rest)))
+        out += [DimensionVariant(c.name, value, v, why) for value, why in chosen]
+    return out, held

@@ -34,10 +34,15 @@ from verifier.sandbox._process import (
     sandbox_metrics,
 )
 from verifier.sandbox._scratch import remove_tree, scratch_dir
-from verifier.sandbox._summary import exception_summary, names_summary, text_summary
+from verifier.sandbox._summary import (
+    exception_summary,
+    names_summary,
+    stderr_summary,
+    text_summary,
+)
 
 __all__ = ["NO_LAYERS", "SETUP_FAILED", "Accounting", "CgroupUnavailable", "ChildResult", "Limits",
            "RunCgroup", "SandboxLayers", "base_env", "build_program", "cgroup_reason",
            "exception_summary", "filesystem_confinement", "landlock_abi", "memory_limit",
            "names_summary", "probe_layers", "remove_tree", "run_sandboxed", "sandbox_detail",
-           "sandbox_metrics", "scratch_dir", "text_summary"]
+           "sandbox_metrics", "scratch_dir", "stderr_summary", "text_summary"]

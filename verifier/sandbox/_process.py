@@ -41,7 +41,7 @@ from verifier.sandbox._confine import SETUP_FAILED, ChildPlan
 from verifier.sandbox._launcher import launcher_binary
 from verifier.sandbox._layers import NO_LAYERS, SandboxLayers
 from verifier.sandbox._output import CappedReader
-from verifier.sandbox._summary import text_summary
+from verifier.sandbox._summary import stderr_summary
 from verifier.sandbox._violations import ViolationWatcher
 
 __all__ = ["NO_LAYERS", "SETUP_FAILED", "Accounting", "ChildResult", "Limits", "SandboxLayers",
@@ -118,13 +118,11 @@ class ChildResult:
                 return line
         return None
 
-    def describe(self, limits: Limits, quote_output: bool = True) -> str:
-        """Why the child did not finish, in words a user can act on. Without `quote_output`
-        (a torch candidate's report) its stderr is summarised, never quoted."""
-        tail = self.stderr.strip().splitlines()[-3:]
-        hint = f" (stderr: {' | '.join(tail)[:300]})" if tail else ""
-        if tail and not quote_output:
-            hint = f" ({text_summary(self.stderr, 'stderr')})"
+    def describe(self, limits: Limits) -> str:
+        """Why the child did not finish, in words a user can act on. Its stderr is the
+        kernel's choice: summarised (`stderr_summary`: length, digest, which line of the
+        worker's own), never quoted."""
+        hint = f" ({stderr_summary(self.stderr)})" if self.stderr.strip() else ""
         rss = self.maxrss_bytes / 2**20
         if self.denied_syscall is not None:
             return (f"sandbox violation: the kernel called {self.denied_syscall}, which the "

@@ -14,7 +14,8 @@ import builtins
 import hashlib
 from collections.abc import Iterable
 
-__all__ = ["MAX_SUMMARISED", "exception_summary", "names_summary", "text_summary"]
+__all__ = ["MAX_SUMMARISED", "OWN_STDERR_LINES", "exception_summary", "names_summary",
+           "stderr_summary", "text_summary"]
 
 MAX_SUMMARISED = 1 << 20
 """Most bytes of one text digested (a longer one is summarised by its first MiB and its length)."""
@@ -48,3 +49,20 @@ def names_summary(names: Iterable[str], what: str = "names") -> str:
     joined = "\0".join(listed).encode("utf-8", "replace")
     digest = hashlib.sha256(joined[:MAX_SUMMARISED]).hexdigest()[:16]
     return f"{len(listed)} {what}, sha256 {digest}"
+
+
+OWN_STDERR_LINES = ("cannot load the kernel library", "the library exports no symbol")
+"""How lines the native worker itself writes begin (`verifier/worker/_native_worker.c`): a
+report may name which of ours it was; what follows (dlerror's text, a symbol) is summarised."""
+
+
+def stderr_summary(stderr: str) -> str:
+    """A child's stderr as a report may carry it: its length and digest, and where its last
+    line is one of the worker's own (`OWN_STDERR_LINES`), which one. Never the text: a kernel
+    printing the host's names to stderr gets them into no row."""
+    whole = text_summary(stderr, "stderr")
+    lines = stderr.strip().splitlines()
+    last = lines[-1] if lines else ""
+    own = next((p for p in OWN_STDERR_LINES if last.startswith(p)), None)
+    return whole if own is None else (f"{whole}; its last line begins as the worker's own "
+                                      f"'{own}' does ({text_summary(last, 'line')})")
