@@ -20,6 +20,7 @@ import requests
 
 from attest import HEX64_PATTERN
 from client._deadline import Deadline, DeadlineAdapter
+from client._net_errors import answer_error, cause
 from client.errors import InputError, NetworkError, NotInLog, ServerError
 from client.models import (
     MAX_CHECKPOINT_BYTES,
@@ -177,27 +178,27 @@ class LogClient:
                     timeout=(min(connect, left), min(read, left)), stream=True,
                 ) as resp:
                     body = self._read_capped(resp, cap, url)
-                    status = resp.status_code
+                    status, said = resp.status_code, (resp.reason or "",
+                                                      resp.headers.get("Content-Type", ""))
             except (requests.ConnectionError, requests.Timeout) as exc:
                 last = exc
                 continue
             except requests.RequestException as exc:
                 if deadline.passed():
                     break
-                raise NetworkError(f"request to {url} failed: {exc}") from exc
+                raise NetworkError(f"request to {url} failed: {cause(exc)}") from exc
             if status in ok:
                 return status, body
             if status in _RETRY_STATUS and attempt + 1 < self.retries:
                 last = ServerError(f"{url} answered HTTP {status}", status)
                 continue
-            raise _server_error(url, status, body)
+            raise answer_error(url, status, *said, body)
         if deadline.passed():
             raise NetworkError(
                 f"the log at {url} did not answer in full within {deadline.seconds:g} s "
                 "(the overall deadline per request, head and body together)")
-        raise NetworkError(
-            f"could not reach the log at {url} after {self.retries} attempts: {last}"
-        )
+        why = cause(last) if last is not None and not isinstance(last, ServerError) else last
+        raise NetworkError(f"could not reach the log at {url} after {self.retries} attempts: {why}")
 
     @staticmethod
     def _read_capped(resp: requests.Response, cap: int, url: str) -> bytes:
@@ -271,7 +272,7 @@ class LogClient:
         try:
             return EntryRecord.from_json(self._json("GET", f"api/v1/entries/{index}"))
         except ServerError as exc:
-            if exc.status == 404:
+            if exc.status == 404 and exc.code is not None:  # a ktl log's typed answer
                 raise NotInLog(f"entry {index} is not in the log at {self.base_url} "
                                f"(the log answered: {exc})") from exc
             raise
@@ -340,17 +341,3 @@ class LogClient:
                 f"blob sha256:{sha256_hex} came back with digest sha256:{got}; refusing it"
             )
         return body
-
-
-def _server_error(url: str, status: int, body: bytes) -> ServerError:
-    code: str | None = None
-    message = body[:200].decode("utf-8", "replace")
-    try:
-        obj = json.loads(body)
-        err = obj.get("error") if isinstance(obj, dict) else None
-        if isinstance(err, dict):
-            code = str(err.get("code"))[:64]
-            message = str(err.get("message"))[:500]
-    except ValueError:
-        pass
-    return ServerError(f"{url} answered HTTP {status} ({code or 'error'}): {message}", status, code)
