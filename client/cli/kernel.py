@@ -188,7 +188,7 @@ def bench_cmd(kernel_dir: Path, as_json: bool, shapes: tuple[str, ...], seed: in
                               f"{r.baseline_median_ns / 1e3:.1f} µs", f"{r.speedup:.3f}x",
                               f"[{r.speedup_ci95[0]:.3f}, {r.speedup_ci95[1]:.3f}]",
                               " ".join(f"{x.speedup:.3f}" for x in r.runs or ()),
-                              f"{r.gflops:.2f}")
+                              "—" if r.gflops is None else f"{r.gflops:.2f}")
             console.print(table)
             for note in pred.notes:
                 console.print(safe(f"  • {note}"), highlight=False)
