@@ -74,7 +74,7 @@ def kernelbench_cmd(problem: Path, solution: Path, out_dir: Path, name: str | No
                 for i, t in enumerate(items):
                     shape = (f"[{', '.join(map(str, t.shape))}]" if t.kind == "tensor"
                              else repr(t.value))
-                    table.add_row(label, str(i), t.kind, safe(t.dtype or ""), shape)
+                    table.add_row(label, str(i), t.kind, safe(t.dtype or ""), safe(shape))
             console.print(table)
             console.print(safe(f"reference sha256 (the op): {spec.reference_digest}"),
                           highlight=False)

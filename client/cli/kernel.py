@@ -183,7 +183,7 @@ def bench_cmd(kernel_dir: Path, as_json: bool, shapes: tuple[str, ...], seed: in
                 table.add_column(col)
             for r in pred.results:
                 shape = ",".join(f"{k}={v}" for k, v in r.shape.items())
-                table.add_row(shape, str(r.n), f"{r.median_ns / 1e3:.1f} µs",
+                table.add_row(safe(shape), str(r.n), f"{r.median_ns / 1e3:.1f} µs",
                               f"{r.p5_ns / 1e3:.1f}..{r.p95_ns / 1e3:.1f} µs",
                               f"{r.baseline_median_ns / 1e3:.1f} µs", f"{r.speedup:.3f}x",
                               f"[{r.speedup_ci95[0]:.3f}, {r.speedup_ci95[1]:.3f}]",
