@@ -18,8 +18,7 @@ import pytest
 import requests
 
 from client import NetworkError, ServerError
-from client._net_errors import answer_error, cause
-from client.api import LogClient
+from client.api import LogClient, answer_error, cause
 
 REPO = Path(__file__).resolve().parent.parent
 PAGE = b"<!DOCTYPE html><html><head><title>404 Not Found</title></head><body><h1>Not Found" \
