@@ -169,6 +169,8 @@ def test_performance_page_gives_the_thresholds_the_code_uses_and_the_full_runs_c
     full = "benchmarks/bench_reproduce_stats.py --only cross --cycles 10"
     assert full in text
     assert full.split("py ")[1] in (_bench_module().__doc__ or "")  # the bench documents it
+    issue42 = "--lies sum-rows,softmax-rows --busy all --cycles 10"  # both cores busy
+    assert issue42 in text and issue42 in (_bench_module().__doc__ or "")
 
 
 def test_sitting_shift_estimate_on_injected_sittings() -> None:
