@@ -52,7 +52,10 @@ their CPU model, core count, machine or GPU differ (`environment_identity`).
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
+import hashlib
+import json
 import os
 import re
 import tomllib
@@ -150,6 +153,17 @@ class QuorumOutcome:
         return text
 
 
+def _plain(obj: object) -> Any:
+    """A policy's parts as JSON values: dataclasses as objects, sets sorted, tuples as lists."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, frozenset | set):
+        return sorted(_plain(x) for x in obj)
+    if isinstance(obj, tuple | list):
+        return [_plain(x) for x in obj]
+    return obj
+
+
 def environment_identity(environment: object) -> tuple[str, ...]:
     """What makes two environments distinct for the quorum (`ENVIRONMENT_IDENTITY_FIELDS`)."""
     env = environment if isinstance(environment, dict) else {}
@@ -163,6 +177,13 @@ class TrustPolicy:
     rules: tuple[PolicyRule, ...]
     reproducers: tuple[Reproducer, ...] = ()
     reproducer_quorum: int = 1
+
+    def digest(self) -> str:
+        """sha256 of what the policy says (its rules, reproducers and quorum, key sets
+        sorted), not of how its file is written: a monitor re-judges what it read when this
+        changes (comments and spacing change nothing)."""
+        return hashlib.sha256(json.dumps(_plain(self), sort_keys=True, separators=(",", ":"))
+                              .encode()).hexdigest()
 
     def reproducer(self, keyids: Iterable[str]) -> Reproducer | None:
         """The named reproducer among these signers (the first in file order), if any."""

@@ -336,16 +336,20 @@ def derived_gflops(flops: float, median_ns: float) -> float:
     return flops / median_ns if median_ns > 0 else 0.0
 
 
-def check_gflops(op: str, shape: Mapping[str, int], median_ns: float, gflops: float,
+def check_gflops(op: str, shape: Mapping[str, int], median_ns: float, gflops: float | None,
                  path: str) -> None:
     """Refuse a GFLOP/s figure that the op's FLOPs at ``shape`` and the median contradict,
-    and a shape that is not the op's (ops outside the catalogue have no FLOP count here)."""
+    a missing one for an op of the catalogue, and a shape that is not the op's (ops outside
+    the catalogue have no FLOP count here: their results may leave gflops out)."""
     if op not in OP_DIMS:
         return
     flops = op_flops(op, shape)
     if flops is None:
         raise ValidationError(f"{path}.shape", f"op {op} takes dimensions "
                               f"{', '.join(OP_DIMS[op])}, got {', '.join(shape)}")
+    if gflops is None:
+        raise ValidationError(f"{path}.gflops", f"is required for op {op} (its FLOPs are "
+                              "known at every shape)")
     expected = derived_gflops(flops, median_ns)
     if not math.isclose(gflops, expected, rel_tol=GFLOPS_REL_TOLERANCE):
         raise ValidationError(
@@ -390,7 +394,8 @@ class BenchmarkResult(Node, path="result", doc=(
         "within 1% of baseline_median_ns / max(median_ns, 1); with runs, each run obeys that "
         "rule and speedup is within 1% of the runs' geometric mean; for an op of the catalogue "
         "the shape has exactly its dimensions and gflops is within 1% of the op's FLOPs at "
-        "that shape / median_ns (0 when median_ns is 0)")):
+        "that shape / median_ns (0 when median_ns is 0); gflops is absent only for ops "
+        "outside the catalogue (no FLOP count is known: a torch module's)")):
     shape: Shape = json_field(SHAPE)
     n: int = json_field(Int(1, 10_000_000))
     median_ns: float = json_field(Num())
@@ -400,7 +405,8 @@ class BenchmarkResult(Node, path="result", doc=(
     speedup: float = json_field(Num())
     speedup_ci95: tuple[float, float] = json_field(
         Interval(doc="95% bootstrap interval of the speed-up"))
-    gflops: float = json_field(Num())
+    gflops: float | None = json_field(
+        Num(doc="GFLOP/s from the op's FLOP count; absent where none is known"), default=None)
     runs: tuple[BenchmarkRun, ...] | None = json_field(
         List(Nested(BenchmarkRun), min_items=1, max_items=MAX_RUNS,
              doc="each run's own figures; speedup is then their geometric mean"),

@@ -19,6 +19,8 @@
     .venv/bin/python benchmarks/bench_reproduce_stats.py            # the full run (~15-25 min)
     .venv/bin/python benchmarks/bench_reproduce_stats.py --tiny     # a smoke run in seconds
     .venv/bin/python benchmarks/bench_reproduce_stats.py --only cross --cycles 10   # issue 25
+    .venv/bin/python benchmarks/bench_reproduce_stats.py --only cross --kernels sum-rows,softmax-rows \
+        --lies sum-rows,softmax-rows --busy all --cycles 10                        # issue 42
 
 Prints markdown tables (docs/performance.md, "Reproduce") and the machine's load.
 """
@@ -31,7 +33,7 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -175,19 +177,29 @@ def cycles(kernels: Sequence[str], n: int, runs: int, shapes: list[dict[str, int
 
 
 @contextmanager
-def busy_core(on: bool, cpu: int | None) -> Iterator[None]:
-    """A second process spinning on one core (the pinned one when known) while `on`: the
-    reproducer's own spinner (`verifier.benchmark._ballast`), which dies with this process
-    (a spinner left by a killed run kept a core busy through the next run's quiet
-    sittings)."""
+def busy_core(on: bool, cpus: Sequence[int]) -> Iterator[None]:
+    """A second process spinning on each of `cpus` while `on`: the reproducer's own spinner
+    (`verifier.benchmark._ballast`), which dies with this process (a spinner left by a killed
+    run kept a core busy through the next run's quiet sittings)."""
     if not on:
         yield
         return
     from verifier.benchmark._ballast import Ballast
 
-    with Ballast([cpu if cpu is not None else max(os.sched_getaffinity(0))]):
+    with Ballast(list(cpus)):
         time.sleep(0.2)
         yield
+
+
+def busy_cpus(which: str) -> list[int]:
+    """The CPUs a busy sitting keeps busy: ``pinned`` the runs' own CPU (or the last one),
+    ``all`` every CPU this process may run on (issue 42: both cores of this machine)."""
+    from verifier.benchmark._runs import pinned_cpu
+
+    if which == "all":
+        return sorted(os.sched_getaffinity(0))
+    cpu = pinned_cpu()
+    return [cpu if cpu is not None else max(os.sched_getaffinity(0))]
 
 
 Publish = Callable[[str, int, bool], BenchmarkPredicate]
@@ -196,34 +208,31 @@ Reproduce = Callable[[str, BenchmarkPredicate, bool], ReproductionPredicate]
 """(kernel, claim, busy) -> the reproduction of that claim in the other sitting."""
 
 
-def real_publish(runs: int, shapes: list[dict[str, int]] | None, budget: float) -> Publish:
+def real_publish(runs: int, shapes: list[dict[str, int]] | None, budget: float,
+                 cpus: Sequence[int]) -> Publish:
     """Publishing as `ktl publish` measures: `runs` fresh bench runs of the example."""
-    from verifier.benchmark._runs import pinned_cpu
-
-    cpu = pinned_cpu()
 
     def publish(name: str, seed: int, busy: bool) -> BenchmarkPredicate:
         machine_peaks.cache_clear()  # publisher and reproducer are separate processes
-        with busy_core(busy, cpu):
+        with busy_core(busy, cpus):
             return bench_runs(ROOT / "examples" / name, runs=runs,
                               settings=BenchSettings(shapes=shapes, seed=seed,
                                                      time_budget_s=budget)).to_predicate()
     return publish
 
 
-def real_reproduce(runs: int, budget: float, sequential_s: float, say: Say) -> Reproduce:
+def real_reproduce(runs: int, budget: float, sequential_s: float, say: Say,
+                   cpus: Sequence[int]) -> Reproduce:
     """Reproducing as `ktl reproduce` does: the real `reproduce_kernel` (between-sitting
     allowance, conditions, sequential looks within `sequential_s`)."""
-    from verifier.benchmark._runs import pinned_cpu
     from verifier.reproduce import ReproduceSettings, reproduce_kernel
 
-    cpu = pinned_cpu()
     settings = ReproduceSettings(time_budget_s=budget, runs=runs, progress=say,
                                  sequential_budget_s=sequential_s)
 
     def reproduce(name: str, claim: BenchmarkPredicate, busy: bool) -> ReproductionPredicate:
         machine_peaks.cache_clear()
-        with busy_core(busy, cpu):
+        with busy_core(busy, cpus):
             return reproduce_kernel(ROOT / "examples" / name, [claim], CROSS_TARGET, settings)
     return reproduce
 
@@ -233,45 +242,46 @@ CROSS_TARGET = ReproductionTarget(origin="bench.local/log", index=0, leaf_hash="
 DIRECTIONS = (("busy -> quiet", (True, False)), ("quiet -> busy", (False, True)))
 
 
-def cross(kernels: Sequence[str], n: int, publish: Publish, reproduce: Reproduce, say: Say,
-          clock: Callable[[], float] = time.perf_counter) -> dict[str, Any]:
+def cross(kernels: Sequence[str], n: int, publish: Publish, reproduce: Reproduce, say: Say, *,
+          clock: Callable[[], float] = time.perf_counter,
+          lies: Collection[str] = ("sum-rows",)) -> dict[str, Any]:
     """Publish busy / reproduce quiet and the reverse, `n` cycles per kernel and direction:
-    the verdicts (every honest claim; for sum-rows also the 1.25x-inflated one), the
-    reproduction times and the honest claims' shifts between sittings."""
-    rows: list[dict[str, Any]] = []
+    the verdicts (every honest claim; for the kernels in `lies` also the 1.25x-inflated
+    one), the reproduction times and the honest claims' shifts between sittings."""
+    rows = [{"kernel": name, "direction": direction, "busy": busy,
+             "verdicts": {"honest": [], "inflated": []}, "times": []}
+            for name in kernels for direction, busy in DIRECTIONS]
     shifts: list[float] = []
-    for name in kernels:
-        for direction, (pub_busy, rep_busy) in DIRECTIONS:
-            got: dict[str, list[str]] = {"honest": [], "inflated": []}
-            times: list[float] = []
-            for c in range(n):
-                say(f"cross: {name} {direction} cycle {c + 1}/{n}: publishing")
-                published = publish(name, 31 + c, pub_busy)
-                if not published.results:
-                    got["honest"].append("no results")
-                    continue
-                claims = [("honest", published)]
-                if name == "sum-rows":
-                    claims.append(("inflated", BenchmarkPredicate.from_json(
-                        inflate_benchmark(published.to_json(), LIE))))
-                for label, claim in claims:
-                    say(f"cross: {name} {direction} cycle {c + 1}/{n}: reproducing the "
-                        f"{label} claim")
-                    t0 = clock()
-                    body = reproduce(name, claim, rep_busy)
-                    times.append(clock() - t0)
-                    for v in body.claims:
-                        got[label].append(v.verdict)
-                        if label == "honest" and v.statistics is not None:
-                            # the shift between sittings, beyond what the runs explain
-                            shifts.append(abs(math.log(v.statistics.inflation)))
-                        if v.verdict != "confirmed":
-                            say(f"cross: {name} {label}: {v.verdict}: {v.reason[:400]}")
-            rows.append({"kernel": name, "direction": direction, "verdicts": got,
-                         "time_median": statistics.median(times) if times else 0.0,
-                         "time_max": max(times) if times else 0.0})
-            # each row as it is done: a run cut short still leaves its finished rows
-            say(f"cross: row done: {_cross_table({'rows': rows[-1:], 'shifts': []}).splitlines()[-1]}")
+    # cycle by cycle over every row: a run cut short still leaves every row about as full
+    for c in range(n):
+        for row in rows:
+            name, direction, (pub_busy, rep_busy) = row["kernel"], row["direction"], row["busy"]
+            got, times = row["verdicts"], row["times"]
+            say(f"cross: {name} {direction} cycle {c + 1}/{n}: publishing")
+            published = publish(name, 31 + c, pub_busy)
+            if not published.results:
+                got["honest"].append("no results")
+                continue
+            claims = [("honest", published)]
+            if name in lies:
+                claims.append(("inflated", BenchmarkPredicate.from_json(
+                    inflate_benchmark(published.to_json(), LIE))))
+            for label, claim in claims:
+                say(f"cross: {name} {direction} cycle {c + 1}/{n}: reproducing the "
+                    f"{label} claim")
+                t0 = clock()
+                body = reproduce(name, claim, rep_busy)
+                times.append(clock() - t0)
+                for v in body.claims:
+                    got[label].append(v.verdict)
+                    if label == "honest" and v.statistics is not None:
+                        # the shift between sittings, beyond what the runs explain
+                        shifts.append(abs(math.log(v.statistics.inflation)))
+                    if v.verdict != "confirmed":
+                        say(f"cross: {name} {label}: {v.verdict}: {v.reason[:400]}")
+            row["time_median"] = statistics.median(times) if times else 0.0
+            row["time_max"] = max(times) if times else 0.0
+        say(f"cross: after cycle {c + 1}/{n}:\n{_cross_table({'rows': rows, 'shifts': shifts})}")
     return {"rows": rows, "shifts": shifts}
 
 
@@ -287,8 +297,13 @@ def _cross_table(found: dict[str, Any]) -> str:
                 return "—"
             return ", ".join(f"{vs.count(w)} {w}" for w in VERDICT_WORDS if vs.count(w))
         out.append(f"| {r['kernel']} | {r['direction']} | {count(r['verdicts']['honest'])} | "
-                   f"{count(r['verdicts']['inflated'])} | {r['time_median']:.0f} s / "
-                   f"{r['time_max']:.0f} s |")
+                   f"{count(r['verdicts']['inflated'])} | {r.get('time_median', 0.0):.0f} s / "
+                   f"{r.get('time_max', 0.0):.0f} s |")
+    honest = [v for r in found["rows"] for v in r["verdicts"]["honest"]]
+    lied = [v for r in found["rows"] for v in r["verdicts"]["inflated"]]
+    out.append(f"\nhonest claims refuted: {honest.count('refuted')} of {len(honest)}; "
+               f"{LIE:g}x lies refuted: {lied.count('refuted')} of {len(lied)}, confirmed: "
+               f"{lied.count('confirmed')} of {len(lied)}")
     shifts = found["shifts"]
     if shifts:
         rms = math.sqrt(statistics.fmean(x * x for x in shifts))
@@ -347,6 +362,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--time-budget", type=float, default=180.0,
                     help="cross: reproduce's sequential time budget per claim (default 180 s)")
     ap.add_argument("--kernels", default=",".join(KERNELS), help="example kernels, comma-separated")
+    ap.add_argument("--lies", default="sum-rows",
+                    help="cross: kernels whose 1.25x-inflated claim is reproduced too")
+    ap.add_argument("--busy", choices=("pinned", "all"), default="pinned",
+                    help="cross: what the busy sitting keeps busy: the runs' own CPU, or "
+                         "every CPU (issue 42's check: both cores of a 2-core machine)")
     args = ap.parse_args(argv)
     kernels: Sequence[str] = [k for k in args.kernels.split(",") if k]
     shapes = None
@@ -371,11 +391,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             KERNELS) else list(CROSS_KERNELS)
         if args.tiny:
             kernels = ["sum-rows"]
+        cpus = busy_cpus(args.busy)
+        lies = [k for k in args.lies.split(",") if k]
         print(f"\n### Busy / quiet sittings ({args.cycles} cycles, {args.runs} runs a side, "
-              f"time budget {args.time_budget:g} s; a second process spins on the pinned "
-              "core in the busy sitting)\n")
-        print(_cross_table(cross(kernels, args.cycles, real_publish(args.runs, shapes, budget),
-                                 real_reproduce(args.runs, budget, args.time_budget, say), say)))
+              f"time budget {args.time_budget:g} s; a second process spins on CPU "
+              f"{', '.join(map(str, cpus))} in the busy sitting; {LIE:g}x lies of "
+              f"{', '.join(lies) or 'none'})\n")
+        print(_cross_table(cross(kernels, args.cycles,
+                                 real_publish(args.runs, shapes, budget, cpus),
+                                 real_reproduce(args.runs, budget, args.time_budget, say, cpus),
+                                 say, lies=lies)))
         print(f"\n(load average after: {_load()})")
         print(f"\ntotal {time.perf_counter() - started:.0f} s")
         return 0

@@ -8,10 +8,13 @@ against the digest they were asked for before they are returned.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import re
+import socket
+import ssl
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -202,27 +205,27 @@ class LogClient:
                     timeout=(min(connect, left), min(read, left)), stream=True,
                 ) as resp:
                     body = self._read_capped(resp, cap, url)
-                    status = resp.status_code
+                    status, said = resp.status_code, (resp.reason or "",
+                                                      resp.headers.get("Content-Type", ""))
             except (requests.ConnectionError, requests.Timeout) as exc:
                 last = exc
                 continue
             except requests.RequestException as exc:
                 if deadline.passed():
                     break
-                raise NetworkError(f"request to {url} failed: {exc}") from exc
+                raise NetworkError(f"request to {url} failed: {cause(exc)}") from exc
             if status in ok:
                 return status, body
             if status in _RETRY_STATUS and attempt + 1 < self.retries:
                 last = ServerError(f"{url} answered HTTP {status}", status)
                 continue
-            raise _server_error(url, status, body)
+            raise answer_error(url, status, *said, body)
         if deadline.passed():
             raise NetworkError(
                 f"the log at {url} did not answer in full within {deadline.seconds:g} s "
                 "(the overall deadline per request, head and body together)")
-        raise NetworkError(
-            f"could not reach the log at {url} after {self.retries} attempts: {last}"
-        )
+        why = cause(last) if last is not None and not isinstance(last, ServerError) else last
+        raise NetworkError(f"could not reach the log at {url} after {self.retries} attempts: {why}")
 
     @staticmethod
     def _read_capped(resp: requests.Response, cap: int, url: str) -> bytes:
@@ -295,7 +298,7 @@ class LogClient:
         try:
             return EntryRecord.from_json(self._json("GET", f"api/v1/entries/{index}"))
         except ServerError as exc:
-            if exc.status == 404:
+            if exc.status == 404 and exc.code is not None:  # a ktl log's typed answer
                 raise NotInLog(f"entry {index} is not in the log at {self.base_url} "
                                f"(the log answered: {exc})") from exc
             raise
@@ -370,15 +373,93 @@ class LogClient:
         return body
 
 
-def _server_error(url: str, status: int, body: bytes) -> ServerError:
-    code: str | None = None
-    message = body[:200].decode("utf-8", "replace")
+# -- one line for a request that failed ---------------------------------------------------
+# `requests` wraps a refused connection in three layers of urllib3 objects
+# (``HTTPConnectionPool(host=..., port=...): Max retries exceeded ... NewConnectionError(
+# '<urllib3.connection.HTTPConnection object at 0x...>: ...')``), and a server that is not a
+# ktl log answers an error with its own page (an HTML 404). `cause` finds the reason under
+# the wrapping; `answer_error` turns an error answer into one line naming the URL and the
+# status, quoting only a ktl log's own typed error (`{"error": {"code", "message"}}`), never
+# another server's page (issue 42, item 7).
+
+MAX_CHAIN = 16
+"""How deep `cause` looks through wrapped exceptions."""
+
+_ERRNO_WORDS = {
+    errno.ECONNREFUSED: "connection refused (nothing listens there)",
+    errno.ECONNRESET: "connection reset by the server",
+    errno.ECONNABORTED: "connection aborted",
+    errno.EHOSTUNREACH: "host unreachable",
+    errno.ENETUNREACH: "network unreachable",
+    errno.ETIMEDOUT: "timed out",
+    errno.EPIPE: "connection closed by the server",
+}
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """`exc` and what it wraps (its cause, its context, and exceptions among its args, as
+    urllib3's MaxRetryError keeps its reason), outermost first, at most MAX_CHAIN."""
+    seen: list[BaseException] = []
+    todo: list[BaseException] = [exc]
+    while todo and len(seen) < MAX_CHAIN:
+        e = todo.pop(0)
+        if any(e is s for s in seen):
+            continue
+        seen.append(e)
+        todo.extend(x for x in (e.__cause__, e.__context__, getattr(e, "reason", None), *e.args)
+                    if isinstance(x, BaseException))
+    return seen
+
+
+def _words(e: BaseException) -> str | None:
+    if isinstance(e, socket.gaierror):
+        return "the host name was not found"
+    if isinstance(e, ssl.SSLError):
+        return f"the TLS handshake failed ({(e.reason or 'no reason given')[:80]})"
+    if isinstance(e, TimeoutError) or type(e).__name__.endswith(("Timeout", "TimeoutError")):
+        return "timed out"
+    if isinstance(e, OSError) and e.errno in _ERRNO_WORDS:
+        return _ERRNO_WORDS[e.errno]
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror[:120].lower()
+    return None
+
+
+def cause(exc: BaseException) -> str:
+    """Why a request failed, in a few words (the innermost reason found; else the kind of
+    failure, by its class name)."""
+    chain = _chain(exc)
+    for e in reversed(chain):
+        words = _words(e)
+        if words is not None:
+            return words
+    if any(type(e).__name__ in ("RemoteDisconnected", "ProtocolError") for e in chain):
+        return "the server closed the connection without an answer"
+    return f"the connection failed ({type(chain[-1]).__name__})"
+
+
+def _what(content_type: str, body: bytes) -> str:
+    kind = content_type.split(";")[0].strip().lower()
+    if kind == "text/html" or body.lstrip()[:1] == b"<":
+        return "an HTML page"
+    if not body:
+        return "an empty body"
+    return f"{len(body)} bytes of {kind[:60] or 'an unnamed type'}"
+
+
+def answer_error(url: str, status: int, reason: str, content_type: str,
+                 body: bytes) -> ServerError:
+    """The error for an answer of status `status`: a ktl log's typed error quoted (its code and
+    message, capped), anything else named by its kind and never pasted."""
+    head = f"{url} answered HTTP {status}" + (f" {reason[:60]}" if reason else "")
     try:
         obj = json.loads(body)
-        err = obj.get("error") if isinstance(obj, dict) else None
-        if isinstance(err, dict):
-            code = str(err.get("code"))[:64]
-            message = str(err.get("message"))[:500]
-    except ValueError:
-        pass
-    return ServerError(f"{url} answered HTTP {status} ({code or 'error'}): {message}", status, code)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        obj = None
+    err = obj.get("error") if isinstance(obj, dict) else None
+    if isinstance(err, dict) and err.get("code") is not None:
+        code = str(err["code"])[:64]
+        message = " ".join(str(err.get("message"))[:500].split())
+        return ServerError(f"{head} ({code}): {message}", status, code)
+    return ServerError(f"{head} with {_what(content_type, body)}, not a ktl log's error answer "
+                       "(is the URL a ktl log's?)", status, None)

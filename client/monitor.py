@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -42,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from attest import AttestError
+from attest import HEX64_PATTERN, AttestError
 from attest.entry import VerifiedEntry
 from attest.policy import Reproduction, environment_identity, unknown_signer_phrase
 from attest.predicates import BENCHMARK_V1, KERNEL_V1, REPRODUCTION_V1, BenchmarkPredicate
@@ -200,10 +201,14 @@ class MonitorState:
     weighed: tuple[Weighed, ...] = ()
     #: Watched kernels' benchmark claims seen so far, per (signers, digest) (`Claims`).
     benchmarks: tuple[KeptClaim, ...] = ()
+    #: `TrustPolicy.digest()` of the policy the entries read so far were judged by (None:
+    #: none); another policy re-judges them from the start (`under_policy`).
+    policy_sha256: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "origin": self.origin,
+            "policy_sha256": self.policy_sha256,
             "next_index": self.next_index,
             "checkpoint": self.checkpoint.decode("utf-8") if self.checkpoint else None,
             "releases": [r.to_json() for r in self.releases],
@@ -225,6 +230,7 @@ class MonitorState:
                 releases=tuple(Release.from_json(r) for r in obj["releases"]),
                 weighed=tuple(Weighed.from_json(w) for w in obj.get("weighed", [])),
                 benchmarks=tuple(KeptClaim.from_json(k) for k in obj.get("benchmarks", [])),
+                policy_sha256=_policy_digest(obj.get("policy_sha256")),
             )
         except (KeyError, TypeError, ValueError, AttestError) as exc:
             raise InputError(f"monitor state is malformed ({exc}); remove it to start over") from exc
@@ -250,6 +256,22 @@ def load_monitor_state(path: Path, origin: str) -> MonitorState:
     return st
 
 
+def _policy_digest(value: object) -> str | None:
+    if value is None or (isinstance(value, str) and re.fullmatch(HEX64_PATTERN, value)):
+        return value
+    raise ValueError("policy_sha256 must be a sha256 digest or null")
+
+
+def under_policy(st: MonitorState, policy: TrustPolicy | None) -> tuple[MonitorState, bool]:
+    """The state to resume from under `policy`, and whether it starts over: entries already
+    read were judged by another policy (or none), so they are read and judged again from
+    index 0 (O(entries), with progress; issue 42), and what was gathered from them goes."""
+    digest = None if policy is None else policy.digest()
+    if st.policy_sha256 == digest:
+        return st, False
+    return MonitorState(st.origin, 0, st.checkpoint, policy_sha256=digest), st.next_index > 0
+
+
 def save_monitor_state(path: Path, st: MonitorState) -> None:
     atomic_write(path, json.dumps(st.to_json(), indent=1).encode("utf-8"))
 
@@ -265,6 +287,8 @@ class MonitorReport:
     findings: tuple[Finding, ...] = field(default=())
     #: Whether the checkpoint's index commitment was compared with the recomputed index.
     index_checked: bool = False
+    #: Whether the policy changed since the last pass, so every entry was judged again.
+    rejudged: bool = False
 
     @property
     def violations(self) -> tuple[Finding, ...]:
@@ -285,6 +309,7 @@ class MonitorReport:
             "violations": len(self.violations),
             "refutations": len(self.refutations),
             "index_checked": self.index_checked,
+            "rejudged": self.rejudged,
         }
 
     @classmethod
@@ -292,7 +317,7 @@ class MonitorReport:
         return cls(str(obj["origin"]), int(obj["start_index"]), int(obj["tree_size"]),
                    int(obj["entries_checked"]),
                    tuple(Finding.from_json(f) for f in obj["findings"]),
-                   bool(obj.get("index_checked", False)))
+                   bool(obj.get("index_checked", False)), bool(obj.get("rejudged", False)))
 
 
 def _check_one(data: bytes) -> VerifiedEntry | str:
@@ -391,7 +416,7 @@ def run_monitor(
     if not 1 <= jobs <= 64:
         raise InputError("jobs must be between 1 and 64")
     log, trusted, origin = sess.log, sess.trusted, sess.origin
-    st = load_monitor_state(state_path, origin)
+    st, rejudged = under_policy(load_monitor_state(state_path, origin), policy)
     latest = _trust_latest(sess, st)
     if latest is None:
         return MonitorReport(origin, 0, 0, 0, ())
@@ -423,8 +448,8 @@ def run_monitor(
             audit.close()
     save_monitor_state(state_path, MonitorState(origin, max(size, st.next_index), note,
                                                 tuple(releases.values()), _weighed(ledger),
-                                                _kept(reading.claims)))
-    return MonitorReport(origin, start, size, checked, tuple(findings), index_checked)
+                                                _kept(reading.claims), st.policy_sha256))
+    return MonitorReport(origin, start, size, checked, tuple(findings), index_checked, rejudged)
 
 
 def _trust_latest(sess: Session, st: MonitorState

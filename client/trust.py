@@ -30,6 +30,7 @@ from ledger import LedgerError
 from ledger.tlog.checkpoint import Checkpoint, SignedCheckpoint, open_checkpoint
 from ledger.tlog.merkle import leaf_hash, verify_consistency, verify_inclusion
 from ledger.tlog.note import NoteVerifier
+from ledger.vindex import commitment_lines
 
 ProveConsistency = Callable[[int, int], Sequence[bytes]]
 QuorumCheck = Callable[[SignedCheckpoint], None]
@@ -254,7 +255,7 @@ def judge(
 def _index_roots_differ(old: Checkpoint, new: Checkpoint) -> bool:
     """Both checkpoints commit to an index (or carry a malformed commitment line) and the
     lines differ: the log signed two index roots for one size."""
-    lines = [tuple(e for e in cp.extensions if e.startswith("ktl/vindex/")) for cp in (old, new)]
+    lines = [commitment_lines(cp) for cp in (old, new)]
     return bool(lines[0]) and bool(lines[1]) and lines[0] != lines[1]
 
 

@@ -577,9 +577,10 @@ class Demo:
     @contextmanager
     def step(self, text: str) -> Iterator[None]:
         start = time.monotonic()
-        with self.console.status(f"[bold]{text}…"):
+        with self.console.status(safe(f"{text}…", "bold")):
             yield
-        self.console.print(f"[green]✓[/] {text} [dim]({time.monotonic() - start:.1f} s)[/]")
+        self.console.print(Text.assemble(("✓ ", "green"), safe(text),
+                                         (f" ({time.monotonic() - start:.1f} s)", "dim")))
 
     def keygen(self, name: str) -> tuple[Path, str]:
         path = self.keys / f"{name}.key"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import subprocess
 import sys
@@ -73,7 +74,9 @@ def test_cross_experiment_on_injected_measurements_counts_the_real_verdicts() ->
     found = bench.cross(["sum-rows", "softmax-rows"], 2, publish, reproduce, lambda _m: None,
                         clock=lambda: float(next(ticks)))
     table = bench._cross_table(found)
-    assert published[:2] == [("sum-rows", 31, True), ("sum-rows", 32, True)]
+    # cycle by cycle over every row (a run cut short leaves every row about as full)
+    assert published[:3] == [("sum-rows", 31, True), ("sum-rows", 31, False),
+                             ("softmax-rows", 31, True)]
     assert [(r["kernel"], r["direction"]) for r in found["rows"]] == [
         ("sum-rows", "busy -> quiet"), ("sum-rows", "quiet -> busy"),
         ("softmax-rows", "busy -> quiet"), ("softmax-rows", "quiet -> busy")]
@@ -88,6 +91,27 @@ def test_cross_experiment_on_injected_measurements_counts_the_real_verdicts() ->
     assert len(found["shifts"]) == 8
     assert 0.03 < min(found["shifts"]) <= max(found["shifts"]) < 0.04
     assert "over 8 claims" in table
+    assert "honest claims refuted: 0 of 8; 1.25x lies refuted: 4 of 4, confirmed: 0 of 4" \
+        in table
+
+
+def test_cross_experiment_lies_about_every_kernel_asked() -> None:
+    """`--lies sum-rows,softmax-rows`: each kernel named carries the 1.25x-inflated claim too
+    (issue 42's check), and the totals count them all."""
+    bench = _bench_module()
+    env = Environment.from_json(examples.environment())
+
+    def reproduce(name: str, claim: BenchmarkPredicate, busy: bool) -> ReproductionPredicate:
+        return compare([claim], bench.CROSS_TARGET, env, benchmark=_claim(BUSY if busy else QUIET))
+
+    found = bench.cross(["sum-rows", "softmax-rows"], 1,
+                        lambda _n, _s, busy: _claim(BUSY if busy else QUIET), reproduce,
+                        lambda _m: None, lies=("sum-rows", "softmax-rows"))
+    table = bench._cross_table(found)
+    assert "| softmax-rows | busy -> quiet | 1 confirmed | 1 refuted |" in table
+    assert "1.25x lies refuted: 4 of 4, confirmed: 0 of 4" in table
+    assert bench.busy_cpus("all") == sorted(os.sched_getaffinity(0))
+    assert len(bench.busy_cpus("pinned")) == 1
 
 
 def test_cross_experiment_counts_a_sitting_without_results() -> None:
@@ -146,6 +170,8 @@ def test_performance_page_gives_the_thresholds_the_code_uses_and_the_full_runs_c
     full = "benchmarks/bench_reproduce_stats.py --only cross --cycles 10"
     assert full in text
     assert full.split("py ")[1] in (_bench_module().__doc__ or "")  # the bench documents it
+    issue42 = "--lies sum-rows,softmax-rows --busy all --cycles 10"  # both cores busy
+    assert issue42 in text and issue42 in (_bench_module().__doc__ or "")
 
 
 def test_sitting_shift_estimate_on_injected_sittings() -> None:

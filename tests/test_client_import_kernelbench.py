@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -291,3 +292,29 @@ _JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow
 def test_any_probe_answer_is_mapped_or_refused(obj: object) -> None:
     with contextlib.suppress(ImportRefused):
         parse_probe(json.dumps(obj))
+
+
+MARKUP = "[bold red]RED[/] [link=http://evil.example]click[/link]"
+
+
+@pytest.mark.slow
+def test_problem_chosen_text_is_printed_literally(tmp_path: Path) -> None:
+    """Issue 42: a plain value the problem's get_inputs returns is shown as written: rich
+    markup in it (`[bold red]`, `[link=...]`) is text, never obeyed (a sandboxed probe)."""
+    problem = _problem(tmp_path, f"""
+class Model(nn.Module):
+    def forward(self, x, label):
+        return x * 2
+
+def get_inputs():
+    return [torch.randn(4, 8), {MARKUP!r}]
+
+def get_init_inputs():
+    return []
+""")
+    done = subprocess.run([sys.executable, "-c", "from client.cli import main; main()",
+                           "import", "kernelbench", str(problem), str(_solution(tmp_path)),
+                           "--out", str(tmp_path / "k")], capture_output=True, text=True,
+                          timeout=240, env={**os.environ, "COLUMNS": "240"})
+    assert done.returncode == 0, done.stderr
+    assert f"'{MARKUP}'" in done.stdout, done.stdout  # whole, on one line, brackets and all

@@ -11,7 +11,8 @@ from client_fakes import MemoryLog, session_of
 
 from attest import examples
 from attest.entry import encode_entry, make_entry
-from attest.keys import generate_private_key
+from attest.keys import generate_private_key, keyid
+from attest.policy import TrustPolicy
 from attest.predicates import KERNEL_V1, parse_predicate
 from attest.statement import make_statement
 from client import LogMisbehaviour, VerificationFailed
@@ -155,3 +156,43 @@ def test_an_emptied_log_is_a_rollback_with_evidence(tmp_path: Path) -> None:
         _run(empty, tmp_path)
     assert ei.value.evidence_path is not None
     assert log.checkpoint() in ei.value.evidence_path.read_bytes()
+
+
+def _policy(keyid: str, comment: str = "") -> TrustPolicy:
+    return TrustPolicy.from_toml(f"""version = 1{comment}
+[[rule]]
+name = "acme"
+kernel = "acme/*"
+predicate_types = ["kernel"]
+keys = ["{keyid}"]
+threshold = 1
+""")
+
+
+def test_a_changed_policy_re_judges_what_was_read_from_the_start(tmp_path: Path) -> None:
+    """Issue 42: the monitor keeps the digest of the policy it judged by; another policy
+    (not another spelling of the same one) reads and judges every entry again from index 0,
+    with progress, and says so."""
+    log = MemoryLog()
+    _fill(log, 0, 40)
+    ours = keyid(KEY.public_key())
+    path = tmp_path / "state.json"
+
+    def run(policy: TrustPolicy, seen: list[tuple[int, int]] | None = None) -> MonitorReport:
+        return run_monitor(log, load_verifier(log.verifier_key), log.origin,
+                           TrustedState(tmp_path / "home"), path, policy=policy,
+                           on_progress=None if seen is None else
+                           (lambda done, total: seen.append((done, total))))
+
+    first = run(_policy(ours))
+    assert first.entries_checked == 40 and not first.violations and not first.rejudged
+    assert load_monitor_state(path, log.origin).policy_sha256 == _policy(ours).digest()
+    same = run(_policy(ours, "  # only a comment and spacing\n"))
+    assert (same.entries_checked, same.rejudged) == (0, False)
+    progress: list[tuple[int, int]] = []
+    stricter = run(_policy("ab" * 32), progress)  # another key: every entry now a violation
+    assert stricter.rejudged and stricter.start_index == 0 and stricter.entries_checked == 40
+    assert len(stricter.violations) == 40 and progress and progress[-1][0] == 40
+    assert stricter.to_json()["rejudged"] is True
+    again = run(_policy("ab" * 32))
+    assert (again.entries_checked, again.rejudged) == (0, False)

@@ -62,3 +62,25 @@ def test_the_summary_says_commits_to_no_index_only_from_the_checkpoint() -> None
     assert "signed checkpoint commits to no index" in said
     assert ClaimSearch.from_json(ClaimSearch(unproven="no_index").to_json()).unproven == \
         "no_index"
+
+
+def test_one_function_reads_the_index_line_and_every_caller_uses_it() -> None:
+    """Issue 42 item 6: `ledger.vindex.commitment_lines` is the only code that picks the
+    index line out of a checkpoint's extensions; `committed_root` (search, reproduce, the
+    kernel page) and the trust store's two-roots check both go through it."""
+    import re
+
+    root = Path(__file__).resolve().parent.parent
+    reader = root / "ledger" / "vindex" / "_commit.py"
+    picks = re.compile(r"""["']ktl/vindex/["']|\.extensions\b(?!\[)""")
+    found = [f"{p.relative_to(root)}:{n}" for pkg in ("attest", "ledger", "client", "verifier")
+             for p in sorted((root / pkg).rglob("*.py")) if p != reader
+             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if picks.search(line) and "app.extensions" not in line
+             and "current_app.extensions" not in line
+             and not p.match("ledger/tlog/checkpoint.py")]  # where extensions are parsed
+    assert found == [], found
+    text = reader.read_text(encoding="utf-8")
+    assert text.count(".extensions") == 1 and "commitment_lines(checkpoint)" in text
+    trust = (root / "client" / "trust.py").read_text(encoding="utf-8")
+    assert "commitment_lines(" in trust

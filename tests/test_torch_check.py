@@ -89,6 +89,16 @@ def test_stale_output_fails(tmp_path: Path) -> None:
     assert got["state.reuse"] == "stateful"
 
 
+@pytest.mark.slow
+def test_a_wrong_kernel_is_not_blamed_on_state(tmp_path: Path) -> None:
+    """Issue 42: a solution that returns its input is wrong on fresh buffers too: its
+    state.reuse row names it wrong, never "caching by data_ptr"."""
+    report = check(torch_folder(tmp_path, "input.py"))
+    row = report.get("state.reuse")
+    assert row.fault is not None and row.fault.kind == "wrong", row
+    assert "fresh buffer too" in row.detail and "data_ptr" not in row.detail
+
+
 def test_try_except_fallback_fails_on_its_static_finding(tmp_path: Path) -> None:
     report = check(torch_folder(tmp_path, "fallback.py"))
     assert faults(report) == {"static": "static_finding"}  # every run-time row passes

@@ -323,6 +323,16 @@ def test_unwritten_tail_is_named_a_remainder_wherever_it_shows() -> None:
         assert "cache by pointer" not in row.detail and "race" not in row.detail
 
 
+def test_state_is_blamed_only_where_a_fresh_buffer_answers_right() -> None:
+    """Issue 42: a kernel that is merely wrong (loose everywhere) is wrong at a fresh buffer
+    too: state.reuse names it so, never "cache by pointer" (the pointer cache, answered
+    right at a fresh buffer, is still stateful: CAUGHT_BY and FAULT_OF above)."""
+    wrong = check(FLAWED / "loose", budget="quick", seed=5).get("state.reuse")
+    assert wrong.outcome == "fail" and wrong.fault is not None, wrong
+    assert wrong.fault.kind in ("loose", "wrong"), wrong
+    assert "fresh buffer too" in wrong.detail and "cache by pointer" not in wrong.detail
+
+
 def test_rows_that_made_no_calls_are_not_run_never_pass() -> None:
     """Issue 25 row 8: a kernel killed on every call leaves the per-call rows nothing to
     judge; they say `not run (why)` (outcome skip), never `pass ... after 0 calls`."""

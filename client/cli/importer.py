@@ -75,7 +75,7 @@ def _show_import(out: Output, out_dir: Path, result: ImportResult) -> int:
             for i, t in enumerate(items):
                 shape = (f"[{', '.join(map(str, t.shape))}]" if t.kind == "tensor"
                          else repr(t.value))
-                table.add_row(label, str(i), t.kind, safe(t.dtype or ""), shape)
+                table.add_row(label, str(i), t.kind, safe(t.dtype or ""), safe(shape))
         console.print(table)
         console.print(safe(f"reference sha256 (the op): {spec.reference_digest}"),
                       highlight=False)

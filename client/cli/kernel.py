@@ -218,12 +218,12 @@ def _show_bench(out: Output, report: RunSet) -> int:
             table.add_column(col)
         for r in pred.results:
             shape = ",".join(f"{k}={v}" for k, v in r.shape.items())
-            table.add_row(shape, str(r.n), f"{r.median_ns / 1e3:.1f} µs",
+            table.add_row(safe(shape), str(r.n), f"{r.median_ns / 1e3:.1f} µs",
                           f"{r.p5_ns / 1e3:.1f}..{r.p95_ns / 1e3:.1f} µs",
                           f"{r.baseline_median_ns / 1e3:.1f} µs", f"{r.speedup:.3f}x",
                           f"[{r.speedup_ci95[0]:.3f}, {r.speedup_ci95[1]:.3f}]",
                           " ".join(f"{x.speedup:.3f}" for x in r.runs or ()),
-                          f"{r.gflops:.2f}")
+                          "—" if r.gflops is None else f"{r.gflops:.2f}")
         console.print(table)
         for note in pred.notes:
             console.print(safe(f"  • {note}"), highlight=False)

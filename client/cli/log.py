@@ -346,6 +346,9 @@ def _monitor_result(out: Output, report: MonitorReport, path: Path) -> None:
     data["state_file"] = str(path)
 
     def render(c: Console) -> None:
+        if report.rejudged:
+            c.print(safe("The policy changed since the last pass: every entry was judged again "
+                         "under it, from index 0.", "bold yellow"))
         if report.start_index >= report.tree_size:
             c.print(safe(f"No new entries in {report.origin} since the last pass (tree size "
                          f"{report.tree_size})."))

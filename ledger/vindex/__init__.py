@@ -18,7 +18,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ledger.vindex._commit import COMMITMENT_PREFIX, commitment_line, committed_root
+from ledger.vindex._commit import (
+    COMMITMENT_PREFIX,
+    commitment_line,
+    commitment_lines,
+    committed_root,
+)
 from ledger.vindex._index import IndexAnswer, ListStore, MemoryLists, VerifiableIndex
 from ledger.vindex._keys import KEY_KINDS, IndexKey, entry_key_hashes, entry_keys
 from ledger.vindex._map import MemoryNodes, NodeStore, extend_lists, lookup_proof, root_of, update
@@ -99,6 +104,7 @@ __all__ = [
     "VerifiableIndex",
     "WriteBack",
     "commitment_line",
+    "commitment_lines",
     "committed_root",
     "decode_tile",
     "encode_tile",

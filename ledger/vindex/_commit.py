@@ -13,7 +13,7 @@ from attest import HEX64_PATTERN
 from ledger.tlog.checkpoint import Checkpoint
 from ledger.vindex._proof import IndexProofError
 
-__all__ = ["COMMITMENT_PREFIX", "commitment_line", "committed_root"]
+__all__ = ["COMMITMENT_PREFIX", "commitment_line", "commitment_lines", "committed_root"]
 
 COMMITMENT_PREFIX = "ktl/vindex/v1 "
 _LINE = re.compile(rf"ktl/vindex/v1 ({HEX64_PATTERN})")
@@ -26,13 +26,19 @@ def commitment_line(root: bytes) -> str:
     return COMMITMENT_PREFIX + root.hex()
 
 
+def commitment_lines(checkpoint: Checkpoint) -> tuple[str, ...]:
+    """The checkpoint's index commitment lines as written (any ``ktl/vindex/`` extension,
+    malformed or not): the one reader of them (issue 42, item 6); `committed_root` parses."""
+    return tuple(e for e in checkpoint.extensions if e.startswith("ktl/vindex/"))
+
+
 def committed_root(checkpoint: Checkpoint) -> bytes | None:
     """The index root `checkpoint` commits to; None if it carries no commitment line.
 
     IndexProofError for a malformed line or more than one (a checkpoint commits to at
     most one root for its size).
     """
-    lines = [e for e in checkpoint.extensions if e.startswith("ktl/vindex/")]
+    lines = commitment_lines(checkpoint)
     if not lines:
         return None
     if len(lines) > 1:

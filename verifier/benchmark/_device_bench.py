@@ -461,7 +461,7 @@ def _judge(  # noqa: PLR0913 (one shape's verdict from its measurement's parts)
     res = BenchmarkResult(shape=dict(dims), n=len(ks), median_ns=med,
                           p5_ns=float(np.percentile(ks, 5)), p95_ns=float(np.percentile(ks, 95)),
                           baseline_median_ns=float(np.median(bs)), speedup=speed,
-                          speedup_ci95=(lo, hi), gflops=0.0)
+                          speedup_ci95=(lo, hi))  # no FLOP count known: no GFLOP/s
     notes.append(f"{label}: on {info.model}, timed by the parent over {res.n} batches of "
                  f"{plan.batch} call(s) per side{' (L2 flushed between calls)' if plan.cold else ''}, "
                  f"empty-kernel batches subtracted (never more than the baseline's own); "

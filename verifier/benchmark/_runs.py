@@ -258,13 +258,15 @@ def _combine(per_run: Sequence[BenchmarkResult]) -> BenchmarkResult:
         lo, hi = per_run[0].speedup_ci95
     speed = math.exp(mu)
     med = _median([r.median_ns for r in per_run])
-    flops_per_ns = _median([r.gflops * r.median_ns for r in per_run])
+    known = [r.gflops * r.median_ns for r in per_run if r.gflops is not None]
+    flops_per_ns = _median(known) if len(known) == len(per_run) else None
     return BenchmarkResult(
         shape=dict(per_run[0].shape), n=sum(r.n for r in per_run), median_ns=med,
         p5_ns=min(min(r.p5_ns for r in per_run), med), p95_ns=max(max(r.p95_ns for r in per_run), med),
         baseline_median_ns=_median([r.baseline_median_ns for r in per_run]),
         speedup=speed, speedup_ci95=(min(lo, speed), max(hi, speed)),
-        gflops=derived_gflops(flops_per_ns, med), runs=tuple(_run_of(r) for r in per_run))
+        gflops=None if flops_per_ns is None else derived_gflops(flops_per_ns, med),
+        runs=tuple(_run_of(r) for r in per_run))
 
 
 def bench_runs(directory: str | Path, runs: int = DEFAULT_RUNS,

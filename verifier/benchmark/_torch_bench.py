@@ -387,7 +387,7 @@ def _judge(dims: dict[str, int], t: _Timing, rng: np.random.Generator,
     res = BenchmarkResult(shape=dict(dims), n=len(ks), median_ns=med,
                           p5_ns=float(np.percentile(ks, 5)), p95_ns=float(np.percentile(ks, 95)),
                           baseline_median_ns=float(np.median(bs)), speedup=speed,
-                          speedup_ci95=(lo, hi), gflops=0.0)
+                          speedup_ci95=(lo, hi))  # no FLOP count known: no GFLOP/s
     if res.halfwidth > settings.max_halfwidth:
         notes.caveat("unstable", dims, f"{label}: too unstable: the speed-up interval is +-{100 * res.halfwidth:.1f}% "
                      f"after {res.n} batches (limit +-{100 * settings.max_halfwidth:.0f}%)")

@@ -7,8 +7,11 @@ Imports `_report` and `_torch_pool` of the folder, nothing above.
 
 from __future__ import annotations
 
+import ast
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,7 +23,7 @@ from verifier.progress import Progress
 from verifier.runtimes import TorchKernel, TorchSession
 from verifier.tensors import TOLERANCES
 
-__all__ = ["TORCH_BASELINE", "TorchMeasured", "TorchRun", "fresh_inputs",
+__all__ = ["TORCH_BASELINE", "TorchMeasured", "TorchRun", "fresh_inputs", "input_names",
            "shape_record", "torch_report"]
 
 TORCH_BASELINE = "torch-eager"
@@ -52,12 +55,17 @@ class TorchMeasured:
 
 
 def shape_record(session: TorchSession) -> dict[str, int]:
-    """The measured shape as benchmark/v1 records it: the tensor inputs' sizes, a0_0, a0_1..."""
+    """The measured shape as benchmark/v1 records it: each tensor input's sizes named after
+    the reference's `forward` argument and the axis (`A_0`, `A_1`, `B_0`, ...; issue 42:
+    not `a0_0`), by position (`a0_0`) where the argument has no usable name; at most 8."""
+    kernel = session.kernel
+    names = input_names(_read_source(kernel.directory / kernel.reference),
+                        len(session.problem.inputs))
     out: dict[str, int] = {}
     for i, s in enumerate(session.problem.inputs):
         for j, d in enumerate(s.shape):
             if len(out) < 8:
-                out[f"a{i}_{j}"] = int(d)
+                out[f"{names[i]}_{j}"] = int(d)
     return out or {"a0": 1}
 
 
@@ -68,6 +76,44 @@ def fresh_inputs(session: TorchSession, rng: np.random.Generator) -> FreshInputs
     return FreshInputs([TensorDraw(s.shape, s.dtype, s.stats) if s.kind == "tensor" else
                         TensorDraw(None, s.dtype, {}, s.value) for s in session.problem.inputs],
                        rng)
+
+
+MAX_SOURCE = 1 << 20
+"""The most of a reference file read for its argument names."""
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,12}")
+"""An argument name a shape key takes whole (`_IDENT` of attest, with room for `_7`)."""
+
+
+def _read_source(path: Path) -> bytes:
+    try:
+        with path.open("rb") as f:
+            return f.read(MAX_SOURCE + 1)
+    except OSError:
+        return b""
+
+
+def input_names(source: bytes, count: int) -> list[str]:
+    """The `count` inputs' names: the parameters of `Model.forward` in the reference source
+    (after `self`, in order) where each is a plain name of at most 13 characters and all are
+    distinct; otherwise positional names (`a0`, `a1`, ...) for all of them. Pure: the source
+    is parsed, never run."""
+    fallback = [f"a{i}" for i in range(count)]
+    if len(source) > MAX_SOURCE:
+        return fallback
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return fallback
+    forward = next((f for c in tree.body if isinstance(c, ast.ClassDef) and c.name == "Model"
+                    for f in c.body if isinstance(f, ast.FunctionDef) and f.name == "forward"),
+                   None)
+    if forward is None:
+        return fallback
+    params = [a.arg for a in (*forward.args.posonlyargs, *forward.args.args)][1:]
+    if len(params) < count or any(not _NAME.fullmatch(n) for n in params[:count]) \
+            or len(set(params[:count])) != count:
+        return fallback
+    return params[:count]
 
 
 

@@ -415,11 +415,10 @@ def _state(op: OpSpec, cases: list[Case], evals: dict[int, list[_StepEval]], idx
         if case.failure:
             return check_row("state.reuse", "fail", case.failure, inputs, {},
                                make_fault(CASE_FAULTS[case.fault or "crash"], case.dims))
-        first, second = evals[i]
+        first, second, *elsewhere = evals[i]
         bad = [c for c in second.comparisons if not c.ok]
         if bad:
-            stale = all(np.array_equal(a.view(np.uint32), b.view(np.uint32))
-                        for a, b in zip(first.outputs, second.outputs, strict=True))
+            stale = _same_bits(first.outputs, second.outputs)
             why = ("returned the previous call's answer" if stale else "answered wrong")
             tail = common_remainder(bad)
             if tail is not None:
@@ -431,6 +430,19 @@ def _state(op: OpSpec, cases: list[Case], evals: dict[int, list[_StepEval]], idx
                     "previous call's, left in the unwritten tail)",
                     inputs, _merge_metrics(second.comparisons),
                     make_fault("unaligned_remainder", case.dims))
+            fresh_bad = [c for e in elsewhere for c in e.comparisons if not c.ok]
+            if fresh_bad and not stale:
+                # wrong at a fresh buffer too: a wrong kernel (issue 42: reuse is blamed only
+                # where the evidence shows it)
+                return check_row(
+                    "state.reuse", "fail",
+                    f"the second inputs were answered wrong at a fresh buffer too "
+                    f"({fresh_bad[0].bad} of {fresh_bad[0].elements} elements) on shape "
+                    f"{shape_text(case.dims)}: a wrong kernel, not state kept between calls",
+                    inputs, _merge_metrics(fresh_bad),
+                    make_fault("loose" if fresh_bad[0].max_err_over_tol < 1e3
+                               and not fresh_bad[0].nonfinite_mismatches else "wrong",
+                               case.dims))
             return check_row(
                 "state.reuse", "fail",
                 f"state kept between calls: called again on the same buffers with new contents, "
@@ -440,3 +452,9 @@ def _state(op: OpSpec, cases: list[Case], evals: dict[int, list[_StepEval]], idx
     return check_row("state.reuse", "pass",
                        "second call on the same buffers with new contents matched the reference",
                        inputs)
+
+
+def _same_bits(a: Sequence[F32], b: Sequence[F32]) -> bool:
+    """Whether two calls' outputs are bit-for-bit the same."""
+    return len(a) == len(b) and all(np.array_equal(x.view(np.uint32), y.view(np.uint32))
+                                    for x, y in zip(a, b, strict=True))

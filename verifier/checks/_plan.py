@@ -137,7 +137,11 @@ def plan_cases(op: OpSpec, budget: Budget, rng: np.random.Generator) -> list[Cas
     cases.append(Case("determinism", mid, [step(same, i) for i in range(budget.repeats)]))
     for dims in [mid, *op.random_shapes(rng, budget.state - 1)]:
         first, second = op.random_inputs(dims, rng), op.random_inputs(dims, rng)
-        cases.append(Case("state.reuse", dict(dims), [step(first, 0), step(second, 0)]))
+        again = step(second, 0)
+        # the second inputs also at another buffer (no draw: the plan's draws stay as they
+        # were): a wrong answer there too is a wrong kernel, not state kept (issue 42)
+        cases.append(Case("state.reuse", dict(dims), [step(first, 0), again,
+                                                      Step(second, 1, again.prefill)]))
     for dims in [dict(op.bench_shapes[0]), mid][: budget.concurrency_shapes]:
         a, b = op.random_inputs(dims, rng), op.random_inputs(dims, rng)
         steps = [step(a, 0), step(b, 1)]

@@ -16,7 +16,8 @@ compute the float64 reference and judge. Checks:
 - inputs.unchanged, outputs.poisoned, guards.canaries: over every call (inputs read-only
   and a guard page after, or before, every buffer in the kernel's process);
 - determinism: bitwise identical outputs for identical inputs;
-- state.reuse: the same buffers called again with new contents;
+- state.reuse: the same buffers called again with new contents, and those contents at a fresh
+  buffer (state is blamed only where that one is answered right, or the answer is stale);
 - sanitizer.asan_ubsan and sanitizer.tsan (when the built library starts threads).
 """
 

@@ -302,16 +302,30 @@ def _determinism(run: Gathered) -> Check:
 
 
 def _state(run: Gathered, dtype: str) -> Check:
+    """Inputs A then B at one buffer, then A and B each at a fresh buffer. State kept is
+    blamed only where the evidence shows it: B got bit-for-bit A's answer, or B was answered
+    wrong at A's buffer and right at a fresh one, or A's answer moved with its buffer. B
+    answered wrong at a fresh buffer too is a wrong kernel, named so (issue 42)."""
     got = [o for _, o in run.outcomes.get("state.reuse", [])]
     verdict: tuple[str, FaultKind] | None = None
-    if len(got) == 3:
-        comp, _, _ = _compare(got[1], dtype)
+    if len(got) == 4:
+        a_here, b_here, a_fresh, b_fresh = got
+        comp, _, _ = _compare(b_here, dtype)
+        fresh, _, fresh_kind = _compare(b_fresh, dtype)
         if comp is None or not comp.ok:
-            stale = _bitwise_equal(got[0], got[1]) == 0
-            verdict = ("state kept between calls: other inputs at the same buffer got "
-                       + ("the previous call's answer" if stale else "a wrong answer")
-                       + " (caching by data_ptr or keeping state?)", "stateful")
-        elif _bitwise_equal(got[0], got[2]) != 0:
+            if _bitwise_equal(a_here, b_here) == 0:
+                verdict = ("state kept between calls: other inputs at the same buffer got "
+                           "bit-for-bit the previous call's answer (caching by data_ptr or "
+                           "keeping state?)", "stateful")
+            elif fresh is not None and fresh.ok:
+                verdict = ("state kept between calls: other inputs at the same buffer got a "
+                           "wrong answer, and the right one at a fresh buffer (caching by "
+                           "data_ptr or keeping state?)", "stateful")
+            else:
+                verdict = ("the second inputs were answered wrong at a fresh buffer too: a "
+                           "wrong kernel, not state kept between calls",
+                           _fail_kind(fresh) if fresh is not None else fresh_kind or "wrong")
+        elif _bitwise_equal(a_here, a_fresh) != 0:
             verdict = ("the same inputs at another buffer gave another answer (depends on where "
                        "its inputs lie)", "stateful")
     return _simple("state.reuse", run, verdict, "other inputs at the same buffer matched the "

@@ -30,7 +30,8 @@ rows. Checks, each over fresh inputs drawn from this run's seed (recorded):
 - inputs.unchanged, outputs.fresh (every output copied into a region the parent chose
   and prefilled with poison for that call; a plain tensor of the reference's shape and
   dtype), determinism, state.reuse (the same inputs at another buffer; other inputs at
-  the same buffer), concurrency (two threads at once), escape (threads, processes or
+  the same buffer and at a fresh one: state is blamed only where the fresh one is right),
+  concurrency (two threads at once), escape (threads, processes or
   memory writes outliving a call);
 - sandbox: the layers in force for the candidate.
 
@@ -326,6 +327,7 @@ def _state(run: Gathered) -> None:
     run.calls("state.reuse", [Call(first, region)], "inputs A at buffer R")
     run.calls("state.reuse", [Call(second, region)], "inputs B at the same buffer R")
     run.calls("state.reuse", [Call(first)], "inputs A again at a fresh buffer")
+    run.calls("state.reuse", [Call(second)], "inputs B again at a fresh buffer")
 
 
 def _concurrency(run: Gathered, plan: TorchPlan) -> None:

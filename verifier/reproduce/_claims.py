@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import verifier.benchmark
-from attest.ops import CATALOGUE_VERSION, shape_key
+from attest.ops import CATALOGUE_VERSION, OP_DIMS, shape_key
 from attest.predicates import (
     BENCHMARK_V1,
     FAILING_OUTCOMES,
@@ -297,7 +297,8 @@ def _measured_row(claimed: BenchmarkPredicate, r: BenchmarkResult,
     if measured is None:
         return _claim(label, "unsupported" if weak else "inconclusive", claimed_m, NOTHING,
                       f"shape {key} was not measured here{weak_phrase}")
-    got = next((m for m in measured.results if shape_key(op, m.shape) == key), None)
+    got = next((m for m in measured.results if shape_key(op, m.shape) == key), None) \
+        or _renamed(claimed, r, measured)
     diff = (*environment_diff(claimed.environment, measured.environment),
             *device_diff(claimed.device, measured.device))[:32]
     # typed faults only (never the notes' text): those of this shape, and when the shape
@@ -326,6 +327,18 @@ def _measured_row(claimed: BenchmarkPredicate, r: BenchmarkResult,
                                 tuple(weak)),
                         policy, look=look)
     return _tested(label, claimed_m, _measurement(got), diff, v)
+
+
+def _renamed(claimed: BenchmarkPredicate, r: BenchmarkResult,
+             measured: BenchmarkPredicate) -> BenchmarkResult | None:
+    """The one measured result of a one-shape claim outside the op catalogue (a torch
+    module's) whose sizes are the claim's under other names: a claim logged before torch
+    shapes were named after the reference's arguments (`a0_0`, `a0_1`: issue 42)."""
+    if claimed.workload.op in OP_DIMS or len(claimed.results) != 1 \
+            or len(measured.results) != 1:
+        return None
+    got = measured.results[0]
+    return got if sorted(got.shape.values()) == sorted(r.shape.values()) else None
 
 
 def _claimed(items: Sequence[Claimed | Predicate]) -> list[Claimed]:
