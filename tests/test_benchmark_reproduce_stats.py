@@ -102,7 +102,8 @@ def test_cross_experiment_lies_about_every_kernel_asked() -> None:
     env = Environment.from_json(examples.environment())
 
     def reproduce(name: str, claim: BenchmarkPredicate, busy: bool) -> ReproductionPredicate:
-        return compare([claim], bench.CROSS_TARGET, env, benchmark=_claim(BUSY if busy else QUIET))
+        return compare([claim], bench.CROSS_TARGET, env,
+                       Fresh(benchmark=_claim(BUSY if busy else QUIET)))
 
     found = bench.cross(["sum-rows", "softmax-rows"], 1,
                         lambda _n, _s, busy: _claim(BUSY if busy else QUIET), reproduce,

@@ -179,8 +179,7 @@ def test_a_changed_policy_re_judges_what_was_read_from_the_start(tmp_path: Path)
     path = tmp_path / "state.json"
 
     def run(policy: TrustPolicy, seen: list[tuple[int, int]] | None = None) -> MonitorReport:
-        return run_monitor(log, load_verifier(log.verifier_key), log.origin,
-                           TrustedState(tmp_path / "home"), path, policy=policy,
+        return run_monitor(session_of(log, TrustedState(tmp_path / "home")), path, policy=policy,
                            on_progress=None if seen is None else
                            (lambda done, total: seen.append((done, total))))
 

@@ -18,7 +18,7 @@ import pytest
 import requests
 
 from client import NetworkError, ServerError
-from client.api import LogClient, answer_error, cause
+from client.api import LogClient, Transport, answer_error, cause
 
 REPO = Path(__file__).resolve().parent.parent
 PAGE = b"<!DOCTYPE html><html><head><title>404 Not Found</title></head><body><h1>Not Found" \
@@ -77,7 +77,7 @@ def _one_clean_line(text: str) -> str:
 
 
 def test_an_html_404_names_the_url_and_status_and_pastes_no_page() -> None:
-    with _not_a_log() as url, LogClient(url, retries=1) as client:
+    with _not_a_log() as url, LogClient(url, transport=Transport(retries=1)) as client:
         with pytest.raises(ServerError) as ei:
             client.info()
         message = _one_clean_line(str(ei.value))
@@ -91,7 +91,7 @@ def test_an_html_404_names_the_url_and_status_and_pastes_no_page() -> None:
 
 def test_a_refused_connection_says_so_in_words() -> None:
     url = _refusing()
-    with LogClient(url, retries=2) as client, pytest.raises(NetworkError) as ei:
+    with LogClient(url, transport=Transport(retries=2)) as client, pytest.raises(NetworkError) as ei:
         client.checkpoint()
     message = _one_clean_line(str(ei.value))
     assert message == (f"could not reach the log at {url}/checkpoint after 2 attempts: "

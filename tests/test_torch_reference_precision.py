@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-pytest.importorskip("torch", reason="torch is installed by `make test`")
-
 from verifier.tensors import compare_tensor
-from verifier.worker._torch_child import _Server
+from verifier.worker._torch_child import _DeviceSync, _Server
+
+torch = pytest.importorskip("torch", reason="torch is installed by `make test`")
 
 NAIVE_NORM = '''
 import torch
@@ -63,7 +63,7 @@ def _server(tmp: Path, source: str) -> tuple[_Server, bytearray]:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     mem = bytearray(1 << 20)
-    server = _Server("reference", mem, module, "Model")
+    server = _Server("reference", mem, module, "Model", _DeviceSync(torch))
     server.init({"seed": 0, "init": [], "dtype": "float32", "params_at": 0, "room": IN})
     return server, mem
 

@@ -177,17 +177,18 @@ class BenchOptions:
     seconds of measuring per run, independent runs, pinning, threads, a second torch.compile
     baseline, where the raw samples go, the device and cold caches."""
 
+    # no defaults here: the command's options carry them (the bench's own from BenchSettings)
     kernel_dir: Path
-    shapes: tuple[str, ...] = ()
-    seed: int | None = None
-    time_budget: float = 10.0
-    runs: int | None = None
-    no_pin: bool = False
-    threads: int = 1
-    torch_compile: bool = False
-    samples_out: Path | None = None
-    device: str = "auto"
-    cold: bool = False
+    shapes: tuple[str, ...]
+    seed: int | None
+    time_budget: float
+    runs: int | None
+    no_pin: bool
+    threads: int
+    torch_compile: bool
+    samples_out: Path | None
+    device: str
+    cold: bool
 
     def measure(self, progress: Callable[[str], None]) -> RunSet:
         """The independent runs (their raw samples written to `samples_out` if given)."""
