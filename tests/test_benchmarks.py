@@ -36,7 +36,8 @@ def test_no_script_shadows_a_package(script: Path) -> None:
 #: so that `make test` keeps to its budget; each still runs in CI.
 HEAVY = {"bench_ledger.py", "bench_witness.py", "bench_reproduce_stats.py", "bench_front.py",
          "bench_trust_boundary.py", "bench_write_cpu.py", "bench_verifier.py", "bench_client.py",
-         "kernelbench_pass_rate.py", "bench_torch_busy.py"}
+         "kernelbench_pass_rate.py", "bench_torch_busy.py", "bench_pages.py",
+         "bench_suite_publish.py", "bench_write_path.py"}
 
 
 @pytest.mark.parametrize(

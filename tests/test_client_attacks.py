@@ -13,6 +13,7 @@ import hashlib
 import json
 from pathlib import Path
 
+import pytest
 import requests
 from client_server import Ktl, kernel_folder, running_log
 from ledger_support import entry_bytes
@@ -82,6 +83,7 @@ def test_attack1_a_new_key_under_the_same_origin_is_refused(tmp_path: Path) -> N
         assert "PIN MISMATCH" in res.stderr and "announces key" in res.stderr
 
 
+@pytest.mark.slow
 def test_attack2_a_strangers_claim_cannot_block_reproduction(tmp_path: Path) -> None:
     key = tmp_path / "vendor.key"
     save_private_key(key, generate_private_key())

@@ -85,6 +85,7 @@ def test_every_fixture_imports(tmp_path: Path, name: str) -> None:
     assert "get_inputs() when imported" in (tmp_path / "k" / "kernel.toml").read_text()
 
 
+@pytest.mark.slow
 def test_the_cli_writes_the_folder_and_refuses_a_full_one(tmp_path: Path) -> None:
     out = tmp_path / "ln"
     args = ["import", "kernelbench", str(PROBLEMS / "layer_norm.py"),
@@ -168,6 +169,7 @@ def test_unmappable_problems_are_refused(tmp_path: Path, body: str, message: str
     assert not (tmp_path / "k").exists()
 
 
+@pytest.mark.slow
 def test_a_refusal_in_the_sandbox_writes_nothing(tmp_path: Path) -> None:
     body = GOOD_MODEL + "def get_inputs():\n    return [torch.randn(2).double()]\n"
     with pytest.raises(ImportRefused, match="are float64"):
@@ -200,6 +202,7 @@ def test_modelnew_must_take_models_arguments() -> None:
     assert solution_runtime(b"class ModelNew:\n    def __init__(self, *a):\n        pass\n", 3) == "torch"
 
 
+@pytest.mark.slow
 def test_the_problem_runs_sandboxed_not_in_ktls_process(tmp_path: Path) -> None:
     """An attacker's problem: writes outside its folder, reads a secret beside ktl, leaks env."""
     secret = tmp_path / "secret.key"

@@ -56,6 +56,7 @@ def test_server_config_checks_its_reproduce_defaults() -> None:
         ServerConfig(reproduce_confidence=1.0)
 
 
+@pytest.mark.slow
 def test_the_policy_used_is_recorded_in_the_reproduction(tmp_path: Path) -> None:
     key = tmp_path / "vendor.key"
     save_private_key(key, generate_private_key())

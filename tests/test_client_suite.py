@@ -178,6 +178,7 @@ def _ktl(*args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_shards_as_separate_processes_then_merge(tmp_path: Path) -> None:
     """Two `ktl suite run --shard K/2` processes (solutions refused at import, before any
     problem runs: fast), then `ktl suite merge` of their folders = every entry once."""

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -139,6 +140,7 @@ def _evil_log() -> Iterator[str]:
         srv.server_close()
 
 
+@pytest.mark.slow
 def test_logged_rows_and_server_errors_are_shown_literally(tmp_path: Path) -> None:
     env = {"KTL_HOME": str(tmp_path / "home")}
     with _evil_log() as url:

@@ -121,6 +121,7 @@ def test_triton_on_the_cpu_device_path_is_refused_with_the_reason(tmp_path: Path
                      QUICK, _host(Peaks(1e9, 1e9, "x")))
 
 
+@pytest.mark.slow
 def test_a_device_throttled_only_while_its_batches_ran_makes_the_statement_untrusted(
         tmp_path: Path) -> None:
     # real processes (torch's CPU build), a fake device's conditions: steady before, between

@@ -15,6 +15,7 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 TORCH_EXAMPLES = {"torch-rmsnorm": "torch", "triton-bias-gelu": "triton", "triton-rmsnorm": "triton"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(TORCH_EXAMPLES))
 def test_example_is_what_the_importer_writes(tmp_path: Path, name: str) -> None:
     folder = EXAMPLES / name

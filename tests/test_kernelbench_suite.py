@@ -39,6 +39,7 @@ def _import(rel: Path, tmp: Path, wrong: bool = False) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_tuple_init_arguments_are_recorded_and_passed_as_tuples(tmp_path: Path) -> None:
     result = import_kernelbench(SUITE / "level1/2_LayerNorm_tuple_shape.py",
                                 HONEST / "level1/2_LayerNorm_tuple_shape.py", tmp_path / "k")
@@ -87,6 +88,7 @@ def test_numbers_returned_by_forward_become_0_dim_tensors_of_the_same_value() ->
     assert first.dtype == torch.float16 and second is x and model(x, "x") is x
 
 
+@pytest.mark.slow
 def test_gpu_sized_problem_is_scaled_from_its_own_constants_and_says_so(tmp_path: Path) -> None:
     rel = Path("level1/3_Sigmoid_rand_gpu_sized.py")
     result = import_kernelbench(SUITE / rel, HONEST / rel, tmp_path / "k")
@@ -103,6 +105,7 @@ def test_gpu_sized_problem_is_scaled_from_its_own_constants_and_says_so(tmp_path
     assert (SUITE / rel).read_bytes() == (tmp_path / "k" / "reference.py").read_bytes()
 
 
+@pytest.mark.slow
 def test_a_call_that_fits_nowhere_is_refused_in_bytes_not_a_signal(tmp_path: Path) -> None:
     """A huge problem with no constant to scale: 8 GiB a call, measured on the meta device in
     a sandbox of a few GiB (nothing allocated), refused with the numbers."""

@@ -55,6 +55,7 @@ def faults(report: CheckReport) -> dict[str, str]:
     return {c.name: c.fault.kind for c in report.checks if c.fault is not None}
 
 
+@pytest.mark.slow
 def test_honest_solution_passes_every_row(tmp_path: Path) -> None:
     report = check(torch_folder(tmp_path, "honest.py"), seed=11)
     assert report.passed, [(c.name, c.detail) for c in report.failures]
@@ -83,6 +84,7 @@ def test_seeds_are_fresh_and_recorded(tmp_path: Path) -> None:
     assert one.get("reference").detail != two.get("reference").detail  # other weight seeds
 
 
+@pytest.mark.slow
 def test_stale_output_fails(tmp_path: Path) -> None:
     got = faults(check(torch_folder(tmp_path, "stale.py")))
     assert got["correctness.random"] == "wrong"
@@ -99,6 +101,7 @@ def test_a_wrong_kernel_is_not_blamed_on_state(tmp_path: Path) -> None:
     assert "fresh buffer too" in row.detail and "data_ptr" not in row.detail
 
 
+@pytest.mark.slow
 def test_try_except_fallback_fails_on_its_static_finding(tmp_path: Path) -> None:
     report = check(torch_folder(tmp_path, "fallback.py"))
     assert faults(report) == {"static": "static_finding"}  # every run-time row passes

@@ -100,6 +100,7 @@ def test_the_worker_binds_its_frame_io_before_the_module_loads() -> None:
     assert {"harness_access", "patching"} <= {f.kind for f in found}
 
 
+@pytest.mark.slow
 def test_a_forked_childs_cpu_is_charged_to_the_call(tmp_path: Path) -> None:
     """What the accounting reads, not a timing: the probe's child burns >= 0.3 s of its own
     CPU and exits before the answer; the call's tree CPU includes it."""
@@ -167,6 +168,7 @@ def _faults(report: object) -> dict[str, str]:
             if c.fault is not None}
 
 
+@pytest.mark.slow
 def test_the_library_gelu_passes_every_row(tmp_path: Path) -> None:
     """Honest control: F.gelu itself. Its float32 NaN at +inf differs only from the float64
     reference: reported in the row, never failed."""

@@ -125,6 +125,7 @@ def test_bench_cold_on_the_device_path_records_the_mode_and_the_mid_batch_sample
         assert out.returncode == (0 if body["trusted"] else 1)
 
 
+@pytest.mark.slow
 def test_bench_cold_or_a_device_where_there_is_none_exits_2() -> None:
     from verifier import gpu as _gpu
 

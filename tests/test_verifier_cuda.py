@@ -207,6 +207,7 @@ def test_example_builds_with_nvcc(tmp_path: Path) -> None:
     assert CudaRuntime().compiler()[0] == "nvcc"
 
 
+@pytest.mark.slow
 @needs_nvcc
 @no_gpu
 def test_cuda_error_without_a_gpu_is_a_crash_with_a_message(tmp_path: Path) -> None:
