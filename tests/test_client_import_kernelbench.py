@@ -69,7 +69,7 @@ def _solution(tmp: Path) -> Path:
 
 
 @pytest.mark.parametrize("name", [
-    pytest.param(n, marks=() if n in ("layer_norm", "gelu_triton") else pytest.mark.slow)
+    pytest.param(n, marks=() if n == "layer_norm" else pytest.mark.slow)
     for n in sorted(EXPECTED)])
 def test_every_fixture_imports(tmp_path: Path, name: str) -> None:
     runtime, inputs, outputs = EXPECTED[name]
@@ -103,6 +103,7 @@ def test_the_cli_writes_the_folder_and_refuses_a_full_one(tmp_path: Path) -> Non
     assert KernelSpec.load(out) == spec
 
 
+@pytest.mark.slow
 def test_options_override_dtype_runtime_and_copy_sources(tmp_path: Path) -> None:
     cpp = tmp_path / "ln.cpp"
     cpp.write_text("// kernel\n")

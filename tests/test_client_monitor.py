@@ -116,6 +116,7 @@ def test_monitor_detects_fork_with_proof_from_tiles(tmp_path: Path) -> None:
         _run(twin, tmp_path)
 
 
+@pytest.mark.slow
 def test_worker_processes_give_the_same_report(tmp_path: Path) -> None:
     log = MemoryLog()
     _fill(log, 0, 300)

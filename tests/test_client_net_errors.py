@@ -98,6 +98,7 @@ def test_a_refused_connection_says_so_in_words() -> None:
                        "connection refused (nothing listens there)")
 
 
+@pytest.mark.slow
 def test_the_command_line_prints_one_line_for_each(tmp_path: Path) -> None:
     with _not_a_log() as url:
         got = _ktl("log-info", "--log", url, home=tmp_path)

@@ -30,6 +30,7 @@ def imported(tmp_path: Path) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_publish_get_verify_and_explorer(tmp_path: Path, imported: Path) -> None:
     key = generate_private_key()
     save_private_key(tmp_path / "vendor.key", key)

@@ -108,6 +108,7 @@ def test_copy_refuses_a_blob_that_is_not_its_hash() -> None:
         copy_log(src, MemoryStorage(), SIGNER.verifier())
 
 
+@pytest.mark.slow
 @pytest.mark.postgresql
 def test_ktl_migrate_to_postgresql_and_back(tmp_path: Path, pg_url: str) -> None:
     data = tmp_path / "log"
@@ -140,6 +141,7 @@ def test_ktl_migrate_to_postgresql_and_back(tmp_path: Path, pg_url: str) -> None
         b.close()
 
 
+@pytest.mark.slow
 def test_ktl_migrate_says_what_is_missing(tmp_path: Path) -> None:
     out = subprocess.run([*KTL, "migrate", "--data", str(tmp_path), "--database",
                           "postgresql:///nowhere"], capture_output=True, text=True, timeout=60)

@@ -30,6 +30,7 @@ from ledger.tlog.merkle import leaf_hash, verify_inclusion
 from ledger.tlog.note import NoteVerifier
 
 
+@pytest.mark.slow
 def test_ktl_serve_serves_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
     data = tmp_path / "log"
     with ktl_serve(data, "--origin", "test.example/log") as (proc, base, vkey):
@@ -56,6 +57,7 @@ def test_ktl_serve_serves_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "not 'other/log'" in bad.stderr
 
 
+@pytest.mark.slow
 def test_sigkill_while_submitting_loses_nothing_acknowledged(tmp_path: Path) -> None:
     data = tmp_path / "log"
     acked: list[tuple[bytes, dict[str, Any]]] = []

@@ -99,6 +99,7 @@ def test_a_symlink_in_the_data_folder_is_refused_not_followed(tmp_path: Path) ->
         assert r.status_code == 500
 
 
+@pytest.mark.slow
 def test_an_impostor_at_another_url_cannot_lock_the_user_out(tmp_path: Path) -> None:
     # Row 9: `ktl log-info` against an impostor announcing the real log's origin made the
     # real log refused ("the log may have changed keys") until both pins were forgotten.
@@ -149,6 +150,7 @@ def _dribbler(head_only: bool) -> tuple[str, threading.Event]:
     return f"http://127.0.0.1:{srv.getsockname()[1]}", stop
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("head_only", [True, False])
 def test_a_server_dribbling_bytes_is_cut_off_by_the_overall_deadline(
         tmp_path: Path, head_only: bool) -> None:
@@ -174,6 +176,7 @@ def _probes_during(attack: Attack, host: str, port: int, path: str) -> list[floa
     return out
 
 
+@pytest.mark.slow
 def test_slow_heads_and_empty_connections_do_not_starve_the_log(tmp_path: Path) -> None:
     # Row 1: 64 connections sending one header line every 2 s failed half of all requests;
     # 192-256 failed every one, and 20 empty connections a second failed 6 of 7 probes.
@@ -210,6 +213,7 @@ def test_slow_heads_and_empty_connections_do_not_starve_the_log(tmp_path: Path) 
                 h.close()
 
 
+@pytest.mark.slow
 def test_slow_heads_do_not_starve_the_witness(tmp_path: Path) -> None:
     # Row 2: 24 slow connections to a witness stopped every log that requires it.
     from witness_support import witness_process
@@ -236,6 +240,7 @@ def _put_blob(host: str, port: int, source: str, data: bytes) -> int:
         conn.close()
 
 
+@pytest.mark.slow
 def test_byte_budgets_are_shared_by_workers_and_by_anonymous_writers(tmp_path: Path) -> None:
     # Row 7: one unauthenticated batch logged 8 MB in 0.9 s; 4 addresses stored ~200 MiB
     # of blobs in a minute under a 32 MiB budget (per worker, per address, entries only).

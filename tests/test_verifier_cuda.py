@@ -197,6 +197,7 @@ def test_checked_wrapper_aborts_on_guard_damage(fake_lib: ctypes.CDLL, tmp_path:
 # -- nvcc builds (no GPU needed) --------------------------------------------------------
 
 
+@pytest.mark.slow
 @needs_nvcc
 def test_example_builds_with_nvcc(tmp_path: Path) -> None:
     spec = KernelSpec.load(EXAMPLE)
@@ -225,6 +226,7 @@ def test_cuda_error_without_a_gpu_is_a_crash_with_a_message(tmp_path: Path) -> N
     assert "crash: killed by SIGABRT" in result.describe(Limits())
 
 
+@pytest.mark.slow
 @needs_nvcc
 def test_nvcc_diagnostics_reach_the_build_error(tmp_path: Path) -> None:
     folder = _folder(tmp_path, "broken", "this is not CUDA\n")
@@ -252,6 +254,7 @@ def test_nvcc_reads_only_the_kernel_folder_and_the_toolchain(tmp_path: Path) -> 
                 f"'{part}'" not in text for part in secret.split(":") if len(part) >= 3)
 
 
+@pytest.mark.slow
 @needs_nvcc
 def test_a_cuda_builds_log_is_reduced_diagnostics(tmp_path: Path) -> None:
     """What a build logs is `file:line: kind` lines only, as for C: a warning quoting its
@@ -330,6 +333,7 @@ def test_gpu_children_may_write_only_their_own_proc_folder() -> None:
                                            if p != _gpu.PROC_SELF)
 
 
+@pytest.mark.slow
 @needs_nvcc
 def test_memcheck_driver_builds_and_runs_the_cases(tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
