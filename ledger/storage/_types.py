@@ -10,6 +10,7 @@ from typing import Any, Protocol, TypeAlias
 
 from ledger import LedgerError
 from ledger.tlog.merkle import EMPTY_ROOT
+from ledger.tlog.search import SearchHit
 from ledger.tlog.search import SearchPage as Page
 
 #: The fields `search` accepts.
@@ -62,30 +63,17 @@ class StoredCheckpoint:
 
 
 @dataclass(frozen=True)
-class EntrySummary:
-    """What search and listings show about one entry (its first subject)."""
+class EntrySummary(SearchHit):
+    """What search and listings show about one entry (its first subject): the search row
+    the client reads (`SearchHit`) and when it was integrated."""
 
-    index: int
-    leaf_hash: bytes
-    subject_name: str
-    subject_sha256: str
-    predicate_type: str
-    keyids: tuple[str, ...]
     integrated_at: float
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "index": self.index,
-            "leaf_hash": self.leaf_hash.hex(),
-            "subject_name": self.subject_name,
-            "subject_sha256": self.subject_sha256,
-            "predicate_type": self.predicate_type,
-            "keyids": list(self.keyids),
-            "integrated_at": self.integrated_at,
-        }
+        return {**super().to_json(), "integrated_at": self.integrated_at}
 
     @classmethod
-    def from_json(cls, obj: Mapping[str, Any]) -> EntrySummary:
+    def from_json(cls, obj: Any) -> EntrySummary:  # a stored row: trusted, not re-validated
         return cls(
             index=int(obj["index"]),
             leaf_hash=bytes.fromhex(obj["leaf_hash"]),
