@@ -9,7 +9,10 @@ Tampering hooks (`lie_*`) let tests make it misbehave.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from attest.entry import decode_entry, verify_entry
@@ -186,3 +189,17 @@ def session_of(log: Any, trusted: TrustedState, key_string: str | None = None) -
     key = key_string or log.verifier_key
     return Session(log, LogInfo(log.origin, key, 0, 65535, 1 << 24, 100, None), log.origin,
                    load_verifier(key), KeyChoice(key, "given"), trusted, "http://memory.test")
+
+
+@contextmanager
+def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A local HTTP server answering with `handler` (another server, a lying log) in a
+    thread; yields its base URL and stops it on exit."""
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{srv.server_address[1]}"
+    finally:
+        srv.shutdown()
+        srv.server_close()

@@ -8,14 +8,13 @@ import json
 import socket
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from contextlib import AbstractContextManager
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 import requests
+from client_fakes import serving
 
 from client import NetworkError, ServerError
 from client.api import LogClient, Transport, answer_error, cause
@@ -40,16 +39,8 @@ class _NotALog(BaseHTTPRequestHandler):
         pass
 
 
-@contextmanager
-def _not_a_log() -> Iterator[str]:
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _NotALog)
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{srv.server_address[1]}"
-    finally:
-        srv.shutdown()
-        srv.server_close()
+def _not_a_log() -> AbstractContextManager[str]:
+    return serving(_NotALog)
 
 
 def _refusing() -> str:

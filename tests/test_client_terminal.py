@@ -15,13 +15,12 @@ import select
 import shutil
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from contextlib import AbstractContextManager
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
+from client_fakes import serving
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -128,16 +127,8 @@ class _EvilLog(BaseHTTPRequestHandler):
         pass
 
 
-@contextmanager
-def _evil_log() -> Iterator[str]:
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _EvilLog)
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{srv.server_address[1]}"
-    finally:
-        srv.shutdown()
-        srv.server_close()
+def _evil_log() -> AbstractContextManager[str]:
+    return serving(_EvilLog)
 
 
 @pytest.mark.slow
