@@ -853,6 +853,11 @@ class SpeedupStatistics(Node, path="statistics",
         Int(1, 2, doc="sittings of fresh runs that refuted the claim, where a refutation "
                       "was put to a second sitting (2: it stands; 1: the second did not "
                       "refute, so no verdict)"), default=None)
+    noisy: bool | None = json_field(
+        Bool(doc="true: the measurement here was distrusted for noise alone (its runs "
+                 "disagree, or its intervals are wide): the test over its runs, their spread "
+                 "counted, may refute; it confirms nothing, and its figure is no reproduced "
+                 "one"), default=None)
 
 
 class EnvironmentDiff(Node, path="environment_diff"):

@@ -323,9 +323,10 @@ def rows_from_reproduction(
         if not isinstance(c, dict) or not str(c.get("claim", "")).startswith("benchmark.speedup"):
             continue
         claimed, measured = c.get("claimed") or {}, c.get("measured") or {}
-        # a figure is shown as reproduced only where the test ran on it (a measurement here
-        # that was not trusted is not a reproduced figure, issue 42 item 7)
-        tested = isinstance(c.get("statistics"), dict)
+        # a figure is shown as reproduced only where the test ran on a trusted measurement (one
+        # distrusted, for noise or otherwise, is not a reproduced figure, issue 42 item 7)
+        stats = c.get("statistics")
+        tested = isinstance(stats, dict) and not stats.get("noisy")
         rows.append(SummaryRow(
             kernel=kernel, op=op, entry=entry, claim=str(c["claim"]),
             claimed=claimed.get("speedup") if isinstance(claimed, dict) else None,

@@ -428,6 +428,13 @@ def test_an_untrusted_measurement_is_not_shown_as_reproduced() -> None:
     (row,) = rows_from_reproduction(body, kernel="a/b", op="sum", entry=3, honest=True,
                                     reproduction_entry=None)
     assert row.reproduced is None and row.claimed == 1.0
+    # tested on a measurement distrusted for noise alone (it may refute): still no figure
+    body["claims"][0]["verdict"] = "refuted"
+    body["claims"][0]["statistics"] = {"inflation": 1.4, "inflation_interval": [1.2, 1.6],
+                                       "noisy": True}
+    (row,) = rows_from_reproduction(body, kernel="a/b", op="sum", entry=3, honest=False,
+                                    reproduction_entry=None)
+    assert row.reproduced is None and row.verdict == "refuted"
 
 
 def test_examples_are_found() -> None:

@@ -226,6 +226,55 @@ def test_untrusted_measurement() -> None:
     assert verdict == "refuted" and "(child_failed)" in reason
 
 
+def _noisy(runs: tuple[float, ...], kinds: tuple[str, ...] = ("runs_disagree",)) -> dict[str, Any]:
+    """A fresh measurement distrusted with typed caveats of these kinds (the CI sitting of
+    issue 42: five runs reading 0.728x to 0.987x)."""
+    body = _bench(runs, trusted=False)
+    body["caveats"] = [{"kind": k, "shape": {"M": 256, "N": 256, "K": 256} if k != "cost_incomplete"
+                        else None, "detail": f"{k}: the runs read {min(runs)} to {max(runs)}"}
+                       for k in kinds]
+    return body
+
+
+CI_SITTING = (0.728, 0.987, 0.81, 0.85, 0.90)
+"""Runs of the make-demo sitting CI refused: the interval over them +-22 %."""
+
+
+def test_a_measurement_distrusted_for_noise_alone_refutes_a_far_lie_and_confirms_nothing() -> None:
+    from attest.verdicts import noise_only
+
+    lie = _bench((1.22, 1.23, 1.21, 1.22, 1.225))
+    # five noisy runs leave the overstatement's lower bound near +1 %: undecided, and (unlike
+    # a measurement distrusted for anything else) tested, so that more runs are looked at
+    (c,) = _cmp(lie, _noisy(CI_SITTING))
+    assert c["verdict"] == "inconclusive" and c["statistics"]["noisy"] is True, c["reason"]
+    # ten runs as noisy: the interval over them, their spread counted, puts the 1.22x claim
+    # beyond the tolerance: the noise does not shield it (the demo's planted lie on CI)
+    (c,) = _cmp(lie, _noisy(CI_SITTING + CI_SITTING[::-1]))
+    assert c["verdict"] == "refuted", c["reason"]
+    assert "disagree" in c["reason"] and c["statistics"]["noisy"] is True
+    # the honest claim of the same figure is never confirmed on that noisy sitting
+    honest = _bench(tuple(x * 1.0 for x in (0.85, 0.86, 0.855, 0.85, 0.86)))
+    (c,) = _cmp(honest, _noisy(CI_SITTING))
+    assert c["verdict"] == "inconclusive", c["reason"]
+    assert "confirms nothing" in c["reason"] and c["statistics"]["noisy"] is True
+    # attacker's case: a measurement distrusted for anything else (here, besides the noise,
+    # the kernel's CPU not all accounted) decides nothing, however far the claim
+    both = _noisy(CI_SITTING, ("runs_disagree", "cost_incomplete"))
+    (c,) = _cmp(lie, both)
+    assert c["verdict"] == "inconclusive" and "statistics" not in c, c
+    assert not noise_only(BenchmarkPredicate.from_json(both))
+    assert noise_only(BenchmarkPredicate.from_json(_noisy(CI_SITTING, ("unstable",))))
+    # untrusted with no caveat, or with a fault: not noise alone
+    assert not noise_only(BenchmarkPredicate.from_json(_bench(CI_SITTING, trusted=False)))
+    faulty = _noisy(CI_SITTING)
+    faulty["faults"] = [{"kind": "escaped_work", "shape": None, "detail": "a thread"}]
+    assert not noise_only(BenchmarkPredicate.from_json(faulty))
+    # a trusted measurement carries no noisy flag
+    (c,) = _cmp(lie, _bench(CI_SITTING))
+    assert "noisy" not in c["statistics"]
+
+
 def test_why_a_measurement_is_untrusted_comes_from_its_typed_caveats_never_its_notes() -> None:
     shape = {"M": 256, "N": 256, "K": 256}
     label = "matmul M=256,N=256,K=256"
@@ -522,6 +571,37 @@ def test_an_undecided_claim_is_measured_again_until_it_settles(
     assert len(batches.asked) >= 2
     assert any(m.startswith("look 1: 1 speed-up claim(s) undecided") for m in said), said
     predicates.parse_predicate(predicates.REPRODUCTION_V1, body)
+
+
+def test_a_noisy_sitting_is_looked_at_again_and_refutes_a_far_lie(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The make-demo lie CI left inconclusive: five runs here that disagree (0.73x to 0.99x)
+    against a claimed 1.22x. Distrusted for noise alone, the sitting is measured again until
+    the interval over its runs refutes the claim, and a second sitting agrees."""
+    import verifier.benchmark
+
+    batches = _Batches([_noisy(CI_SITTING)])
+    monkeypatch.setattr(verifier.benchmark, "bench_runs", batches)
+    said: list[str] = []
+    lie = BenchmarkPredicate.from_json(_bench((1.22, 1.23, 1.21, 1.22, 1.225)))
+    body = reproduce_kernel(ROOT / "examples" / "matmul-blocked", [lie], TARGET,
+                            ReproduceSettings(time_budget_s=1, runs=5, sequential_budget_s=60,
+                                              progress=said.append)).to_json()
+    (speed,) = body["claims"]
+    assert speed["verdict"] == "refuted", speed["reason"]
+    assert speed["statistics"]["noisy"] is True and speed["statistics"]["sittings"] == 2
+    assert len(batches.asked) >= 3, said
+    # attacker's case: the same noise with one later batch whose CPU accounting was
+    # incomplete: looked at no further once that batch is in, and never refuted on it
+    batches = _Batches([_noisy(CI_SITTING),
+                        _noisy(CI_SITTING, ("runs_disagree", "cost_incomplete"))])
+    monkeypatch.setattr(verifier.benchmark, "bench_runs", batches)
+    body = reproduce_kernel(ROOT / "examples" / "matmul-blocked", [lie], TARGET,
+                            ReproduceSettings(time_budget_s=1, runs=5, sequential_budget_s=60)
+                            ).to_json()
+    (speed,) = body["claims"]
+    assert speed["verdict"] == "inconclusive" and len(batches.asked) == 2, speed["reason"]
+    assert "cost_incomplete" in speed["reason"]
 
 
 def test_without_time_left_an_undecided_claim_is_inconclusive_with_its_reason(

@@ -23,6 +23,7 @@ __all__ = [
     "KNOWN_HARDWARE",
     "MAX_SAMPLES_BYTES",
     "MIN_RUNS",
+    "NOISE_CAVEATS",
     "PINNED_BUSY_WEAK",
     "STEAL_WEAK",
     "VERDICTS",
@@ -35,6 +36,7 @@ __all__ = [
     "contradictions",
     "evidence_findings",
     "floor_findings",
+    "noise_only",
     "overall_verdict",
     "samples_findings",
     "weaknesses",
@@ -130,6 +132,22 @@ def weaknesses(body: BenchmarkPredicate, shape: Mapping[str, int] | None = None
                 f"its interval [{lo:.3g}, {hi:.3g}] is +-{100 * r.halfwidth:.0f} % of "
                 f"{r.speedup:.3g}x, wider than +-{100 * HALFWIDTH_WEAK:.0f} %")))
     return tuple(out)
+
+
+NOISE_CAVEATS: frozenset[str] = frozenset({"unstable", "runs_disagree"})
+"""Caveat kinds that say a measurement is noisy and nothing else: its intervals are wide, or its
+runs disagree. The test over runs counts that spread; the other kinds (incomplete accounting, a
+throttled device, a batch below resolution, unproven late work) say the figures themselves may
+be wrong, which no interval shows."""
+
+
+def noise_only(body: BenchmarkPredicate) -> bool:
+    """Whether `body` is distrusted for noise alone: not trusted, no fault, and every caveat a
+    NOISE_CAVEATS kind (at least one). Such a measurement confirms nothing, and its figure is
+    no reproduced one; but the test over its runs, which carries their spread, may still show a
+    claim overstated beyond the tolerance, and more runs may narrow it. Pure."""
+    return not body.trusted and not body.faults and bool(body.caveats) and \
+        all(c.kind in NOISE_CAVEATS for c in body.caveats)
 
 
 # ---- deterministic evidence ----------------------------------------------------------------

@@ -23,7 +23,9 @@ Verdict per claim:
   sitting of fresh runs, tested alone, refutes too, when the sequential budget leaves time
   for one. On different hardware a refutation is not given. A measurement that the bench
   itself distrusts because of the kernel (timer tampering, faster than the roofline, wrong
-  outputs after timing) refutes the claim; one distrusted for noise refutes nothing.
+  outputs after timing) refutes the claim; one distrusted for noise alone (its runs
+  disagree) is tested over its runs, their spread counted, and looked at again: it may refute,
+  never confirm; one distrusted for anything else decides nothing.
 - overall (`attest.verdicts.overall_verdict`): refuted if any claim is refuted, confirmed if
   there is at least one claim and all are confirmed, unsupported if any is, else
   inconclusive.
@@ -63,7 +65,13 @@ from attest.predicates import (
     ReproductionTarget,
     VerificationPredicate,
 )
-from attest.verdicts import Finding, evidence_findings, overall_verdict, weaknesses
+from attest.verdicts import (
+    Finding,
+    evidence_findings,
+    noise_only,
+    overall_verdict,
+    weaknesses,
+)
 from verifier.benchmark import (
     DEFAULT_RUNS,
     BenchSettings,
@@ -324,7 +332,7 @@ def _measured_row(claimed: BenchmarkPredicate, r: BenchmarkResult,
         "the measurement here was not stable enough"
     v = speedup_verdict(r.run_speedups(), got.run_speedups(),
                         Sitting(measured.trusted, why, diff, apart, margin_for(apart, cc, mc),
-                                tuple(weak)),
+                                tuple(weak), noise_only(measured)),
                         policy, look=look)
     return _tested(label, claimed_m, _measurement(got), diff, v)
 
@@ -551,7 +559,10 @@ class _Looks:
             open_claims = [c for c in _undecided(body) if only is None or c in only]
             spent = time.monotonic() - started
             room = max_runs() - int(fresh.method.runs or 1)
-            if not open_claims or look >= MAX_LOOKS or room <= 0 or not fresh.trusted:
+            # a measurement distrusted for noise alone is looked at again: more runs narrow
+            # the interval over them; one distrusted for anything else is not
+            if not open_claims or look >= MAX_LOOKS or room <= 0 or \
+                    not (fresh.trusted or noise_only(fresh)):
                 return body
             if spent >= budget_s:
                 progress(f"time budget spent ({budget_s:.0f} s): {len(open_claims)} speed-up "
@@ -681,6 +692,11 @@ def extend_benchmark(body: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[
     faults = [*out.get("faults", []), *extra.get("faults", [])][:64]
     if faults:
         out["faults"] = faults
+    # why either batch was distrusted stays said (and typed): a later batch's incomplete
+    # accounting must not hide behind an earlier one's mere noise (`noise_only`)
+    caveats = [*out.get("caveats", []), *extra.get("caveats", [])][:64]
+    if caveats:
+        out["caveats"] = caveats
     return out
 
 

@@ -9,7 +9,14 @@ difference between the two sittings' conditions (`margin_for`):
 - confirmed when the whole interval (this sitting's and the claim's runs) is within it;
 - else unsupported when the claim is weak (`attest.verdicts.weaknesses`: its own record says
   its measurement was disturbed or thin), and inconclusive otherwise, saying what would
-  decide; a measurement here distrusted for noise confirms nothing and refutes nothing.
+  decide.
+
+A measurement here distrusted for noise alone (`attest.verdicts.noise_only`: its runs
+disagree) confirms nothing, and its figure is no reproduced one; but the test over its runs
+counts their spread, so it refutes where even that wide interval puts the claim beyond the
+widened tolerance (and, as every refutation by the test, only if a second sitting agrees). A
+measurement distrusted for anything else (incomplete accounting, a throttled device) decides
+nothing: its figures themselves may be wrong.
 
 The reason text is rendered from the same typed values afterwards, never read back.
 """
@@ -17,7 +24,7 @@ The reason text is rendered from the same typed values afterwards, never read ba
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from attest.predicates import (
@@ -174,6 +181,9 @@ class SpeedupVerdict:
     why: str = ""
     """The reason in one line: the figures that decided (`one_line`)."""
 
+    noisy: bool = False
+    """The test ran on a measurement distrusted for noise (`Sitting.noisy`)."""
+
     def statistics(self) -> SpeedupStatistics | None:
         """The test's typed outcome as the claim records it (None when no test ran)."""
         t = self.test
@@ -183,7 +193,7 @@ class SpeedupVerdict:
             claimed_runs=t.claimed_runs, measured_runs=t.measured_runs, inflation=t.inflation,
             inflation_interval=t.inflation_interval, measured_interval=t.measured_interval,
             sigma=t.sigma, more_runs=None if t.more_runs is None else min(t.more_runs, 1000),
-            between=t.between or None, look=t.look or None)
+            between=t.between or None, look=t.look or None, noisy=self.noisy or None)
 
 
 @dataclass(frozen=True)
@@ -199,6 +209,9 @@ class Sitting:
     margin: float = 0.0
     """`margin_for(conditions, ...)`: the shift allowed for those differences."""
     weak: Sequence[str] = ()
+    noisy: bool = False
+    """Not trusted for noise alone (`attest.verdicts.noise_only`): tested, may refute, never
+    confirms."""
 
 
 MAX_WHY = 240
@@ -243,9 +256,17 @@ def speedup_verdict(claimed_runs: Sequence[float], measured_runs: Sequence[float
     `look` is the sequential look (see `verifier.stats`); `between` the between-sitting
     spread allowed for in a refutation.
     """
+    v = _decide(claimed_runs, measured_runs, sitting, policy, look, between)
+    if sitting.trusted or not sitting.noisy or v.test is None:
+        return v
+    return replace(v, noisy=True)
+
+
+def _decide(claimed_runs: Sequence[float], measured_runs: Sequence[float], sitting: Sitting,
+            policy: DecisionPolicy, look: int, between: float) -> SpeedupVerdict:
     hw = _hardware_phrase(sitting.diff)
     weak = tuple(sitting.weak)
-    if not sitting.trusted:
+    if not sitting.trusted and not sitting.noisy:
         return _undecided(weak, f"the measurement here is not trusted: {sitting.untrusted_why}",
                           "a quieter machine, more runs (--runs) or a longer time budget "
                           f"would decide; {hw}", None)
@@ -275,11 +296,20 @@ def speedup_verdict(claimed_runs: Sequence[float], measured_runs: Sequence[float
                               f"{100 * policy.confidence:g} % confidence, but this is {hw}, "
                               "which may explain a slower ratio",
                               "a reproduction on the claim's hardware would decide", test)
+        noise = (f"; the runs here disagree ({sitting.untrusted_why}), and the interval over "
+                 "them, their spread counted, refutes it all the same") if not sitting.trusted \
+            else ""
         return SpeedupVerdict("refuted", test, (
             f"{text}; overstated by more than the {allowed} tolerance with "
-            f"{100 * policy.confidence:g} % confidence; {hw}"), one_line(
+            f"{100 * policy.confidence:g} % confidence{noise}; {hw}"), one_line(
             f"{_overstated(test)}: beyond the {allowed} tolerance with "
             f"{100 * policy.confidence:g} % confidence"))
+    if not sitting.trusted:
+        return _undecided(weak, f"{text}; the measurement here is not trusted: "
+                          f"{sitting.untrusted_why}; its runs do not refute the claim, and a "
+                          "measurement whose runs disagree confirms nothing",
+                          "a quieter machine or more runs (--runs) would decide; "
+                          f"{hw}", test)
     tol = 1.0 + policy.tolerance
     upper = hi * (1.0 + margin)
     if upper <= tol:
