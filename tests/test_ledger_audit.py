@@ -182,6 +182,18 @@ def test_ktl_repair_lists_then_repairs(log: Path) -> None:
     assert res.exit_code == 0 and "0 problems" in res.output
 
 
+def test_ktl_repair_prints_stored_text_inert(log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A problem quotes what was stored, which an attacker may have written: its terminal
+    escapes and control characters never reach the terminal."""
+    import client.cli.repair as repair
+
+    planted = Problem("damaged", "entry 7", "bytes \x1b]0;owned\x07 and \x1b[2J cleared")
+    monkeypatch.setattr(repair, "audit_log", lambda *_a: LogAudit(8, (planted,)))
+    res = CliRunner().invoke(main, ["repair", "--data", str(log), "--check-only"])
+    assert res.exit_code == 1 and "entry 7" in res.output, res.output
+    assert "\x1b" not in res.output and "\x07" not in res.output
+
+
 def test_ktl_repair_refuses_a_folder_without_a_log(tmp_path: Path) -> None:
     res = CliRunner().invoke(main, ["repair", "--data", str(tmp_path)])
     assert res.exit_code != 0 and "no log database" in res.output

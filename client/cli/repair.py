@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from client.output import clean
 from ledger import LedgerError
 from ledger.server import read_verifier_key
 from ledger.storage import (
@@ -76,7 +77,8 @@ def repair(data_dir: str | None, database: str | None, key_file: str | None,
                 click.echo(json.dumps(audit.to_json(), indent=1))
             else:
                 for problem in audit.problems:
-                    click.echo(f"{problem}")
+                    # a problem quotes stored bytes (attacker-written): made inert first
+                    click.echo(clean(problem))
                 click.echo(f"audited {audit.size} entries: {len(audit.problems) + audit.more} "
                            "problems")
             if check_only or not audit.problems:
@@ -84,7 +86,7 @@ def repair(data_dir: str | None, database: str | None, key_file: str | None,
             try:
                 written = repair_log(storage, verifier, verifier.name)
             except StorageError as e:
-                click.echo(f"error: {e}", err=True)
+                click.echo(clean(f"error: {e}"), err=True)
                 raise SystemExit(1) from None
             for path in written:
                 click.echo(f"rewrote {path}", err=as_json)
@@ -132,8 +134,8 @@ def _repair_summaries(storage: SummarySource, total: int, check_only: bool,
         click.echo(json.dumps(result.to_json(), indent=1))
     else:
         for d in result.drift:
-            click.echo(f"summary {d.digest} {d.predicate_type}: stored {d.stored}, "
-                       f"the entries give {d.expected}")
+            click.echo(clean(f"summary {d.digest} {d.predicate_type}: stored {d.stored}, "
+                             f"the entries give {d.expected}"))
         verb = "rewrote" if result.fixed else "found"
         click.echo(f"checked {result.digests:,} digests: {verb} {result.wrong:,} summary "
                    "rows that disagree with the entries")
