@@ -35,6 +35,19 @@ class MemoryBoundReached(ClientError):
     exit_code = EXIT_MEMORY
 
 
+class SuiteInterrupted(ClientError):
+    """`ktl suite run` was stopped (Ctrl-C, SIGTERM): the entries finished are kept, those in
+    flight are not, and the same command resumes (docs/kernelbench.md)."""
+
+    exit_code = 130
+
+    def __init__(self, done: int, total: int) -> None:
+        super().__init__(f"interrupted: {done} of {total} entries finished and kept; the "
+                         f"{total - done} others were stopped or not started and are not "
+                         "recorded: run the same command again to resume")
+        self.done, self.total = done, total
+
+
 class NotInLog(InputError):
     """The log answered that it holds no such entry (HTTP 404): a usage error, exit 2."""
 

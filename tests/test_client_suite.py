@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from client.errors import EXIT_MEMORY, InputError
+from client.errors import EXIT_MEMORY, InputError, SuiteInterrupted
 from client.suite import (
     Entry,
     EntryResult,
@@ -120,7 +123,7 @@ def test_an_interrupted_run_resumes_where_it_stopped(tmp_path: Path) -> None:
             raise KeyboardInterrupt
         return runner(entry, s, cpu)
 
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(SuiteInterrupted, match="2 of 5 entries finished"):
         run_suite(settings, lambda e: None, interrupting)
     assert len(load_results(settings.out)) == 2
     events: list[Event] = []
@@ -129,6 +132,67 @@ def test_an_interrupted_run_resumes_where_it_stopped(tmp_path: Path) -> None:
     assert seen2 == ["level1/10_C", "level2/1_D", "level2/3_E"]  # only what was not done
     assert events[0].done == 2 and events[-1].done == 5 and events[-1].total == 5
     assert len(results) == 5
+
+
+def test_ctrl_c_stops_the_run_and_keeps_no_row_of_the_entry_in_flight(tmp_path: Path) -> None:
+    """Ctrl-C reaches the main thread while an entry's step runs: nothing more starts, and the
+    entry in flight is not recorded (its row would be the interruption's: an error that a
+    resumed run would then skip)."""
+    settings = _settings(tmp_path)
+    runner, seen = _fake({})
+    started = threading.Event()
+
+    def slow(entry: Entry, s: SuiteSettings, cpu: int | None) -> EntryResult:
+        if len(seen) == 1:
+            started.set()
+            time.sleep(1.0)  # the step in flight when the interrupt comes
+            return EntryResult(entry.key, entry.level, entry.problem_id, "error", "check",
+                               reason="ktl check: interrupted")
+        return runner(entry, s, cpu)
+
+    def press_ctrl_c() -> None:
+        started.wait(10)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=press_ctrl_c, daemon=True).start()
+    with pytest.raises(SuiteInterrupted) as caught:
+        run_suite(settings, lambda e: None, slow)
+    assert (caught.value.done, caught.value.total, caught.value.exit_code) == (1, 5, 130)
+    assert [r.key for r in load_results(settings.out)] == ["level1/1_A"]
+    assert len(seen) == 1  # nothing started after the interrupt
+    runner2, seen2 = _fake({})
+    assert len(run_suite(settings, lambda e: None, runner2)) == 5
+    assert seen2 == ["level1/2_B", "level1/10_C", "level2/1_D", "level2/3_E"]
+
+
+def test_sigterm_stops_ktl_suite_run_saying_how_to_resume(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch system preempts with SIGTERM: `ktl suite run` stops as on Ctrl-C, exit 130,
+    saying what was kept and that the same command resumes."""
+    import functools
+
+    from click.testing import CliRunner
+
+    import client.cli.suite as cli_suite
+    from client.cli import main
+
+    problems, solutions = _tree(tmp_path)
+    runner, seen = _fake({})
+
+    def slow(entry: Entry, s: SuiteSettings, cpu: int | None) -> EntryResult:
+        if len(seen) == 2:
+            threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()
+            time.sleep(2.0)
+        return runner(entry, s, cpu)
+
+    monkeypatch.setattr(cli_suite, "run_suite", functools.partial(run_suite, runner=slow))
+    res = CliRunner().invoke(main, ["suite", "run", str(problems), str(solutions), "--out",
+                                    str(tmp_path / "out"), "--no-bench"])
+    assert res.exit_code == 130, res.output
+    assert "2 of 5 entries finished and kept" in res.output
+    assert "run the same command again to resume" in res.output
+    assert len(load_results(tmp_path / "out")) == 2
+    assert signal.getsignal(signal.SIGTERM) is not None  # the handler was put back
 
 
 def test_jobs_are_pinned_each_to_its_own_cpu(tmp_path: Path) -> None:

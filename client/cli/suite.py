@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -212,9 +213,16 @@ def _run_with_progress(out: Output, settings: SuiteSettings) -> list[EntryResult
             out.note(f"[{event.done}/{event.total}] {event.last.key}: {event.last.status} "
                      f"({event.last.seconds:.0f} s)", "dim")
 
-    with bar:
-        task = bar.add_task("ktl suite", total=None)
-        return run_suite(settings, on_event)
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt  # SIGTERM (a batch system's preemption) stops as Ctrl-C does
+
+    before = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        with bar:
+            task = bar.add_task("ktl suite", total=None)
+            return run_suite(settings, on_event)
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def _publish(out: Output, out_dir: Path, problems: Path, o: dict[str, Any]) -> dict[str, Any]:

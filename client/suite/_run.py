@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from client.errors import EXIT_MEMORY, InputError
+from client.errors import EXIT_MEMORY, InputError, SuiteInterrupted
 from client.suite._entries import Entry, EntryResult, SuiteSettings, discover, shard_of
 
 __all__ = ["EVIDENCE", "Event", "entry_path", "evidence_dir", "load_results", "run_entry",
@@ -66,13 +66,56 @@ def _keep(folder: Path, name: str, text: str) -> None:
     (folder / name).write_text(text, encoding="utf-8")
 
 
+class _Live:
+    """The `ktl` steps running now, so that an interrupted run can stop them."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.procs: set[subprocess.Popen[str]] = set()
+
+    def add(self, proc: subprocess.Popen[str]) -> None:
+        with self.lock:
+            self.procs.add(proc)
+
+    def discard(self, proc: subprocess.Popen[str]) -> None:
+        with self.lock:
+            self.procs.discard(proc)
+
+    def stop_all(self, grace_s: float = 5.0) -> None:
+        """SIGTERM every running step, then SIGKILL what is left after `grace_s`."""
+        with self.lock:
+            procs = list(self.procs)
+        for proc in procs:
+            proc.terminate()
+        deadline = time.monotonic() + grace_s
+        for proc in procs:
+            try:
+                proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+LIVE = _Live()
+
+
 def _ktl(args: Sequence[str], cpu: int | None, timeout_s: float) -> subprocess.CompletedProcess[str]:
     def pin() -> None:
         if cpu is not None:
             os.sched_setaffinity(0, {cpu})
 
-    return subprocess.run([*KTL, *args], capture_output=True, text=True, timeout=timeout_s,
-                          preexec_fn=pin, env={**os.environ, "COLUMNS": "400"})
+    argv = [*KTL, *args]
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          preexec_fn=pin, env={**os.environ, "COLUMNS": "400"}) as proc:
+        LIVE.add(proc)
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise
+        finally:
+            LIVE.discard(proc)
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 def _memory_reason(stage: str) -> str:
@@ -233,16 +276,25 @@ class _Jobs:
         self.done = 0
         self.current: dict[int, str] = {}
         self.lock = threading.Lock()
+        self.stop = threading.Event()
+        """Set when the run is interrupted: no entry starts after it, and none in flight is
+        recorded (its steps were stopped, so its row would be the interruption's, not its)."""
 
-    def work(self, entry: Entry) -> EntryResult:
+    def work(self, entry: Entry) -> EntryResult | None:
         with self.lock:
+            if self.stop.is_set():
+                return None
             cpu = self.free.pop()
             self.current[cpu] = entry.key
             self.on_event(Event(self.done, self.total, tuple(self.current.values())))
         result: EntryResult | None = None
         try:
-            result = self.runner(entry, self.settings, cpu if self.settings.jobs > 1 else None)
-            _store(entry_path(self.settings.out, entry), result)
+            got = self.runner(entry, self.settings, cpu if self.settings.jobs > 1 else None)
+            with self.lock:
+                if self.stop.is_set():
+                    return None
+                _store(entry_path(self.settings.out, entry), got)
+                result = got
             return result
         finally:
             with self.lock:
@@ -272,6 +324,17 @@ def run_suite(settings: SuiteSettings, on_event: Callable[[Event], None],
     on_event(Event(jobs.done, len(entries), ()))
     settings.out.mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max_workers=settings.jobs) as pool:
-        list(pool.map(jobs.work, todo))
+        futures = [pool.submit(jobs.work, e) for e in todo]
+        try:
+            for f in futures:
+                f.result()
+        except KeyboardInterrupt:
+            # Ctrl-C, or SIGTERM as `ktl suite run` raises it: nothing more starts, the steps
+            # in flight are stopped and their entries left for the resumed run
+            jobs.stop.set()
+            for f in futures:
+                f.cancel()
+            LIVE.stop_all()
+            raise SuiteInterrupted(jobs.done, len(entries)) from None
     by_key = {e.key for e in entries}
     return [r for r in load_results(settings.out) if r.key in by_key]
