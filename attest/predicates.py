@@ -749,6 +749,25 @@ class ProofRecord(Node, path="proof", doc=(
                                   f"{self.result!r}: an unchecked tool proves nothing")
 
 
+MachineLimit = Literal["does_not_fit", "needs_gpu", "runtime_unavailable"]
+MACHINE_LIMITS: tuple[MachineLimit, ...] = get_args(MachineLimit)
+LIMIT_METRIC_PREFIX = "limit_"
+"""A check row in error because this machine cannot run the problem (neither the kernel's
+fault nor the harness's: one call does not fit, a GPU is needed, the runtime is missing)
+carries the metric `limit_<kind>` = 1 (`limit_metric`); `ktl suite` counts such a problem as
+refused for that limit, read from the metric, never from the detail's words."""
+
+
+def limit_metric(kind: MachineLimit) -> str:
+    """The metric name a check row in error for this machine limit carries."""
+    return LIMIT_METRIC_PREFIX + kind
+
+
+def row_limits(metrics: Mapping[str, Any]) -> tuple[MachineLimit, ...]:
+    """The machine limits a check row's metrics name (`limit_metric`), in MACHINE_LIMITS order."""
+    return tuple(k for k in MACHINE_LIMITS if metrics.get(limit_metric(k)) == 1)
+
+
 class Check(Node, path="check"):
     name: str = json_field(Str(128, pattern=r"[a-z0-9][a-z0-9._-]*",
                                hint="must be a check name such as 'correctness.random'"))

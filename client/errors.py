@@ -21,6 +21,9 @@ class ClientError(Exception):
     """Root of every error raised by the client package."""
 
     exit_code: int = EXIT_USAGE
+    kind: str | None = None
+    """A typed reason a caller may decide on (printed as `error.kind` by `--json`), where the
+    error has one; the message is prose, never read for it."""
 
 
 class InputError(ClientError):

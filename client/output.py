@@ -126,6 +126,8 @@ class Output:
         if self.as_json:
             err: dict[str, Any] = {"error": {"type": type(exc).__name__, "message": str(exc),
                                              "exit_code": code}}
+            if exc.kind is not None:
+                err["error"]["kind"] = exc.kind
             if isinstance(exc, LogMisbehaviour) and exc.evidence_path is not None:
                 err["error"]["evidence"] = str(exc.evidence_path)
             sys.stdout.write(json.dumps(err, indent=2) + "\n")

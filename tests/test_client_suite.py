@@ -195,6 +195,90 @@ def test_sigterm_stops_ktl_suite_run_saying_how_to_resume(
     assert signal.getsignal(signal.SIGTERM) is not None  # the handler was put back
 
 
+def _answers(monkeypatch: pytest.MonkeyPatch, **by_step: tuple[int, object, str]) -> None:
+    """`ktl` steps answered with (exit code, JSON printed, stderr) per step (import, check)."""
+    import client.suite._run as suite_run
+
+    def ktl(args: list[str], cpu: int | None, timeout_s: float) -> subprocess.CompletedProcess[str]:
+        code, body, err = by_step[args[0]]
+        if args[0] == "import":
+            Path(args[args.index("--out") + 1]).mkdir(parents=True, exist_ok=True)
+        return subprocess.CompletedProcess(args, code, json.dumps(body), err)
+
+    monkeypatch.setattr(suite_run, "_ktl", ktl)
+
+
+def _import_error(kind: str | None, message: str) -> tuple[int, object, str]:
+    err: dict[str, object] = {"type": "ImportRefused", "message": message, "exit_code": 2}
+    if kind is not None:
+        err["kind"] = kind
+    return 2, {"error": err}, f"error: {message}"
+
+
+@pytest.mark.parametrize(("kind", "message", "status", "refusal"), [
+    ("solution", "the solution defines no ModelNew", "incorrect", ""),
+    ("does_not_fit", "one call needs 8.00 GiB", "refused", "does_not_fit"),
+    # attacker's cases: the words of a message (which a problem or solution can steer)
+    # never decide: a solution's own error reading like a machine limit is still incorrect,
+    # and a problem's error naming ModelNew is still the problem's
+    ("solution", "one call needs 8.00 GiB; killed", "incorrect", ""),
+    ("problem", "ModelNew solution raised", "refused", "problem"),
+    (None, "no kind printed", "refused", "problem"),
+])
+def test_an_import_failure_is_judged_by_its_typed_kind(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str | None, message: str,
+        status: str, refusal: str) -> None:
+    from client.suite import run_entry
+
+    settings = _settings(tmp_path)
+    entry = next(e for e in discover(settings) if e.solution is not None)
+    _answers(monkeypatch, **{"import": _import_error(kind, message)})
+    got = run_entry(entry, settings, None)
+    assert (got.status, got.refusal, got.stage) == (status, refusal, "import")
+    assert message in got.reason
+
+
+def _check_rows(*rows: dict[str, object]) -> tuple[int, object, str]:
+    return 1, {"checks": list(rows)}, ""
+
+
+def test_a_check_in_error_is_refused_only_for_a_typed_machine_limit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from client.suite import run_entry
+
+    settings = _settings(tmp_path, bench=False)
+    entry = next(e for e in discover(settings) if e.solution is not None)
+    limit = {"name": "reference", "outcome": "error", "detail": "the reference module could "
+             "not run: one call needs 9 GiB", "metrics": {"limit_does_not_fit": 1.0}}
+    _answers(monkeypatch, **{"import": (0, {}, ""), "check": _check_rows(limit)})
+    got = run_entry(entry, settings, None)
+    assert (got.status, got.refusal) == ("refused", "does_not_fit")
+    # the same words without the metric (a kernel's exception text, say): the harness's error
+    worded = {**limit, "metrics": {}}
+    _answers(monkeypatch, **{"import": (0, {}, ""), "check": _check_rows(worded)})
+    got = run_entry(entry, settings, None)
+    assert (got.status, got.refusal) == ("error", "")
+    gpu = {"name": "build", "outcome": "error", "detail": "not run: CUDA",
+           "metrics": {"limit_needs_gpu": 1.0}}
+    _answers(monkeypatch, **{"import": (0, {}, ""), "check": _check_rows(gpu)})
+    assert run_entry(entry, settings, None).refusal == "needs_gpu"
+
+
+def test_ktl_import_prints_the_refusals_kind_as_json(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from client.cli import main
+
+    (tmp_path / "p.py").write_text(PROBLEM)
+    (tmp_path / "s.py").write_text("class NotIt: pass\n")
+    res = CliRunner().invoke(main, ["import", "kernelbench", str(tmp_path / "p.py"),
+                                    str(tmp_path / "s.py"), "--out", str(tmp_path / "k"),
+                                    "--json"])
+    assert res.exit_code == 2, res.output
+    error = json.loads(res.stdout)["error"]
+    assert error["kind"] == "solution" and "ModelNew" in error["message"]
+
+
 def test_jobs_are_pinned_each_to_its_own_cpu(tmp_path: Path) -> None:
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
@@ -215,7 +299,7 @@ def test_figures_in_kernelbench_terms_beside_ours() -> None:
             EntryResult("level1/3", 1, 3, "correct", speedup=0.9, trusted=True),
             EntryResult("level1/4", 1, 4, "incorrect", failed_checks=["correctness.random"],
                         findings=["torch_only"]),
-            EntryResult("level2/1", 2, 1, "refused",
+            EntryResult("level2/1", 2, 1, "refused", refusal="does_not_fit",
                         reason="import: one call needs 8.00 GiB of inputs and outputs")]
     s = summarize(rows)
     a = s["all"]
@@ -226,8 +310,17 @@ def test_figures_in_kernelbench_terms_beside_ours() -> None:
     assert a["failed_checks"] == {"correctness.random": 1} and a["findings"] == {"torch_only": 1}
     assert s["level2"]["entries"] == 1 and s["level1"]["correct_pct"] == 75.0
     text = to_csv(rows)
-    assert text.splitlines()[0].startswith("key,level,problem_id,status")
-    assert "level1/4,1,4,incorrect" in text
+    assert text.splitlines()[0].startswith("key,level,problem_id,status,refusal")
+    assert "level1/4,1,4,incorrect" in text and "level2/1,2,1,refused,does_not_fit" in text
+    # the kind is the typed field, never the reason's words: a reason that reads like
+    # another limit changes nothing, and a row written before refusals were typed says so
+    worded = EntryResult("level2/2", 2, 2, "refused", refusal="needs_gpu",
+                         reason="import: one call needs 8.00 GiB; killed")
+    older = EntryResult("level2/3", 2, 3, "refused", reason="one call needs 8.00 GiB")
+    assert summarize([worded, older])["all"]["refused"] == {
+        "needs a GPU": 1, "not recorded (an older result file)": 1}
+    with pytest.raises(InputError, match="unknown refusal"):
+        EntryResult.from_json({**worded.to_json(), "refusal": "because I say so"})
 
 
 def test_merge_refuses_two_different_results_for_one_key() -> None:

@@ -94,7 +94,8 @@ def _finished_run(tmp: Path) -> tuple[Path, Path]:
                             solution_sha256=sha))
     _store(out, EntryResult(KEYS[1], 1, 2, "incorrect", "check", reason="correctness: wrong",
                             solution_sha256=sha))
-    _store(out, EntryResult(KEYS[2], 1, 3, "refused", "import", reason="import: one call "
+    _store(out, EntryResult(KEYS[2], 1, 3, "refused", "import", refusal="does_not_fit",
+                            reason="import: one call "
                             "needs 9,000,000,000 bytes", solution_sha256=sha))
     (out / "run.json").write_text(json.dumps({"budget": "quick", "bench": True, "shard": "1/1",
                                               "memory_limit_bytes": 1 << 33}))

@@ -120,7 +120,7 @@ def test_a_call_that_fits_nowhere_is_refused_in_bytes_not_a_signal(tmp_path: Pat
     (tmp_path / "s.py").write_text(body.replace("class Model(", "class ModelNew("))
     with pytest.raises(ImportRefused, match=r"8\.00 GiB") as info:
         import_kernelbench(tmp_path / "p.py", tmp_path / "s.py", tmp_path / "k")
-    assert "signal" not in str(info.value)
+    assert "signal" not in str(info.value) and info.value.kind == "does_not_fit"
     assert not (tmp_path / "k").exists()
 
 

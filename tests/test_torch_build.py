@@ -97,3 +97,6 @@ def test_cuda_solution_is_never_passed_unrun(tmp_path: Path) -> None:
     assert not report.passed
     assert report.get("build").outcome == "error"
     assert "GPU" in report.get("build").detail and "never passes" in report.get("build").detail
+    # the machine's limit is typed (what `ktl suite` counts it by), not only worded
+    from attest.predicates import row_limits
+    assert row_limits(report.get("build").metrics) == ("needs_gpu",)

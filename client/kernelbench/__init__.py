@@ -30,7 +30,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from client.errors import InputError
 from verifier.environment import TORCH_INSTALL_HINT, module_runtime_missing
@@ -44,10 +44,10 @@ from verifier.kernel import (
     TORCH_OP,
     KernelSpec,
 )
-from verifier.runtimes import ProbeFailed, ScalePlan, check_budget, check_ceiling
+from verifier.runtimes import ProbeFailed, ProblemTooLarge, ScalePlan, check_budget, check_ceiling
 from verifier.runtimes import probe_problem as run_probe
 
-__all__ = ["SCALAR_ADAPTER_MARK", "ImportOptions", "ImportRefused", "ImportResult",
+__all__ = ["SCALAR_ADAPTER_MARK", "ImportOptions", "ImportRefusal", "ImportRefused", "ImportResult",
            "ProblemInfo", "TensorInfo", "import_kernelbench", "probe_problem", "scalar_adapter"]
 
 REFERENCE_FILE = "reference.py"
@@ -59,8 +59,19 @@ _EXTRA_EXT = (".cpp", ".cc", ".cxx", ".h", ".hpp", ".cu", ".cuh", ".py")
 _NAME_PART = re.compile(r"[^a-z0-9._-]+")
 
 
+ImportRefusal = Literal["solution", "problem", "does_not_fit", "needs_gpu",
+                        "runtime_unavailable"]
+"""Why an import was refused, typed: the solution's fault, the problem's (it cannot be mapped
+or run), or a limit of this machine (`attest.predicates.MachineLimit`)."""
+
+
 class ImportRefused(InputError):
-    """The problem or solution cannot be mapped onto a kernel folder; the message says why."""
+    """The problem or solution cannot be mapped onto a kernel folder; the message says why and
+    `kind` which side it is (`ktl import --json` prints it as `error.kind`)."""
+
+    def __init__(self, message: str, kind: ImportRefusal = "problem") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 @dataclass(frozen=True)
@@ -174,7 +185,7 @@ def solution_runtime(source: bytes, init_count: int | None = None) -> str:
     try:
         tree = ast.parse(source.decode("utf-8"), filename=SOLUTION_FILE)
     except (SyntaxError, UnicodeDecodeError, ValueError, RecursionError, MemoryError) as exc:
-        raise ImportRefused(f"the solution is not valid Python: {exc}") from None
+        raise ImportRefused(f"the solution is not valid Python: {exc}", "solution") from None
     model: ast.stmt | None = None
     for stmt in tree.body:
         if (isinstance(stmt, ast.ClassDef) and stmt.name == TORCH_ENTRY) or (
@@ -183,7 +194,8 @@ def solution_runtime(source: bytes, init_count: int | None = None) -> str:
             model = stmt
     if model is None:
         raise ImportRefused(f"the solution defines no {TORCH_ENTRY} at module level; "
-                            f"a KernelBench solution is a class {TORCH_ENTRY}(nn.Module)")
+                            f"a KernelBench solution is a class {TORCH_ENTRY}(nn.Module)",
+                            "solution")
     if isinstance(model, ast.ClassDef) and init_count is not None:
         _check_init_arity(model, init_count)
     for node in ast.walk(tree):
@@ -204,10 +216,12 @@ def _check_init_arity(model: ast.ClassDef, count: int) -> None:
     required = len(positional) - len(args.defaults)
     if args.vararg is None and len(positional) < count:
         raise ImportRefused(f"{TORCH_ENTRY}.__init__ takes {len(positional)} arguments but "
-                            f"get_init_inputs() gives {count}; it must take Model's arguments")
+                            f"get_init_inputs() gives {count}; it must take Model's arguments",
+                            "solution")
     if required > count:
         raise ImportRefused(f"{TORCH_ENTRY}.__init__ needs {required} arguments but "
-                            f"get_init_inputs() gives {count}; it must take Model's arguments")
+                            f"get_init_inputs() gives {count}; it must take Model's arguments",
+                            "solution")
 
 
 # -- the sandboxed probe -------------------------------------------------------------------
@@ -218,11 +232,14 @@ def probe_problem(problem: bytes, timeout_s: float = 180.0) -> ProblemInfo:
     constants, what one call needs, the sizes a check runs it at, and a description there."""
     missing = module_runtime_missing("torch")
     if missing:
-        raise ImportRefused(f"ktl import kernelbench runs the problem with torch: {missing}")
+        raise ImportRefused(f"ktl import kernelbench runs the problem with torch: {missing}",
+                            "runtime_unavailable")
     try:
         probed = run_probe(problem, check_budget(), timeout_s, ceiling=check_ceiling())
     except ProbeFailed as exc:
-        raise ImportRefused(f"running the problem in the sandbox gave no answer: {exc}") from None
+        raise ImportRefused(f"running the problem in the sandbox gave no answer: {exc}",
+                            "does_not_fit" if isinstance(exc, ProblemTooLarge) else "problem"
+                            ) from None
     info = parse_body(probed.body)
     return ProblemInfo(info.torch_version, info.inputs, info.outputs, info.init,
                        info.parameter_dtypes, probed.plan)

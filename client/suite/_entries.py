@@ -22,7 +22,7 @@ from typing import Any
 from attest.predicates import KERNEL_NAME_PATTERN, MAX_KERNEL_NAME_CHARS, SUITE_STATUSES
 from client.errors import InputError
 
-__all__ = ["KERNEL_VENDOR", "MAX_ENTRIES", "Entry", "EntryResult", "SuiteSettings",
+__all__ = ["KERNEL_VENDOR", "MAX_ENTRIES", "REFUSALS", "Entry", "EntryResult", "SuiteSettings",
            "dataset_manifest", "discover", "kernel_name_of", "shard_of"]
 
 MAX_ENTRIES = 10_000
@@ -103,6 +103,16 @@ def kernel_name_of(key: str) -> str:
     return name
 
 
+REFUSALS: dict[str, str] = {
+    "memory_bound": "ktl's own memory bound",
+    "does_not_fit": "one call does not fit this machine",
+    "needs_gpu": "needs a GPU",
+    "runtime_unavailable": "its runtime is not installed here",
+    "problem": "the problem cannot be run here",
+}
+"""Each kind of refusal and how a summary (and a suite/v1 row's `refused`) names it."""
+
+
 @dataclass
 class EntryResult:
     """What happened to one entry (written as JSON when it is done; `from_json` reads it)."""
@@ -124,6 +134,9 @@ class EntryResult:
     trusted: bool | None = None
     seconds: float = 0.0
     solution_sha256: str = ""
+    refusal: str = ""
+    """Which limit a refused entry met (a REFUSALS key), set where it was decided from a typed
+    signal (an exit code, `error.kind`, a check row's `limit_` metric), never from words."""
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -139,6 +152,9 @@ class EntryResult:
             raise InputError(f"a suite result file is malformed: {exc}") from None
         if result.status not in STATUSES or type(result.level) is not int:
             raise InputError(f"suite result {result.key[:80]!r}: malformed status or level")
+        if result.refusal and result.refusal not in REFUSALS:
+            raise InputError(f"suite result {result.key[:80]!r}: unknown refusal "
+                             f"{str(result.refusal)[:40]!r}")
         return result
 
 

@@ -100,7 +100,7 @@ def _status(text: str) -> SuiteStatus:
 def row_of(result: EntryResult, published: dict[str, Any] | None,
            benchmark: dict[str, Any] | None) -> SuiteRow:
     """One problem's row: its outcome and, when published, its entries and logged figures."""
-    refused = refusal_kind(result.reason) if result.status == "refused" else None
+    refused = refusal_kind(result) if result.status == "refused" else None
     if published is None:
         status = _status(result.status) if result.status != "correct" else "error"
         return SuiteRow(key=result.key, status=status,

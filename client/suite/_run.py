@@ -24,8 +24,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from attest.predicates import row_limits
 from client.errors import EXIT_MEMORY, InputError, SuiteInterrupted
-from client.suite._entries import Entry, EntryResult, SuiteSettings, discover, shard_of
+from client.suite._entries import (
+    REFUSALS,
+    Entry,
+    EntryResult,
+    SuiteSettings,
+    discover,
+    shard_of,
+)
 
 __all__ = ["EVIDENCE", "Event", "entry_path", "evidence_dir", "load_results", "run_entry",
            "run_suite", "usable_cpus"]
@@ -118,6 +126,20 @@ def _ktl(args: Sequence[str], cpu: int | None, timeout_s: float) -> subprocess.C
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
+def _refuse(result: EntryResult, refusal: str, reason: str) -> None:
+    """The entry refused for a limit of this machine (a REFUSALS key), with its reason."""
+    result.status, result.refusal, result.reason = "refused", refusal, reason
+
+
+def _import_refusal(stdout: str) -> str:
+    """The typed kind of a failed `ktl import kernelbench --json` (`error.kind`; "problem"
+    when it printed none)."""
+    body = _json(stdout)
+    error = body.get("error") if body is not None else None
+    kind = error.get("kind") if isinstance(error, dict) else None
+    return kind if isinstance(kind, str) else "problem"
+
+
 def _memory_reason(stage: str) -> str:
     soft = resource.getrlimit(resource.RLIMIT_DATA)[0]
     return (f"{stage}: ktl's own memory bound ({soft:,} bytes, --memory-limit) was reached "
@@ -144,7 +166,7 @@ def _check(result: EntryResult, kernel: Path, settings: SuiteSettings, cpu: int 
                 settings.timeout_s)
     body = _json(done.stdout)
     if done.returncode == EXIT_MEMORY:
-        result.status, result.reason = "refused", _memory_reason("check")
+        _refuse(result, "memory_bound", _memory_reason("check"))
         return False
     if body is None or not isinstance(body.get("checks"), list):
         result.status, result.reason = "error", f"ktl check: {_error_line(done.stderr)}"
@@ -163,10 +185,14 @@ def _check(result: EntryResult, kernel: Path, settings: SuiteSettings, cpu: int 
     failed = [c for c in rows if c.get("outcome") == "fail"]
     result.failed_checks = [str(c.get("name"))[:64] for c in failed + errors][:32]
     if errors:
-        result.status = "refused" if any("does not fit" in str(c.get("detail")) or
-                                         "one call needs" in str(c.get("detail"))
-                                         for c in errors) else "error"
-        result.reason = f"{errors[0].get('name')}: {str(errors[0].get('detail'))[:MAX_REASON]}"
+        reason = f"{errors[0].get('name')}: {str(errors[0].get('detail'))[:MAX_REASON]}"
+        # a row in error for a limit of this machine says so in a typed metric
+        limits = [k for c in errors if isinstance(c.get("metrics"), dict)
+                  for k in row_limits(c["metrics"])]
+        if limits:
+            _refuse(result, limits[0], reason)
+        else:
+            result.status, result.reason = "error", reason
         return False
     if failed:
         result.status = "incorrect"
@@ -216,16 +242,18 @@ def run_entry(entry: Entry, settings: SuiteSettings, cpu: int | None) -> EntryRe
                 shutil.rmtree(stale)  # a run interrupted after the import: imported again
         kernel.parent.mkdir(parents=True, exist_ok=True)
         done = _ktl(["import", "kernelbench", str(entry.problem), str(entry.solution),
-                     "--out", str(kernel), "--name", entry.kernel_name], cpu,
+                     "--out", str(kernel), "--name", entry.kernel_name, "--json"], cpu,
                     settings.timeout_s)
         if done.returncode == EXIT_MEMORY:
-            result.status, result.reason = "refused", _memory_reason("import")
+            _refuse(result, "memory_bound", _memory_reason("import"))
             return result
         if done.returncode != 0:
-            line = _error_line(done.stderr)
-            result.status = "refused" if "one call needs" in line or "killed" in line else \
-                "incorrect" if "ModelNew" in line or "solution" in line else "refused"
-            result.reason = f"import: {line}"
+            # which side failed is the import's typed `error.kind`, never its message's words
+            kind, reason = _import_refusal(done.stdout), f"import: {_error_line(done.stderr)}"
+            if kind == "solution":
+                result.status, result.reason = "incorrect", reason
+            else:
+                _refuse(result, kind if kind in REFUSALS else "problem", reason)
             return result
         if _check(result, kernel, settings, cpu) and settings.bench:
             _bench(result, kernel, settings, cpu)
@@ -234,7 +262,7 @@ def run_entry(entry: Entry, settings: SuiteSettings, cpu: int | None) -> EntryRe
     except subprocess.TimeoutExpired as exc:
         result.status, result.reason = "error", f"{result.stage} ran past {exc.timeout:.0f} s"
     except MemoryError:
-        result.status, result.reason = "refused", _memory_reason(result.stage)
+        _refuse(result, "memory_bound", _memory_reason(result.stage))
     except OSError as exc:
         result.status, result.reason = "error", f"{result.stage}: {exc}"[:MAX_REASON]
     finally:

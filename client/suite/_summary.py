@@ -20,27 +20,20 @@ from typing import Any
 
 from attest.predicates import SUITE_FAST_P, suite_summary
 from client.errors import InputError
-from client.suite._entries import EntryResult
+from client.suite._entries import REFUSALS, EntryResult
 
 __all__ = ["CSV_COLUMNS", "FAST_P", "merge", "refusal_kind", "summarize", "to_csv"]
 
 FAST_P = SUITE_FAST_P
-CSV_COLUMNS = ("key", "level", "problem_id", "status", "stage", "speedup", "trusted", "sizes",
+CSV_COLUMNS = ("key", "level", "problem_id", "status", "refusal", "stage", "speedup", "trusted",
+               "sizes",
                "failed_checks", "findings", "seconds", "reason", "solution_sha256")
 
 
-def refusal_kind(reason: str) -> str:
-    """The kind of limit a refused problem met (the summary counts refusals by kind)."""
-    low = reason.lower()
-    if "memory bound" in low:
-        return "ktl's own memory bound"
-    if "one call needs" in low or "killed" in low or "does not fit" in low:
-        return "one call does not fit this machine"
-    if "cuda" in low or "gpu" in low:
-        return "needs a GPU"
-    if "past" in low and " s" in low:
-        return "time limit"
-    return "other: " + " ".join(reason.split())[:80]
+def refusal_kind(result: EntryResult) -> str:
+    """How the summary names the limit a refused entry met: its typed `refusal`; a row written
+    before refusals were typed is "not recorded" (its reason is prose, never read for it)."""
+    return REFUSALS.get(result.refusal, "not recorded (an older result file)")
 
 
 def summarize(results: Sequence[EntryResult]) -> dict[str, Any]:
@@ -52,7 +45,7 @@ def summarize(results: Sequence[EntryResult]) -> dict[str, Any]:
 
 
 def _figures(results: Sequence[EntryResult]) -> dict[str, Any]:
-    figures = suite_summary(results, [refusal_kind(r.reason) for r in results
+    figures = suite_summary(results, [refusal_kind(r) for r in results
                                       if r.status == "refused"]).to_json()
     return {
         **figures,

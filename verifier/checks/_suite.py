@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attest.predicates import Check, Environment, MeasuredKernel
+from attest.predicates import Check, Environment, MeasuredKernel, limit_metric
 from verifier.checks._judge import judge
 from verifier.checks._overflow import HUGE_SHAPES, index_overflow, room, shapes_to_run
 from verifier.checks._plan import KernelRun, plan_cases
@@ -127,7 +127,8 @@ def _check(
     runtime = get_runtime(spec.runtime)
     reason = runtime.unavailable_reason()
     if reason:
-        return report([check_row("build", "error", f"runtime {spec.runtime!r} unavailable: {reason}")])
+        return report([check_row("build", "error", f"runtime {spec.runtime!r} unavailable: {reason}",
+                                 metrics={limit_metric("runtime_unavailable"): 1.0})])
     op = OPS[spec.op]
     compiler = runtime.compiler()
     with scratch_dir("ktl-check-") as work:
