@@ -132,7 +132,7 @@ class Output:
                 err["error"]["evidence"] = str(exc.evidence_path)
             sys.stdout.write(json.dumps(err, indent=2) + "\n")
         label = {1: "VERIFICATION FAILED", 2: "error", 3: "network error", 4: "inconclusive",
-                 5: "unsupported"}
+                 5: "unsupported", 130: "stopped"}
         line = Text.assemble((f"{label.get(code, 'error')}: ", "bold red"), safe(exc))
         self.err.print(line, highlight=False)
         sys.exit(code)

@@ -189,7 +189,7 @@ def test_sigterm_stops_ktl_suite_run_saying_how_to_resume(
     res = CliRunner().invoke(main, ["suite", "run", str(problems), str(solutions), "--out",
                                     str(tmp_path / "out"), "--no-bench"])
     assert res.exit_code == 130, res.output
-    assert "2 of 5 entries finished and kept" in res.output
+    assert "stopped: interrupted: 2 of 5 entries finished and kept" in res.output
     assert "run the same command again to resume" in res.output
     assert len(load_results(tmp_path / "out")) == 2
     assert signal.getsignal(signal.SIGTERM) is not None  # the handler was put back
