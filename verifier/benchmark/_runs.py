@@ -138,16 +138,9 @@ class RunSet:
         spread, `_combine`) is wider than +-RUNS_AGREE, whatever each run's own says."""
         out = []
         for agg in self.aggregate():
-            runs = agg.runs or ()
-            if len(runs) >= 2 and agg.halfwidth > RUNS_AGREE:
-                speeds = [r.speedup for r in runs]
-                out.append(BenchCaveat(kind="runs_disagree", shape=dict(agg.shape), detail=(
-                    f"{shape_key(self.runs[0].op, agg.shape)}: the {len(runs)} runs read "
-                    f"{min(speeds):.3g}x to {max(speeds):.3g}x: the interval over runs "
-                    f"[{agg.speedup_ci95[0]:.3g}, {agg.speedup_ci95[1]:.3g}] is "
-                    f"+-{100 * agg.halfwidth:.0f} %, wider than +-{100 * RUNS_AGREE:.0f} %, "
-                    "however narrow each run's own interval; a quieter machine or more runs "
-                    "would decide")))
+            found = runs_disagree(self.runs[0].op, agg.shape, [r.speedup for r in agg.runs or ()])
+            if found is not None:
+                out.append(found)
         return out
 
     def speedups(self) -> list[list[float]]:
@@ -245,18 +238,45 @@ def _median(xs: Sequence[float]) -> float:
     return s[mid] if len(s) % 2 else 0.5 * (s[mid - 1] + s[mid])
 
 
+def over_runs(speedups: Sequence[float]) -> tuple[float, float, float]:
+    """The runs' geometric mean speed-up and its 95 % t interval over runs (two runs at
+    least): (speed-up, low, high). Pure."""
+    logs = [math.log(max(x, 1e-300)) for x in speedups]
+    k = len(logs)
+    if k < 2:
+        raise VerifierError("an interval over runs needs two runs at least")
+    mu = math.fsum(logs) / k
+    sd = math.sqrt(math.fsum((x - mu) ** 2 for x in logs) / (k - 1))
+    half = student_t_quantile(0.975, k - 1) * sd / math.sqrt(k)
+    speed = math.exp(mu)
+    return speed, min(math.exp(mu - half), speed), max(math.exp(mu + half), speed)
+
+
+def runs_disagree(op: str, shape: Mapping[str, int], speedups: Sequence[float]
+                  ) -> BenchCaveat | None:
+    """The `runs_disagree` caveat of one shape whose interval over runs (`over_runs`) is wider
+    than +-RUNS_AGREE, whatever each run's own interval says; None when they agree (or there
+    is one run). The one rule for a run set and for runs added to it by further looks. Pure."""
+    if len(speedups) < 2:
+        return None
+    speed, lo, hi = over_runs(speedups)
+    half = max(speed - lo, hi - speed) / speed if speed else 1.0
+    if half <= RUNS_AGREE:
+        return None
+    return BenchCaveat(kind="runs_disagree", shape=dict(shape), detail=(
+        f"{shape_key(op, shape)}: the {len(speedups)} runs read {min(speedups):.3g}x to "
+        f"{max(speedups):.3g}x: the interval over runs [{lo:.3g}, {hi:.3g}] is "
+        f"+-{100 * half:.0f} %, wider than +-{100 * RUNS_AGREE:.0f} %, however narrow each "
+        "run's own interval; a quieter machine or more runs would decide"))
+
+
 def _combine(per_run: Sequence[BenchmarkResult]) -> BenchmarkResult:
     """Geometric mean of the runs' speed-ups with a 95% t interval over runs (one run: its own)."""
-    logs = [math.log(max(r.speedup, 1e-300)) for r in per_run]
-    k = len(logs)
-    mu = math.fsum(logs) / k
-    if k >= 2:
-        sd = math.sqrt(math.fsum((x - mu) ** 2 for x in logs) / (k - 1))
-        half = student_t_quantile(0.975, k - 1) * sd / math.sqrt(k)
-        lo, hi = math.exp(mu - half), math.exp(mu + half)
+    if len(per_run) >= 2:
+        speed, lo, hi = over_runs([r.speedup for r in per_run])
     else:
+        speed = per_run[0].speedup
         lo, hi = per_run[0].speedup_ci95
-    speed = math.exp(mu)
     med = _median([r.median_ns for r in per_run])
     known = [r.gflops * r.median_ns for r in per_run if r.gflops is not None]
     flops_per_ns = _median(known) if len(known) == len(per_run) else None

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import math
 import secrets
 import time
 from collections.abc import Mapping, Sequence
@@ -77,6 +76,8 @@ from verifier.benchmark import (
     BenchSettings,
     conditions_differ,
     merge_conditions,
+    over_runs,
+    runs_disagree,
 )
 from verifier.benchmark import Conditions as Probed
 from verifier.checks import check
@@ -666,13 +667,18 @@ def _second_sitting(first: ClaimResult, second: ClaimResult | None) -> ClaimResu
 
 def extend_benchmark(body: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
     """A fresh benchmark body with `extra`'s runs added to each shape's (pure): the
-    aggregate speed-up is the runs' geometric mean again, its interval their range; the
-    set is trusted only if both were. Shapes `extra` lacks keep their runs."""
+    aggregate speed-up is the runs' geometric mean again, its interval the t interval over
+    all of them (`verifier.benchmark.over_runs`). Whether the runs agree is decided again over
+    all of them (`runs_disagree`, the rule a run set is held to): the set is trusted when
+    both batches were, or were distrusted only because their own runs disagreed, and all the
+    runs now agree. Every other caveat and fault of either batch is kept. Shapes `extra`
+    lacks keep their runs."""
     out = copy.deepcopy(dict(body))
     op = str(out.get("workload", {}).get("op", ""))
     more = {shape_key(op, r["shape"]): r for r in extra.get("results", [])}
     total = int(out["method"].get("runs") or 1)
     added = 0
+    disagree: list[dict[str, Any]] = []
     for res in out["results"]:
         got = more.get(shape_key(op, res["shape"]))
         if got is None or "runs" not in res or "runs" not in got:
@@ -680,11 +686,15 @@ def extend_benchmark(body: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[
         res["runs"] = [*res["runs"], *got["runs"]]
         added = max(added, len(got["runs"]))
         speedups = [float(r["speedup"]) for r in res["runs"]]
-        res["speedup"] = math.exp(math.fsum(math.log(s) for s in speedups) / len(speedups))
-        res["speedup_ci95"] = [min(speedups), max(speedups)]
+        speed, lo, hi = over_runs(speedups)
+        res["speedup"], res["speedup_ci95"] = speed, [lo, hi]
         res["n"] = int(res["n"]) + int(got["n"])
+        found = runs_disagree(op, res["shape"], speedups)
+        if found is not None:
+            disagree.append(found.to_json())
     out["method"]["runs"] = total + added
-    out["trusted"] = bool(body.get("trusted")) and bool(extra.get("trusted"))
+    out["trusted"] = _but_for_disagreement(body) and _but_for_disagreement(extra) \
+        and not disagree
     out["notes"] = [*out.get("notes", []), *extra.get("notes", [])][:64]
     conditions = _conditions_over(body.get("conditions"), extra.get("conditions"))
     if conditions is not None:
@@ -693,11 +703,24 @@ def extend_benchmark(body: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[
     if faults:
         out["faults"] = faults
     # why either batch was distrusted stays said (and typed): a later batch's incomplete
-    # accounting must not hide behind an earlier one's mere noise (`noise_only`)
-    caveats = [*out.get("caveats", []), *extra.get("caveats", [])][:64]
+    # accounting must not hide behind an earlier one's mere noise (`noise_only`); whether
+    # the runs disagree is said once, over all of them
+    caveats = [*(c for c in [*body.get("caveats", []), *extra.get("caveats", [])]
+                 if c.get("kind") != "runs_disagree"), *disagree][:64]
+    out.pop("caveats", None)
     if caveats:
         out["caveats"] = caveats
     return out
+
+
+def _but_for_disagreement(body: Mapping[str, Any]) -> bool:
+    """Trusted, or distrusted only because its own runs disagreed (no fault, every caveat
+    `runs_disagree`): what more runs can settle."""
+    if body.get("trusted"):
+        return True
+    caveats = body.get("caveats") or []
+    return not body.get("faults") and bool(caveats) and \
+        all(c.get("kind") == "runs_disagree" for c in caveats)
 
 
 def _conditions_over(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None
