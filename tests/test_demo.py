@@ -488,6 +488,7 @@ def test_demo_refuses_an_existing_work_folder(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow  # about 90 s: a real log, witnesses and a kernel published and reproduced
+@pytest.mark.timeout(900)  # a loaded machine's noisy sittings are looked at again (issue 42)
 def test_demo_serves_until_stopped_then_stops_the_log(tmp_path: Path) -> None:
     """Without --exit the log keeps serving; SIGTERM (like Ctrl-C) stops it, orphaning nothing."""
     import shutil
@@ -505,7 +506,9 @@ def test_demo_serves_until_stopped_then_stops_the_log(tmp_path: Path) -> None:
             stdout=sink, stderr=subprocess.STDOUT, cwd=REPO,
         )
     try:
-        deadline = time.monotonic() + 240
+        # what it waits for is the explorer, not a speed: under load the lie's reproduction
+        # measures more runs while its sitting is noisy (up to its 180 s budget, twice)
+        deadline = time.monotonic() + 720
         while "press Ctrl-C" not in log.read_text() and proc.poll() is None:
             assert time.monotonic() < deadline, log.read_text()[-3000:]
             time.sleep(0.5)
