@@ -142,6 +142,11 @@ def test_a_suite_run_is_published_as_one_claim_and_verified(tmp_path: Path) -> N
                            "--problems", str(problems))
         assert checked["verified"] and checked["checked_entries"] == 5
         assert checked["summary"] == summary
+        said = ktl("suite", "verify", "--index", str(index), "--log", url,
+                   "--problems", str(problems))
+        # figures as words, never a Python repr ({'1': 33.3, ...})
+        assert said.exit_code == 0 and "fast_1 33.3%, fast_1.5 33.3%, fast_2 33.3%" in \
+            said.stdout and "{" not in said.stdout, said.stdout
 
         got = ktl.json("get", "--index", str(index), "--log", url)
         assert got["predicate_type"] == SUITE_V1 and got["subject_sha256"] == \

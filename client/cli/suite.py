@@ -344,7 +344,12 @@ def _render_verified(c: Console, data: dict[str, Any]) -> None:
     c.print(safe(f"Suite entry {data['index']} verified: {data['name']}, {data['rows']} "
                  f"problems, {data['checked_entries']} named entries each in the log with "
                  f"the named digest; the summary recomputes (correct {s['correct_pct']}%, "
-                 f"fast_p {s['fast_p']}, trusted {s['trusted_pct']}%)"), highlight=False)
+                 f"{_fast_p(s['fast_p'])}, trusted {s['trusted_pct']}%)"), highlight=False)
+
+
+def _fast_p(figures: dict[str, Any]) -> str:
+    """`fast_1 40.0%, fast_1.5 20.0%, fast_2 20.0%` (never a Python repr)."""
+    return ", ".join(f"fast_{p} {v}%" for p, v in figures.items())
 
 
 def register(group: click.Group) -> None:
