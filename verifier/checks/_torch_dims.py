@@ -119,7 +119,7 @@ def _one(run: Gathered, recipe: Recipe, var: DimensionVariant, index: int) -> st
         return (f"{var.name} held at {var.base:,}: the reference does not run at "
                 f"{var.name}={var.value:,} ({exc})")[:400]
     try:
-        sub = Gathered(session, run.rng, escapes=run.escapes)
+        sub = Gathered(session, run.rng, escapes=run.escapes, per_call_s=run.per_call_s)
         session.start_candidate()
         session.init(run.init_seeds[0] if run.init_seeds else 0)
         got = sub.calls(GROUP, [Call(sub.draw(), at_dtype=True)], var.label())

@@ -5,6 +5,7 @@ bottom of the torch check: `_torch_suite` fills a `Gathered`, `_torch_rows` judg
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,12 @@ from verifier.worker import (
 __all__ = ["CALL_TIMEOUT_S", "LARGE", "Gathered", "Recipe", "SessionFailure"]
 
 CALL_TIMEOUT_S = 60.0
+"""The least time a group of calls is given before it is called a hang."""
+HANG_FACTOR = 20.0
+"""A group of calls is given this many times the slowest call seen so far in the check, each
+(`Gathered.timeout_s`): on a loaded machine a big problem's calls are slow, not hung (a
+level-1 max-pooling solution was failed as a hang at 60 s while other work held the CPUs)."""
+MAX_CALL_TIMEOUT_S = 900.0
 LARGE = "large-squares"
 """`Gathered.draw`'s spread for correctness.large."""
 
@@ -95,6 +102,8 @@ class Gathered:
     overlaps: int = 0
     restarts: int = 0
     recipe: Recipe | None = None
+    per_call_s: float = 0.0
+    """The slowest wall time per call (candidate and reference) of a group run so far."""
     notes: dict[str, list[str]] = field(default_factory=dict)
     """Per row, what it could not exercise and why ("dim held at 2,048: ...")."""
 
@@ -117,7 +126,15 @@ class Gathered:
                        draw_spread(spec.stats, shape, spec.dtype, spread, self.rng))
         return out
 
+    def timeout_s(self, calls: int) -> float:
+        """How long a group of `calls` may take before it is a hang: CALL_TIMEOUT_S at least,
+        HANG_FACTOR times the slowest call seen so far each, MAX_CALL_TIMEOUT_S at most."""
+        return min(MAX_CALL_TIMEOUT_S,
+                   max(CALL_TIMEOUT_S, HANG_FACTOR * self.per_call_s * max(1, calls)))
+
     def calls(self, group: str, calls: list[Call], label: str, threads: int = 1) -> list[CallOutcome]:
-        got = self.session.run(calls, CALL_TIMEOUT_S, threads, self.escapes)
+        start = time.monotonic()
+        got = self.session.run(calls, self.timeout_s(len(calls)), threads, self.escapes)
+        self.per_call_s = max(self.per_call_s, (time.monotonic() - start) / max(1, len(calls)))
         self.outcomes.setdefault(group, []).extend((label, o) for o in got)
         return got
