@@ -283,7 +283,7 @@ def _shapes(run: Gathered, plan: TorchPlan, progress: Progress) -> None:
     variants = scaled_variants(session, run.rng, plan.shapes)
     run.outcomes.setdefault("correctness.shapes", [])
     for shapes in variants:
-        run.calls("correctness.shapes", [Call(run.draw(shapes))],
+        run.calls("correctness.shapes", [Call(run.draw(shapes), at_dtype=True)],
                   "shapes " + " ".join("x".join(map(str, s)) for s in shapes))
     vary_dimensions(run, plan.dims, progress)
 
