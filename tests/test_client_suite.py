@@ -258,6 +258,13 @@ def test_a_check_in_error_is_refused_only_for_a_typed_machine_limit(
     _answers(monkeypatch, **{"import": (0, {}, ""), "check": _check_rows(worded)})
     got = run_entry(entry, settings, None)
     assert (got.status, got.refusal) == ("error", "")
+    # scaled is the reference row's typed metric (its detail is cut at the first ';')
+    passed = {"name": "reference", "outcome": "pass", "metrics": {"scaled": 1.0},
+              "detail": "checked at N=512; the problem's N is 4,096"}
+    _answers(monkeypatch, **{"import": (0, {}, ""), "check": (0, {"checks": [passed]}, "")})
+    got = run_entry(entry, settings, None)
+    assert got.status == "correct" and got.scaled and got.sizes == "checked at N=512"
+    assert summarize([got])["all"]["scaled"] == 1
     gpu = {"name": "build", "outcome": "error", "detail": "not run: CUDA",
            "metrics": {"limit_needs_gpu": 1.0}}
     _answers(monkeypatch, **{"import": (0, {}, ""), "check": _check_rows(gpu)})

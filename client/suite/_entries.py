@@ -134,6 +134,8 @@ class EntryResult:
     trusted: bool | None = None
     seconds: float = 0.0
     solution_sha256: str = ""
+    scaled: bool = False
+    """Checked at sizes scaled down from the problem's (the reference row's `scaled` metric)."""
     refusal: str = ""
     """Which limit a refused entry met (a REFUSALS key), set where it was decided from a typed
     signal (an exit code, `error.kind`, a check row's `limit_` metric), never from words."""

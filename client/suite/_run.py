@@ -179,6 +179,8 @@ def _check(result: EntryResult, kernel: Path, settings: SuiteSettings, cpu: int 
         metrics = c.get("metrics")
         if not isinstance(metrics, dict):
             continue
+        if c.get("name") == "reference":
+            result.scaled = metrics.get("scaled") == 1
         result.findings += [str(k).removeprefix("finding_") for k in metrics
                             if str(k).startswith("finding_")][:16]
     errors = [c for c in rows if c.get("outcome") == "error"]

@@ -52,8 +52,7 @@ def _figures(results: Sequence[EntryResult]) -> dict[str, Any]:
         "failed_checks": dict(Counter(c for r in results for c in r.failed_checks).most_common(12)),
         "findings": dict(Counter(f for r in results for f in r.findings).most_common(12)),
         "median_seconds": statistics.median(r.seconds for r in results) if results else 0.0,
-        "scaled": sum(1 for r in results if r.sizes.startswith("checked at ")
-                      and "the problem's" in r.sizes),
+        "scaled": sum(1 for r in results if r.scaled),
     }
 
 
