@@ -145,7 +145,7 @@ def test_ctrl_c_stops_the_run_and_keeps_no_row_of_the_entry_in_flight(tmp_path: 
     def slow(entry: Entry, s: SuiteSettings, cpu: int | None) -> EntryResult:
         if len(seen) == 1:
             started.set()
-            time.sleep(1.0)  # the step in flight when the interrupt comes
+            time.sleep(3.0)  # the step in flight when the interrupt comes
             return EntryResult(entry.key, entry.level, entry.problem_id, "error", "check",
                                reason="ktl check: interrupted")
         return runner(entry, s, cpu)
@@ -182,10 +182,13 @@ def test_sigterm_stops_ktl_suite_run_saying_how_to_resume(
     def slow(entry: Entry, s: SuiteSettings, cpu: int | None) -> EntryResult:
         if len(seen) == 2:
             threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()
-            time.sleep(2.0)
+            time.sleep(3.0)
         return runner(entry, s, cpu)
 
     monkeypatch.setattr(cli_suite, "run_suite", functools.partial(run_suite, runner=slow))
+    # in-process, the memory bound would stay on this test process (RLIMIT_DATA), and every
+    # later sanitizer build it starts would abort reserving its shadow memory
+    monkeypatch.setattr(cli_suite, "apply_bound", lambda size: size or 1 << 30)
     res = CliRunner().invoke(main, ["suite", "run", str(problems), str(solutions), "--out",
                                     str(tmp_path / "out"), "--no-bench"])
     assert res.exit_code == 130, res.output

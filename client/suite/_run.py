@@ -19,7 +19,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -335,6 +336,17 @@ class _Jobs:
                                     result))
 
 
+def _wait(future: Future[EntryResult | None]) -> None:
+    """Wait for one entry, waking twice a second: a signal the kernel hands to a job's thread
+    is handled by the main thread only when it runs, and an entry may take minutes."""
+    while True:
+        try:
+            future.result(timeout=0.5)
+            return
+        except FutureTimeout:
+            continue
+
+
 def run_suite(settings: SuiteSettings, on_event: Callable[[Event], None],
               runner: Callable[[Entry, SuiteSettings, int | None], EntryResult] = run_entry,
               ) -> list[EntryResult]:
@@ -357,7 +369,7 @@ def run_suite(settings: SuiteSettings, on_event: Callable[[Event], None],
         futures = [pool.submit(jobs.work, e) for e in todo]
         try:
             for f in futures:
-                f.result()
+                _wait(f)
         except KeyboardInterrupt:
             # Ctrl-C, or SIGTERM as `ktl suite run` raises it: nothing more starts, the steps
             # in flight are stopped and their entries left for the resumed run
