@@ -154,9 +154,14 @@ def test_ctrl_c_stops_the_run_and_keeps_no_row_of_the_entry_in_flight(tmp_path: 
         started.wait(10)
         os.kill(os.getpid(), signal.SIGINT)
 
-    threading.Thread(target=press_ctrl_c, daemon=True).start()
-    with pytest.raises(SuiteInterrupted) as caught:
-        run_suite(settings, lambda e: None, slow)
+    # Ctrl-C as a terminal's shell leaves it (a test runner's worker may ignore SIGINT)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Thread(target=press_ctrl_c, daemon=True).start()
+        with pytest.raises(SuiteInterrupted) as caught:
+            run_suite(settings, lambda e: None, slow)
+    finally:
+        signal.signal(signal.SIGINT, before)
     assert (caught.value.done, caught.value.total, caught.value.exit_code) == (1, 5, 130)
     assert [r.key for r in load_results(settings.out)] == ["level1/1_A"]
     assert len(seen) == 1  # nothing started after the interrupt
