@@ -128,8 +128,13 @@ def test_a_call_that_fits_nowhere_is_refused_in_bytes_not_a_signal(tmp_path: Pat
 @pytest.mark.parametrize("rel", PROBLEMS, ids=[p.stem for p in PROBLEMS])
 def test_honest_passes_and_wrong_fails(tmp_path: Path, rel: Path) -> None:
     honest = check(_import(rel, tmp_path), "quick", seed=7)
-    assert honest.passed, [(c.name, c.outcome, c.detail[:300]) for c in honest.checks
-                           if c.outcome not in ("pass", "skip")]
+    # no row fails; the one error a loaded machine may cause is the harness's own: two
+    # threads' calls never seen at once (`concurrency` not established), never a fail
+    assert not [c for c in honest.checks if c.outcome == "fail"], \
+        [(c.name, c.detail[:300]) for c in honest.checks if c.outcome == "fail"]
+    assert all(c.outcome in ("pass", "skip") or (c.name, c.outcome) == ("concurrency", "error")
+               for c in honest.checks), [(c.name, c.outcome, c.detail[:300])
+                                         for c in honest.checks if c.outcome != "pass"]
     reference = next(c for c in honest.checks if c.name == "reference")
     assert reference.detail.startswith("checked at ")
     wrong = check(_import(rel, tmp_path, wrong=True), "quick", seed=7)
