@@ -763,6 +763,11 @@ def limit_metric(kind: MachineLimit) -> str:
     return LIMIT_METRIC_PREFIX + kind
 
 
+def limit_metrics(kind: MachineLimit) -> dict[str, float]:
+    """The metrics of a check row in error for this machine limit (what `row_limits` reads)."""
+    return {limit_metric(kind): 1.0}
+
+
 def row_limits(metrics: Mapping[str, Any]) -> tuple[MachineLimit, ...]:
     """The machine limits a check row's metrics name (`limit_metric`), in MACHINE_LIMITS order."""
     return tuple(k for k in MACHINE_LIMITS if metrics.get(limit_metric(k)) == 1)

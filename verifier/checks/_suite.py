@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attest.predicates import Check, Environment, MeasuredKernel, limit_metric
+from attest.predicates import Check, Environment, MeasuredKernel, limit_metrics
 from verifier.checks._judge import judge
 from verifier.checks._overflow import HUGE_SHAPES, index_overflow, room, shapes_to_run
 from verifier.checks._plan import KernelRun, plan_cases
@@ -128,7 +128,7 @@ def _check(
     reason = runtime.unavailable_reason()
     if reason:
         return report([check_row("build", "error", f"runtime {spec.runtime!r} unavailable: {reason}",
-                                 metrics={limit_metric("runtime_unavailable"): 1.0})])
+                                 metrics=limit_metrics("runtime_unavailable"))])
     op = OPS[spec.op]
     compiler = runtime.compiler()
     with scratch_dir("ktl-check-") as work:

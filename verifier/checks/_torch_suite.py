@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from attest.predicates import Check, Environment, MachineLimit, TorchOp, limit_metric
+from attest.predicates import Check, Environment, TorchOp, limit_metrics
 from verifier.checks._report import BUDGETS, CheckReport, check_row, make_fault
 from verifier.checks._torch_dims import open_session, vary_dimensions
 from verifier.checks._torch_gathered import LARGE, Gathered, Recipe, SessionFailure
@@ -140,7 +140,7 @@ def torch_check(spec: KernelSpec, budget: str = "quick", seed: int | None = None
     reason = torch_unavailable(kernel.runtime)
     if reason:
         return report([check_row("build", "error", f"runtime {kernel.runtime!r} unavailable: {reason}",
-                                 metrics=_limit("runtime_unavailable"))])
+                                 metrics=limit_metrics("runtime_unavailable"))])
     if kernel.uses_cuda:
         why = ("this machine has no GPU" if probe().count < 1 else
                "this harness hands the module CPU tensors: running it on the GPU is not part "
@@ -148,16 +148,11 @@ def torch_check(spec: KernelSpec, budget: str = "quick", seed: int | None = None
         return report([check_row(
             "build", "error", "not run: the solution is CUDA (cuda_sources / .cu), which needs "
             f"a CUDA build of torch and a GPU; {why}, so nothing was built or judged (a CUDA "
-            "solution never passes without running)", metrics=_limit("needs_gpu"))])
+            "solution never passes without running)", metrics=limit_metrics("needs_gpu"))])
     with tempfile.TemporaryDirectory(prefix="ktl-torch-check-") as tmp:
         rows = _suite(kernel, TORCH_PLANS[budget], seed, Path(tmp), progress, statement)
         # C++ (load_inline) and Triton sources get no proof: their statements say so
         return report([*rows, *not_for_runtime(kernel.runtime)])
-
-
-def _limit(kind: MachineLimit) -> dict[str, float]:
-    """The metrics of a row in error for a limit of this machine (`attest.predicates.limit_metric`)."""
-    return {limit_metric(kind): 1.0}
 
 
 def _suite(kernel: TorchKernel, plan: TorchPlan, seed: int, work: Path, progress: Progress,
@@ -178,7 +173,7 @@ def _suite(kernel: TorchKernel, plan: TorchPlan, seed: int, work: Path, progress
                                ceiling=check_ceiling())
     except ProbeFailed as exc:
         # one call that fits nowhere here is this machine's limit, typed (`ktl suite` counts it)
-        limit = _limit("does_not_fit") if isinstance(exc, ProblemTooLarge) else None
+        limit = limit_metrics("does_not_fit") if isinstance(exc, ProblemTooLarge) else None
         return [*rows, check_row("reference", "error", f"the reference module could not run: {exc}"[:1500],
                                  metrics=limit)]
     progress(f"starting the reference and the candidate in their sandboxes ({probed.plan.describe()})")
