@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.request import urlopen
 
 import pytest
-from client_server import Ktl, kernel_folder, running_log, small_results
+from client_server import Ktl, running_log, small_results
 
 from attest import (
     KERNEL_V1,
@@ -38,6 +38,7 @@ from attest.predicates import SuitePredicate, SuiteRow, SuiteRunSettings
 from attest.statement import make_statement
 from client.api import LogClient
 from client.errors import InputError, VerificationFailed
+from client.kernelbench import scalar_adapter, solution_as_given
 from client.suite import (
     EntryResult,
     PublishSettings,
@@ -49,6 +50,7 @@ from client.suite import (
     read_suite,
     suite_body,
 )
+from verifier.kernel import TORCH_ENTRY
 
 KEYS = ("level1/1_Add", "level1/2_Relu", "level1/3_Huge")
 
@@ -67,12 +69,30 @@ def _store(out: Path, result: EntryResult) -> None:
     path.write_text(json.dumps(result.to_json()))
 
 
+SOLUTION = b"import torch\n\nclass ModelNew(torch.nn.Module):\n    pass\n"
+
+
+def _torch_folder(dest: Path, name: str, solution: bytes) -> None:
+    """A kernel folder as `ktl import kernelbench` writes it (the sources are not run)."""
+    dest.mkdir(parents=True)
+    (dest / "kernel.toml").write_text(
+        f'name = "{name}"\nversion = "0.1.0"\nop = "torch"\nruntime = "torch"\n'
+        'reference = "reference.py"\nsolution = "solution.py"\n'
+        'sources = ["reference.py", "solution.py"]\nentry = "ModelNew"\nflags = []\n'
+        'dtype = "float32"\n\n[generator]\nagent = "unknown"\nagent_version = "0"\n'
+        'model = "unknown"\n\n[target]\nhardware_class = "cpu"\n')
+    (dest / "reference.py").write_bytes(SOLUTION.replace(b"ModelNew", b"Model"))
+    (dest / "solution.py").write_bytes(solution)
+
+
 def _judged(out: Path, tmp: Path, key: str, verdict: str) -> None:
     """A kernel folder named as `ktl suite run` names it, and the check (and bench) output."""
     file_key = key.replace("/", "__")
-    made = kernel_folder(tmp / "k" / file_key, kernel_name_of(key))
-    shutil.copytree(made, out / "kernels" / file_key)
-    results = json.loads(small_results(tmp / "k" / file_key).read_text())
+    solution = SOLUTION if verdict == "pass" else SOLUTION + scalar_adapter(TORCH_ENTRY,
+                                                                             "float32")
+    _torch_folder(out / "kernels" / file_key, kernel_name_of(key), solution)
+    (tmp / "k" / file_key).mkdir(parents=True)
+    results = json.loads(small_results(tmp / "k" / file_key, op="torch").read_text())
     ev = out / "evidence" / file_key
     ev.mkdir(parents=True)
     ver = results["verification"]
@@ -89,7 +109,7 @@ def _finished_run(tmp: Path) -> tuple[Path, Path]:
     problems, out = _problems(tmp), tmp / "out"
     _judged(out, tmp, KEYS[0], "pass")
     _judged(out, tmp, KEYS[1], "fail")
-    sha = hashlib.sha256(b"solution").hexdigest()
+    sha = hashlib.sha256(SOLUTION).hexdigest()
     _store(out, EntryResult(KEYS[0], 1, 1, "correct", "done", speedup=2.1, trusted=True,
                             solution_sha256=sha))
     _store(out, EntryResult(KEYS[1], 1, 2, "incorrect", "check", reason="correctness: wrong",
@@ -171,9 +191,10 @@ def test_a_suite_run_is_published_as_one_claim_and_verified(tmp_path: Path) -> N
         _attacks(claim, named, key, ktl, url, log)
 
 
-def _faults(claim_entry: bytes, named: dict[int, bytes]) -> set[tuple[str, str]]:
+def _faults(claim_entry: bytes, named: dict[int, bytes],
+            sources: Callable[[str], bytes | None] | None = None) -> set[tuple[str, str]]:
     with pytest.raises(SuiteRefuted) as caught:
-        check_rows(read_suite(claim_entry), named)
+        check_rows(read_suite(claim_entry), named, sources)
     return {(p.key, p.fault) for p in caught.value.problems}
 
 
@@ -219,6 +240,38 @@ def _attacks(claim: Any, named: dict[int, bytes], key: Any, ktl: Ktl, url: str,
     # another key's entries named as one's own
     stolen = _signed(list(body.rows), dataset, body, generate_private_key())
     assert {f for _k, f in _faults(stolen, named)} == {"other_signer"}
+    _solution_attacks(body, dataset, named, key, ktl, url, log)
+
+
+def _solution_attacks(body: SuitePredicate, dataset: str, named: dict[int, bytes], key: Any,
+                      ktl: Ktl, url: str, log: LogClient) -> None:
+    """A row's solution_sha256 must be the named kernel's logged solution file."""
+    assert check_rows(read_suite(_signed(list(body.rows), dataset, body, key)), named,
+                      log.get_blob) == 5  # the adapter-appended one (row 2) included
+    # a solution the logged kernel does not hold: another generation's file, claimed
+    other = _resigned(body, dataset, key, solution_sha256=hashlib.sha256(b"x").hexdigest())
+    assert _faults(other, named, log.get_blob) == {(KEYS[0], "solution_mismatch")}
+    logged = log.submit(other)
+    refused = ktl("suite", "verify", "--index", str(logged.index), "--log", url)
+    assert refused.exit_code == 1 and "solution_mismatch" in refused.stderr
+    skipped = ktl.json("suite", "verify", "--index", str(logged.index), "--log", url,
+                       "--no-solutions")
+    assert skipped["verified"] and skipped["solutions_checked"] is False
+    # an archive the log does not serve, or bytes that are not the named archive
+    assert _faults(other, named, lambda _d: None) == {
+        (k, "solution_mismatch") for k in KEYS[:2]}
+    assert _faults(other, named, lambda _d: b"not the archive") == {
+        (k, "solution_mismatch") for k in KEYS[:2]}
+
+
+def test_only_the_exact_scalar_adapter_is_taken_off_a_logged_solution() -> None:
+    for dtype in ("float32", "float16", "bfloat16"):
+        assert solution_as_given(SOLUTION + scalar_adapter(TORCH_ENTRY, dtype)) == SOLUTION
+    assert solution_as_given(SOLUTION) == SOLUTION
+    # the reference's adapter, a cut adapter, or text after it: the file stays as logged
+    for tail in (scalar_adapter("Model", "float32"), scalar_adapter(TORCH_ENTRY, "float32")[:-1],
+                 scalar_adapter(TORCH_ENTRY, "float32") + b"x = 1\n"):
+        assert solution_as_given(SOLUTION + tail) == SOLUTION + tail
 
 
 def test_reading_a_suite_refuses_other_statements_and_oversized_bytes() -> None:

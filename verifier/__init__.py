@@ -22,7 +22,14 @@ from verifier.errors import (
     UnknownOpError,
     VerifierError,
 )
-from verifier.kernel import FLAG_ALLOWLIST, GeneratorInfo, KernelSpec, pack_kernel, unpack_kernel
+from verifier.kernel import (
+    FLAG_ALLOWLIST,
+    GeneratorInfo,
+    KernelSpec,
+    pack_kernel,
+    read_kernel_archive,
+    unpack_kernel,
+)
 from verifier.ops import OPS, OpSpec
 from verifier.runtimes import Runtime, get_runtime
 from verifier.stats import InflationTest, StatsError, inflation_test
@@ -57,5 +64,6 @@ __all__ = [
     "get_runtime",
     "inflation_test",
     "pack_kernel",
+    "read_kernel_archive",
     "unpack_kernel",
 ]

@@ -89,6 +89,7 @@ __all__ = [
     "GeneratorInfo",
     "KernelSpec",
     "pack_kernel",
+    "read_kernel_archive",
     "unpack_kernel",
 ]
 
@@ -606,17 +607,14 @@ def _archive_files(data: bytes) -> dict[str, bytes]:
     return files
 
 
-def unpack_kernel(data: bytes, dest: str | Path) -> Path:
-    """Unpack a kernel archive into the empty or new folder `dest` and validate it.
+def read_kernel_archive(data: bytes) -> tuple[KernelSpec, dict[str, bytes]]:
+    """A kernel archive's manifest and files, read in memory (pure: nothing is written).
 
     Only regular files named by safe relative paths are accepted, within the size
     and count caps; the file set must be exactly `kernel.toml` plus its sources.
     """
     if len(data) > MAX_ARCHIVE_BYTES:
         raise ArchiveError(f"archive is {len(data)} bytes; the cap is {MAX_ARCHIVE_BYTES}")
-    target = Path(dest)
-    if target.exists() and any(target.iterdir()):
-        raise ArchiveError(f"{target}: destination must be empty or not exist")
     files = _archive_files(data)
     if MANIFEST not in files:
         raise ArchiveError("archive has no kernel.toml")
@@ -631,6 +629,16 @@ def unpack_kernel(data: bytes, dest: str | Path) -> Path:
             f"archive files {sorted(files)} differ from kernel.toml plus its sources "
             f"{sorted([MANIFEST, *spec.sources])}"
         )
+    return spec, files
+
+
+def unpack_kernel(data: bytes, dest: str | Path) -> Path:
+    """Unpack a kernel archive (checked by `read_kernel_archive`) into the empty or new
+    folder `dest` and validate it."""
+    _spec, files = read_kernel_archive(data)
+    target = Path(dest)
+    if target.exists() and any(target.iterdir()):
+        raise ArchiveError(f"{target}: destination must be empty or not exist")
     target.mkdir(parents=True, exist_ok=True)
     root = target.resolve()
     for name, content in files.items():

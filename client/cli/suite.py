@@ -296,22 +296,26 @@ def publish_cmd(out_dir: Path, problems: Path, as_json: bool, **options: Any) ->
               help="The suite statement's log index (in `ktl suite publish`'s report).")
 @click.option("--problems", type=_DIR, default=None,
               help="Also check that this problems folder is the dataset the suite names.")
+@click.option("--no-solutions", is_flag=True,
+              help="Skip fetching each named kernel's source archive to check the row's "
+                   "solution_sha256 against its logged solution file.")
 @log_option
 @log_key_option
 @witness_policy_option
 @click.option("--json", "as_json", is_flag=True)
-def verify_cmd(index: int, problems: Path | None, log_url: str | None, log_key: str | None,
-               witness_policy_path: Path | None, as_json: bool) -> None:
+def verify_cmd(index: int, problems: Path | None, no_solutions: bool, as_json: bool,
+               **conn: Any) -> None:
     """Check a logged suite statement: its signature and inclusion, that every entry it names
-    is in the log with the named digest, by the same key, about that problem's kernel, and
-    that its figures and summary recompute from them. Exit 0 verified, 1 not."""
+    is in the log with the named digest, by the same key, about that problem's kernel, that
+    its figures and summary recompute from them, and that each row's solution_sha256 is the
+    logged kernel's solution file. Exit 0 verified, 1 not."""
     out = Output(as_json)
 
     def body() -> int:
-        sess = connect(require_url(log_url), TrustedState(), log_key,
-                       witness_policy=load_witness_policy(witness_policy_path))
+        sess = connect(require_url(conn["log_url"]), TrustedState(), conn["log_key"],
+                       witness_policy=load_witness_policy(conn["witness_policy_path"]))
         try:
-            report = verify_suite(sess, index)
+            report = verify_suite(sess, index, solutions=not no_solutions)
         finally:
             sess.close()
         data = {"index": index, "verified": True, **report.to_json()}
@@ -345,6 +349,11 @@ def _render_verified(c: Console, data: dict[str, Any]) -> None:
                  f"problems, {data['checked_entries']} named entries each in the log with "
                  f"the named digest; the summary recomputes (correct {s['correct_pct']}%, "
                  f"{_fast_p(s['fast_p'])}, trusted {s['trusted_pct']}%)"), highlight=False)
+    if data["solutions_checked"]:
+        c.print("  every row's solution_sha256 is its logged kernel's solution file",
+                highlight=False)
+    else:
+        c.print("  solutions not checked (--no-solutions)", highlight=False)
 
 
 def _fast_p(figures: dict[str, Any]) -> str:

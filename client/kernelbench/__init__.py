@@ -48,7 +48,8 @@ from verifier.runtimes import ProbeFailed, ProblemTooLarge, ScalePlan, check_bud
 from verifier.runtimes import probe_problem as run_probe
 
 __all__ = ["SCALAR_ADAPTER_MARK", "ImportOptions", "ImportRefusal", "ImportRefused", "ImportResult",
-           "ProblemInfo", "TensorInfo", "import_kernelbench", "probe_problem", "scalar_adapter"]
+           "ProblemInfo", "TensorInfo", "import_kernelbench", "probe_problem", "scalar_adapter",
+           "solution_as_given"]
 
 REFERENCE_FILE = "reference.py"
 SOLUTION_FILE = "solution.py"
@@ -388,6 +389,17 @@ class _KtlScalarOutputs{cls}({cls}):
 {cls} = _KtlScalarOutputs{cls}
 """.encode()
 
+
+def solution_as_given(logged: bytes) -> bytes:
+    """A logged solution file as its author gave it: `logged` less the scalar adapter this
+    import appends (`scalar_adapter(TORCH_ENTRY, dtype)` for one of the torch dtypes, taken
+    only where the file ends with exactly those bytes), so a suite row's `solution_sha256`
+    is checked against the logged source."""
+    for dtype in TORCH_DTYPES:
+        tail = scalar_adapter(TORCH_ENTRY, dtype)
+        if logged.endswith(tail):
+            return logged[:-len(tail)]
+    return logged
 
 
 def default_name(problem: Path) -> str:

@@ -2,19 +2,22 @@
 
 Pure parts (bytes in, a typed result or a typed exception out, every size and count bounded):
 `read_suite(entry_bytes)` verifies the entry's signature and parses its `suite/v1` statement
-(whose summary attest has already recomputed from the rows); `check_rows(claim, named)` takes
-the bytes of every entry the rows name and says, per row, what does not hold: an index with
-no entry, a leaf-hash digest that is not the named one, an entry by another key, about
-another problem's kernel, of an unexpected type, or figures (status, speed-up, trusted) the
-logged statements do not give. `verify_suite(sess, index)` is the one networked part: it
-fetches the suite entry and each named entry with `Session.fetch_entry` (inclusion
-proof and checkpoint signature verified) and calls the two.
+(whose summary attest has already recomputed from the rows); `check_rows(claim, named,
+sources)` takes the bytes of every entry the rows name (and, when asked, a lookup of the
+named kernels' source archives) and says, per row, what does not hold: an index with no
+entry, a leaf-hash digest that is not the named one, an entry by another key, about another
+problem's kernel, of an unexpected type, figures (status, speed-up, trusted) the logged
+statements do not give, or a `solution_sha256` that is not the logged kernel's solution
+file (less the scalar adapter `ktl import kernelbench` appends). `verify_suite(sess, index)`
+is the one networked part: it fetches the suite entry and each named entry with
+`Session.fetch_entry` (inclusion proof and checkpoint signature verified), and each named
+kernel's source archive from the log's blob store, and calls the two.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
@@ -33,16 +36,19 @@ from attest.predicates import (
     VerificationPredicate,
 )
 from attest.statement import Statement
-from client.errors import InputError, VerificationFailed
+from client.errors import InputError, ServerError, VerificationFailed
+from client.kernelbench import solution_as_given
 from client.session import Session
 from client.suite._entries import kernel_name_of
 from ledger.tlog.merkle import leaf_hash
+from verifier import ArchiveError, KernelSpecError, UnknownOpError, read_kernel_archive
 
 __all__ = ["ROW_FAULTS", "RowProblem", "SuiteClaim", "SuiteRefuted", "SuiteReport",
            "check_rows", "read_suite", "verify_suite"]
 
 RowFault = Literal["missing_entry", "digest_mismatch", "other_signer", "other_problem",
-                   "unexpected_type", "unsupported_status", "figure_mismatch"]
+                   "unexpected_type", "unsupported_status", "figure_mismatch",
+                   "solution_mismatch"]
 ROW_FAULTS: tuple[RowFault, ...] = get_args(RowFault)
 _KINDS = {KERNEL_V1: "kernel", VERIFICATION_V1: "verification", BENCHMARK_V1: "benchmark"}
 
@@ -85,12 +91,14 @@ class SuiteReport:
 
     claim: SuiteClaim
     checked_entries: int
+    solutions_checked: bool = False
 
     def to_json(self) -> dict[str, Any]:
         body = self.claim.predicate
         return {"name": self.claim.name, "dataset_sha256": self.claim.dataset_sha256,
                 "signers": list(self.claim.signers), "rows": len(body.rows),
-                "checked_entries": self.checked_entries, "summary": body.summary.to_json(),
+                "checked_entries": self.checked_entries,
+                "solutions_checked": self.solutions_checked, "summary": body.summary.to_json(),
                 "settings": body.settings.to_json()}
 
 
@@ -175,10 +183,45 @@ def _figures(row: SuiteRow, by_kind: Mapping[str, Statement]) -> list[RowProblem
     return out
 
 
-def check_rows(claim: SuiteClaim, named: Mapping[int, bytes]) -> int:
+#: A named kernel's source archive by its sha256 (None: the log does not serve it).
+Sources = Callable[[str], bytes | None]
+
+
+def _solution(row: SuiteRow, by_kind: Mapping[str, Statement], sources: Sources
+              ) -> list[RowProblem]:
+    """The row's solution_sha256 against the solution file of the kernel it names."""
+    kernel = by_kind.get("kernel")
+    if row.solution_sha256 is None or kernel is None:
+        return []
+    digest = kernel.subjects[0].sha256
+    archive = sources(digest)
+
+    def fault(detail: str) -> list[RowProblem]:
+        return [RowProblem(row.key, "solution_mismatch", detail)]
+
+    if archive is None:
+        return fault(f"the log serves no source archive sha256:{digest[:16]}…")
+    if hashlib.sha256(archive).hexdigest() != digest:
+        return fault(f"the archive served for sha256:{digest[:16]}… has another digest")
+    try:
+        spec, files = read_kernel_archive(archive)
+    except (ArchiveError, KernelSpecError, UnknownOpError) as exc:
+        return fault(f"the logged source archive is unusable: {exc}")
+    if spec.solution is None:
+        return fault(f"the logged kernel (runtime {spec.runtime}) has no solution file")
+    given = hashlib.sha256(solution_as_given(files[spec.solution])).hexdigest()
+    if given != row.solution_sha256:
+        return fault(f"states solution sha256:{row.solution_sha256[:16]}…; the logged "
+                     f"kernel's {spec.solution} is sha256:{given[:16]}…")
+    return []
+
+
+def check_rows(claim: SuiteClaim, named: Mapping[int, bytes],
+               sources: Sources | None = None) -> int:
     """Check every row against the entries it names (`named`: index -> the entry's bytes as
-    the log holds it; an index absent from it is not in the log). Returns how many entries
-    were checked; raises SuiteRefuted naming every row's problems."""
+    the log holds it; an index absent from it is not in the log) and, given `sources`, its
+    solution_sha256 against the named kernel's logged solution file. Returns how many
+    entries were checked; raises SuiteRefuted naming every row's problems."""
     rows = claim.predicate.rows
     if len(rows) > MAX_SUITE_ROWS or len(named) > MAX_SUITE_ROWS * MAX_SUITE_ENTRIES_PER_ROW:
         raise InputError("more rows or entries than a suite statement may name")
@@ -192,15 +235,18 @@ def check_rows(claim: SuiteClaim, named: Mapping[int, bytes]) -> int:
             found.append(RowProblem(row.key, "digest_mismatch", "the named entries' leaf "
                                     "hashes do not give the row's entries_sha256"))
         problems += found + _figures(row, by_kind)
+        if sources is not None:
+            problems += _solution(row, by_kind, sources)
     if problems:
         raise SuiteRefuted(tuple(problems))
     return checked
 
 
-def verify_suite(sess: Session, index: int) -> SuiteReport:
+def verify_suite(sess: Session, index: int, solutions: bool = True) -> SuiteReport:
     """Fetch the suite entry at `index` and every entry its rows name (each with its
-    inclusion proof), and check them (`read_suite`, `check_rows`). An index at or past the
-    tree size of the suite entry's checkpoint is not in the log (named as missing)."""
+    inclusion proof) and, with `solutions`, each named kernel's source archive, and check
+    them (`read_suite`, `check_rows`). An index at or past the tree size of the suite
+    entry's checkpoint is not in the log (named as missing)."""
     fetched = sess.fetch_entry(index)
     claim = read_suite(fetched.entry_bytes)
     size = fetched.checkpoint.checkpoint.size
@@ -209,4 +255,14 @@ def verify_suite(sess: Session, index: int) -> SuiteReport:
         for i in row.indices:
             if i < size and i != index:
                 named[i] = sess.fetch_entry(i).entry_bytes
-    return SuiteReport(claim, check_rows(claim, named))
+
+    def source(digest: str) -> bytes | None:
+        try:
+            return sess.log.get_blob(digest)
+        except ServerError as exc:
+            if exc.status != 404:
+                raise
+            return None
+
+    return SuiteReport(claim, check_rows(claim, named, source if solutions else None),
+                       solutions)
