@@ -338,6 +338,17 @@ def test_figures_in_kernelbench_terms_beside_ours() -> None:
         EntryResult.from_json({**worded.to_json(), "refusal": "because I say so"})
 
 
+def test_the_median_time_is_split_into_import_and_check_then_bench() -> None:
+    rows = [EntryResult("level1/1", 1, 1, "correct", seconds=90.0, bench_seconds=30.0),
+            EntryResult("level1/2", 1, 2, "correct", seconds=70.0, bench_seconds=20.0),
+            EntryResult("level1/3", 1, 3, "refused", seconds=10.0)]
+    a = summarize(rows)["all"]
+    assert (a["median_seconds"], a["median_check_seconds"], a["median_bench_seconds"]) == (
+        70.0, 50.0, 25.0)
+    assert summarize(rows[2:])["all"]["median_bench_seconds"] == 0.0
+    assert "bench_seconds" in to_csv(rows).splitlines()[0]
+
+
 def test_merge_refuses_two_different_results_for_one_key() -> None:
     a = [EntryResult("level1/1", 1, 1, "correct")]
     assert [r.key for r in merge([a, a])] == ["level1/1"]

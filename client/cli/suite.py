@@ -95,14 +95,14 @@ def _render(console: Console, results: list[Any], summary: dict[str, Any],
     console.print(table)
     figures = Table(title="summary (KernelBench's figures, then ours)", title_justify="left")
     for col in ("", "entries", "correct", "fast_1", "fast_1.5", "fast_2", "trusted",
-                "trusted fast_1", "incorrect", "refused", "errors", "median s"):
+                "trusted fast_1", "incorrect", "refused", "errors", "median s (check + bench)"):
         figures.add_column(col)
     for name, f in summary.items():
         figures.add_row(name, str(f["entries"]), f"{f['correct_pct']}%",
                         *(f"{f['fast_p'][p]}%" for p in ("1", "1.5", "2")),
                         f"{f['trusted_pct']}%", f"{f['fast_p_trusted']['1']}%",
                         str(f["incorrect"]), str(sum(f["refused"].values())), str(f["errors"]),
-                        f"{f['median_seconds']:.0f}")
+                        _medians(f))
     console.print(figures)
     everything = summary.get("all", {})
     for kind, n in everything.get("refused", {}).items():
@@ -354,6 +354,14 @@ def _render_verified(c: Console, data: dict[str, Any]) -> None:
                 highlight=False)
     else:
         c.print("  solutions not checked (--no-solutions)", highlight=False)
+
+
+def _medians(f: dict[str, Any]) -> str:
+    """`68` without a bench, `95 (60 + 31)` with one (import and check, then the bench)."""
+    whole = f"{f['median_seconds']:.0f}"
+    if not f.get("median_bench_seconds"):
+        return whole
+    return f"{whole} ({f['median_check_seconds']:.0f} + {f['median_bench_seconds']:.0f})"
 
 
 def _fast_p(figures: dict[str, Any]) -> str:

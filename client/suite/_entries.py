@@ -133,6 +133,8 @@ class EntryResult:
     speedup_ci95: list[float] | None = None
     trusted: bool | None = None
     seconds: float = 0.0
+    bench_seconds: float = 0.0
+    """Of `seconds`, the bench's (the rest is the import and the check)."""
     solution_sha256: str = ""
     scaled: bool = False
     """Checked at sizes scaled down from the problem's (the reference row's `scaled` metric)."""

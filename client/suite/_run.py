@@ -259,7 +259,11 @@ def run_entry(entry: Entry, settings: SuiteSettings, cpu: int | None) -> EntryRe
                 _refuse(result, kind if kind in REFUSALS else "problem", reason)
             return result
         if _check(result, kernel, settings, cpu) and settings.bench:
-            _bench(result, kernel, settings, cpu)
+            benched = time.monotonic()
+            try:
+                _bench(result, kernel, settings, cpu)
+            finally:
+                result.bench_seconds = round(time.monotonic() - benched, 1)
         if result.status == "correct":
             result.stage = "done"
     except subprocess.TimeoutExpired as exc:
