@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from verifier.runtimes import (
     FLOOR,
     LAST_FLOOR,
+    LEAST_FLOOR,
     Footprint,
     SizesError,
     rewrite_constants,
@@ -144,9 +145,9 @@ def test_plan_skips_a_constant_the_problem_rejects() -> None:
 
 def test_plan_that_cannot_fit_says_so() -> None:
     src = b"batch_size = 4096\ndim = 16385\n"
-    plan = scale_plan(size_constants(src), _measure(src), Footprint(100, 2**20))  # type: ignore[arg-type]
-    assert plan.footprint is not None and not plan.footprint.fits(Footprint(100, 2**20))
-    assert all(v >= LAST_FLOOR for v in plan.values.values() if isinstance(v, int))
+    plan = scale_plan(size_constants(src), _measure(src), Footprint(20, 2**20))  # type: ignore[arg-type]
+    assert plan.footprint is not None and not plan.footprint.fits(Footprint(20, 2**20))
+    assert all(v >= LEAST_FLOOR for v in plan.values.values() if isinstance(v, int))
 
 
 @settings(max_examples=60, deadline=None)
@@ -192,6 +193,13 @@ def test_small_sizes_move_only_when_nothing_else_fits() -> None:
     assert easy.values == {"dim": 1024}
     hard = scale_plan(size_constants(src), measure, Footprint(4 * 16 * 16, 1))
     assert hard.values["dim"] == LAST_FLOOR and hard.values["batch_size"] == LAST_FLOOR
+    # past LAST_FLOOR only where that is not enough, and never below LEAST_FLOOR
+    harder = scale_plan(size_constants(src), measure, Footprint(4 * 16 * 4, 1))
+    assert harder.footprint is not None and harder.footprint.fits(Footprint(4 * 16 * 4, 1))
+    assert harder.values == {"dim": 8, "batch_size": 8}
+    least = scale_plan(size_constants(src), measure, Footprint(1, 1))
+    assert least.values == {"dim": LEAST_FLOOR, "batch_size": LEAST_FLOOR}
+    assert least.footprint is not None and not least.footprint.fits(Footprint(1, 1))
 
 
 def test_lists_and_aliases() -> None:

@@ -51,6 +51,7 @@ from verifier.runtimes._protocol import (
 from verifier.runtimes._sizes import (
     FLOOR,
     LAST_FLOOR,
+    LEAST_FLOOR,
     PAST_BLOCKS,
     DimensionVariant,
     Footprint,
@@ -98,6 +99,7 @@ __all__ = [
     "FINDING_KINDS",
     "FLOOR",
     "LAST_FLOOR",
+    "LEAST_FLOOR",
     "PAST_BLOCKS",
     "RUNTIME_IMPLS",
     "TORCH_BUILD_LIMITS",

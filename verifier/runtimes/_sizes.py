@@ -14,7 +14,8 @@ shapes of the same form, and a check can vary each dimension on its own.
   name, e.g. `dim2 = dim1 * 2`, follow it when the module runs).
 - `scale_plan(constants, measure, budget)`: the values to check at: starting from the
   problem's own, the largest scalable constant is halved (its parity kept, never below
-  `FLOOR` or the value itself when smaller) until `measure` says one call fits `budget`.
+  `FLOOR` or the value itself when smaller; then, only where that is not enough, down to
+  `LAST_FLOOR`, then `LEAST_FLOOR`) until `measure` says one call fits `budget`.
 - `ScalePlan.describe()`: the sentence a statement carries ("checked at batch_size=16,
   dim=4,096; the problem's dim is 16,384").
 - `dimension_variants(constants, values, pick, per_constant)`: each size constant varied on
@@ -31,7 +32,7 @@ import ast
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["FLOOR", "LAST_FLOOR", "PAST_BLOCKS", "DimensionVariant", "Footprint", "ScalePlan",
+__all__ = ["FLOOR", "LAST_FLOOR", "LEAST_FLOOR", "PAST_BLOCKS", "DimensionVariant", "Footprint", "ScalePlan",
            "SizeConstant", "SizesError", "dimension_variants", "published_values",
            "rewrite_constants", "scale_plan", "size_constants"]
 
@@ -41,6 +42,11 @@ plan can fit otherwise: sizes up to a common block width stay as the problem gav
 LAST_FLOOR = 16
 """Where halving to `FLOOR` is not enough (a convolution's FLOPs), constants go down to this,
 still past the 8- and 16-wide blocks."""
+LEAST_FLOOR = 2
+"""Where even `LAST_FLOOR` is not enough (a 3-D transposed convolution whose widest output
+dimension is tied to a channel count, so it cannot move), the others go down to this: a
+batch of 2 is still a batch, where the alternative is a call of hundreds of MiB whose kept
+outputs exhaust ktl's own memory bound (the smallest sizes are named in the statement)."""
 MAX_CONSTANTS = 256
 MAX_VALUE = 2**40
 MAX_STEPS = 96
@@ -73,8 +79,8 @@ class SizeConstant:
 
     @property
     def shrinkable(self) -> bool:
-        """Scalable, or small but a size: lowered (never below `LAST_FLOOR`) only where halving
-        the larger constants to `FLOOR` was not enough."""
+        """Scalable, or small but a size: lowered (to `LAST_FLOOR`, then to `LEAST_FLOOR`) only
+        where halving the larger constants to `FLOOR` was not enough."""
         return self.scalable or self.why == SMALL_WHY
 
     def to_json(self) -> dict[str, object]:
@@ -342,7 +348,7 @@ def _halve(value: Value, floor: int) -> Value:
 
 
 def scale_plan(constants: tuple[SizeConstant, ...], measure: Measure, budget: Footprint,
-               floors: tuple[int, ...] = (FLOOR, LAST_FLOOR)) -> ScalePlan:
+               floors: tuple[int, ...] = (FLOOR, LAST_FLOOR, LEAST_FLOOR)) -> ScalePlan:
     """The values to run at: the problem's own if they fit `budget`, else the largest
     scalable constant halved step by step (a step the problem rejects is undone and that
     constant left alone) until they fit. The plan's footprint is None when the problem's
