@@ -209,3 +209,20 @@ def test_lists_and_aliases() -> None:
     assert got["layer_sizes"].value == (16384, 16383) and got["layer_sizes"].is_list
     out = rewrite_constants(src, {"layer_sizes": (1024, 1023), "embed_dim": 100})
     assert out == b"embed_dim = 100\nnum_channels = embed_dim\nlayer_sizes = [1024, 1023]\n"
+
+
+def test_the_check_ceiling_follows_what_ktls_own_process_can_keep(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from verifier.runtimes import _problem
+
+    gib = 2**30
+    monkeypatch.setattr(_problem.resource, "getrlimit",
+                        lambda _which: (_problem.resource.RLIM_INFINITY,) * 2)
+    # 24 GiB: a sixteenth is 1.5 GiB and the cap 512 MiB, but ktl keeps ~128 calls' worth
+    assert _problem.check_ceiling(24 * gib).call_bytes == 24 * gib // 128
+    assert _problem.check_ceiling(512 * gib).call_bytes == 512 * 2**20
+    # never below the budget itself (a small machine still checks at the budget)
+    assert _problem.check_ceiling(gib).call_bytes == _problem.CHECK_BUDGET.call_bytes
+    # ktl suite run's --memory-limit (RLIMIT_DATA) lowers it
+    monkeypatch.setattr(_problem.resource, "getrlimit", lambda _which: (16 * gib, 16 * gib))
+    assert _problem.check_ceiling(24 * gib).call_bytes == 16 * gib // 128

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import resource
 import sys
 import tempfile
 from collections.abc import Mapping
@@ -126,14 +127,30 @@ side by side) then stays within 1 GiB, which a torch child's 4 GiB of address sp
 beside torch's own 1.5 GiB."""
 
 
+CHECK_KEPT_FACTOR = 128
+"""ktl's own process holds about this many times one call's inputs and outputs during a
+quick check: each call's outputs and the reference's, in float64 and as sent, kept until the
+rows are judged (measured: a 6.0 GB peak for a check of 50 MB calls, 120 times)."""
+
+
+def _own_memory(have: int) -> int:
+    """What ktl's own process may hold: the memory available, or its RLIMIT_DATA where lower
+    (`ktl suite run --memory-limit` sets it on every step)."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_DATA)
+    return have if soft in (resource.RLIM_INFINITY, -1) or soft <= 0 else min(have, soft)
+
+
 def check_ceiling(available: int | None = None) -> Footprint:
     """The most one check call may take here where the problem's constants cannot bring it
-    within `check_budget`: a sixteenth of the memory available (at most 512 MiB) and 20 GFLOP
-    (about half a minute of float64 reference a call)."""
+    within `check_budget`: a sixteenth of the memory available, at most 512 MiB and at most
+    what ktl's own process can keep of a check's calls (`CHECK_KEPT_FACTOR`: a larger call
+    is refused before the check, in numbers, instead of reaching the memory bound after
+    minutes), and 20 GFLOP (about half a minute of float64 reference a call)."""
     have = machine_memory() if available is None else available
     budget = check_budget(have)
-    return Footprint(max(min(have // 16, 512 * MiB), budget.call_bytes), budget.param_bytes,
-                     20 * 10**9)
+    kept = _own_memory(have) // CHECK_KEPT_FACTOR
+    return Footprint(max(min(have // 16, 512 * MiB, kept), budget.call_bytes),
+                     budget.param_bytes, 20 * 10**9)
 
 
 def bench_budget(available: int | None = None) -> Footprint:
