@@ -41,10 +41,11 @@ hardware_class = "cpu"
 """
 
 
-def torch_folder(tmp: Path, solution: str, runtime: str = "torch") -> Path:
+def torch_folder(tmp: Path, solution: str, runtime: str = "torch",
+                 reference: str = "reference.py") -> Path:
     folder = tmp / solution.removesuffix(".py")
     folder.mkdir()
-    shutil.copy(FLAWED / "reference.py", folder / "reference.py")
+    shutil.copy(FLAWED / reference, folder / "reference.py")
     shutil.copy(FLAWED / solution, folder / "solution.py")
     (folder / "kernel.toml").write_text(MANIFEST.format(runtime=runtime))
     return folder
@@ -140,6 +141,33 @@ def test_flawed_solution_fails_with_its_fault(tmp_path: Path, solution: str, row
     report = check(torch_folder(tmp_path, solution))
     assert not report.passed
     assert faults(report).get(row) == kind, [(c.name, c.outcome, c.detail) for c in report.checks]
+
+
+@pytest.mark.slow
+def test_a_module_drawing_random_numbers_is_judged_seeded_alike(tmp_path: Path) -> None:
+    """Dropout in training mode (KernelBench leaves modules so): one-thread calls are seeded
+    alike in both processes, so an honest copy passes and one that leaves the dropout out
+    fails; two threads share the generator, so that row is skipped, saying why."""
+    honest = check(torch_folder(tmp_path, "dropout_honest.py", reference="reference_dropout.py"))
+    assert honest.passed, [(c.name, c.detail) for c in honest.failures]
+    row = honest.get("concurrency")
+    # the threads' calls are not seeded (one generator for both), so their answers differ
+    assert row.outcome == "skip" and "random generator" in row.detail, row.detail
+    missing = check(torch_folder(tmp_path, "dropout_missing.py",
+                                 reference="reference_dropout.py"))
+    assert faults(missing).get("correctness.random") == "wrong"
+
+
+@pytest.mark.slow
+def test_an_unused_dropout_member_does_not_excuse_a_kernel_that_is_not_reentrant(
+        tmp_path: Path) -> None:
+    """The attacker's problem names a Dropout it never calls: its answers do not depend on
+    the generator, so the two-thread row is judged and the shared scratch buffer fails it."""
+    report = check(torch_folder(tmp_path, "shared_scratch.py",
+                                reference="reference_unused_dropout.py"))
+    row = report.get("concurrency")
+    assert row.outcome == "fail" and faults(report)["concurrency"] == "not_reentrant", (
+        row.outcome, row.detail)
 
 
 @pytest.mark.slow

@@ -100,6 +100,9 @@ class Gathered:
     init_seeds: list[int] = field(default_factory=list)
     loaded: list[dict[str, Any]] = field(default_factory=list)
     overlaps: int = 0
+    random_reference: bool = False
+    """The reference module's own answer depends on torch's generator (`draws_randomly`),
+    asked only where two threads' answers differed from one thread's."""
     restarts: int = 0
     recipe: Recipe | None = None
     per_call_s: float = 0.0

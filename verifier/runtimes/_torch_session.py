@@ -300,6 +300,22 @@ class TorchSession:
             self.shapes_cache[key] = [(tuple(o[0]), str(o[1])) for o in got[0]]
         return self.shapes_cache[key]
 
+    def draws_randomly(self, args: Sequence[Arg], timeout_s: float = 120.0) -> bool:
+        """Whether the reference module's answer to `args` depends on torch's generator: two
+        calls seeded differently answer differently (dropout in training mode). Decided by
+        the problem's own module on these inputs, never by what it contains (an unused
+        Dropout member changes nothing)."""
+        ins, outs, shapes = self.layout(Call(list(args), 0))
+        self.write(self.ref_mem, args, ins)
+        answers = []
+        for seed in (1, 2):
+            spec = {"in": self.wire_args(args, ins), "seed": seed,
+                    "out": [[o, nbytes_of(s, d)] for o, (s, d) in zip(outs, shapes, strict=True)]}
+            self._ref({"cmd": "call", "calls": [spec]}, timeout_s)
+            answers.append([self.ref_mem.bytes[o:o + nbytes_of(s, d)].tobytes()
+                            for o, (s, d) in zip(outs, shapes, strict=True)])
+        return answers[0] != answers[1]
+
     def accepts(self, args: Sequence[Arg]) -> bool:
         """Whether the reference runs on inputs shaped like `args` (a scaled variant)."""
         try:

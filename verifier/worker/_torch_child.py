@@ -52,6 +52,11 @@ DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "int16"
 EXT_IGNORED_ARGS = ("build_directory", "verbose", "keep_intermediates")
 """`load_inline`/`load` arguments that do not change what is built."""
 MAX_VIEWS = 4096
+FORWARD_SEED = 20261206
+"""torch's generator is seeded with this (or a call's own `seed`) before every one-thread call,
+in both processes: a module that draws random numbers in forward (dropout in training mode,
+as KernelBench's problems leave it) then draws the same ones in the reference, in its
+float64 copy and in the candidate, so an honest copy of it gives the same answer."""
 
 
 def read_frame(fd: int, limit: int) -> bytes:
@@ -378,6 +383,7 @@ class _Server:
             raise RuntimeError(f"no float64 copy of the module: {self.exact_error}")
         args = [a.to(torch.float64) if isinstance(a, torch.Tensor) and a.is_floating_point()
                 else a for a in self.call_args(call["in"])]
+        torch.manual_seed(int(call.get("seed", FORWARD_SEED)))
         with torch.no_grad():
             result = self.exact(*args)
         outs = list(result) if isinstance(result, (tuple, list)) else [result]
@@ -386,10 +392,15 @@ class _Server:
                    o.is_floating_point() and i < len(kinds) else o for i, o in enumerate(outs)]
         return self.write_outputs(rounded, call["out"])
 
-    def one_call(self, call: dict[str, Any]) -> list[Any]:
+    def one_call(self, call: dict[str, Any], seeded: bool = True) -> list[Any]:
+        """One call of the module (seeded first, `FORWARD_SEED`, unless two threads share
+        torch's generator: `_pair`)."""
         torch = self.torch
+        args = self.call_args(call["in"])
+        if seeded:
+            torch.manual_seed(int(call.get("seed", FORWARD_SEED)))
         with torch.no_grad():
-            result = self.model(*self.call_args(call["in"]))
+            result = self.model(*args)
         return self.write_outputs(result, call["out"])
 
     def write_outputs(self, result: Any, regions: list[Any]) -> list[Any]:
@@ -543,7 +554,7 @@ class _Server:
                 barrier.wait()
                 for c in halves[k]:
                     t0 = time.monotonic_ns()
-                    results[k].append(self.one_call(c))
+                    results[k].append(self.one_call(c, seeded=False))
                     times[k] += [t0, time.monotonic_ns()]
             except BaseException as exc:  # the error is the answer
                 errors.append(f"{type(exc).__name__}: {exc}"[:1000])
