@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,18 @@ def _seed(base: str) -> list[bytes]:
                           headers={"Content-Type": "application/json"}, timeout=30)
         assert r.status_code == 201, r.text
     return data
+
+
+def _until_published(base: str, size: int, deadline_s: float = 60.0) -> None:
+    """Wait until the log's checkpoint covers `size` entries (on PostgreSQL an accepted entry
+    is sequenced at once and covered by the integrator's next checkpoint, a moment later)."""
+    end = time.monotonic() + deadline_s
+    while True:
+        body = requests.get(f"{base}/checkpoint", timeout=30).text.splitlines()
+        if len(body) > 1 and body[1].isdigit() and int(body[1]) >= size:
+            return
+        assert time.monotonic() < end, f"the checkpoint stayed at {body[1:2]} (< {size})"
+        time.sleep(0.2)
 
 
 def _expected(data: list[bytes], key: IndexKey) -> tuple[int, ...]:
@@ -353,6 +366,7 @@ def test_on_postgresql_answers_verify_and_a_trimmed_one_is_refused(tmp_path: Pat
     key = IndexKey("name", "acme/k1")
     with running_log(tmp_path / "data", database=pg_url) as base:
         data = _seed(base)
+        _until_published(base, N)
         sess = connect(base, TrustedState(tmp_path / "home"))
         got = verified_lookup(sess, key)
         assert (got.size, got.indices) == (N, _expected(data, key))
