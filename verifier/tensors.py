@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -48,6 +48,7 @@ __all__ = [
     "dtype_slack",
     "elements_off",
     "encode",
+    "held",
     "nbytes_of",
     "special_fill",
 ]
@@ -95,6 +96,21 @@ def decode(raw: NDArray[np.uint8], shape: tuple[int, ...], dtype: str) -> F64:
         return out
     wide: F64 = values.astype(np.float64)
     return wide
+
+
+def held(data: bytes, shape: tuple[int, ...], dtype: str) -> F64:
+    """A tensor's values as kept between a call and its judging: a read-only view of its bytes
+    where NumPy holds the dtype exactly (float32, float16, float64, integers), bfloat16 widened
+    to float32 (exact), bool as uint8: every value as `decode` gives it, in the tensor's own
+    width, not float64's (a quick check keeps each call's outputs and the reference's until
+    its rows are judged). Arithmetic on them widens to float64 (`compare_tensor` does)."""
+    raw = np.frombuffer(data, dtype=np.uint8)
+    if dtype == "bfloat16":
+        widened = raw.view(np.uint16).astype(np.uint32) << 16
+        return cast(F64, widened.view(np.float32).reshape(shape))
+    if dtype == "bool":
+        return cast(F64, raw.reshape(shape))
+    return cast(F64, raw.view(STORAGE[dtype]).reshape(shape))
 
 
 def encode(values: F64, dtype: str) -> NDArray[np.uint8]:
@@ -262,7 +278,7 @@ def elements_off(out: F64, ref: F64, dtype: str) -> NDArray[np.bool_]:
     where the shapes differ)."""
     if out.shape != ref.shape:
         return np.ones(ref.shape, dtype=bool)
-    kind_bad, _, _, ratio, _ = _judged(out, ref, dtype)
+    kind_bad, _, _, ratio, _ = _judged(_wide(out), _wide(ref), dtype)
     return np.asarray(kind_bad | (ratio > 1.0), dtype=bool)
 
 
@@ -280,6 +296,7 @@ def dtype_slack(mine: F64, ref: F64) -> F64 | None:
     finite); None where the shapes differ."""
     if mine.shape != ref.shape:
         return None
+    mine, ref = _wide(mine), _wide(ref)
     with np.errstate(invalid="ignore", over="ignore"):
         both = np.isfinite(mine) & np.isfinite(ref)
         return np.asarray(DTYPE_SLACK * np.where(both, np.abs(mine - ref), 0.0), dtype=np.float64)
@@ -293,6 +310,7 @@ def compare_tensor(out: F64, ref: F64, dtype: str, slack: F64 | None = None) -> 
     n = int(out.size)
     if n == 0:
         return Comparison(0, 0, 0, 0, 0.0, 0.0, 0, 0.0, 0.0, None, None, None)
+    out, ref = _wide(out), _wide(ref)
     kind_bad, bound, err, ratio, rel = _judged(out, ref, dtype, slack)
     odd = bool(kind_bad.any())
     bad_mask = (kind_bad | (ratio > 1.0)) if odd else ratio > 1.0
@@ -309,6 +327,11 @@ def compare_tensor(out: F64, ref: F64, dtype: str, slack: F64 | None = None) -> 
         tolerance=float(bound.reshape(-1)[flat]),
         worst_index=tuple(int(i) for i in np.unravel_index(flat, out.shape)),
         worst_value=float(out.reshape(-1)[flat]), worst_expected=float(ref.reshape(-1)[flat]))
+
+
+def _wide(values: F64) -> F64:
+    """float64 values of an array kept in its own width (`held`); float64 ones as they are."""
+    return np.asarray(values, dtype=np.float64)
 
 
 def _finite_max(values: F64) -> float:

@@ -12,7 +12,9 @@ reference's weights; one that ignores them is caught by the next seed).
 `run(batch)` writes each call's inputs into both arenas at regions the parent chose
 (fresh per call unless a check asks for the same region), prefills each output region
 with this run's poison, calls the candidate, snapshots its regions, calls the reference
-on the same inputs, and returns both sides' outputs decoded to float64. The reference's
+on the same inputs, and returns both sides' outputs, each held in its own width until it is
+judged (`verifier.tensors.held`: a view of the bytes, widened to float64 only while it is
+compared), so a quick check's kept calls cost a few copies of them, not float64 ones. The reference's
 answer is computed in float64 (its module copied to float64 with the same weights, the
 inputs widened exactly) and rounded to each output's dtype, so the candidate is judged
 against the op's value at its dtype, not against the rounding errors of computing it in
@@ -37,7 +39,7 @@ from verifier.errors import VerifierError
 from verifier.runtimes._sizes import ScalePlan, SizesError, rewrite_constants, size_constants
 from verifier.runtimes._torch import TorchBuild, TorchKernel, torch_version
 from verifier.sandbox import Limits
-from verifier.tensors import FLOAT_DTYPES, decode, draw_input, encode, nbytes_of
+from verifier.tensors import FLOAT_DTYPES, draw_input, encode, held, nbytes_of
 from verifier.worker import (
     TORCH_WIRE_DTYPES,
     BadAnswer,
@@ -109,6 +111,7 @@ class CallOutcome:
 
     answer: CallAnswer
     outputs: list[F64 | None]
+    """Each held in its own width (`held`: a read-only view of `raw`)."""
     expected: list[F64]
     expected_dtypes: list[str]
     raw: list[bytes]
@@ -449,7 +452,7 @@ class TorchSession:
             fits = said is not None and said[0] == shape and said[1] == dtype and said[2]
             region = self.cand_mem.bytes[off:off + n]
             raw.append(region.tobytes() if fits else b"")
-            got.append(decode(region.copy(), shape, dtype) if fits else None)
+            got.append(held(raw[-1], shape, dtype) if fits else None)  # a view of those bytes
         self.write(self.ref_mem, call.args, ins)
         spec = {"in": self.wire_args(call.args, ins),
                 "out": [[o, nbytes_of(s, d)] for o, (s, d) in zip(outs, shapes, strict=True)]}
@@ -470,7 +473,7 @@ class TorchSession:
 
     def _read_ref(self, outs: Sequence[int],
                   shapes: Sequence[tuple[tuple[int, ...], str]]) -> list[F64]:
-        return [decode(self.ref_mem.bytes[o:o + nbytes_of(s, d)].copy(), s, d)
+        return [held(self.ref_mem.bytes[o:o + nbytes_of(s, d)].tobytes(), s, d)
                 for o, (s, d) in zip(outs, shapes, strict=True)]
 
 
