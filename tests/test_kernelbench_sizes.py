@@ -14,6 +14,7 @@ from verifier.runtimes import (
     LAST_FLOOR,
     LEAST_FLOOR,
     Footprint,
+    ScalePlan,
     SizesError,
     rewrite_constants,
     scale_plan,
@@ -226,3 +227,16 @@ def test_the_check_ceiling_follows_what_ktls_own_process_can_keep(
     # ktl suite run's --memory-limit (RLIMIT_DATA) lowers it
     monkeypatch.setattr(_problem.resource, "getrlimit", lambda _which: (16 * gib, 16 * gib))
     assert _problem.check_ceiling(24 * gib).call_bytes == 16 * gib // 128
+
+
+def test_a_refusal_names_the_figure_that_did_not_fit_at_the_smallest_sizes() -> None:
+    """VGG16 at batch 2 still needs 62 GFLOP a call: the refusal says so, not only bytes that
+    fit (its parameters and inputs are within their limits there)."""
+    from verifier.runtimes import _problem
+
+    plan = ScalePlan({"batch_size": 2}, {"batch_size": 10},
+                     Footprint(1_150_000, 537_000_000, 61_900_000_000),
+                     Footprint(6_000_000, 553_000_000, 309_400_000_000))
+    text = str(_problem._too_large(plan, _problem.CHECK_BUDGET, 22 * 2**30,
+                                   Footprint(141 * 2**20, 2**30, 20 * 10**9)))
+    assert "(309.4 GFLOP)" in text and "(61.9 GFLOP)" in text and "20 GFLOP" in text, text

@@ -229,6 +229,7 @@ def _too_large(plan: ScalePlan, budget: Footprint, available: int,
         "one call's needs could not be measured"
     smallest = (f"; at the smallest sizes tried ({plan.describe().removeprefix('checked at ')}) "
                 f"{_bytes(fp.call_bytes)} and {_bytes(fp.param_bytes)}"
+                + (f" ({fp.flops / 1e9:,.1f} GFLOP)" if fp.flops else "")
                 if plan.scaled and fp is not None else "")
     return ProblemTooLarge(
         f"{need}{smallest}; the limit is {_bytes(budget.call_bytes)} a call and "
