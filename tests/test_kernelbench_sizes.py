@@ -240,3 +240,15 @@ def test_a_refusal_names_the_figure_that_did_not_fit_at_the_smallest_sizes() -> 
     text = str(_problem._too_large(plan, _problem.CHECK_BUDGET, 22 * 2**30,
                                    Footprint(141 * 2**20, 2**30, 20 * 10**9)))
     assert "(309.4 GFLOP)" in text and "(61.9 GFLOP)" in text and "20 GFLOP" in text, text
+
+
+def test_the_check_ceilings_flops_follow_this_machines_float64_rate() -> None:
+    from verifier.runtimes import _problem
+
+    gib = 2**30
+    # 27 GFLOP/s (a float64 convolution here): four seconds of it a call
+    assert _problem.check_ceiling(24 * gib, rate=27e9).flops == int(27e9 * _problem.CEILING_CALL_S)
+    # a slow machine still checks at the budget's FLOPs
+    assert _problem.check_ceiling(24 * gib, rate=1e6).flops == _problem.CHECK_BUDGET.flops
+    rate = _problem.float64_rate()  # measured once, per CPU-second
+    assert 1e8 < rate < 1e13 and _problem.float64_rate() == rate

@@ -21,10 +21,15 @@ import math
 import resource
 import sys
 import tempfile
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+from threadpoolctl import threadpool_limits
 
 from verifier.errors import VerifierError
 from verifier.runtimes._sizes import (
@@ -141,17 +146,40 @@ def _own_memory(have: int) -> int:
     return have if soft in (resource.RLIM_INFINITY, -1) or soft <= 0 else min(have, soft)
 
 
-def check_ceiling(available: int | None = None) -> Footprint:
+CEILING_CALL_S = 4.0
+"""Seconds of float64 reference work one check call may take where the problem's sizes
+cannot be scaled (a check makes 40 to 60 calls, so a few minutes in all)."""
+
+
+@lru_cache(maxsize=1)
+def float64_rate() -> float:
+    """This machine's float64 FLOP/s on one core, per CPU-second of this process: the best of
+    3 NumPy matmuls of 512^2 with BLAS held to one thread (CPU time, so a loaded machine
+    reads the rate its cores give a process, as `machine_peaks` does; about 27 GFLOP/s here,
+    as a float64 convolution measures)."""
+    a = np.random.default_rng(0).standard_normal((512, 512))
+    best = float("inf")
+    with threadpool_limits(limits=1, user_api="blas"):
+        for _ in range(3):
+            t0 = time.process_time()
+            np.matmul(a, a)
+            best = min(best, max(time.process_time() - t0, 1e-6))
+    return 2 * 512**3 / best
+
+
+def check_ceiling(available: int | None = None, rate: float | None = None) -> Footprint:
     """The most one check call may take here where the problem's constants cannot bring it
     within `check_budget`: a sixteenth of the memory available, at most 512 MiB and at most
     what ktl's own process can keep of a check's calls (`CHECK_KEPT_FACTOR`: a larger call
     is refused before the check, in numbers, instead of reaching the memory bound after
-    minutes), and 20 GFLOP (about half a minute of float64 reference a call)."""
+    minutes), and the FLOPs this machine's float64 rate (`float64_rate`, or `rate`) does in
+    `CEILING_CALL_S` seconds (at least the budget's)."""
     have = machine_memory() if available is None else available
     budget = check_budget(have)
     kept = _own_memory(have) // CHECK_KEPT_FACTOR
+    flops = int((float64_rate() if rate is None else rate) * CEILING_CALL_S)
     return Footprint(max(min(have // 16, 512 * MiB, kept), budget.call_bytes),
-                     budget.param_bytes, 20 * 10**9)
+                     budget.param_bytes, max(flops, budget.flops or 0))
 
 
 def bench_budget(available: int | None = None) -> Footprint:
