@@ -159,6 +159,19 @@ def test_a_module_drawing_random_numbers_is_judged_seeded_alike(tmp_path: Path) 
 
 
 @pytest.mark.slow
+def test_a_problem_whose_own_module_is_not_reentrant_does_not_fail_its_honest_copy(
+        tmp_path: Path) -> None:
+    """KernelBench's VanillaRNN keeps its hidden state in a tensor it writes each call: its
+    honest copy differs in two threads as the module itself does, so the row is skipped,
+    saying why (a non-reentrant kernel for a reentrant problem still fails: below)."""
+    report = check(torch_folder(tmp_path, "stateful_honest.py",
+                                reference="reference_stateful.py"))
+    assert report.passed, [(c.name, c.detail) for c in report.failures]
+    row = report.get("concurrency")
+    assert row.outcome == "skip" and "not reentrant" in row.detail, row.detail
+
+
+@pytest.mark.slow
 def test_an_unused_dropout_member_does_not_excuse_a_kernel_that_is_not_reentrant(
         tmp_path: Path) -> None:
     """The attacker's problem names a Dropout it never calls: its answers do not depend on

@@ -100,9 +100,11 @@ class Gathered:
     init_seeds: list[int] = field(default_factory=list)
     loaded: list[dict[str, Any]] = field(default_factory=list)
     overlaps: int = 0
-    random_reference: bool = False
-    """The reference module's own answer depends on torch's generator (`draws_randomly`),
-    asked only where two threads' answers differed from one thread's."""
+    reference_in_threads: str = ""
+    """Why the problem's own module cannot be held to answering two threads as one: "random"
+    (its answer depends on torch's generator, `draws_randomly`) or "not_reentrant" (its own
+    two-thread answers differ, `reference_alike_in_threads`); asked only where the
+    candidate's two-thread answers differed from its one-thread ones."""
     restarts: int = 0
     recipe: Recipe | None = None
     per_call_s: float = 0.0

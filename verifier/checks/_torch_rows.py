@@ -353,11 +353,17 @@ def _judge(o: CallOutcome, dtype: str) -> Comparison | None:
     return judged[0] if judged is not None else comp
 
 
-RANDOM_CONCURRENCY = (
-    "not decidable: the problem's own module answers by torch's random generator (two calls "
-    "seeded differently gave different answers: dropout in training mode), which two threads "
-    "share, so two threads' answers depend on their interleaving; one-thread calls are seeded "
-    "alike in both processes and judged by the other rows")
+REFERENCE_IN_THREADS = {
+    "random": (
+        "not decidable: the problem's own module answers by torch's random generator (two "
+        "calls seeded differently gave different answers: dropout in training mode), which "
+        "two threads share, so two threads' answers depend on their interleaving; one-thread "
+        "calls are seeded alike in both processes and judged by the other rows"),
+    "not_reentrant": (
+        "not decidable: the problem's own module is not reentrant (called from two threads "
+        "at once it answered differently from one thread, as the candidate did: it keeps "
+        "state between calls), so the candidate cannot be held to more"),
+}
 
 
 def _concurrency(run: Gathered, needed: int) -> Check:
@@ -370,9 +376,9 @@ def _concurrency(run: Gathered, needed: int) -> Check:
                 verdict = (f"not reentrant: call {k + 1} from two threads at once answered "
                            "differently from the same inputs on one thread", "not_reentrant")
                 break
-    if verdict is not None and run.random_reference:
-        return check_row("concurrency", "skip", RANDOM_CONCURRENCY, {"threads": 2},
-                         {"overlapping_pairs": float(run.overlaps)})
+    if verdict is not None and run.reference_in_threads in REFERENCE_IN_THREADS:
+        return check_row("concurrency", "skip", REFERENCE_IN_THREADS[run.reference_in_threads],
+                         {"threads": 2}, {"overlapping_pairs": float(run.overlaps)})
     row = _simple("concurrency", run, verdict, f"{run.overlaps} pairs of calls overlapping in "
                   f"time (of {len(paired)} calls from 2 threads) matched one-thread calls bit "
                   "for bit")

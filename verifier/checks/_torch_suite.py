@@ -348,11 +348,15 @@ def _concurrency(run: Gathered, plan: TorchPlan) -> None:
         run.overlaps += run.session.last_overlaps
         if run.overlaps >= max(1, plan.pairs // 2):
             break
-    # two threads share torch's generator, so a module drawing random numbers in forward
-    # answers by the interleaving: asked of the reference only where the answers differed
+    # two threads share torch's generator, and a module may keep state between calls
+    # itself: where the candidate's answers differed, the problem's own module is asked
     got = [o for _, o in run.outcomes.get("concurrency", [])]
     if len(single) == 2 and any(o.raw != single[k % 2].raw for k, o in enumerate(got)):
-        run.random_reference = run.session.draws_randomly(sets[0], run.timeout_s(2))
+        if run.session.draws_randomly(sets[0], run.timeout_s(2)):
+            run.reference_in_threads = "random"
+        elif not run.session.reference_alike_in_threads(sets, plan.pairs,
+                                                        run.timeout_s(2 * plan.pairs)):
+            run.reference_in_threads = "not_reentrant"
 
 
 def _rows(run: Gathered, plan: TorchPlan) -> list[Check]:

@@ -319,6 +319,31 @@ class TorchSession:
                             for o, (s, d) in zip(outs, shapes, strict=True)])
         return answers[0] != answers[1]
 
+    def reference_alike_in_threads(self, sets: Sequence[Sequence[Arg]], pairs: int,
+                                   timeout_s: float = 120.0) -> bool:
+        """Whether the problem's own module (at the kernel's dtype) answers `pairs` pairs of
+        calls from two threads at once (alternating the input sets) as it answers each set
+        from one thread: False for a module that is not reentrant itself (KernelBench's
+        VanillaRNN writes each call's hidden state into a tensor it keeps)."""
+        pairs = max(1, min(pairs, self.fit(Call(list(sets[0]), 0)) // 2))  # side by side
+        calls = [Call(list(sets[k % 2]), k) for k in range(2 * pairs)]
+        plans = [self.layout(c) for c in calls]
+        specs = []
+        for c, (ins, outs, shapes) in zip(calls, plans, strict=True):
+            self.write(self.ref_mem, c.args, ins)
+            specs.append({"in": self.wire_args(c.args, ins), "out": [
+                [o, nbytes_of(s, d)] for o, (s, d) in zip(outs, shapes, strict=True)]})
+
+        def read(k: int) -> list[bytes]:
+            _, outs, shapes = plans[k]
+            return [self.ref_mem.bytes[o:o + nbytes_of(s, d)].tobytes()
+                    for o, (s, d) in zip(outs, shapes, strict=True)]
+
+        self._ref({"cmd": "call", "calls": specs[:2]}, timeout_s)
+        alone = [read(0), read(1)]
+        self._ref({"cmd": "call", "calls": specs, "threads": 2}, timeout_s)
+        return all(read(k) == alone[k % 2] for k in range(len(specs)))
+
     def accepts(self, args: Sequence[Arg]) -> bool:
         """Whether the reference runs on inputs shaped like `args` (a scaled variant)."""
         try:
