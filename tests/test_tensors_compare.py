@@ -101,6 +101,18 @@ def test_an_all_finite_answer_past_its_bound_is_found_at_its_worst_element() -> 
     assert got.worst_expected == ref[7, 42] and got.max_err_over_tol > 1000
 
 
+def test_a_zero_dim_output_is_compared_like_any_other() -> None:
+    """A loss returned as a 0-dim tensor (KernelBench's CrossEntropyLoss, a Python float
+    made a tensor): the all-finite path works on flat views."""
+    ref = np.array(2.98098683)
+    assert compare_tensor(ref.copy(), ref, "float32").ok
+    got = compare_tensor(np.array(3.5), ref, "float32")
+    assert not got.ok and got.bad == 1 and got.worst_index == () and got.worst_value == 3.5
+    assert elements_off(np.array(3.5), ref, "float32").shape == ()
+    slack = np.array(1.0)
+    assert compare_tensor(np.array(3.5), ref, "float32", slack).ok
+
+
 def test_an_all_zero_reference_takes_the_general_path() -> None:
     ref = np.zeros(16)
     assert compare_tensor(np.zeros(16), ref, "float32").ok

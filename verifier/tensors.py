@@ -255,9 +255,11 @@ def _judged_finite(out: F64, ref: F64, tol: Tolerance, slack: F64 | None
     """`_judged` where every element of both is finite and atol > 0: no element is bad in
     kind, and every bound is positive (atol times a positive scale), so each quotient is
     taken directly, in place. None where the scale is not a positive finite number (the
-    general path then decides, as before)."""
-    flat = ref.reshape(-1)
-    scale = float(np.sqrt(np.dot(flat, flat) / flat.size))  # `_scale` of an all-finite ref
+    general path then decides, as before). Computed on flat views (a 0-dim output's
+    arithmetic would give NumPy scalars, which take no `out=`), shaped back at the end."""
+    shape = ref.shape
+    out, ref = out.reshape(-1), ref.reshape(-1)
+    scale = float(np.sqrt(np.dot(ref, ref) / ref.size))  # `_scale` of an all-finite ref
     if not 0.0 < scale < np.inf:
         return None
     with np.errstate(invalid="ignore", over="ignore"):
@@ -265,12 +267,13 @@ def _judged_finite(out: F64, ref: F64, tol: Tolerance, slack: F64 | None
         bound = np.multiply(abs_ref, tol.rtol)
         bound += tol.atol * scale
         if slack is not None:
-            bound += slack
+            bound += slack.reshape(-1)
         err = np.subtract(out, ref)
         np.abs(err, out=err)
         ratio = np.divide(err, bound)
         rel = np.divide(err, abs_ref, out=np.zeros_like(err), where=abs_ref > 0)
-    return np.zeros(ref.shape, dtype=bool), bound, err, ratio, rel
+    return (np.zeros(shape, dtype=bool), bound.reshape(shape), err.reshape(shape),
+            ratio.reshape(shape), rel.reshape(shape))
 
 
 def elements_off(out: F64, ref: F64, dtype: str) -> NDArray[np.bool_]:
