@@ -106,6 +106,27 @@ def test_gpu_sized_problem_is_scaled_from_its_own_constants_and_says_so(tmp_path
 
 
 @pytest.mark.slow
+def test_a_module_that_reads_a_value_in_its_constructor_is_still_scaled() -> None:
+    """Swin's constructor calls `.item()` on a drop-path schedule, which the meta device
+    cannot answer: the module is built on the CPU and moved to meta, so its call is measured
+    and scaled (KernelBench's SwinMLP ran unscaled at batch 10 and ran out of memory)."""
+    body = ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n"
+            "    def __init__(self, features):\n        super().__init__()\n"
+            "        rates = [x.item() for x in torch.linspace(0, 0.1, 3)]\n"
+            "        self.scale = 1.0 + rates[1]\n"
+            "        self.linear = nn.Linear(features, features)\n"
+            "    def forward(self, x):\n        return self.linear(x) * self.scale\n"
+            "batch_size = 65536\nfeatures = 1024\n"
+            "def get_inputs():\n    return [torch.rand(batch_size, features)]\n"
+            "def get_init_inputs():\n    return [features]\n")
+    probe = probe_problem(body.encode(), CHECK_BUDGET)
+    plan = probe.plan
+    assert plan.published_footprint is not None and plan.footprint is not None, plan
+    assert plan.published_footprint.call_bytes == 2 * 65536 * 1024 * 4
+    assert plan.footprint.fits(CHECK_BUDGET) and plan.run_values()["batch_size"] < 65536
+
+
+@pytest.mark.slow
 def test_a_call_that_fits_nowhere_is_refused_in_bytes_not_a_signal(tmp_path: Path) -> None:
     """A huge problem with no constant to scale: 8 GiB a call, measured on the meta device in
     a sandbox of a few GiB (nothing allocated), refused with the numbers."""

@@ -88,6 +88,24 @@ def nbytes(values: list[Any], torch: Any) -> int:
                if isinstance(v, torch.Tensor))
 
 
+def built_then_meta(source: bytes, values: Mapping[str, Any], torch: Any) -> Any:
+    """(model, inputs) for a module that cannot be built on the meta device (its constructor
+    reads a value: Swin's drop-path schedule calls `.item()`): built on the CPU, its weights
+    then moved to meta, the inputs made on meta (nothing of a call allocated); None if that
+    fails too."""
+    try:
+        module = load(source, values)
+        init = items(module.get_init_inputs()) or []
+        model = module.Model(*init)
+        if isinstance(model, torch.nn.Module):
+            model = model.to("meta")
+        with torch.device("meta"):
+            inputs = items(module.get_inputs()) or []
+    except Exception:
+        return None
+    return model, inputs
+
+
 def footprint(source: bytes, values: Mapping[str, Any], torch: Any) -> Any:
     """One call on the meta device: (Footprint, outputs estimated?) or None."""
     from torch.utils.flop_counter import FlopCounterMode
@@ -99,7 +117,10 @@ def footprint(source: bytes, values: Mapping[str, Any], torch: Any) -> Any:
             inputs = items(module.get_inputs()) or []
             model = module.Model(*init)
     except Exception:
-        return None
+        built = built_then_meta(source, values, torch)
+        if built is None:
+            return None
+        model, inputs = built
     state = [*model.parameters(), *model.buffers()] if isinstance(model, torch.nn.Module) else []
     params = nbytes(list(state), torch)
     ins = nbytes(inputs, torch)
