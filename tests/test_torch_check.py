@@ -172,6 +172,17 @@ def test_a_problem_whose_own_module_is_not_reentrant_does_not_fail_its_honest_co
 
 
 @pytest.mark.slow
+def test_a_kernel_right_only_at_even_widths_fails_the_shapes_row(tmp_path: Path) -> None:
+    """The first shape variant makes every size odd, the innermost one too (a wrong-solution
+    sample of the public level 1 passed three random variants that never touched it)."""
+    report = check(torch_folder(tmp_path, "even_width_only.py",
+                                reference="reference_elementwise.py"), seed=3)
+    row = report.get("correctness.shapes")
+    assert row.outcome == "fail" and "17x65" in row.detail, row.detail  # 1 % off: "loose"
+    assert report.get("correctness.random").outcome == "pass"  # the example's sizes are even
+
+
+@pytest.mark.slow
 def test_an_unused_dropout_member_does_not_excuse_a_kernel_that_is_not_reentrant(
         tmp_path: Path) -> None:
     """The attacker's problem names a Dropout it never calls: its answers do not depend on

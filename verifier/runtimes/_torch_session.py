@@ -520,11 +520,21 @@ class TorchSession:
         return self._ref({"cmd": "call", "calls": [spec]})
 
 
+def _odd(v: int) -> int:
+    """An odd size near half of `v` (`v` itself where odd; 2 -> 3, 4 -> 5, 128 -> 65)."""
+    if v % 2:
+        return v
+    return v // 2 | 1 if v >= 6 else v + 1
+
+
 def scaled_variants(session: TorchSession, rng: np.random.Generator,
                     limit: int) -> list[list[tuple[int, ...]]]:
-    """Up to `limit` variants of `get_inputs`' shapes that the reference accepts: one size
-    replaced everywhere it occurs (by about half of it plus one, or by it plus three),
-    then all of them at once; never more than 4x the example's elements."""
+    """Up to `limit` variants of `get_inputs`' shapes that the reference accepts: first every
+    size at once made odd (`_odd`: no multiple of 2, 8, 16 or 64 anywhere, the innermost
+    dimension included), then, in a random order, one size replaced everywhere it occurs
+    (by about half of it plus one, or by it plus three) or all of them halved plus one;
+    never more than 4x the example's elements. (The odd variant comes first: a kernel right
+    only at even widths passed three random variants that never touched its last size.)"""
     problem = session.problem
     base = [s.shape for s in problem.inputs]
     sizes = sorted({d for s in problem.inputs if s.kind == "tensor" for d in s.shape if d > 1},
@@ -536,6 +546,8 @@ def scaled_variants(session: TorchSession, rng: np.random.Generator,
     if len(sizes) > 1:
         tries.append({v: v // 2 + 1 for v in sizes})
     order = [int(i) for i in rng.permutation(len(tries))]
+    tries.append({v: _odd(v) for v in sizes})
+    order.insert(0, len(tries) - 1)
     found: list[list[tuple[int, ...]]] = []
     for i in order:
         swap = tries[int(i)]
