@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from threadpoolctl import threadpool_limits
 
 from attest.predicates import (
     BenchCaveat,
@@ -37,6 +36,7 @@ from attest.predicates import (
 )
 from verifier.benchmark._cost import CostRecord
 from verifier.errors import VerifierError
+from verifier.runtimes import matmul_rate
 
 __all__ = ["BenchReport", "Findings", "bootstrap_speedup", "machine_peaks", "samples_ref"]
 
@@ -207,14 +207,7 @@ def machine_peaks() -> tuple[float, float]:
     under load that spinning is CPU time too (2 threads on 2 loaded cores: 88 to 254
     GFLOP/s from one process to the next; one thread: 316 to 330).
     """
-    a = np.random.default_rng(0).standard_normal((768, 768)).astype(np.float32)
-    best = float("inf")
-    with threadpool_limits(limits=1, user_api="blas"):
-        for _ in range(3):
-            t0 = time.process_time()
-            np.matmul(a, a)
-            best = min(best, max(time.process_time() - t0, 1e-6))
-    flops = 2 * 768**3 / best * (os.cpu_count() or 1)
+    flops = matmul_rate(np.float32, 768) * (os.cpu_count() or 1)
     bw = 0.0
     for n in (64 * 1024, 8 * 1024 * 1024):
         src = np.ones(n, dtype=np.float32)

@@ -36,6 +36,7 @@ from verifier.runtimes._problem import (
     check_budget,
     check_ceiling,
     machine_memory,
+    matmul_rate,
     probe_problem,
 )
 from verifier.runtimes._protocol import (
@@ -140,6 +141,7 @@ __all__ = [
     "dimension_variants",
     "get_runtime",
     "machine_memory",
+    "matmul_rate",
     "probe_problem",
     "rewrite_constants",
     "scale_plan",

@@ -54,6 +54,7 @@ __all__ = [
     "bench_budget",
     "check_budget",
     "machine_memory",
+    "matmul_rate",
     "probe_problem",
 ]
 
@@ -151,20 +152,27 @@ CEILING_CALL_S = 4.0
 cannot be scaled (a check makes 40 to 60 calls, so a few minutes in all)."""
 
 
-@lru_cache(maxsize=1)
-def float64_rate() -> float:
-    """This machine's float64 FLOP/s on one core, per CPU-second of this process: the best of
-    3 NumPy matmuls of 512^2 with BLAS held to one thread (CPU time, so a loaded machine
-    reads the rate its cores give a process, as `machine_peaks` does; about 27 GFLOP/s here,
-    as a float64 convolution measures)."""
-    a = np.random.default_rng(0).standard_normal((512, 512))
+def matmul_rate(dtype: Any, n: int) -> float:
+    """One core's FLOP/s at `dtype`, per CPU-second of this process: the best of 3 NumPy
+    matmuls of n^2 with BLAS held to one thread. CPU time, not wall time: on a loaded
+    machine the wall clock counts time other processes held the cores; one BLAS thread:
+    BLAS's threads spin while they wait for each other, and under load that spinning is
+    CPU time too (see `verifier.benchmark`'s `machine_peaks`, its other reader)."""
+    a = np.random.default_rng(0).standard_normal((n, n)).astype(dtype)
     best = float("inf")
     with threadpool_limits(limits=1, user_api="blas"):
         for _ in range(3):
             t0 = time.process_time()
             np.matmul(a, a)
             best = min(best, max(time.process_time() - t0, 1e-6))
-    return 2 * 512**3 / best
+    return 2 * n**3 / best
+
+
+@lru_cache(maxsize=1)
+def float64_rate() -> float:
+    """This machine's float64 FLOP/s on one core (`matmul_rate` of 512^2: about 27-39
+    GFLOP/s here, as a float64 convolution measures)."""
+    return matmul_rate(np.float64, 512)
 
 
 def check_ceiling(available: int | None = None, rate: float | None = None) -> Footprint:
