@@ -2,11 +2,12 @@
 
     .venv/bin/python benchmarks/bench_suite_publish.py [--problems 100]
 
-Lays out a finished `ktl suite run` of --problems correct, benchmarked problems (each the
-example matmul kernel under its suite name, with prepared check and bench outputs: what is
-measured is publishing and verifying, not checking), serves a fresh log on 127.0.0.1, then
-times `ktl suite publish` (3 entries a problem, then the suite statement), `ktl suite
-verify` (every named entry fetched with its inclusion proof and checked), and the same
+Lays out a finished `ktl suite run` of --problems correct, benchmarked problems (each a
+torch kernel folder as `ktl import kernelbench` writes it, under its suite name, with
+prepared check and bench outputs: what is measured is publishing and verifying, not
+checking), serves a fresh log on 127.0.0.1, then times `ktl suite publish` (3 entries a
+problem, then the suite statement), `ktl suite verify` (every named entry fetched with its
+inclusion proof and checked, and each kernel's source archive for its solution file), and the same
 publish again (resumed: every entry comes back a duplicate). Prints the figures and the
 suite statement's size as JSON.
 """
@@ -18,7 +19,6 @@ import hashlib
 import json
 import logging
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -39,12 +39,43 @@ from client.api import LogClient  # noqa: E402
 from client.suite import EntryResult, kernel_name_of  # noqa: E402
 from ledger.server import ServerConfig, create_app  # noqa: E402
 
-EXAMPLE = _HERE.parent / "examples" / "matmul-blocked"
 logging.getLogger("werkzeug").setLevel(logging.ERROR)
+
+
+SOLUTION = b"import torch\n\nclass ModelNew(torch.nn.Module):\n    pass\n"
+MANIFEST = """name = "{name}"
+version = "0.1.0"
+op = "torch"
+runtime = "torch"
+reference = "reference.py"
+solution = "solution.py"
+sources = ["reference.py", "solution.py"]
+entry = "ModelNew"
+flags = []
+dtype = "float32"
+
+[generator]
+agent = "unknown"
+agent_version = "0"
+model = "unknown"
+
+[target]
+hardware_class = "cpu"
+"""
+
+
+def _torch_kernel(folder: Path, name: str) -> None:
+    """A kernel folder as `ktl import kernelbench` writes it (its sources are not run here:
+    what is measured is publishing and verifying, the logged solution file included)."""
+    folder.mkdir(parents=True)
+    (folder / "kernel.toml").write_text(MANIFEST.format(name=name))
+    (folder / "reference.py").write_bytes(SOLUTION.replace(b"ModelNew", b"Model"))
+    (folder / "solution.py").write_bytes(SOLUTION)
 
 
 def _evidence() -> dict[str, Any]:
     bench = examples.benchmark_runs((2.1, 2.1, 2.1))
+    bench["workload"]["op"] = "torch"
     bench["results"][0]["speedup_ci95"] = [1.95, 2.3]
     run = {"op": bench["workload"]["op"], "shapes": [
         {"shape": bench["results"][0]["shape"], "kernel_ns": [1000.0] * 50,
@@ -65,18 +96,14 @@ def lay_out(root: Path, n: int) -> tuple[Path, Path]:
         stem = f"{i}_Problem_number_{i}"
         key, file_key = f"level1/{stem}", f"level1__{stem}"
         (problems / "level1" / f"{stem}.py").write_text(f"# problem {i}\n")
-        kernel = out / "kernels" / file_key
-        shutil.copytree(EXAMPLE, kernel)
-        toml = (kernel / "kernel.toml").read_text()
-        (kernel / "kernel.toml").write_text(toml.replace(
-            'name = "ktl-examples/matmul-blocked"', f'name = "{kernel_name_of(key)}"'))
+        _torch_kernel(out / "kernels" / file_key, kernel_name_of(key))
         folder = out / "evidence" / file_key
         folder.mkdir(parents=True)
         (folder / "verification.json").write_text(json.dumps(ev["verification"]))
         (folder / "benchmark.json").write_text(json.dumps(ev["benchmark"]))
         (folder / "samples.json").write_text(ev["samples"])
         result = EntryResult(key, 1, i, "correct", "done", speedup=2.1, trusted=True,
-                             solution_sha256=hashlib.sha256(b"solution").hexdigest())
+                             solution_sha256=hashlib.sha256(SOLUTION).hexdigest())
         (out / "entries").mkdir(exist_ok=True)
         (out / "entries" / f"{file_key}.json").write_text(json.dumps(result.to_json()))
     return problems, out
