@@ -308,15 +308,11 @@ class TorchSession:
         calls seeded differently answer differently (dropout in training mode). Decided by
         the problem's own module on these inputs, never by what it contains (an unused
         Dropout member changes nothing)."""
-        ins, outs, shapes = self.layout(Call(list(args), 0))
-        self.write(self.ref_mem, args, ins)
+        (spec,), (plan,) = self._on_reference([Call(list(args), 0)])
         answers = []
         for seed in (1, 2):
-            spec = {"in": self.wire_args(args, ins), "seed": seed,
-                    "out": [[o, nbytes_of(s, d)] for o, (s, d) in zip(outs, shapes, strict=True)]}
-            self._ref({"cmd": "call", "calls": [spec]}, timeout_s)
-            answers.append([self.ref_mem.bytes[o:o + nbytes_of(s, d)].tobytes()
-                            for o, (s, d) in zip(outs, shapes, strict=True)])
+            self._ref({"cmd": "call", "calls": [{**spec, "seed": seed}]}, timeout_s)
+            answers.append(self._reference_bytes(plan))
         return answers[0] != answers[1]
 
     def reference_alike_in_threads(self, sets: Sequence[Sequence[Arg]], pairs: int,
@@ -326,23 +322,28 @@ class TorchSession:
         from one thread: False for a module that is not reentrant itself (KernelBench's
         VanillaRNN writes each call's hidden state into a tensor it keeps)."""
         pairs = max(1, min(pairs, self.fit(Call(list(sets[0]), 0)) // 2))  # side by side
-        calls = [Call(list(sets[k % 2]), k) for k in range(2 * pairs)]
-        plans = [self.layout(c) for c in calls]
-        specs = []
-        for c, (ins, outs, shapes) in zip(calls, plans, strict=True):
+        specs, plans = self._on_reference([Call(list(sets[k % 2]), k) for k in range(2 * pairs)])
+        self._ref({"cmd": "call", "calls": specs[:2]}, timeout_s)
+        alone = [self._reference_bytes(plans[0]), self._reference_bytes(plans[1])]
+        self._ref({"cmd": "call", "calls": specs, "threads": 2}, timeout_s)
+        return all(self._reference_bytes(p) == alone[k % 2] for k, p in enumerate(plans))
+
+    def _on_reference(self, calls: Sequence[Call]) -> tuple[list[dict[str, Any]], list[Any]]:
+        """Each call's inputs written into the reference's arena at its region: the wire specs
+        and the layouts (`layout`) to read its outputs back by (`_reference_bytes`)."""
+        specs, plans = [], []
+        for c in calls:
+            ins, outs, shapes = plan = self.layout(c)
             self.write(self.ref_mem, c.args, ins)
             specs.append({"in": self.wire_args(c.args, ins), "out": [
                 [o, nbytes_of(s, d)] for o, (s, d) in zip(outs, shapes, strict=True)]})
+            plans.append(plan)
+        return specs, plans
 
-        def read(k: int) -> list[bytes]:
-            _, outs, shapes = plans[k]
-            return [self.ref_mem.bytes[o:o + nbytes_of(s, d)].tobytes()
-                    for o, (s, d) in zip(outs, shapes, strict=True)]
-
-        self._ref({"cmd": "call", "calls": specs[:2]}, timeout_s)
-        alone = [read(0), read(1)]
-        self._ref({"cmd": "call", "calls": specs, "threads": 2}, timeout_s)
-        return all(read(k) == alone[k % 2] for k in range(len(specs)))
+    def _reference_bytes(self, plan: Any) -> list[bytes]:
+        _, outs, shapes = plan
+        return [self.ref_mem.bytes[o:o + nbytes_of(s, d)].tobytes()
+                for o, (s, d) in zip(outs, shapes, strict=True)]
 
     def accepts(self, args: Sequence[Arg]) -> bool:
         """Whether the reference runs on inputs shaped like `args` (a scaled variant)."""
