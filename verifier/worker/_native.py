@@ -268,7 +268,7 @@ class BaselineWorker(Channel):
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-s", "-B", "-m", "verifier.worker._baseline", op.name, str(cmd_r),
-                 str(ans_w), str(arena.fd), str(arena.nbytes)],
+                 str(ans_w), str(arena.fd), str(arena.nbytes), str(threads)],
                 env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE, pass_fds=(cmd_r, ans_w, arena.fd), close_fds=True)
         except OSError as exc:
