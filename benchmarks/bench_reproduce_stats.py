@@ -1,4 +1,4 @@
-"""Can `ktl reproduce` tell an inflated speed-up from noise? Two experiments on this machine.
+"""Can `ktl reproduce` tell an inflated speed-up from noise? Four experiments on this machine.
 
 1. spread: the between-run coefficient of variation of the speed-up per example kernel,
    with runs as before (not pinned) and after (pinned to one CPU), interleaved so both
@@ -15,10 +15,15 @@
    claim of the example kernels and the 1.25x-inflated sum-rows claim, with the verdicts,
    the times, and the between-sitting component (the log speed-up's shift from one
    sitting to the other beyond the runs' own spread).
+4. shift (issue 42): how far each kind of load a reproducer can recreate (a spinner on the
+   runs' CPU, one on the other CPU, both) moves an honest speed-up from quiet, one run of
+   each in turn: the mean log shift and the 99 % bound of its size, which `MARGIN_FOR`
+   allows where that difference is left between two sittings.
 
     .venv/bin/python benchmarks/bench_reproduce_stats.py            # the full run (~15-25 min)
     .venv/bin/python benchmarks/bench_reproduce_stats.py --tiny     # a smoke run in seconds
     .venv/bin/python benchmarks/bench_reproduce_stats.py --only cross --cycles 10   # issue 25
+    .venv/bin/python benchmarks/bench_reproduce_stats.py --only shift --kernels sum-rows,softmax-rows
     .venv/bin/python benchmarks/bench_reproduce_stats.py --only cross --kernels sum-rows,softmax-rows \
         --lies sum-rows,softmax-rows --busy all --cycles 10                        # issue 42
 
@@ -98,6 +103,66 @@ def spread(kernels: Sequence[str], runs: int, shapes: list[dict[str, int]] | Non
         rows.append({"kernel": name, **{label: (statistics.fmean(v), _cv(v), min(v), max(v))
                                         for label, v in got.items()}})
     return rows
+
+
+SHIFT_SETTINGS: dict[str, dict[str, float] | None] = {
+    "quiet": None,
+    "pinned_cpu_busy": {"pinned_cpu_busy": 1.0, "runnable": 1.0},
+    "runnable": {"pinned_cpu_busy": 0.0, "runnable": 1.0},
+    "both": {"pinned_cpu_busy": 1.0, "runnable": 2.0},
+}
+"""The loads of experiment 4, as a claim's `conditions` the reproducer recreates (its own
+spinners, `place_like`): none; one sharing the runs' CPU; one on the other CPU; both."""
+
+
+def shift(kernels: Sequence[str], rounds: int, budget: float, say: Say) -> list[dict[str, Any]]:
+    """Per kernel, `rounds` round-robin rounds of one run in each of `SHIFT_SETTINGS`: how
+    far each load moves the speed-up from quiet (what `MARGIN_FOR` allows for one kind of
+    difference left between two sittings). Pure measurement; the table is `_shift_table`."""
+    cores = os.cpu_count() or 1
+    rows = []
+    for name in kernels:
+        got: dict[str, list[float]] = {s: [] for s in SHIFT_SETTINGS}
+        for k in range(rounds):
+            for label, like in SHIFT_SETTINGS.items():
+                say(f"shift: {name} round {k + 1}/{rounds}, {label}")
+                rs = bench_runs(ROOT / "examples" / name, runs=1,
+                                settings=BenchSettings(seed=7 + k, time_budget_s=budget),
+                                like=None if like is None else {**like, "cores": cores})
+                got[label] += _speedups(rs)[:1]
+        rows.append({"kernel": name, "speedups": got})
+    return rows
+
+
+def log_shift(quiet: Sequence[float], busy: Sequence[float], confidence: float = 0.99
+              ) -> tuple[float, float]:
+    """The mean log shift of `busy` from `quiet` speed-ups (round by round) and the upper
+    `confidence` bound of its size: |mean| + t * sd / sqrt(n). Pure."""
+    from verifier.stats import student_t_quantile
+
+    d = [math.log(b) - math.log(q) for q, b in zip(quiet, busy, strict=False)]
+    if len(d) < 2:
+        return (d[0] if d else 0.0), math.inf
+    mean = statistics.fmean(d)
+    half = student_t_quantile(confidence, len(d) - 1) * statistics.stdev(d) / math.sqrt(len(d))
+    return mean, abs(mean) + half
+
+
+def _shift_table(rows: list[dict[str, Any]]) -> str:
+    labels = [k for k in SHIFT_SETTINGS if k != "quiet"]
+    out = ["| kernel | quiet: mean speed-up, CV | " + " | ".join(
+        f"{lab}: mean shift [99 % bound of its size]" for lab in labels) + " |",
+        "|---|---|" + "---|" * len(labels)]
+    for r in rows:
+        got = r["speedups"]
+        q = got["quiet"]
+        cells = []
+        for lab in labels:
+            mean, bound = log_shift(q, got[lab])
+            cells.append(f"{100 * (math.exp(mean) - 1):+.1f} % [{100 * (math.exp(bound) - 1):.1f} %]")
+        out.append(f"| {r['kernel']} | {statistics.fmean(q):.3f}x, {100 * _cv(q):.1f} % | "
+                   + " | ".join(cells) + " |")
+    return "\n".join(out)
 
 
 def sitting_shift(claimed: Sequence[float], fresh: Sequence[float]) -> tuple[float, float]:
@@ -358,7 +423,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--cycles", type=int, default=10)
     ap.add_argument("--runs", type=int, default=DEFAULT_RUNS, help="runs per claim and reproduction")
     ap.add_argument("--spread-runs", type=int, default=8, help="runs per setting in experiment 1")
-    ap.add_argument("--only", choices=("spread", "cycles", "cross"), default=None)
+    ap.add_argument("--only", choices=("spread", "cycles", "cross", "shift"), default=None)
+    ap.add_argument("--rounds", type=int, default=12, help="shift: rounds per kernel")
     ap.add_argument("--time-budget", type=float, default=180.0,
                     help="cross: reproduce's sequential time budget per claim (default 180 s)")
     ap.add_argument("--kernels", default=",".join(KERNELS), help="example kernels, comma-separated")
@@ -386,6 +452,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(_spread_table(spread(kernels, args.spread_runs, shapes, budget, say,
                                    warmup_variant=not args.tiny)))
         print(f"\n(load average after: {_load()})")
+    if args.only == "shift":
+        print(f"\n### The shift each recreated load moves a speed-up by ({args.rounds} rounds, "
+              "one run per setting each, round-robin; log units, 99 % t bound)\n")
+        print(_shift_table(shift(kernels, 1 if args.tiny else args.rounds, budget, say)))
+        print(f"\n(load average after: {_load()})\n\ntotal {time.perf_counter() - started:.0f} s")
+        return 0
     if args.only == "cross":
         kernels = [k for k in args.kernels.split(",") if k] if args.kernels != ",".join(
             KERNELS) else list(CROSS_KERNELS)
