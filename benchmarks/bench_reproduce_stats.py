@@ -343,7 +343,7 @@ def cross(kernels: Sequence[str], n: int, publish: Publish, reproduce: Reproduce
                         # the shift between sittings, beyond what the runs explain
                         shifts.append(abs(math.log(v.statistics.inflation)))
                     if v.verdict != "confirmed":
-                        say(f"cross: {name} {label}: {v.verdict}: {v.reason[:400]}")
+                        say(f"cross: {name} {label}: {v.verdict}: {v.reason}")
             row["time_median"] = statistics.median(times) if times else 0.0
             row["time_max"] = max(times) if times else 0.0
         say(f"cross: after cycle {c + 1}/{n}:\n{_cross_table({'rows': rows, 'shifts': shifts})}")

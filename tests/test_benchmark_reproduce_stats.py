@@ -191,3 +191,27 @@ def test_sitting_shift_estimate_on_injected_sittings() -> None:
     assert v > d * d  # the runs' spread explains this shift
     assert "spread 0.0 % (rms)" in m.between_line([(d, v)])
     assert "no honest cycle" in m.between_line([])
+
+
+def test_shift_bound_and_table_on_injected_speedups() -> None:
+    """Experiment 4's arithmetic: the mean log shift of busy from quiet, round by round, and
+    the 99 % t bound of its size (what a `MARGIN_FOR` value must cover)."""
+    import math
+
+    bench = _bench_module()
+    quiet = [1.0, 1.1, 0.9, 1.0]
+    busy = [1.1, 1.21, 0.99, 1.1]  # every round 10 % higher: no spread, the bound is the shift
+    mean, bound = bench.log_shift(quiet, busy)
+    assert math.isclose(mean, math.log(1.1)) and math.isclose(bound, math.log(1.1))
+    mean, bound = bench.log_shift(quiet, [1.0, 1.2, 0.9, 1.05])  # rounds disagree
+    assert 0 < mean < bound
+    # one round: no spread to bound it by
+    assert bench.log_shift([1.0], [1.1])[1] == math.inf
+    rows = [{"kernel": "sum-rows", "speedups": {"quiet": quiet, "pinned_cpu_busy": busy,
+                                                "runnable": quiet, "both": busy}}]
+    table = bench._shift_table(rows)
+    assert "| sum-rows | 1.000x, 8.2 % | +10.0 % [10.0 %] | +0.0 % [0.0 %] | +10.0 % [10.0 %] |" \
+        in table
+    # the loads are those a reproducer recreates from a claim's conditions
+    assert bench.SHIFT_SETTINGS["quiet"] is None
+    assert bench.SHIFT_SETTINGS["pinned_cpu_busy"] == {"pinned_cpu_busy": 1.0, "runnable": 1.0}
