@@ -53,7 +53,7 @@ from attest.predicates import (
 )
 from demo.run import inflate_benchmark
 from verifier.benchmark._report import machine_peaks
-from verifier.benchmark._runs import DEFAULT_RUNS, RunSet, bench_runs
+from verifier.benchmark._runs import DEFAULT_RUNS, PUBLISH_MAX_RUNS, RunSet, bench_runs
 from verifier.benchmark._settings import BenchSettings
 from verifier.reproduce import compare_benchmark
 from verifier.stats import simulated_rates
@@ -274,15 +274,17 @@ Reproduce = Callable[[str, BenchmarkPredicate, bool], ReproductionPredicate]
 
 
 def real_publish(runs: int, shapes: list[dict[str, int]] | None, budget: float,
-                 cpus: Sequence[int]) -> Publish:
-    """Publishing as `ktl publish` measures: `runs` fresh bench runs of the example."""
+                 cpus: Sequence[int], until_agree: int = PUBLISH_MAX_RUNS) -> Publish:
+    """Publishing as `ktl publish` measures: `runs` fresh bench runs of the example, more while
+    they disagree, up to `until_agree` in all."""
 
     def publish(name: str, seed: int, busy: bool) -> BenchmarkPredicate:
         machine_peaks.cache_clear()  # publisher and reproducer are separate processes
         with busy_core(busy, cpus):
             return bench_runs(ROOT / "examples" / name, runs=runs,
                               settings=BenchSettings(shapes=shapes, seed=seed,
-                                                     time_budget_s=budget)).to_predicate()
+                                                     time_budget_s=budget,
+                                                     until_agree=until_agree)).to_predicate()
     return publish
 
 
@@ -425,6 +427,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--spread-runs", type=int, default=8, help="runs per setting in experiment 1")
     ap.add_argument("--only", choices=("spread", "cycles", "cross", "shift"), default=None)
     ap.add_argument("--rounds", type=int, default=12, help="shift: rounds per kernel")
+    ap.add_argument("--five-only", action="store_true",
+                    help="cross: publish exactly --runs runs (before issue 42's more runs "
+                         "while they disagree)")
     ap.add_argument("--time-budget", type=float, default=180.0,
                     help="cross: reproduce's sequential time budget per claim (default 180 s)")
     ap.add_argument("--kernels", default=",".join(KERNELS), help="example kernels, comma-separated")
@@ -470,7 +475,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{', '.join(map(str, cpus))} in the busy sitting; {LIE:g}x lies of "
               f"{', '.join(lies) or 'none'})\n")
         print(_cross_table(cross(kernels, args.cycles,
-                                 real_publish(args.runs, shapes, budget, cpus),
+                                 real_publish(args.runs, shapes, budget, cpus,
+                                              0 if args.five_only else PUBLISH_MAX_RUNS),
                                  real_reproduce(args.runs, budget, args.time_budget, say, cpus),
                                  say, lies=lies)))
         print(f"\n(load average after: {_load()})")

@@ -43,7 +43,14 @@ from client.session import Session, connect, require_url
 from client.state import TrustedState, atomic_write, read_capped
 from client.witnesses import load_witness_policy
 from ledger.tlog.merkle import leaf_hash
-from verifier import KernelSpec, VerifierError, bench_runs, pack_kernel
+from verifier import (
+    PUBLISH_MAX_RUNS,
+    BenchSettings,
+    KernelSpec,
+    VerifierError,
+    bench_runs,
+    pack_kernel,
+)
 from verifier import check as run_check
 from verifier.gpu import probe
 from verifier.progress import Progress
@@ -423,8 +430,10 @@ def measure(kernel_dir: Path, budget: str, progress: Progress) -> Results:
         if untimed is not None:
             progress(f"no benchmark: {untimed}")
             return Results(check.to_predicate(), None, None)
-        progress("running `ktl bench` (independent runs)")
-        bench = bench_runs(kernel_dir, progress=progress)
+        progress("running `ktl bench` (independent runs; more while they disagree, up to "
+                 f"{PUBLISH_MAX_RUNS})")
+        bench = bench_runs(kernel_dir, settings=BenchSettings(until_agree=PUBLISH_MAX_RUNS),
+                           progress=progress)
     except VerifierError as exc:
         raise InputError(f"{kernel_dir}: the verifier could not run: {exc}") from exc
     return Results(check.to_predicate(), bench.to_predicate(), bench.samples_blob())

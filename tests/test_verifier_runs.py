@@ -322,3 +322,66 @@ def test_runs_that_disagree_are_not_trusted_however_narrow_each_one() -> None:
     calm = RunSet(tuple(_report(s) for s in (1.0, 1.01, 0.99, 1.02, 0.995)), cpu=1)
     assert calm.trusted and not [c for c in calm.to_predicate().caveats
                                  if c.kind == "runs_disagree"]
+
+
+def _scripted_bench(monkeypatch: pytest.MonkeyPatch, speeds: list[float],
+                    untrusted_at: int | None = None) -> list[int | None]:
+    """`bench_runs`' runs answered from `speeds` in turn (no kernel runs, no probe); returns
+    the seeds each run was asked for."""
+    from verifier.benchmark import _runs as runs_mod
+
+    seeds: list[int | None] = []
+    it = iter(range(len(speeds)))
+
+    def fake_bench(directory: object, settings: BenchSettings, progress: object = None
+                   ) -> BenchReport:
+        k = next(it)
+        seeds.append(settings.seed)
+        return _report(speeds[k], trusted=k != untrusted_at)
+
+    monkeypatch.setattr(runs_mod, "bench", fake_bench)
+    monkeypatch.setattr(runs_mod, "machine_peaks", lambda: None)
+    monkeypatch.setattr(runs_mod, "measured_kernel", lambda d: None)
+    return seeds
+
+
+def test_runs_that_disagree_are_measured_longer_up_to_the_cap(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 42 on a host whose runs swing (0.72x and 0.90x modes, as measured 2026-12-06):
+    five runs disagree (interval over runs wider than +-10 %), so five more are measured, all
+    at the first run's seed; ten agree, and measuring stops there."""
+    swing = [0.72, 0.90, 0.72, 0.90, 0.80, 0.80, 0.81, 0.79, 0.80, 0.80, 9.0, 9.0]
+    seeds = _scripted_bench(monkeypatch, swing)
+    said: list[str] = []
+    rs = bench_runs(ROOT / "examples" / "sum-rows", 5, BenchSettings(until_agree=15),
+                    progress=said.append)
+    assert RunSet(rs.runs[:5], cpu=1).disagreements()  # the first five disagree
+    assert len(rs.runs) == 10 and not rs.disagreements() and rs.trusted
+    assert seeds[1:] == [3] * 9  # every later run at the first one's seed
+    assert any("the 5 runs disagree" in m and "measuring 5 more, up to 15" in m for m in said)
+    assert any(m.startswith("run 10/10") for m in said)
+    assert rs.to_predicate().method.runs == 10
+
+
+def test_runs_that_keep_disagreeing_stop_at_the_cap_and_stay_untrusted(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    wild = [0.6, 1.0] * 10
+    _scripted_bench(monkeypatch, wild)
+    rs = bench_runs(ROOT / "examples" / "sum-rows", 5, BenchSettings(until_agree=12))
+    assert len(rs.runs) == 12  # 5, then 5, then the 2 left under the cap
+    assert rs.disagreements() and not rs.trusted
+
+
+def test_no_more_runs_unless_asked_or_after_an_untrusted_run(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default (a reproducer's, `ktl bench`'s) measures what it was asked; an untrusted
+    run ends the set (a kernel caught cheating gains nothing by being measured again)."""
+    _scripted_bench(monkeypatch, [0.6, 1.0] * 5)
+    assert len(bench_runs(ROOT / "examples" / "sum-rows", 5).runs) == 5
+    _scripted_bench(monkeypatch, [0.6, 1.0, 0.6, 1.0, 0.6, 1.0], untrusted_at=1)
+    rs = bench_runs(ROOT / "examples" / "sum-rows", 2, BenchSettings(until_agree=15))
+    assert len(rs.runs) == 2 and not rs.trusted
+    with pytest.raises(VerifierError, match="until_agree must be at most"):
+        bench_runs(ROOT / "examples" / "sum-rows", 2, BenchSettings(until_agree=500))
+    with pytest.raises(VerifierError, match="bench parameters out of range"):
+        BenchSettings(until_agree=-1)

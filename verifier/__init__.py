@@ -9,7 +9,15 @@ folders (`KernelSpec`, `pack_kernel`, `unpack_kernel`), `check`, `bench` (one ru
 
 from __future__ import annotations
 
-from verifier.benchmark import DEFAULT_RUNS, BenchReport, BenchSettings, RunSet, bench, bench_runs
+from verifier.benchmark import (
+    DEFAULT_RUNS,
+    PUBLISH_MAX_RUNS,
+    BenchReport,
+    BenchSettings,
+    RunSet,
+    bench,
+    bench_runs,
+)
 from verifier.checks import BUDGETS, CheckReport, check
 from verifier.environment import environment_fingerprint
 from verifier.errors import (
@@ -39,6 +47,7 @@ __all__ = [
     "DEFAULT_RUNS",
     "FLAG_ALLOWLIST",
     "OPS",
+    "PUBLISH_MAX_RUNS",
     "ArchiveError",
     "BenchReport",
     "BenchSettings",

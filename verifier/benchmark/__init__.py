@@ -26,9 +26,16 @@ from verifier.benchmark._conditions import Apart, Conditions, conditions_differ,
 from verifier.benchmark._conditions import merge as merge_conditions
 from verifier.benchmark._report import BenchReport, machine_peaks
 from verifier.benchmark._route import bench
-from verifier.benchmark._runs import DEFAULT_RUNS, RunSet, bench_runs, over_runs, runs_disagree
+from verifier.benchmark._runs import (
+    DEFAULT_RUNS,
+    PUBLISH_MAX_RUNS,
+    RunSet,
+    bench_runs,
+    over_runs,
+    runs_disagree,
+)
 from verifier.benchmark._settings import BenchSettings
 
-__all__ = ["DEFAULT_RUNS", "Apart", "BenchReport", "BenchSettings", "Conditions", "RunSet", "bench",
-           "bench_runs", "conditions_differ", "machine_peaks", "merge_conditions", "over_runs",
+__all__ = ["DEFAULT_RUNS", "PUBLISH_MAX_RUNS", "Apart", "BenchReport", "BenchSettings",
+           "Conditions", "RunSet", "bench", "bench_runs", "conditions_differ", "machine_peaks", "merge_conditions", "over_runs",
            "probe", "runs_disagree"]

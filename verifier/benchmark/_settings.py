@@ -41,6 +41,9 @@ class BenchSettings:
     compile_baseline: bool = False
     device: Literal["auto", "cuda", "cpu"] = "auto"
     cold: bool = False
+    until_agree: int = 0
+    """`bench_runs` only: while its runs disagree, as many more as it was asked for at a time,
+    up to this many in all (0: never; `ktl publish` asks `PUBLISH_MAX_RUNS`)."""
 
     def __post_init__(self) -> None:
         if self.device not in ("auto", "cuda", "cpu"):
@@ -48,7 +51,8 @@ class BenchSettings:
         if self.threads is not None and not 1 <= self.threads <= 1024:
             raise VerifierError("threads must be between 1 and 1024")
         if not (0 < self.target < 1 and 0 < self.time_budget_s <= 3600
-                and 2 <= self.min_reps <= self.max_reps <= 10**6 and 0 <= self.warmup <= 1000):
+                and 2 <= self.min_reps <= self.max_reps <= 10**6 and 0 <= self.warmup <= 1000
+                and 0 <= self.until_agree <= 1000):
             raise VerifierError("bench parameters out of range")
 
     @property
