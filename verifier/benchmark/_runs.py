@@ -64,10 +64,11 @@ a reproduction of one example kernel well under two minutes."""
 PUBLISH_MAX_RUNS = 15
 """`ktl publish` measures DEFAULT_RUNS runs and, while they disagree (`disagreements`: the
 interval over runs wider than +-RUNS_AGREE, which makes a claim weak), DEFAULT_RUNS more, up to
-this many in all. On a host whose memory system swings a run's speed-up by 10 % between runs
-with nothing else running (2026-12-06: `benchmarks/bench_host_noise.py`), five runs leave an
-honest claim weak and a 1.25x lie beyond refutation by any sound test, its own runs' spread
-being the limit (docs/performance.md, "Reproduce"); ten carry it."""
+this many in all. On a host whose memory system moves a run's speed-up 10-25 % from the next
+with nothing else running (2026-12-06, `benchmarks/bench_host_noise.py`), five runs leave an
+honest claim weak, and the test's interval, which shrinks with 1/claimed + 1/measured runs,
+too wide to refute a 1.25x lie: published with five, none of 4 lies recreated busy -> quiet
+was refuted; with up to 15, 6 of 12 (docs/performance.md, "Reproduce")."""
 MAX_NOTES = 64
 RUNS_AGREE = HALFWIDTH_WEAK
 """Most half-width (relative) of a shape's interval over runs for the set to be trusted: the
