@@ -68,7 +68,7 @@ this many in all. On a host whose memory system moves a run's speed-up 10-25 % f
 with nothing else running (2026-12-06, `benchmarks/bench_host_noise.py`), five runs leave an
 honest claim weak, and the test's interval, which shrinks with 1/claimed + 1/measured runs,
 too wide to refute a 1.25x lie: published with five, none of 4 lies recreated busy -> quiet
-was refuted; with up to 15, 6 of 12 (docs/performance.md, "Reproduce")."""
+was refuted; with up to 15, 9 of 16 (docs/performance.md, "Reproduce")."""
 MAX_NOTES = 64
 RUNS_AGREE = HALFWIDTH_WEAK
 """Most half-width (relative) of a shape's interval over runs for the set to be trusted: the
