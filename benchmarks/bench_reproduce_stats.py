@@ -89,20 +89,16 @@ def spread(kernels: Sequence[str], runs: int, shapes: list[dict[str, int]] | Non
     }
     if warmup_variant:
         settings["pinned, warm-up 50"] = {"pin": True, "warmup": 50}
-    rows = []
-    for name in kernels:
-        got: dict[str, list[float]] = {s: [] for s in settings}
-        for k in range(runs):
-            for label, opts in settings.items():
-                say(f"spread: {name} run {k + 1}/{runs}, {label}")
-                rs = bench_runs(ROOT / "examples" / name, runs=1,
-                                settings=BenchSettings(shapes=shapes, seed=7, time_budget_s=budget,
-                                                       warmup=int(opts.get("warmup", 5))),
-                                pin=bool(opts["pin"]))
-                got[label] += _speedups(rs)
-        rows.append({"kernel": name, **{label: (statistics.fmean(v), _cv(v), min(v), max(v))
-                                        for label, v in got.items()}})
-    return rows
+
+    def one(name: str, k: int, opts: dict[str, Any]) -> list[float]:
+        return _speedups(bench_runs(
+            ROOT / "examples" / name, runs=1,
+            settings=BenchSettings(shapes=shapes, seed=7, time_budget_s=budget,
+                                   warmup=int(opts.get("warmup", 5))), pin=bool(opts["pin"])))
+
+    return [{"kernel": name, **{label: (statistics.fmean(v), _cv(v), min(v), max(v))
+                                for label, v in got.items()}}
+            for name, got in _round_robin("spread", kernels, runs, settings, one, say).items()]
 
 
 SHIFT_SETTINGS: dict[str, dict[str, float] | None] = {
@@ -120,18 +116,32 @@ def shift(kernels: Sequence[str], rounds: int, budget: float, say: Say) -> list[
     far each load moves the speed-up from quiet (what `MARGIN_FOR` allows for one kind of
     difference left between two sittings). Pure measurement; the table is `_shift_table`."""
     cores = os.cpu_count() or 1
-    rows = []
+
+    def one(name: str, k: int, like: dict[str, float] | None) -> list[float]:
+        return _speedups(bench_runs(
+            ROOT / "examples" / name, runs=1,
+            settings=BenchSettings(seed=7 + k, time_budget_s=budget),
+            like=None if like is None else {**like, "cores": cores}))[:1]
+
+    return [{"kernel": name, "speedups": got}
+            for name, got in _round_robin("shift", kernels, rounds, SHIFT_SETTINGS, one,
+                                          say).items()]
+
+
+def _round_robin(what: str, kernels: Sequence[str], rounds: int, settings: dict[str, Any],
+                 one: Callable[[str, int, Any], list[float]], say: Say
+                 ) -> dict[str, dict[str, list[float]]]:
+    """Per kernel, `rounds` rounds of one run in each setting in turn (so every setting sees
+    the same machine): the speed-ups `one(kernel, round, setting)` returned, by setting."""
+    out: dict[str, dict[str, list[float]]] = {}
     for name in kernels:
-        got: dict[str, list[float]] = {s: [] for s in SHIFT_SETTINGS}
+        got: dict[str, list[float]] = {label: [] for label in settings}
         for k in range(rounds):
-            for label, like in SHIFT_SETTINGS.items():
-                say(f"shift: {name} round {k + 1}/{rounds}, {label}")
-                rs = bench_runs(ROOT / "examples" / name, runs=1,
-                                settings=BenchSettings(seed=7 + k, time_budget_s=budget),
-                                like=None if like is None else {**like, "cores": cores})
-                got[label] += _speedups(rs)[:1]
-        rows.append({"kernel": name, "speedups": got})
-    return rows
+            for label, opts in settings.items():
+                say(f"{what}: {name} round {k + 1}/{rounds}, {label}")
+                got[label] += one(name, k, opts)
+        out[name] = got
+    return out
 
 
 def log_shift(quiet: Sequence[float], busy: Sequence[float], confidence: float = 0.99
