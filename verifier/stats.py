@@ -64,6 +64,7 @@ __all__ = [
     "inflation_test",
     "look_confidence",
     "max_runs",
+    "runs_to_confirm",
     "sequential_test",
     "simulated_rates",
     "simulated_sequential_rates",
@@ -363,6 +364,32 @@ def inflation_test(
         measured_interval=(_exp(mu - m_half), _exp(mu + m_half)), sigma=sigma,
         tolerance=float(tolerance), confidence=float(confidence), decision=decision,
         more_runs=more, between=float(between), look=look)
+
+
+def runs_to_confirm(test: InflationTest, limit: float) -> int | None:
+    """Fewest further runs here after which `test`'s whole interval of the overstatement
+    would lie within `limit` (a ratio: 1 + the tolerance, less any shift allowed for
+    conditions), if its estimate and spread stayed as they are; at the look's confidence and
+    with its between-sitting allowance. 0 when it already does; None when no count up to
+    _MAX_EXTRA would (the estimate is beyond `limit`, or the claim's own runs or the
+    allowance limit the precision). Where `inflation_test`'s `more_runs` says how many runs
+    would refute, this says how many would confirm: an honest claim measured in too few
+    runs here is measured further instead of left undecided. Pure."""
+    if not (isinstance(limit, int | float) and limit > 0 and math.isfinite(limit)):
+        raise StatsError(f"limit must be a finite positive ratio, got {limit!r}")
+    if test.inflation <= 0 or test.measured_runs < 1:
+        raise StatsError("the test has no usable estimate")
+    d, top = math.log(test.inflation), math.log(limit)
+    level = look_confidence(test.confidence, test.look)
+    m, n = test.claimed_runs, test.measured_runs
+    if n >= 2 and d + _half(level, test.sigma, m, n, test.between) <= top:
+        return 0
+    if d > top:
+        return None
+    for extra in range(1, _MAX_EXTRA + 1):
+        if d + _half(level, test.sigma, m, n + extra, test.between) <= top:
+            return extra
+    return None
 
 
 def _exp(x: float) -> float:

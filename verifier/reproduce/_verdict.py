@@ -42,6 +42,7 @@ from verifier.stats import (
     InflationTest,
     StatsError,
     inflation_test,
+    runs_to_confirm,
 )
 
 __all__ = [
@@ -296,26 +297,18 @@ def _decide(claimed_runs: Sequence[float], measured_runs: Sequence[float], sitti
         return _undecided(weak, f"{text}; one run here cannot estimate the spread",
                           f"more runs here would decide; {hw}", test)
     if test.inflation_interval[0] > limit:
-        if not same_hardware(sitting.diff):
-            return _undecided(weak, f"{text}; overstated beyond {allowed} with "
-                              f"{100 * policy.confidence:g} % confidence, but this is {hw}, "
-                              "which may explain a slower ratio",
-                              "a reproduction on the claim's hardware would decide", test)
-        noise = (f"; the runs here disagree ({sitting.untrusted_why}), and the interval over "
-                 "them, their spread counted, refutes it all the same") if not sitting.trusted \
-            else ""
-        return SpeedupVerdict("refuted", test, (
-            f"{text}; overstated by more than the {allowed} tolerance with "
-            f"{100 * policy.confidence:g} % confidence{noise}; {hw}"), one_line(
-            f"{_overstated(test)}: beyond the {allowed} tolerance with "
-            f"{100 * policy.confidence:g} % confidence"))
+        return _beyond(test, sitting, policy, f"{text}; ", weak, limit)
+    tol = 1.0 + policy.tolerance
+    confirm = runs_to_confirm(close, tol / (1.0 + margin))
+    if test.more_runs is None and confirm:
+        # more runs here could confirm it: said, so a sequential look measures them
+        test = replace(test, more_runs=confirm)
     if not sitting.trusted:
         return _undecided(weak, f"{text}; the measurement here is not trusted: "
                           f"{sitting.untrusted_why}; its runs do not refute the claim, and a "
                           "measurement whose runs disagree confirms nothing",
                           "a quieter machine or more runs (--runs) would decide; "
                           f"{hw}", test)
-    tol = 1.0 + policy.tolerance
     upper = hi * (1.0 + margin)
     if upper <= tol:
         line = (f"the whole interval of the overstatement [{_pct(lo)}, {_pct(hi)}]"
@@ -326,11 +319,37 @@ def _decide(claimed_runs: Sequence[float], measured_runs: Sequence[float], sitti
     why = (f"{text}; neither refuted (lower bound {_pct(test.inflation_interval[0])} against "
            f"{allowed}) nor confirmed (upper bound {_pct(upper)} against "
            f"{100 * policy.tolerance:g} %)")
-    return _undecided(weak, why, f"{_what_decides(test, close, margin, limit)}; {hw}", test)
+    return _undecided(weak, why, f"{_what_decides(test, close, margin, limit, confirm)}; {hw}",
+                      test)
 
 
-def _what_decides(test: InflationTest, close: InflationTest, margin: float, limit: float) -> str:
-    """What would decide a claim neither refuted nor confirmed, from the typed tests."""
+def _beyond(test: InflationTest, sitting: Sitting, policy: DecisionPolicy, text: str,
+            weak: Sequence[str], limit: float) -> SpeedupVerdict:
+    """The verdict on a claim whose lower bound is beyond the widened tolerance `limit`:
+    refuted on the claim's hardware, else undecided (a slower ratio elsewhere proves
+    nothing). `text`: the figures, ending in '; '."""
+    hw = _hardware_phrase(sitting.diff)
+    allowed = f"{100 * (limit - 1):.0f} %"
+    conf = f"{100 * policy.confidence:g} % confidence"
+    if not same_hardware(sitting.diff):
+        return _undecided(weak, f"{text}overstated beyond {allowed} with {conf}, but this is "
+                          f"{hw}, which may explain a slower ratio",
+                          "a reproduction on the claim's hardware would decide", test)
+    noise = (f"; the runs here disagree ({sitting.untrusted_why}), and the interval over "
+             "them, their spread counted, refutes it all the same") if not sitting.trusted \
+        else ""
+    return SpeedupVerdict("refuted", test, (
+        f"{text}overstated by more than the {allowed} tolerance with {conf}{noise}; {hw}"),
+        one_line(f"{_overstated(test)}: beyond the {allowed} tolerance with {conf}"))
+
+
+def _what_decides(test: InflationTest, close: InflationTest, margin: float, limit: float,
+                  confirm: int | None) -> str:
+    """What would decide a claim neither refuted nor confirmed, from the typed tests
+    (`confirm`: `runs_to_confirm`'s count)."""
+    if confirm:
+        return (f"about {confirm} more run(s) here would confirm it, if the runs stayed as "
+                "they are")
     if margin:
         return ("a sitting under the claim's conditions would decide (this sitting's own "
                 "conditions differ from them)")
