@@ -192,3 +192,16 @@ def test_reproduce_measures_an_honest_claim_further_until_it_is_confirmed() -> N
     alone, _ = _reproduce(_Batches([_bench(SPREAD)]), _bench(TIGHT), 0)
     assert alone["claims"][0]["verdict"] == "inconclusive"
     assert "would confirm it" in alone["claims"][0]["reason"]
+
+
+def test_an_honest_claim_no_run_here_can_confirm_says_so() -> None:
+    """The demo's sum-rows sitting: runs 5.7 % apart against a claim of ten: no count of runs
+    here confirms it, and the reason says what would instead of promising more runs."""
+    claimed = [0.792 * x for x in (1.0, 1.01, 0.99, 1.0, 1.01, 0.99, 1.0, 1.0, 1.01, 0.99)]
+    measured = [0.73, 0.82, 0.72, 0.81, 0.78]
+    v = speedup_verdict(claimed, measured, Sitting(), look=1)
+    assert v.decision == "inconclusive", v.reason
+    stats = v.statistics()
+    assert stats is not None and stats.more_runs is None
+    assert "no number of runs here would confirm it at this sitting's spread" in v.reason
+    assert "would confirm it, if the runs stayed" not in v.reason

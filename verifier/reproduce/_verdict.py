@@ -360,5 +360,8 @@ def _what_decides(test: InflationTest, close: InflationTest, margin: float, limi
                 "honest claims show between sittings (no number of runs here removes it): the "
                 "claim's own runs limit the precision")
     if close.decision == "confirmed":
-        return "more runs here would narrow the interval enough to decide"
+        return (f"no number of runs here would confirm it at this sitting's spread "
+                f"({100 * close.sigma:.1f} % between runs) against the claim's own "
+                f"{close.claimed_runs} run(s): a steadier sitting, or a new claim with more "
+                "runs, would decide")
     return "the claim's own runs limit the precision: more runs in a new claim would decide"
