@@ -79,3 +79,38 @@ def test_torch_compile_is_a_second_baseline_and_the_reference_survives_it(tmp_pa
     assert any(n.startswith("against torch.compile of the reference: speed-up") for n in run.notes)
     assert not any("skipped" in n for n in run.notes), run.notes
     assert run.results and not run.faults
+
+
+def test_the_problem_is_probed_once_per_source_in_a_process(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every run of a set times the same reference at the same sizes: its one-call probe (a
+    sandboxed torch import, 6-9 s a run here) is asked once per source and budget; another
+    source is probed anew, and a failed probe is raised again each time, never kept."""
+    from types import SimpleNamespace
+
+    from verifier.benchmark import _torch_bench as tb
+    from verifier.runtimes import Footprint, ProbeFailed
+
+    asked: list[bytes] = []
+    fp = Footprint(call_bytes=1 << 20, param_bytes=1 << 10)
+
+    def probe(source: bytes, budget: Footprint, scale: bool = True) -> SimpleNamespace:
+        asked.append(source)
+        if source == b"bad":
+            raise ProbeFailed("the problem's process exited with status 1")
+        return SimpleNamespace(plan=SimpleNamespace(footprint=fp))
+
+    monkeypatch.setattr(tb, "probe_problem", probe)
+    monkeypatch.setattr(tb, "_PROBED", {})
+    said: list[str] = []
+    assert tb._problem_footprint(b"ref", said.append) == fp
+    assert tb._problem_footprint(b"ref", said.append) == fp
+    assert asked == [b"ref"] and "as measured before in this process" in said[-1]
+    assert tb._problem_footprint(b"other", said.append) == fp and asked[-1] == b"other"
+    for _ in range(2):
+        with pytest.raises(VerifierError, match="not benchmarked at the problem's own sizes"):
+            tb._problem_footprint(b"bad", said.append)
+    assert asked.count(b"bad") == 2
+    for k in range(tb._PROBED_MAX + 3):  # bounded: the oldest answers are dropped
+        tb._problem_footprint(b"src%d" % k, said.append)
+    assert len(tb._PROBED) == tb._PROBED_MAX

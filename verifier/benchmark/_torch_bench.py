@@ -26,6 +26,7 @@ Runtime triton on a CPU runs through Triton's interpreter: it is not timed.
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 import tempfile
 import time
@@ -54,6 +55,7 @@ from verifier.kernel import KernelSpec
 from verifier.progress import Progress, quiet
 from verifier.runtimes import (
     Call,
+    Footprint,
     ProbeFailed,
     ReferenceError_,
     TorchKernel,
@@ -158,21 +160,44 @@ def torch_bench(spec: KernelSpec, settings: BenchSettings,
                         address_space=CANDIDATE_GRANTS.address_space,
                         open_files=CANDIDATE_GRANTS.open_files,
                         processes=CANDIDATE_GRANTS.processes)
-        progress("measuring one call of the problem at its own sizes")
-        try:
-            probed = probe_problem(kernel.read()[kernel.reference], bench_budget(), scale=False)
-        except ProbeFailed as exc:
-            raise VerifierError(f"not benchmarked at the problem's own sizes: {exc}") from exc
+        footprint = _problem_footprint(kernel.read()[kernel.reference], progress)
         try:
             session = TorchSession(kernel, work, build, limits, threads=settings.cores,
-                                   arena_bytes=arena_bytes_for(probed.plan.footprint,
-                                                               512 * 2**20))
+                                   arena_bytes=arena_bytes_for(footprint, 512 * 2**20))
         except (ReferenceError_, *_KERNEL_FAULTS) as exc:
             raise VerifierError(f"the reference module could not run: {exc}") from exc
         try:
             return _measure_all(run, session, settings)
         finally:
             session.close()
+
+
+_PROBED: dict[tuple[str, Footprint], Footprint | None] = {}
+"""One probe answer per reference source and budget in this process: every run of a set, and
+every further look of a reproduction, times the same reference at the same sizes, and the
+probe (a sandboxed child importing torch: 6-9 s of each run here) only sizes the shared
+arena. Failures are not kept: they are raised again each time."""
+_PROBED_MAX = 16
+
+
+def _problem_footprint(reference: bytes, progress: Progress) -> Footprint | None:
+    """One call's footprint of the problem `reference` at its own sizes (`probe_problem`, once
+    per source and budget in this process). Raises VerifierError where it cannot be run
+    here at those sizes."""
+    budget = bench_budget()
+    key = (hashlib.sha256(reference).hexdigest(), budget)
+    if key in _PROBED:
+        progress("one call of the problem at its own sizes: as measured before in this process")
+        return _PROBED[key]
+    progress("measuring one call of the problem at its own sizes")
+    try:
+        probed = probe_problem(reference, budget, scale=False)
+    except ProbeFailed as exc:
+        raise VerifierError(f"not benchmarked at the problem's own sizes: {exc}") from exc
+    while len(_PROBED) >= _PROBED_MAX:
+        del _PROBED[next(iter(_PROBED))]
+    _PROBED[key] = probed.plan.footprint
+    return probed.plan.footprint
 
 
 def _measure_all(run: TorchRun, session: TorchSession, settings: BenchSettings) -> BenchReport:
