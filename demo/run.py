@@ -16,7 +16,9 @@
    demo's own log and witnesses have gone quiet (`wait_quiet`: they share the machine); a claim
    left inconclusive with its estimate beyond the tolerance (the test undecided, or decided
    but held back because the machine's conditions were too far from the claim's) is
-   reproduced once more, honest or not, never a third time;
+   reproduced once more, honest or not, never a third time (within one reproduction, a claim
+   more runs could refute or confirm is measured further, up to `ktl reproduce`'s default
+   time budget);
 5. publish one deliberately inflated claim (a benchmark of the kernel measured just before,
    its speed-ups x1.25, signed by another key) and show that reproduction refutes it, or
    (where the lie's own record calls it weak) finds it unsupported: never paid on;
