@@ -13,15 +13,12 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attest.predicates import BenchmarkPredicate
-from tests.test_verifier_reproduce import ROOT, TARGET, _Batches, _bench
-from verifier.reproduce import ReproduceSettings, reproduce_kernel
+from tests.test_verifier_reproduce import _bench, _reproduce_over
 from verifier.reproduce._verdict import Sitting, speedup_verdict
 from verifier.stats import (
     MAX_LOOKS,
@@ -164,32 +161,16 @@ TIGHT = (1.30, 1.33, 1.31, 1.34, 1.31)
 SPREAD = (1.30, 1.42, 1.35, 1.44, 1.34)
 
 
-def _reproduce(batches: _Batches, claim: dict[str, Any], budget_s: float
-               ) -> tuple[dict[str, Any], list[str]]:
-    said: list[str] = []
-    import verifier.benchmark
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(verifier.benchmark, "bench_runs", batches)
-        body = reproduce_kernel(ROOT / "examples" / "matmul-blocked",
-                                [BenchmarkPredicate.from_json(claim)], TARGET,
-                                ReproduceSettings(time_budget_s=1, runs=5,
-                                                  sequential_budget_s=budget_s,
-                                                  progress=said.append)).to_json()
-    return body, said
-
-
 def test_reproduce_measures_an_honest_claim_further_until_it_is_confirmed() -> None:
     """Through `reproduce_kernel` (bench runs injected): the first sitting leaves the honest
     claim open, a look measures five more runs, and the claim is confirmed."""
-    batches = _Batches([_bench(SPREAD)])
-    body, said = _reproduce(batches, _bench(TIGHT), 60)
+    body, batches, said = _reproduce_over([_bench(SPREAD)], _bench(TIGHT))
     (speed,) = body["claims"]
     assert speed["verdict"] == "confirmed", speed["reason"]
     assert len(batches.asked) >= 2 and speed["statistics"]["measured_runs"] >= 10
     assert any(m.startswith("look 1:") for m in said), said
     # with no time budget for further looks it stays open, saying how many runs would decide
-    alone, _ = _reproduce(_Batches([_bench(SPREAD)]), _bench(TIGHT), 0)
+    alone, _, _ = _reproduce_over([_bench(SPREAD)], _bench(TIGHT), budget_s=0)
     assert alone["claims"][0]["verdict"] == "inconclusive"
     assert "would confirm it" in alone["claims"][0]["reason"]
 
