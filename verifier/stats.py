@@ -311,13 +311,16 @@ def look_confidence(confidence: float, look: int) -> float:
     return 1.0 - (1.0 - confidence) / (2.0 ** min(look, 60))
 
 
+def _fewest_more(n: int, decides: Callable[[int], bool]) -> int | None:
+    """Fewest further runs (1.._MAX_EXTRA) after `n` for which `decides(total runs)` holds;
+    None when none does."""
+    return next((extra for extra in range(1, _MAX_EXTRA + 1) if decides(n + extra)), None)
+
+
 def _more_runs(d: float, n: int, limit: float, half_at: Callable[[int], float]) -> int | None:
     """Fewest further runs here that would refute, if `d` and the spread stayed as they are;
     `half_at(total)`: the half-width after `total` runs here."""
-    for extra in range(1, _MAX_EXTRA + 1):
-        if _decide(d, half_at(n + extra), limit) != "inconclusive":
-            return extra
-    return None
+    return _fewest_more(n, lambda total: _decide(d, half_at(total), limit) != "inconclusive")
 
 
 def inflation_test(
@@ -382,14 +385,13 @@ def runs_to_confirm(test: InflationTest, limit: float) -> int | None:
     d, top = math.log(test.inflation), math.log(limit)
     level = look_confidence(test.confidence, test.look)
     m, n = test.claimed_runs, test.measured_runs
-    if n >= 2 and d + _half(level, test.sigma, m, n, test.between) <= top:
+
+    def within(total: int) -> bool:
+        return d + _half(level, test.sigma, m, total, test.between) <= top
+
+    if n >= 2 and within(n):
         return 0
-    if d > top:
-        return None
-    for extra in range(1, _MAX_EXTRA + 1):
-        if d + _half(level, test.sigma, m, n + extra, test.between) <= top:
-            return extra
-    return None
+    return None if d > top else _fewest_more(n, within)
 
 
 def _exp(x: float) -> float:
