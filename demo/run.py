@@ -14,9 +14,9 @@
 3. verify each receipt offline (`ktl verify`, no network), witness cosignatures included;
 4. reproduce each benchmark claim (`ktl reproduce`, which logs its verdict), each once the
    demo's own log and witnesses have gone quiet (`wait_quiet`: they share the machine); a claim
-   left inconclusive with its estimate beyond the tolerance (the test undecided, or decided
-   but held back because the machine's conditions were too far from the claim's) is
-   reproduced once more, honest or not, never a third time (within one reproduction, a claim
+   left inconclusive (the test undecided, or decided but held back because the machine's
+   conditions were too far from the claim's) is reproduced once more, honest or not, never
+   a third time (within one reproduction, a claim
    more runs could refute or confirm is measured further, up to `ktl reproduce`'s default
    time budget);
 5. publish one deliberately inflated claim (a benchmark of the kernel measured just before,
@@ -144,7 +144,8 @@ class SummaryRow:
     #: the typed statistics and policy, not from the reason's words.
     held_back: bool = False
     #: Inconclusive with the estimated overstatement beyond the tolerance (the test undecided,
-    #: or decided and held back): such a claim gets one more sitting.
+    #: or decided and held back): said when it gets its one more sitting (as every
+    #: inconclusive claim does).
     overstated: bool = False
     #: Half the width of the inflation interval, in log units: how precisely one sitting
     #: judges this claim (the runs' spread and the allowance between sittings); None when
@@ -773,14 +774,16 @@ class Demo:
 
     def _reproduced(self, report: Mapping[str, Any], entry: Mapping[str, Any], key: Path,
                     server: LogServer, *, honest: bool) -> None:
-        """Reproduce the entry; a claim left inconclusive with its estimate beyond the
-        tolerance (undecided, or decided and held back by the sittings' conditions) gets one
-        more sitting, honest or not (the same rule for all), never a third."""
+        """Reproduce the entry; a claim left inconclusive (undecided, or decided and held
+        back by the sittings' conditions) gets one more sitting, honest or not (the same
+        rule for all), never a third."""
         rows = self._sitting(report, entry, key, server, honest=honest)
         why = ("the test decided, but this sitting's conditions were too far from the "
                "claim's to give the verdict" if any(r.held_back for r in rows) else
                "overstated by more than the tolerance by the estimate, but this sitting "
-               "could not decide" if any(r.overstated for r in rows) else None)
+               "could not decide" if any(r.overstated for r in rows) else
+               "this sitting could not decide (its runs too far apart, or too few)"
+               if any(r.verdict == "inconclusive" for r in rows) else None)
         if why:
             self.console.print(safe(f"  #{entry['index']}: {why}; reproducing once more",
                                     "yellow"))

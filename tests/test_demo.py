@@ -236,6 +236,29 @@ def test_a_held_back_claim_gets_one_more_sitting(tmp_path: Path) -> None:
     assert len(calls) == 1 and demo.rows[0].verdict == "refuted"
 
 
+def test_an_undecided_honest_claim_gets_one_more_sitting_and_no_third(tmp_path: Path) -> None:
+    """The fresh clone's failure: an honest claim left open by one sitting whose runs were
+    9.6 % apart (not overstated, not held back) is reproduced once more, like any
+    inconclusive claim, never a third time; a decided or unsupported one is not."""
+    open_row = _row("a/b", "inconclusive")
+    assert not open_row.overstated and not open_row.held_back
+    sittings = [[open_row], [_row("a/b", "confirmed")], [_row("a/b", "refuted")]]
+    demo, calls = _scripted_sittings(tmp_path, sittings)
+    demo._reproduced({}, {"index": 5}, tmp_path, None, honest=True)  # type: ignore[arg-type]
+    assert len(calls) == 2 and [r.verdict for r in demo.rows] == ["confirmed"]
+    for verdict in ("confirmed", "unsupported", "refuted"):
+        demo.rows.clear()
+        sittings[:] = [[_row("a/b", verdict)], [_row("a/b", "confirmed")]]
+        calls.clear()
+        demo._reproduced({}, {"index": 5}, tmp_path, None, honest=True)  # type: ignore[arg-type]
+        assert len(calls) == 1 and demo.rows[0].verdict == verdict
+    demo.rows.clear()
+    sittings[:] = [[open_row], [open_row], [_row("a/b", "confirmed")]]
+    calls.clear()
+    demo._reproduced({}, {"index": 5}, tmp_path, None, honest=True)  # type: ignore[arg-type]
+    assert len(calls) == 2 and demo.rows == [open_row]
+
+
 def test_an_undecided_overstatement_is_read_from_the_estimate() -> None:
     """Overstated: inconclusive with the estimated inflation past 1 + tolerance (the CI
     failure: claimed 1.71x, measured 1.50x, overstated by 14 % [-3 %, +34 %])."""
@@ -273,12 +296,12 @@ def test_an_undecided_overstatement_gets_one_more_sitting_never_a_third(
     demo, calls = _scripted_sittings(tmp_path, sittings)
     demo._reproduced({}, {"index": 7}, tmp_path, None, honest=honest)  # type: ignore[arg-type]
     assert len(calls) == 2 and demo.rows == [first]
-    # an inconclusive claim within the tolerance is not sat again
+    # an inconclusive claim within the tolerance is sat again too (the same rule), once
     demo.rows.clear()
     calls.clear()
     sittings[:] = [[_row("a/b", "inconclusive", honest=honest)], [second]]
     demo._reproduced({}, {"index": 7}, tmp_path, None, honest=honest)  # type: ignore[arg-type]
-    assert len(calls) == 1 and demo.rows[0].verdict == "inconclusive"
+    assert len(calls) == 2 and demo.rows == [second]
 
 
 def test_the_lie_is_benchmarked_just_before_it_is_published(
