@@ -83,34 +83,56 @@ def test_torch_compile_is_a_second_baseline_and_the_reference_survives_it(tmp_pa
 
 def test_the_problem_is_probed_once_per_source_in_a_process(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every run of a set times the same reference at the same sizes: its one-call probe (a
-    sandboxed torch import, 6-9 s a run here) is asked once per source and budget; another
-    source is probed anew, and a failed probe is raised again each time, never kept."""
+    """Every run of a set, every further look and both checks of a reproduction ask the same
+    reference's one-call probe (a sandboxed torch import, 6-9 s here): it is run once per exact
+    source and settings in a process, for the bench and the check path alike. Another source
+    (one byte apart) or other settings are probed anew, a failure is raised again each time,
+    never kept, each caller gets its own copy, and the memo is bounded."""
     from types import SimpleNamespace
 
     from verifier.benchmark import _torch_bench as tb
-    from verifier.runtimes import Footprint, ProbeFailed
+    from verifier.runtimes import CHECK_BUDGET, Footprint, ProbeFailed, ProblemProbe, _problem
 
-    asked: list[bytes] = []
+    asked: list[tuple[bytes, bool]] = []
     fp = Footprint(call_bytes=1 << 20, param_bytes=1 << 10)
+    big = Footprint(call_bytes=100 << 20, param_bytes=1 << 10)  # over the check's 64 MiB
 
-    def probe(source: bytes, budget: Footprint, scale: bool = True) -> SimpleNamespace:
-        asked.append(source)
+    def probe(source: bytes, budget: Footprint, timeout_s: float, scale: bool,
+              ceiling: Footprint | None) -> ProblemProbe:
+        asked.append((source, scale))
         if source == b"bad":
             raise ProbeFailed("the problem's process exited with status 1")
-        return SimpleNamespace(plan=SimpleNamespace(footprint=fp))
+        plan = SimpleNamespace(footprint=big if source == b"big" else fp)
+        return ProblemProbe((), plan, {"ok": True}, False)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(tb, "probe_problem", probe)
-    monkeypatch.setattr(tb, "_PROBED", {})
+    monkeypatch.setattr(_problem, "_probe_now", probe)
+    monkeypatch.setattr(_problem, "_PROBED", {})
     said: list[str] = []
     assert tb._problem_footprint(b"ref", said.append) == fp
     assert tb._problem_footprint(b"ref", said.append) == fp
-    assert asked == [b"ref"] and "as measured before in this process" in said[-1]
-    assert tb._problem_footprint(b"other", said.append) == fp and asked[-1] == b"other"
+    assert asked == [(b"ref", False)] and "as measured before in this process" in said[-1]
+    first = _problem.probe_problem(b"ref", CHECK_BUDGET)  # the check path: other settings
+    first.body["ok"] = "changed by a caller"
+    assert _problem.probe_problem(b"ref", CHECK_BUDGET).body == {"ok": True}
+    assert asked == [(b"ref", False), (b"ref", True)]
+    assert tb._problem_footprint(b"ref ", said.append) == fp and asked[-1] == (b"ref ", False)
     for _ in range(2):
         with pytest.raises(VerifierError, match="not benchmarked at the problem's own sizes"):
             tb._problem_footprint(b"bad", said.append)
-    assert asked.count(b"bad") == 2
-    for k in range(tb._PROBED_MAX + 3):  # bounded: the oldest answers are dropped
+    assert asked.count((b"bad", False)) == 2
+    # the ceiling (which follows the memory free) only lets a call over the budget run: an
+    # answer kept under one holds under another it fits, and is asked again where it does not
+    roomy, tight = (Footprint(call_bytes=n << 20, param_bytes=1 << 30, flops=10**12)
+                    for n in (200, 150))
+    _problem.probe_problem(b"big", CHECK_BUDGET, ceiling=roomy)
+    _problem.probe_problem(b"big", CHECK_BUDGET, ceiling=tight)
+    assert asked.count((b"big", True)) == 1
+    _problem.probe_problem(b"big", CHECK_BUDGET, ceiling=Footprint(call_bytes=90 << 20,
+                                                                   param_bytes=1 << 30))
+    _problem.probe_problem(b"big", CHECK_BUDGET)
+    assert asked.count((b"big", True)) == 3
+    _problem.probe_problem(b"ref", CHECK_BUDGET, ceiling=tight)  # within the budget: kept
+    assert asked.count((b"ref", True)) == 1
+    for k in range(_problem.PROBED_MAX + 3):  # bounded: the oldest answers are dropped
         tb._problem_footprint(b"src%d" % k, said.append)
-    assert len(tb._PROBED) == tb._PROBED_MAX
+    assert len(_problem._PROBED) == _problem.PROBED_MAX

@@ -26,7 +26,6 @@ Runtime triton on a CPU runs through Triton's interpreter: it is not timed.
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 import tempfile
 import time
@@ -63,6 +62,7 @@ from verifier.runtimes import (
     arena_bytes_for,
     bench_budget,
     build_extensions,
+    probe_known,
     probe_problem,
     torch_unavailable,
 )
@@ -172,31 +172,19 @@ def torch_bench(spec: KernelSpec, settings: BenchSettings,
             session.close()
 
 
-_PROBED: dict[tuple[str, Footprint], Footprint | None] = {}
-"""One probe answer per reference source and budget in this process: every run of a set, and
-every further look of a reproduction, times the same reference at the same sizes, and the
-probe (a sandboxed child importing torch: 6-9 s of each run here) only sizes the shared
-arena. Failures are not kept: they are raised again each time."""
-_PROBED_MAX = 16
-
-
 def _problem_footprint(reference: bytes, progress: Progress) -> Footprint | None:
-    """One call's footprint of the problem `reference` at its own sizes (`probe_problem`, once
-    per source and budget in this process). Raises VerifierError where it cannot be run
-    here at those sizes."""
+    """One call's footprint of the problem `reference` at its own sizes (`probe_problem`,
+    asked once per source and budget in a process: every run of a set, and every further look
+    of a reproduction, times the same reference at the same sizes, and the probe only sizes
+    the shared arena). Raises VerifierError where it cannot be run here at those sizes."""
     budget = bench_budget()
-    key = (hashlib.sha256(reference).hexdigest(), budget)
-    if key in _PROBED:
-        progress("one call of the problem at its own sizes: as measured before in this process")
-        return _PROBED[key]
-    progress("measuring one call of the problem at its own sizes")
+    known = probe_known(reference, budget, scale=False)
+    progress("one call of the problem at its own sizes: as measured before in this process"
+             if known is not None else "measuring one call of the problem at its own sizes")
     try:
-        probed = probe_problem(reference, budget, scale=False)
+        probed = known or probe_problem(reference, budget, scale=False)
     except ProbeFailed as exc:
         raise VerifierError(f"not benchmarked at the problem's own sizes: {exc}") from exc
-    while len(_PROBED) >= _PROBED_MAX:
-        del _PROBED[next(iter(_PROBED))]
-    _PROBED[key] = probed.plan.footprint
     return probed.plan.footprint
 
 

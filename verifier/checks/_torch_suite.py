@@ -79,6 +79,7 @@ from verifier.runtimes import (
     build_extensions,
     check_budget,
     check_ceiling,
+    probe_known,
     probe_problem,
     scaled_variants,
     torch_unavailable,
@@ -167,10 +168,12 @@ def _suite(kernel: TorchKernel, plan: TorchPlan, seed: int, work: Path, progress
     rows = [check_row("build", "pass", build.detail, {}, {"cached": 1.0 if build.cached else 0.0,
                                                            "build_s": build.seconds}),
             static_row(findings), exercised_row(findings, kernel.runtime, gpu=False)]
-    progress("measuring one call of the problem (sizes that fit a check here)")
+    reference, budget, ceiling = kernel.read()[kernel.reference], check_budget(), check_ceiling()
+    known = probe_known(reference, budget, ceiling=ceiling)
+    progress("sizes that fit a check here: as measured before in this process" if known else
+             "measuring one call of the problem (sizes that fit a check here)")
     try:
-        probed = probe_problem(kernel.read()[kernel.reference], check_budget(),
-                               ceiling=check_ceiling())
+        probed = known or probe_problem(reference, budget, ceiling=ceiling)
     except ProbeFailed as exc:
         # one call that fits nowhere here is this machine's limit, typed (`ktl suite` counts it)
         limit = limit_metrics("does_not_fit") if isinstance(exc, ProblemTooLarge) else None

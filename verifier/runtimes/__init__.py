@@ -37,6 +37,7 @@ from verifier.runtimes._problem import (
     check_ceiling,
     machine_memory,
     matmul_rate,
+    probe_known,
     probe_problem,
 )
 from verifier.runtimes._protocol import (
@@ -142,6 +143,7 @@ __all__ = [
     "get_runtime",
     "machine_memory",
     "matmul_rate",
+    "probe_known",
     "probe_problem",
     "rewrite_constants",
     "scale_plan",

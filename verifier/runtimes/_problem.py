@@ -16,6 +16,8 @@ hold for one call at the problem's own sizes).
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import json
 import math
 import resource
@@ -55,6 +57,7 @@ __all__ = [
     "check_budget",
     "machine_memory",
     "matmul_rate",
+    "probe_known",
     "probe_problem",
 ]
 
@@ -303,13 +306,60 @@ def _died(result: Any, limits: Limits, sizes: Mapping[str, Any] | None,
                        + (f": {exception_summary(tail[0])}" if tail else ""))
 
 
+_ProbeKey = tuple[str, Footprint, float, bool]
+_PROBED: dict[_ProbeKey, ProblemProbe] = {}
+"""The answers of this process's probes, by the exact source and the probe's settings: a
+reproduction checks and times one reference again and again (every run of a set, every further
+look, both checks), and each probe is a sandboxed child importing torch (5-9 s here) whose
+answer depends on nothing else but the ceiling, which only decides whether a call over the
+budget is run at all (`_still_fits`). Failures are not kept: they are raised again each time."""
+PROBED_MAX = 16
+
+
+def _probe_key(source: bytes, budget: Footprint, timeout_s: float, scale: bool) -> _ProbeKey:
+    return (hashlib.sha256(source).hexdigest(), budget, float(timeout_s), bool(scale))
+
+
+def _still_fits(probed: ProblemProbe, budget: Footprint, ceiling: Footprint | None) -> bool:
+    """Whether a kept answer holds under `ceiling`: its call fits the budget (the ceiling was
+    never asked), or fits this ceiling too (the check's ceiling follows the memory free)."""
+    fp = probed.plan.footprint
+    return fp is None or fp.fits(budget) or (ceiling is not None and fp.fits(ceiling))
+
+
+def probe_known(source: bytes, budget: Footprint = CHECK_BUDGET, timeout_s: float = 180.0,
+                scale: bool = True, ceiling: Footprint | None = None) -> ProblemProbe | None:
+    """The answer `probe_problem` would give from this process's memo (a copy), else None."""
+    hit = _PROBED.get(_probe_key(source, budget, timeout_s, scale))
+    if hit is None or not _still_fits(hit, budget, ceiling):
+        return None
+    return copy.deepcopy(hit)
+
+
 def probe_problem(source: bytes, budget: Footprint = CHECK_BUDGET,
                   timeout_s: float = 180.0, scale: bool = True,
                   ceiling: Footprint | None = None) -> ProblemProbe:
     """Describe the problem `source` at sizes whose one call fits `budget` (see the module);
     where its constants cannot get it there (a size written as a literal), the smallest
     sizes tried are taken if they fit `ceiling` (what this machine can run at all);
-    `scale=False`: at its own sizes only (a bench), ProblemTooLarge where they do not fit."""
+    `scale=False`: at its own sizes only (a bench), ProblemTooLarge where they do not fit.
+
+    Asked once per exact source and settings in a process (`_PROBED`, at most PROBED_MAX
+    answers, the oldest dropped first); a copy is returned, so no caller changes another's."""
+    known = probe_known(source, budget, timeout_s, scale, ceiling)
+    if known is not None:
+        return known
+    probed = _probe_now(source, budget, timeout_s, scale, ceiling)
+    while len(_PROBED) >= PROBED_MAX:
+        del _PROBED[next(iter(_PROBED))]
+    _PROBED[_probe_key(source, budget, timeout_s, scale)] = copy.deepcopy(probed)
+    return probed
+
+
+def _probe_now(source: bytes, budget: Footprint = CHECK_BUDGET,
+                  timeout_s: float = 180.0, scale: bool = True,
+                  ceiling: Footprint | None = None) -> ProblemProbe:
+    """`probe_problem` without the memo: one sandboxed child, every time."""
     constants = size_constants(source)
     available = machine_memory()
     memory = max(PROBE_MEMORY_FLOOR, min(available // 2, 2 * budget.call_bytes
