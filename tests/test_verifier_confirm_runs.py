@@ -186,3 +186,36 @@ def test_an_honest_claim_no_run_here_can_confirm_says_so() -> None:
     assert stats is not None and stats.more_runs is None
     assert "no number of runs here would confirm it at this sitting's spread" in v.reason
     assert "would confirm it, if the runs stayed" not in v.reason
+
+
+WIDE = (0.36, 0.50, 0.38, 0.49, 0.43)
+"""A sitting whose runs read 0.36x to 0.50x: against a claim 28 % above its middle the test
+asks for about 75 more runs; 31 % above, about 18."""
+
+
+def test_looks_stop_where_the_runs_asked_for_cannot_fit() -> None:
+    """A reproduction spends its further looks only where the runs the test asks for fit what
+    is left (the looks, the run limit, the seconds at the pace measured): about 75 more runs
+    against at most 35 in the looks left stops at once, saying both counts, the claim left
+    undecided; 18 are measured (the control)."""
+    from tests.test_verifier_reproduce import _times
+
+    far = _bench(_times(1.28))
+    body, batches, said = _reproduce_over([_bench(WIDE)], far)
+    (speed,) = body["claims"]
+    assert speed["verdict"] == "inconclusive" and speed["statistics"]["more_runs"] > 35
+    assert len(batches.asked) == 1, batches.asked
+    assert any("would decide, and at most 35 fit" in m for m in said), said
+    _, batches, said = _reproduce_over([_bench(WIDE)], _bench(_times(1.31)))
+    assert len(batches.asked) >= 2 and any(m.startswith("look 1:") for m in said), said
+
+
+def test_the_runs_within_reach() -> None:
+    """What the looks can still measure: the room under the run limit, the looks left times
+    a batch, and what fits the seconds left at a run's pace once it is known."""
+    from verifier.reproduce._claims import _within_reach
+
+    assert _within_reach(100, 35, 60.0, 0.0) == 35      # pace unknown: the looks decide
+    assert _within_reach(100, 35, 60.0, 10.0) == 6      # six 10 s runs fit a minute
+    assert _within_reach(3, 35, 600.0, 1.0) == 3        # the run limit
+    assert _within_reach(100, 35, -5.0, 2.0) == 0       # the time already spent

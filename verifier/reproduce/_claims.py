@@ -470,7 +470,8 @@ def reproduce_kernel(
     `settings.runs` independent runs of up to `settings.time_budget_s` each.
     While a speed-up claim stays undecided and `settings.sequential_budget_s` seconds are
     not spent, it measures another batch of runs and tests again at the next sequential look
-    (`verifier.stats`), saying so.
+    (`verifier.stats`), saying so; it stops sooner where the runs the test asks for (its
+    `more_runs`) cannot fit the looks and the time left at the pace measured so far.
     """
     items = _claimed(claimed)
     spec = KernelSpec.load(kernel_dir)
@@ -486,6 +487,7 @@ def reproduce_kernel(
     benchmark: BenchmarkPredicate | None = None
     bench = BenchSettings()
     like: dict[str, Any] | None = None
+    run_s = 0.0
     for item in items:
         pred = item.predicate
         if isinstance(pred, VerificationPredicate) and verification is None:
@@ -506,13 +508,32 @@ def reproduce_kernel(
                                   threads=claimed_threads(pred), cold=claimed_cold(pred))
             # measured under the claim's conditions where this machine can recreate them
             like = pred.conditions.to_json() if pred.conditions is not None else None
+            began = time.monotonic()
             benchmark = verifier.benchmark.bench_runs(kernel_dir, settings.runs, bench,
                                    progress=settings.progress, like=like).to_predicate()
+            run_s = (time.monotonic() - began) / max(1, settings.runs)
     body = compare(items, target, here, Fresh(verification, benchmark, own), settings.policy)
     if benchmark is None:
         return body
     looks = _Looks(kernel_dir, items, target, here, verification, own, settings, bench, like)
-    return looks.settle(benchmark, body)
+    return looks.settle(benchmark, body, run_s)
+
+
+def _within_reach(room: int, looks_runs: int, seconds_left: float, run_s: float) -> int:
+    """The most further runs the sequential looks can still measure: the claim's room under
+    the run limit, the looks left times a batch, and, once a run's pace is known (`run_s`),
+    what fits the seconds left."""
+    reach = min(room, looks_runs)
+    if run_s > 0:
+        reach = min(reach, int(max(seconds_left, 0.0) / run_s))
+    return max(reach, 0)
+
+
+def _fewest_wanted(body: ReproductionPredicate, claims: Sequence[str]) -> int:
+    """The fewest further runs the test asks for (`more_runs`) among `claims`' rows."""
+    return min((c.statistics.more_runs for c in body.claims if c.claim in claims
+                and c.statistics is not None and c.statistics.more_runs is not None),
+               default=0)
 
 
 def _undecided(body: ReproductionPredicate) -> list[str]:
@@ -541,17 +562,20 @@ class _Looks:
     like: Mapping[str, Any] | None = None
     """The claim's conditions, which every sitting is measured under where it can be."""
 
-    def settle(self, fresh: BenchmarkPredicate,
-               body: ReproductionPredicate) -> ReproductionPredicate:
+    def settle(self, fresh: BenchmarkPredicate, body: ReproductionPredicate,
+               run_s: float = 0.0) -> ReproductionPredicate:
         """More looks while speed-up claims stay undecided, then a second sitting for every
-        claim the test refuted, all within the sequential budget."""
+        claim the test refuted, all within the sequential budget. `run_s`: the seconds a run
+        took in the first sitting (0: unknown), for what the time left can still measure."""
         started = time.monotonic()
-        body = self._sequential(fresh, body, started)
+        body = self._sequential(fresh, body, started, run_s=run_s)
         return self._confirm(body, started)
 
     def _sequential(self, fresh: BenchmarkPredicate, body: ReproductionPredicate,
-                    started: float, only: Sequence[str] | None = None) -> ReproductionPredicate:
-        """Further looks while speed-up claims (of `only`, when given) stay undecided."""
+                    started: float, only: Sequence[str] | None = None,
+                    run_s: float = 0.0) -> ReproductionPredicate:
+        """Further looks while speed-up claims (of `only`, when given) stay undecided and the
+        runs the test asks for could still be measured (`_within_reach`)."""
         progress = self.settings.progress or quiet
         budget_s = self.settings.sequential_budget_s
         batch = max(1, self.settings.runs)
@@ -569,12 +593,22 @@ class _Looks:
                 progress(f"time budget spent ({budget_s:.0f} s): {len(open_claims)} speed-up "
                     "claim(s) still undecided, left inconclusive")
                 return body
+            reach = _within_reach(room, (MAX_LOOKS - look) * batch, budget_s - spent, run_s)
+            wanted = _fewest_wanted(body, open_claims)
+            if wanted > reach:
+                progress(f"{len(open_claims)} speed-up claim(s) undecided; about {wanted} more "
+                         f"run(s) would decide, and at most {reach} fit the looks and the "
+                         f"{budget_s - spent:.0f} s left (about {run_s:.0f} s a run): left "
+                         "as they are")
+                return body
             more = min(batch, room)
             progress(f"look {look}: {len(open_claims)} speed-up claim(s) undecided "
                 f"({', '.join(open_claims)[:200]}); measuring {more} more run(s), "
                 f"{budget_s - spent:.0f} s of the time budget left")
+            began = time.monotonic()
             extra = verifier.benchmark.bench_runs(self.kernel_dir, more, self.bench,
                                          progress=self.settings.progress, like=self.like)
+            run_s = (time.monotonic() - began) / more
             fresh = BenchmarkPredicate.from_json(
                 extend_benchmark(fresh.to_json(), extra.to_predicate().to_json()))
             look += 1
@@ -598,12 +632,14 @@ class _Looks:
         progress(f"{len(accused)} speed-up claim(s) refuted in one sitting "
                  f"({', '.join(accused)[:200]}); measuring a second sitting of "
                  f"{self.settings.runs} run(s)")
-        runs = verifier.benchmark.bench_runs(self.kernel_dir, max(1, self.settings.runs), self.bench,
+        began, count = time.monotonic(), max(1, self.settings.runs)
+        runs = verifier.benchmark.bench_runs(self.kernel_dir, count, self.bench,
                                     progress=self.settings.progress, like=self.like
                                     ).to_predicate()
+        run_s = (time.monotonic() - began) / count
         again = compare(self.claimed, self.target, self.env,
                         Fresh(self.verification, runs, self.own), self.settings.policy)
-        again = self._sequential(runs, again, started, only=accused)
+        again = self._sequential(runs, again, started, only=accused, run_s=run_s)
         claims = [_second_sitting(c, _row_for(again, c)) if _refuted_by_test(c) else c
                   for c in body.claims]
         return dataclasses.replace(body, claims=tuple(claims),
