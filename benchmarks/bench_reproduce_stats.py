@@ -19,6 +19,11 @@
    runs' CPU, one on the other CPU, both) moves an honest speed-up from quiet, one run of
    each in turn: the mean log shift and the 99 % bound of its size, which `MARGIN_FOR`
    allows where that difference is left between two sittings.
+5. estimators (issue 42): whether another reading of each run's raw samples would move less
+   from run to run than the claim's (the ratio of the medians): low percentiles, the minima,
+   the median of adjacent kernel/baseline pairs; and how much of the spread the run's own
+   baseline time explains (a covariate a claimant writes: a lie that slows its baseline x1.25
+   would be credited slope x log 1.25 of it).
 
     .venv/bin/python benchmarks/bench_reproduce_stats.py            # the full run (~15-25 min)
     .venv/bin/python benchmarks/bench_reproduce_stats.py --tiny     # a smoke run in seconds
@@ -26,6 +31,7 @@
     .venv/bin/python benchmarks/bench_reproduce_stats.py --only shift --kernels sum-rows,softmax-rows
     .venv/bin/python benchmarks/bench_reproduce_stats.py --only cross --kernels sum-rows,softmax-rows \
         --lies sum-rows,softmax-rows --busy all --cycles 10                        # issue 42
+    .venv/bin/python benchmarks/bench_reproduce_stats.py --only estimators --kernels sum-rows --rounds 30
 
 Prints markdown tables (docs/performance.md, "Reproduce") and the machine's load.
 """
@@ -42,6 +48,8 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -126,6 +134,63 @@ def shift(kernels: Sequence[str], rounds: int, budget: float, say: Say) -> list[
     return [{"kernel": name, "speedups": got}
             for name, got in _round_robin("shift", kernels, rounds, SHIFT_SETTINGS, one,
                                           say).items()]
+
+
+ESTIMATORS: dict[str, Callable[[Any, Any], float]] = {
+    "ratio of medians (the claim's)": lambda k, b: float(np.median(b) / np.median(k)),
+    "ratio of 5th percentiles": lambda k, b: float(np.percentile(b, 5) / np.percentile(k, 5)),
+    "ratio of 25th percentiles": lambda k, b: float(np.percentile(b, 25) / np.percentile(k, 25)),
+    "ratio of minima": lambda k, b: float(b.min() / k.min()),
+    "median of adjacent pairs": lambda k, b: float(np.exp(np.median(
+        np.log(b[:min(k.size, b.size)]) - np.log(k[:min(k.size, b.size)])))),
+}
+"""Readings of one run's per-batch times (kernel k, baseline b, in the order timed)."""
+
+
+def estimator_spreads(runs: Sequence[tuple[Sequence[float], Sequence[float]]]
+                      ) -> dict[str, float]:
+    """Per reading (`ESTIMATORS`), the between-run spread (sd of its log over `runs`, each
+    a run's kernel and baseline batch times). Pure."""
+    if len(runs) < 2:
+        raise ValueError("need at least two runs")
+    arrays = [(np.asarray(k, dtype=float), np.asarray(b, dtype=float)) for k, b in runs]
+    return {name: statistics.stdev(math.log(f(k, b)) for k, b in arrays)
+            for name, f in ESTIMATORS.items()}
+
+
+def baseline_regression(runs: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """(slope, residual sd) of log speed-up on log baseline median over runs given as
+    (baseline median, speed-up): how much of the spread the run's own baseline time
+    explains. Pure."""
+    if len(runs) < 3:
+        raise ValueError("need at least three runs")
+    x = np.log([b for b, _ in runs])
+    y = np.log([s for _, s in runs])
+    slope, icpt = np.polyfit(x, y, 1)
+    resid = y - (slope * x + icpt)
+    return float(slope), float(math.sqrt(float(np.sum(resid ** 2)) / (len(runs) - 2)))
+
+
+def estimators(kernel: str, rounds: int, shapes: list[dict[str, int]] | None, budget: float,
+               say: Say) -> str:
+    """`rounds` runs of `kernel`, one at a time, each read every way of `ESTIMATORS`: the
+    table of their between-run spreads and the baseline regression."""
+    runs: list[tuple[list[float], list[float]]] = []
+    for r in range(rounds):
+        rs = bench_runs(ROOT / "examples" / kernel, runs=1,
+                        settings=BenchSettings(shapes=shapes, seed=7 + r, time_budget_s=budget))
+        sample = rs.runs[0].samples[0]
+        runs.append(([float(x) for x in sample["kernel_ns"][1:]],
+                     [float(x) for x in sample["baseline_ns"][1:]]))
+        say(f"estimators: {kernel} run {r + 1}/{rounds}: {_speedups(rs)[0]:.3f}x")
+    out = ["| reading of a run's samples | between-run spread (sd of log) |", "|---|---|"]
+    out += [f"| {name} | {100 * sd:.1f} % |" for name, sd in estimator_spreads(runs).items()]
+    slope, resid = baseline_regression([(float(np.median(b)), float(np.median(b) / np.median(k)))
+                                        for k, b in runs])
+    out.append(f"\nlog speed-up on log baseline median: slope {slope:.2f}, residual spread "
+               f"{100 * resid:.1f} %; a lie slowing its baseline x{LIE:g} would be credited "
+               f"{100 * (LIE ** slope - 1):.0f} % of its {100 * (LIE - 1):.0f} %")
+    return "\n".join(out)
 
 
 def _round_robin(what: str, kernels: Sequence[str], rounds: int, settings: dict[str, Any],
@@ -435,7 +500,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--cycles", type=int, default=10)
     ap.add_argument("--runs", type=int, default=DEFAULT_RUNS, help="runs per claim and reproduction")
     ap.add_argument("--spread-runs", type=int, default=8, help="runs per setting in experiment 1")
-    ap.add_argument("--only", choices=("spread", "cycles", "cross", "shift"), default=None)
+    ap.add_argument("--only", choices=("spread", "cycles", "cross", "shift", "estimators"),
+                    default=None)
     ap.add_argument("--rounds", type=int, default=12, help="shift: rounds per kernel")
     ap.add_argument("--five-only", action="store_true",
                     help="cross: publish exactly --runs runs (before issue 42's more runs "
@@ -471,6 +537,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\n### The shift each recreated load moves a speed-up by ({args.rounds} rounds, "
               "one run per setting each, round-robin; log units, 99 % t bound)\n")
         print(_shift_table(shift(kernels, 1 if args.tiny else args.rounds, budget, say)))
+        print(f"\n(load average after: {_load()})\n\ntotal {time.perf_counter() - started:.0f} s")
+        return 0
+    if args.only == "estimators":
+        name = kernels[0]
+        print(f"\n### Readings of each run's samples ({name}, {args.rounds} runs one at a time)\n")
+        print(estimators(name, 3 if args.tiny else args.rounds, shapes, budget, say))
         print(f"\n(load average after: {_load()})\n\ntotal {time.perf_counter() - started:.0f} s")
         return 0
     if args.only == "cross":

@@ -215,3 +215,37 @@ def test_shift_bound_and_table_on_injected_speedups() -> None:
     # the loads are those a reproducer recreates from a claim's conditions
     assert bench.SHIFT_SETTINGS["quiet"] is None
     assert bench.SHIFT_SETTINGS["pinned_cpu_busy"] == {"pinned_cpu_busy": 1.0, "runnable": 1.0}
+
+
+def test_estimator_spreads_against_a_naive_reference() -> None:
+    """Every reading of runs whose baseline is c times the kernel at every batch is c, so
+    their spread is the sd of log c over the runs (a naive statistics.stdev), whatever the
+    batches' own noise; the baseline regression finds a planted slope with no residual."""
+    import math
+    import statistics
+
+    mod = _bench_module()
+    factors = (0.70, 0.80, 0.95, 1.05)
+    runs = []
+    for i, c in enumerate(factors):
+        kernel = [100.0 + 7 * ((j * (i + 3)) % 11) for j in range(40)]
+        runs.append((kernel, [c * k for k in kernel]))
+    want = statistics.stdev(math.log(c) for c in factors)
+    got = mod.estimator_spreads(runs)
+    assert set(got) == set(mod.ESTIMATORS)
+    assert all(abs(v - want) < 1e-9 for v in got.values()), got
+    planted = [(b, math.exp(0.1 + 0.48 * math.log(b))) for b in (300.0, 350.0, 420.0, 520.0)]
+    slope, resid = mod.baseline_regression(planted)
+    assert abs(slope - 0.48) < 1e-9 and resid < 1e-9
+    with pytest.raises(ValueError):
+        mod.estimator_spreads(runs[:1])
+
+
+@pytest.mark.slow
+def test_tiny_estimators_experiment_runs_and_prints_its_table() -> None:
+    out = subprocess.run([sys.executable, "benchmarks/bench_reproduce_stats.py", "--only",
+                          "estimators", "--tiny"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=240, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "| ratio of medians (the claim's) | " in out.stdout
+    assert "log speed-up on log baseline median: slope " in out.stdout
