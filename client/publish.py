@@ -44,6 +44,7 @@ from client.state import TrustedState, atomic_write, read_capped
 from client.witnesses import load_witness_policy
 from ledger.tlog.merkle import leaf_hash
 from verifier import (
+    DEFAULT_RUNS,
     PUBLISH_MAX_RUNS,
     BenchSettings,
     KernelSpec,
@@ -420,9 +421,12 @@ def not_timed_here(kernel: Path) -> str | None:
     return None
 
 
-def measure(kernel_dir: Path, budget: str, progress: Progress) -> Results:
-    """Run the verification suite and the benchmark now (no --results given); a kernel not
-    timed here (`not_timed_here`) is published with its verification and no benchmark."""
+def measure(kernel_dir: Path, budget: str, progress: Progress,
+            runs: int = DEFAULT_RUNS) -> Results:
+    """Run the verification suite and the benchmark now (no --results given): `runs`
+    independent runs, and while they disagree as many more at a time, up to
+    PUBLISH_MAX_RUNS in all (or `runs`, if more); a kernel not timed here
+    (`not_timed_here`) is published with its verification and no benchmark."""
     try:
         progress(f"running `ktl check --budget {budget}` (this can take a while)")
         check = run_check(kernel_dir, budget=budget, seed=None, progress=progress)  # fresh seed
@@ -430,9 +434,10 @@ def measure(kernel_dir: Path, budget: str, progress: Progress) -> Results:
         if untimed is not None:
             progress(f"no benchmark: {untimed}")
             return Results(check.to_predicate(), None, None)
-        progress("running `ktl bench` (independent runs; more while they disagree, up to "
-                 f"{PUBLISH_MAX_RUNS})")
-        bench = bench_runs(kernel_dir, settings=BenchSettings(until_agree=PUBLISH_MAX_RUNS),
+        most = max(runs, PUBLISH_MAX_RUNS)
+        progress(f"running `ktl bench` ({runs} independent runs; more while they disagree, "
+                 f"up to {most})")
+        bench = bench_runs(kernel_dir, runs, settings=BenchSettings(until_agree=most),
                            progress=progress)
     except VerifierError as exc:
         raise InputError(f"{kernel_dir}: the verifier could not run: {exc}") from exc
@@ -579,6 +584,8 @@ class PublishOptions:
     benchmark_path: Path | None = None
     samples_path: Path | None = None
     budget: str = "quick"
+    runs: int | None = None
+    """Benchmark runs when measuring now (None: DEFAULT_RUNS); refused with given results."""
     allow_weak: bool = False
     log_url: str | None = None
     log_key: str | None = None
@@ -589,6 +596,10 @@ class PublishOptions:
     def results(self) -> Results | None:
         """The results given (None: to be measured now); InputError for both kinds at once."""
         separate = (self.verification_path, self.benchmark_path, self.samples_path)
+        if self.runs is not None and (self.given is not None or self.results_path is not None
+                                      or any(separate)):
+            raise InputError("--runs applies to a benchmark measured now, not to given results "
+                             "(`ktl bench --runs N` measures them)")
         if self.given is not None:
             if self.results_path is not None or any(separate):
                 raise InputError("give the results either read or as files, not both")
@@ -653,7 +664,8 @@ def _prepared(opts: PublishOptions, results: Results | None, key: Ed25519Private
     prep: Prepared | None = None
     if results is not None or pending is None:
         if results is None:
-            results = measure(opts.kernel_dir, opts.budget, out.note)
+            results = measure(opts.kernel_dir, opts.budget, out.note,
+                              DEFAULT_RUNS if opts.runs is None else opts.runs)
         prep = prepare_claims(name, archive,
                               _claims_of(kclaim, archive, results, out, opts.allow_weak), key,
                               results.samples)

@@ -117,3 +117,45 @@ def test_a_damaged_publish_journal_is_refused_by_name(tmp_path: Path, doc: dict[
     with pytest.raises(InputError, match="is not a publish journal"):
         read_journal(folder, "d", "s")
     assert read_journal(folder, "other digest", "s") is None  # another publish's: not ours
+
+
+def test_publish_runs_sets_the_benchmark_measured_now(monkeypatch: pytest.MonkeyPatch,
+                                                      tmp_path: Path) -> None:
+    """`ktl publish --runs N` measures N runs and, while they disagree, N more at a time up
+    to PUBLISH_MAX_RUNS (or N, if more); its help says the same numbers; it is refused with
+    results given (they were measured already) and out of range."""
+    from types import SimpleNamespace
+
+    from click.testing import CliRunner
+
+    import client.publish as publish
+    from client.cli import main as cli
+    from client.publish import PublishOptions, measure
+    from verifier import DEFAULT_RUNS, PUBLISH_MAX_RUNS
+
+    asked: list[tuple[int, int]] = []
+
+    def fake_bench(kernel_dir: Path, runs: int, settings: Any, progress: Any) -> Any:
+        asked.append((runs, settings.until_agree))
+        return SimpleNamespace(to_predicate=lambda: "bench", samples_blob=lambda: b"{}")
+
+    check = SimpleNamespace(to_predicate=lambda: "verification")
+    monkeypatch.setattr(publish, "run_check", lambda *a, **k: check)
+    monkeypatch.setattr(publish, "not_timed_here", lambda d: None)
+    monkeypatch.setattr(publish, "bench_runs", fake_bench)
+    said: list[str] = []
+    measure(tmp_path, "quick", said.append)
+    measure(tmp_path, "quick", said.append, runs=8)
+    measure(tmp_path, "quick", said.append, runs=20)
+    assert asked == [(DEFAULT_RUNS, PUBLISH_MAX_RUNS), (8, PUBLISH_MAX_RUNS), (20, 20)]
+    assert "8 independent runs; more while they disagree, up to 15" in said[3]
+    with pytest.raises(InputError, match="--runs applies to a benchmark measured now"):
+        PublishOptions(tmp_path, tmp_path / "k", runs=3,
+                       results_path=tmp_path / "r.json").results()
+    runner = CliRunner()
+    help_text = " ".join(runner.invoke(cli, ["publish", "--help"]).output.split())
+    assert f"up to {PUBLISH_MAX_RUNS} in all" in help_text
+    assert f"[default: {DEFAULT_RUNS}]" in help_text
+    bad = runner.invoke(cli, ["publish", str(tmp_path), "--key", str(tmp_path / "k"),
+                              "--runs", "0"])
+    assert bad.exit_code == 2 and "--runs" in bad.output

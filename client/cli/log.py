@@ -67,6 +67,10 @@ def json_option(fn: F) -> F:
               help="The raw samples file of `ktl bench --samples-out` (uploaded as a blob).")
 @click.option("--budget", type=click.Choice(["quick", "full"]), default="quick", show_default=True,
               help="Verification budget when running the checks (no results given).")
+@click.option("--runs", type=click.IntRange(1, 64), default=None,
+              help="Independent benchmark runs when measuring now (no results given); while "
+                   "they disagree, as many more at a time, up to 15 in all (or --runs, if "
+                   "more) [default: 5].")
 @click.option("--allow-weak", is_flag=True,
               help="Publish a weak benchmark (its own record says its measurement was "
                    "disturbed: steal or throttling, other load on its pinned CPU, an interval "
