@@ -143,3 +143,32 @@ def test_the_progress_scan_sees_another_name() -> None:
     tree = ast.parse("def f(say: Progress, progress: Progress | None = None): pass\n"
                      "def g(note: Callable[[str], None]): pass\n")
     assert sorted(_progress_names(tree)) == [("note", 2), ("progress", 1), ("say", 1)]
+
+
+def test_bench_until_agree_reaches_the_run_set(monkeypatch: pytest.MonkeyPatch,
+                                               tmp_path: Path) -> None:
+    """`ktl bench --until-agree N` asks the run set for more runs while they disagree, up to
+    N (0 without it); its help names the width that counts as disagreeing and publish's cap,
+    both as the code has them; out of range it is a usage error."""
+    from click.testing import CliRunner
+
+    import client.cli.kernel as kernel_cli
+    from attest.verdicts import HALFWIDTH_WEAK
+    from verifier import PUBLISH_MAX_RUNS
+
+    asked: list[tuple[int, int]] = []
+
+    def fake_runs(kernel_dir: Path, runs: int, settings: BenchSettings, **_: Any) -> Any:
+        asked.append((runs, settings.until_agree))
+        raise VerifierError("stop here")
+
+    monkeypatch.setattr(kernel_cli, "bench_runs", fake_runs)
+    runner = CliRunner()
+    for extra in ([], ["--until-agree", "9"], ["--runs", "3", "--until-agree", "12"]):
+        runner.invoke(kernel_cli.bench_cmd, [str(tmp_path), *extra])
+    assert asked == [(5, 0), (5, 9), (3, 12)]
+    help_text = " ".join(runner.invoke(kernel_cli.bench_cmd, ["--help"]).output.split())
+    assert f"+-{100 * HALFWIDTH_WEAK:.0f} %" in help_text
+    assert f"up to {PUBLISH_MAX_RUNS})" in help_text
+    assert runner.invoke(kernel_cli.bench_cmd, [str(tmp_path), "--until-agree", "0"]
+                         ).exit_code == 2

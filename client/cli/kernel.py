@@ -143,6 +143,9 @@ class _VerifierDefault(click.Option):
 @click.option("--runs", type=click.IntRange(1, 64), default=None,
               help="Independent runs (fresh processes) whose spread is part of the claim "
                    "[default: 5].")
+@click.option("--until-agree", type=click.IntRange(1, 64), default=None, metavar="N",
+              help="While the runs disagree (their interval wider than +-10 %), --runs more "
+                   "at a time, up to N in all (`ktl publish` measures this way, up to 15).")
 @click.option("--no-pin", is_flag=True,
               help="Do not pin single-threaded runs to one CPU.")
 @click.option("--threads", type=click.IntRange(1, 1024),
@@ -174,8 +177,9 @@ def bench_cmd(as_json: bool, **options: Any) -> None:
 @dataclass(frozen=True)
 class BenchOptions:
     """`ktl bench`: the kernel folder, the shapes (default: the op's), the inputs' seed,
-    seconds of measuring per run, independent runs, pinning, threads, a second torch.compile
-    baseline, where the raw samples go, the device and cold caches."""
+    seconds of measuring per run, independent runs (and the most while they disagree),
+    pinning, threads, a second torch.compile baseline, where the raw samples go, the device
+    and cold caches."""
 
     # no defaults here: the command's options carry them (the bench's own from BenchSettings)
     kernel_dir: Path
@@ -183,6 +187,7 @@ class BenchOptions:
     seed: int | None
     time_budget: float
     runs: int | None
+    until_agree: int | None
     no_pin: bool
     threads: int
     torch_compile: bool
@@ -197,7 +202,8 @@ class BenchOptions:
             settings = BenchSettings(shapes=parsed, seed=self.seed,
                                      time_budget_s=self.time_budget, threads=self.threads,
                                      compile_baseline=self.torch_compile,
-                                     device=_DEVICES[self.device], cold=self.cold)
+                                     device=_DEVICES[self.device], cold=self.cold,
+                                     until_agree=self.until_agree or 0)
             report = bench_runs(self.kernel_dir, self.runs or DEFAULT_RUNS, settings,
                                 pin=not self.no_pin, progress=progress)
         except VerifierError as exc:
