@@ -195,9 +195,9 @@ asks for about 75 more runs; 31 % above, about 18."""
 
 def test_looks_stop_where_the_runs_asked_for_cannot_fit() -> None:
     """A reproduction spends its further looks only where the runs the test asks for fit what
-    is left (the looks, the run limit, the seconds at the pace measured): about 75 more runs
-    against at most 35 in the looks left stops at once, saying both counts, the claim left
-    undecided; 18 are measured (the control)."""
+    the looks left can measure: about 75 more runs against at most 35 in the 7 looks left
+    stops at once, saying both counts, the claim left undecided; 18 are measured (the
+    control)."""
     from tests.test_verifier_reproduce import _times
 
     far = _bench(_times(1.28))
@@ -205,17 +205,16 @@ def test_looks_stop_where_the_runs_asked_for_cannot_fit() -> None:
     (speed,) = body["claims"]
     assert speed["verdict"] == "inconclusive" and speed["statistics"]["more_runs"] > 35
     assert len(batches.asked) == 1, batches.asked
-    assert any("would decide, and at most 35 fit" in m for m in said), said
+    assert any("would decide, and at most 35 fit the 7 look(s) left" in m for m in said), said
     _, batches, said = _reproduce_over([_bench(WIDE)], _bench(_times(1.31)))
     assert len(batches.asked) >= 2 and any(m.startswith("look 1:") for m in said), said
 
 
 def test_the_runs_within_reach() -> None:
-    """What the looks can still measure: the room under the run limit, the looks left times
-    a batch, and what fits the seconds left at a run's pace once it is known."""
+    """What the looks can still measure: the looks left times a batch, within the room under
+    the run limit; never the time budget's pace (a look starts while any of it is left)."""
     from verifier.reproduce._claims import _within_reach
 
-    assert _within_reach(100, 35, 60.0, 0.0) == 35      # pace unknown: the looks decide
-    assert _within_reach(100, 35, 60.0, 10.0) == 6      # six 10 s runs fit a minute
-    assert _within_reach(3, 35, 600.0, 1.0) == 3        # the run limit
-    assert _within_reach(100, 35, -5.0, 2.0) == 0       # the time already spent
+    assert _within_reach(100, 7, 5) == 35      # seven looks of five
+    assert _within_reach(3, 7, 5) == 3         # the run limit
+    assert _within_reach(100, 0, 5) == 0       # no look left

@@ -471,7 +471,7 @@ def reproduce_kernel(
     While a speed-up claim stays undecided and `settings.sequential_budget_s` seconds are
     not spent, it measures another batch of runs and tests again at the next sequential look
     (`verifier.stats`), saying so; it stops sooner where the runs the test asks for (its
-    `more_runs`) cannot fit the looks and the time left at the pace measured so far.
+    `more_runs`) are more than all the looks left could measure.
     """
     items = _claimed(claimed)
     spec = KernelSpec.load(kernel_dir)
@@ -487,7 +487,6 @@ def reproduce_kernel(
     benchmark: BenchmarkPredicate | None = None
     bench = BenchSettings()
     like: dict[str, Any] | None = None
-    run_s = 0.0
     for item in items:
         pred = item.predicate
         if isinstance(pred, VerificationPredicate) and verification is None:
@@ -508,25 +507,21 @@ def reproduce_kernel(
                                   threads=claimed_threads(pred), cold=claimed_cold(pred))
             # measured under the claim's conditions where this machine can recreate them
             like = pred.conditions.to_json() if pred.conditions is not None else None
-            began = time.monotonic()
             benchmark = verifier.benchmark.bench_runs(kernel_dir, settings.runs, bench,
                                    progress=settings.progress, like=like).to_predicate()
-            run_s = (time.monotonic() - began) / max(1, settings.runs)
     body = compare(items, target, here, Fresh(verification, benchmark, own), settings.policy)
     if benchmark is None:
         return body
     looks = _Looks(kernel_dir, items, target, here, verification, own, settings, bench, like)
-    return looks.settle(benchmark, body, run_s)
+    return looks.settle(benchmark, body)
 
 
-def _within_reach(room: int, looks_runs: int, seconds_left: float, run_s: float) -> int:
-    """The most further runs the sequential looks can still measure: the claim's room under
-    the run limit, the looks left times a batch, and, once a run's pace is known (`run_s`),
-    what fits the seconds left."""
-    reach = min(room, looks_runs)
-    if run_s > 0:
-        reach = min(reach, int(max(seconds_left, 0.0) / run_s))
-    return max(reach, 0)
+def _within_reach(room: int, looks_left: int, batch: int) -> int:
+    """The most further runs the sequential looks can still measure: the looks left times a
+    batch, within the claim's room under the run limit. Not the time budget: a look starts
+    while any of it is left, and the count asked for is itself an estimate (a reproduction
+    cut by a pace estimate left an honest claim open that asked for 16 runs where 15 fit)."""
+    return max(min(room, looks_left * batch), 0)
 
 
 def _fewest_wanted(body: ReproductionPredicate, claims: Sequence[str]) -> int:
@@ -562,18 +557,16 @@ class _Looks:
     like: Mapping[str, Any] | None = None
     """The claim's conditions, which every sitting is measured under where it can be."""
 
-    def settle(self, fresh: BenchmarkPredicate, body: ReproductionPredicate,
-               run_s: float = 0.0) -> ReproductionPredicate:
+    def settle(self, fresh: BenchmarkPredicate,
+               body: ReproductionPredicate) -> ReproductionPredicate:
         """More looks while speed-up claims stay undecided, then a second sitting for every
-        claim the test refuted, all within the sequential budget. `run_s`: the seconds a run
-        took in the first sitting (0: unknown), for what the time left can still measure."""
+        claim the test refuted, all within the sequential budget."""
         started = time.monotonic()
-        body = self._sequential(fresh, body, started, run_s=run_s)
+        body = self._sequential(fresh, body, started)
         return self._confirm(body, started)
 
     def _sequential(self, fresh: BenchmarkPredicate, body: ReproductionPredicate,
-                    started: float, only: Sequence[str] | None = None,
-                    run_s: float = 0.0) -> ReproductionPredicate:
+                    started: float, only: Sequence[str] | None = None) -> ReproductionPredicate:
         """Further looks while speed-up claims (of `only`, when given) stay undecided and the
         runs the test asks for could still be measured (`_within_reach`)."""
         progress = self.settings.progress or quiet
@@ -593,22 +586,19 @@ class _Looks:
                 progress(f"time budget spent ({budget_s:.0f} s): {len(open_claims)} speed-up "
                     "claim(s) still undecided, left inconclusive")
                 return body
-            reach = _within_reach(room, (MAX_LOOKS - look) * batch, budget_s - spent, run_s)
+            reach = _within_reach(room, MAX_LOOKS - look, batch)
             wanted = _fewest_wanted(body, open_claims)
             if wanted > reach:
                 progress(f"{len(open_claims)} speed-up claim(s) undecided; about {wanted} more "
-                         f"run(s) would decide, and at most {reach} fit the looks and the "
-                         f"{budget_s - spent:.0f} s left (about {run_s:.0f} s a run): left "
-                         "as they are")
+                         f"run(s) would decide, and at most {reach} fit the "
+                         f"{MAX_LOOKS - look} look(s) left: left as they are")
                 return body
             more = min(batch, room)
             progress(f"look {look}: {len(open_claims)} speed-up claim(s) undecided "
                 f"({', '.join(open_claims)[:200]}); measuring {more} more run(s), "
                 f"{budget_s - spent:.0f} s of the time budget left")
-            began = time.monotonic()
             extra = verifier.benchmark.bench_runs(self.kernel_dir, more, self.bench,
                                          progress=self.settings.progress, like=self.like)
-            run_s = (time.monotonic() - began) / more
             fresh = BenchmarkPredicate.from_json(
                 extend_benchmark(fresh.to_json(), extra.to_predicate().to_json()))
             look += 1
@@ -632,14 +622,12 @@ class _Looks:
         progress(f"{len(accused)} speed-up claim(s) refuted in one sitting "
                  f"({', '.join(accused)[:200]}); measuring a second sitting of "
                  f"{self.settings.runs} run(s)")
-        began, count = time.monotonic(), max(1, self.settings.runs)
-        runs = verifier.benchmark.bench_runs(self.kernel_dir, count, self.bench,
-                                    progress=self.settings.progress, like=self.like
+        runs = verifier.benchmark.bench_runs(self.kernel_dir, max(1, self.settings.runs),
+                                    self.bench, progress=self.settings.progress, like=self.like
                                     ).to_predicate()
-        run_s = (time.monotonic() - began) / count
         again = compare(self.claimed, self.target, self.env,
                         Fresh(self.verification, runs, self.own), self.settings.policy)
-        again = self._sequential(runs, again, started, only=accused, run_s=run_s)
+        again = self._sequential(runs, again, started, only=accused)
         claims = [_second_sitting(c, _row_for(again, c)) if _refuted_by_test(c) else c
                   for c in body.claims]
         return dataclasses.replace(body, claims=tuple(claims),
