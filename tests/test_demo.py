@@ -619,3 +619,25 @@ def test_torch_examples_are_published_and_triton_is_checked_with_a_reason() -> N
     if _runtime_unavailable(torch_example) is None:
         return
     assert "torch" in str(_runtime_unavailable(torch_example))
+
+
+def test_honest_claims_are_published_with_the_demos_runs(tmp_path: Path) -> None:
+    """An honest claim measured by `ktl publish` carries PUBLISH_RUNS runs (`--runs`); the
+    planted lie, given as results, is published without it (publish refuses --runs with
+    results: they were measured already)."""
+    from types import SimpleNamespace
+
+    from demo.run import PUBLISH_RUNS
+
+    demo = Demo(tmp_path, Console(file=io.StringIO()))
+    asked: list[list[str]] = []
+    demo.ktl = SimpleNamespace(run=lambda args, **_: asked.append(list(args)) or {})  # type: ignore[assignment]
+    server = SimpleNamespace(url="http://127.0.0.1:1", verifier_key="k+1+AA")
+    demo.publish(tmp_path, tmp_path / "k", server)  # type: ignore[arg-type]
+    demo.publish(tmp_path, tmp_path / "k", server, tmp_path / "r.json")  # type: ignore[arg-type]
+    honest, lie = asked
+    assert honest[honest.index("--runs") + 1] == str(PUBLISH_RUNS) and "--results" not in honest
+    assert "--runs" not in lie and lie[lie.index("--results") + 1] == str(tmp_path / "r.json")
+    from verifier import DEFAULT_RUNS
+
+    assert PUBLISH_RUNS > DEFAULT_RUNS  # more than a claim carries by default
