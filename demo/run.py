@@ -21,10 +21,14 @@
    more runs could refute or confirm is measured further, up to `ktl reproduce`'s default
    time budget);
 5. publish one deliberately inflated claim (a benchmark of the kernel measured just before,
-   its speed-ups x1.25, signed by another key) and show that reproduction refutes it, or
-   (where the lie's own record calls it weak) finds it unsupported: never paid on;
+   with an honest claim's runs, its speed-ups x1.25, or more where the honest reproduction
+   says a sitting here cannot tell 25 % from its noise: `lie_factor`, said when so; signed
+   by another key) and show that reproduction refutes it, or (where the lie's own record
+   calls it weak) finds it unsupported: never paid on;
 6. print a summary table and where to look, then serve the explorer until Ctrl-C
-   (``--exit``: stop, and exit 0 only if the summary is as expected).
+   (``--exit``: stop, and exit 0 only if the summary is as expected: no honest claim
+   refuted, the lie refuted or unsupported; an honest claim this machine could not confirm
+   is shown with its reason, never a failure).
 """
 
 from __future__ import annotations
@@ -55,14 +59,24 @@ from rich.text import Text
 from attest.predicates import VERDICTS as PREDICATE_VERDICTS
 from client.errors import ClientError
 from client.output import safe
+from verifier import PUBLISH_MAX_RUNS
 
 #: The factor the inflated claim multiplies a real benchmark's speed-ups by: the
-#: "20 % throughput increase" nobody could check, a little worse.
+#: "20 % throughput increase" nobody could check, a little worse (`lie_factor`: more where
+#: this machine's own reproduction cannot tell a 25 % lie from its noise).
 INFLATE = 1.25
+#: The most `lie_factor` inflates by, however loosely this machine judges.
+INFLATE_MOST = 3.0
+#: How many times the half-width of the honest sitting's interval (and its drift) the lie
+#: must stand beyond the tolerance to be refuted by a sitting like it (`lie_factor`).
+LIE_MARGIN = 1.5
 PUBLISH_RUNS = 10
 """Runs each honest claim carries (`ktl publish --runs`): a claim's own runs bound what a
 reproduction can decide; with 5 agreeing runs an honest torch-rmsnorm claim measured 1-2 %
 under its reproduction stayed open after two sittings (a CI replica, 2026-12-07)."""
+#: `ktl bench`'s runs for the lie: as an honest claim's (`ktl publish --runs PUBLISH_RUNS`).
+LIE_BENCH_RUNS = ("--runs", str(PUBLISH_RUNS),
+                  "--until-agree", str(max(PUBLISH_RUNS, PUBLISH_MAX_RUNS)))
 #: Longest a single `ktl` step may run before the demo gives up on it (seconds).
 STEP_TIMEOUT = 900.0
 SERVER_START_TIMEOUT = 60.0
@@ -156,6 +170,11 @@ class SummaryRow:
     #: judges this claim (the runs' spread and the allowance between sittings); None when
     #: the reproduction gave no interval.
     spread: float | None = None
+    #: The test's estimate of the overstatement (claimed / measured; typed statistics), read
+    #: also where the measurement was too noisy to show a reproduced figure.
+    inflation: float | None = None
+    #: The reproduction policy's tolerance (a fraction).
+    tolerance: float | None = None
 
     @property
     def expected(self) -> str:
@@ -175,7 +194,7 @@ class SummaryRow:
             "claimed": self.claimed, "reproduced": self.reproduced, "verdict": self.verdict,
             "honest": self.honest, "reproduction_entry": self.reproduction_entry,
             "reason": self.reason, "held_back": self.held_back, "overstated": self.overstated,
-            "spread": self.spread,
+            "spread": self.spread, "inflation": self.inflation, "tolerance": self.tolerance,
         }
 
     @classmethod
@@ -195,6 +214,7 @@ class SummaryRow:
                 honest=bool(obj["honest"]), reproduction_entry=None if rep is None else int(rep),
                 reason=str(obj.get("reason", "")), held_back=obj.get("held_back") is True,
                 overstated=obj.get("overstated") is True, spread=opt_num(obj.get("spread")),
+                inflation=opt_num(obj.get("inflation")), tolerance=opt_num(obj.get("tolerance")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise DemoError(f"summary row is malformed: {exc}") from None
@@ -203,11 +223,15 @@ class SummaryRow:
 def check_summary(rows: Sequence[SummaryRow], honest_kernels: Sequence[str]) -> list[str]:
     """What is wrong with the demo's outcome; empty when it is as expected.
 
-    Expected: every honest kernel has reproduced claims, none refuted and at least one
-    honest claim confirmed; the inflated entry has reproduced claims, at least one refuted
-    and none confirmed. An honest claim that comes out inconclusive (the measurement here
-    was too unstable to decide, e.g. on a loaded machine) is shown with its reason but is
-    not a failure: only a false refutation or a missed lie would be.
+    Expected: every honest kernel has reproduced claims, none refuted; the inflated entry
+    has reproduced claims, at least one refuted (or unsupported: never paid on) and none
+    confirmed. An honest claim that comes out inconclusive is shown with its reason but is
+    not a failure, even when every one does: whether this machine can confirm within the
+    tolerance depends on how far apart its runs and sittings are (a run spread of 11-15 %,
+    seen in CI, leaves no claim of 15 runs confirmable at 99 % within 5 %), a timing the
+    demo must not assert on; the rule itself is tested on injected measurements. Only a
+    false refutation or a missed lie is a failure; the lie is made large enough for this
+    machine to judge (`lie_factor`).
     """
     problems: list[str] = []
     for name in honest_kernels:
@@ -218,13 +242,6 @@ def check_summary(rows: Sequence[SummaryRow], honest_kernels: Sequence[str]) -> 
             if r.verdict == "refuted":
                 problems.append(f"{name} {r.claim}: honest claim came out {r.verdict}"
                                 + (f" ({r.reason})" if r.reason else ""))
-    # on a busy machine every honest claim may be weak (its own record: other load on its
-    # pinned CPU) and so unsupported: the claimant's burden, not a failure; only a run where
-    # nothing could be decided at all is one
-    if honest_kernels and not any(r.honest and r.verdict in ("confirmed", "unsupported")
-                                  for r in rows):
-        problems.append("no honest claim was confirmed (every one came out inconclusive or "
-                        "refuted)")
     inflated = [r for r in rows if not r.honest]
     if not inflated:
         problems.append("the inflated claim was not reproduced")
@@ -266,29 +283,76 @@ def inflate_benchmark(body: Mapping[str, Any], factor: float = INFLATE) -> dict[
 
 def lie_target(names: Sequence[str], rows: Sequence[SummaryRow]) -> int:
     """Index of the kernel to plant the lie on: of those whose honest speed-up claims all
-    came out confirmed, the one a sitting judges most surely (else 0).
+    came out confirmed, the one a sitting judges most surely; where none did, the one judged
+    most surely of all (else 0).
 
-    The lie is a fresh benchmark x INFLATE, refuted when its inflation interval lies above
-    1 + tolerance. What stands in the way is the kernel's drift between two sittings (on
-    one whose honest claim was measured 13 % slow at publication, "x1.25" became an 11 %
-    lie) and the width of one sitting's interval (torch-rmsnorm's few, long runs left a
-    25 % lie undecided in a first sitting). Both are read from the honest reproduction: the
-    distance of its measurement from its claim and the half-width of its interval, in log
-    units; the kernel with the smallest sum (the worst of its claims) is chosen.
+    The lie is a fresh benchmark x `lie_factor`, refuted when its inflation interval lies
+    above 1 + tolerance. What stands in the way is the kernel's drift between two sittings
+    (on one whose honest claim was measured 13 % slow at publication, "x1.25" became an 11 %
+    lie) and the width of one sitting's interval (torch-rmsnorm's few, long runs left a 25 %
+    lie undecided in a first sitting). Both are read from the honest reproduction
+    (`_judged`); the kernel with the smallest sum (the worst of its claims) is chosen.
     """
-    best, best_score = 0, math.inf
+    best, best_score, best_confirmed = 0, math.inf, False
     for i, name in enumerate(names):
         mine = [r for r in rows if r.honest and r.kernel == name]
-        if not mine or any(r.verdict != "confirmed" for r in mine):
+        if not mine:
             continue
-        score = max(_log_gap(r) + (r.spread or 0.0) for r in mine)
-        if score < best_score:
-            best, best_score = i, score
+        confirmed = all(r.verdict == "confirmed" for r in mine)
+        score = max(_judged(r) for r in mine)
+        if (confirmed, -score) > (best_confirmed, -best_score) and math.isfinite(score):
+            best, best_score, best_confirmed = i, score, confirmed
     return best
 
 
+def lie_factor(rows: Sequence[SummaryRow], kernel: str) -> float:
+    """What the lie planted on `kernel` multiplies its speed-ups by: INFLATE where this
+    machine judges the kernel closely enough to refute that, else as much more as its honest
+    reproduction says a sitting here needs, up to INFLATE_MOST.
+
+    A sitting refutes when the lie's interval lies wholly above 1 + tolerance; the lie's
+    interval is about as wide as the honest claim's (the same kernel, runs and machine) and
+    its centre drifts between sittings as the honest one did, so the lie must stand
+    LIE_MARGIN x (drift + half-width) beyond the tolerance (`_judged`, the worst of the
+    kernel's claims). On a machine whose runs are 11-15 % apart a 25 % lie is within one
+    sitting's noise (issue 42): the demo says so and plants a larger one rather than show a
+    lie nobody could refute here. Pure."""
+    mine = [r for r in rows if r.honest and r.kernel == kernel]
+    judged = max((_judged(r) if r.spread is not None else math.inf for r in mine),
+                 default=math.inf)
+    tolerance = max((r.tolerance for r in mine if r.tolerance is not None), default=0.05)
+    if not math.isfinite(judged):
+        return INFLATE_MOST
+    need = math.exp(math.log1p(tolerance) + LIE_MARGIN * judged)
+    return min(max(INFLATE, need), INFLATE_MOST)
+
+
+def _judging(rows: Sequence[SummaryRow], kernel: str) -> str:
+    """How the honest reproduction of `kernel` judged it, in words: its estimates and
+    intervals, for the line that says why the lie is larger."""
+    parts = []
+    for r in rows:
+        if r.honest and r.kernel == kernel:
+            gap = _log_gap(r)
+            off = f"{100 * math.expm1(gap):.0f} %" if math.isfinite(gap) else "unknown"
+            width = "no interval" if r.spread is None else \
+                f"+-{100 * math.expm1(r.spread):.0f} %"
+            parts.append(f"{r.verdict}, {off} from its claim, {width}")
+    return "; ".join(parts) or "none"
+
+
+def _judged(row: SummaryRow) -> float:
+    """How loosely one sitting judged an honest claim, in log units: how far its estimate
+    landed from the claim (inf if unknown) plus the half-width of its interval (0 if none)."""
+    return _log_gap(row) + (row.spread if row.spread is not None else 0.0)
+
+
 def _log_gap(row: SummaryRow) -> float:
-    """|log(reproduced / claimed)|: how far a reproduction landed from its claim (inf if unknown)."""
+    """|log(claimed / measured)|: how far a reproduction landed from its claim, from the
+    test's own estimate where there is one (a noisy measurement shows no reproduced figure
+    but still has it), else from the figures (inf if unknown)."""
+    if row.inflation is not None and row.inflation > 0:
+        return abs(math.log(row.inflation))
     if not row.claimed or not row.reproduced or row.claimed <= 0 or row.reproduced <= 0:
         return math.inf
     return abs(math.log(row.reproduced / row.claimed))
@@ -344,6 +408,8 @@ def rows_from_reproduction(
             reason=str(c.get("reason", "")),
             held_back=_held_back(c, tolerance),
             overstated=_overstated(c, tolerance), spread=_spread(c),
+            inflation=_number(stats.get("inflation")) if isinstance(stats, dict) else None,
+            tolerance=tolerance,
         ))
     return rows
 
@@ -370,7 +436,8 @@ def _overstated(claim: Mapping[str, Any], tolerance: float | None) -> bool:
     return inflation > 1.0 + tolerance
 
 
-def summary_table(rows: Sequence[SummaryRow]) -> Table:
+def summary_table(rows: Sequence[SummaryRow], factor: float = INFLATE) -> Table:
+    """The summary: a row per reproduced speed-up claim (the lie's marked with `factor`)."""
     table = Table(title="Claims and what independent reproduction found", title_justify="left")
     for col, justify in (("kernel", "left"), ("op", "left"), ("entry", "right"),
                          ("shape", "left"), ("claimed", "right"), ("reproduced", "right"),
@@ -382,7 +449,7 @@ def summary_table(rows: Sequence[SummaryRow]) -> Table:
         ok = r.verdict == r.expected or (not r.honest and r.as_expected)
         shape = r.claim.removeprefix("benchmark.speedup[").removesuffix("]")
         table.add_row(
-            Text.assemble(safe(r.kernel), ("" if r.honest else f" (inflated x{INFLATE:g})", "red")),
+            Text.assemble(safe(r.kernel), ("" if r.honest else f" (inflated x{factor:.3g})", "red")),
             safe(r.op), f"#{r.entry}", safe(shape), _x(r.claimed), _x(r.reproduced),
             safe(r.verdict, colour.get(r.verdict, "white")),
             "[green]✓ yes[/]" if ok else "[yellow]~ undecided here (not a failure)[/]"
@@ -576,6 +643,9 @@ class Demo:
             d.mkdir(parents=True, exist_ok=True)
         self.ktl = Ktl(self.home)
         self.rows: list[SummaryRow] = []
+        #: What the lie multiplies its speed-ups by (`lie_factor`, once the honest claims
+        #: are reproduced).
+        self.factor = INFLATE
         self.receipts: list[str] = []
         self.honest: list[str] = []
         self.check_only: list[tuple[Path, str]] = []
@@ -724,14 +794,20 @@ class Demo:
         # kernel whose honest claim reproduced as confirmed (a measurement steady enough
         # to judge by), else on the first.
         report, copy = reports[lie_target([r["name"] for r, _ in reports], self.rows)]
+        self.factor = lie_factor(self.rows, report["name"])
+        if self.factor > INFLATE:
+            self.console.print(safe(
+                f"  a x{INFLATE:g} lie on {report['name']} is within what one sitting here can "
+                f"tell from noise (its honest reproduction: {_judging(self.rows, report['name'])}"
+                f"); the lie is x{self.factor:.3g} instead", "yellow"))
         with self.step(f"benchmarking {report['name']} again (ktl bench) and publishing it "
-                       f"as an inflated claim (x{INFLATE:g}), signed by the dishonest key"):
+                       f"as an inflated claim (x{self.factor:.3g}), signed by the dishonest key"):
             lie = self._publish_inflated(report, copy, cheater, server)
         for e in (x for x in lie["entries"] if x["kind"] == "benchmark"):
             with self.step(f"reproducing the inflated benchmark #{e['index']}"):
                 self._reproduced(lie, e, reproducer, server, honest=False)
         problems = check_summary(self.rows, self.honest) + self._check_only()
-        self.console.print(summary_table(self.rows))
+        self.console.print(summary_table(self.rows, self.factor))
         self._where(server, reports)
         self._outcome(problems)
         on_ready(server)
@@ -811,12 +887,15 @@ class Demo:
     def _publish_inflated(self, report: Mapping[str, Any], copy: Path, key: Path,
                           server: LogServer) -> dict[str, Any]:
         """The lie: the kernel benchmarked now (`ktl bench`, once the demo's own servers are
-        quiet), every speed-up x INFLATE, beside its honest verification, signed by `key`.
+        quiet, as many runs as an honest claim carries), every speed-up x `self.factor`,
+        beside its honest verification, signed by `key`.
 
         Measured just before its reproduction, so it overstates what this machine measures
-        by INFLATE, not by INFLATE x however much the machine changed since the honest
+        by the factor, not by it x however much the machine changed since the honest
         claim was measured (a slower sitting then made "x1.25" a 14 % lie, which the
-        allowance for the spread between sittings rightly leaves inconclusive)."""
+        allowance for the spread between sittings rightly leaves inconclusive). With the
+        default 5 runs its own runs bounded the test: a CI sitting could not refute a
+        x1.25 lie at any count of runs (runs 11 % apart)."""
         entries = {e["kind"]: e for e in report["entries"]}
         ver = _statement_of(Path(entries["verification"]["entry_path"]))["predicate"]
         lie_dir = self.kernels / f"{copy.name}-inflated"
@@ -824,9 +903,10 @@ class Demo:
         self._wait_quiet()
         # exit 1: a measurement that cannot be trusted (a busy machine): the lie is built on
         # it all the same, and its own record makes it weak
-        bench = self.ktl.run(["bench", str(lie_dir)], ok_codes=(0, 1))
+        bench = self.ktl.run(["bench", str(lie_dir), *LIE_BENCH_RUNS], ok_codes=(0, 1))
         results = self.work / "inflated-results.json"
-        results.write_text(json.dumps({"verification": ver, "benchmark": inflate_benchmark(bench)}),
+        results.write_text(json.dumps({"verification": ver,
+                                       "benchmark": inflate_benchmark(bench, self.factor)}),
                            encoding="utf-8")
         return self.publish(lie_dir, key, server, results)
 

@@ -21,12 +21,16 @@ from attest import BENCHMARK_V1, parse_predicate
 from attest import examples as ex
 from demo.run import (
     INFLATE,
+    INFLATE_MOST,
+    LIE_BENCH_RUNS,
+    PUBLISH_RUNS,
     Demo,
     DemoError,
     SummaryRow,
     check_summary,
     example_kernels,
     inflate_benchmark,
+    lie_factor,
     lie_target,
     rows_from_reproduction,
     running_log,
@@ -44,6 +48,9 @@ def _row(kernel: str, verdict: str, honest: bool = True, claim: str = "s[M=1]") 
 def test_row_round_trip() -> None:
     row = _row("a/b", "confirmed")
     assert SummaryRow.from_json(json.loads(json.dumps(row.to_json()))) == row
+    row = SummaryRow("a/b", "op", 1, "s", 1.0, None, "inconclusive", True, 3, spread=0.1,
+                     inflation=1.02, tolerance=0.05)
+    assert SummaryRow.from_json(json.loads(json.dumps(row.to_json()))) == row
     with pytest.raises(DemoError):
         SummaryRow.from_json({"kernel": "a/b"})
 
@@ -52,6 +59,35 @@ def test_an_inconclusive_honest_claim_is_shown_not_failed() -> None:
     rows = [_row("a/b", "confirmed"), _row("c/d", "inconclusive"),
             _row("a/b", "refuted", honest=False)]
     assert check_summary(rows, ["a/b", "c/d"]) == []
+
+
+def test_a_machine_that_confirms_no_honest_claim_is_not_a_failure() -> None:
+    """The CI run where every honest claim stayed open (runs 11-15 % apart: no claim of 15
+    runs is confirmable within 5 % at 99 % there): a timing, which the demo's check must not
+    assert on; a refuted honest claim or an unrefuted lie still fails it."""
+    rows = [_row("a/b", "inconclusive"), _row("c/d", "inconclusive"),
+            _row("a/b", "refuted", honest=False)]
+    assert check_summary(rows, ["a/b", "c/d"]) == []
+    assert check_summary([*rows[:2], _row("a/b", "inconclusive", honest=False)],
+                         ["a/b", "c/d"]) != []
+    assert check_summary([_row("a/b", "refuted"), *rows[1:]], ["a/b", "c/d"]) != []
+
+
+@pytest.mark.parametrize(("spread", "confirmable"), [(0.11, False), (0.15, False), (0.03, True)])
+def test_runs_11_percent_apart_confirm_no_claim_of_15_runs(spread: float, confirmable: bool
+                                                           ) -> None:
+    """What docs/demo.md says of DEMO_EXIT: with runs 11-15 % apart no claim of 15 runs can
+    be confirmed within 5 % at 99 %, however many runs a reproduction adds; at 3 % it can."""
+    from verifier.stats import inflation_test, runs_to_confirm
+
+    def runs(n: int) -> list[float]:  # n speed-ups whose logs have mean 0 and sd `spread`
+        zs = [(i - (n - 1) / 2) for i in range(n)]
+        sd = math.sqrt(sum(z * z for z in zs) / (n - 1))
+        return [math.exp(spread * z / sd) for z in zs]
+
+    test = inflation_test(runs(15), runs(5), look=1)
+    assert test.sigma == pytest.approx(spread) and test.inflation == pytest.approx(1.0)
+    assert (runs_to_confirm(test, 1.05) is not None) is confirmable
 
 
 def test_expected_outcome_passes() -> None:
@@ -64,8 +100,6 @@ def test_expected_outcome_passes() -> None:
     ("rows", "says"),
     [
         ([_row("a/b", "refuted"), _row("a/b", "refuted", honest=False)], "honest claim came out refuted"),
-        ([_row("a/b", "inconclusive"), _row("a/b", "refuted", honest=False)],
-         "no honest claim was confirmed"),
         ([_row("a/b", "confirmed")], "the inflated claim was not reproduced"),
         ([_row("a/b", "confirmed"), _row("a/b", "inconclusive", honest=False)], "was not refuted"),
         ([_row("a/b", "confirmed"), _row("a/b", "refuted", honest=False),
@@ -109,7 +143,9 @@ def test_the_lie_is_planted_where_the_honest_claim_reproduced() -> None:
             _row("e/f", "confirmed")]
     assert lie_target(["a/b", "c/d", "e/f"], rows) == 1
     assert lie_target(["a/b"], rows) == 0
-    assert lie_target(["x/y", "a/b"], rows) == 0
+    # none confirmed: the one judged at all, not the first
+    assert lie_target(["x/y", "a/b"], rows) == 1
+    assert lie_target(["x/y", "z/z"], rows) == 0
 
 
 def test_the_lie_goes_to_the_claim_that_reproduced_most_exactly() -> None:
@@ -149,6 +185,49 @@ def test_the_lie_goes_where_one_sitting_judges_most_surely() -> None:
                                    row("b", 1.0, 1.0, 0.1)]) == 1
 
 
+def _judged_row(kernel: str, verdict: str, inflation: float | None, spread: float | None,
+                tolerance: float | None = 0.05) -> SummaryRow:
+    return SummaryRow(kernel, "op", 1, "benchmark.speedup[s]", 1.0, None, verdict, True, 3,
+                      spread=spread, inflation=inflation, tolerance=tolerance)
+
+
+def test_the_lie_is_as_large_as_this_machine_needs_to_judge_it() -> None:
+    """The CI run whose runs were 11 % apart: a x1.25 lie read 17 % over (drift), its
+    interval [-16 %, +64 %]: no count of runs could refute it. Where the honest reproduction
+    judged closely the lie is x1.25; where loosely, the tolerance plus LIE_MARGIN x (drift +
+    half-width), never over INFLATE_MOST; unknown: INFLATE_MOST."""
+    tight = [_judged_row("k", "confirmed", 1.01, 0.04)]
+    assert lie_factor(tight, "k") == INFLATE
+    loose = [_judged_row("k", "inconclusive", 0.98, math.log(1.43 / 0.67) / 2)]
+    want = math.exp(math.log(1.05) + 1.5 * (abs(math.log(0.98)) + math.log(1.43 / 0.67) / 2))
+    assert lie_factor(loose, "k") == pytest.approx(want)
+    assert INFLATE < lie_factor(loose, "k") < INFLATE_MOST
+    # the worst of the kernel's claims decides; other kernels and lies do not count
+    lie_row = SummaryRow("k", "op", 1, "s", 1.0, None, "refuted", False, 3, spread=2.0,
+                         inflation=3.0)
+    assert lie_factor([*tight, *loose, lie_row, _judged_row("j", "inconclusive", 1.0, 2.0)],
+                      "k") == pytest.approx(want)
+    # a wider tolerance needs a larger lie: it must stand beyond it
+    assert lie_factor([_judged_row("k", "inconclusive", 1.0, 0.2, 0.2)], "k") > \
+        lie_factor([_judged_row("k", "inconclusive", 1.0, 0.2, 0.05)], "k")
+    assert lie_factor([_judged_row("k", "inconclusive", 1.0, 5.0)], "k") == INFLATE_MOST
+    for unknown in ([], [_judged_row("k", "inconclusive", None, 0.1)],
+                    [_judged_row("k", "inconclusive", 1.0, None)]):
+        assert lie_factor(unknown, "k") == INFLATE_MOST
+
+
+def test_a_noisy_sitting_is_judged_by_its_estimate() -> None:
+    """A measurement too noisy to show a reproduced figure still has the test's estimate:
+    the lie's target and size read it (a noisy row is not "unknown")."""
+    noisy = _judged_row("a", "inconclusive", 1.02, 0.1)
+    assert noisy.reproduced is None
+    assert lie_target(["x", "a"], [_judged_row("x", "inconclusive", None, 0.1), noisy]) == 1
+    assert lie_target(["a", "b"], [noisy, _judged_row("b", "inconclusive", 1.0, 0.05)]) == 1
+    # a confirmed kernel is preferred to a closer one that was not confirmed
+    assert lie_target(["a", "b"], [_judged_row("a", "inconclusive", 1.0, 0.01),
+                                   _judged_row("b", "confirmed", 1.03, 0.05)]) == 1
+
+
 @pytest.mark.parametrize(("interval", "spread"), [
     ([1.0, 1.0], 0.0), ([0.9, 1.1], math.log(1.1 / 0.9) / 2), ([1, 2], math.log(2) / 2),
     (None, None), ([1.0], None), ([1.1, 0.9], None), ([0.0, 1.0], None), ([True, 2.0], None),
@@ -177,7 +256,8 @@ def test_rows_from_reproduction_reads_speedup_claims_only() -> None:
                                   reproduction_entry=9)
     # the figure is shown as reproduced because the test ran on it (statistics)
     assert rows == [SummaryRow("a/b", "matmul", 4, "benchmark.speedup[M=8]", 6.0, 2.0,
-                               "refuted", False, 9, "below", spread=rows[0].spread)]
+                               "refuted", False, 9, "below", spread=rows[0].spread,
+                               inflation=3.0)]
     assert summary_table(rows).row_count == 1
 
 
@@ -306,7 +386,7 @@ def test_an_undecided_overstatement_gets_one_more_sitting_never_a_third(
 
 def test_the_lie_is_benchmarked_just_before_it_is_published(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The planted claim is a fresh `ktl bench` of the kernel x1.25 (not the honest claim
+    """The planted claim is a fresh `ktl bench` of the kernel x the demo's factor (not the honest claim
     measured minutes earlier, whose drift since can shrink the lie below what the test may
     refute), published beside the honest verification with the dishonest key."""
     honest_dir = tmp_path / "k"
@@ -318,6 +398,7 @@ def test_the_lie_is_benchmarked_just_before_it_is_published(
                                     "baseline_median_ns": 10.0}]}], "notes": []}
     demo = Demo(tmp_path / "work", Console(file=io.StringIO()))
     demo.kernels.mkdir(parents=True, exist_ok=True)
+    demo.factor = 1.6
     ran: list[list[str]] = []
     published: list[tuple[Path, Path, Path | None]] = []
 
@@ -337,14 +418,17 @@ def test_the_lie_is_benchmarked_just_before_it_is_published(
                            honest_dir, tmp_path / "cheat.key", None)  # type: ignore[arg-type]
     assert read == [Path("v.json")]  # the honest benchmark is not what the lie inflates
     lie_dir = demo.kernels / "k-inflated"
-    assert ran == [["bench", str(lie_dir)]]
+    # as many runs as an honest claim carries: with the default 5, the lie's own runs
+    # bounded the test (a CI sitting could refute it at no count of runs)
+    assert ran == [["bench", str(lie_dir), *LIE_BENCH_RUNS]]
+    assert LIE_BENCH_RUNS[:2] == ("--runs", str(PUBLISH_RUNS))
     assert (lie_dir / "kernel.toml").is_file()
     (d, key, results), = published
     assert d == lie_dir and key == tmp_path / "cheat.key" and results is not None
     body = json.loads(results.read_text())
     assert body["verification"] == {"verdict": "pass"}
-    assert body["benchmark"]["results"][0]["speedup"] == pytest.approx(1.5 * INFLATE)
-    assert body["benchmark"]["results"][0]["runs"][0]["speedup"] == pytest.approx(1.5 * INFLATE)
+    assert body["benchmark"]["results"][0]["speedup"] == pytest.approx(1.5 * 1.6)
+    assert body["benchmark"]["results"][0]["runs"][0]["speedup"] == pytest.approx(1.5 * 1.6)
 
 
 def test_reproductions_wait_for_the_demos_own_servers_to_go_quiet() -> None:
@@ -604,6 +688,10 @@ def test_summary_cells_are_text_not_markup() -> None:
     console.print(summary_table([row]))
     text = console.export_text()
     assert "[reverse]a/b[/reverse]" in text and "R=512,C=1024" in text and "\x1b" not in text
+    # the lie is marked with the factor it was planted with
+    lie = SummaryRow("a/b", "sum", 4, "benchmark.speedup[R=8]", 2.4, None, "refuted", False)
+    console.print(summary_table([row, lie], 1.6))
+    assert "(inflated x1.6)" in console.export_text()
 
 
 def test_torch_examples_are_published_and_triton_is_checked_with_a_reason() -> None:
