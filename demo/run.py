@@ -838,10 +838,9 @@ class Demo:
         else:
             undecided = sum(1 for r in self.rows
                             if r.honest and r.verdict in ("inconclusive", "unsupported"))
-            c.print("[bold green]✓ no honest claim refuted, the inflated claim refuted[/] "
-                    if any(r.verdict == "refuted" for r in self.rows if not r.honest) else
-                    "[bold green]✓ no honest claim refuted, the inflated claim unsupported "
-                    "(never paid on)[/] "
+            lie = "refuted" if any(r.verdict == "refuted" for r in self.rows
+                                   if not r.honest) else "unsupported (never paid on)"
+            c.print(f"[bold green]✓ no honest claim refuted, the inflated claim {lie}[/] "
                     f"[dim]({time.monotonic() - self.started:.0f} s)[/]")
             if undecided:
                 c.print(f"[yellow]  {undecided} honest claim(s) inconclusive or unsupported "

@@ -729,3 +729,16 @@ def test_honest_claims_are_published_with_the_demos_runs(tmp_path: Path) -> None
     from verifier import DEFAULT_RUNS
 
     assert PUBLISH_RUNS > DEFAULT_RUNS  # more than a claim carries by default
+
+
+@pytest.mark.parametrize(("lie", "says"), [("refuted", "the inflated claim refuted"),
+                                           ("unsupported", "the inflated claim unsupported")])
+def test_the_outcome_line_says_the_lie_and_the_time_either_way(tmp_path: Path, lie: str,
+                                                              says: str) -> None:
+    out = io.StringIO()
+    demo = Demo(tmp_path / "work", Console(file=out, width=200))
+    demo.rows = [_row("a/b", "inconclusive"), _row("a/b", lie, honest=False)]
+    demo._outcome([])
+    text = out.getvalue()
+    assert says in text and " s)" in text, text
+    assert "1 honest claim(s) inconclusive" in text
