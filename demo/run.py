@@ -318,11 +318,12 @@ def lie_factor(rows: Sequence[SummaryRow], kernel: str) -> float:
     sitting's noise (issue 42): the demo says so and plants a larger one rather than show a
     lie nobody could refute here. Pure."""
     mine = [r for r in rows if r.honest and r.kernel == kernel]
-    judged = max((_judged(r) if r.spread is not None else math.inf for r in mine),
-                 default=math.inf)
-    tolerance = max((r.tolerance for r in mine if r.tolerance is not None), default=0.05)
+    # a row with no interval or no tolerance (none was tested) tells nothing: unknown
+    judged = max((_judged(r) if r.spread is not None and r.tolerance is not None
+                  else math.inf for r in mine), default=math.inf)
     if not math.isfinite(judged):
         return INFLATE_MOST
+    tolerance = max(r.tolerance for r in mine if r.tolerance is not None)
     need = math.exp(math.log1p(tolerance) + LIE_MARGIN * judged)
     return min(max(INFLATE, need), INFLATE_MOST)
 
@@ -790,9 +791,8 @@ class Demo:
                 with self.step(f"[{i}/{len(reports)}] reproducing {report['name']} "
                                f"benchmark #{e['index']}"):
                     self._reproduced(report, e, reproducer, server, honest=True)
-        # The lie: a fresh benchmark, every run x1.25, signed by another key, planted on a
-        # kernel whose honest claim reproduced as confirmed (a measurement steady enough
-        # to judge by), else on the first.
+        # The lie: a fresh benchmark, every run x `lie_factor`, signed by another key,
+        # planted on the kernel its honest reproduction judged most surely (`lie_target`).
         report, copy = reports[lie_target([r["name"] for r, _ in reports], self.rows)]
         self.factor = lie_factor(self.rows, report["name"])
         if self.factor > INFLATE:

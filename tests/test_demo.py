@@ -195,7 +195,8 @@ def test_the_lie_is_as_large_as_this_machine_needs_to_judge_it() -> None:
     """The CI run whose runs were 11 % apart: a x1.25 lie read 17 % over (drift), its
     interval [-16 %, +64 %]: no count of runs could refute it. Where the honest reproduction
     judged closely the lie is x1.25; where loosely, the tolerance plus LIE_MARGIN x (drift +
-    half-width), never over INFLATE_MOST; unknown: INFLATE_MOST."""
+    half-width), never over INFLATE_MOST; unknown (no estimate, interval or tolerance):
+    INFLATE_MOST."""
     tight = [_judged_row("k", "confirmed", 1.01, 0.04)]
     assert lie_factor(tight, "k") == INFLATE
     loose = [_judged_row("k", "inconclusive", 0.98, math.log(1.43 / 0.67) / 2)]
@@ -212,7 +213,8 @@ def test_the_lie_is_as_large_as_this_machine_needs_to_judge_it() -> None:
         lie_factor([_judged_row("k", "inconclusive", 1.0, 0.2, 0.05)], "k")
     assert lie_factor([_judged_row("k", "inconclusive", 1.0, 5.0)], "k") == INFLATE_MOST
     for unknown in ([], [_judged_row("k", "inconclusive", None, 0.1)],
-                    [_judged_row("k", "inconclusive", 1.0, None)]):
+                    [_judged_row("k", "inconclusive", 1.0, None)],
+                    [_judged_row("k", "inconclusive", 1.0, 0.01, None)]):
         assert lie_factor(unknown, "k") == INFLATE_MOST
 
 
