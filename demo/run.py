@@ -27,8 +27,9 @@
    calls it weak) finds it unsupported: never paid on;
 6. print a summary table and where to look, then serve the explorer until Ctrl-C
    (``--exit``: stop, and exit 0 only if the summary is as expected: no honest claim
-   refuted, the lie refuted or unsupported; an honest claim this machine could not confirm
-   is shown with its reason, never a failure).
+   refuted, the lie never confirmed and refuted or unsupported, or left undecided by this
+   machine's noise (`SummaryRow.undecided_here`); an honest claim this machine could not
+   confirm, or a lie it could not decide, is shown with its reason, never a failure).
 """
 
 from __future__ import annotations
@@ -175,6 +176,9 @@ class SummaryRow:
     inflation: float | None = None
     #: The reproduction policy's tolerance (a fraction).
     tolerance: float | None = None
+    #: The test ran on a measurement distrusted for noise alone (typed `statistics.noisy`:
+    #: its runs disagree, or its intervals are wide): it may refute, it confirms nothing.
+    noisy: bool = False
 
     @property
     def expected(self) -> str:
@@ -188,6 +192,15 @@ class SummaryRow:
             return self.verdict != "refuted"
         return self.verdict in ("refuted", "unsupported")
 
+    @property
+    def undecided_here(self) -> bool:
+        """Inconclusive because this machine could not judge, by the reproduction's typed
+        output: its measurement distrusted for noise (`noisy`), or its estimate beyond the
+        tolerance with the test undecided or held back (`overstated`). For the lie, not a
+        failure (whether a sitting here decides is a timing); a lie inconclusive on a trusted
+        measurement that estimates it within the tolerance, measured as if honest, is one."""
+        return self.verdict == "inconclusive" and (self.noisy or self.overstated)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "kernel": self.kernel, "op": self.op, "entry": self.entry, "claim": self.claim,
@@ -195,6 +208,7 @@ class SummaryRow:
             "honest": self.honest, "reproduction_entry": self.reproduction_entry,
             "reason": self.reason, "held_back": self.held_back, "overstated": self.overstated,
             "spread": self.spread, "inflation": self.inflation, "tolerance": self.tolerance,
+            "noisy": self.noisy,
         }
 
     @classmethod
@@ -215,6 +229,7 @@ class SummaryRow:
                 reason=str(obj.get("reason", "")), held_back=obj.get("held_back") is True,
                 overstated=obj.get("overstated") is True, spread=opt_num(obj.get("spread")),
                 inflation=opt_num(obj.get("inflation")), tolerance=opt_num(obj.get("tolerance")),
+                noisy=obj.get("noisy") is True,
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise DemoError(f"summary row is malformed: {exc}") from None
@@ -224,14 +239,18 @@ def check_summary(rows: Sequence[SummaryRow], honest_kernels: Sequence[str]) -> 
     """What is wrong with the demo's outcome; empty when it is as expected.
 
     Expected: every honest kernel has reproduced claims, none refuted; the inflated entry
-    has reproduced claims, at least one refuted (or unsupported: never paid on) and none
-    confirmed. An honest claim that comes out inconclusive is shown with its reason but is
-    not a failure, even when every one does: whether this machine can confirm within the
-    tolerance depends on how far apart its runs and sittings are (a run spread of 11-15 %,
-    seen in CI, leaves no claim of 15 runs confirmable at 99 % within 5 %), a timing the
-    demo must not assert on; the rule itself is tested on injected measurements. Only a
-    false refutation or a missed lie is a failure; the lie is made large enough for this
-    machine to judge (`lie_factor`).
+    has reproduced claims, none confirmed, and at least one refuted (or unsupported: never
+    paid on), unless every one was left undecided by this machine (`undecided_here`). An
+    honest claim that comes out inconclusive is shown with its reason but is not a failure,
+    even when every one does: whether this machine can confirm within the tolerance depends
+    on how far apart its runs and sittings are (a run spread of 11-15 %, seen in CI, leaves
+    no claim of 15 runs confirmable at 99 % within 5 %), a timing the demo must not assert
+    on; the rule itself is tested on injected measurements. The same holds for the lie's
+    refutation, which a refutation's second sitting on a flickering machine can leave open
+    (CI, 2026-12-07: refuted in a first sitting of 15 runs 10 % apart, then 5 runs reading
+    0.69x to 0.99x). A false refutation, a confirmed lie, or a lie measured as if honest
+    on a trusted measurement is a failure; the lie is made large enough for this machine
+    to judge (`lie_factor`).
     """
     problems: list[str] = []
     for name in honest_kernels:
@@ -246,7 +265,8 @@ def check_summary(rows: Sequence[SummaryRow], honest_kernels: Sequence[str]) -> 
     if not inflated:
         problems.append("the inflated claim was not reproduced")
     else:
-        if not any(r.as_expected for r in inflated):
+        if not any(r.as_expected for r in inflated) and \
+                not all(r.undecided_here for r in inflated):
             why = "; ".join(f"{r.claim}: {r.verdict} ({r.reason})" for r in inflated if r.reason)
             problems.append("the inflated claim was not refuted (nor found unsupported)"
                             + (f": {why}" if why else ""))
@@ -410,7 +430,7 @@ def rows_from_reproduction(
             held_back=_held_back(c, tolerance),
             overstated=_overstated(c, tolerance), spread=_spread(c),
             inflation=_number(stats.get("inflation")) if isinstance(stats, dict) else None,
-            tolerance=tolerance,
+            tolerance=tolerance, noisy=isinstance(stats, dict) and stats.get("noisy") is True,
         ))
     return rows
 
@@ -454,7 +474,7 @@ def summary_table(rows: Sequence[SummaryRow], factor: float = INFLATE) -> Table:
             safe(r.op), f"#{r.entry}", safe(shape), _x(r.claimed), _x(r.reproduced),
             safe(r.verdict, colour.get(r.verdict, "white")),
             "[green]✓ yes[/]" if ok else "[yellow]~ undecided here (not a failure)[/]"
-            if r.as_expected else f"[red]✗ no, expected {r.expected}[/]",
+            if r.as_expected or r.undecided_here else f"[red]✗ no, expected {r.expected}[/]",
         )
     return table
 
@@ -838,10 +858,17 @@ class Demo:
         else:
             undecided = sum(1 for r in self.rows
                             if r.honest and r.verdict in ("inconclusive", "unsupported"))
-            lie = "refuted" if any(r.verdict == "refuted" for r in self.rows
-                                   if not r.honest) else "unsupported (never paid on)"
+            lies = [r for r in self.rows if not r.honest]
+            lie = "refuted" if any(r.verdict == "refuted" for r in lies) else \
+                "unsupported (never paid on)" if any(r.verdict == "unsupported" for r in lies) \
+                else "left undecided by this machine (not a failure), never confirmed"
             c.print(f"[bold green]✓ no honest claim refuted, the inflated claim {lie}[/] "
                     f"[dim]({time.monotonic() - self.started:.0f} s)[/]")
+            if not any(r.as_expected for r in lies):
+                c.print("[yellow]  its measurement here was too noisy, or its test too wide, "
+                        "to decide; each with its reason:[/]")
+                for r in lies:
+                    c.print(safe(f"    {r.kernel} #{r.entry} {r.claim}: {r.reason}", "yellow"))
             if undecided:
                 c.print(f"[yellow]  {undecided} honest claim(s) inconclusive or unsupported "
                         "here, each with "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import math
@@ -49,7 +50,7 @@ def test_row_round_trip() -> None:
     row = _row("a/b", "confirmed")
     assert SummaryRow.from_json(json.loads(json.dumps(row.to_json()))) == row
     row = SummaryRow("a/b", "op", 1, "s", 1.0, None, "inconclusive", True, 3, spread=0.1,
-                     inflation=1.02, tolerance=0.05)
+                     inflation=1.02, tolerance=0.05, noisy=True)
     assert SummaryRow.from_json(json.loads(json.dumps(row.to_json()))) == row
     with pytest.raises(DemoError):
         SummaryRow.from_json({"kernel": "a/b"})
@@ -543,7 +544,66 @@ def test_an_untrusted_measurement_is_not_shown_as_reproduced() -> None:
                                        "noisy": True}
     (row,) = rows_from_reproduction(body, kernel="a/b", op="sum", entry=3, honest=False,
                                     reproduction_entry=None)
-    assert row.reproduced is None and row.verdict == "refuted"
+    assert row.reproduced is None and row.verdict == "refuted" and row.noisy
+
+
+def _ci_lie(verdict: str = "inconclusive", noisy: bool | None = True,
+                    inflation: float = 1.12) -> dict[str, object]:
+    """The lie's claim as CI's reproduction gave it on 2026-12-07: refuted in a first sitting
+    of 15 runs, then a second of 5 runs reading 0.69x to 0.989x, distrusted for noise."""
+    stats: dict[str, object] = {"inflation": inflation, "inflation_interval": [0.74, 1.70],
+                                "look": 1}
+    if noisy is not None:
+        stats["noisy"] = noisy
+    return {"policy": {"tolerance": 0.05}, "claims": [
+        {"claim": "benchmark.speedup[R=1024,C=1024]", "verdict": verdict,
+         "claimed": {"speedup": 0.938}, "measured": {"speedup": 0.837},
+         "reason": "refuted in the first sitting; the second could not decide",
+         "statistics": stats}]}
+
+
+def _lie_rows(body: dict[str, object]) -> list[SummaryRow]:
+    return rows_from_reproduction(body, kernel="a/b", op="sum", entry=11, honest=False,
+                                  reproduction_entry=12)
+
+
+def test_a_lie_this_machine_could_not_decide_is_shown_not_failed() -> None:
+    """CI on 2026-12-07: the lie refuted in one sitting and left open by a noisy second one.
+    Whether a sitting here decides is a timing; the machine's own typed output (a noisy
+    measurement, or an estimate beyond the tolerance the test could not decide) says it
+    could not judge, so the check shows it and passes."""
+    honest = [_row("a/b", "confirmed")]
+    (lie,) = _lie_rows(_ci_lie())
+    assert lie.noisy and lie.undecided_here and not lie.as_expected
+    assert check_summary([*honest, lie], ["a/b"]) == []
+    # trusted, but estimated 12 % over the 5 % tolerance and undecided: also this machine's
+    (lie,) = _lie_rows(_ci_lie(noisy=None))
+    assert lie.overstated and lie.undecided_here
+    assert check_summary([*honest, lie], ["a/b"]) == []
+    out = Console(record=True, width=200)
+    out.print(summary_table([*honest, lie], 1.26))
+    assert "undecided here (not a failure)" in out.export_text()
+
+
+def test_a_lie_measured_as_if_honest_still_fails() -> None:
+    """The attacker's side of the allowance: a lie inconclusive on a trusted measurement
+    that estimates it within the tolerance (the lie not seen at all), a confirmed lie, or a
+    lie claimed undecided beside another left open on a trusted measurement all fail; so
+    does a noisy honest claim refuted. A claimant cannot set `noisy`: it is the
+    reproduction's own statistics."""
+    honest = [_row("a/b", "confirmed")]
+    (seen_as_honest,) = _lie_rows(_ci_lie(noisy=None, inflation=1.03))
+    assert not seen_as_honest.undecided_here
+    assert any("was not refuted" in p for p in check_summary([*honest, seen_as_honest], ["a/b"]))
+    (confirmed,) = _lie_rows(_ci_lie(verdict="confirmed"))
+    assert not confirmed.undecided_here
+    assert any("came out confirmed" in p for p in check_summary([*honest, confirmed], ["a/b"]))
+    (noisy_lie,) = _lie_rows(_ci_lie())
+    assert any("was not refuted" in p
+               for p in check_summary([*honest, noisy_lie, seen_as_honest], ["a/b"]))
+    honest_noisy = dataclasses.replace(_row("a/b", "refuted"), noisy=True)
+    assert any("honest claim came out refuted" in p
+               for p in check_summary([honest_noisy, noisy_lie], ["a/b"]))
 
 
 def test_examples_are_found() -> None:
