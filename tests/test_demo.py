@@ -804,3 +804,14 @@ def test_the_outcome_line_says_the_lie_and_the_time_either_way(tmp_path: Path, l
     text = out.getvalue()
     assert says in text and " s)" in text, text
     assert "1 honest claim(s) inconclusive" in text
+
+
+def test_the_outcome_line_says_a_lie_left_undecided_and_why(tmp_path: Path) -> None:
+    out = io.StringIO()
+    demo = Demo(tmp_path / "work", Console(file=out, width=200))
+    demo.rows = [_row("a/b", "confirmed"), *_lie_rows(_ci_lie())]
+    demo._outcome(check_summary(demo.rows, ["a/b"]))
+    text = out.getvalue()
+    assert "the inflated claim left undecided by this machine" in text and " s)" in text, text
+    assert "refuted in the first sitting; the second could not decide" in text
+    assert "not what the demo expects" not in text
