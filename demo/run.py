@@ -163,10 +163,6 @@ class SummaryRow:
     #: held back as inconclusive (other hardware, or conditions too far apart): read from
     #: the typed statistics and policy, not from the reason's words.
     held_back: bool = False
-    #: Inconclusive with the estimated overstatement beyond the tolerance (the test undecided,
-    #: or decided and held back): said when it gets its one more sitting (as every
-    #: inconclusive claim does).
-    overstated: bool = False
     #: Half the width of the inflation interval, in log units: how precisely one sitting
     #: judges this claim (the runs' spread and the allowance between sittings); None when
     #: the reproduction gave no interval.
@@ -179,6 +175,14 @@ class SummaryRow:
     #: The test ran on a measurement distrusted for noise alone (typed `statistics.noisy`:
     #: its runs disagree, or its intervals are wide): it may refute, it confirms nothing.
     noisy: bool = False
+
+    @property
+    def overstated(self) -> bool:
+        """Inconclusive with the estimated overstatement beyond the tolerance (the test
+        undecided, or decided and held back): said when it gets its one more sitting (as
+        every inconclusive claim does)."""
+        return self.verdict == "inconclusive" and self.inflation is not None and \
+            self.tolerance is not None and self.inflation > 1.0 + self.tolerance
 
     @property
     def expected(self) -> str:
@@ -206,7 +210,7 @@ class SummaryRow:
             "kernel": self.kernel, "op": self.op, "entry": self.entry, "claim": self.claim,
             "claimed": self.claimed, "reproduced": self.reproduced, "verdict": self.verdict,
             "honest": self.honest, "reproduction_entry": self.reproduction_entry,
-            "reason": self.reason, "held_back": self.held_back, "overstated": self.overstated,
+            "reason": self.reason, "held_back": self.held_back,
             "spread": self.spread, "inflation": self.inflation, "tolerance": self.tolerance,
             "noisy": self.noisy,
         }
@@ -227,12 +231,17 @@ class SummaryRow:
                 reproduced=opt_num(obj.get("reproduced")), verdict=str(obj["verdict"]),
                 honest=bool(obj["honest"]), reproduction_entry=None if rep is None else int(rep),
                 reason=str(obj.get("reason", "")), held_back=obj.get("held_back") is True,
-                overstated=obj.get("overstated") is True, spread=opt_num(obj.get("spread")),
+                spread=opt_num(obj.get("spread")),
                 inflation=opt_num(obj.get("inflation")), tolerance=opt_num(obj.get("tolerance")),
                 noisy=obj.get("noisy") is True,
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise DemoError(f"summary row is malformed: {exc}") from None
+
+
+def _honest_rows(rows: Sequence[SummaryRow], kernel: str) -> list[SummaryRow]:
+    """`kernel`'s honest rows."""
+    return [r for r in rows if r.honest and r.kernel == kernel]
 
 
 def check_summary(rows: Sequence[SummaryRow], honest_kernels: Sequence[str]) -> list[str]:
@@ -254,7 +263,7 @@ def check_summary(rows: Sequence[SummaryRow], honest_kernels: Sequence[str]) -> 
     """
     problems: list[str] = []
     for name in honest_kernels:
-        mine = [r for r in rows if r.honest and r.kernel == name]
+        mine = _honest_rows(rows, name)
         if not mine:
             problems.append(f"{name}: no benchmark claim was reproduced")
         for r in mine:
@@ -315,7 +324,7 @@ def lie_target(names: Sequence[str], rows: Sequence[SummaryRow]) -> int:
     """
     best, best_score, best_confirmed = 0, math.inf, False
     for i, name in enumerate(names):
-        mine = [r for r in rows if r.honest and r.kernel == name]
+        mine = _honest_rows(rows, name)
         if not mine:
             continue
         confirmed = all(r.verdict == "confirmed" for r in mine)
@@ -337,7 +346,7 @@ def lie_factor(rows: Sequence[SummaryRow], kernel: str) -> float:
     kernel's claims). On a machine whose runs are 11-15 % apart a 25 % lie is within one
     sitting's noise (issue 42): the demo says so and plants a larger one rather than show a
     lie nobody could refute here. Pure."""
-    mine = [r for r in rows if r.honest and r.kernel == kernel]
+    mine = _honest_rows(rows, kernel)
     # a row with no interval or no tolerance (none was tested) tells nothing: unknown
     judged = max((_judged(r) if r.spread is not None and r.tolerance is not None
                   else math.inf for r in mine), default=math.inf)
@@ -352,13 +361,11 @@ def _judging(rows: Sequence[SummaryRow], kernel: str) -> str:
     """How the honest reproduction of `kernel` judged it, in words: its estimates and
     intervals, for the line that says why the lie is larger."""
     parts = []
-    for r in rows:
-        if r.honest and r.kernel == kernel:
-            gap = _log_gap(r)
-            off = f"{100 * math.expm1(gap):.0f} %" if math.isfinite(gap) else "unknown"
-            width = "no interval" if r.spread is None else \
-                f"+-{100 * math.expm1(r.spread):.0f} %"
-            parts.append(f"{r.verdict}, {off} from its claim, {width}")
+    for r in _honest_rows(rows, kernel):
+        gap = _log_gap(r)
+        off = f"{100 * math.expm1(gap):.0f} %" if math.isfinite(gap) else "unknown"
+        width = "no interval" if r.spread is None else f"+-{100 * math.expm1(r.spread):.0f} %"
+        parts.append(f"{r.verdict}, {off} from its claim, {width}")
     return "; ".join(parts) or "none"
 
 
@@ -428,7 +435,7 @@ def rows_from_reproduction(
             verdict=str(c.get("verdict")), honest=honest, reproduction_entry=reproduction_entry,
             reason=str(c.get("reason", "")),
             held_back=_held_back(c, tolerance),
-            overstated=_overstated(c, tolerance), spread=_spread(c),
+            spread=_spread(c),
             inflation=_number(stats.get("inflation")) if isinstance(stats, dict) else None,
             tolerance=tolerance, noisy=isinstance(stats, dict) and stats.get("noisy") is True,
         ))
@@ -442,19 +449,6 @@ def _held_back(claim: Mapping[str, Any], tolerance: float | None) -> bool:
     if claim.get("verdict") != "inconclusive" or interval is None or tolerance is None:
         return False
     return interval[0] > 1.0 + tolerance
-
-
-def _overstated(claim: Mapping[str, Any], tolerance: float | None) -> bool:
-    """An inconclusive verdict whose estimated inflation lies beyond 1 + tolerance (the
-    test undecided, or decided and held back, which `_held_back` names): another sitting
-    may decide it."""
-    stats = claim.get("statistics")
-    if claim.get("verdict") != "inconclusive" or not isinstance(stats, dict):
-        return False
-    inflation = _number(stats.get("inflation"))
-    if inflation is None or tolerance is None:
-        return False
-    return inflation > 1.0 + tolerance
 
 
 def summary_table(rows: Sequence[SummaryRow], factor: float = INFLATE) -> Table:

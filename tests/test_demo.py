@@ -373,7 +373,8 @@ def test_an_undecided_overstatement_gets_one_more_sitting_never_a_third(
     """Honest or planted alike: one more sitting for a claim left inconclusive beyond the
     tolerance; whatever the second says is the verdict, even inconclusive again."""
     first = SummaryRow(**{**_row("a/b", "inconclusive", honest=honest).__dict__,
-                          "overstated": True})
+                          "inflation": 1.14, "tolerance": 0.05})
+    assert first.overstated
     second = _row("a/b", "refuted" if not honest else "confirmed", honest=honest)
     sittings = [[first], [first], [second]]
     demo, calls = _scripted_sittings(tmp_path, sittings)
